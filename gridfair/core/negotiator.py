@@ -1,0 +1,144 @@
+"""One negotiation cycle: run the policy stages on the pool and apply what they decide.
+
+Phase 1 hands out free capacity in the order stage's order: the first active user's next task
+goes to the fastest free node it fits; a user whose task fits nowhere is skipped for the rest of
+the cycle (or the cycle's allocation ends, for orders that say so, as SDRF's Algorithm 1).
+Phase 2 runs only when phase 1 is done: the preemption stage vacates tasks for entitled users
+while its rule allows, so free nodes are always used before any preemption (OSEP, HOSEP 3.3).
+
+Decisions are applied to the pool as they are made, because each changes what the next one
+sees. The daemon journals them and carries them out afterwards; the simulator schedules the
+completions of the tasks that started.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gridfair.core.pool import Pool, Task
+from gridfair.policies.base import (
+    ALLOCATE,
+    VACATE,
+    AdmitPolicy,
+    Decision,
+    OrderPolicy,
+    Preemption,
+    PreemptPolicy,
+)
+
+#: Returns why a vacate must be held back (the daemon's safety rules), or None to allow it.
+VacateGuard = Callable[[Preemption, float], str | None]
+
+
+@dataclass(frozen=True, slots=True)
+class HeldBack:
+    """A preemption a policy wanted but a safety rule held back, and which rule."""
+
+    preemption: Preemption
+    rule: str
+
+
+class Negotiator:
+    """Runs admit (on submit), order and preempt stages over one pool."""
+
+    def __init__(
+        self,
+        pool: Pool,
+        order: OrderPolicy,
+        preempt: PreemptPolicy | None = None,
+        admit: AdmitPolicy | None = None,
+        *,
+        vacate_guard: VacateGuard | None = None,
+    ) -> None:
+        self.pool = pool
+        self.order = order
+        self.preempt = preempt
+        self.admit = admit
+        self.vacate_guard = vacate_guard
+        self.held_back: list[HeldBack] = []
+        for stage in (order, preempt, admit):
+            if stage is not None:
+                pool.listen(stage)
+
+    @property
+    def stages(self) -> str:
+        """The composition, as `--order/--preempt/--admit` would name it."""
+        parts = [f"order={self.order.name}"]
+        if self.preempt is not None:
+            parts.append(f"preempt={self.preempt.name}")
+        if self.admit is not None:
+            parts.append(f"admit={self.admit.name}")
+        return " ".join(parts)
+
+    def submit(self, task: Task, now: float) -> Decision | None:
+        """Admit (or refuse) a new task and queue it; returns the admission decision if any."""
+        decision = self.admit.on_submit(task, now) if self.admit is not None else None
+        self.pool.submit(task, now)
+        if decision is not None and decision.kind == "drop":
+            self.pool.drop(task, now)
+        return decision
+
+    def cycle(self, now: float) -> list[Decision]:
+        """One negotiation at time `now`; returns the decisions in the order they were made."""
+        decisions: list[Decision] = []
+        self.held_back = []
+        if self.admit is not None:
+            decisions.extend(self._apply_review(now))
+        self._allocate_free(now, decisions)
+        if self.preempt is not None:
+            self._preempt(now, decisions)
+        self.pool.unblock_all(now)
+        return decisions
+
+    def _apply_review(self, now: float) -> list[Decision]:
+        assert self.admit is not None
+        decisions = self.admit.review(now)
+        for decision in decisions:
+            if decision.kind == "drop":
+                self.pool.drop(decision.task, now)
+            elif decision.kind == "kill":
+                self.pool.kill(decision.task, now)
+        return decisions
+
+    def _allocate_free(self, now: float, decisions: list[Decision]) -> None:
+        pool = self.pool
+        order = self.order
+        name = order.name
+        while pool.has_free():
+            user = order.first(now)
+            if user is None:
+                return
+            task = pool.head(user)
+            assert task is not None, f"{name} chose {user.name}, who has no idle task"
+            node = pool.best_node(task)
+            if node is None:
+                if order.stop_when_blocked:
+                    return
+                pool.block(user, now)
+                continue
+            template, figures = order.why(user, now)
+            pool.start(task, node, now)
+            decisions.append(Decision(ALLOCATE, task, node, name, template, figures))
+
+    def _preempt(self, now: float, decisions: list[Decision]) -> None:
+        pool = self.pool
+        preempt = self.preempt
+        assert preempt is not None
+        name = preempt.name
+        while (choice := preempt.choose(now)) is not None:
+            if self.vacate_guard is not None:
+                rule = self.vacate_guard(choice, now)
+                if rule is not None:
+                    self.held_back.append(HeldBack(choice, rule))
+                    return
+            pool.vacate(choice.victim, now)
+            pool.start(choice.receiver, choice.node, now)
+            decisions.append(
+                Decision(VACATE, choice.victim, choice.node, name, choice.vacate_template,
+                         choice.figures)
+            )
+            decisions.append(
+                Decision(ALLOCATE, choice.receiver, choice.node, name,
+                         choice.allocate_template, choice.figures)
+            )

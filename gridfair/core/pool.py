@@ -1,0 +1,440 @@
+"""The pool as incremental state: nodes, tasks and per-user totals, updated by events.
+
+This is the one core the simulator and the daemon share. Events (submit, start, stop) update
+per-user totals in O(1) and the free-node index in O(log n), and are passed on to listeners
+(the policies), which keep their own incremental structures (sorted users, heaps, the live
+tree). Nothing here ever walks the whole pool on an event.
+
+Ties everywhere are broken by insertion order (`Node.index`, `Task.seq`), so a run is a pure
+function of its inputs.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from sortedcontainers import SortedList
+
+# Task states.
+QUEUED, RUNNING, DONE, DROPPED, KILLED = range(5)
+STATE_NAMES = ("queued", "running", "done", "dropped", "killed")
+
+# Indexes of the per-user usage vector (`UserState.usage`) and of `Pool.capacity`.
+CPUS, MEMORY, POWER = range(3)
+RESOURCE_NAMES = ("cpus", "memory", "power")
+
+# Free capacity below this is treated as none (capacities may be fractional).
+EPSILON = 1e-9
+
+
+class Node:
+    """A machine (or slot) at run time. `power` is MFlops of the whole node."""
+
+    __slots__ = (
+        "name", "owner", "power", "cpus", "memory", "load", "power_per_cpu",
+        "free_cpus", "free_memory", "index", "ad",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        owner: str | None,
+        power: float,
+        cpus: float = 1.0,
+        memory: float = 0.0,
+        load: float = 0.0,
+        ad: Any = None,
+    ) -> None:
+        self.name = name
+        self.owner = owner
+        self.power = power
+        self.cpus = cpus
+        self.memory = memory
+        self.load = load
+        self.power_per_cpu = power / cpus
+        self.free_cpus = cpus
+        self.free_memory = memory
+        self.index = -1  # set by Pool.add_node: the stable tie-break
+        self.ad = ad
+
+    def __repr__(self) -> str:
+        return f"Node({self.name!r}, owner={self.owner!r}, power={self.power:g})"
+
+
+class Task:
+    """A job (one task, or a parallel job's slots taken together) at run time.
+
+    Exactly one of `work` (MFlop: run time depends on the node's power) and `duration`
+    (seconds: fixed, as in trace-driven runs) drives its run time.
+    """
+
+    __slots__ = (
+        "id", "user", "cpus", "memory", "work", "duration", "submit_time", "deadline",
+        "requested_cpus", "state", "node", "start_time", "first_start", "finish_time",
+        "done_work", "lost_work", "preemptions", "epoch", "seq", "ad", "source_index",
+    )
+
+    def __init__(
+        self,
+        id: str,  # noqa: A002 - the job's id is its name everywhere in HTCondor
+        user: str,
+        submit_time: float,
+        *,
+        cpus: float = 1.0,
+        memory: float = 0.0,
+        work: float | None = None,
+        duration: float | None = None,
+        deadline: float | None = None,
+        ad: Any = None,
+        source_index: int = -1,
+    ) -> None:
+        self.id = id
+        self.user = user
+        self.cpus = cpus
+        self.memory = memory
+        self.work = work
+        self.duration = duration
+        self.submit_time = submit_time
+        self.deadline = deadline
+        self.requested_cpus = cpus  # what the job asked for; `cpus` is what it is given
+        self.state = QUEUED
+        self.node: Node | None = None
+        self.start_time = 0.0  # start of the current run
+        self.first_start: float | None = None
+        self.finish_time: float | None = None
+        self.done_work = 0.0  # work (MFlop, or seconds for duration tasks) kept across vacates
+        self.lost_work = 0.0  # work thrown away by vacates without checkpointing
+        self.preemptions = 0
+        self.epoch = 0  # bumped on every stop: completion events of older runs are stale
+        self.seq = -1  # set by Pool.submit: the stable tie-break
+        self.ad = ad
+        self.source_index = source_index  # position in the input workload, for output order
+
+    def __repr__(self) -> str:
+        return f"Task({self.id!r}, user={self.user!r}, state={STATE_NAMES[self.state]})"
+
+
+class UserState:
+    """Per-user totals, kept current by the pool's events."""
+
+    __slots__ = (
+        "name", "provided_power", "provided_nodes", "allocated_power", "running",
+        "usage", "idle", "idle_count", "blocked", "index", "submitted",
+    )
+
+    def __init__(self, name: str, index: int) -> None:
+        self.name = name
+        self.provided_power = 0.0
+        self.provided_nodes = 0
+        self.allocated_power = 0.0
+        self.running = 0  # running tasks (OSEP counts these as used nodes)
+        self.usage = [0.0, 0.0, 0.0]  # cpus, memory, power held now
+        self.idle: list[tuple[Any, int, Task]] = []  # heap by the pool's task key
+        self.idle_count = 0
+        self.blocked = False  # nothing of its fits this cycle: skipped until the cycle ends
+        self.index = index  # stable tie-break: order of first appearance
+        self.submitted = 0
+
+    @property
+    def power_diff(self) -> float:
+        """HOSEP's PowerDiff (Eq. 3); +inf for a user holding power it does not provide."""
+        return power_diff(self.allocated_power, self.provided_power)
+
+    @property
+    def active(self) -> bool:
+        """Wants a slot now: has idle tasks and is not blocked in this cycle."""
+        return self.idle_count > 0 and not self.blocked
+
+    def __repr__(self) -> str:
+        return f"UserState({self.name!r})"
+
+
+def power_diff(allocated: float, provided: float) -> float:
+    """PowerDiff = (Allocated - Provided) / Provided (HOSEP Eq. 3).
+
+    A user who provides nothing has no entitlement: any use puts it infinitely above its share
+    (first to be preempted), no use leaves it at 0 (never a receiver of preemption).
+    """
+    if provided > 0:
+        return (allocated - provided) / provided
+    return float("inf") if allocated > 0 else 0.0
+
+
+def fifo_key(task: Task) -> float:
+    """Queue order of a user's idle tasks: first submitted first."""
+    return task.submit_time
+
+
+def least_demand_key(task: Task) -> float:
+    """HOSEP 3.3 (i): the task of least demand first (work, else duration x cpus)."""
+    if task.work is not None:
+        return task.work
+    return (task.duration or 0.0) * task.cpus
+
+
+class PoolListener:
+    """What a policy hears from the pool. Every hook is O(1) for the pool to call."""
+
+    def attach(self, pool: Pool) -> None:
+        """Called once when the policy joins the pool, before any event."""
+
+    def user_changed(self, user: UserState, now: float) -> None:
+        """A user's totals, idle count or blocked flag changed."""
+
+    def task_started(self, task: Task, now: float) -> None:
+        """A task started on `task.node`."""
+
+    def task_stopped(self, task: Task, now: float, node: Node) -> None:
+        """A task left `node` (finished, vacated or killed; `task.state` says which)."""
+
+
+Matcher = Callable[[Task, Node], bool]
+
+
+class Pool:
+    """Nodes, tasks and users, with per-user totals kept current by events."""
+
+    def __init__(
+        self,
+        *,
+        task_key: Callable[[Task], Any] = fifo_key,
+        checkpointing: bool = False,
+        matcher: Matcher | None = None,
+    ) -> None:
+        self.nodes: list[Node] = []
+        self.nodes_by_name: dict[str, Node] = {}
+        self.users: dict[str, UserState] = {}
+        self.tasks: dict[str, Task] = {}
+        self.task_key = task_key
+        self.checkpointing = checkpointing
+        self.matcher = matcher
+        self.capacity = [0.0, 0.0, 0.0]
+        self.used = [0.0, 0.0, 0.0]
+        # Nodes with free cpus, fastest first, then by index.
+        self._free = SortedList()
+        self._listeners: list[PoolListener] = []
+        self._blocked: list[UserState] = []
+        self._seq = 0
+
+    # ----------------------------------------------------------------- set-up
+    def listen(self, listener: PoolListener) -> None:
+        self._listeners.append(listener)
+        listener.attach(self)
+
+    def user(self, name: str) -> UserState:
+        """The user's state, created on first mention."""
+        user = self.users.get(name)
+        if user is None:
+            user = self.users[name] = UserState(name, len(self.users))
+        return user
+
+    def add_node(self, node: Node) -> Node:
+        if node.name in self.nodes_by_name:
+            raise ValueError(f"duplicate node name {node.name!r}")
+        node.index = len(self.nodes)
+        self.nodes.append(node)
+        self.nodes_by_name[node.name] = node
+        self.capacity[CPUS] += node.cpus
+        self.capacity[MEMORY] += node.memory
+        self.capacity[POWER] += node.power
+        if node.owner is not None:
+            owner = self.user(node.owner)
+            owner.provided_power += node.power
+            owner.provided_nodes += 1
+            for listener in self._listeners:
+                listener.user_changed(owner, 0.0)
+        if node.free_cpus > EPSILON:
+            self._free.add((-node.power_per_cpu, node.index))
+        return node
+
+    # ----------------------------------------------------------------- events
+    def submit(self, task: Task, now: float) -> None:
+        """A task arrives in its user's queue."""
+        task.seq = self._seq
+        self._seq += 1
+        self.tasks[task.id] = task
+        user = self.user(task.user)
+        user.submitted += 1
+        self._enqueue(user, task)
+        for listener in self._listeners:
+            listener.user_changed(user, now)
+
+    def start(self, task: Task, node: Node, now: float) -> None:
+        """`task` starts on `node`; the caller has checked that it fits."""
+        user = self.users[task.user]
+        was_queued = task.state == QUEUED
+        task.state = RUNNING
+        if was_queued:
+            user.idle_count -= 1
+            self._drop_stale_heads(user)
+        task.node = node
+        task.start_time = now
+        if task.first_start is None:
+            task.first_start = now
+        self._take(node, task.cpus, task.memory)
+        power = node.power_per_cpu * task.cpus
+        user.allocated_power += power
+        user.running += 1
+        usage = user.usage
+        usage[CPUS] += task.cpus
+        usage[MEMORY] += task.memory
+        usage[POWER] += power
+        self.used[CPUS] += task.cpus
+        self.used[MEMORY] += task.memory
+        self.used[POWER] += power
+        for listener in self._listeners:
+            listener.task_started(task, now)
+            listener.user_changed(user, now)
+
+    def finish(self, task: Task, now: float) -> None:
+        """`task` completed."""
+        task.finish_time = now
+        self._stop(task, now, DONE)
+
+    def vacate(self, task: Task, now: float) -> None:
+        """`task` is evicted from its node and goes back to its user's queue."""
+        task.preemptions += 1
+        self._stop(task, now, QUEUED)
+
+    def kill(self, task: Task, now: float) -> None:
+        """`task` is terminated (a running job past its deadline) and will not run again."""
+        task.finish_time = now
+        self._stop(task, now, KILLED)
+
+    def drop(self, task: Task, now: float) -> None:
+        """A queued `task` is refused (admission control) and leaves the queue."""
+        if task.state != QUEUED:
+            raise ValueError(f"cannot drop {task!r}: it is not queued")
+        user = self.users[task.user]
+        task.state = DROPPED
+        task.finish_time = now
+        user.idle_count -= 1
+        self._drop_stale_heads(user)
+        for listener in self._listeners:
+            listener.user_changed(user, now)
+
+    def forget(self, task: Task) -> None:
+        """Remove a task that has ended from the index (the daemon forgets finished jobs)."""
+        if task.state in (QUEUED, RUNNING):
+            raise ValueError(f"cannot forget {task!r}: it has not ended")
+        self.tasks.pop(task.id, None)
+
+    # ------------------------------------------------------- negotiation help
+    def head(self, user: UserState) -> Task | None:
+        """The user's next idle task by the pool's task key, or None."""
+        return user.idle[0][2] if user.idle_count > 0 else None
+
+    def has_free(self) -> bool:
+        return bool(self._free)
+
+    def free_nodes(self) -> Iterable[Node]:
+        """Nodes with free cpus, fastest first (ties by index)."""
+        nodes = self.nodes
+        return (nodes[index] for _, index in self._free)
+
+    def best_node(self, task: Task) -> Node | None:
+        """The fastest node with room for `task` that matches it, or None."""
+        nodes = self.nodes
+        matcher = self.matcher
+        cpus = task.cpus - EPSILON
+        memory = task.memory - EPSILON
+        for _, index in self._free:
+            node = nodes[index]
+            if node.free_cpus >= cpus and node.free_memory >= memory and (
+                matcher is None or matcher(task, node)
+            ):
+                return node
+        return None
+
+    def fits_after_vacate(self, task: Task, victim: Task) -> bool:
+        """Whether `task` fits on the victim's node once the victim has left it."""
+        node = victim.node
+        assert node is not None
+        return (
+            node.free_cpus + victim.cpus >= task.cpus - EPSILON
+            and node.free_memory + victim.memory >= task.memory - EPSILON
+            and (self.matcher is None or self.matcher(task, node))
+        )
+
+    def block(self, user: UserState, now: float) -> None:
+        """Nothing of the user's fits now: skip it until `unblock_all`."""
+        user.blocked = True
+        self._blocked.append(user)
+        for listener in self._listeners:
+            listener.user_changed(user, now)
+
+    def unblock_all(self, now: float) -> None:
+        for user in self._blocked:
+            user.blocked = False
+            for listener in self._listeners:
+                listener.user_changed(user, now)
+        self._blocked.clear()
+
+    def lost_work_if_vacated(self, task: Task, now: float) -> float:
+        """OSEP's omega: the computation a vacate would throw away (seconds of running).
+
+        With checkpointing on, a vacate keeps the work done (the task checkpoints when it is
+        vacated), so nothing is lost.
+        """
+        return 0.0 if self.checkpointing else now - task.start_time
+
+    # ------------------------------------------------------------- internals
+    def _enqueue(self, user: UserState, task: Task) -> None:
+        task.state = QUEUED
+        task.node = None
+        heapq.heappush(user.idle, (self.task_key(task), task.seq, task))
+        user.idle_count += 1
+
+    def _drop_stale_heads(self, user: UserState) -> None:
+        """Pop heap heads that are no longer queued (started, dropped) - lazy deletion."""
+        idle = user.idle
+        while idle and idle[0][2].state != QUEUED:
+            heapq.heappop(idle)
+        if user.idle_count == 0:
+            idle.clear()
+
+    def _take(self, node: Node, cpus: float, memory: float) -> None:
+        was_free = node.free_cpus > EPSILON
+        node.free_cpus -= cpus
+        node.free_memory -= memory
+        if was_free and node.free_cpus <= EPSILON:
+            self._free.remove((-node.power_per_cpu, node.index))
+
+    def _give_back(self, node: Node, cpus: float, memory: float) -> None:
+        was_free = node.free_cpus > EPSILON
+        node.free_cpus += cpus
+        node.free_memory += memory
+        if not was_free and node.free_cpus > EPSILON:
+            self._free.add((-node.power_per_cpu, node.index))
+
+    def _stop(self, task: Task, now: float, new_state: int) -> None:
+        if task.state != RUNNING:
+            raise ValueError(f"cannot stop {task!r}: it is not running")
+        node = task.node
+        assert node is not None
+        user = self.users[task.user]
+        self._give_back(node, task.cpus, task.memory)
+        power = node.power_per_cpu * task.cpus
+        user.allocated_power -= power
+        user.running -= 1
+        usage = user.usage
+        usage[CPUS] -= task.cpus
+        usage[MEMORY] -= task.memory
+        usage[POWER] -= power
+        if user.running == 0:  # clear float drift: an idle user holds exactly nothing
+            user.allocated_power = 0.0
+            usage[CPUS] = usage[MEMORY] = usage[POWER] = 0.0
+        self.used[CPUS] -= task.cpus
+        self.used[MEMORY] -= task.memory
+        self.used[POWER] -= power
+        task.epoch += 1
+        if new_state == QUEUED:
+            self._enqueue(user, task)
+        else:
+            task.state = new_state
+            task.node = None
+        for listener in self._listeners:
+            listener.task_stopped(task, now, node)
+            listener.user_changed(user, now)

@@ -1,0 +1,82 @@
+"""Immutable views of a pool as ClassAds describe it: machines, jobs and a snapshot.
+
+These are what the ClassAd layer produces and what the daemon reconciles against its state.
+The simulator and the negotiator work on the lean mutable runtime objects of
+`gridfair.core.pool` instead; `gridfair.core.pool.Pool.from_snapshot` turns one into the other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+
+class JobStatus(IntEnum):
+    """HTCondor's JobStatus codes (docs/codes-other-values/job-status-codes.rst)."""
+
+    IDLE = 1
+    RUNNING = 2
+    REMOVING = 3
+    COMPLETED = 4
+    HELD = 5
+    TRANSFERRING_OUTPUT = 6
+    SUSPENDED = 7
+
+
+@dataclass(frozen=True, slots=True)
+class Machine:
+    """One slot of the pool: who provides it, how fast it is, what runs on it."""
+
+    name: str
+    owner: str | None
+    power: float  # MFlops of the whole slot
+    cpus: float = 1.0
+    memory: float = 0.0  # MiB
+    state: str = "Unclaimed"
+    activity: str = "Idle"
+    running_job: str | None = None  # "ClusterId.ProcId"
+    running_user: str | None = None
+    load: float = 0.0  # background occupancy, 0..1 (iSPD's machine load)
+    ad: Any = field(default=None, compare=False, repr=False)  # classad2.ClassAd, for matching
+
+    @property
+    def is_free(self) -> bool:
+        return self.running_job is None and self.state == "Unclaimed"
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One job (one task) as the schedd describes it."""
+
+    id: str  # "ClusterId.ProcId"
+    user: str  # the accounting principal: AccountingGroup's user, else User, else Owner
+    status: JobStatus
+    qdate: float
+    request_cpus: float = 1.0
+    request_memory: float = 0.0
+    group: str | None = None
+    start_time: float | None = None  # JobCurrentStartDate
+    machine: str | None = None  # RemoteHost, when running
+    requirements: str | None = None
+    ad: Any = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedAd:
+    """An ad that could not be used, and why (reported, never fatal)."""
+
+    source: str
+    index: int
+    name: str | None
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """The pool at one time: what a negotiation cycle reads."""
+
+    time: float
+    machines: tuple[Machine, ...]
+    jobs: tuple[Job, ...]
+    skipped: tuple[SkippedAd, ...] = ()

@@ -1,0 +1,158 @@
+"""HOSEP: owner-share enforcement for heterogeneous grids, counting MFlops (paper 004).
+
+For user x, Provided_x is the MFlops of the machines it owns and Allocated_x the MFlops of the
+machines running its jobs.
+- PowerDiff_x = (Allocated_x - Provided_x) / Provided_x                      (Eq. 3)
+- RP_{z,y} = (Allocated_z - Provided_z - Power_y) / Provided_z: z's PowerDiff after losing
+  machine y                                                                   (Eq. 4)
+- omega_z = RP_{z,y} for y = z's least powerful allocated machine            (Def. 3)
+
+Heterogeneous Decision Algorithm (Fig. 2), repeated while it acts, after every free machine
+has been allocated (3.3):
+1. u_alpha = argmin PowerDiff with PowerDiff_alpha < 0 and an idle job;
+2. u_beta = argmax PowerDiff with PowerDiff_beta > 0;
+3. vacate u_beta's job on its least powerful machine if omega_beta > PowerDiff_alpha (the
+   victim, after losing the machine, is not worse off than the receiver is now; with
+   `absolute=True`, Eq. 6's stricter omega_beta > |PowerDiff_alpha|);
+4. start u_alpha's idle job of least demand on the freed machine (3.3 i, ii).
+
+Free machines go, in `HosepOrder`, to the user of least PowerDiff first, its job of least
+demand first, on the fastest free machine. A user who provides nothing has no entitlement: it
+is served after every provider, and is the first victim (its PowerDiff is +inf).
+
+Ties: equal keys go to the user seen first in the pool, the task submitted first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gridfair.core.pool import Node, Task, UserState, least_demand_key, power_diff
+from gridfair.policies.base import OrderPolicy, Preemption
+from gridfair.policies.owner_share import VICTIM_CANDIDATES, OwnerSharePreempt
+from gridfair.policies.ranking import UserRanking
+
+def remaining_power(user: UserState, machine_power: float) -> float:
+    """RP (Eq. 4): the user's PowerDiff if a machine of `machine_power` is taken from it."""
+    return power_diff(user.allocated_power - machine_power, user.provided_power)
+
+
+def hosep_figures(user: UserState) -> dict[str, float]:
+    return {
+        "provided_mflops": user.provided_power,
+        "allocated_mflops": user.allocated_power,
+        "power_diff": user.power_diff,
+    }
+
+
+class HosepOrder(OrderPolicy):
+    """Free machines to the user of least PowerDiff, its job of least demand first."""
+
+    name = "hosep"
+    task_key = staticmethod(least_demand_key)
+
+    def attach(self, pool) -> None:
+        self.ranking = UserRanking()
+
+    def user_changed(self, user: UserState, now: float) -> None:
+        self.ranking.update(user, self.rank(user) if user.active else None)
+
+    @staticmethod
+    def rank(user: UserState) -> tuple[int, float]:
+        if user.provided_power > 0:
+            return (0, user.power_diff)
+        return (1, user.allocated_power)
+
+    def first(self, now: float) -> UserState | None:
+        return self.ranking.first()
+
+    def why(self, user: UserState, now: float) -> tuple[str, Mapping[str, Any]]:
+        figures = {"user": user.name, **hosep_figures(user)}
+        if user.provided_power > 0:
+            return (
+                "free machine to {user}: lowest PowerDiff {power_diff:+.3f} among waiting users "
+                "(allocated {allocated_mflops:.0f} of {provided_mflops:.0f} MFlops provided)",
+                figures,
+            )
+        return (
+            "free machine to {user}: provides nothing, served after every provider "
+            "(allocated {allocated_mflops:.0f} MFlops)",
+            figures,
+        )
+
+    def key_figures(self, user: UserState, now: float) -> Mapping[str, float]:
+        return hosep_figures(user)
+
+
+class HosepPreempt(OwnerSharePreempt):
+    """Fig. 2: vacate the most over-share user's least powerful machine for the most
+    under-share user, while the victim stays better off than the receiver."""
+
+    name = "hosep"
+
+    def __init__(self, *, absolute: bool = False) -> None:
+        self.absolute = absolute
+
+    def deficit_key(self, user: UserState) -> Any | None:
+        if user.idle_count > 0 and user.provided_power > 0:
+            diff = user.power_diff
+            if diff < 0:
+                return diff
+        return None
+
+    def excess_key(self, user: UserState) -> Any | None:
+        if user.running > 0:
+            diff = user.power_diff
+            if diff > 0:
+                return -diff
+        return None
+
+    @staticmethod
+    def victim_key(task: Task, node: Node | None = None) -> Any:
+        node = node or task.node
+        # Least powerful machine (Def. 3); among equals, the run started last loses least.
+        return (node.power_per_cpu * task.cpus, -task.start_time)
+
+    def choose(self, now: float) -> Preemption | None:
+        receiver_user = self.deficit.first()
+        victim_user = self.excess.first()
+        if receiver_user is None or victim_user is None:
+            return None
+        receiver = self.pool.head(receiver_user)
+        receiver_diff = receiver_user.power_diff
+        threshold = abs(receiver_diff) if self.absolute else receiver_diff
+        for tried, victim in enumerate(self.running.of(victim_user.name)):
+            if tried == VICTIM_CANDIDATES:
+                break
+            node = victim.node
+            omega = remaining_power(victim_user, node.power_per_cpu * victim.cpus)
+            if not omega > threshold:
+                # Victims come least powerful first, so omega only falls from here.
+                return None
+            if self.pool.fits_after_vacate(receiver, victim):
+                figures = {
+                    "receiver": receiver_user.name,
+                    "receiver_power_diff": receiver_diff,
+                    "receiver_job": receiver.id,
+                    "victim_user": victim_user.name,
+                    "victim_power_diff": victim_user.power_diff,
+                    "victim_job": victim.id,
+                    "omega": omega,
+                    "machine": node.name,
+                    "machine_mflops": node.power_per_cpu * victim.cpus,
+                }
+                return Preemption(
+                    victim, receiver, node,
+                    "vacate {victim_job} of {victim_user} on {machine}: {victim_user} is above "
+                    "its share (PowerDiff {victim_power_diff:+.3f}) and after losing "
+                    "{machine_mflops:.0f} MFlops stays at omega {omega:+.3f} > {receiver}'s "
+                    "PowerDiff {receiver_power_diff:+.3f}",
+                    "{receiver_job} of {receiver} onto {machine}: {receiver} is below its share "
+                    "(PowerDiff {receiver_power_diff:+.3f}); freed from {victim_user}",
+                    figures,
+                )
+        return None
+
+    def key_figures(self, user: UserState, now: float) -> Mapping[str, float]:
+        return hosep_figures(user)

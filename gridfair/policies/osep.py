@@ -1,0 +1,124 @@
+"""OSEP: owner-share enforcement for homogeneous grids, counting nodes (paper 004, Fig. 1).
+
+Per user i: f_i = provided_nodes_i - used_nodes_i. Decision Algorithm, repeated while it acts,
+after every free node has been used:
+1. u_max = argmax f with f_max > 0 and an idle job (someone below its share wants more);
+2. u_min = argmin f with f_min < 0 (someone above its share);
+3. among u_min's running jobs, the one of least impact omega_j: the least computation lost,
+   i.e. the least run time since it started (or since its last checkpoint, with
+   checkpointing on: vacates then lose nothing, and the latest start is the tie-break);
+4. vacate it and start u_max's next idle job on the freed node.
+Each preemption moves f_max down and f_min up by one, never across zero: it terminates.
+
+Free nodes go, in `OsepOrder`, to the user with the most unused owned nodes (largest f) first.
+A user who provides nothing is served after every provider and is preempted before any.
+Ties: equal keys go to the user seen first in the pool, the job submitted first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from itertools import islice
+from typing import Any
+
+from gridfair.core.pool import Node, Task, UserState
+from gridfair.policies.base import OrderPolicy, Preemption
+from gridfair.policies.owner_share import VICTIM_CANDIDATES, OwnerSharePreempt
+from gridfair.policies.ranking import UserRanking
+
+
+def node_balance(user: UserState) -> int:
+    """OSEP's f_i: nodes provided minus nodes used (positive: owed nodes)."""
+    return user.provided_nodes - user.running
+
+
+def osep_figures(user: UserState) -> dict[str, float]:
+    return {
+        "provided_nodes": user.provided_nodes,
+        "used_nodes": user.running,
+        "node_balance": node_balance(user),
+    }
+
+
+class OsepOrder(OrderPolicy):
+    """Free nodes to the user with the largest f (most owed nodes) first, FIFO within it."""
+
+    name = "osep"
+
+    def attach(self, pool) -> None:
+        self.ranking = UserRanking()
+
+    def user_changed(self, user: UserState, now: float) -> None:
+        key = ((0 if user.provided_nodes > 0 else 1), -node_balance(user)) if user.active else None
+        self.ranking.update(user, key)
+
+    def first(self, now: float) -> UserState | None:
+        return self.ranking.first()
+
+    def why(self, user: UserState, now: float) -> tuple[str, Mapping[str, Any]]:
+        return (
+            "free node to {user}: largest f = {node_balance} among waiting users "
+            "({used_nodes} used of {provided_nodes} provided)",
+            {"user": user.name, **osep_figures(user)},
+        )
+
+    def key_figures(self, user: UserState, now: float) -> Mapping[str, float]:
+        return osep_figures(user)
+
+
+class OsepPreempt(OwnerSharePreempt):
+    """Fig. 1: vacate the least costly job of the user furthest above its node share for the
+    user furthest below it."""
+
+    name = "osep"
+
+    def deficit_key(self, user: UserState) -> Any | None:
+        balance = node_balance(user)
+        if user.idle_count > 0 and user.provided_nodes > 0 and balance > 0:
+            return -balance
+        return None
+
+    def excess_key(self, user: UserState) -> Any | None:
+        balance = node_balance(user)
+        if user.running > 0 and balance < 0:
+            # Users who provide nothing are victims before any provider.
+            return (0 if user.provided_nodes == 0 else 1, balance)
+        return None
+
+    @staticmethod
+    def victim_key(task: Task, node: Node | None = None) -> Any:
+        # Least computation lost: the latest start (the same order with checkpointing on).
+        return -task.start_time
+
+    def choose(self, now: float) -> Preemption | None:
+        receiver_user = self.deficit.first()
+        victim_user = self.excess.first()
+        if receiver_user is None or victim_user is None:
+            return None
+        receiver = self.pool.head(receiver_user)
+        for victim in islice(self.running.of(victim_user.name), VICTIM_CANDIDATES):
+            if self.pool.fits_after_vacate(receiver, victim):
+                node = victim.node
+                figures = {
+                    "receiver": receiver_user.name,
+                    "receiver_job": receiver.id,
+                    "receiver_balance": node_balance(receiver_user),
+                    "victim_user": victim_user.name,
+                    "victim_job": victim.id,
+                    "victim_balance": node_balance(victim_user),
+                    "omega": self.pool.lost_work_if_vacated(victim, now),
+                    "machine": node.name,
+                }
+                return Preemption(
+                    victim, receiver, node,
+                    "vacate {victim_job} of {victim_user} on {machine}: {victim_user} uses "
+                    "{victim_balance:+d} nodes beyond its share; least work lost "
+                    "(omega {omega:.0f} s)",
+                    "{receiver_job} of {receiver} onto {machine}: {receiver} is owed "
+                    "{receiver_balance} nodes; freed from {victim_user}",
+                    figures,
+                )
+        return None
+
+    def key_figures(self, user: UserState, now: float) -> Mapping[str, float]:
+        return osep_figures(user)

@@ -1,0 +1,19 @@
+"""Shared fixtures: where real data lives, and a skip with a reason when it is absent."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TEST_DATA = ROOT / "tests" / "data"
+SHARED_DATA = ROOT.parent / "shared" / "data"
+
+
+def shared_file(relative: str) -> Path:
+    """A file of ../shared/data, or a skip saying why the test cannot run without it."""
+    path = SHARED_DATA / relative
+    if not path.exists():
+        pytest.skip(f"needs ../shared/data/{relative} (real data, present in CI; absent here)")
+    return path

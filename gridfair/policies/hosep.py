@@ -33,6 +33,7 @@ from gridfair.policies.base import OrderPolicy, Preemption
 from gridfair.policies.owner_share import VICTIM_CANDIDATES, OwnerSharePreempt
 from gridfair.policies.ranking import UserRanking
 
+
 def remaining_power(user: UserState, machine_power: float) -> float:
     """RP (Eq. 4): the user's PowerDiff if a machine of `machine_power` is taken from it."""
     return power_diff(user.allocated_power - machine_power, user.provided_power)

@@ -1,0 +1,84 @@
+"""Names of the policy stages, and the named compositions `--policy` offers.
+
+An administrator composes stages (`--order sdrf --preempt hosep`), or names a common
+composition (`--policy hosep` = order hosep + preempt hosep). Each factory takes the parsed
+options (a mapping of option name to value; absent options take the policy's defaults) and
+returns a fresh stage, so a pool never shares state with another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gridfair.errors import ConfigError
+from gridfair.policies.base import AdmitPolicy, OrderPolicy, PreemptPolicy
+from gridfair.policies.hosep import HosepOrder, HosepPreempt
+from gridfair.policies.osep import OsepOrder, OsepPreempt
+
+Options = Mapping[str, Any]
+
+ORDERS: dict[str, Callable[[Options], OrderPolicy]] = {
+    "osep": lambda options: OsepOrder(),
+    "hosep": lambda options: HosepOrder(),
+}
+PREEMPTS: dict[str, Callable[[Options], PreemptPolicy]] = {
+    "osep": lambda options: OsepPreempt(),
+    "hosep": lambda options: HosepPreempt(absolute=bool(options.get("absolute_power_diff"))),
+}
+ADMITS: dict[str, Callable[[Options], AdmitPolicy]] = {}
+
+# --policy NAME -> (order, preempt or None, admit or None)
+COMPOSITIONS: dict[str, tuple[str, str | None, str | None]] = {
+    "osep": ("osep", "osep", None),
+    "hosep": ("hosep", "hosep", None),
+}
+
+
+@dataclass(frozen=True)
+class Stages:
+    order: OrderPolicy
+    preempt: PreemptPolicy | None
+    admit: AdmitPolicy | None
+
+
+def _pick(kind: str, table: Mapping[str, Callable[[Options], Any]], name: str, options: Options):
+    try:
+        factory = table[name]
+    except KeyError:
+        known = ", ".join(sorted(table)) or "none"
+        raise ConfigError(f"unknown {kind} policy {name!r} (known: {known})") from None
+    return factory(options)
+
+
+def build_stages(
+    policy: str | None = None,
+    *,
+    order: str | None = None,
+    preempt: str | None = None,
+    admit: str | None = None,
+    options: Options | None = None,
+) -> Stages:
+    """The stages for `--policy NAME`, with any of `--order/--preempt/--admit` overriding."""
+    options = options or {}
+    if policy is not None:
+        if policy not in COMPOSITIONS:
+            known = ", ".join(sorted(COMPOSITIONS))
+            raise ConfigError(f"unknown policy {policy!r} (known: {known})")
+        base_order, base_preempt, base_admit = COMPOSITIONS[policy]
+        order = order or base_order
+        preempt = preempt if preempt is not None else base_preempt
+        admit = admit if admit is not None else base_admit
+    if order is None:
+        raise ConfigError("no order policy: give --policy or --order")
+    absent = {"none", None}
+    return Stages(
+        order=_pick("order", ORDERS, order, options),
+        preempt=None if preempt in absent else _pick("preempt", PREEMPTS, preempt, options),
+        admit=None if admit in absent else _pick("admit", ADMITS, admit, options),
+    )
+
+
+def policy_names() -> list[str]:
+    return sorted(COMPOSITIONS)

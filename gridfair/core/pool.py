@@ -212,6 +212,7 @@ class Pool:
         self.matcher = matcher
         self.capacity = [0.0, 0.0, 0.0]
         self.used = [0.0, 0.0, 0.0]
+        self.running = 0  # tasks running now
         # Nodes with free cpus, fastest first, then by index.
         self._free = SortedList()
         self._listeners: list[PoolListener] = []
@@ -277,6 +278,7 @@ class Pool:
         power = node.power_per_cpu * task.cpus
         user.allocated_power += power
         user.running += 1
+        self.running += 1
         usage = user.usage
         usage[CPUS] += task.cpus
         usage[MEMORY] += task.memory
@@ -419,6 +421,7 @@ class Pool:
         power = node.power_per_cpu * task.cpus
         user.allocated_power -= power
         user.running -= 1
+        self.running -= 1
         usage = user.usage
         usage[CPUS] -= task.cpus
         usage[MEMORY] -= task.memory

@@ -5,14 +5,16 @@ after every free node has been used:
 1. u_max = argmax f with f_max > 0 and an idle job (someone below its share wants more);
 2. u_min = argmin f with f_min < 0 (someone above its share);
 3. among u_min's running jobs, the one of least impact omega_j: the least computation lost,
-   i.e. the least run time since it started (or since its last checkpoint, with
-   checkpointing on: vacates then lose nothing, and the latest start is the tie-break);
+   i.e. the least run time since it started (with checkpointing on, vacates lose nothing and
+   every omega is 0); among equal run times, the job on the slowest node, which has done the
+   fewest operations (OSEP itself is blind to power; this only breaks its ties);
 4. vacate it and start u_max's next idle job on the freed node.
 Each preemption moves f_max down and f_min up by one, never across zero: it terminates.
 
 Free nodes go, in `OsepOrder`, to the user with the most unused owned nodes (largest f) first.
 A user who provides nothing is served after every provider and is preempted before any.
-Ties: equal keys go to the user seen first in the pool, the job submitted first.
+Ties (f is a small integer, so they are common): among users owed equally, the one whose next
+job was submitted first, then the user seen first in the pool; among receivers the same.
 """
 
 from __future__ import annotations
@@ -46,10 +48,14 @@ class OsepOrder(OrderPolicy):
     name = "osep"
 
     def attach(self, pool) -> None:
+        self.pool = pool
         self.ranking = UserRanking()
 
     def user_changed(self, user: UserState, now: float) -> None:
-        key = ((0 if user.provided_nodes > 0 else 1), -node_balance(user)) if user.active else None
+        key = None
+        if user.active:
+            key = ((0 if user.provided_nodes > 0 else 1), -node_balance(user),
+                   self.pool.head(user).submit_time)
         self.ranking.update(user, key)
 
     def first(self, now: float) -> UserState | None:
@@ -75,7 +81,7 @@ class OsepPreempt(OwnerSharePreempt):
     def deficit_key(self, user: UserState) -> Any | None:
         balance = node_balance(user)
         if user.idle_count > 0 and user.provided_nodes > 0 and balance > 0:
-            return -balance
+            return (-balance, self.pool.head(user).submit_time)
         return None
 
     def excess_key(self, user: UserState) -> Any | None:
@@ -87,8 +93,9 @@ class OsepPreempt(OwnerSharePreempt):
 
     @staticmethod
     def victim_key(task: Task, node: Node | None = None) -> Any:
-        # Least computation lost: the latest start (the same order with checkpointing on).
-        return -task.start_time
+        # Least run time lost (latest start); equal run times: the slowest node lost least.
+        node = node or task.node
+        return (-task.start_time, node.power_per_cpu * task.cpus)
 
     def choose(self, now: float) -> Preemption | None:
         receiver_user = self.deficit.first()

@@ -1,0 +1,78 @@
+"""Rendering of command results: plain-text tables, JSON and CSV, the same for every command.
+
+Tables are plain text with fixed column widths (no terminal-dependent layout), so output is
+byte-for-byte the same for the same inputs. JSON writes NaN as null.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+FORMATS = ("table", "json", "csv")
+
+
+def clean(value: Any) -> Any:
+    """JSON-safe: NaN and infinities become None, recursively."""
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return None
+    if isinstance(value, Mapping):
+        return {key: clean(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [clean(item) for item in value]
+    return value
+
+
+def to_json(data: Any) -> str:
+    return json.dumps(clean(data), indent=2, sort_keys=False)
+
+
+def to_csv(rows: Sequence[Mapping[str, Any]]) -> str:
+    if not rows:
+        return ""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow(clean(dict(row)))
+    return buffer.getvalue()
+
+
+def format_cell(value: Any, spec: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, float) and math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return format(value, spec) if spec else str(value)
+
+
+def render_table(
+    columns: Sequence[tuple[str, str, str]],
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    footer: Sequence[Mapping[str, Any]] = (),
+) -> str:
+    """A text table. `columns` are (key, heading, format spec); text columns align left."""
+    cells = [[format_cell(row.get(key), spec) for key, _, spec in columns]
+             for row in list(rows) + list(footer)]
+    widths = [max([len(heading)] + [len(line[i]) for line in cells])
+              for i, (_, heading, _) in enumerate(columns)]
+    numeric = [bool(spec) for _, _, spec in columns]
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(
+            value.rjust(width) if is_number else value.ljust(width)
+            for value, width, is_number in zip(values, widths, numeric, strict=True)
+        ).rstrip()
+
+    rule = "  ".join("-" * width for width in widths)
+    out = [line([heading for _, heading, _ in columns]), rule]
+    out += [line(values) for values in cells[: len(rows)]]
+    if footer:
+        out.append(rule)
+        out += [line(values) for values in cells[len(rows):]]
+    return "\n".join(out)

@@ -1,0 +1,105 @@
+"""A scenario: the nodes and tasks of one simulation, built from a grid and a workload.
+
+The workload is either a name the grid file defines (the HOSEP paper's synthetic sets), or a
+file read by the reader registered for its format (`WORKLOAD_FORMATS`). Some workloads define
+the pool themselves (a task trace with `--capacity-ratio`, an SWF trace with `--capacity`); then
+no grid is needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gridfair.core.negotiator import Negotiator
+from gridfair.core.pool import Node, Pool, Task
+from gridfair.errors import InputError
+from gridfair.policies.registry import build_stages
+from gridfair.sim.engine import Simulation, SimulationResult
+from gridfair.sim.grid import Grid, load_grid
+from gridfair.sim.workloads.hosep import hosep_workload
+
+
+@dataclass
+class Scenario:
+    nodes: list[Node]
+    tasks: list[Task]
+    #: Options the scenario supplies to the policies (e.g. entitlements from the trace).
+    policy_options: dict[str, Any] = field(default_factory=dict)
+
+
+#: Builds a scenario from a workload file: (path, grid or None, options) -> Scenario.
+WorkloadReader = Callable[[Path, Grid | None, Mapping[str, Any]], Scenario]
+
+#: Workload formats by name, and the file endings that select them.
+WORKLOAD_FORMATS: dict[str, WorkloadReader] = {}
+FORMAT_BY_SUFFIX: dict[str, str] = {}
+
+
+def workload_format(path: Path, override: str | None) -> str:
+    if override:
+        if override not in WORKLOAD_FORMATS:
+            known = ", ".join(sorted(WORKLOAD_FORMATS)) or "none"
+            raise InputError(f"unknown workload format {override!r} (known: {known})")
+        return override
+    name = path.name.lower()
+    for suffix, format_name in sorted(FORMAT_BY_SUFFIX.items(), key=lambda kv: -len(kv[0])):
+        if name.endswith(suffix):
+            return format_name
+    known = ", ".join(sorted(FORMAT_BY_SUFFIX)) or "none"
+    raise InputError(f"cannot tell the workload format from the file name (known endings: "
+                     f"{known}); give --workload-format", source=str(path))
+
+
+def build_scenario(
+    grid_path: str | None,
+    workload: str,
+    *,
+    seed: int = 1,
+    workload_format_name: str | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> Scenario:
+    options = options or {}
+    grid = load_grid(grid_path) if grid_path else None
+    if grid is not None and workload in grid.workloads:
+        return Scenario(grid.nodes(), hosep_workload(grid, workload, seed))
+    path = Path(workload)
+    if not path.exists():
+        if grid is not None:
+            known = ", ".join(sorted(grid.workloads)) or "none"
+            raise InputError(f"workload {workload!r} is neither a workload of the grid "
+                             f"(known: {known}) nor a file")
+        raise InputError(f"no such workload file {workload!r}")
+    reader = WORKLOAD_FORMATS[workload_format(path, workload_format_name)]
+    return reader(path, grid, {"seed": seed, **options})
+
+
+def run_scenario(
+    scenario: Scenario,
+    *,
+    policy: str | None = None,
+    order: str | None = None,
+    preempt: str | None = None,
+    admit: str | None = None,
+    policy_options: Mapping[str, Any] | None = None,
+    checkpointing: bool = False,
+    interval: float | None = None,
+    vacate_delay: float = 0.0,
+    keep_decisions: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[SimulationResult, Negotiator]:
+    """Build the stages and the pool for `scenario` and run it to the end."""
+    stages = build_stages(
+        policy, order=order, preempt=preempt, admit=admit,
+        options={**scenario.policy_options, **(policy_options or {})},
+    )
+    pool = Pool(task_key=stages.order.task_key, checkpointing=checkpointing)
+    negotiator = Negotiator(pool, stages.order, stages.preempt, stages.admit)
+    for node in scenario.nodes:
+        pool.add_node(node)
+    simulation = Simulation(negotiator, scenario.tasks, interval=interval,
+                            vacate_delay=vacate_delay, keep_decisions=keep_decisions,
+                            progress=progress)
+    return simulation.run(), negotiator

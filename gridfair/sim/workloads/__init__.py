@@ -1,0 +1,1 @@
+"""Workload readers and generators: each turns its input into a list of `Task`s."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
@@ -47,10 +48,12 @@ USER_COLUMNS = (
               show_default=True, help="Def. 5's ideal machine: the grid's mean or the user's own.")
 @click.option("--format", "output_format", type=click.Choice(FORMATS), default="table",
               show_default=True)
+@click.option("--tasks-out", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="Write every task with its simulated times (in the workload's own format).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 def simulate(grid, workload, workload_format, policy, order, preempt, admit, checkpoint, seed,
              interval, vacate_delay, absolute_power_diff, satisfaction_base, output_format,
-             quiet) -> None:
+             tasks_out, quiet) -> None:
     """Simulate GRID under a policy and report per-user satisfaction, waits and preemptions."""
     if policy is None and order is None:
         raise click.UsageError("give --policy NAME, or --order (with --preempt/--admit)")
@@ -62,6 +65,8 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
         policy_options=policy_options, checkpointing=checkpoint, interval=interval,
         vacate_delay=vacate_delay, progress=progress,
     )
+    if tasks_out:
+        scenario.task_writer(result.tasks, Path(tasks_out))
     users = user_metrics(result, satisfaction_base)
     summary = run_summary(result, users)
     if output_format == "json":

@@ -8,18 +8,34 @@ no grid is needed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import csv
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gridfair.core.negotiator import Negotiator
-from gridfair.core.pool import Node, Pool, Task
+from gridfair.core.pool import STATE_NAMES, Node, Pool, Task
 from gridfair.errors import InputError
 from gridfair.policies.registry import build_stages
 from gridfair.sim.engine import Simulation, SimulationResult
 from gridfair.sim.grid import Grid, load_grid
 from gridfair.sim.workloads.hosep import hosep_workload
+
+#: Writes every task of a finished run to a file (`--tasks-out`), in the workload's own format.
+TaskWriter = Callable[[Sequence[Task], Path], None]
+
+
+def write_tasks_csv(tasks: Sequence[Task], path: Path) -> None:
+    """The generic per-task record: one CSV row per task, in the workload's input order."""
+    with open(path, "w", newline="", encoding="utf-8") as out:
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(["task_id", "user", "state", "submit", "first_start", "finish", "cpus",
+                         "work", "duration", "preemptions", "lost_work"])
+        for task in sorted(tasks, key=lambda task: (task.source_index, task.seq)):
+            writer.writerow([task.id, task.user, STATE_NAMES[task.state], task.submit_time,
+                             task.first_start, task.finish_time, task.cpus, task.work,
+                             task.duration, task.preemptions, task.lost_work])
 
 
 @dataclass
@@ -28,6 +44,8 @@ class Scenario:
     tasks: list[Task]
     #: Options the scenario supplies to the policies (e.g. entitlements from the trace).
     policy_options: dict[str, Any] = field(default_factory=dict)
+    #: How `--tasks-out` writes this workload's tasks (a trace format keeps its own).
+    task_writer: TaskWriter = write_tasks_csv
 
 
 #: Builds a scenario from a workload file: (path, grid or None, options) -> Scenario.

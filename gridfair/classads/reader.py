@@ -1,0 +1,301 @@
+"""Read ClassAds from files: `-long` (old syntax), new syntax (`[ ... ]`) and `-json`.
+
+Every ad is parsed by `classad2`; this module only frames the text into one string per ad, so
+that each ad is parsed on its own. That framing is what makes reading linear (`parseAds` over
+a whole file re-reads the remaining text for every ad, which is quadratic) and what lets an
+error name the ad's index and first line:
+
+- old syntax (`condor_status -long`): ads are separated by blank lines, one `Attr = value` a
+  line. classad2's old parser drops a line it cannot parse without a word, so each ad's
+  attribute count is checked against its lines, and a line it dropped is reported;
+- new syntax (`condor_status -long:new`): one top-level `[ ... ]` per ad; the framing skips
+  brackets inside string literals, quoted attribute names and comments;
+- JSON (`condor_status -json`): a list of objects, loaded with `json`; values are set on a
+  ClassAd as they are, except HTCondor's `"\\/Expr(...)\\/"` strings, which are expressions.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import classad2
+
+from gridfair.errors import InputError
+from gridfair.model import SkippedAd
+
+
+class AdFormat(StrEnum):
+    OLD = "old"
+    NEW = "new"
+    JSON = "json"
+
+
+FORMAT_NAMES = tuple(member.value for member in AdFormat)
+
+
+@dataclass(frozen=True, slots=True)
+class SourcedAd:
+    """A parsed ad and where it came from: its file, 1-based index in it and first line."""
+
+    ad: classad2.ClassAd
+    source: str
+    index: int
+    line: int | None  # None for JSON, whose ads json does not place
+
+
+@dataclass(frozen=True, slots=True)
+class _Chunk:
+    """One ad before parsing: its text (a JSON value for JSON), index and first line."""
+
+    payload: Any
+    index: int
+    line: int | None
+
+
+# Tokens that matter for framing new-syntax ads: strings and quoted names (which may hold
+# brackets), comments, and the brackets themselves.
+_NEW_SYNTAX_TOKENS = re.compile(
+    r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|/\*.*?\*/|//[^\n]*|\[|\]', re.DOTALL
+)
+_JSON_EXPRESSION = re.compile(r"^/Expr\((.*)\)/$", re.DOTALL)
+
+
+def detect_format(text: str) -> AdFormat:
+    """JSON if the text is a list of objects, new syntax if it opens with `[` or a comment,
+    old syntax otherwise (as classad2's own auto-detection decides between old and new)."""
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        after = stripped[1:].lstrip()
+        return AdFormat.JSON if after[:1] in ("{", "]") else AdFormat.NEW
+    if stripped.startswith("/"):
+        return AdFormat.NEW
+    return AdFormat.OLD
+
+
+def parse_format(name: str | AdFormat | None) -> AdFormat | None:
+    """`None` (auto-detect) or the format named `name`; an unknown name is an InputError."""
+    if name is None or isinstance(name, AdFormat):
+        return name
+    try:
+        return AdFormat(name.lower())
+    except ValueError:
+        known = ", ".join(FORMAT_NAMES)
+        raise InputError(f"unknown ad format {name!r} (known: {known})") from None
+
+
+def read_text(path: str | Path) -> str:
+    """The file's text; an unreadable, undecodable or empty file is an InputError."""
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError("no such file", source=source) from None
+    except IsADirectoryError:
+        raise InputError("is a directory, not a file of ads", source=source) from None
+    except UnicodeDecodeError as error:
+        raise InputError(f"not UTF-8 text ({error.reason} at byte {error.start})",
+                         source=source) from None
+    except OSError as error:
+        raise InputError(f"cannot read: {error.strerror}", source=source) from None
+    if not text.strip():
+        raise InputError("empty: no ads in it", source=source)
+    return text
+
+
+def read_ads(
+    path: str | Path,
+    ad_format: str | AdFormat | None = None,
+    *,
+    lenient: bool = False,
+) -> tuple[list[SourcedAd], list[SkippedAd]]:
+    """The ads in the file at `path`, in file order, auto-detecting the format unless given.
+
+    A malformed ad is an InputError naming the file, line and ad index; with `lenient`, it is
+    returned among the skipped ads instead and the others are read. Errors that leave nothing
+    to read (no file, an empty file, JSON that does not load) are raised either way.
+    """
+    return parse_ads(read_text(path), str(path), ad_format, lenient=lenient)
+
+
+def parse_ads(
+    text: str,
+    source: str,
+    ad_format: str | AdFormat | None = None,
+    *,
+    lenient: bool = False,
+) -> tuple[list[SourcedAd], list[SkippedAd]]:
+    """As `read_ads`, for text already read; `source` names it in errors."""
+    chosen = parse_format(ad_format) or detect_format(text)
+    frame, parse = _FORMATS[chosen]
+    ads: list[SourcedAd] = []
+    skipped: list[SkippedAd] = []
+    for chunk in frame(text, source):
+        try:
+            ads.append(SourcedAd(parse(chunk, source), source, chunk.index, chunk.line))
+        except InputError as error:
+            if not lenient:
+                raise
+            skipped.append(SkippedAd(source, chunk.index, None, skip_reason(error)))
+    if not ads and not skipped:
+        raise InputError(f"no ads found ({chosen.value} syntax)", source=source)
+    return ads, skipped
+
+
+def skip_reason(error: InputError) -> str:
+    """An error as a skipped ad's reason: the message, with its attribute and line if known
+    (the file and ad index are the skipped ad's own fields)."""
+    where = [f"line {error.line}"] if error.line is not None else []
+    if error.attribute:
+        where.append(f"attribute {error.attribute}")
+    return (", ".join(where) + ": " if where else "") + error.message
+
+
+# ------------------------------------------------------------------- old syntax
+def _old_chunks(text: str, source: str) -> list[_Chunk]:
+    chunks: list[_Chunk] = []
+    lines: list[str] = []
+    first_line = 0
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            if not lines:
+                first_line = number
+            lines.append(line)
+        elif lines:
+            chunks.append(_Chunk("\n".join(lines) + "\n", len(chunks) + 1, first_line))
+            lines = []
+    if lines:
+        chunks.append(_Chunk("\n".join(lines) + "\n", len(chunks) + 1, first_line))
+    return chunks
+
+
+def _is_attribute_line(line: str) -> bool:
+    # classad2's file parser ignores lines starting with '#'.
+    return not line.lstrip().startswith("#")
+
+
+def _parse_old(chunk: _Chunk, source: str) -> classad2.ClassAd:
+    ad = classad2.parseNext(chunk.payload, classad2.ParserType.Old)
+    lines = chunk.payload.splitlines()
+    expected = sum(1 for line in lines if _is_attribute_line(line))
+    if ad is not None and len(ad) == expected:
+        return ad
+    # Fewer attributes than lines: find the line the parser dropped (parsing it alone gives
+    # nothing). None dropped means a repeated attribute, where the last value wins, as in
+    # HTCondor.
+    for offset, line in enumerate(lines):
+        if not _is_attribute_line(line):
+            continue
+        alone = classad2.parseNext(line + "\n", classad2.ParserType.Old)
+        if alone is None or len(alone) == 0:
+            raise InputError(
+                f"malformed ad: cannot parse {_excerpt(line)}",
+                source=source, line=chunk.line + offset, ad=f"#{chunk.index}",
+            )
+    if ad is None:
+        raise InputError("malformed ad", source=source, line=chunk.line, ad=f"#{chunk.index}")
+    return ad
+
+
+# ------------------------------------------------------------------- new syntax
+def _new_chunks(text: str, source: str) -> list[_Chunk]:
+    chunks: list[_Chunk] = []
+    depth = 0
+    start = 0
+    end = 0  # end of the last ad framed, to find stray text between ads
+    line = 1  # line of `start`, counted on as the framing goes (counting from 0 is quadratic)
+    for match in _NEW_SYNTAX_TOKENS.finditer(text):
+        token = match.group()
+        if token == "[":
+            if depth == 0:
+                line += text.count("\n", start, match.start())
+                start = match.start()
+                _no_stray_text(text[end:start], source, line, len(chunks) + 1)
+            depth += 1
+        elif token == "]" and depth > 0:
+            depth -= 1
+            if depth == 0:
+                end = match.end()
+                chunks.append(_Chunk(text[start:end], len(chunks) + 1, line))
+    if depth > 0:
+        raise InputError("malformed ad: '[' is never closed (truncated file?)",
+                         source=source, line=line, ad=f"#{len(chunks) + 1}")
+    _no_stray_text(text[end:], source, None, len(chunks) + 1)
+    return chunks
+
+
+def _no_stray_text(between: str, source: str, line: int | None, index: int) -> None:
+    """Text between new-syntax ads that is neither blank nor a comment is an error."""
+    stray = _NEW_SYNTAX_TOKENS.sub(lambda m: "" if m.group().startswith("/") else m.group(),
+                                   between).strip()
+    if stray:
+        raise InputError(f"text outside any [ ... ] ad: {_excerpt(stray)}", source=source,
+                         line=line, ad=f"#{index}")
+
+
+def _parse_new(chunk: _Chunk, source: str) -> classad2.ClassAd:
+    try:
+        return classad2.ClassAd(chunk.payload)
+    except (ValueError, classad2.ClassAdException):
+        raise InputError("malformed ad: classad2 cannot parse it", source=source,
+                         line=chunk.line, ad=f"#{chunk.index}") from None
+
+
+# ------------------------------------------------------------------------ JSON
+def _json_chunks(text: str, source: str) -> list[_Chunk]:
+    try:
+        values = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InputError(f"not valid JSON: {error.msg}", source=source, line=error.lineno) from None
+    if isinstance(values, dict):
+        values = [values]
+    if not isinstance(values, list):
+        raise InputError("JSON ads must be a list of objects", source=source)
+    return [_Chunk(value, index, None) for index, value in enumerate(values, start=1)]
+
+
+def _parse_json(chunk: _Chunk, source: str) -> classad2.ClassAd:
+    value, index = chunk.payload, chunk.index
+    if not isinstance(value, dict):
+        raise InputError(f"not a JSON object but {type(value).__name__}", source=source,
+                         ad=f"#{index}")
+    ad = classad2.ClassAd()
+    for name, item in value.items():
+        try:
+            ad[name] = _json_value(item)
+        except (ValueError, TypeError, classad2.ClassAdException) as error:
+            raise InputError(f"unusable value {_excerpt(json.dumps(item))}: {error}",
+                             source=source, ad=f"#{index}", attribute=name) from None
+    return ad
+
+
+def _json_value(item: Any) -> Any:
+    if isinstance(item, str):
+        expression = _JSON_EXPRESSION.match(item)
+        if expression:
+            return classad2.ExprTree(expression.group(1))
+    elif isinstance(item, list):
+        return [_json_value(element) for element in item]
+    elif isinstance(item, dict):
+        nested = classad2.ClassAd()
+        for name, element in item.items():
+            nested[name] = _json_value(element)
+        return nested
+    return item
+
+
+_FORMATS = {
+    AdFormat.OLD: (_old_chunks, _parse_old),
+    AdFormat.NEW: (_new_chunks, _parse_new),
+    AdFormat.JSON: (_json_chunks, _parse_json),
+}
+
+
+# ------------------------------------------------------------------------ help
+def _excerpt(text: str, limit: int = 60) -> str:
+    text = text.strip()
+    return repr(text if len(text) <= limit else text[: limit - 3] + "...")

@@ -1,0 +1,296 @@
+"""Machine and job ads as the frozen views of `gridfair.model`, and a snapshot of a pool.
+
+Values are evaluated with classad2 in the ad's own scope (`RequestMemory` is often an
+expression). Which attribute names the machine's owner and which its power is configurable
+(`AdConfig`): by default the owner is `GridOwner` and the power the first of `MFlops`,
+`KFlops / 1000` and `Mips` that the ad has, taken as the power of the whole slot.
+
+Strict functions raise an InputError naming file, line, ad (index and Name) and attribute for
+the first unusable ad; lenient ones return the usable views with a `SkippedAd` for each other.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import classad2
+
+from gridfair.classads.reader import AdFormat, SourcedAd, read_ads, skip_reason
+from gridfair.errors import InputError
+from gridfair.model import Job, JobStatus, Machine, SkippedAd, Snapshot
+
+#: (attribute, factor to MFlops), tried in order: HTCondor's KFlops is in kilo-flops; Mips is
+#: taken as it is, a relative figure of the same order as MFlops on one core.
+DEFAULT_POWER_SOURCES: tuple[tuple[str, float], ...] = (
+    ("MFlops", 1.0),
+    ("KFlops", 0.001),
+    ("Mips", 1.0),
+)
+
+
+DEFAULT_OWNER_ATTR = "GridOwner"
+
+
+@dataclass(frozen=True, slots=True)
+class AdConfig:
+    """Which attributes name a machine's owner and its power."""
+
+    owner_attr: str = DEFAULT_OWNER_ATTR
+    power_sources: tuple[tuple[str, float], ...] = DEFAULT_POWER_SOURCES
+
+    @classmethod
+    def with_attributes(cls, owner_attr: str | None = None,
+                        power_attr: str | None = None) -> AdConfig:
+        """The defaults, with the owner attribute and/or a single power attribute (in MFlops)
+        replaced when given."""
+        return cls(
+            owner_attr=owner_attr or DEFAULT_OWNER_ATTR,
+            power_sources=((power_attr, 1.0),) if power_attr else DEFAULT_POWER_SOURCES,
+        )
+
+
+class _AdValues:
+    """Typed reads of one ad's attributes; every failure names the ad and the attribute."""
+
+    __slots__ = ("sourced", "name")
+
+    def __init__(self, sourced: SourcedAd, name: str | None) -> None:
+        self.sourced = sourced
+        self.name = name
+
+    def error(self, message: str, attribute: str | None = None) -> InputError:
+        label = f"#{self.sourced.index}" + (f" {self.name}" if self.name else "")
+        return InputError(message, source=self.sourced.source, line=self.sourced.line,
+                          ad=label, attribute=attribute)
+
+    def value(self, attribute: str) -> Any:
+        """The evaluated value, or None when the ad lacks it or it evaluates to undefined."""
+        ad = self.sourced.ad
+        if attribute not in ad:
+            return None
+        try:
+            value = ad.eval(attribute)
+        except (ValueError, TypeError, classad2.ClassAdException):
+            raise self.error("cannot be evaluated", attribute) from None
+        if value is classad2.Value.Undefined:
+            return None
+        if value is classad2.Value.Error:
+            raise self.error(f"evaluates to error ({ad.lookup(attribute)})", attribute)
+        return value
+
+    def text(self, attribute: str, *, required: bool = False) -> str | None:
+        value = self.value(attribute)
+        if value is None:
+            if required:
+                raise self.error("missing", attribute)
+            return None
+        if not isinstance(value, str):
+            raise self.error(f"not a string: {value!r}", attribute)
+        return value
+
+    def number(self, attribute: str, default: float | None = None, *,
+               positive: bool = False) -> float:
+        value = self.value(attribute)
+        if value is None:
+            if default is None:
+                raise self.error("missing", attribute)
+            return default
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self.error(f"not a number: {value!r}", attribute)
+        number = float(value)
+        if not math.isfinite(number):
+            raise self.error(f"not a finite number: {value!r}", attribute)
+        if positive and number <= 0:
+            raise self.error(f"must be positive, is {value!r}", attribute)
+        if number < 0:
+            raise self.error(f"must not be negative, is {value!r}", attribute)
+        return number
+
+    def expression_text(self, attribute: str) -> str | None:
+        ad = self.sourced.ad
+        return str(ad.lookup(attribute)) if attribute in ad else None
+
+
+# --------------------------------------------------------------------- machines
+def machine_view(sourced: SourcedAd, config: AdConfig = AdConfig()) -> Machine:
+    """The machine an ad describes; an InputError if it cannot be used."""
+    values = _AdValues(sourced, None)
+    values.name = values.text("Name", required=True)
+    owner = values.text(config.owner_attr, required=True)
+    return Machine(
+        name=values.name,
+        owner=owner,
+        power=_power(values, config),
+        cpus=values.number("Cpus", 1.0, positive=True),
+        memory=values.number("Memory", 0.0),
+        state=values.text("State") or "Unclaimed",
+        activity=values.text("Activity") or "Idle",
+        running_job=values.text("JobId"),
+        running_user=values.text("RemoteUser") or values.text("RemoteOwner"),
+        ad=sourced.ad,
+    )
+
+
+def _power(values: _AdValues, config: AdConfig) -> float:
+    for attribute, factor in config.power_sources:
+        if attribute in values.sourced.ad:
+            return values.number(attribute, positive=True) * factor
+    names = ", ".join(attribute for attribute, _ in config.power_sources)
+    raise values.error("no power: the ad has none of " + names, config.power_sources[0][0])
+
+
+def machines_from_ads(
+    ads: Iterable[SourcedAd], config: AdConfig = AdConfig(), *, lenient: bool = False
+) -> tuple[list[Machine], list[SkippedAd]]:
+    """Machine views in ad order. Names must be unique: a repeated Name is an error (or, when
+    lenient, the later ad is skipped)."""
+    machines: list[Machine] = []
+    skipped: list[SkippedAd] = []
+    first_seen: dict[str, SourcedAd] = {}
+    for sourced in ads:
+        try:
+            machine = machine_view(sourced, config)
+            earlier = first_seen.setdefault(machine.name, sourced)
+            if earlier is not sourced:
+                raise _AdValues(sourced, machine.name).error(
+                    f"duplicate machine name (also ad #{earlier.index} of {earlier.source})",
+                    "Name",
+                )
+            machines.append(machine)
+        except InputError as error:
+            if not lenient:
+                raise
+            skipped.append(_skipped(sourced, error))
+    return machines, skipped
+
+
+# ------------------------------------------------------------------------- jobs
+def job_view(sourced: SourcedAd) -> Job:
+    """The job an ad describes; an InputError if it cannot be used."""
+    values = _AdValues(sourced, None)
+    cluster = _whole(values, "ClusterId")
+    proc = _whole(values, "ProcId")
+    values.name = f"{cluster}.{proc}"
+    status_code = _whole(values, "JobStatus")
+    try:
+        status = JobStatus(status_code)
+    except ValueError:
+        raise values.error(f"unknown job status {status_code}", "JobStatus") from None
+    user, group = _accounting_principal(values)
+    return Job(
+        id=values.name,
+        user=user,
+        status=status,
+        qdate=values.number("QDate"),
+        request_cpus=values.number("RequestCpus", 1.0, positive=True),
+        request_memory=values.number("RequestMemory", 0.0),
+        group=group,
+        start_time=(values.number("JobCurrentStartDate")
+                    if values.value("JobCurrentStartDate") is not None else None),
+        machine=values.text("RemoteHost"),
+        requirements=values.expression_text("Requirements"),
+        ad=sourced.ad,
+    )
+
+
+def _whole(values: _AdValues, attribute: str) -> int:
+    number = values.number(attribute)
+    if not number.is_integer():
+        raise values.error(f"not a whole number: {number:g}", attribute)
+    return int(number)
+
+
+def _accounting_principal(values: _AdValues) -> tuple[str, str | None]:
+    """(user, group): the user part of AccountingGroup (`group.user`, HTCondor's accounting
+    principal) if set, else User, else Owner. The user keeps User's `@domain`, so a job's
+    user reads the same however it was submitted, and as RemoteUser names it on a slot."""
+    submitter = values.text("User")
+    owner = values.text("Owner")
+    if submitter is None and owner is None:
+        raise values.error("missing: no User or Owner", "User")
+    domain = submitter.partition("@")[2] if submitter else ""
+    accounting = values.text("AccountingGroup")
+    group = values.text("AcctGroup")
+    if accounting:
+        principal, _, accounting_domain = accounting.partition("@")
+        group_part, dot, user_part = principal.rpartition(".")
+        group = group or (group_part if dot else None)
+        user = values.text("AcctGroupUser") or user_part
+        domain = accounting_domain or domain
+        return (f"{user}@{domain}" if domain else user), group
+    return submitter or owner, group
+
+
+def jobs_from_ads(
+    ads: Iterable[SourcedAd], *, lenient: bool = False
+) -> tuple[list[Job], list[SkippedAd]]:
+    """Job views in ad order. Ids must be unique, as machine names are."""
+    jobs: list[Job] = []
+    skipped: list[SkippedAd] = []
+    first_seen: dict[str, SourcedAd] = {}
+    for sourced in ads:
+        try:
+            job = job_view(sourced)
+            earlier = first_seen.setdefault(job.id, sourced)
+            if earlier is not sourced:
+                raise _AdValues(sourced, job.id).error(
+                    f"duplicate job id (also ad #{earlier.index} of {earlier.source})", "ProcId"
+                )
+            jobs.append(job)
+        except InputError as error:
+            if not lenient:
+                raise
+            skipped.append(_skipped(sourced, error))
+    return jobs, skipped
+
+
+def _skipped(sourced: SourcedAd, error: InputError) -> SkippedAd:
+    name = error.ad.partition(" ")[2] if error.ad else ""
+    return SkippedAd(sourced.source, sourced.index, name or None, skip_reason(error))
+
+
+# ----------------------------------------------------------------------- files
+def read_machines(
+    path: str | Path, config: AdConfig = AdConfig(), *,
+    ad_format: str | AdFormat | None = None, lenient: bool = False,
+) -> tuple[list[Machine], list[SkippedAd]]:
+    """The machines in a file of machine ads (`condor_status -long`, new syntax or JSON)."""
+    ads, unparsed = read_ads(path, ad_format, lenient=lenient)
+    machines, unusable = machines_from_ads(ads, config, lenient=lenient)
+    return machines, _in_file_order(unparsed, unusable)
+
+
+def read_jobs(
+    path: str | Path, *, ad_format: str | AdFormat | None = None, lenient: bool = False,
+) -> tuple[list[Job], list[SkippedAd]]:
+    """The jobs in a file of job ads (`condor_q -long`, new syntax or JSON)."""
+    ads, unparsed = read_ads(path, ad_format, lenient=lenient)
+    jobs, unusable = jobs_from_ads(ads, lenient=lenient)
+    return jobs, _in_file_order(unparsed, unusable)
+
+
+def read_snapshot(
+    machines_path: str | Path,
+    jobs_path: str | Path,
+    config: AdConfig = AdConfig(),
+    now: float = 0.0,
+    *,
+    lenient: bool = False,
+    machines_format: str | AdFormat | None = None,
+    jobs_format: str | AdFormat | None = None,
+) -> Snapshot:
+    """The pool the two files describe, at time `now`. Lenient: unusable ads are in
+    `Snapshot.skipped` (machines' first) and the rest is read."""
+    machines, machines_skipped = read_machines(machines_path, config,
+                                               ad_format=machines_format, lenient=lenient)
+    jobs, jobs_skipped = read_jobs(jobs_path, ad_format=jobs_format, lenient=lenient)
+    return Snapshot(now, tuple(machines), tuple(jobs),
+                    tuple(machines_skipped) + tuple(jobs_skipped))
+
+
+def _in_file_order(*groups: Sequence[SkippedAd]) -> list[SkippedAd]:
+    return sorted((item for group in groups for item in group), key=lambda item: item.index)

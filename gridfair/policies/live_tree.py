@@ -1,0 +1,358 @@
+"""The live tree (SDRF paper, section 6.3): elements kept in order of a priority that drifts
+in time, by processing swap events between neighbours instead of re-sorting.
+
+Every priority here is an exponential moving average seen through a max, so with one time
+constant `tau` for all elements and the drift variable x = exp(-(t - T)/tau) (T the tree's
+origin), each element's priority is a maximum of lines in x:
+
+    p(t) = max_k (a_k + b_k x)        (piecewise linear and convex in x)
+
+Time moving forward is x moving down towards 0. Two neighbours swap where their curves cross;
+the crossings are found exactly from line intersections, so each pair of neighbours has at
+most one pending swap event: the first x below the current one at which the right element
+goes ahead of the left one. Events sit in a heap of x (largest first = earliest) with lazy
+invalidation: an event carries its left element's stamp, bumped whenever that element's
+successor or curve changes, so stale events are skipped when popped rather than searched for.
+
+Advancing the clock pops only the events due since the last update. Inserting, removing or
+re-curving an element costs O(log n) (a binary search over the elements' current values and
+a constant number of crossing computations). When x would underflow (more than
+`REBASE_AFTER` time constants since T) the tree re-bases: T moves to now, every line is
+rescaled and the order rebuilt from scratch, O(n log n) but at most once per
+`REBASE_AFTER * tau` seconds.
+
+Order at a time t is by (p(t), key) ascending: ties go to the smaller key (the user's
+`UserState.index`). A curve that touches its neighbour's at a single instant without crossing
+it is not treated as a swap (the two are tied for that instant only).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from sortedcontainers import SortedList
+
+#: A line a + b x.
+Line = tuple[float, float]
+
+# Re-base after this many time constants: x = e^-50 ~ 2e-22 keeps every b x term well inside
+# double precision while making re-bases rare.
+REBASE_AFTER = 50.0
+# Spacing of the integer order labels; a new element takes the midpoint of its neighbours'.
+LABEL_GAP = 1 << 32
+
+
+def value_at(lines: Sequence[Line], x: float) -> float:
+    """max_k (a_k + b_k x)."""
+    if len(lines) == 1:
+        a, b = lines[0]
+        return a + b * x
+    return max(a + b * x for a, b in lines)
+
+
+def _crossings(lines: Sequence[Line], x_hi: float) -> list[float]:
+    """Every x in (0, x_hi) where two of `lines` intersect, plus 0 and x_hi, descending."""
+    points = {0.0, x_hi}
+    for i, (a1, b1) in enumerate(lines):
+        for a2, b2 in lines[i + 1:]:
+            if b1 != b2:
+                x = (a2 - a1) / (b1 - b2)
+                if 0.0 < x < x_hi:
+                    points.add(x)
+    return sorted(points, reverse=True)
+
+
+def upper_envelope(lines: Sequence[Line], x_hi: float) -> list[Line]:
+    """The lines that are the maximum somewhere on (0, x_hi]: the others can never matter
+    again, because x only decreases."""
+    if len(lines) <= 1:
+        return list(lines)
+    points = _crossings(lines, x_hi)
+    kept: list[Line] = []
+    # Between consecutive crossings the maximum is one line: find it at the midpoint.
+    for hi, lo in zip(points, points[1:], strict=False):
+        mid = (hi + lo) / 2
+        best = max(lines, key=lambda line: line[0] + line[1] * mid)
+        if best not in kept:
+            kept.append(best)
+    return kept
+
+
+class _Element:
+    __slots__ = ("key", "lines", "payload", "label", "prev", "next", "stamp")
+
+    def __init__(self, key: int, lines: list[Line], payload: Any) -> None:
+        self.key = key
+        self.lines = lines
+        self.payload = payload
+        self.label = 0
+        self.prev: _Element | None = None
+        self.next: _Element | None = None
+        self.stamp = 0
+
+
+def _flip_point(left: _Element, right: _Element, x0: float) -> float | None:
+    """The largest x <= x0 below which `right` goes ahead of `left`, or None if never.
+
+    `left` is ahead at x0. The difference of the two curves is linear between consecutive
+    line intersections, so its sign on each such piece is read at the piece's midpoint.
+    """
+    left_lines = left.lines
+    right_lines = right.lines
+    right_wins_ties = right.key < left.key
+    if len(left_lines) == 1 and len(right_lines) == 1:
+        # The common case, in closed form: g(x) = p_right - p_left = da + db x.
+        a_left, b_left = left_lines[0]
+        a_right, b_right = right_lines[0]
+        db = b_right - b_left
+        if db < 0:
+            # g rises as x falls: `right` only drops further behind (a gap of the order of
+            # rounding at x0 is the crossing just processed, not a new one).
+            return None
+        if db == 0:
+            gap = a_right - a_left
+            return x0 if gap < 0 or (gap == 0 and right_wins_ties) else None
+        root = (a_left - a_right) / db
+        if root >= x0:
+            return x0
+        return root if root > 0 else None
+    points = _crossings(left_lines + right_lines, x0)
+    for hi, lo in zip(points, points[1:], strict=False):
+        mid = (hi + lo) / 2
+        gap = value_at(right_lines, mid) - value_at(left_lines, mid)
+        if gap < 0 or (gap == 0 and right_wins_ties):
+            return hi
+    return None
+
+
+class LiveTree:
+    """Elements (int key, payload) ordered by a drifting priority, with swap events.
+
+    Curves are given as lines in the drift of the time they are set: `set(key, lines, now)`
+    means p(t) = max_k (a_k + b_k exp(-(t - now)/tau)).
+    """
+
+    def __init__(self, tau: float) -> None:
+        if not tau > 0 or math.isinf(tau):
+            raise ValueError(f"the time constant must be positive and finite, not {tau!r}")
+        self.tau = tau
+        self.origin = 0.0  # T
+        self.time = 0.0
+        self.x = 1.0
+        self.swaps = 0  # swap events processed
+        self.rebases = 0
+        self._elements: dict[int, _Element] = {}
+        self._labels = SortedList()
+        self._at_label: dict[int, _Element] = {}
+        self._head: _Element | None = None
+        self._events: list[tuple[float, int, _Element, int]] = []
+        self._event_seq = 0
+
+    # ------------------------------------------------------------------ queries
+    def __len__(self) -> int:
+        return len(self._elements)
+
+    def __contains__(self, key: int) -> bool:
+        return key in self._elements
+
+    def first(self, now: float) -> Any | None:
+        """The payload of the element of least priority at `now`."""
+        self.advance(now)
+        return self._head.payload if self._head is not None else None
+
+    def second(self, now: float) -> Any | None:
+        """The payload of the runner-up at `now`."""
+        self.advance(now)
+        head = self._head
+        return head.next.payload if head is not None and head.next is not None else None
+
+    def value(self, key: int, now: float) -> float:
+        """The priority of element `key` at `now` (the tree's clock is not moved)."""
+        return value_at(self._elements[key].lines, self._x_at(now))
+
+    def ordered(self, now: float) -> Iterator[Any]:
+        """Payloads in priority order at `now`."""
+        self.advance(now)
+        element = self._head
+        while element is not None:
+            yield element.payload
+            element = element.next
+
+    # ---------------------------------------------------------------- updates
+    def set(self, key: int, lines: Sequence[Line], now: float, payload: Any) -> None:
+        """Insert element `key`, or give it a new curve, as of time `now`."""
+        self.advance(now)
+        if key in self._elements:
+            self._unlink(self._elements.pop(key))
+        scale = 1.0 / self.x  # lines given in the drift since now; stored in the drift since T
+        element = _Element(key, upper_envelope([(a, b * scale) for a, b in lines], self.x),
+                           payload)
+        self._elements[key] = element
+        self._link(element)
+
+    def remove(self, key: int, now: float) -> None:
+        """Take element `key` out (no effect if absent)."""
+        element = self._elements.pop(key, None)
+        if element is not None:
+            self.advance(now)
+            self._unlink(element)
+
+    def advance(self, now: float) -> None:
+        """Move the clock to `now`, processing the swaps due. The clock never goes back."""
+        if now <= self.time:
+            return
+        if (now - self.origin) / self.tau > REBASE_AFTER:
+            self._rebase(now)
+            return
+        x = math.exp(-(now - self.origin) / self.tau)
+        events = self._events
+        while events and -events[0][0] > x:
+            neg_x, _, left, stamp = heapq.heappop(events)
+            if left.stamp != stamp or left.key not in self._elements:
+                continue
+            self._swap_with_next(left, -neg_x)
+        self.time = now
+        self.x = x
+
+    # -------------------------------------------------------------- internals
+    def _x_at(self, now: float) -> float:
+        return math.exp(-(max(now, self.time) - self.origin) / self.tau)
+
+    def _swap_with_next(self, left: _Element, x_event: float) -> None:
+        right = left.next
+        assert right is not None
+        before, after = left.prev, right.next
+        # Relink before <-> right <-> left <-> after; the labels follow the positions.
+        right.prev, right.next = before, left
+        left.prev, left.next = right, after
+        if before is not None:
+            before.next = right
+        else:
+            self._head = right
+        if after is not None:
+            after.prev = left
+        left.label, right.label = right.label, left.label
+        self._at_label[left.label] = left
+        self._at_label[right.label] = right
+        self.swaps += 1
+        if before is not None:
+            self._schedule(before, x_event)
+        self._schedule(right, x_event)
+        self._schedule(left, x_event)
+
+    def _schedule(self, left: _Element, x0: float) -> None:
+        """(Re)compute the pending swap of `left` with its successor, from x0 down."""
+        left.stamp += 1
+        right = left.next
+        if right is None:
+            return
+        x_flip = _flip_point(left, right, x0)
+        if x_flip is not None:
+            self._event_seq += 1
+            heapq.heappush(self._events, (-x_flip, self._event_seq, left, left.stamp))
+
+    def _position(self, element: _Element) -> int:
+        """Index at which `element` goes in the current order (binary search on values)."""
+        x = self.x
+        target = (value_at(element.lines, x), element.key)
+        labels = self._labels
+        at_label = self._at_label
+        lo, hi = 0, len(labels)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            other = at_label[labels[mid]]
+            if (value_at(other.lines, x), other.key) < target:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def _link(self, element: _Element) -> None:
+        labels = self._labels
+        at_label = self._at_label
+        index = self._position(element)
+        after = at_label[labels[index]] if index < len(labels) else None
+        before = at_label[labels[index - 1]] if index > 0 else None
+        if before is None and after is None:
+            label = 0
+        elif before is None:
+            label = after.label - LABEL_GAP
+        elif after is None:
+            label = before.label + LABEL_GAP
+        else:
+            label = (before.label + after.label) // 2
+            if label == before.label:
+                self._relabel()
+                label = (before.label + after.label) // 2
+        element.label = label
+        labels.add(label)
+        at_label[label] = element
+        element.prev, element.next = before, after
+        if before is not None:
+            before.next = element
+            self._schedule(before, self.x)
+        else:
+            self._head = element
+        if after is not None:
+            after.prev = element
+        self._schedule(element, self.x)
+
+    def _unlink(self, element: _Element) -> None:
+        element.stamp += 1  # its pending event is void
+        self._labels.remove(element.label)
+        del self._at_label[element.label]
+        before, after = element.prev, element.next
+        if before is not None:
+            before.next = after
+        else:
+            self._head = after
+        if after is not None:
+            after.prev = before
+        if before is not None:
+            self._schedule(before, self.x)
+        element.prev = element.next = None
+
+    def _relabel(self) -> None:
+        """Spread the labels out again (rare: only after ~32 inserts into one gap)."""
+        self._labels.clear()
+        self._at_label.clear()
+        element = self._head
+        label = 0
+        while element is not None:
+            element.label = label
+            self._labels.add(label)
+            self._at_label[label] = element
+            label += LABEL_GAP
+            element = element.next
+
+    def _rebase(self, now: float) -> None:
+        """Move the origin to `now`: rescale the lines and rebuild the order and events."""
+        x = math.exp(-(now - self.origin) / self.tau)  # may underflow to 0: the limit is exact
+        elements = list(self._elements.values())
+        self.origin = self.time = now
+        self.x = 1.0
+        self.rebases += 1
+        self._events.clear()
+        self._labels.clear()
+        self._at_label.clear()
+        self._head = None
+        for element in elements:
+            element.lines = upper_envelope([(a, b * x) for a, b in element.lines], 1.0)
+            element.stamp += 1
+        elements.sort(key=lambda element: (value_at(element.lines, 1.0), element.key))
+        before = None
+        for position, element in enumerate(elements):
+            element.label = position * LABEL_GAP
+            self._labels.add(element.label)
+            self._at_label[element.label] = element
+            element.prev, element.next = before, None
+            if before is not None:
+                before.next = element
+            else:
+                self._head = element
+            before = element
+        for element in elements:
+            self._schedule(element, 1.0)

@@ -1,0 +1,98 @@
+"""The live tree keeps exactly the order a full re-sort gives, at every time."""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gridfair.policies.live_tree import LiveTree, upper_envelope, value_at
+
+# Two priorities closer than this are a tie as far as floating point can tell.
+TIE = 1e-9
+
+coefficient = st.one_of(
+    st.sampled_from([0.0, 0.25, 0.5, 1.0, -0.5]),  # exact ties and shared lines
+    st.floats(-2.0, 2.0, allow_nan=False),
+)
+curve = st.lists(st.tuples(coefficient, coefficient), min_size=1, max_size=3)
+
+
+def resorted(curves: dict[int, tuple[list, float]], now: float, tau: float) -> list[int]:
+    def key(item):
+        element, (lines, set_at) = item
+        return (value_at(lines, math.exp(-(now - set_at) / tau)), element)
+
+    return [element for element, _ in sorted(curves.items(), key=key)]
+
+
+def assert_same_order(tree_order, expected, curves, now, tau) -> None:
+    """Equal orders, except between priorities that are equal up to rounding."""
+    if tree_order == expected:
+        return
+    values = {
+        element: value_at(lines, math.exp(-(now - set_at) / tau))
+        for element, (lines, set_at) in curves.items()
+    }
+    rank = {element: position for position, element in enumerate(expected)}
+    for i, first in enumerate(tree_order):
+        for second in tree_order[i + 1:]:
+            if rank[second] < rank[first]:
+                assert abs(values[first] - values[second]) <= TIE, (
+                    f"at t={now}: {first} ({values[first]!r}) ahead of {second} "
+                    f"({values[second]!r})"
+                )
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    initial=st.lists(curve, min_size=1, max_size=12),
+    steps=st.lists(
+        st.tuples(
+            st.floats(0.0, 3.0, allow_nan=False),  # time step, in time constants
+            st.sampled_from(["query", "set", "remove"]),
+            st.integers(0, 14),
+            curve,
+        ),
+        max_size=40,
+    ),
+    tau=st.sampled_from([1.0, 0.01, 1e6]),
+)
+def test_live_tree_matches_a_full_resort_at_every_time(initial, steps, tau) -> None:
+    tree = LiveTree(tau)
+    curves: dict[int, tuple[list, float]] = {}
+    now = 0.0
+    for element, lines in enumerate(initial):
+        tree.set(element, lines, now, element)
+        curves[element] = (lines, now)
+    for step, action, element, lines in steps:
+        # Steps of up to 3 tau, with the occasional jump far past the re-base horizon.
+        now += step * tau * (30.0 if step > 2.9 else 1.0)
+        if action == "set":
+            tree.set(element, lines, now, element)
+            curves[element] = (lines, now)
+        elif action == "remove":
+            tree.remove(element, now)
+            curves.pop(element, None)
+        order = list(tree.ordered(now))
+        assert_same_order(order, resorted(curves, now, tau), curves, now, tau)
+        assert tree.first(now) == (order[0] if order else None)
+
+
+def test_neighbours_crossing_are_swapped_and_counted() -> None:
+    tree = LiveTree(1.0)
+    tree.set(0, [(1.0, -1.0)], 0.0, "rising")  # 1 - e^-t: 0 at t=0, towards 1
+    tree.set(1, [(0.5, 0.0)], 0.0, "flat")  # 0.5
+    assert list(tree.ordered(0.0)) == ["rising", "flat"]
+    crossing = math.log(2.0)  # 1 - e^-t = 0.5
+    assert list(tree.ordered(crossing * 0.999)) == ["rising", "flat"]
+    assert list(tree.ordered(crossing * 1.001)) == ["flat", "rising"]
+    assert tree.swaps == 1
+
+
+def test_upper_envelope_drops_lines_that_can_never_be_the_maximum() -> None:
+    lines = [(0.0, 1.0), (0.5, 0.0), (0.1, 0.1)]
+    # On (0, 1]: 0.5 wins for x < 0.5, x wins above; 0.1 + 0.1x never wins.
+    assert sorted(upper_envelope(lines, 1.0)) == [(0.0, 1.0), (0.5, 0.0)]
+    assert upper_envelope(lines, 0.4) == [(0.5, 0.0)]

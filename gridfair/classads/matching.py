@@ -1,0 +1,156 @@
+"""Job-to-machine matching with classad2, evaluated once per autocluster and machine class.
+
+A match is HTCondor's symmetric match: the job's Requirements hold with the machine as TARGET
+and the machine's Requirements hold with the job as TARGET (`ClassAd.symmetricMatch`).
+
+Evaluating it for every job and every slot is 10^9 evaluations on a pool of 10,000 slots and
+100,000 jobs. As HTCondor's autoclusters do, jobs are grouped by what their match can depend
+on: their Requirements text and the attributes it reads in the job, plus the job attributes the
+machines' Requirements read (`RequestMemory`, `Owner`, ...), each with the attributes it reads
+in turn. Machines are grouped the same way, by their Requirements and the machine attributes
+the jobs' Requirements read (`Memory`, `Arch`, ...). A match is evaluated once per
+(autocluster, machine class) and cached.
+
+Which attributes are significant is learnt from the ads as they are classified: when an ad
+reads an attribute of the other side that no earlier ad did, the other side's groups are
+recomputed (and the cache cleared), so a group never hides a difference that matters.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import classad2
+
+from gridfair.core.pool import Node, Task
+
+_TARGET_PREFIX = "target."
+
+
+def symmetric_match(job_ad: classad2.ClassAd, machine_ad: classad2.ClassAd) -> bool:
+    """Both Requirements hold, each with the other ad as TARGET."""
+    return job_ad.symmetricMatch(machine_ad)
+
+
+class _Side:
+    """One side of the match (jobs or machines): groups of ads that match alike."""
+
+    def __init__(self) -> None:
+        self.significant: set[str] = set()  # lower-case names the other side's ads read
+        self.group_of: dict[str, int] = {}  # job id or machine name -> group
+        self.group_ids: dict[tuple[Any, ...], int] = {}
+        self.representatives: list[classad2.ClassAd] = []
+
+    def reset(self) -> None:
+        self.group_of.clear()
+        self.group_ids.clear()
+        self.representatives.clear()
+
+
+class AutoclusterMatcher:
+    """`(Task, Node) -> bool` for `Pool(matcher=...)`: the symmetric match of `task.ad` and
+    `node.ad`, cached per (autocluster, machine class). A task or node without an ad matches
+    by resources only, which the pool checks itself, so the answer is True.
+
+    Groups are kept by job id and machine name: call `forget_job`/`forget_machine` when an ad
+    behind an id changes."""
+
+    def __init__(self) -> None:
+        self._jobs = _Side()
+        self._machines = _Side()
+        self._matches: dict[tuple[int, int], bool] = {}
+        self._regroupings = 0
+        self.evaluations = 0  # symmetric matches evaluated (the rest came from the cache)
+
+    def __call__(self, task: Task, node: Node) -> bool:
+        job_ad, machine_ad = task.ad, node.ad
+        if job_ad is None or machine_ad is None:
+            return True
+        jobs, machines = self._jobs, self._machines
+        job_group = jobs.group_of.get(task.id)
+        machine_group = machines.group_of.get(node.name)
+        while job_group is None or machine_group is None:
+            # A new group may read attributes of the other side that no group read before,
+            # which regroups that side: classify both again until neither changes.
+            regroupings = self._regroupings
+            job_group = self._classify(jobs, machines, task.id, job_ad)
+            machine_group = self._classify(machines, jobs, node.name, machine_ad)
+            if self._regroupings != regroupings:
+                job_group = machine_group = None
+        key = (job_group, machine_group)
+        matched = self._matches.get(key)
+        if matched is None:
+            self.evaluations += 1
+            matched = self._matches[key] = symmetric_match(
+                jobs.representatives[job_group], machines.representatives[machine_group]
+            )
+        return matched
+
+    @property
+    def autoclusters(self) -> int:
+        return len(self._jobs.representatives)
+
+    @property
+    def machine_classes(self) -> int:
+        return len(self._machines.representatives)
+
+    def forget_job(self, job_id: str) -> None:
+        self._jobs.group_of.pop(job_id, None)
+
+    def forget_machine(self, name: str) -> None:
+        self._machines.group_of.pop(name, None)
+
+    def _classify(self, side: _Side, other: _Side, key: str, ad: classad2.ClassAd) -> int:
+        group = side.group_of.get(key)
+        if group is not None:
+            return group
+        signature = _signature(ad, side.significant)
+        group = side.group_ids.get(signature)
+        if group is None:
+            # Ads of one signature read the same attributes of the other side (their
+            # Requirements and everything it reaches in them are the same), so learning
+            # from the first is learning from all.
+            self._learn(ad, other)
+            group = side.group_ids[signature] = len(side.representatives)
+            side.representatives.append(ad)
+        side.group_of[key] = group
+        return group
+
+    def _learn(self, ad: classad2.ClassAd, other: _Side) -> None:
+        """Make what `ad`'s Requirements read of the other side significant over there."""
+        if "Requirements" not in ad:
+            return
+        read = {_unscoped(name) for name in _refs(ad.externalRefs(ad.lookup("Requirements")))}
+        if not read <= other.significant:
+            other.significant |= read
+            other.reset()
+            self._matches.clear()
+            self._regroupings += 1
+
+
+def _signature(ad: classad2.ClassAd, significant: set[str]) -> tuple[Any, ...]:
+    """What a match with this ad can depend on: its Requirements, and the text of every
+    attribute of its own that its Requirements or the other side read (with what those
+    attributes read in turn)."""
+    names = {name for name in significant if name in ad}
+    if "Requirements" in ad:
+        requirements = ad.lookup("Requirements")
+        names.update(name.lower() for name in _refs(ad.internalRefs(requirements)))
+        text = str(requirements)
+    else:
+        text = None
+    for name in list(names):
+        names.update(name.lower() for name in _refs(ad.internalRefs(ad.lookup(name))))
+    return (text, *sorted((name, str(ad.lookup(name))) for name in names))
+
+
+def _refs(listed: list[str]) -> list[str]:
+    # classad2 returns its reference lists as one comma-joined string split on ",".
+    return [name for name in listed if name]
+
+
+def _unscoped(name: str) -> str:
+    lowered = name.lower()
+    if lowered.startswith(_TARGET_PREFIX):
+        lowered = lowered[len(_TARGET_PREFIX):]
+    return lowered.partition(".")[0]

@@ -1,0 +1,210 @@
+"""`gridfair shares`: who provides what and who uses what, and what the policy would do now.
+
+Reads a snapshot of machine and job ads, shows one row per user in the layout of
+`condor_userprio` (a header line, two heading rows, dashes, the rows, dashes, then
+`Number of users: N` with the totals), then the decisions the policy stages would take on the
+snapshot with their reasons, then the ads that could not be used. Nothing is carried out.
+
+The report is a `SharesReport`, built from ads here (`report_from_snapshot`); anything else
+that knows the same figures (the daemon's store) can build one and render it with
+`render_shares` or `shares_json`, so the table is the same wherever it comes from.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+
+from gridfair.classads.reader import FORMAT_NAMES
+from gridfair.classads.to_pool import pool_from_snapshot
+from gridfair.classads.views import AdConfig, read_snapshot
+from gridfair.cli import cli
+from gridfair.cli.output import format_cell, to_json
+from gridfair.core.pool import Pool, UserState
+from gridfair.model import Snapshot
+from gridfair.policies.registry import build_stages, policy_names
+
+#: (key, the two heading rows, format spec). Text columns (no spec) align left.
+SHARE_COLUMNS: tuple[tuple[str, tuple[str, str], str], ...] = (
+    ("user", ("User Name", ""), ""),
+    ("provided_mflops", ("Provided", "MFlops"), ".0f"),
+    ("allocated_mflops", ("Allocated", "MFlops"), ".0f"),
+    ("power_diff", ("Power", "Diff"), "+.3f"),
+    ("nodes_provided", ("Nodes", "Provided"), "d"),
+    ("nodes_used", ("Nodes", "Used"), "d"),
+    ("running", ("Running", "Jobs"), "d"),
+    ("idle", ("Idle", "Jobs"), "d"),
+)
+SUMMED = ("provided_mflops", "allocated_mflops", "nodes_provided", "nodes_used", "running",
+          "idle")
+
+
+@dataclass(frozen=True, slots=True)
+class SharesReport:
+    """What `shares` shows: per-user rows, their totals, decisions and skipped ads."""
+
+    time: float
+    policy: str
+    users: Sequence[Mapping[str, Any]]
+    totals: Mapping[str, Any]
+    decisions: Sequence[Mapping[str, Any]] = ()
+    skipped: Sequence[Mapping[str, Any]] = field(default_factory=tuple)
+
+
+def share_rows(pool: Pool) -> list[dict[str, Any]]:
+    """One row per user, in the order HOSEP serves them: users who provide power by PowerDiff
+    (most below their share first), then users who provide nothing by allocated MFlops; ties
+    by name."""
+    def order(user: UserState) -> tuple[Any, ...]:
+        if user.provided_power > 0:
+            return (0, user.power_diff, user.name)
+        return (1, user.allocated_power, user.name)
+
+    nodes_used: dict[str, set[str]] = {}
+    for task in pool.tasks.values():
+        if task.node is not None:
+            nodes_used.setdefault(task.user, set()).add(task.node.name)
+    return [
+        {
+            "user": user.name,
+            "provided_mflops": user.provided_power,
+            "allocated_mflops": user.allocated_power,
+            "power_diff": user.power_diff,
+            "nodes_provided": user.provided_nodes,
+            "nodes_used": len(nodes_used.get(user.name, ())),
+            "running": user.running,
+            "idle": user.idle_count,
+        }
+        for user in sorted(pool.users.values(), key=order)
+    ]
+
+
+def share_totals(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Sums of the summable columns, with the number of users."""
+    totals: dict[str, Any] = {"users": len(rows)}
+    for key in SUMMED:
+        totals[key] = sum(row[key] for row in rows)
+    return totals
+
+
+def report_from_snapshot(snapshot: Snapshot, policy: str | None, order: str | None,
+                         preempt: str | None, admit: str | None,
+                         options: Mapping[str, Any]) -> SharesReport:
+    """The shares of `snapshot` now, and the decisions one cycle of the stages would take."""
+    stages = build_stages(policy, order=order, preempt=preempt, admit=admit, options=options)
+    loaded = pool_from_snapshot(snapshot, stages)
+    rows = share_rows(loaded.pool)  # before the cycle: the pool as the ads describe it
+    decisions = list(loaded.admissions) + loaded.negotiator.cycle(snapshot.time)
+    skipped = list(snapshot.skipped) + list(loaded.unplaced)
+    return SharesReport(
+        time=snapshot.time,
+        policy=loaded.negotiator.stages,
+        users=rows,
+        totals=share_totals(rows),
+        decisions=[decision.as_dict() for decision in decisions],
+        skipped=[{"source": item.source, "index": item.index, "name": item.name,
+                  "reason": item.reason} for item in skipped],
+    )
+
+
+def render_shares(report: SharesReport) -> str:
+    """The report as text: the condor_userprio-like table, decisions, skipped ads."""
+    stamp = datetime.fromtimestamp(report.time, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    lines = [f"Shares at {stamp} ({report.policy})", _table(report.users, report.totals)]
+    lines.append("")
+    if report.decisions:
+        lines.append(f"Decisions now ({len(report.decisions)}, none carried out):")
+        lines += [
+            f"  {item['kind']} {item['job']} ({item['user']})"
+            + (f" on {item['machine']}" if item["machine"] else "")
+            + f": {item['reason']}"
+            for item in report.decisions
+        ]
+    else:
+        lines.append("Decisions now: none")
+    if report.skipped:
+        lines.append("")
+        lines.append(f"Skipped ads ({len(report.skipped)}):")
+        lines += [
+            f"  {item['source']}"
+            + (f" ad #{item['index']}" if item["index"] > 0 else "")
+            + (f" {item['name']}" if item["name"] else "")
+            + f": {item['reason']}"
+            for item in report.skipped
+        ]
+    return "\n".join(lines)
+
+
+def shares_json(report: SharesReport) -> str:
+    return to_json({
+        "time": report.time,
+        "policy": report.policy,
+        "users": list(report.users),
+        "totals": dict(report.totals),
+        "decisions": list(report.decisions),
+        "skipped": list(report.skipped),
+    })
+
+
+def _table(rows: Sequence[Mapping[str, Any]], totals: Mapping[str, Any]) -> str:
+    footer = {"user": f"Number of users: {totals['users']}",
+              **{key: totals[key] for key in SUMMED}}
+    cells = [[format_cell(row.get(key), spec) for key, _, spec in SHARE_COLUMNS]
+             for row in [*rows, footer]]
+    widths = [max(len(heading[0]), len(heading[1]), *(len(line[i]) for line in cells))
+              for i, (_, heading, _) in enumerate(SHARE_COLUMNS)]
+
+    def line(values: Sequence[str]) -> str:
+        return " ".join(
+            value.ljust(width) if not spec else value.rjust(width)
+            for value, width, (_, _, spec) in zip(values, widths, SHARE_COLUMNS, strict=True)
+        ).rstrip()
+
+    rule = " ".join("-" * width for width in widths)
+    out = [line([heading[0] for _, heading, _ in SHARE_COLUMNS]),
+           line([heading[1] for _, heading, _ in SHARE_COLUMNS]), rule]
+    out += [line(values) for values in cells[:-1]]
+    out += [rule, line(cells[-1])]
+    return "\n".join(out)
+
+
+@cli.command()
+@click.option("--machines", "machines_path", required=True, type=click.Path(dir_okay=False),
+              help="Machine ads: condor_status -long, new syntax or -json.")
+@click.option("--jobs", "jobs_path", required=True, type=click.Path(dir_okay=False),
+              help="Job ads: condor_q -long, new syntax or -json.")
+@click.option("--policy", "-p", type=click.Choice(policy_names()), default=None,
+              help="A named composition of stages (default: hosep, unless --order is given).")
+@click.option("--order", default=None, help="Order stage (who gets the next free slot).")
+@click.option("--preempt", default=None, help="Preemption stage, or 'none'.")
+@click.option("--admit", default=None, help="Admission stage, or 'none'.")
+@click.option("--absolute-power-diff", is_flag=True,
+              help="HOSEP: compare omega with |PowerDiff| (Eq. 6) instead of PowerDiff (Fig. 2).")
+@click.option("--owner-attr", default=None, help="Machine attribute naming its owner "
+              "[default: GridOwner].")
+@click.option("--power-attr", default=None, help="Machine attribute with its power in MFlops "
+              "[default: MFlops, else KFlops / 1000, else Mips].")
+@click.option("--ad-format", type=click.Choice(FORMAT_NAMES), default=None,
+              help="Format of both files [default: detected from each].")
+@click.option("--now", type=float, default=None,
+              help="Time of the snapshot, epoch seconds [default: the current time].")
+@click.option("--format", "output_format", type=click.Choice(("table", "json")),
+              default="table", show_default=True)
+def shares(machines_path, jobs_path, policy, order, preempt, admit, absolute_power_diff,
+           owner_attr, power_attr, ad_format, now, output_format) -> None:
+    """Per-user shares of a pool's ads and the decisions a policy would take on them now."""
+    if policy is None and order is None:
+        policy = "hosep"
+    snapshot = read_snapshot(
+        machines_path, jobs_path, AdConfig.with_attributes(owner_attr, power_attr),
+        time.time() if now is None else now, lenient=True,
+        machines_format=ad_format, jobs_format=ad_format,
+    )
+    report = report_from_snapshot(snapshot, policy, order, preempt, admit,
+                                  {"absolute_power_diff": absolute_power_diff})
+    click.echo(shares_json(report) if output_format == "json" else render_shares(report))

@@ -1,36 +1,10 @@
-"""ClassAds in, pool views out: reading ad files with classad2, the machine and job views,
-matching through autoclusters, and the conversion of a snapshot to the core's pool."""
+"""ClassAds in, pool views out.
 
-from gridfair.classads.matching import AutoclusterMatcher, symmetric_match
-from gridfair.classads.reader import AdFormat, SourcedAd, detect_format, parse_ads, read_ads
-from gridfair.classads.to_pool import LoadedPool, pool_from_snapshot
-from gridfair.classads.views import (
-    AdConfig,
-    job_view,
-    jobs_from_ads,
-    machine_view,
-    machines_from_ads,
-    read_jobs,
-    read_machines,
-    read_snapshot,
-)
+- `reader`: ad files in `-long` (old), new and `-json` syntax, parsed with classad2;
+- `views`: ads as `gridfair.model` machines and jobs, and `read_snapshot`;
+- `matching`: symmetric Requirements matching, evaluated once per autocluster;
+- `to_pool`: a snapshot as the core's pool, with a negotiator over it;
+- `synthetic`: generated pools of ads for tests and benchmarks.
 
-__all__ = [
-    "AdConfig",
-    "AdFormat",
-    "AutoclusterMatcher",
-    "LoadedPool",
-    "SourcedAd",
-    "detect_format",
-    "job_view",
-    "jobs_from_ads",
-    "machine_view",
-    "machines_from_ads",
-    "parse_ads",
-    "pool_from_snapshot",
-    "read_ads",
-    "read_jobs",
-    "read_machines",
-    "read_snapshot",
-    "symmetric_match",
-]
+Nothing is imported here, so reading ads does not load the policies.
+"""

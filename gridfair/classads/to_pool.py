@@ -18,13 +18,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gridfair.classads.matching import AutoclusterMatcher
 from gridfair.core.negotiator import Negotiator
 from gridfair.core.pool import Node, Pool, Task
 from gridfair.model import Job, JobStatus, Machine, SkippedAd, Snapshot
 from gridfair.policies.base import Decision
-from gridfair.policies.registry import Stages
+
+if TYPE_CHECKING:
+    from gridfair.policies.registry import Stages
 
 CLAIMED = "Claimed"
 UNCLAIMED = "Unclaimed"

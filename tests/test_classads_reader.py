@@ -1,0 +1,123 @@
+"""Reading ad files: the three formats, detection, and errors that name file, line and ad."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import classad2
+import pytest
+
+from gridfair.classads.reader import AdFormat, detect_format, parse_ads, read_ads
+from gridfair.classads.synthetic import format_ads
+from gridfair.errors import InputError
+from tests.conftest import TEST_DATA
+
+REAL = TEST_DATA / "htcondor"
+
+
+@pytest.mark.parametrize(
+    ("name", "count", "names"),
+    [
+        ("basic4slot", 4, [f"slot{i}@ingwe.cs.wisc.edu" for i in range(1, 5)]),
+        ("partionable8core", 5, ["slot1@ingwe.cs.wisc.edu"]
+         + [f"slot1_{i}@ingwe.cs.wisc.edu" for i in range(1, 5)]),
+        ("small1slot", 1, ["ingwe.cs.wisc.edu"]),
+        ("test.old.ad", 1, [None]),
+    ],
+)
+def test_real_ads_are_read_whole(name: str, count: int, names: list[str | None]) -> None:
+    ads, skipped = read_ads(REAL / name)
+    assert skipped == []
+    assert [sourced.ad.get("Name") for sourced in ads] == names
+    assert [sourced.index for sourced in ads] == list(range(1, count + 1))
+    # Every attribute line became an attribute: nothing was dropped silently.
+    lines = (REAL / name).read_text().splitlines()
+    assert sum(len(sourced.ad) for sourced in ads) == sum(1 for line in lines if line.strip())
+
+
+def test_first_lines_of_real_ads() -> None:
+    ads, _ = read_ads(REAL / "basic4slot")
+    lines = (REAL / "basic4slot").read_text().splitlines()
+    for sourced in ads:
+        assert lines[sourced.line - 1].strip()
+        assert sourced.line == 1 or not lines[sourced.line - 2].strip()
+
+
+@pytest.mark.parametrize("ad_format", list(AdFormat))
+def test_the_three_formats_give_the_same_ads(ad_format: AdFormat, tmp_path: Path) -> None:
+    original, _ = read_ads(REAL / "partionable8core")
+    path = tmp_path / "ads"
+    path.write_text(format_ads([sourced.ad for sourced in original], ad_format))
+    assert detect_format(path.read_text()) is ad_format
+    again, skipped = read_ads(path)
+    assert skipped == []
+    assert [sourced.ad for sourced in again] == [sourced.ad for sourced in original]
+    # Expressions stay expressions in every format (JSON's "\/Expr(...)\/").
+    assert isinstance(again[0].ad.lookup("Requirements"), classad2.ExprTree)
+    assert again[0].ad.eval("SlotWeight") == original[0].ad.eval("SlotWeight")
+
+
+def test_format_override_beats_detection(tmp_path: Path) -> None:
+    path = tmp_path / "ads"
+    path.write_text("[ A = 1 ]\n")
+    with pytest.raises(InputError):
+        read_ads(path, "json")
+    assert read_ads(path, "new")[0][0].ad["A"] == 1
+
+
+def test_new_syntax_framing_ignores_brackets_in_strings_and_comments() -> None:
+    text = '// a ] comment\n[ A = "x]y["; B = [ C = 1 ]; /* ] */ D = { 1, 2 } ]\n\n[ E = 2 ]\n'
+    ads, _ = parse_ads(text, "f")
+    assert [dict(sourced.ad).get("A") for sourced in ads] == ["x]y[", None]
+    assert [sourced.line for sourced in ads] == [2, 4]
+
+
+@pytest.mark.parametrize(
+    ("text", "ad_format", "expected"),
+    [
+        ('A = 1\n\nB = 2\nC = = 3\n', None, "f:4, ad #2: malformed ad: cannot parse 'C = = 3'"),
+        ('[ A = 1 ]\n[ B = = 2 ]\n', None, "f:2, ad #2: malformed ad: classad2 cannot parse it"),
+        ('[ A = 1 ]\n[ B = 2\n', None, "f:2, ad #2: malformed ad: '[' is never closed"),
+        ('[ A = 1 ]\njunk\n', None, "f, ad #2: text outside any [ ... ] ad: 'junk'"),
+        ('[{"A": 1}, 7]', None, "f, ad #2: not a JSON object but int"),
+        ('[{"A": "\\/Expr(1 +)\\/"}]', None, "f, ad #1, attribute A: unusable value"),
+        ('[{"A": 1},', "json", "f:1: not valid JSON"),
+        ('A = 1', "xml", "unknown ad format 'xml'"),
+    ],
+)
+def test_malformed_input_is_one_line_naming_where(text: str, ad_format: str | None,
+                                                  expected: str) -> None:
+    with pytest.raises(InputError) as caught:
+        parse_ads(text, "f", ad_format)
+    message = str(caught.value)
+    assert message.startswith(expected)
+    assert "\n" not in message
+
+
+def test_lenient_reading_skips_the_bad_ad_and_keeps_the_rest() -> None:
+    ads, skipped = parse_ads("A = 1\n\nB = = 2\n\nC = 3\n", "f", lenient=True)
+    assert [dict(sourced.ad) for sourced in ads] == [{"A": 1}, {"C": 3}]
+    assert [(item.source, item.index) for item in skipped] == [("f", 2)]
+    assert skipped[0].reason == "line 3: malformed ad: cannot parse 'B = = 2'"
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [(None, "no such file"), ("", "empty: no ads in it"), ("\n  \n", "empty: no ads in it"),
+     (b"\xff\xfe A = 1", "not UTF-8 text")],
+)
+def test_unreadable_or_empty_files(tmp_path: Path, content: str | bytes | None,
+                                   expected: str) -> None:
+    path = tmp_path / "ads"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif content is not None:
+        path.write_text(content)
+    with pytest.raises(InputError) as caught:
+        read_ads(path, lenient=True)
+    assert str(caught.value).startswith(f"{path}: {expected}")
+
+
+def test_a_directory_is_not_a_file_of_ads(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="is a directory"):
+        read_ads(tmp_path)

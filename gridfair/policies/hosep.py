@@ -16,6 +16,17 @@ has been allocated (3.3):
    `absolute=True`, Eq. 6's stricter omega_beta > |PowerDiff_alpha|);
 4. start u_alpha's idle job of least demand on the freed machine (3.3 i, ii).
 
+Convergence guard (gridfair's addition, stated because Fig. 2 alone ping-pongs): a receiver
+owed little may overshoot on a large machine (A at -0.4 takes a 100 MFlops machine it provides
+100 of and lands at +0.6), after which the same rule hands the machine back. gridfair allows a
+preemption only if it also lowers Phi = sum_x Provided_x * PowerDiff_x^2, which for a move of
+power p between receiver a and victim b means
+    PowerDiff_a + PowerDiff_a' < PowerDiff_b + PowerDiff_b'   (primes: after the move).
+Phi falls strictly with every preemption and the pool has finitely many states, so repeated
+cycles on an unchanging pool stop acting. The guard only bites on overshoots; every preemption
+of the paper's Table 1 runs passes it. (iSPD's HOSEP has a stricter clause of the same kind:
+the victim after must stay at or above the receiver after.)
+
 Free machines go, in `HosepOrder`, to the user of least PowerDiff first, its job of least
 demand first, on the fastest free machine. A user who provides nothing has no entitlement: it
 is served after every provider, and is the first victim (its PowerDiff is +inf).
@@ -122,22 +133,30 @@ class HosepPreempt(OwnerSharePreempt):
             return None
         receiver = self.pool.head(receiver_user)
         receiver_diff = receiver_user.power_diff
+        victim_diff = victim_user.power_diff
         threshold = abs(receiver_diff) if self.absolute else receiver_diff
         for tried, victim in enumerate(self.running.of(victim_user.name)):
             if tried == VICTIM_CANDIDATES:
                 break
             node = victim.node
             omega = remaining_power(victim_user, node.power_per_cpu * victim.cpus)
-            if not omega > threshold:
-                # Victims come least powerful first, so omega only falls from here.
+            receiver_after = power_diff(
+                receiver_user.allocated_power + node.power_per_cpu * receiver.cpus,
+                receiver_user.provided_power,
+            )
+            if not (omega > threshold
+                    and receiver_diff + receiver_after < victim_diff + omega):
+                # Victims come least powerful first: omega only falls and the receiver's
+                # gain only grows from here, so no later victim passes either test.
                 return None
             if self.pool.fits_after_vacate(receiver, victim):
                 figures = {
                     "receiver": receiver_user.name,
                     "receiver_power_diff": receiver_diff,
+                    "receiver_power_diff_after": receiver_after,
                     "receiver_job": receiver.id,
                     "victim_user": victim_user.name,
-                    "victim_power_diff": victim_user.power_diff,
+                    "victim_power_diff": victim_diff,
                     "victim_job": victim.id,
                     "omega": omega,
                     "machine": node.name,
@@ -150,7 +169,8 @@ class HosepPreempt(OwnerSharePreempt):
                     "{machine_mflops:.0f} MFlops stays at omega {omega:+.3f} > {receiver}'s "
                     "PowerDiff {receiver_power_diff:+.3f}",
                     "{receiver_job} of {receiver} onto {machine}: {receiver} is below its share "
-                    "(PowerDiff {receiver_power_diff:+.3f}); freed from {victim_user}",
+                    "(PowerDiff {receiver_power_diff:+.3f}, {receiver_power_diff_after:+.3f} "
+                    "after); freed from {victim_user}",
                     figures,
                 )
         return None

@@ -1,0 +1,221 @@
+"""Machine and job views of real and generated ads, and every kind of bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gridfair.classads.reader import AdFormat
+from gridfair.classads.synthetic import job_ads, machine_ads, write_ads
+from gridfair.classads.views import AdConfig, read_jobs, read_machines, read_snapshot
+from gridfair.errors import InputError
+from gridfair.model import JobStatus
+from tests.conftest import TEST_DATA
+
+REAL = TEST_DATA / "htcondor"
+
+
+def with_lines(name: str, tmp_path: Path, *extra_per_ad: str) -> Path:
+    """A copy of a real ad file with the given lines appended to each ad, in order (the n-th
+    ad gets the n-th entry; an empty entry adds nothing)."""
+    blocks = (REAL / name).read_text().strip().split("\n\n")
+    path = tmp_path / name
+    path.write_text("\n\n".join(
+        block + ("\n" + extra if extra else "")
+        for block, extra in zip(blocks, extra_per_ad, strict=True)
+    ) + "\n")
+    return path
+
+
+def owned(name: str, tmp_path: Path, owners: list[str], mflops: list[float]) -> Path:
+    """A real machine file with `GridOwner` and `MFlops` added to each ad."""
+    return with_lines(name, tmp_path, *(f'GridOwner = "{owner}"\nMFlops = {power}'
+                                        for owner, power in zip(owners, mflops, strict=True)))
+
+
+def test_real_static_slots(tmp_path: Path) -> None:
+    path = owned("basic4slot", tmp_path, ["alice", "bob", "alice", "carol"],
+                 [1000, 2000, 3000, 4000])
+    machines, skipped = read_machines(path)
+    assert skipped == []
+    assert [(m.name, m.owner, m.power) for m in machines] == [
+        ("slot1@ingwe.cs.wisc.edu", "alice", 1000.0), ("slot2@ingwe.cs.wisc.edu", "bob", 2000.0),
+        ("slot3@ingwe.cs.wisc.edu", "alice", 3000.0), ("slot4@ingwe.cs.wisc.edu", "carol", 4000.0),
+    ]
+    busy = machines[0]
+    assert (busy.state, busy.activity, busy.running_job, busy.running_user) == (
+        "Claimed", "Busy", "2.0", "bt@cs.wisc.edu")
+    assert (busy.cpus, busy.memory) == (1.0, 3985.0)
+    free = machines[3]
+    assert (free.state, free.running_job, free.running_user, free.is_free) == (
+        "Unclaimed", None, None, True)
+
+
+def test_real_partitionable_and_dynamic_slots(tmp_path: Path) -> None:
+    path = owned("partionable8core", tmp_path, ["alice"] * 5, [8000, 1000, 1000, 1000, 1000])
+    machines, _ = read_machines(path)
+    pslot, *dynamic = machines
+    assert (pslot.cpus, pslot.running_job) == (4.0, None)
+    assert [m.running_job for m in dynamic] == ["2.0", "2.1", "2.2", "2.3"]
+    assert {m.running_user for m in dynamic} == {"bt@cs.wisc.edu"}
+
+
+def test_real_job_with_memory_expression(tmp_path: Path) -> None:
+    jobs, _ = read_jobs(REAL / "test.old.ad")
+    (job,) = jobs
+    assert job.id == "15.0"
+    assert job.user == "bbockelm@users.opensciencegrid.org"
+    assert job.status is JobStatus.IDLE
+    # RequestMemory = ifthenelse(MemoryUsage isnt undefined, MemoryUsage, (ImageSize+1023)/1024)
+    # with ImageSize 100: (100 + 1023) / 1024 = 1 in integer arithmetic.
+    assert job.request_memory == 1.0
+    assert (job.request_cpus, job.qdate, job.start_time, job.machine) == (1.0, 1357311627.0,
+                                                                          None, None)
+    assert job.requirements.startswith('(TARGET.Arch == "X86_64")')
+
+
+@pytest.mark.parametrize(
+    ("extra", "user", "group"),
+    [
+        ('AccountingGroup = "group_physics.alice"', "alice@users.opensciencegrid.org",
+         "group_physics"),
+        ('AccountingGroup = "group_physics.alice@other.org"', "alice@other.org",
+         "group_physics"),
+        ('AcctGroup = "hep"\nAcctGroupUser = "dave"\nAccountingGroup = "hep.dave"',
+         "dave@users.opensciencegrid.org", "hep"),
+        ("", "bbockelm@users.opensciencegrid.org", None),
+    ],
+)
+def test_job_user_is_the_accounting_principal(tmp_path: Path, extra: str, user: str,
+                                              group: str | None) -> None:
+    jobs, _ = read_jobs(with_lines("test.old.ad", tmp_path, extra))
+    assert (jobs[0].user, jobs[0].group) == (user, group)
+
+
+def test_power_falls_back_to_kflops_then_mips(tmp_path: Path) -> None:
+    path = with_lines("basic4slot", tmp_path, 'GridOwner = "a"\nKFlops = 1500000',
+                      'GridOwner = "a"\nMips = 900', 'GridOwner = "a"\nMFlops = 7\nMips = 3',
+                      'GridOwner = "a"\nKFlops = 2000\nMips = 5')
+    machines, _ = read_machines(path)
+    assert [m.power for m in machines] == [1500.0, 900.0, 7.0, 2.0]
+
+
+def test_owner_and_power_attributes_are_configurable(tmp_path: Path) -> None:
+    path = with_lines("small1slot", tmp_path, 'Provider = "eve"\nSpeed = 42')
+    config = AdConfig.with_attributes(owner_attr="Provider", power_attr="Speed")
+    machines, _ = read_machines(path, config)
+    assert (machines[0].owner, machines[0].power) == ("eve", 42.0)
+    with pytest.raises(InputError, match="attribute GridOwner: missing"):
+        read_machines(path)
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ('MFlops = 1000', "ad #1 ingwe.cs.wisc.edu, attribute GridOwner: missing"),
+        ('GridOwner = "a"', "ad #1 ingwe.cs.wisc.edu, attribute MFlops: no power: the ad has "
+         "none of MFlops, KFlops, Mips"),
+        ('GridOwner = "a"\nMFlops = "fast"', "attribute MFlops: not a number: 'fast'"),
+        ('GridOwner = "a"\nMFlops = 0', "attribute MFlops: must be positive, is 0"),
+        ('GridOwner = "a"\nMFlops = -5', "attribute MFlops: must be positive, is -5"),
+        ('GridOwner = "a"\nMFlops = 1 / 0', "attribute MFlops: evaluates to error"),
+        ('GridOwner = 7\nMFlops = 100', "attribute GridOwner: not a string: 7"),
+        ('GridOwner = "a"\nMFlops = 100\nCpus = 0', "attribute Cpus: must be positive, is 0"),
+        ('GridOwner = "a"\nMFlops = = 100', "malformed ad: cannot parse 'MFlops = = 100'"),
+    ],
+)
+def test_bad_machine_ads_are_one_line_errors_naming_file_ad_and_attribute(
+    tmp_path: Path, extra: str, expected: str
+) -> None:
+    path = with_lines("small1slot", tmp_path, extra)
+    with pytest.raises(InputError) as caught:
+        read_machines(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}:")
+    assert expected in message
+    assert "\n" not in message
+    machines, skipped = read_machines(path, lenient=True)
+    assert machines == []
+    assert len(skipped) == 1 and skipped[0].index == 1
+
+
+def test_duplicate_machine_names(tmp_path: Path) -> None:
+    path = tmp_path / "dup"
+    one = (REAL / "small1slot").read_text().strip() + '\nGridOwner = "a"\nMFlops = 100\n'
+    path.write_text(one + "\n" + one)
+    with pytest.raises(InputError) as caught:
+        read_machines(path)
+    assert str(caught.value) == (f"{path}:161, ad #2 ingwe.cs.wisc.edu, attribute Name: "
+                                 f"duplicate machine name (also ad #1 of {path})")
+    machines, skipped = read_machines(path, lenient=True)
+    assert len(machines) == 1
+    assert (skipped[0].index, skipped[0].name) == (2, "ingwe.cs.wisc.edu")
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ("JobStatus = 9", "ad #1 15.0, attribute JobStatus: unknown job status 9"),
+        ("ProcId = 0.5", "attribute ProcId: not a whole number: 0.5"),
+        ('RequestCpus = "many"', "ad #1 15.0, attribute RequestCpus: not a number: 'many'"),
+        ("RequestMemory = -1", "attribute RequestMemory: must not be negative, is -1"),
+    ],
+)
+def test_bad_job_ads(tmp_path: Path, extra: str, expected: str) -> None:
+    path = with_lines("test.old.ad", tmp_path, extra)  # a later line overrides the original
+    with pytest.raises(InputError) as caught:
+        read_jobs(path)
+    assert str(caught.value).startswith(f"{path}:1, ")
+    assert expected in str(caught.value)
+
+
+def test_lenient_snapshot_keeps_the_good_machines(tmp_path: Path) -> None:
+    machines = with_lines("basic4slot", tmp_path, 'GridOwner = "a"\nMFlops = 100', "",
+                          'GridOwner = "b"\nMFlops = "x"', 'GridOwner = "c"\nMFlops = 400')
+    snapshot = read_snapshot(machines, REAL / "test.old.ad", now=5.0, lenient=True)
+    assert [m.owner for m in snapshot.machines] == ["a", "c"]
+    assert [(item.index, item.name) for item in snapshot.skipped] == [
+        (2, "slot2@ingwe.cs.wisc.edu"), (3, "slot3@ingwe.cs.wisc.edu")]
+    # Line 315 of the original, after the two lines added to the first ad.
+    assert snapshot.skipped[1].reason == "line 317, attribute MFlops: not a number: 'x'"
+    assert (snapshot.time, len(snapshot.jobs)) == (5.0, 1)
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> dict[AdFormat, tuple[Path, Path]]:
+    """3,000 slots and 5,000 jobs (1,000 running), written in each format."""
+    directory = tmp_path_factory.mktemp("generated")
+    machines = machine_ads(3000, 300)
+    jobs = job_ads(5000, 200, machines, running=1000)
+    return {
+        ad_format: (write_ads(directory / f"machines.{ad_format}", machines, ad_format),
+                    write_ads(directory / f"jobs.{ad_format}", jobs, ad_format))
+        for ad_format in AdFormat
+    }
+
+
+def test_thousands_of_generated_ads_give_the_same_views_in_every_format(
+    generated: dict[AdFormat, tuple[Path, Path]],
+) -> None:
+    snapshots = {ad_format: read_snapshot(*paths) for ad_format, paths in generated.items()}
+    old = snapshots[AdFormat.OLD]
+    assert (len(old.machines), len(old.jobs), old.skipped) == (3000, 5000, ())
+    assert len({m.owner for m in old.machines}) == 300
+    assert sum(job.status is JobStatus.RUNNING for job in old.jobs) == 1000
+    assert old.jobs[0].request_memory in (98.0, 977.0, 1954.0)  # (ImageSize + 1023) / 1024
+    for ad_format in (AdFormat.NEW, AdFormat.JSON):
+        assert snapshots[ad_format] == old, ad_format
+
+
+def test_one_bad_ad_among_thousands_is_found_and_named(
+    generated: dict[AdFormat, tuple[Path, Path]], tmp_path: Path
+) -> None:
+    blocks = generated[AdFormat.OLD][0].read_text().split("\n\n")
+    blocks[1234] += "\nMFlops = -1"  # the last value of a repeated attribute wins
+    path = tmp_path / "machines"
+    path.write_text("\n\n".join(blocks))
+    with pytest.raises(InputError, match=r"ad #1235 slot1@node01234\.grid, attribute MFlops"):
+        read_machines(path)
+    machines, skipped = read_machines(path, lenient=True)
+    assert (len(machines), [item.index for item in skipped]) == (2999, [1235])

@@ -24,16 +24,27 @@ rescaled and the order rebuilt from scratch, O(n log n) but at most once per
 Order at a time t is by (p(t), key) ascending: ties go to the smaller key (the user's
 `UserState.index`). A curve that touches its neighbour's at a single instant without crossing
 it is not treated as a swap (the two are tied for that instant only).
+
+`DecayingOrder` is the order stage built on it, shared by SDRF (commitments) and the
+HTCondor priority (real user priority): per user, a vector of exponential moving averages
+("levels") of something the user holds, each moving towards a target fixed between the user's
+events, `level(t) = target + (level(t0) - target) exp(-(t - t0)/tau)`, committed in closed form
+whenever the holdings change.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterator, Sequence
+from abc import abstractmethod
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from sortedcontainers import SortedList
+
+from gridfair.core.pool import Pool, UserState
+from gridfair.errors import InputError
+from gridfair.policies.base import OrderPolicy
 
 #: A line a + b x.
 Line = tuple[float, float]
@@ -356,3 +367,181 @@ class LiveTree:
             before = element
         for element in elements:
             self._schedule(element, 1.0)
+
+
+class _Account:
+    """One user's levels as of `since`, and the target they decay towards."""
+
+    __slots__ = ("level", "target", "since", "basis")
+
+    def __init__(self, level: list[float], target: list[float], since: float,
+                 basis: tuple) -> None:
+        self.level = level
+        self.target = target
+        self.since = since
+        self.basis = basis  # what `target` was computed from; a new basis commits the levels
+
+
+class DecayingOrder(OrderPolicy):
+    """An order stage over per-user exponential averages, kept in a `LiveTree`.
+
+    Subclasses say what a user's levels decay towards (`basis`, `target`), how a level is
+    settled when committed (`settle`), and the priority curve (`curve`). The levels are the
+    state a daemon persists: `export_state` / `import_state`.
+    """
+
+    #: Name of the levels in exported state ("commitments", "priorities").
+    state_name = "levels"
+    #: How many levels each user has.
+    level_size = 1
+
+    def __init__(self, tau: float) -> None:
+        self.tau = tau
+
+    # ------------------------------------------------------------ subclass hooks
+    @abstractmethod
+    def basis(self, user: UserState) -> tuple:
+        """The user's holdings (and anything else its target depends on), hashable."""
+
+    @abstractmethod
+    def target(self, user: UserState, basis: tuple) -> list[float]:
+        """What the levels move towards while `basis` holds."""
+
+    @abstractmethod
+    def initial_level(self) -> list[float]:
+        """Levels of a user never seen before."""
+
+    def settle(self, level: list[float]) -> list[float]:
+        """A committed level (a floor, for HTCondor's priority)."""
+        return level
+
+    @abstractmethod
+    def curve(self, user: UserState, basis: tuple, level: list[float],
+              target: list[float]) -> list[Line]:
+        """Priority lines in x = exp(-(t - now)/tau), given the levels at now."""
+
+    def signature(self) -> tuple:
+        """Changes when every user's target may have changed (capacity, entitlements)."""
+        return ()
+
+    def extra_state(self) -> dict[str, Any]:
+        """Parameters exported with the levels, checked on import."""
+        return {}
+
+    # -------------------------------------------------------------- the stage
+    def attach(self, pool: Pool) -> None:
+        self.pool = pool
+        self.tree = LiveTree(self.tau)
+        self.accounts: dict[str, _Account] = {}
+        self._pending: dict[str, tuple[list[float], float]] = {}
+        self._signature = self.signature()
+
+    def levels(self, user: UserState, now: float) -> list[float]:
+        """The user's levels at `now` (closed form, Eq. 6 style)."""
+        account = self.accounts.get(user.name)
+        if account is None:
+            return self.initial_level()
+        return self._level_at(account, now)
+
+    def _level_at(self, account: _Account, now: float) -> list[float]:
+        decay = math.exp(-max(now - account.since, 0.0) / self.tau)
+        return [t + (c - t) * decay for c, t in zip(account.level, account.target, strict=True)]
+
+    def _account(self, user: UserState, now: float) -> bool:
+        """Bring the user's account up to `now`; True if its priority curve changed."""
+        basis = self.basis(user)
+        account = self.accounts.get(user.name)
+        if account is None:
+            target = self.target(user, basis)
+            level, since = self._pending.pop(user.name, (self.initial_level(), now))
+            self.accounts[user.name] = _Account(level, target, since, basis)
+            return True
+        if basis == account.basis:
+            return False
+        account.level = self.settle(self._level_at(account, now))
+        account.since = now
+        account.basis = basis
+        account.target = self.target(user, basis)
+        return True
+
+    def _place(self, user: UserState, now: float, changed: bool) -> None:
+        tree = self.tree
+        if not user.active:
+            tree.remove(user.index, now)
+        elif changed or user.index not in tree:
+            account = self.accounts[user.name]
+            tree.set(user.index, self.curve(user, account.basis, self._level_at(account, now),
+                                            account.target), now, user)
+
+    def user_changed(self, user: UserState, now: float) -> None:
+        now = max(now, self.tree.time)  # set-up events come at time 0
+        signature = self.signature()
+        if signature != self._signature:
+            self._signature = signature
+            for other in self.pool.users.values():
+                self._place(other, now, self._account(other, now))
+        self._place(user, now, self._account(user, now))
+
+    def first(self, now: float) -> UserState | None:
+        return self.tree.first(now)
+
+    def priority(self, user: UserState, now: float) -> float:
+        """The user's priority at `now` (lower goes first)."""
+        account = self.accounts.get(user.name)
+        if account is None:
+            self._account(user, now)
+            account = self.accounts[user.name]
+        # The curve is in the drift since now, so now is x = 1.
+        return value_at(self.curve(user, account.basis, self._level_at(account, now),
+                                   account.target), 1.0)
+
+    def runner_up(self, now: float) -> tuple[UserState | None, float | None]:
+        """The user who would go after the first one, and its priority."""
+        runner = self.tree.second(now)
+        return (runner, self.priority(runner, now)) if runner is not None else (None, None)
+
+    # ------------------------------------------------------------ persistence
+    def export_state(self, now: float) -> dict[str, Any]:
+        """The levels of every user at `now`, as a plain dict (JSON-ready)."""
+        levels = {name: self.settle(self._level_at(account, now))
+                  for name, account in self.accounts.items()}
+        # Imported levels of users not seen since: kept as they were imported.
+        levels.update({name: level for name, (level, _) in self._pending.items()})
+        return {"policy": self.name, "time": now, "tau": self.tau, **self.extra_state(),
+                self.state_name: levels}
+
+    def import_state(self, state: Mapping[str, Any], source: str = "state") -> None:
+        """Restore levels exported by `export_state` (from a daemon's previous run)."""
+        if state.get("policy") != self.name:
+            raise InputError(f"state is for policy {state.get('policy')!r}, not {self.name!r}",
+                             source=source)
+        for key, expected in self.extra_state().items():
+            if state.get(key) != expected:
+                raise InputError(f"state has {key} = {state.get(key)!r}, this policy "
+                                 f"{expected!r}", source=source, attribute=key)
+        time = state.get("time")
+        if not isinstance(time, int | float) or not math.isfinite(time):
+            raise InputError(f"state time {time!r} is not a number", source=source,
+                             attribute="time")
+        levels = state.get(self.state_name)
+        if not isinstance(levels, Mapping):
+            raise InputError(f"state has no {self.state_name} mapping", source=source,
+                             attribute=self.state_name)
+        size = self.level_size
+        restored: dict[str, list[float]] = {}
+        for name, values in levels.items():
+            if not (isinstance(values, list) and len(values) == size and all(
+                    isinstance(v, int | float) and math.isfinite(v) and v >= 0 for v in values)):
+                raise InputError(f"{self.state_name} of user {name!r} must be {size} finite "
+                                 f"numbers >= 0, not {values!r}", source=source,
+                                 attribute=self.state_name)
+            restored[name] = [float(v) for v in values]
+        for name, level in restored.items():
+            user = self.pool.users.get(name)
+            if user is None:
+                self._pending[name] = (level, float(time))
+                continue
+            self._account(user, time)
+            account = self.accounts[name]
+            account.level, account.since = level, float(time)
+            self._place(user, max(float(time), self.tree.time), True)

@@ -14,14 +14,37 @@ from typing import Any
 
 from gridfair.errors import ConfigError
 from gridfair.policies.base import AdmitPolicy, OrderPolicy, PreemptPolicy
+from gridfair.policies.condor_priority import CondorPriorityOrder
+from gridfair.policies.dmfa_srq import DmfaSrqOrder
+from gridfair.policies.drf import DrfOrder
 from gridfair.policies.hosep import HosepOrder, HosepPreempt
 from gridfair.policies.osep import OsepOrder, OsepPreempt
+from gridfair.policies.sdrf import SdrfOrder
 
 Options = Mapping[str, Any]
+
+
+def _given(options: Options, **keywords: str) -> dict[str, Any]:
+    """Keyword arguments for the options that were given (keyword=option name); absent or
+    None options are left out so the policy's own defaults apply."""
+    return {keyword: options[name] for keyword, name in keywords.items()
+            if options.get(name) is not None}
+
+
+# Options shared by the multi-resource orders.
+_SHARES = {"resources": "resources", "weights": "weights", "equal_shares": "equal_shares"}
 
 ORDERS: dict[str, Callable[[Options], OrderPolicy]] = {
     "osep": lambda options: OsepOrder(),
     "hosep": lambda options: HosepOrder(),
+    "drf": lambda options: DrfOrder(**_given(options, resources="resources")),
+    "wdrf": lambda options: DrfOrder(weighted=True, **_given(options, **_SHARES)),
+    "sdrf": lambda options: SdrfOrder(**_given(
+        options, delta="delta", priority="sdrf_priority", backfill="backfill", **_SHARES)),
+    "dmfa-srq": lambda options: DmfaSrqOrder(**_given(
+        options, resources="resources", weights="weights")),
+    "condor": lambda options: CondorPriorityOrder(**_given(
+        options, halflife="halflife", factor="priority_factor", factors="priority_factors")),
 }
 PREEMPTS: dict[str, Callable[[Options], PreemptPolicy]] = {
     "osep": lambda options: OsepPreempt(),
@@ -33,6 +56,11 @@ ADMITS: dict[str, Callable[[Options], AdmitPolicy]] = {}
 COMPOSITIONS: dict[str, tuple[str, str | None, str | None]] = {
     "osep": ("osep", "osep", None),
     "hosep": ("hosep", "hosep", None),
+    "drf": ("drf", None, None),
+    "wdrf": ("wdrf", None, None),
+    "sdrf": ("sdrf", None, None),
+    "dmfa-srq": ("dmfa-srq", None, None),
+    "condor": ("condor", None, None),
 }
 
 

@@ -1,0 +1,273 @@
+"""DRF and weighted DRF (Ghodsi et al.; restated in papers/003, section 4.4).
+
+User i holds o_ir of resource r, normalised by the pool's total of r (`Pool.capacity`), over a
+configurable set of resources (indexes of `UserState.usage`: cpus, memory, power; a resource
+the pool has none of is left out). Its dominant share is s_i = max_r o_ir.
+- DRF: progressive filling: the next free slot goes to the waiting user of least s_i.
+- Weighted DRF: least s_i / w_i, with w_i the user's entitlement: by default the share of the
+  pool's MFlops the user provides (`provided_power / capacity[power]`), or configured per user
+  (normalised to sum 1). A user with w_i = 0 (provides nothing, or not configured) is served
+  after every entitled user, in order of s_i.
+
+Keys change only on the user's own events (and when the pool's capacity or the entitlements
+change, which re-keys everyone), so a decision is O(log n) in a sorted ranking.
+Ties: equal keys go to the user seen first in the pool (`UserState.index`).
+
+The resource-share and entitlement helpers here are shared by SDRF and DMFA-SRQ.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import abstractmethod
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import islice
+from typing import Any
+
+from gridfair.core.pool import CPUS, MEMORY, POWER, RESOURCE_NAMES, Pool, UserState
+from gridfair.errors import ConfigError
+from gridfair.policies.base import OrderPolicy
+from gridfair.policies.ranking import UserRanking
+
+DEFAULT_RESOURCES = (CPUS, MEMORY, POWER)
+
+
+def check_resources(resources: Iterable[int | str]) -> tuple[int, ...]:
+    """Resource indexes from indexes or names ("cpus", "memory", "power"), validated."""
+    checked: list[int] = []
+    for resource in resources:
+        if isinstance(resource, str):
+            if resource not in RESOURCE_NAMES:
+                known = ", ".join(RESOURCE_NAMES)
+                raise ConfigError(f"unknown resource {resource!r} (known: {known})")
+            resource = RESOURCE_NAMES.index(resource)
+        if not 0 <= resource < len(RESOURCE_NAMES):
+            last = len(RESOURCE_NAMES) - 1
+            raise ConfigError(f"resource index {resource} out of range 0..{last}")
+        if resource in checked:
+            raise ConfigError(f"resource {RESOURCE_NAMES[resource]!r} given twice")
+        checked.append(resource)
+    if not checked:
+        raise ConfigError("the resource set is empty: give at least one of cpus, memory, power")
+    return tuple(checked)
+
+
+def resource_shares(usage: Sequence[float], capacity: Sequence[float],
+                    resources: Sequence[int]) -> list[float]:
+    """o_r = usage_r / capacity_r for each resource of the set (0 where the pool has none)."""
+    return [usage[r] / capacity[r] if capacity[r] > 0 else 0.0 for r in resources]
+
+
+def dominant(shares: Sequence[float], resources: Sequence[int]) -> tuple[float, str]:
+    """max_r o_r and the name of the resource that attains it (the first on ties)."""
+    best = 0
+    for position, share in enumerate(shares):
+        if share > shares[best]:
+            best = position
+    return shares[best], RESOURCE_NAMES[resources[best]]
+
+
+class Entitlements:
+    """Each user's entitled share w_i of the pool.
+
+    `weights` configures them per user (normalised to sum 1; a user left out gets 0);
+    `equal=True` gives each of the n users the pool knows 1/n; otherwise (the grid's default)
+    w_i is the share of the pool's MFlops that user i provides.
+    """
+
+    def __init__(self, weights: Mapping[str, float] | None = None, *, equal: bool = False):
+        if weights is not None and equal:
+            raise ConfigError("give per-user weights or equal shares, not both")
+        self.equal = equal
+        self.configured: dict[str, float] | None = None
+        if weights is not None:
+            self.configured = normalised_weights(weights)
+        self.pool: Pool | None = None
+
+    @property
+    def mode(self) -> str:
+        return "configured" if self.configured is not None else "equal" if self.equal else \
+            "provided"
+
+    def attach(self, pool: Pool) -> None:
+        self.pool = pool
+
+    def of(self, user: UserState) -> float:
+        if self.configured is not None:
+            return self.configured.get(user.name, 0.0)
+        pool = self.pool
+        assert pool is not None
+        if self.equal:
+            return 1.0 / len(pool.users)
+        total = pool.capacity[POWER]
+        return user.provided_power / total if total > 0 else 0.0
+
+    def signature(self) -> tuple[float, ...]:
+        """Changes whenever some user's entitlement or normalisation may have changed: the
+        pool's capacity (nodes joined) and, for equal shares, the number of users."""
+        pool = self.pool
+        assert pool is not None
+        if self.equal:
+            return (*pool.capacity, float(len(pool.users)))
+        return tuple(pool.capacity)
+
+    def check_known(self, user_names: Iterable[str]) -> None:
+        """Configured weights must name only users that exist."""
+        if self.configured is None:
+            return
+        known = set(user_names)
+        unknown = sorted(name for name in self.configured if name not in known)
+        if unknown:
+            listed = ", ".join(repr(name) for name in unknown[:5])
+            more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+            raise ConfigError(f"weights name users the pool does not know: {listed}{more}")
+
+
+def normalised_weights(weights: Mapping[str, float]) -> dict[str, float]:
+    """Validated per-user weights scaled to sum 1."""
+    checked: dict[str, float] = {}
+    for name, weight in weights.items():
+        try:
+            value = float(weight)
+        except (TypeError, ValueError):
+            raise ConfigError(f"weight of user {name!r} is {weight!r}, not a number") from None
+        if math.isnan(value) or math.isinf(value):
+            raise ConfigError(f"weight of user {name!r} is {weight!r}: it must be finite")
+        if value < 0:
+            raise ConfigError(f"weight of user {name!r} is {value:g}: weights must be >= 0")
+        checked[name] = value
+    total = sum(checked.values())
+    if total <= 0:
+        raise ConfigError("every weight is zero: at least one user needs a positive weight")
+    return {name: value / total for name, value in checked.items()}
+
+
+def runner_up(ranking: UserRanking) -> UserState | None:
+    """The second user of a ranking, or None."""
+    return next(islice(ranking, 1, None), None)
+
+
+def lead_figures(value: float, runner: UserState | None, runner_value: float | None,
+                 ) -> tuple[str, dict[str, Any]]:
+    """The tail of a `why()` sentence: by how much the chosen user is below the next one."""
+    if runner is None or runner_value is None:
+        return "the only user waiting", {}
+    return (
+        "{margin:.4g} below the next, {runner_up} ({runner_up_value:.4g})",
+        {"runner_up": runner.name, "runner_up_value": runner_value,
+         "margin": runner_value - value},
+    )
+
+
+class RankedShareOrder(OrderPolicy):
+    """An order stage over users ranked by a key (class, value) that changes only on their
+    own events, and on capacity or entitlement changes (which re-key everyone)."""
+
+    #: How `why()` ends when the runner-up is in a later class (its value is not comparable).
+    later_class = "every other waiting user is in a later class"
+
+    def __init__(self, resources: Iterable[int | str], weights: Mapping[str, float] | None,
+                 equal_shares: bool = False) -> None:
+        self.resources = check_resources(resources)
+        self.entitlements = Entitlements(weights, equal=equal_shares)
+
+    def attach(self, pool: Pool) -> None:
+        self.pool = pool
+        self.entitlements.attach(pool)
+        self.ranking = UserRanking()
+        self._signature = self.entitlements.signature()
+
+    @abstractmethod
+    def figures(self, user: UserState) -> dict[str, Any]:
+        """The figures the key is made of, with the user's name."""
+
+    @abstractmethod
+    def rank(self, user: UserState) -> tuple[int, float]:
+        """(class, value): lower classes first, then lower values."""
+
+    def dominant_share(self, user: UserState) -> tuple[float, str]:
+        return dominant(resource_shares(user.usage, self.pool.capacity, self.resources),
+                        self.resources)
+
+    def arrive(self, user: UserState) -> bool:
+        """Hook for state a user's events add to; True if every key must be recomputed."""
+        return False
+
+    def rekey_all(self) -> None:
+        for other in self.pool.users.values():
+            self.ranking.update(other, self.rank(other) if other.active else None)
+
+    def user_changed(self, user: UserState, now: float) -> None:
+        signature = self.entitlements.signature()
+        stale = signature != self._signature
+        self._signature = signature
+        if self.arrive(user) or stale:
+            self.rekey_all()
+        self.ranking.update(user, self.rank(user) if user.active else None)
+
+    def first(self, now: float) -> UserState | None:
+        return self.ranking.first()
+
+    def lead(self, user: UserState) -> tuple[str, dict[str, Any]]:
+        """The tail of `why()`: the margin to the runner-up, when it is in the same class."""
+        runner = runner_up(self.ranking)
+        own = self.ranking.key_of(user)
+        theirs = self.ranking.key_of(runner) if runner is not None else None
+        if runner is not None and (own is None or theirs is None or own[0] != theirs[0]):
+            return self.later_class, {}
+        return lead_figures(own[1] if own is not None else 0.0, runner,
+                            theirs[1] if theirs is not None else None)
+
+    def key_figures(self, user: UserState, now: float) -> dict[str, Any]:
+        figures = self.figures(user)
+        del figures["user"]
+        return figures
+
+
+class DrfOrder(RankedShareOrder):
+    """Free slots to the waiting user of least (weighted) dominant share."""
+
+    def __init__(
+        self,
+        *,
+        weighted: bool = False,
+        resources: Iterable[int | str] = DEFAULT_RESOURCES,
+        weights: Mapping[str, float] | None = None,
+        equal_shares: bool = False,
+    ) -> None:
+        super().__init__(resources, weights, equal_shares)
+        self.weighted = weighted
+        self.name = "wdrf" if weighted else "drf"
+
+    def figures(self, user: UserState) -> dict[str, Any]:
+        share, resource = self.dominant_share(user)
+        weight = self.entitlements.of(user) if self.weighted else 1.0
+        return {
+            "user": user.name,
+            "dominant_share": share,
+            "dominant_resource": resource,
+            "weight": weight,
+            # None for a user with no entitlement: it is ranked apart, after every other.
+            "weighted_share": share / weight if weight > 0 else None,
+        }
+
+    def rank(self, user: UserState) -> tuple[int, float]:
+        figures = self.figures(user)
+        if figures["weight"] > 0:
+            return (0, figures["weighted_share"])
+        return (1, figures["dominant_share"])
+
+    def why(self, user: UserState, now: float) -> tuple[str, dict[str, Any]]:
+        figures = self.figures(user)
+        tail, tail_figures = self.lead(user)
+        if not self.weighted:
+            head = ("free slot to {user}: least dominant share {dominant_share:.4g} "
+                    "(of {dominant_resource}), ")
+        elif figures["weight"] > 0:
+            head = ("free slot to {user}: least weighted dominant share {weighted_share:.4g} "
+                    "(dominant share {dominant_share:.4g} of {dominant_resource} over weight "
+                    "{weight:.4g}), ")
+        else:
+            head = ("free slot to {user}: no entitlement, served after entitled users, "
+                    "least dominant share {dominant_share:.4g} of {dominant_resource}; ")
+        return head + tail, {**figures, **tail_figures}

@@ -1,0 +1,152 @@
+"""SDRF: Stateful Dominant Resource Fairness (papers/003 and 000, sections 4.2-6.3).
+
+User i holds o_ir of resource r (normalised by the pool's total of r) and is entitled to w_i of
+the pool: configured weights, equal shares 1/n (n = users the pool knows), or by default the
+share of the pool's MFlops it provides. Its commitment to each resource is an exponential
+moving average of its use above its entitlement, in continuous time (Eq. 6):
+
+    obar_ir = max(o_ir - w_i, 0)
+    c_ir(t) = (1 - d) obar_ir + d c_ir(t0),  d = exp(-(t - t0)/tau),  tau = -1 / ln(delta)
+
+valid while obar_ir is constant on [t0, t] (it changes only on the user's own events, where
+c is committed). `delta` is per second (Delta_t = 1 s), default 1 - 1e-6, and must be in (0, 1).
+Priority (lower goes first):
+- Eq. 5 (default, and what the authors' simulator computes): max_r o_ir + max_r c_ir;
+- Algorithm 1's option (`priority="alg1"`): max_r (o_ir + c_ir).
+Algorithm 1: the waiting user of least priority gets its next task if it fits; if it does not,
+allocation stops until the next arrival or completion (`stop_when_blocked`), unless the
+`backfill` option lets the negotiator skip that user and go on (off by default).
+
+Priorities drift between events, so users are kept in a `LiveTree`: with x = exp(-(t-T)/tau)
+each c_ir is a line in x and each priority a max of lines (see live_tree.py). Commitments are
+state: `export_state` / `import_state` carry them across daemon restarts.
+Ties: equal priorities go to the user seen first in the pool (`UserState.index`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from gridfair.core.pool import RESOURCE_NAMES, Pool, UserState
+from gridfair.errors import ConfigError
+from gridfair.policies.drf import (
+    DEFAULT_RESOURCES,
+    Entitlements,
+    check_resources,
+    dominant,
+    lead_figures,
+    resource_shares,
+)
+from gridfair.policies.live_tree import DecayingOrder, Line
+
+DEFAULT_DELTA = 1.0 - 1e-6
+PRIORITIES = ("eq5", "alg1")
+
+
+def time_constant(delta: float) -> float:
+    """tau = -Delta_t / ln(delta), Delta_t = 1 s; delta must be in (0, 1)."""
+    if not isinstance(delta, int | float) or not 0.0 < delta < 1.0:
+        raise ConfigError(f"delta must be in (0, 1) (a discount per second), not {delta!r}")
+    return -1.0 / math.log(delta)
+
+
+class SdrfOrder(DecayingOrder):
+    """Free slots to the waiting user of least dominant share plus dominant commitment."""
+
+    name = "sdrf"
+    state_name = "commitments"
+
+    def __init__(
+        self,
+        *,
+        delta: float = DEFAULT_DELTA,
+        resources: Iterable[int | str] = DEFAULT_RESOURCES,
+        weights: Mapping[str, float] | None = None,
+        equal_shares: bool = False,
+        priority: str = "eq5",
+        backfill: bool = False,
+    ) -> None:
+        super().__init__(time_constant(delta))
+        if priority not in PRIORITIES:
+            raise ConfigError(f"unknown SDRF priority {priority!r} (known: "
+                              f"{', '.join(PRIORITIES)})")
+        self.delta = delta
+        self.resources = check_resources(resources)
+        self.level_size = len(self.resources)
+        self.entitlements = Entitlements(weights, equal=equal_shares)
+        self.priority_rule = priority
+        self.backfill = backfill
+        # Algorithm 1 stops when the chosen user's task does not fit; backfilling skips it.
+        self.stop_when_blocked = not backfill
+
+    def attach(self, pool: Pool) -> None:
+        self.entitlements.attach(pool)
+        super().attach(pool)
+
+    # ------------------------------------------------------------ the rule
+    def basis(self, user: UserState) -> tuple:
+        shares = resource_shares(user.usage, self.pool.capacity, self.resources)
+        return (*shares, self.entitlements.of(user))
+
+    def target(self, user: UserState, basis: tuple) -> list[float]:
+        *shares, entitlement = basis
+        return [max(share - entitlement, 0.0) for share in shares]
+
+    def initial_level(self) -> list[float]:
+        return [0.0] * self.level_size
+
+    def curve(self, user: UserState, basis: tuple, level: list[float],
+              target: list[float]) -> list[Line]:
+        # c_r(x) = obar_r + (c_r(now) - obar_r) x: one line per resource.
+        shares = basis[:-1]
+        if self.priority_rule == "eq5":
+            top = max(shares)
+            return [(top + excess, c - excess) for c, excess in zip(level, target, strict=True)]
+        return [(share + excess, c - excess)
+                for share, c, excess in zip(shares, level, target, strict=True)]
+
+    def signature(self) -> tuple:
+        return self.entitlements.signature()
+
+    def extra_state(self) -> dict[str, Any]:
+        return {"resources": [RESOURCE_NAMES[r] for r in self.resources]}
+
+    # ------------------------------------------------------- explanations
+    def commitments(self, user: UserState, now: float) -> list[float]:
+        """c_ir(now) for each resource of the set."""
+        return self.levels(user, now)
+
+    def figures(self, user: UserState, now: float) -> dict[str, Any]:
+        shares = resource_shares(user.usage, self.pool.capacity, self.resources)
+        share, share_resource = dominant(shares, self.resources)
+        commitments = self.commitments(user, now)
+        top_commitment, commitment_resource = dominant(commitments, self.resources)
+        return {
+            "user": user.name,
+            "priority": self.priority(user, now),
+            "dominant_share": share,
+            "dominant_resource": share_resource,
+            "dominant_commitment": top_commitment,
+            "commitment_resource": commitment_resource,
+            "entitlement": self.entitlements.of(user),
+        }
+
+    def why(self, user: UserState, now: float) -> tuple[str, dict[str, Any]]:
+        figures = self.figures(user, now)
+        runner, runner_priority = self.runner_up(now)
+        tail, tail_figures = lead_figures(figures["priority"], runner, runner_priority)
+        rule = "dominant share + dominant commitment" if self.priority_rule == "eq5" else \
+            "max over resources of share + commitment"
+        return (
+            "free slot to {user}: least SDRF priority {priority:.4g} (" + rule + "; dominant "
+            "share {dominant_share:.4g} of {dominant_resource}, dominant commitment "
+            "{dominant_commitment:.4g} on {commitment_resource}), " + tail,
+            {**figures, **tail_figures},
+        )
+
+    def key_figures(self, user: UserState, now: float) -> dict[str, Any]:
+        figures = self.figures(user, now)
+        del figures["user"]
+        return figures

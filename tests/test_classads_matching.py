@@ -1,0 +1,156 @@
+"""Requirements matching with classad2, autoclusters, and snapshots as the core's pool."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import classad2
+import pytest
+
+from gridfair.classads.matching import AutoclusterMatcher, symmetric_match
+from gridfair.classads.reader import SourcedAd, read_ads
+from gridfair.classads.synthetic import job_ads, machine_ads
+from gridfair.classads.to_pool import pool_from_snapshot
+from gridfair.classads.views import jobs_from_ads, machines_from_ads, read_snapshot
+from gridfair.core.pool import Node, Task
+from gridfair.model import JobStatus, Snapshot
+from gridfair.policies.registry import build_stages
+from tests.test_classads_views import REAL, owned, with_lines
+
+
+def real_job() -> classad2.ClassAd:
+    return read_ads(REAL / "test.old.ad")[0][0].ad
+
+
+def real_slots(path: Path = REAL / "basic4slot") -> list[classad2.ClassAd]:
+    return [sourced.ad for sourced in read_ads(path)[0]]
+
+
+def test_real_job_matches_every_real_slot() -> None:
+    job = real_job()
+    assert [symmetric_match(job, slot) for slot in real_slots()] == [True] * 4
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        'Arch = "INTEL"',  # the job's Requirements: TARGET.Arch == "X86_64"
+        "Memory = 0",  # TARGET.Memory >= RequestMemory (1)
+        "HasFileTransfer = false",
+        "Start = false",  # the slot's own Requirements: START && IsValidCheckpointPlatform
+    ],
+)
+def test_either_requirements_failing_is_no_match(tmp_path: Path, change: str) -> None:
+    path = with_lines("basic4slot", tmp_path, "", "", change, "")
+    assert [symmetric_match(real_job(), slot) for slot in real_slots(path)] == [
+        True, True, False, True]
+
+
+def _task(ad: classad2.ClassAd, key: str) -> Task:
+    return Task(key, "u", 0.0, ad=ad)
+
+
+def _node(ad: classad2.ClassAd, key: str) -> Node:
+    return Node(key, None, 1.0, ad=ad)
+
+
+def test_autoclusters_agree_with_evaluating_every_pair() -> None:
+    machines = machine_ads(120, 10, seed=5)
+    jobs = job_ads(200, 20, machines, running=0, seed=6)
+    matcher = AutoclusterMatcher()
+    tasks = [_task(ad, f"j{index}") for index, ad in enumerate(jobs)]
+    nodes = [_node(ad, f"m{index}") for index, ad in enumerate(machines)]
+    for task, node in itertools.product(tasks, nodes):
+        assert matcher(task, node) == symmetric_match(task.ad, node.ad), (task.id, node.name)
+    # 5 Requirements x 3 image sizes (RequestMemory, which the slots read, derives from it);
+    # slots by Arch, OpSys, Memory, MFlops and HasDocker, the attributes the jobs read.
+    assert matcher.autoclusters == 15
+    assert matcher.machine_classes < len(machines)
+    assert matcher.evaluations < len(tasks) * len(nodes) / 10
+    # Once every group has been seen, everything comes from the cache.
+    evaluations = matcher.evaluations
+    for task, node in itertools.product(tasks, nodes):
+        matcher(task, node)
+    assert matcher.evaluations == evaluations
+
+
+def test_an_attribute_read_later_splits_groups_formed_without_it() -> None:
+    alice = classad2.ClassAd({"Owner": "alice", "RequestMemory": 1})
+    bob = classad2.ClassAd({"Owner": "bob", "RequestMemory": 1})
+    for job in (alice, bob):
+        job["Requirements"] = classad2.ExprTree("TARGET.Memory >= RequestMemory")
+    anyone = classad2.ClassAd({"Memory": 10})
+    anyone["Requirements"] = classad2.ExprTree("true")
+    only_alice = classad2.ClassAd({"Memory": 10})
+    only_alice["Requirements"] = classad2.ExprTree('TARGET.Owner == "alice"')
+    matcher = AutoclusterMatcher()
+    a, b = _task(alice, "1.0"), _task(bob, "2.0")
+    assert matcher(a, _node(anyone, "m1")) and matcher(b, _node(anyone, "m1"))
+    assert matcher.autoclusters == 1  # nothing read Owner yet: one autocluster
+    assert matcher(a, _node(only_alice, "m2")) is True
+    assert matcher(b, _node(only_alice, "m2")) is False
+    assert matcher.autoclusters == 2
+
+
+def test_without_ads_only_resources_count() -> None:
+    matcher = AutoclusterMatcher()
+    assert matcher(Task("1.0", "u", 0.0), Node("m", None, 1.0, ad=real_slots()[0]))
+    assert matcher(Task("1.0", "u", 0.0, ad=real_job()), Node("m", None, 1.0))
+
+
+def hosep_pool(snapshot: Snapshot):
+    return pool_from_snapshot(snapshot, build_stages("hosep"))
+
+
+def test_real_snapshot_as_a_pool(tmp_path: Path) -> None:
+    machines = owned("basic4slot", tmp_path, ["alice", "bob", "alice", "carol"],
+                     [1000, 2000, 3000, 4000])
+    loaded = hosep_pool(read_snapshot(machines, REAL / "test.old.ad", now=1417808400.0))
+    users = loaded.pool.users
+    # Slots 1 and 2 are claimed by bt@cs.wisc.edu, whose jobs are not in the jobs file: they
+    # count as its allocation all the same.
+    bt = users["bt@cs.wisc.edu"]
+    assert (bt.allocated_power, bt.running, bt.provided_power) == (3000.0, 2, 0.0)
+    assert (users["alice"].provided_power, users["alice"].provided_nodes) == (4000.0, 2)
+    job_user = users["bbockelm@users.opensciencegrid.org"]
+    assert (job_user.idle_count, job_user.running) == (1, 0)
+    decisions = loaded.negotiator.cycle(1417808400.0)
+    assert [(d.kind, d.task.id, d.node.name) for d in decisions] == [
+        ("allocate", "15.0", "slot4@ingwe.cs.wisc.edu")]
+
+
+def test_requirements_steer_the_allocation(tmp_path: Path) -> None:
+    machines = with_lines("basic4slot", tmp_path, *(
+        f'GridOwner = "alice"\nMFlops = {power}' + extra
+        for power, extra in ((1000, ""), (2000, ""), (3000, ""), (4000, '\nArch = "INTEL"'))))
+    loaded = hosep_pool(read_snapshot(machines, REAL / "test.old.ad", now=1417808400.0))
+    decisions = loaded.negotiator.cycle(1417808400.0)
+    # The fastest slot is not X86_64: the job goes to the fastest slot it matches.
+    assert [d.node.name for d in decisions] == ["slot3@ingwe.cs.wisc.edu"]
+
+
+def test_generated_snapshot_totals_and_one_cycle() -> None:
+    machine_list = machine_ads(400, 40, seed=3)
+    job_list = job_ads(1500, 50, machine_list, running=300, seed=4)
+    def sourced(ads: list[classad2.ClassAd]) -> list[SourcedAd]:
+        return [SourcedAd(ad, "generated", index, None) for index, ad in enumerate(ads, 1)]
+
+    machines, _ = machines_from_ads(sourced(machine_list))
+    jobs, _ = jobs_from_ads(sourced(job_list))
+    snapshot = Snapshot(1.8e9, tuple(machines), tuple(jobs))
+    loaded = hosep_pool(snapshot)
+    assert loaded.unplaced == ()
+    pool = loaded.pool
+    running = {}
+    for job in jobs:
+        if job.status is JobStatus.RUNNING:
+            running[job.user] = running.get(job.user, 0) + 1
+    assert {name: user.running for name, user in pool.users.items() if user.running} == running
+    assert sum(user.allocated_power for user in pool.users.values()) == pytest.approx(
+        sum(m.power for m in machines if m.running_job is not None))
+    decisions = loaded.negotiator.cycle(snapshot.time)
+    allocated = [d for d in decisions if d.kind == "allocate"]
+    assert allocated
+    for decision in allocated:
+        assert symmetric_match(decision.task.ad, decision.node.ad)

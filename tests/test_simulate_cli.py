@@ -1,0 +1,77 @@
+"""`gridfair simulate` as a user runs it: output formats, determinism, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from gridfair.cli import _register, cli
+from tests.conftest import ROOT
+
+TABLE1 = str(ROOT / "sim_grids" / "hosep_table1.toml")
+
+
+@pytest.fixture(scope="module")
+def run():
+    _register()
+    runner = CliRunner()
+
+    def invoke(*args: str):
+        return runner.invoke(cli, list(args), catch_exceptions=False)
+
+    return invoke
+
+
+def test_json_has_the_documented_fields_and_is_repeatable(run):
+    args = ("simulate", TABLE1, "--policy", "hosep", "--workload", "high", "--seed", "7",
+            "--format", "json", "--quiet")
+    first, second = run(*args), run(*args)
+    assert first.exit_code == 0, first.output
+    assert first.output == second.output  # byte for byte
+    data = json.loads(first.output)
+    for row in data["users"]:
+        assert {"user", "provided_share", "satisfaction", "mean_wait", "completed",
+                "preempted"} <= set(row)
+    assert [row["user"] for row in data["users"]] == ["User1", "User2", "User3", "User4"]
+    assert sum(row["completed"] for row in data["users"]) == 40
+    assert {"makespan", "utilization", "vacates"} <= set(data["summary"])
+
+
+def test_table_output_and_both_satisfaction_bases(run):
+    grid = run("simulate", TABLE1, "-p", "osep", "-w", "low", "-q")
+    own = run("simulate", TABLE1, "-p", "osep", "-w", "low", "-q", "--satisfaction-base", "own",
+              "--format", "json")
+    assert grid.exit_code == 0 and "Satisfaction %" in grid.output and "makespan" in grid.output
+    assert json.loads(own.output)["satisfaction_base"] == "own"
+
+
+@pytest.mark.parametrize("args, message", [
+    (("-p", "hosep", "-w", "extreme"), "workload 'extreme' is neither"),
+    (("-p", "nosuch", "-w", "low"), "Invalid value for '--policy'"),
+    (("--order", "nosuch", "-w", "low"), "unknown order policy 'nosuch'"),
+    (("-w", "low"), "give --policy NAME"),
+])
+def test_usage_errors_exit_2_without_traceback(run, args, message):
+    result = run("simulate", TABLE1, *args)
+    assert result.exit_code == 2
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("content, message", [
+    ("[[machines]]\nname='a'\nmflops=0\n", "attribute mflops: power must be positive"),
+    ("[[machines]]\nname='a'\nmflops=5\n[[machines]]\nname='a'\nmflops=5\n",
+     "duplicate machine name 'a'"),
+    ("[[machines]]\nname='a'\nmflops='fast'\n", "mflops must be a number"),
+    ("[[machines]\n", "not valid TOML"),
+    ("", "at least one [[machines]]"),
+])
+def test_bad_grid_files_name_the_file_and_attribute(run, tmp_path, content, message):
+    grid = tmp_path / "bad.toml"
+    grid.write_text(content)
+    result = run("simulate", str(grid), "-p", "hosep", "-w", "low")
+    assert result.exit_code == 2
+    assert str(grid) in result.output and message in result.output
+    assert len(result.output.strip().splitlines()) == 1

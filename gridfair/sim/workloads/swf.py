@@ -1,0 +1,178 @@
+"""Reader of the Standard Workload Format (SWF) of the Parallel Workloads Archive.
+
+Rules implemented (Feitelson et al., "Experience with using the Parallel Workloads Archive",
+JPDC 2014; format at https://www.cs.huji.ac.il/labs/parallel/workload/swf.html):
+
+- one job per line, 18 whitespace-separated numeric fields (see `SwfJob`); -1 means unknown;
+- lines starting with `;` are header comments; `; Key: value` lines are kept in
+  `SwfTrace.header` (a key that repeats keeps its first value; continuation lines, which have no
+  key, are ignored); blank lines are ignored;
+- the file may be gzip-compressed (recognised by its magic bytes, not by its name) or plain;
+- a malformed line (wrong number of fields, a field that is not a number, a count field that is
+  not an integer) is skipped and recorded with its line number and why in `SwfTrace.skipped`;
+  `SwfTrace.skip_report()` names the first few for a warning;
+- a file with no usable job line is an `InputError` that says how many lines were malformed and
+  shows the first few.
+
+The reader keeps every field and judges nothing else: whether a job with an unknown run time or
+processor count is usable is the caller's decision (see `SwfJob.processors`).
+
+API: `read_swf(path) -> SwfTrace`; `SwfTrace.jobs` are `SwfJob`s in file order.
+"""
+
+from __future__ import annotations
+
+import gzip
+import math
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gridfair.errors import InputError
+
+#: Field names, in SWF order (field 1 is `job_id`).
+FIELDS = (
+    "job_id", "submit_time", "wait_time", "run_time", "allocated_procs", "avg_cpu_time",
+    "used_memory", "requested_procs", "requested_time", "requested_memory", "status",
+    "user_id", "group_id", "executable", "queue", "partition", "preceding_job", "think_time",
+)
+#: Fields that count or identify something: they must be integers.
+INTEGER_FIELDS = frozenset({
+    "job_id", "allocated_procs", "requested_procs", "status", "user_id", "group_id",
+    "executable", "queue", "partition", "preceding_job",
+})
+#: How many malformed lines `SwfTrace.skip_report` names.
+REPORTED_SKIPS = 5
+
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+@dataclass(frozen=True, slots=True)
+class SwfJob:
+    """One job line: the 18 SWF fields (times in seconds, memory in KB), and its line number."""
+
+    line: int
+    job_id: int
+    submit_time: float
+    wait_time: float
+    run_time: float
+    allocated_procs: int
+    avg_cpu_time: float
+    used_memory: float
+    requested_procs: int
+    requested_time: float
+    requested_memory: float
+    status: int  # 1 completed, 0 failed, 5 cancelled (SWF's codes)
+    user_id: int
+    group_id: int
+    executable: int
+    queue: int
+    partition: int
+    preceding_job: int
+    think_time: float
+
+    @property
+    def processors(self) -> int:
+        """Processors the job asked for: requested (field 8), else allocated (field 5);
+        -1 when neither is known."""
+        if self.requested_procs > 0:
+            return self.requested_procs
+        if self.allocated_procs > 0:
+            return self.allocated_procs
+        return -1
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedLine:
+    line: int
+    reason: str
+
+
+@dataclass
+class SwfTrace:
+    """A parsed SWF file: its jobs in file order, its header, and the lines skipped."""
+
+    source: str
+    jobs: list[SwfJob]
+    header: dict[str, str] = field(default_factory=dict)
+    skipped: list[SkippedLine] = field(default_factory=list)
+
+    def header_int(self, key: str) -> int | None:
+        """A numeric header value (e.g. `MaxProcs`), or None when absent or not an integer."""
+        try:
+            return int(self.header[key])
+        except (KeyError, ValueError):
+            return None
+
+    def skip_report(self) -> str | None:
+        """One sentence naming the first few malformed lines, or None when none was skipped."""
+        if not self.skipped:
+            return None
+        return f"{self.source}: skipped {_describe_skips(self.skipped)}"
+
+
+def read_swf(path: str | Path) -> SwfTrace:
+    """Parse an SWF file (gzip or plain). Raises `InputError` when no job line is usable."""
+    path = Path(path)
+    source = str(path)
+    try:
+        with open(path, "rb") as raw:
+            compressed = raw.read(2) == _GZIP_MAGIC
+        opener = gzip.open if compressed else open
+        with opener(path, "rt", encoding="utf-8", errors="replace") as text:
+            trace = _parse(text, source)
+    except (OSError, EOFError, zlib.error) as error:  # missing, unreadable, corrupt gzip
+        raise InputError(f"cannot read SWF file: {error}", source=source) from None
+    if not trace.jobs:
+        detail = f" ({_describe_skips(trace.skipped)})" if trace.skipped else ""
+        raise InputError(f"no usable job line in the SWF file{detail}", source=source)
+    return trace
+
+
+def _parse(lines: Iterable[str], source: str) -> SwfTrace:
+    trace = SwfTrace(source=source, jobs=[])
+    for number, line in enumerate(lines, start=1):
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if stripped.startswith(";"):
+            key, colon, value = stripped[1:].partition(":")
+            key = key.strip()
+            if colon and key and " " not in key:
+                trace.header.setdefault(key, value.strip())
+            continue
+        job_or_reason = _parse_job(stripped.split(), number)
+        if isinstance(job_or_reason, str):
+            trace.skipped.append(SkippedLine(number, job_or_reason))
+        else:
+            trace.jobs.append(job_or_reason)
+    return trace
+
+
+def _parse_job(fields: list[str], number: int) -> SwfJob | str:
+    """The job of one line, or why the line is malformed."""
+    if len(fields) != len(FIELDS):
+        return f"{len(fields)} fields, expected {len(FIELDS)}"
+    values: list[float | int] = []
+    for position, (name, text) in enumerate(zip(FIELDS, fields, strict=True), start=1):
+        try:
+            value = float(text)
+        except ValueError:
+            return f"field {position} ({name}) is not a number: {text!r}"
+        if not math.isfinite(value):
+            return f"field {position} ({name}) is not a finite number: {text!r}"
+        if name in INTEGER_FIELDS:
+            if not value.is_integer():
+                return f"field {position} ({name}) is not an integer: {text!r}"
+            value = int(value)
+        values.append(value)
+    return SwfJob(number, *values)
+
+
+def _describe_skips(skipped: list[SkippedLine]) -> str:
+    shown = "; ".join(f"line {skip.line}: {skip.reason}" for skip in skipped[:REPORTED_SKIPS])
+    more = len(skipped) - REPORTED_SKIPS
+    noun = "line" if len(skipped) == 1 else "lines"
+    return (f"{len(skipped)} malformed {noun} ({shown}"
+            + (f"; and {more} more" if more > 0 else "") + ")")

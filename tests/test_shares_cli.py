@@ -1,0 +1,126 @@
+"""`gridfair shares` through click's CliRunner: table, JSON, bad files, skipped ads."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gridfair.cli import _register, cli
+from tests.test_classads_views import REAL, with_lines
+
+NOW = "1417808400"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def registered() -> None:
+    _register()
+
+
+def run(*args: str):
+    return CliRunner().invoke(cli, ["shares", *args])
+
+
+@pytest.fixture
+def machines(tmp_path: Path) -> Path:
+    # Slots 1 and 2 run jobs of bt@cs.wisc.edu (not in the jobs file); 3 and 4 are free.
+    return with_lines("basic4slot", tmp_path, 'GridOwner = "alice"\nMFlops = 1000',
+                      'GridOwner = "bob"\nMFlops = 2000', 'GridOwner = "alice"\nMFlops = 3000',
+                      'GridOwner = "carol"\nMFlops = 4000')
+
+
+def test_table(machines: Path) -> None:
+    result = run("--machines", str(machines), "--jobs", str(REAL / "test.old.ad"),
+                 "--now", NOW)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0] == "Shares at 2014-12-05 19:40:00 UTC (order=hosep preempt=hosep)"
+    assert lines[1].split() == ["User", "Name", "Provided", "Allocated", "Power", "Nodes",
+                                "Nodes", "Running", "Idle"]
+    assert set(lines[3]) == {"-", " "}
+    rows = [line.split() for line in lines[4:9]]
+    # Providers by PowerDiff (all -1, ties by name), then those who provide nothing.
+    assert [row[0] for row in rows] == ["alice", "bob", "carol",
+                                        "bbockelm@users.opensciencegrid.org", "bt@cs.wisc.edu"]
+    assert rows[0] == ["alice", "4000", "0", "-1.000", "2", "0", "0", "0"]
+    assert rows[4] == ["bt@cs.wisc.edu", "0", "3000", "inf", "0", "2", "2", "0"]
+    assert lines[10].split() == ["Number", "of", "users:", "5", "10000", "3000", "-", "4", "2",
+                                 "2", "1"]
+    assert "Decisions now (1, none carried out):" in lines
+    assert any(line.startswith("  allocate 15.0 (bbockelm@users.opensciencegrid.org) on "
+                               "slot4@ingwe.cs.wisc.edu: free machine to") for line in lines)
+
+
+def test_json(machines: Path) -> None:
+    result = run("--machines", str(machines), "--jobs", str(REAL / "test.old.ad"),
+                 "--now", NOW, "--format", "json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert set(report) >= {"users", "totals", "decisions", "skipped"}
+    assert report["users"][0] == {
+        "user": "alice", "provided_mflops": 4000.0, "allocated_mflops": 0.0,
+        "power_diff": -1.0, "nodes_provided": 2, "nodes_used": 0, "running": 0, "idle": 0}
+    assert report["users"][-1]["power_diff"] is None  # +inf has no JSON form
+    assert report["totals"]["users"] == 5
+    assert [(d["kind"], d["job"], d["machine"], d["policy"]) for d in report["decisions"]] == [
+        ("allocate", "15.0", "slot4@ingwe.cs.wisc.edu", "hosep")]
+    assert report["skipped"] == []
+
+
+def test_skipped_ads_are_listed_and_the_rest_processed(tmp_path: Path) -> None:
+    machines = with_lines("basic4slot", tmp_path, 'GridOwner = "alice"\nMFlops = 1000', "",
+                          'GridOwner = "bob"\nMFlops = -3', 'GridOwner = "carol"\nMFlops = 4000')
+    result = run("--machines", str(machines), "--jobs", str(REAL / "test.old.ad"),
+                 "--now", NOW)
+    assert result.exit_code == 0, result.output
+    assert "Skipped ads (2):" in result.output
+    assert (f"  {machines} ad #2 slot2@ingwe.cs.wisc.edu: line 160, attribute GridOwner: "
+            "missing") in result.output
+    assert "ad #3 slot3@ingwe.cs.wisc.edu: line 317, attribute MFlops: must be positive, is -3" \
+        in result.output
+    report = json.loads(run("--machines", str(machines), "--jobs", str(REAL / "test.old.ad"),
+                            "--now", NOW, "--format", "json").output)
+    assert [(s["index"], s["name"]) for s in report["skipped"]] == [
+        (2, "slot2@ingwe.cs.wisc.edu"), (3, "slot3@ingwe.cs.wisc.edu")]
+    assert [row["user"] for row in report["users"]][:2] == ["alice", "carol"]
+
+
+def test_owner_and_power_attribute_options(tmp_path: Path) -> None:
+    machines = with_lines("small1slot", tmp_path, 'Provider = "eve"\nSpeed = 42')
+    result = run("--machines", str(machines), "--jobs", str(REAL / "test.old.ad"), "--now", NOW,
+                 "--owner-attr", "Provider", "--power-attr", "Speed", "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["users"][0]["provided_mflops"] == 42.0
+
+
+@pytest.mark.parametrize(
+    ("jobs_text", "expected"),
+    [
+        (None, "no such file"),
+        ("", "empty: no ads in it"),
+        ('[{"ClusterId": 1,', "not valid JSON"),
+    ],
+)
+def test_bad_files_exit_2_with_one_line_and_no_traceback(
+    machines: Path, tmp_path: Path, jobs_text: str | None, expected: str
+) -> None:
+    jobs = tmp_path / "jobs"
+    if jobs_text is not None:
+        jobs.write_text(jobs_text)
+    result = run("--machines", str(machines), "--jobs", str(jobs), "--now", NOW)
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output
+    assert result.output.strip().splitlines() == [
+        line for line in result.output.strip().splitlines() if line.startswith("gridfair: error")
+    ]
+    assert f"gridfair: error: {jobs}" in result.output
+    assert expected in result.output
+
+
+def test_unknown_policy_stage_exits_2(machines: Path) -> None:
+    result = run("--machines", str(machines), "--jobs", str(REAL / "test.old.ad"),
+                 "--order", "nosuch")
+    assert result.exit_code == 2
+    assert "unknown order policy 'nosuch'" in result.output

@@ -6,12 +6,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import linprog
+from test_drf import one_node_pool
 
 from gridfair.core.negotiator import Negotiator
 from gridfair.core.pool import Task
 from gridfair.errors import ConfigError
 from gridfair.policies.dmfa_srq import DmfaSrq, DmfaSrqOrder
-from test_drf import one_node_pool
 
 
 def test_fig1_three_users_arriving_in_turn() -> None:

@@ -1,0 +1,77 @@
+"""HTCondor-style user priority: half-life decay, EUP order, pie shares, state."""
+
+from __future__ import annotations
+
+import pytest
+from test_drf import one_node_pool, submit_many
+from test_sdrf import seen_in_order, start_tasks
+
+from gridfair.core.negotiator import Negotiator
+from gridfair.errors import ConfigError
+from gridfair.policies.condor_priority import CondorPriorityOrder
+
+HALFLIFE = 3600.0
+
+
+def test_real_priority_decays_with_the_half_life() -> None:
+    order = CondorPriorityOrder(halflife=HALFLIFE)
+    pool = one_node_pool(8, 0)
+    negotiator = Negotiator(pool, order)
+    tasks = start_tasks(negotiator, "A", 4, 1.0, 0.0, 0.0)
+    user = pool.users["A"]
+    # A new user starts at MinPriority 0.5; 4 cpus for one half-life:
+    # RUP = beta RUP0 + (1 - beta) U with beta = 0.5 ^ (dt / halflife) = 1/2.
+    assert order.real_priority(user, HALFLIFE) == pytest.approx(0.5 * 0.5 + 0.5 * 4)
+    for task in tasks:
+        pool.finish(task, HALFLIFE)
+    # Then idle: halves every half-life, 2.25 -> 1.125 -> 0.5625 -> floor 0.5.
+    assert order.real_priority(user, 2 * HALFLIFE) == pytest.approx(1.125)
+    assert order.real_priority(user, 3 * HALFLIFE) == pytest.approx(0.5625)
+    assert order.real_priority(user, 4 * HALFLIFE) == 0.5
+    # EUP = RUP x factor (default 1000); a quarter half-life: beta = 2^-0.25.
+    expected = 2.25 * 0.5 ** 1.25
+    assert order.priority(user, 2.25 * HALFLIFE) == pytest.approx(1000 * expected)
+
+
+def test_least_effective_priority_goes_first_and_the_pie_follows_1_over_eup() -> None:
+    order = CondorPriorityOrder(halflife=HALFLIFE, factors={"C": 2000.0})
+    pool = one_node_pool(8, 0)
+    negotiator = Negotiator(pool, order)
+    seen_in_order(pool, "A", "B", "C")
+    for task in start_tasks(negotiator, "A", 6, 1.0, 0.0, 0.0):
+        pool.finish(task, HALFLIFE)
+    for name in "ABC":
+        submit_many(negotiator, name, 1, 1, 0, now=HALFLIFE)
+    # RUPs: A 0.25 + 3 = 3.25, B and C 0.5; EUPs: A 3250, B 500, C 1000.
+    decisions = negotiator.cycle(HALFLIFE)
+    assert [decision.task.user for decision in decisions] == ["B", "C", "A"]
+    assert decisions[0].reason == (
+        "free slot to B: least effective priority 500 (real priority 0.5 x factor 1000), "
+        "500 below the next, C (1000)")
+    for name in "ABC":
+        submit_many(negotiator, name, 1, 1, 0, now=HALFLIFE)
+    shares = order.pie_shares(HALFLIFE)
+    assert shares["B"] / shares["C"] == pytest.approx(2.0)
+
+
+def test_priorities_survive_export_and_import() -> None:
+    order = CondorPriorityOrder(halflife=HALFLIFE)
+    pool = one_node_pool(8, 0)
+    negotiator = Negotiator(pool, order)
+    for task in start_tasks(negotiator, "A", 4, 1.0, 0.0, 0.0):
+        pool.finish(task, HALFLIFE)
+    state = order.export_state(HALFLIFE)
+    assert state["priorities"] == {"A": [pytest.approx(2.25)]}
+    restored = CondorPriorityOrder(halflife=HALFLIFE)
+    restored_pool = one_node_pool(8, 0)
+    Negotiator(restored_pool, restored)
+    restored.import_state(state)
+    restored_pool.user("A")
+    restored.user_changed(restored_pool.users["A"], HALFLIFE)
+    assert restored.real_priority(restored_pool.users["A"], 2 * HALFLIFE) == pytest.approx(1.125)
+
+
+@pytest.mark.parametrize("halflife", [0, -1.0, float("nan")])
+def test_half_life_must_be_positive(halflife) -> None:
+    with pytest.raises(ConfigError, match="PRIORITY_HALFLIFE must be a number > 0"):
+        CondorPriorityOrder(halflife=halflife)

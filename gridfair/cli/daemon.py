@@ -1,0 +1,28 @@
+"""`gridfair daemon`: the negotiator as a service (see gridfair/daemon/ and docs/daemon.md)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from gridfair.cli import cli
+from gridfair.daemon.config import load_config
+
+
+@cli.command("daemon")
+@click.option("--config", "config_path", required=True, type=click.Path(path_type=Path),
+              help="TOML configuration (examples in configs/).")
+@click.option("--once", is_flag=True, help="Run one cycle and exit (1 if it failed).")
+@click.option("--dry-run", is_flag=True, help="Record decisions; carry out none.")
+@click.option("--cycles", type=click.IntRange(min=1), default=None,
+              help="Stop after this many cycles (overrides daemon.max_cycles).")
+def daemon(config_path: Path, once: bool, dry_run: bool, cycles: int | None) -> None:
+    """Negotiate every `interval` seconds: read the pool, decide, journal, act."""
+    from gridfair.daemon.service import Daemon, setup_logging
+
+    config = load_config(config_path)
+    setup_logging(config)
+    service = Daemon(config, dry_run=dry_run, max_cycles=cycles)
+    sys.exit(service.run_once() if once else service.run())

@@ -1,0 +1,62 @@
+"""Pool backends: where the daemon reads the pool and carries out its decisions.
+
+One small interface (in the manner of APScheduler 4's `abc.py`), with one implementation per
+module and one contract test suite (`tests/test_backends.py`) run against every one:
+
+- `sim`: the embedded simulated grid, advancing simulated time each cycle (the default);
+- `files`: `condor_status -long` / `condor_q -long` dumps in a directory, actions appended to a
+  JSON-lines file;
+- `htcondor`: a real pool through the `htcondor2` bindings.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+from gridfair.errors import GridfairError
+from gridfair.model import Job, Machine, Snapshot
+
+
+class PoolUnavailable(GridfairError):
+    """The pool could not be read (unreachable, timed out, files missing): no action is taken."""
+
+
+class ActionFailed(GridfairError):
+    """An action was refused or could not be delivered; the journal records it as failed."""
+
+
+class PoolBackend(ABC):
+    """A pool the daemon negotiates for."""
+
+    name: str = "backend"
+
+    @abstractmethod
+    def read_snapshot(self) -> Snapshot:
+        """The pool now: slots, jobs, and the ads skipped with reasons.
+
+        Raises `PoolUnavailable` when the pool cannot be read at all; a single bad ad is
+        skipped (`Snapshot.skipped`), never fatal.
+        """
+
+    @abstractmethod
+    def vacate(self, job_ids: Sequence[str]) -> dict[str, str | None]:
+        """Vacate running jobs. Returns, per job id, None if done or why it failed.
+
+        Raises `ActionFailed` when nothing could be delivered at all.
+        """
+
+    @abstractmethod
+    def allocate(self, job: Job, machine: Machine) -> None:
+        """Have `job` start on `machine` (or steer the pool towards it).
+
+        Raises `ActionFailed` when it is refused.
+        """
+
+    def now(self) -> float:
+        """The pool's clock: wall time for real pools, simulated time for `sim`."""
+        return time.time()
+
+    def close(self) -> None:  # noqa: B027 - optional hook: most backends hold nothing open
+        """Release connections and files (default: nothing to release)."""

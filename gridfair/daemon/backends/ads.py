@@ -1,0 +1,68 @@
+"""Slot and job ClassAds to a snapshot, for the `files` and `htcondor` backends.
+
+The views themselves are `gridfair.classads.views` (owner from `GridOwner`, power from
+`MFlops`, else `KFlops / 1000`, else `Mips`, as the power of the whole slot); this module only
+adds what the daemon needs on top:
+- the projections its queries ask the collector and the schedds for;
+- a running job known only from its slot's ad (`JobId`, `RemoteUser`: another schedd's job,
+  or a dump of `condor_status` alone) becomes a `Job`, so it can be reconciled, journaled and
+  vacated like the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from gridfair.classads.reader import SourcedAd
+from gridfair.classads.views import AdConfig, jobs_from_ads, machines_from_ads
+from gridfair.model import Job, JobStatus, Machine, SkippedAd, Snapshot
+
+#: What the daemon reads of a slot ad (the collector query's projection).
+SLOT_ATTRIBUTES = (
+    "Name", "Cpus", "Memory", "State", "Activity", "JobId", "RemoteUser", "RemoteOwner",
+    "JobStart", "MFlops", "KFlops", "Mips", "Requirements", "Rank", "Arch", "OpSys", "Disk",
+    "SlotType",
+)
+#: What the daemon reads of a job ad (the schedd query's projection).
+JOB_ATTRIBUTES = (
+    "ClusterId", "ProcId", "Owner", "User", "AcctGroup", "AcctGroupUser", "AccountingGroup",
+    "JobStatus", "QDate", "RequestCpus", "RequestMemory", "RequestDisk", "DiskUsage",
+    "JobCurrentStartDate", "RemoteHost", "Requirements", "JobPrio",
+)
+
+
+def job_of_slot(machine: Machine) -> Job:
+    """A running job known only from its slot's ad."""
+    assert machine.running_job is not None and machine.running_user is not None
+    start = machine.ad.get("JobStart") if machine.ad is not None else None
+    start = float(start) if isinstance(start, int | float) else None
+    return Job(
+        id=machine.running_job,
+        user=machine.running_user,
+        status=JobStatus.RUNNING,
+        qdate=start or 0.0,
+        request_cpus=machine.cpus,
+        request_memory=machine.memory,
+        start_time=start,
+        machine=machine.name,
+    )
+
+
+def snapshot_from_ads(
+    time: float,
+    slot_ads: Iterable[SourcedAd],
+    job_ads: Iterable[SourcedAd],
+    config: AdConfig,
+    skipped: Iterable[SkippedAd] = (),
+) -> Snapshot:
+    """The pool the ads describe; unusable ads are skipped with their reasons."""
+    machines, bad_slots = machines_from_ads(slot_ads, config, lenient=True)
+    jobs, bad_jobs = jobs_from_ads(job_ads, lenient=True)
+    known = {job.id for job in jobs}
+    for machine in machines:
+        if (machine.state == "Claimed" and machine.running_job and machine.running_user
+                and machine.running_job not in known):
+            jobs.append(job_of_slot(machine))
+            known.add(machine.running_job)
+    return Snapshot(time, tuple(machines), tuple(jobs),
+                    (*skipped, *bad_slots, *bad_jobs))

@@ -1,0 +1,107 @@
+"""The `files` backend: a pool described by ClassAd dumps in a directory.
+
+Each cycle reads every `*.status` file (`condor_status -long` output, or new syntax, or
+`-json`: slot ads) and every `*.queue` file (`condor_q -long` and the like: job ads) in the
+directory, in name order, with `gridfair.classads`. One malformed ad is skipped with its reason
+(file and line) and the rest are used. The snapshot's time is the newest file's
+modification time: a stale dump is recognised as stale by the safety rules.
+
+Actions are appended to a JSON-lines file, one object per action, so a policy can be tried on
+a snapshot of a real pool and its decisions read afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from gridfair.classads.reader import SourcedAd, read_ads
+from gridfair.classads.views import AdConfig
+from gridfair.daemon.backends import ActionFailed, PoolBackend, PoolUnavailable
+from gridfair.daemon.backends.ads import snapshot_from_ads
+from gridfair.errors import InputError
+from gridfair.model import Job, Machine, SkippedAd, Snapshot
+
+SLOT_SUFFIX = ".status"
+JOB_SUFFIX = ".queue"
+
+
+def read_dumps(paths: Sequence[Path], skipped: list[SkippedAd]) -> list[SourcedAd]:
+    """The ads of the dumps, in order; malformed ads go to `skipped`, and so does a dump with
+    nothing usable in it (empty, not text), so one bad file does not fail the cycle."""
+    ads: list[SourcedAd] = []
+    for path in paths:
+        try:
+            good, bad = read_ads(path, lenient=True)
+        except InputError as error:
+            if not path.exists():
+                raise PoolUnavailable(f"dump vanished while reading: {path}") from None
+            skipped.append(SkippedAd(str(path), 0, None, error.message))
+            continue
+        ads.extend(good)
+        skipped.extend(bad)
+    return ads
+
+
+class FilesBackend(PoolBackend):
+    name = "files"
+
+    def __init__(
+        self,
+        directory: str | Path,
+        actions: str | Path,
+        *,
+        owner_attribute: str = "GridOwner",
+        power_attribute: str = "MFlops",
+    ) -> None:
+        self.directory = Path(directory)
+        self.actions = Path(actions)
+        self.ad_config = AdConfig.with_attributes(owner_attribute, power_attribute)
+
+    def _dumps(self) -> tuple[list[Path], list[Path]]:
+        try:
+            entries = sorted(self.directory.iterdir())
+        except OSError as error:
+            raise PoolUnavailable(
+                f"cannot list {self.directory}: {error.strerror or error}"
+            ) from None
+        slots = [p for p in entries if p.name.endswith(SLOT_SUFFIX)]
+        jobs = [p for p in entries if p.name.endswith(JOB_SUFFIX)]
+        if not slots:
+            raise PoolUnavailable(f"no *{SLOT_SUFFIX} dump in {self.directory}")
+        return slots, jobs
+
+    def read_snapshot(self) -> Snapshot:
+        slot_files, job_files = self._dumps()
+        try:
+            taken = max(p.stat().st_mtime for p in slot_files + job_files)
+        except OSError as error:
+            raise PoolUnavailable(f"dump vanished while reading: {error.filename}") from None
+        skipped: list[SkippedAd] = []
+        slot_ads = read_dumps(slot_files, skipped)
+        job_ads = read_dumps(job_files, skipped)
+        return snapshot_from_ads(taken, slot_ads, job_ads, self.ad_config, skipped)
+
+    def _append(self, records: Sequence[dict]) -> None:
+        lines = "".join(json.dumps(record, sort_keys=True) + "\n" for record in records)
+        try:
+            with self.actions.open("a", encoding="utf-8") as out:
+                out.write(lines)
+                out.flush()
+                # The journal marks an action confirmed only after this returns: it must be on
+                # disk by then, or a crash could lose an action the journal calls done.
+                os.fsync(out.fileno())
+        except OSError as error:
+            raise ActionFailed(f"cannot append to {self.actions}: {error.strerror}") from None
+
+    def vacate(self, job_ids: Sequence[str]) -> dict[str, str | None]:
+        now = time.time()
+        self._append([{"action": "vacate", "job": job, "time": now} for job in job_ids])
+        return {job: None for job in job_ids}
+
+    def allocate(self, job: Job, machine: Machine) -> None:
+        self._append([{"action": "allocate", "job": job.id, "user": job.user,
+                       "machine": machine.name, "time": time.time()}])

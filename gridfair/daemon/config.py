@@ -1,0 +1,191 @@
+"""The daemon's TOML configuration: a fixed schema, checked at start.
+
+Every key is declared once in `SCHEMA` with its type, default and bounds; an unknown key, a
+wrong type or a value out of range is a `ConfigError` naming the key (`safety.min_runtime`),
+so a typo never silently falls back to a default. Relative paths are resolved against the
+config file's directory, so a config works from any working directory.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gridfair.errors import ConfigError
+
+BACKENDS = ("sim", "files", "htcondor")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+@dataclass(frozen=True)
+class Key:
+    """One configuration key: its type, default and allowed values."""
+
+    kind: type | tuple[type, ...]
+    default: Any
+    minimum: float | None = None
+    choices: tuple[str, ...] | None = None
+    path: bool = False  # a file or directory, resolved against the config's directory
+    help: str = ""
+
+
+# section -> key -> Key. The backend sections are only read for the backend in use, but are
+# all checked so a config can carry every backend's settings.
+SCHEMA: dict[str, dict[str, Key]] = {
+    "daemon": {
+        "interval": Key(float, 60.0, minimum=0.01, help="seconds between cycles"),
+        "store": Key(str, "gridfair.db", path=True, help="SQLite file of the daemon's state"),
+        "max_cycles": Key(int, 0, minimum=0, help="stop after this many cycles (0: never)"),
+        "query_timeout": Key(float, 30.0, minimum=0.01, help="seconds a snapshot read may take"),
+        "backoff_max": Key(float, 600.0, minimum=0.0, help="longest wait after failed cycles"),
+        "log_file": Key(str, "", path=True, help="also log to this file"),
+        "log_level": Key(str, "info", choices=LOG_LEVELS),
+    },
+    "policy": {
+        "name": Key(str, "hosep", help="a named composition (--policy)"),
+        "order": Key(str, "", help="override the composition's order stage"),
+        "preempt": Key(str, "", help="override its preemption stage ('none' for none)"),
+        "admit": Key(str, "", help="override its admission stage"),
+        "options": Key(dict, {}, help="options passed to the stages"),
+    },
+    "safety": {
+        "max_vacates_per_cycle": Key(int, 2, minimum=0),
+        "min_runtime": Key(float, 600.0, minimum=0.0, help="seconds a job runs before a vacate"),
+        "preempt_cooldown": Key(float, 1800.0, minimum=0.0, help="seconds a preempted user is "
+                                "spared further vacates"),
+        "max_snapshot_age": Key(float, 300.0, minimum=0.0, help="no action on an older snapshot"),
+        "max_retries": Key(int, 2, minimum=0, help="retries of a failed action"),
+    },
+    "backend": {
+        "kind": Key(str, "sim", choices=BACKENDS),
+    },
+    "backend.sim": {
+        "grid": Key(str, "", path=True, help="grid TOML ([[machines]] name/owner/mflops/count); "
+                    "empty: the embedded HOSEP Table 1 grid"),
+        "step": Key(float, 60.0, minimum=0.0, help="simulated seconds per cycle"),
+        "seed": Key(int, 1),
+        "workload": Key(str, "medium", help="a workload the grid file defines"),
+    },
+    "backend.files": {
+        "directory": Key(str, "", path=True, help="holds *.status and *.queue dumps"),
+        "actions": Key(str, "", path=True, help="JSON-lines file actions are appended to"),
+        "owner_attribute": Key(str, "GridOwner"),
+        "power_attribute": Key(str, "MFlops"),
+    },
+    "backend.htcondor": {
+        "collector": Key(str, "", help="host[:port]; empty: COLLECTOR_HOST"),
+        "slot_constraint": Key(str, "true"),
+        "job_constraint": Key(str, "JobStatus == 1 || JobStatus == 2"),
+        "owner_attribute": Key(str, "GridOwner"),
+        "power_attribute": Key(str, "MFlops"),
+        "steer_attribute": Key(str, "GridfairSlot", help="job attribute naming the chosen slot"),
+    },
+    "metrics": {
+        "enabled": Key(bool, False),
+        "port": Key(int, 9187, minimum=1),
+        "address": Key(str, "127.0.0.1"),
+    },
+}
+
+
+class Config:
+    """Validated settings: `config["safety"]["min_runtime"]`, every key present."""
+
+    def __init__(self, sections: dict[str, dict[str, Any]], source: Path | None) -> None:
+        self.sections = sections
+        self.source = source
+
+    def __getitem__(self, section: str) -> dict[str, Any]:
+        return self.sections[section]
+
+    @property
+    def backend(self) -> str:
+        return self.sections["backend"]["kind"]
+
+
+def load_config(path: Path) -> Config:
+    """Read and validate a TOML config file."""
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise ConfigError(f"cannot read config {path}: {error.strerror}") from None
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: not valid TOML: {error}") from None
+    return validate(raw, base=path.resolve().parent, source=path)
+
+
+def validate(raw: Mapping[str, Any], *, base: Path, source: Path | None = None) -> Config:
+    """Check `raw` (parsed TOML) against `SCHEMA`; fill defaults; resolve paths."""
+    flat = _flatten_sections(raw)
+    sections: dict[str, dict[str, Any]] = {}
+    for section, keys in SCHEMA.items():
+        given = flat.pop(section, {})
+        unknown = sorted(set(given) - set(keys))
+        if unknown:
+            known = ", ".join(keys)
+            raise ConfigError(f"config key {section}.{unknown[0]}: unknown key (known: {known})")
+        sections[section] = {
+            name: _check(f"{section}.{name}", key, given.get(name, key.default), base,
+                         name in given)
+            for name, key in keys.items()
+        }
+    if flat:
+        section = sorted(flat)[0]
+        known = ", ".join(SCHEMA)
+        raise ConfigError(f"config section [{section}]: unknown section (known: {known})")
+    kind = sections["backend"]["kind"]
+    _require_backend_keys(kind, sections)
+    return Config(sections, source)
+
+
+def _flatten_sections(raw: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """{"backend": {"kind": ..., "files": {...}}} -> {"backend": {...}, "backend.files": {...}}."""
+    flat: dict[str, dict[str, Any]] = {}
+    for section, body in raw.items():
+        if not isinstance(body, dict):
+            raise ConfigError(f"config key {section}: expected a [{section}] table")
+        top = flat.setdefault(section, {})
+        for name, value in body.items():
+            nested = f"{section}.{name}"
+            if isinstance(value, dict) and nested in SCHEMA:
+                flat[nested] = dict(value)
+            else:
+                top[name] = value
+    return flat
+
+
+def _check(name: str, key: Key, value: Any, base: Path, given: bool) -> Any:
+    kind = key.kind
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    # bool is an int subclass: `max_retries = true` must not pass as 1.
+    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+        expected = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+        raise ConfigError(f"config key {name}: expected {_article(expected)}, got {value!r}")
+    if key.minimum is not None and value < key.minimum:
+        raise ConfigError(f"config key {name}: must be at least {key.minimum:g}, got {value!r}")
+    if key.choices is not None and value not in key.choices:
+        raise ConfigError(
+            f"config key {name}: must be one of {', '.join(key.choices)}, got {value!r}"
+        )
+    if key.path and value and given:
+        value = str((base / value).resolve()) if not Path(value).is_absolute() else value
+    return value
+
+
+def _article(word: str) -> str:
+    names = {"float": "a number", "int": "an integer", "str": "a string", "bool": "true/false",
+             "dict": "a table"}
+    return names.get(word, word)
+
+
+def _require_backend_keys(kind: str, sections: dict[str, dict[str, Any]]) -> None:
+    required = {"files": ("directory", "actions")}.get(kind, ())
+    for name in required:
+        if not sections[f"backend.{kind}"][name]:
+            raise ConfigError(f"config key backend.{kind}.{name}: required by backend {kind!r}")

@@ -1,0 +1,468 @@
+"""One negotiation cycle of the daemon, from snapshot to recorded outcome.
+
+1. read the snapshot (in a thread, bounded by `query_timeout`); a failure records the cycle
+   as failed and takes no action;
+2. reconcile it with the stored jobs; replay it into a fresh pool with the policy stages
+   (their saved state restored) listening;
+3. run the negotiator, its preemptions passed through the safety guard;
+4. in ONE transaction: job changes, usage, decisions, and the actions to carry out written
+   `planned` (each under an idempotency key derived from the job, the slot and the time its
+   current state began, so the same decision on the same pool state has the same key);
+5. carry them out: each marked `issued` (committed) before the backend call, `confirmed` or
+   `failed` after; vacates first (one batch), then allocations;
+6. record the outcome, usage and policy state.
+
+A restart finds the journal as the killed process left it: `issued` actions are resolved
+from the next snapshot and never re-issued; `planned` ones are carried out if the fresh
+cycle decides them again (same key), abandoned with a reason otherwise.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gridfair.classads.to_pool import pool_from_snapshot
+from gridfair.cli.shares import share_rows
+from gridfair.core.pool import CPUS, MEMORY, POWER, Pool, UserState
+from gridfair.daemon.backends import ActionFailed, PoolBackend, PoolUnavailable
+from gridfair.daemon.config import Config
+from gridfair.daemon.faults import FaultPoints
+from gridfair.daemon.metrics import NullMetrics
+from gridfair.daemon.reconcile import Reconciliation, reconcile, running_machine
+from gridfair.daemon.safety import SafetyLimits, VacateGuard, snapshot_too_old
+from gridfair.daemon.store import (
+    ABANDONED,
+    CONFIRMED,
+    FAILED,
+    ISSUED,
+    PLANNED,
+    Store,
+    StoreError,
+    dumps,
+)
+from gridfair.model import Job, JobStatus, Machine, Snapshot
+from gridfair.policies.base import ALLOCATE, VACATE, Decision
+from gridfair.policies.registry import Stages, build_stages
+
+log = logging.getLogger("gridfair.daemon")
+
+#: The decisions a backend can carry out; others (drop, kill, resize) are recorded only.
+ACTION_KINDS = (VACATE, ALLOCATE)
+
+
+@dataclass
+class CycleReport:
+    cycle: int
+    outcome: str  # ok, failed, dry-run, stale, abandoned
+    duration: float = 0.0
+    counts: dict[str, int] = field(default_factory=dict)
+    error: str | None = None
+
+    def line(self) -> str:
+        """The one log line per cycle."""
+        if self.error:
+            return f"cycle {self.cycle} {self.outcome}: {self.error} ({self.duration:.3f} s)"
+        c = self.counts
+        return (
+            f"cycle {self.cycle} {self.outcome}: {c.get('machines', 0)} slots, "
+            f"{c.get('jobs', 0)} jobs ({c.get('running', 0)} running, {c.get('idle', 0)} idle), "
+            f"{c.get('decisions', 0)} decisions, {c.get('confirmed', 0)} actions confirmed, "
+            f"{c.get('failed', 0)} failed, {c.get('held_back', 0)} held back, "
+            f"{c.get('skipped', 0)} ads skipped ({self.duration:.3f} s)"
+        )
+
+
+@dataclass
+class PlannedAction:
+    key: str
+    kind: str
+    job: Job
+    machine: Machine
+
+
+def stages_from_config(policy: Mapping[str, Any]) -> Stages:
+    """The policy stages the config names (raises ConfigError for unknown names)."""
+    return build_stages(
+        policy["name"] or None,
+        order=policy["order"] or None,
+        preempt=policy["preempt"] or None,
+        admit=policy["admit"] or None,
+        options=policy["options"],
+    )
+
+
+def stage_list(stages: Stages) -> list[tuple[str, Any]]:
+    """(store key, stage) of each stage present, e.g. ("order:hosep", HosepOrder)."""
+    named = (("order", stages.order), ("preempt", stages.preempt), ("admit", stages.admit))
+    return [(f"{role}:{stage.name}", stage) for role, stage in named if stage is not None]
+
+
+def action_key(kind: str, job: str, machine: str, since: float) -> str:
+    """The same decision about the same job in the same state gets the same key."""
+    return f"{kind}:{job}@{machine}:{since:.0f}"
+
+
+def read_with_timeout(backend: PoolBackend, timeout: float) -> Snapshot:
+    """`backend.read_snapshot()`, given up after `timeout` seconds.
+
+    A daemon thread, not an executor: a read that hangs for good must not keep the process
+    from exiting.
+    """
+    outcome: dict[str, Any] = {}
+
+    def read() -> None:
+        try:
+            outcome["snapshot"] = backend.read_snapshot()
+        except BaseException as error:  # noqa: BLE001 - handed to the caller as-is
+            outcome["error"] = error
+
+    thread = threading.Thread(target=read, name="snapshot-read", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise PoolUnavailable(f"snapshot read timed out after {timeout:g} s")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["snapshot"]
+
+
+class CycleRunner:
+    """Runs cycles against one backend and one store."""
+
+    def __init__(
+        self,
+        config: Config,
+        backend: PoolBackend,
+        store: Store,
+        *,
+        dry_run: bool = False,
+        faults: FaultPoints | None = None,
+        metrics: NullMetrics | None = None,
+        stopping: threading.Event | None = None,
+    ) -> None:
+        self.config = config
+        self.backend = backend
+        self.store = store
+        self.dry_run = dry_run
+        self.faults = faults or FaultPoints(None, store.path)
+        self.metrics = metrics or NullMetrics()
+        self.stopping = stopping or threading.Event()
+        self.limits = SafetyLimits.from_config(config["safety"])
+        self.max_retries = config["safety"]["max_retries"]
+        self.timeout = config["daemon"]["query_timeout"]
+        self.label = " ".join(name for name, _ in stage_list(stages_from_config(config["policy"])))
+        self.cycles_run = 0
+
+    # ------------------------------------------------------------------ run
+    def run(self) -> CycleReport:
+        self.cycles_run += 1
+        number = self.cycles_run
+        clock = time.perf_counter()
+        cycle = self.store.begin_cycle(time.time(), self.label, self.dry_run)
+        try:
+            snapshot = read_with_timeout(self.backend, self.timeout)
+        except Exception as error:  # noqa: BLE001 - any backend failure fails the cycle only
+            message = str(error) if isinstance(error, PoolUnavailable) else (
+                f"backend error: {type(error).__name__}: {error}")
+            return self._failed(cycle, clock, message)
+        self.faults.reached("after_snapshot", number)
+        try:
+            report = self._negotiate(cycle, number, snapshot, clock)
+        except StoreError:
+            raise
+        except Exception as error:  # noqa: BLE001 - a bug must not stop the daemon
+            log.exception("cycle %d: internal error", cycle)
+            self.metrics.error("internal")
+            return self._failed(cycle, clock, f"internal error: {type(error).__name__}: {error}")
+        self.metrics.cycle(report.outcome, report.duration)
+        return report
+
+    def _failed(self, cycle: int, clock: float, message: str) -> CycleReport:
+        duration = time.perf_counter() - clock
+        self.store.update_cycle(cycle, outcome="failed", error=message, finished=time.time(),
+                                duration=duration)
+        self.metrics.error("snapshot")
+        self.metrics.cycle("failed", duration)
+        return CycleReport(cycle, "failed", duration, error=message)
+
+    def _negotiate(self, cycle: int, number: int, snapshot: Snapshot,
+                   clock: float) -> CycleReport:
+        now = self.backend.now()
+        store = self.store
+        recon = reconcile(snapshot, store.known_jobs(), cycle)
+        stages = stages_from_config(self.config["policy"])
+        loaded = pool_from_snapshot(snapshot, stages)
+        negotiator, pool = loaded.negotiator, loaded.pool
+        negotiator.vacate_guard = VacateGuard(self.limits, snapshot.time, store.last_preempted())
+        saved = store.policy_state()
+        for key, stage in stage_list(stages):
+            if key in saved and hasattr(stage, "import_state"):
+                # Restored after the pool is replayed, so the saved levels (as of the last
+                # finished cycle) win over what the replay of running jobs accrued.
+                stage.import_state(saved[key], source=f"{store.path} policy_state {key}")
+        notes = [f"{item.name}: {item.reason}" for item in loaded.unplaced]
+        usage = self._usage_rows(pool, stages, cycle, now)
+        decisions = list(loaded.admissions) + negotiator.cycle(now)
+        stale = snapshot_too_old(self.limits, snapshot.time, now)
+        held = [{"rule": h.rule, "victim": h.preemption.victim.id,
+                 "victim_user": h.preemption.victim.user, "receiver": h.preemption.receiver.id,
+                 "receiver_user": h.preemption.receiver.user, "machine": h.preemption.node.name}
+                for h in negotiator.held_back]
+        if stale and not self.dry_run and decisions:
+            held.append({"rule": stale, "decisions": len(decisions)})
+        act = not self.dry_run and stale is None
+        counts = {"machines": len(snapshot.machines), "jobs": len(snapshot.jobs),
+                  "running": sum(1 for j in snapshot.jobs if j.status == JobStatus.RUNNING),
+                  "idle": sum(1 for j in snapshot.jobs if j.status == JobStatus.IDLE),
+                  "decisions": len(decisions), "held_back": len(held),
+                  "skipped": len(snapshot.skipped)}
+        to_run = self._record_plan(cycle, snapshot, recon, decisions, usage, held, notes, now,
+                                   act, counts)
+        self.faults.reached("after_plan", number)
+        outcome = "dry-run" if self.dry_run else ("stale" if stale else "ok")
+        if to_run:
+            if self.stopping.is_set():
+                outcome = "abandoned"  # planned actions stay in the journal for the next start
+            else:
+                confirmed, failed = self._carry_out(cycle, number, to_run)
+                counts.update(confirmed=confirmed, failed=failed)
+        self.faults.reached("after_actions", number)
+        duration = time.perf_counter() - clock
+        with store.transaction(f"record the outcome of cycle {cycle}") as db:
+            for key, stage in stage_list(stages):
+                if hasattr(stage, "export_state"):
+                    db["policy_state"].upsert({"stage": key, "cycle": cycle, "updated": now,
+                                               "state": dumps(stage.export_state(now))},
+                                              pk="stage")
+            self.faults.reached("before_finish", number)
+            db["cycles"].update(cycle, {
+                "finished": time.time(), "duration": duration, "outcome": outcome,
+                "actions_confirmed": counts.get("confirmed", 0),
+                "actions_failed": counts.get("failed", 0),
+            })
+        self.metrics.users((row["user"], row["power_diff"], row["dominant_share"])
+                           for row in usage)
+        return CycleReport(cycle, outcome, duration, counts)
+
+    # -------------------------------------------------------------- recording
+    @staticmethod
+    def _usage_rows(pool: Pool, stages: Stages, cycle: int, now: float) -> list[dict[str, Any]]:
+        """Per-user figures as of the snapshot (before this cycle's decisions): the columns of
+        `gridfair shares`, plus the dominant share and each stage's own figures."""
+        rows = []
+        for share in share_rows(pool):
+            user = pool.users[share["user"]]
+            rows.append({
+                "cycle": cycle, "time": now, **share,
+                "dominant_share": dominant_share(user, pool.capacity),
+                "figures": dumps(policy_figures(stages, user, now)),
+            })
+        return rows
+
+    def _record_plan(
+        self, cycle: int, snapshot: Snapshot, recon: Reconciliation, decisions: list[Decision],
+        usage: list[dict[str, Any]], held: list[dict[str, Any]], notes: list[str], now: float,
+        act: bool, counts: Mapping[str, int],
+    ) -> list[PlannedAction]:
+        """Write everything the cycle learnt and decided in one transaction; returns the
+        actions to carry out now."""
+        store = self.store
+        machines = {m.name: m for m in snapshot.machines}
+        jobs = {j.id: j for j in snapshot.jobs}
+        to_run: list[PlannedAction] = []
+        decision_rows = []
+        new_actions = []
+        adopted: set[str] = set()
+        for seq, decision in enumerate(decisions):
+            self.metrics.decision(decision.kind)
+            row = {"cycle": cycle, "seq": seq, **_decision_columns(decision), "action": None}
+            decision_rows.append(row)
+            if not act or decision.kind not in ACTION_KINDS or decision.node is None:
+                continue
+            job_id, machine_name = decision.task.id, decision.node.name
+            if job_id not in jobs:
+                continue  # a claim with no job behind it (to_pool's stand-in): nothing to act on
+            key = action_key(decision.kind, job_id, machine_name, recon.since[job_id])
+            row["action"] = key
+            existing = store.action(key)
+            if existing is not None and not self._may_run_again(existing):
+                continue
+            if existing is not None:
+                adopted.add(key)
+            new_actions.append({"key": key, "kind": decision.kind, "job": job_id,
+                                "user": decision.task.user, "machine": machine_name,
+                                "reason": decision.reason})
+            to_run.append(PlannedAction(key, decision.kind, jobs[job_id], machines[machine_name]))
+        with store.transaction(f"record the decisions of cycle {cycle}") as db:
+            self._write_jobs(db, recon, cycle, now)
+            self._write_users(db, snapshot, usage, now)
+            if decision_rows:
+                db["decisions"].insert_all(decision_rows)
+            if not self.dry_run:  # a dry run observes; it leaves the journal as it is
+                self._resolve_interrupted(db, snapshot, cycle, now, adopted)
+            store.plan_actions(db, new_actions, cycle, now)
+            for action in new_actions:
+                self.metrics.action(action["kind"], PLANNED)
+            db["cycles"].update(cycle, {
+                "snapshot_time": snapshot.time, "now": now, "machines": len(snapshot.machines),
+                "jobs": len(snapshot.jobs), "idle": counts["idle"], "running": counts["running"],
+                "decisions": len(decisions), "actions_planned": len(new_actions),
+                "events": dumps({**recon.counts(), "notes": notes}),
+                "held_back": dumps(held),
+                "skipped": dumps([{"source": s.source, "index": s.index, "name": s.name,
+                                   "reason": s.reason} for s in snapshot.skipped]),
+            })
+        return to_run
+
+    def _may_run_again(self, existing: Mapping[str, Any]) -> bool:
+        """A journaled action is carried out again only if it never left `planned` (an
+        interrupted cycle) or failed in a way the backend reported, within the retries."""
+        if existing["state"] == PLANNED:
+            return True
+        return bool(existing["state"] == FAILED and existing["retryable"]
+                    and existing["attempts"] <= self.max_retries)
+
+    @staticmethod
+    def _write_jobs(db, recon: Reconciliation, cycle: int, now: float) -> None:
+        if recon.changed:
+            db["jobs"].upsert_all(recon.changed, pk="id")
+        if recon.gone:
+            marks = ",".join("?" * len(recon.gone))
+            db.execute(f"delete from jobs where id in ({marks})", recon.gone)
+        if recon.events:
+            db["job_events"].insert_all(
+                {"cycle": cycle, "time": now, "job": e.job, "user": e.user, "event": e.event,
+                 "machine": e.machine} for e in recon.events
+            )
+
+    @staticmethod
+    def _write_users(db, snapshot: Snapshot, usage: list[dict[str, Any]], now: float) -> None:
+        db.conn.executemany(
+            "insert into users (name, first_seen, last_seen, provided_power) values (?, ?, ?, ?) "
+            "on conflict(name) do update set last_seen = excluded.last_seen, "
+            "provided_power = excluded.provided_power",
+            [(row["user"], now, now, row["provided_mflops"]) for row in usage],
+        )
+        if usage:
+            db["usage"].insert_all(usage, replace=True)
+
+    def _resolve_interrupted(self, db, snapshot: Snapshot, cycle: int, now: float,
+                             adopted: set[str]) -> None:
+        """Journal entries a killed daemon left open: never re-issue `issued` ones; carry
+        out `planned` ones only if decided again (`adopted`), else abandon them."""
+        store = self.store
+        on_slot = running_machine(snapshot)
+        for action in store.actions_in(ISSUED, PLANNED):
+            key = action["key"]
+            if action["state"] == PLANNED:
+                if key not in adopted:
+                    store.set_action_state(
+                        key, ABANDONED, cycle, now,
+                        "planned by an interrupted cycle and not decided again on a fresh "
+                        "snapshot", db=db)
+                    self.metrics.action(action["kind"], ABANDONED)
+                continue
+            where = on_slot.get(action["job"])
+            done = (where != action["machine"]) if action["kind"] == VACATE else (
+                where == action["machine"])
+            if done:
+                store.set_action_state(key, CONFIRMED, cycle, now,
+                                       "issued before an interruption; effect seen", db=db)
+            else:
+                store.set_action_state(
+                    key, FAILED, cycle, now,
+                    "issued before an interruption; effect not seen; not re-issued",
+                    retryable=False, db=db)
+            self.metrics.action(action["kind"], CONFIRMED if done else FAILED)
+
+    # ------------------------------------------------------------ carrying out
+    def _carry_out(self, cycle: int, number: int,
+                   actions: list[PlannedAction]) -> tuple[int, int]:
+        store = self.store
+        vacates = [a for a in actions if a.kind == VACATE]
+        allocations = [a for a in actions if a.kind == ALLOCATE]
+        confirmed = failed = 0
+        not_freed: set[str] = set()
+        if vacates:
+            self._issue(vacates, cycle)
+            self.faults.reached("after_issue", number)
+            try:
+                results = self.backend.vacate([a.job.id for a in vacates])
+            except Exception as error:  # noqa: BLE001 - recorded as the actions' failure
+                results = {a.job.id: _failure(error) for a in vacates}
+            self.faults.reached("after_vacate", number)
+            now = self.backend.now()
+            with store.transaction("record vacate outcomes") as db:
+                for action in vacates:
+                    problem = results.get(action.job.id, "no result from the backend")
+                    if problem is None:
+                        store.set_action_state(action.key, CONFIRMED, cycle, now, db=db)
+                        db.execute("update users set last_preempted = ? where name = ?",
+                                   [now, action.job.user])
+                        confirmed += 1
+                    else:
+                        store.set_action_state(action.key, FAILED, cycle, now, problem,
+                                               retryable=True, db=db)
+                        not_freed.add(action.machine.name)
+                        failed += 1
+                    self.metrics.action(VACATE, CONFIRMED if problem is None else FAILED)
+        for action in allocations:
+            if self.stopping.is_set():
+                break  # left planned: the next start carries it out if still decided
+            if action.machine.name in not_freed:
+                store.set_action_state(action.key, ABANDONED, cycle, self.backend.now(),
+                                       f"{action.machine.name} was not freed: its vacate failed")
+                self.metrics.action(ALLOCATE, ABANDONED)
+                continue
+            self._issue([action], cycle)
+            try:
+                self.backend.allocate(action.job, action.machine)
+            except Exception as error:  # noqa: BLE001 - recorded as the action's failure
+                store.set_action_state(action.key, FAILED, cycle, self.backend.now(),
+                                       _failure(error), retryable=True)
+                self.metrics.action(ALLOCATE, FAILED)
+                failed += 1
+                continue
+            store.set_action_state(action.key, CONFIRMED, cycle, self.backend.now())
+            self.metrics.action(ALLOCATE, CONFIRMED)
+            confirmed += 1
+        return confirmed, failed
+
+    def _issue(self, actions: list[PlannedAction], cycle: int) -> None:
+        now = self.backend.now()
+        with self.store.transaction("mark actions issued") as db:
+            for action in actions:
+                self.store.set_action_state(action.key, ISSUED, cycle, now, attempt=True, db=db)
+        for action in actions:
+            self.metrics.action(action.kind, ISSUED)
+
+
+def _failure(error: Exception) -> str:
+    if isinstance(error, ActionFailed):
+        return str(error)
+    return f"backend error: {type(error).__name__}: {error}"
+
+
+def _decision_columns(decision: Decision) -> dict[str, Any]:
+    data = decision.as_dict()
+    return {"kind": data["kind"], "job": data["job"], "user": data["user"],
+            "machine": data["machine"], "policy": data["policy"], "reason": data["reason"],
+            "figures": dumps(data["figures"])}
+
+
+def dominant_share(user: UserState, capacity: list[float]) -> float:
+    """DRF's dominant share: the largest fraction of any pool resource the user holds."""
+    return max((user.usage[i] / capacity[i] for i in (CPUS, MEMORY, POWER) if capacity[i] > 0),
+               default=0.0)
+
+
+def policy_figures(stages: Stages, user: UserState, now: float) -> dict[str, Any]:
+    figures: dict[str, Any] = {}
+    for _, stage in stage_list(stages):
+        figures.update(stage.key_figures(user, now) if hasattr(stage, "key_figures") else {})
+    return figures

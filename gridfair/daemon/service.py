@@ -1,0 +1,190 @@
+"""The daemon process: the scheduler, signals, back-off, logging, metrics.
+
+APScheduler (3.x) runs the cycle as an interval job with `max_instances=1` (never two at
+once) and `coalesce=True` (a late cycle runs once, not once per missed interval). The main
+thread waits for SIGTERM/SIGINT; on either, the running cycle stops before its next action
+(what it planned but did not carry out stays `planned` in the journal) and the process exits 0.
+
+After a failed cycle (pool unreachable, timeout, store error) the next ones are skipped for
+`interval x 2^(failures-1)` seconds, at most `backoff_max`: a pool that is down is not
+hammered, and the first cycle after it returns runs as usual.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from gridfair.daemon.backends import PoolBackend
+from gridfair.daemon.config import Config
+from gridfair.daemon.cycle import CycleReport, CycleRunner
+from gridfair.daemon.faults import FaultPoints
+from gridfair.daemon.metrics import NullMetrics, PrometheusMetrics
+from gridfair.daemon.store import Store, StoreError
+from gridfair.errors import ConfigError
+
+log = logging.getLogger("gridfair.daemon")
+
+
+def make_backend(config: Config) -> PoolBackend:
+    """The backend the config names, built from its section."""
+    kind = config.backend
+    section = config[f"backend.{kind}"]
+    if kind == "sim":
+        from gridfair.daemon.backends.sim import SimBackend
+
+        return SimBackend(section["grid"], workload=section["workload"], step=section["step"],
+                          seed=section["seed"])
+    if kind == "files":
+        from gridfair.daemon.backends.files import FilesBackend
+
+        return FilesBackend(section["directory"], section["actions"],
+                            owner_attribute=section["owner_attribute"],
+                            power_attribute=section["power_attribute"])
+    from gridfair.daemon.backends.htcondor import HTCondorBackend
+
+    return HTCondorBackend.connect(
+        section["collector"] or None,
+        slot_constraint=section["slot_constraint"], job_constraint=section["job_constraint"],
+        owner_attribute=section["owner_attribute"], power_attribute=section["power_attribute"],
+        steer_attribute=section["steer_attribute"],
+    )
+
+
+def setup_logging(config: Config) -> None:
+    section = config["daemon"]
+    logger = logging.getLogger("gridfair")
+    logger.setLevel(section["log_level"].upper())
+    logger.handlers.clear()
+    logger.propagate = False
+    formatter = logging.Formatter("%(asctime)s gridfair %(levelname)s %(message)s",
+                                  "%Y-%m-%dT%H:%M:%S")
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if section["log_file"]:
+        try:
+            handlers.append(logging.FileHandler(section["log_file"]))
+        except OSError as error:
+            raise ConfigError(f"config key daemon.log_file: cannot open "
+                              f"{section['log_file']}: {error.strerror}") from None
+    for handler in handlers:
+        handler.setFormatter(formatter)
+        logger.addHandler(handler)
+
+
+class Daemon:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        dry_run: bool = False,
+        max_cycles: int | None = None,
+        backend: PoolBackend | None = None,
+    ) -> None:
+        self.config = config
+        self.interval = config["daemon"]["interval"]
+        self.backoff_max = config["daemon"]["backoff_max"]
+        self.max_cycles = config["daemon"]["max_cycles"] if max_cycles is None else max_cycles
+        self.stopping = threading.Event()
+        self.failures = 0
+        self.skip_until = 0.0
+        self.cycles = 0
+        store_path = Path(config["daemon"]["store"])
+        self.store = Store(store_path)  # StoreError here: a clear message, nothing done
+        interrupted = self.store.mark_interrupted()
+        if interrupted:
+            log.warning("%d cycle(s) were interrupted by a previous stop; their journal "
+                        "entries are resolved by the next cycle", interrupted)
+        self.metrics: NullMetrics = NullMetrics()
+        metrics = config["metrics"]
+        if metrics["enabled"]:
+            try:
+                self.metrics = PrometheusMetrics(metrics["address"], metrics["port"])
+            except OSError as error:
+                raise ConfigError(f"config key metrics.port: cannot listen on "
+                                  f"{metrics['address']}:{metrics['port']}: {error}") from None
+        self.backend = backend or make_backend(config)
+        self.runner = CycleRunner(
+            config, self.backend, self.store, dry_run=dry_run,
+            faults=FaultPoints.from_environment(store_path), metrics=self.metrics,
+            stopping=self.stopping,
+        )
+
+    # ------------------------------------------------------------- one cycle
+    def tick(self) -> CycleReport | None:
+        """One scheduled run: a cycle, unless stopping or backing off."""
+        if self.stopping.is_set():
+            return None
+        if time.monotonic() < self.skip_until:
+            log.debug("backing off after %d failed cycle(s)", self.failures)
+            return None
+        try:
+            report = self.runner.run()
+        except StoreError as error:
+            self.metrics.error("store")
+            log.error("cycle not completed, no action taken: %s", error)
+            self._back_off()
+            return None
+        self.cycles += 1
+        if report.outcome == "failed":
+            log.warning(report.line())
+            self._back_off()
+        else:
+            log.info(report.line())
+            self.failures = 0
+            self.skip_until = 0.0
+        if self.max_cycles and self.cycles >= self.max_cycles:
+            self.stopping.set()
+        return report
+
+    def _back_off(self) -> None:
+        self.failures += 1
+        delay = min(self.interval * 2 ** (self.failures - 1), self.backoff_max)
+        self.skip_until = time.monotonic() + delay
+        log.info("next cycle in %.0f s at the earliest (%d failure(s) in a row)", delay,
+                 self.failures)
+
+    # ------------------------------------------------------------ the process
+    def run_once(self) -> int:
+        report = self.tick()
+        self.close()
+        return 0 if report is not None and report.outcome != "failed" else 1
+
+    def run(self) -> int:
+        """Cycles every `interval` seconds until a signal or `max_cycles`; returns 0."""
+        previous = {sig: signal.signal(sig, self._on_signal)
+                    for sig in (signal.SIGTERM, signal.SIGINT)}
+        scheduler = BackgroundScheduler(timezone="UTC")
+        scheduler.add_job(
+            self.tick, "interval", seconds=self.interval, id="negotiation-cycle",
+            max_instances=1, coalesce=True, misfire_grace_time=None,
+            next_run_time=datetime.now(UTC),
+        )
+        log.info("daemon started: backend %s, policy %s, every %g s, store %s",
+                 self.backend.name, self.runner.label, self.interval, self.store.path)
+        scheduler.start()
+        try:
+            while not self.stopping.wait(0.2):
+                pass
+        finally:
+            scheduler.shutdown(wait=True)  # lets the running cycle reach a clean stop
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            self.close()
+        log.info("daemon stopped after %d cycle(s)", self.cycles)
+        return 0
+
+    def _on_signal(self, number: int, frame) -> None:
+        log.info("%s received: stopping after the current step", signal.Signals(number).name)
+        self.stopping.set()
+
+    def close(self) -> None:
+        self.backend.close()
+        self.metrics.close()
+        self.store.close()

@@ -1,0 +1,233 @@
+"""The daemon's durable state: one SQLite file in WAL mode, through sqlite-utils.
+
+Tables (docs/daemon.md has the columns):
+- `cycles`: one row per cycle (times, counts, outcome, skipped ads, held-back preemptions);
+- `decisions`: every policy decision with its reason and figures;
+- `actions`: the action journal, one row per idempotency key, and `action_log`, its history;
+- `jobs`: the pool's jobs as last seen (what the next cycle reconciles against);
+- `job_events`: what reconciliation saw happen to jobs between cycles;
+- `users`, `usage`: per-user totals now and per cycle (the history);
+- `policy_state`: each stateful stage's exported state, so a restart keeps the shares.
+
+The journal's rule: an action is written `planned` (in the same transaction as its cycle's
+decisions) before it is carried out, marked `issued` (committed) before the backend is
+called, and `confirmed` or `failed` after. A restart therefore never calls the backend for an
+`issued` or `confirmed` action again, and finds every `planned` one.
+
+WAL lets the admin commands read while the daemon writes; they open the file read-only.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from gridfair.errors import GridfairError
+
+SCHEMA_VERSION = 1
+
+PLANNED, ISSUED, CONFIRMED, FAILED, ABANDONED = (
+    "planned", "issued", "confirmed", "failed", "abandoned",
+)
+ACTION_STATES = (PLANNED, ISSUED, CONFIRMED, FAILED, ABANDONED)
+
+_TABLES: dict[str, tuple[dict[str, type], str | tuple[str, ...]]] = {
+    "meta": ({"key": str, "value": str}, "key"),
+    "cycles": ({
+        "id": int, "started": float, "finished": float, "snapshot_time": float, "now": float,
+        "duration": float, "outcome": str, "machines": int, "jobs": int, "idle": int,
+        "running": int, "decisions": int, "actions_planned": int, "actions_confirmed": int,
+        "actions_failed": int, "events": str, "held_back": str, "skipped": str, "error": str,
+        "policy": str, "dry_run": int,
+    }, "id"),
+    "decisions": ({
+        "id": int, "cycle": int, "seq": int, "kind": str, "job": str, "user": str,
+        "machine": str, "policy": str, "reason": str, "figures": str, "action": str,
+    }, "id"),
+    "actions": ({
+        "key": str, "cycle": int, "kind": str, "job": str, "user": str, "machine": str,
+        "state": str, "attempts": int, "retryable": int, "planned_at": float,
+        "updated_at": float, "error": str, "reason": str,
+    }, "key"),
+    "action_log": ({"id": int, "key": str, "cycle": int, "time": float, "state": str,
+                    "note": str}, "id"),
+    "jobs": ({"id": str, "user": str, "status": str, "machine": str, "since": float,
+              "last_seen": float, "cycle": int}, "id"),
+    "job_events": ({"id": int, "cycle": int, "time": float, "job": str, "user": str,
+                    "event": str, "machine": str}, "id"),
+    "users": ({"name": str, "first_seen": float, "last_seen": float, "provided_power": float,
+               "last_preempted": float}, "name"),
+    # The columns of `gridfair shares` (gridfair.cli.shares.share_rows), per cycle.
+    "usage": ({
+        "cycle": int, "time": float, "user": str, "provided_mflops": float,
+        "allocated_mflops": float, "power_diff": float, "nodes_provided": int,
+        "nodes_used": int, "running": int, "idle": int, "dominant_share": float,
+        "figures": str,
+    }, ("cycle", "user")),
+    "policy_state": ({"stage": str, "cycle": int, "updated": float, "state": str}, "stage"),
+}
+_INDEXES = (
+    ("decisions", ["cycle"]), ("decisions", ["job"]), ("decisions", ["user"]),
+    ("actions", ["state"]), ("actions", ["job"]), ("action_log", ["key"]),
+    ("job_events", ["job"]), ("usage", ["user"]), ("cycles", ["started"]),
+)
+
+
+class StoreError(GridfairError):
+    """The store cannot be opened or written: the daemon takes no action."""
+
+
+def dumps(value: Any) -> str:
+    """JSON for a column: infinities (PowerDiff of a user who provides nothing) as strings."""
+    return json.dumps(value, default=str, allow_nan=True)
+
+
+@contextmanager
+def _guard(path: Path, doing: str) -> Iterator[None]:
+    try:
+        yield
+    except sqlite3.Error as error:
+        raise StoreError(f"store {path}: cannot {doing}: {error}") from None
+
+
+class Store:
+    """The daemon's read-write handle on the state file."""
+
+    def __init__(self, path: str | Path, *, timeout: float = 10.0) -> None:
+        self.path = Path(path)
+        with _guard(self.path, "open it for writing"):
+            if not self.path.parent.exists():
+                raise StoreError(f"store {self.path}: directory {self.path.parent} does not exist")
+            # The scheduler runs cycles in its worker thread; only one thread uses it at a time.
+            connection = sqlite3.connect(self.path, timeout=timeout, check_same_thread=False)
+            self.db = sqlite_utils.Database(connection)
+            self.db.enable_wal()
+            self._create()
+            with self.db.atomic():
+                self.db["meta"].upsert({"key": "schema", "value": str(SCHEMA_VERSION)}, pk="key")
+
+    def _create(self) -> None:
+        for name, (columns, pk) in _TABLES.items():
+            table = self.db[name]
+            if not table.exists():
+                table.create(columns, pk=pk)
+        for table, columns in _INDEXES:
+            self.db[table].create_index(columns, if_not_exists=True)
+
+    def close(self) -> None:
+        self.db.conn.close()
+
+    @contextmanager
+    def transaction(self, doing: str) -> Iterator[sqlite_utils.Database]:
+        """All writes inside commit together or not at all."""
+        # sqlite-utils' atomic() nests as savepoints, so its own writes inside stay in ours.
+        with _guard(self.path, doing), self.db.atomic():
+            yield self.db
+
+    # ---------------------------------------------------------------- cycles
+    def begin_cycle(self, started: float, policy: str, dry_run: bool) -> int:
+        with self.transaction("record a new cycle") as db:
+            return db["cycles"].insert(
+                {"started": started, "outcome": "running", "policy": policy,
+                 "dry_run": int(dry_run)}
+            ).last_pk
+
+    def update_cycle(self, cycle: int, **fields: Any) -> None:
+        with self.transaction(f"update cycle {cycle}") as db:
+            db["cycles"].update(cycle, fields)
+
+    def mark_interrupted(self) -> int:
+        """Cycles a killed daemon left `running`; returns how many."""
+        with self.transaction("close interrupted cycles") as db:
+            cursor = db.execute(
+                "update cycles set outcome = 'interrupted' where outcome = 'running'"
+            )
+            return cursor.rowcount
+
+    def last_cycle(self) -> dict[str, Any] | None:
+        rows = list(self.db.query("select * from cycles order by id desc limit 1"))
+        return rows[0] if rows else None
+
+    # ------------------------------------------------------------ the journal
+    def action(self, key: str) -> dict[str, Any] | None:
+        rows = list(self.db.query("select * from actions where key = ?", [key]))
+        return rows[0] if rows else None
+
+    def actions_in(self, *states: str) -> list[dict[str, Any]]:
+        marks = ",".join("?" * len(states))
+        return list(self.db.query(
+            f"select * from actions where state in ({marks}) order by planned_at, key", states
+        ))
+
+    def set_action_state(
+        self, key: str, state: str, cycle: int, time: float, note: str = "", *,
+        retryable: bool | None = None, attempt: bool = False,
+        db: sqlite_utils.Database | None = None,
+    ) -> None:
+        """Move an action to `state` and log it; inside `db`'s transaction if given."""
+        if db is None:
+            with self.transaction(f"mark action {key} {state}") as own:
+                self.set_action_state(key, state, cycle, time, note, retryable=retryable,
+                                      attempt=attempt, db=own)
+            return
+        fields: dict[str, Any] = {"state": state, "updated_at": time, "cycle": cycle}
+        if state in (FAILED, ABANDONED):
+            fields["error"] = note
+        if retryable is not None:
+            fields["retryable"] = int(retryable)
+        db["actions"].update(key, fields)
+        if attempt:
+            db.execute("update actions set attempts = attempts + 1 where key = ?", [key])
+        db["action_log"].insert({"key": key, "cycle": cycle, "time": time, "state": state,
+                                 "note": note})
+
+    def plan_actions(self, db: sqlite_utils.Database, actions: Iterable[Mapping[str, Any]],
+                     cycle: int, time: float) -> None:
+        for action in actions:
+            existing = db["actions"].count_where("key = ?", [action["key"]])
+            if existing:
+                db["actions"].update(action["key"], {"reason": action["reason"]})
+                self.set_action_state(action["key"], PLANNED, cycle, time, "planned again",
+                                      db=db)
+                continue
+            db["actions"].insert({**action, "cycle": cycle, "state": PLANNED, "attempts": 0,
+                                  "retryable": 1, "planned_at": time, "updated_at": time,
+                                  "error": ""})
+            db["action_log"].insert({"key": action["key"], "cycle": cycle, "time": time,
+                                     "state": PLANNED, "note": ""})
+
+    # --------------------------------------------------------- pool knowledge
+    def known_jobs(self) -> dict[str, dict[str, Any]]:
+        return {row["id"]: row for row in self.db.query("select * from jobs")}
+
+    def last_preempted(self) -> dict[str, float]:
+        return {
+            row["name"]: row["last_preempted"]
+            for row in self.db.query("select name, last_preempted from users "
+                                     "where last_preempted is not null")
+        }
+
+    def policy_state(self) -> dict[str, Any]:
+        return {row["stage"]: json.loads(row["state"])
+                for row in self.db.query("select stage, state from policy_state")}
+
+
+def open_readonly(path: str | Path) -> sqlite_utils.Database:
+    """The store for reading only, safe while the daemon writes (WAL readers never block it)."""
+    path = Path(path)
+    if not path.exists():
+        raise StoreError(f"store {path}: no such file")
+    try:
+        connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10.0)
+        db = sqlite_utils.Database(connection)
+        if not db["cycles"].exists():
+            raise StoreError(f"store {path}: not a gridfair store (no cycles table)")
+    except sqlite3.Error as error:
+        raise StoreError(f"store {path}: cannot read it: {error}") from None
+    return db

@@ -8,15 +8,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from gridfair.cli import _register, cli
+from gridfair.cli import cli
+from gridfair.cli.shares import shares
 from tests.test_classads_views import REAL, with_lines
 
 NOW = "1417808400"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def registered() -> None:
-    _register()
+# Importing the module registers the command; only `shares` is loaded, not every subcommand.
+assert cli.get_command(None, "shares") is shares
 
 
 def run(*args: str):

@@ -62,6 +62,8 @@ class _Chunk:
 _NEW_SYNTAX_TOKENS = re.compile(
     r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|/\*.*?\*/|//[^\n]*|\[|\]', re.DOTALL
 )
+# One or more blank lines: what separates old-syntax ads.
+_BLANK_LINES = re.compile(r"\n(?:[ \t\r]*\n)+")
 _JSON_EXPRESSION = re.compile(r"^/Expr\((.*)\)/$", re.DOTALL)
 
 
@@ -158,37 +160,38 @@ def skip_reason(error: InputError) -> str:
 # ------------------------------------------------------------------- old syntax
 def _old_chunks(text: str, source: str) -> list[_Chunk]:
     chunks: list[_Chunk] = []
-    lines: list[str] = []
-    first_line = 0
-    for number, line in enumerate(text.splitlines(), start=1):
-        if line.strip():
-            if not lines:
-                first_line = number
-            lines.append(line)
-        elif lines:
-            chunks.append(_Chunk("\n".join(lines) + "\n", len(chunks) + 1, first_line))
-            lines = []
-    if lines:
-        chunks.append(_Chunk("\n".join(lines) + "\n", len(chunks) + 1, first_line))
+    position = 0
+    line = 1  # line of `position`
+    for separator in [*_BLANK_LINES.finditer(text), None]:
+        end = separator.start() if separator else len(text)
+        block = text[position:end]
+        if block.strip():
+            leading = len(block) - len(block.lstrip("\r\n\t "))
+            first_line = line + block.count("\n", 0, leading)
+            chunks.append(_Chunk(block.strip("\r\n") + "\n", len(chunks) + 1, first_line))
+        if separator:
+            line += block.count("\n") + separator.group().count("\n")
+            position = separator.end()
     return chunks
 
 
-def _is_attribute_line(line: str) -> bool:
+def _attribute_lines(lines: list[str]) -> int:
     # classad2's file parser ignores lines starting with '#'.
-    return not line.lstrip().startswith("#")
+    return sum(1 for line in lines if not line.lstrip().startswith("#"))
 
 
 def _parse_old(chunk: _Chunk, source: str) -> classad2.ClassAd:
-    ad = classad2.parseNext(chunk.payload, classad2.ParserType.Old)
-    lines = chunk.payload.splitlines()
-    expected = sum(1 for line in lines if _is_attribute_line(line))
+    text = chunk.payload
+    ad = classad2.parseNext(text, classad2.ParserType.Old)
+    lines = text.splitlines()
+    expected = _attribute_lines(lines) if "#" in text else len(lines)
     if ad is not None and len(ad) == expected:
         return ad
     # Fewer attributes than lines: find the line the parser dropped (parsing it alone gives
     # nothing). None dropped means a repeated attribute, where the last value wins, as in
     # HTCondor.
     for offset, line in enumerate(lines):
-        if not _is_attribute_line(line):
+        if line.lstrip().startswith("#"):
             continue
         alone = classad2.parseNext(line + "\n", classad2.ParserType.Old)
         if alone is None or len(alone) == 0:

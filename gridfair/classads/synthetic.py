@@ -31,7 +31,8 @@ BASE_TIME = 1_700_000_000
 
 
 def machine_ads(count: int, owners: int, seed: int = 1) -> list[classad2.ClassAd]:
-    """`count` slots shared round-robin by `owners` owners (`owner0`...), of varied power."""
+    """`count` slots shared round-robin by `owners` owners, of varied power. Owners are named as
+    `job_ads` names users (`user0@grid`...), so the first `owners` users provide the pool."""
     rng = random.Random(seed)
     ads = []
     for index in range(count):
@@ -39,7 +40,7 @@ def machine_ads(count: int, owners: int, seed: int = 1) -> list[classad2.ClassAd
         ad = classad2.ClassAd({
             "MyType": "Machine",
             "Name": f"slot1@node{index:05d}.grid",
-            "GridOwner": f"owner{index % owners}",
+            "GridOwner": f"user{index % owners}@grid",
             "MFlops": rng.choice((1000, 1500, 2000, 3000, 4000)),
             "Cpus": 1,
             "Memory": rng.choice(MEMORY_CHOICES),

@@ -70,10 +70,14 @@ class _AdValues:
     def value(self, attribute: str) -> Any:
         """The evaluated value, or None when the ad lacks it or it evaluates to undefined."""
         ad = self.sourced.ad
-        if attribute not in ad:
-            return None
         try:
-            value = ad.eval(attribute)
+            # A literal comes back as its value, anything else as an expression to evaluate:
+            # one lookup for the common case.
+            value = ad[attribute]
+            if isinstance(value, classad2.ExprTree):
+                value = value.eval(ad)
+        except KeyError:
+            return None
         except (ValueError, TypeError, classad2.ClassAdException):
             raise self.error("cannot be evaluated", attribute) from None
         if value is classad2.Value.Undefined:

@@ -278,6 +278,9 @@ class CycleRunner:
         decision_rows = []
         new_actions = []
         adopted: set[str] = set()
+        # Slots whose vacate is not carried out now and was not confirmed before: the
+        # allocation paired with it must wait, the slot is not free.
+        unfreed: set[str] = set()
         for seq, decision in enumerate(decisions):
             self.metrics.decision(decision.kind)
             row = {"cycle": cycle, "seq": seq, **_decision_columns(decision), "action": None}
@@ -291,6 +294,10 @@ class CycleRunner:
             row["action"] = key
             existing = store.action(key)
             if existing is not None and not self._may_run_again(existing):
+                if decision.kind == VACATE and existing["state"] != CONFIRMED:
+                    unfreed.add(machine_name)
+                continue
+            if decision.kind == ALLOCATE and machine_name in unfreed:
                 continue
             if existing is not None:
                 adopted.add(key)

@@ -23,7 +23,7 @@ from gridfair.classads.views import AdConfig
 from gridfair.daemon.backends import ActionFailed, PoolBackend, PoolUnavailable
 from gridfair.daemon.backends.ads import snapshot_from_ads
 from gridfair.errors import InputError
-from gridfair.model import Job, Machine, SkippedAd, Snapshot
+from gridfair.model import Job, JobStatus, Machine, SkippedAd, Snapshot
 
 SLOT_SUFFIX = ".status"
 JOB_SUFFIX = ".queue"
@@ -60,6 +60,9 @@ class FilesBackend(PoolBackend):
         self.directory = Path(directory)
         self.actions = Path(actions)
         self.ad_config = AdConfig.with_attributes(owner_attribute, power_attribute)
+        # What the last snapshot showed, to refuse actions on jobs it did not have.
+        self._running: set[str] = set()
+        self._idle: set[str] = set()
 
     def _dumps(self) -> tuple[list[Path], list[Path]]:
         try:
@@ -83,7 +86,10 @@ class FilesBackend(PoolBackend):
         skipped: list[SkippedAd] = []
         slot_ads = read_dumps(slot_files, skipped)
         job_ads = read_dumps(job_files, skipped)
-        return snapshot_from_ads(taken, slot_ads, job_ads, self.ad_config, skipped)
+        snapshot = snapshot_from_ads(taken, slot_ads, job_ads, self.ad_config, skipped)
+        self._running = {j.id for j in snapshot.jobs if j.status == JobStatus.RUNNING}
+        self._idle = {j.id for j in snapshot.jobs if j.status == JobStatus.IDLE}
+        return snapshot
 
     def _append(self, records: Sequence[dict]) -> None:
         lines = "".join(json.dumps(record, sort_keys=True) + "\n" for record in records)
@@ -99,9 +105,16 @@ class FilesBackend(PoolBackend):
 
     def vacate(self, job_ids: Sequence[str]) -> dict[str, str | None]:
         now = time.time()
-        self._append([{"action": "vacate", "job": job, "time": now} for job in job_ids])
-        return {job: None for job in job_ids}
+        results: dict[str, str | None] = {
+            job: None if job in self._running else "not running in the last snapshot"
+            for job in job_ids
+        }
+        self._append([{"action": "vacate", "job": job, "time": now}
+                      for job, problem in results.items() if problem is None])
+        return results
 
     def allocate(self, job: Job, machine: Machine) -> None:
+        if job.id not in self._idle:
+            raise ActionFailed(f"job {job.id} is not idle in the last snapshot")
         self._append([{"action": "allocate", "job": job.id, "user": job.user,
                        "machine": machine.name, "time": time.time()}])

@@ -1,0 +1,310 @@
+"""One contract, every pool backend (as APScheduler 4 runs one suite over every data store).
+
+The `htcondor` backend runs against fake Collector/Schedd objects: HTCondor's daemons cannot
+be installed here. The fakes have the REAL htcondor2 signatures (checked below with
+`inspect.signature` against the installed classes, so a drift in the bindings fails the
+tests) and answer with the real ads of tests/data/daemon/pool (HTCondor's own test ads with
+GridOwner/MFlops added), honouring the constraint and the projection as a collector does.
+"""
+
+from __future__ import annotations
+
+import inspect
+import shutil
+from pathlib import Path
+
+import classad2
+import htcondor2
+import pytest
+
+from gridfair.classads.reader import read_ads
+from gridfair.daemon.backends import ActionFailed, PoolBackend
+from gridfair.daemon.backends.files import FilesBackend
+from gridfair.daemon.backends.htcondor import HTCondorBackend
+from gridfair.daemon.backends.sim import SimBackend
+from gridfair.model import Job, JobStatus, Machine, Snapshot
+
+POOL = Path(__file__).parent / "data" / "daemon" / "pool"
+
+
+# ------------------------------------------------------------ htcondor fakes
+def _ads(pattern: str) -> list[classad2.ClassAd]:
+    return [sourced.ad for path in sorted(POOL.glob(pattern)) for sourced in read_ads(path)[0]]
+
+
+def _select(ads, constraint, projection):
+    """What a collector/schedd returns: the ads matching `constraint`, projected."""
+    test = classad2.ExprTree(str(constraint or "true"))
+    chosen = []
+    for ad in ads:
+        if test.eval(ad) is not True:
+            continue
+        if projection:
+            ad = classad2.ClassAd({name: ad.lookup(name) for name in projection if name in ad})
+        chosen.append(ad)
+    return chosen
+
+
+SCHEDDS = ("ingwe.cs.wisc.edu", "ingwe2.cs.wisc.edu")
+
+
+def _queues() -> dict[str, list[classad2.ClassAd]]:
+    """Each schedd's queue: the idle jobs of jobs.queue on the first, and on its own schedd
+    (named by the slot's GlobalJobId, as HTCondor names it) a job ad for every job the slot
+    ads show running, as a real schedd would have."""
+    queues = {name: [] for name in SCHEDDS}
+    queues[SCHEDDS[0]] = _ads("*.queue")
+    for slot in _ads("*.status"):
+        if slot.get("State") != "Claimed" or "GlobalJobId" not in slot:
+            continue
+        schedd, job_id, qdate = slot["GlobalJobId"].split("#")
+        cluster, proc = job_id.split(".")
+        queues[schedd].append(classad2.ClassAd({
+            "ClusterId": int(cluster), "ProcId": int(proc), "JobStatus": 2,
+            "Owner": slot["RemoteUser"].split("@")[0], "User": slot["RemoteUser"],
+            "QDate": int(qdate), "JobCurrentStartDate": slot["JobStart"],
+            "RemoteHost": slot["Name"], "RequestCpus": slot["Cpus"],
+        }))
+    return queues
+
+
+class FakeCollector:
+    """htcondor2.Collector's query/locateAll, over the test pool's slot ads."""
+
+    def __init__(self, pool=None, security=None) -> None:
+        self.slots = _ads("*.status")
+        self.schedds = [classad2.ClassAd({"Name": name, "MyAddress": f"<127.0.0.{i}:9618>"})
+                        for i, name in enumerate(SCHEDDS, start=1)]
+        self.queries: list[tuple] = []
+        self.down = False
+
+    def query(self, ad_type=htcondor2.AdType.Any, constraint=None, projection=None,
+              statistics=None):
+        if self.down:
+            raise htcondor2.HTCondorException("Failed communication with collector")
+        self.queries.append((ad_type, constraint, projection))
+        assert ad_type == htcondor2.AdType.Startd
+        return _select(self.slots, constraint, projection)
+
+    def locateAll(self, daemon_type):  # noqa: N802 - the binding's name
+        assert daemon_type == htcondor2.DaemonType.Schedd
+        return self.schedds
+
+
+class FakeSchedd:
+    """htcondor2.Schedd's query/act/edit/reschedule over one schedd's queue (`queues`,
+    shared by every connection to the same schedd)."""
+
+    queues: dict[str, list[classad2.ClassAd]] = {}
+    acted: list[tuple] = []
+    edits: list[tuple] = []
+
+    def __init__(self, location=None) -> None:
+        self.jobs = self.queues.setdefault(location["Name"], [])
+
+    def query(self, constraint="True", projection=[], callback=None, limit=-1,  # noqa: B006
+              opts=htcondor2.QueryOpt.Default):
+        return _select(self.jobs, constraint, projection)
+
+    def _find(self, job_id):
+        for ad in self.jobs:
+            if f"{ad['ClusterId']}.{ad['ProcId']}" == job_id:
+                return ad
+        return None
+
+    def act(self, action, job_spec, reason=None):
+        self.acted.append((action, list(job_spec)))
+        result = classad2.ClassAd({"TotalSuccess": 0, "TotalNotFound": 0, "TotalBadStatus": 0})
+        for job_id in job_spec:
+            ad = self._find(job_id)
+            if ad is None:
+                result["TotalNotFound"] += 1
+            elif ad["JobStatus"] != 2:
+                result["TotalBadStatus"] += 1
+            else:
+                ad["JobStatus"] = 1  # vacated: back to idle
+                result["TotalSuccess"] += 1
+        return result
+
+    def edit(self, job_spec, attr, value, flags=htcondor2.TransactionFlag.Default):
+        found = [self._find(job) for job in job_spec]
+        for ad in found:
+            if ad is not None:
+                ad[attr] = classad2.ExprTree(value)
+        self.edits.append((list(job_spec), attr, value))
+        return sum(1 for ad in found if ad is not None)
+
+    def reschedule(self):
+        return None
+
+
+def _parameters(function) -> list[tuple]:
+    return [(p.name, p.kind, p.default) for p in inspect.signature(function).parameters.values()]
+
+
+@pytest.mark.parametrize(("fake", "real"), [
+    (FakeCollector.__init__, htcondor2.Collector.__init__),
+    (FakeCollector.query, htcondor2.Collector.query),
+    (FakeCollector.locateAll, htcondor2.Collector.locateAll),
+    (FakeSchedd.__init__, htcondor2.Schedd.__init__),
+    (FakeSchedd.query, htcondor2.Schedd.query),
+    (FakeSchedd.act, htcondor2.Schedd.act),
+    (FakeSchedd.edit, htcondor2.Schedd.edit),
+    (FakeSchedd.reschedule, htcondor2.Schedd.reschedule),
+])
+def test_fakes_have_the_real_htcondor2_signatures(fake, real):
+    assert _parameters(fake) == _parameters(real)
+
+
+def htcondor_backend() -> HTCondorBackend:
+    FakeSchedd.queues = _queues()
+    FakeSchedd.acted, FakeSchedd.edits = [], []
+    return HTCondorBackend(FakeCollector(), schedd_factory=FakeSchedd)
+
+
+# ------------------------------------------------------------ the contract
+@pytest.fixture(params=["sim", "files", "htcondor"])
+def backend(request, tmp_path) -> PoolBackend:
+    if request.param == "sim":
+        sim = SimBackend(step=60.0)
+        # Something running, so vacate has a victim: start the first two idle jobs.
+        snapshot = sim.read_snapshot()
+        free = [m for m in snapshot.machines if m.is_free]
+        for job, machine in zip([j for j in snapshot.jobs if j.status == JobStatus.IDLE][:2],
+                                free, strict=False):
+            sim.allocate(job, machine)
+        return sim
+    if request.param == "files":
+        shutil.copytree(POOL, tmp_path / "pool")
+        return FilesBackend(tmp_path / "pool", tmp_path / "actions.jsonl")
+    return htcondor_backend()
+
+
+def _running(snapshot: Snapshot) -> list[Job]:
+    return [j for j in snapshot.jobs if j.status == JobStatus.RUNNING]
+
+
+def _idle(snapshot: Snapshot) -> list[Job]:
+    return [j for j in snapshot.jobs if j.status == JobStatus.IDLE]
+
+
+def test_snapshot_is_consistent(backend):
+    snapshot = backend.read_snapshot()
+    assert snapshot.machines and snapshot.jobs
+    names = [m.name for m in snapshot.machines]
+    assert len(names) == len(set(names))
+    ids = [j.id for j in snapshot.jobs]
+    assert len(ids) == len(set(ids))
+    on_slot = {m.running_job for m in snapshot.machines if m.running_job}
+    assert {j.id for j in _running(snapshot)} <= on_slot | {j.id for j in snapshot.jobs}
+    assert all(m.power > 0 for m in snapshot.machines)
+    assert all(isinstance(m, Machine) for m in snapshot.machines)
+    assert snapshot.time <= backend.now() + 1.0
+
+
+def test_snapshot_has_owners_and_running_jobs_on_slots(backend):
+    snapshot = backend.read_snapshot()
+    assert any(m.owner for m in snapshot.machines)
+    slots = {m.name for m in snapshot.machines}
+    for job in _running(snapshot):
+        holder = [m for m in snapshot.machines if m.running_job == job.id]
+        assert holder or job.machine in slots
+
+
+def test_vacate_reports_each_job(backend):
+    snapshot = backend.read_snapshot()
+    victim = _running(snapshot)[0]
+    results = backend.vacate([victim.id, "999.9"])
+    assert set(results) == {victim.id, "999.9"}
+    assert results[victim.id] is None
+    assert isinstance(results["999.9"], str) and results["999.9"]
+
+
+def test_allocate_idle_job_to_free_slot(backend):
+    snapshot = backend.read_snapshot()
+    job = _idle(snapshot)[0]
+    machine = next(m for m in snapshot.machines if m.is_free)
+    backend.allocate(job, machine)
+
+
+def test_allocate_unknown_job_fails(backend):
+    snapshot = backend.read_snapshot()
+    machine = snapshot.machines[0]
+    ghost = Job(id="999.9", user="nobody", status=JobStatus.IDLE, qdate=0.0)
+    with pytest.raises(ActionFailed):
+        backend.allocate(ghost, machine)
+
+
+def test_reading_twice_gives_the_same_pool_shape(backend):
+    first = backend.read_snapshot()
+    second = backend.read_snapshot()
+    assert {m.name for m in first.machines} == {m.name for m in second.machines}
+    assert second.time >= first.time
+
+
+# ------------------------------------------------- backend-specific behaviour
+def test_htcondor_queries_use_projections_and_every_schedd():
+    backend = htcondor_backend()
+    snapshot = backend.read_snapshot()
+    ad_type, _, projection = backend.collector.queries[0]
+    assert ad_type == htcondor2.AdType.Startd
+    assert "GridOwner" in projection and "MFlops" in projection and "Name" in projection
+    assert len(_idle(snapshot)) == 8
+    assert {j.id for j in _running(snapshot)} == {"2.0", "2.1", "3.0", "3.1", "3.2", "3.3"}
+    assert not snapshot.skipped
+
+
+def test_htcondor_unreachable_schedd_is_skipped_not_fatal():
+    backend = htcondor_backend()
+    backend.collector.schedds.append(classad2.ClassAd({"Name": "gone@example"}))
+
+    def factory(location):
+        if location["Name"] == "gone@example":
+            raise htcondor2.HTCondorException("Failed to connect to schedd")
+        return FakeSchedd(location)
+
+    backend.schedd_factory = factory
+    snapshot = backend.read_snapshot()
+    assert [s.name for s in snapshot.skipped] == ["gone@example"]
+    assert len(snapshot.jobs) == 14
+
+
+def test_htcondor_vacate_and_allocate_use_act_and_edit():
+    backend = htcondor_backend()
+    snapshot = backend.read_snapshot()
+    assert backend.vacate(["3.0"]) == {"3.0": None}
+    assert FakeSchedd.acted == [(htcondor2.JobAction.Vacate, ["3.0"])]
+    assert backend.vacate(["3.0"]) == {"3.0": "job not in a state that can be vacated"}
+    job = _idle(snapshot)[0]
+    backend.allocate(job, snapshot.machines[0])
+    assert FakeSchedd.edits[-1] == ([job.id], "GridfairSlot",
+                                    classad2.quote(snapshot.machines[0].name))
+
+
+def test_htcondor_collector_down_is_pool_unavailable():
+    from gridfair.daemon.backends import PoolUnavailable
+
+    backend = htcondor_backend()
+    backend.collector.down = True
+    with pytest.raises(PoolUnavailable, match="collector"):
+        backend.read_snapshot()
+
+
+def test_files_backend_skips_a_malformed_ad(tmp_path):
+    shutil.copytree(POOL, tmp_path / "pool")
+    (tmp_path / "pool" / "broken.status").write_text('Name = "x"\nCpus = (((\n')
+    snapshot = FilesBackend(tmp_path / "pool", tmp_path / "a.jsonl").read_snapshot()
+    assert [s.source for s in snapshot.skipped] == [str(tmp_path / "pool" / "broken.status")]
+    assert len(snapshot.machines) == 9
+
+
+def test_sim_backend_advances_time_and_finishes_jobs():
+    sim = SimBackend(step=3600.0)
+    snapshot = sim.read_snapshot()
+    for job, machine in zip(_idle(snapshot), [m for m in snapshot.machines if m.is_free],
+                            strict=False):
+        sim.allocate(job, machine)
+    for _ in range(5):
+        sim.read_snapshot()
+    assert sim.now() == 5 * 3600.0
+    assert sim.finished

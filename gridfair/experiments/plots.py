@@ -1,0 +1,256 @@
+"""The papers' figures, drawn with matplotlib from results (a comparison, or a results DB).
+
+Kinds:
+- `satisfaction` (HOSEP paper, Fig. 4): per-user satisfaction bars, one bar per policy, one
+  panel per workload (columns) and checkpointing / satisfaction base (rows); error bars are the
+  sample standard deviation over seeds.
+- `wait-reduction` (SDRF paper, Fig. 4): reduction of the users' mean waiting time of a policy
+  (SDRF) against a baseline (weighted DRF) at the same load and seed, one line per `delta`,
+  over the capacity ratio.
+- `completed-ratio` (SDRF paper, Fig. 5): per user, completed over submitted tasks under the
+  baseline (x) and the policy (y), one bubble per user (area growing with the log of its
+  submitted tasks), the line y = x; for one `delta` and one capacity ratio.
+- `justice` (Justice paper): Jain's index and the share of deadlines met, by policy, one group
+  of bars per workload and deadline type.
+
+Figures are drawn on `matplotlib.figure.Figure` objects and rendered by Agg (PNG) or the SVG
+backend, never through pyplot's global state: no display is needed and nothing is left open.
+The output format follows the file's ending (.png or .svg); SVG output carries no date and a
+fixed hash salt, so the same results give the same bytes.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+from matplotlib.figure import Figure
+
+from gridfair.errors import InputError
+from gridfair.experiments.compare import Results, aggregate_summaries, aggregate_users, spread
+from gridfair.experiments.runs import PARAMETERS, POLICY, RunOutcome, RunSpec
+
+PLOT_SUFFIXES = (".png", ".svg")
+DPI = 100
+
+
+def _save(figure: Figure, out: str | Path) -> None:
+    out = Path(out)
+    suffix = out.suffix.lower()
+    if suffix not in PLOT_SUFFIXES:
+        raise InputError(f"plot file must end in {' or '.join(PLOT_SUFFIXES)}", source=str(out))
+    figure.tight_layout()
+    if suffix == ".svg":
+        with matplotlib.rc_context({"svg.hashsalt": "gridfair"}):
+            figure.savefig(out, format="svg", metadata={"Date": None})
+    else:
+        figure.savefig(out, format="png", dpi=DPI)  # rendered by Agg
+
+
+def _ok(results: Results) -> list[tuple[RunSpec, RunOutcome]]:
+    ok = [(spec, outcome) for spec, outcome in results if outcome.ok]
+    if not ok:
+        raise InputError("no successful runs to plot")
+    return ok
+
+
+def _distinct(results: Results, name: str) -> list[Any]:
+    """The values a parameter takes, in order of first appearance."""
+    return list(dict.fromkeys(spec.get(name) for spec, _ in results))
+
+
+def satisfaction_bars(results: Results, out: str | Path) -> None:
+    results = _ok(results)
+    rows = aggregate_users(results, ("satisfaction_base", "checkpointing", "workload", "policy"))
+    workloads = _distinct(results, "workload")
+    panels = list(dict.fromkeys((row["satisfaction_base"], row["checkpointing"])
+                                for row in rows))
+    policies = _distinct(results, "policy")
+    figure = Figure(figsize=(4.5 * len(workloads), 3.5 * len(panels)), dpi=DPI)
+    axes = figure.subplots(len(panels), len(workloads), squeeze=False, sharey=True)
+    width = 0.8 / len(policies)
+    for row_index, (base, checkpointing) in enumerate(panels):
+        for column, workload in enumerate(workloads):
+            ax = axes[row_index][column]
+            cell = [row for row in rows if row["satisfaction_base"] == base
+                    and row["checkpointing"] == checkpointing and row["workload"] == workload]
+            users = list(dict.fromkeys(row["user"] for row in cell))
+            for offset, policy in enumerate(policies):
+                by_user = {row["user"]: row["satisfaction"] for row in cell
+                           if row["policy"] == policy}
+                positions = [index + (offset - (len(policies) - 1) / 2) * width
+                             for index in range(len(users))]
+                figures = [by_user.get(user) for user in users]
+                ax.bar(positions, [f.mean if f else math.nan for f in figures], width,
+                       yerr=[f.std if f else 0.0 for f in figures], capsize=3, label=policy)
+            ax.set_xticks(range(len(users)), users)
+            ax.set_title(f"{workload}, checkpointing {'on' if checkpointing else 'off'}"
+                         + (f", base {base}" if len(panels) > 1 else ""), fontsize=10)
+            if column == 0:
+                ax.set_ylabel("satisfaction %")
+            ax.grid(axis="y", alpha=0.3)
+    axes[0][0].legend()
+    _save(figure, out)
+
+
+def _context(spec: RunSpec) -> tuple:
+    """What a run and its baseline share: every parameter but the policy and its options."""
+    return tuple((name, value) for name, value in sorted(spec.params.items())
+                 if name != "policy" and PARAMETERS[name].target != POLICY)
+
+
+def _paired(results: Results, policy: str, baseline: str
+            ) -> list[tuple[RunSpec, RunOutcome, RunOutcome]]:
+    """Each run of `policy` with the `baseline` run of the same context."""
+    baselines = {_context(spec): outcome for spec, outcome in results
+                 if spec.get("policy") == baseline}
+    pairs = [(spec, outcome, baselines[_context(spec)]) for spec, outcome in results
+             if spec.get("policy") == policy and _context(spec) in baselines]
+    if not pairs:
+        raise InputError(f"no run of {policy!r} has a run of {baseline!r} with the same other "
+                         "parameters to compare with")
+    return pairs
+
+
+def user_wait_reduction(outcome: RunOutcome, baseline: RunOutcome) -> float:
+    """Percent by which the users' mean waiting time falls against the baseline: the mean over
+    users of each user's mean wait, compared between the two runs (users without a defined
+    wait in both runs are left out)."""
+    waits = {user["user"]: user["mean_wait"] for user in outcome.users}
+    pairs = [(waits[user["user"]], user["mean_wait"]) for user in baseline.users
+             if user["user"] in waits and not math.isnan(user["mean_wait"])
+             and not math.isnan(waits[user["user"]])]
+    base = sum(base_wait for _, base_wait in pairs)
+    if not pairs or base == 0:
+        return math.nan
+    return 100.0 * (1.0 - sum(wait for wait, _ in pairs) / base)
+
+
+def wait_reduction_rows(results: Results, policy: str, baseline: str) -> list[dict[str, Any]]:
+    """Mean (and spread over seeds and workloads) of the wait reduction per delta and load."""
+    cells: dict[tuple, list[float]] = {}
+    for spec, outcome, base in _paired(_ok(results), policy, baseline):
+        key = (spec.get("delta"), spec.get("capacity_ratio"))
+        cells.setdefault(key, []).append(user_wait_reduction(outcome, base))
+    return [{"delta": delta, "capacity_ratio": ratio, "reduction": spread(values)}
+            for (delta, ratio), values in sorted(cells.items(), key=_none_last)]
+
+
+def _none_last(item: tuple) -> tuple:
+    return tuple((value is None, value or 0) for value in item[0])
+
+
+def delta_label(delta: float | None) -> str:
+    """1 - 10^-k for the paper's deltas, the number otherwise."""
+    if delta is None:
+        return "default delta"
+    if 0 < delta < 1:
+        exponent = -math.log10(1 - delta)
+        if abs(exponent - round(exponent)) < 1e-6:
+            return f"1 - 1e-{round(exponent)}"
+    return f"{delta:g}"
+
+
+def wait_reduction_lines(results: Results, out: str | Path, *, policy: str = "sdrf",
+                         baseline: str = "wdrf") -> None:
+    rows = wait_reduction_rows(results, policy, baseline)
+    figure = Figure(figsize=(7, 4.5), dpi=DPI)
+    ax = figure.subplots()
+    for delta in dict.fromkeys(row["delta"] for row in rows):
+        line = [row for row in rows if row["delta"] == delta]
+        ax.plot([row["capacity_ratio"] for row in line],
+                [row["reduction"].mean for row in line], marker="o", label=delta_label(delta))
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_xlabel("capacity ratio r (capacity / mean usage of the trace)")
+    ax.set_ylabel(f"mean wait reduction vs {baseline} (%)")
+    ax.set_title(f"{policy} vs {baseline}: users' mean waiting time")
+    ax.grid(alpha=0.3)
+    ax.legend(title="delta", fontsize=8)
+    _save(figure, out)
+
+
+def completed_ratio_points(results: Results, policy: str, baseline: str, *,
+                           delta: float | None, capacity_ratio: float | None
+                           ) -> list[dict[str, Any]]:
+    """Per user: completed over submitted tasks under the baseline and the policy (one seed:
+    the first run of the policy at that delta and load)."""
+    pairs = [(spec, outcome, base) for spec, outcome, base in _paired(_ok(results), policy,
+                                                                      baseline)
+             if (delta is None or _close(spec.get("delta"), delta))
+             and (capacity_ratio is None or _close(spec.get("capacity_ratio"), capacity_ratio))]
+    if not pairs:
+        raise InputError(f"no {policy!r} run at delta={delta} and capacity_ratio="
+                         f"{capacity_ratio} with a matching {baseline!r} run")
+    _, outcome, base = pairs[0]
+    policy_users = {user["user"]: user for user in outcome.users}
+    return [{"user": user["user"], "submitted": user["submitted"],
+             "baseline": user["completed"] / user["submitted"],
+             "policy": policy_users[user["user"]]["completed"] / user["submitted"]}
+            for user in base.users if user["submitted"] and user["user"] in policy_users]
+
+
+def _close(value: float | None, wanted: float) -> bool:
+    return value is not None and math.isclose(value, wanted, rel_tol=1e-12, abs_tol=1e-15)
+
+
+def completed_ratio_bubbles(results: Results, out: str | Path, *, policy: str = "sdrf",
+                            baseline: str = "wdrf", delta: float | None = None,
+                            capacity_ratio: float | None = None) -> None:
+    points = completed_ratio_points(results, policy, baseline, delta=delta,
+                                    capacity_ratio=capacity_ratio)
+    above = sum(1 for point in points if point["policy"] > point["baseline"])
+    below = sum(1 for point in points if point["policy"] < point["baseline"])
+    figure = Figure(figsize=(6, 6), dpi=DPI)
+    ax = figure.subplots()
+    ax.scatter([point["baseline"] for point in points], [point["policy"] for point in points],
+               s=[20 * (1 + math.log10(point["submitted"])) ** 2 for point in points],
+               alpha=0.5, edgecolors="black", linewidths=0.5)
+    ax.plot([0, 1], [0, 1], color="black", linewidth=0.8)
+    ax.set_xlim(-0.02, 1.02)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel(f"completed ratio under {baseline}")
+    ax.set_ylabel(f"completed ratio under {policy}")
+    where = ", ".join(part for part in (
+        f"delta {delta_label(delta)}" if delta is not None else "",
+        f"r = {capacity_ratio:g}" if capacity_ratio is not None else "") if part)
+    ax.set_title(f"{above} users above y = x, {below} below" + (f" ({where})" if where else ""),
+                 fontsize=10)
+    ax.grid(alpha=0.3)
+    _save(figure, out)
+
+
+#: Run-wide metrics of the Justice figure: (summary field, axis label, scale to percent).
+JUSTICE_METRICS = (("jain_allocation", "Jain's index (allocation / demand)", 1.0),
+                   ("deadlines_met", "deadlines met (%)", 100.0))
+
+
+def justice_bars(results: Results, out: str | Path) -> None:
+    results = _ok(results)
+    rows = aggregate_summaries(results, ("workload", "deadlines", "policy"))
+    groups = list(dict.fromkeys((row["workload"], row["deadlines"]) for row in rows))
+    policies = _distinct(results, "policy")
+    missing = [name for name, _, _ in JUSTICE_METRICS if not any(name in row for row in rows)]
+    if missing:
+        raise InputError(f"the runs have no {', '.join(missing)} metric: run the Justice "
+                         "sweep with a workload that has deadlines")
+    figure = Figure(figsize=(max(6.0, 1.5 * len(groups) * len(policies) / 2), 7), dpi=DPI)
+    axes = figure.subplots(2, 1, squeeze=False)
+    width = 0.8 / len(policies)
+    for ax, (name, label, scale) in zip((row[0] for row in axes), JUSTICE_METRICS, strict=True):
+        for offset, policy in enumerate(policies):
+            by_group = {(row["workload"], row["deadlines"]): row.get(name) for row in rows
+                        if row["policy"] == policy}
+            figures = [by_group.get(group) for group in groups]
+            ax.bar([index + (offset - (len(policies) - 1) / 2) * width
+                    for index in range(len(groups))],
+                   [f.mean * scale if f else math.nan for f in figures], width,
+                   yerr=[f.std * scale if f else 0.0 for f in figures], capsize=3,
+                   label=policy)
+        ax.set_xticks(range(len(groups)), [f"{Path(str(workload)).name.split('.')[0]}\n"
+                                           f"{deadlines or ''}" for workload, deadlines in groups])
+        ax.set_ylabel(label)
+        ax.grid(axis="y", alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    _save(figure, out)

@@ -1,0 +1,180 @@
+"""One simulation of an experiment: its parameters, its deterministic key, and its outcome.
+
+A run is described by a flat mapping of named parameters (`PARAMETERS`): what the grid, the
+workload and the policy are, and the options each part takes. Parameters left at their default
+are not part of the run's identity, so the key of a run stays the same when a new parameter
+with a default is added. The key is a hash of the canonical JSON of the other parameters: the
+same run gets the same key on every machine and in every process, which is what lets a sweep
+resume without redoing finished runs.
+
+`execute` runs one simulation and never raises for a failed run (except on an interrupt): the
+error is part of the outcome, so a failing run is recorded and the others go on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gridfair.errors import GridfairError, InputError
+from gridfair.policies.registry import policy_names
+from gridfair.sim.metrics import SATISFACTION_BASES, run_summary, user_metrics
+from gridfair.sim.scenario import build_scenario, run_scenario
+
+# Where a parameter goes: the simulation run itself, the policy's options, the scenario
+# builder's options (workload readers), or the metrics.
+RUN, POLICY, SCENARIO, METRICS = "run", "policy", "scenario", "metrics"
+
+
+@dataclass(frozen=True)
+class Parameter:
+    name: str
+    target: str
+    types: tuple[type, ...]
+    default: Any
+    help: str
+    #: The allowed values, when they are a known set (looked up when checked: other modules
+    #: add policies to the registry).
+    choices: Callable[[], Sequence[str]] | None = None
+
+
+PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
+    Parameter("grid", RUN, (str,), None, "grid file (TOML or iSPD .imsx)"),
+    Parameter("workload", RUN, (str,), None, "a workload the grid defines, or a workload file"),
+    Parameter("workload_format", RUN, (str,), None, "override the format the file name implies"),
+    Parameter("policy", RUN, (str,), None, "a named composition of policy stages",
+              policy_names),
+    Parameter("seed", RUN, (int,), 1, "seed of the synthetic workload and of random choices"),
+    Parameter("checkpointing", RUN, (bool,), False, "vacated tasks keep their work"),
+    Parameter("interval", RUN, (int, float), None, "negotiate every N simulated seconds"),
+    Parameter("vacate_delay", RUN, (int, float), 0.0, "seconds a vacated node needs"),
+    Parameter("satisfaction_base", METRICS, (str,), "grid", "Def. 5's ideal machine",
+              lambda: SATISFACTION_BASES),
+    Parameter("absolute_power_diff", POLICY, (bool,), False, "HOSEP: omega vs |PowerDiff|"),
+    Parameter("delta", POLICY, (int, float), None, "SDRF: commitment decay per second"),
+    Parameter("capacity_ratio", SCENARIO, (int, float), None,
+              "task trace: capacity as a multiple of the trace's mean usage"),
+    Parameter("capacity", SCENARIO, (int,), None, "SWF trace: the machine's processors"),
+    Parameter("deadlines", SCENARIO, (str,), None, "deadline type of a job trace (Justice)"),
+    Parameter("users", SCENARIO, (int,), None, "how many of the trace's users to keep"),
+)}
+
+REQUIRED = ("workload", "policy")
+
+
+def check_value(name: str, value: Any) -> Any:
+    """The value of parameter `name`, type-checked (ints are accepted for floats)."""
+    parameter = PARAMETERS.get(name)
+    if parameter is None:
+        raise InputError(f"unknown parameter {name!r} (known: {', '.join(sorted(PARAMETERS))})")
+    # bool is an int in Python: a flag given as 1, or a seed given as true, is a mistake.
+    if isinstance(value, bool) != (bool in parameter.types) or not isinstance(
+            value, parameter.types):
+        expected = " or ".join(t.__name__ for t in parameter.types)
+        raise InputError(f"parameter {name!r} must be {expected}, got {value!r}")
+    if float in parameter.types:
+        # 1 and 1.0 are the same value and must give the same key.
+        value = float(value)
+        if not math.isfinite(value):
+            raise InputError(f"parameter {name!r} must be finite, got {value!r}")
+    if parameter.choices is not None and value not in parameter.choices():
+        raise InputError(f"parameter {name!r} must be one of {', '.join(parameter.choices())}, "
+                         f"got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run: its parameters (defaults left out) and where relative paths are resolved."""
+
+    params: Mapping[str, Any]
+    #: Directory that relative grid and workload paths are relative to (the sweep file's);
+    #: not part of the run's identity, so a moved sweep keeps its keys.
+    base_dir: str = field(default="", compare=False)
+
+    @classmethod
+    def make(cls, params: Mapping[str, Any], base_dir: str | Path = "") -> RunSpec:
+        for name in REQUIRED:
+            if params.get(name) is None:
+                raise InputError(f"a run needs the parameter {name!r}")
+        checked = {}
+        for name in sorted(params):
+            value = params[name]
+            if value is not None:
+                value = check_value(name, value)
+            if value != PARAMETERS[name].default:
+                checked[name] = value
+        return cls(checked, str(base_dir))
+
+    def get(self, name: str) -> Any:
+        return self.params.get(name, PARAMETERS[name].default)
+
+    @property
+    def key(self) -> str:
+        canonical = json.dumps(self.params, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:20]
+
+    def all_params(self) -> dict[str, Any]:
+        """Every parameter, defaults included, in `PARAMETERS` order."""
+        return {name: self.get(name) for name in PARAMETERS}
+
+    def _path(self, value: str | None) -> str | None:
+        """`value` relative to `base_dir` when that names an existing file; else as given
+        (a workload may be a name the grid defines rather than a file)."""
+        if value is None or not self.base_dir:
+            return value
+        candidate = Path(self.base_dir) / value
+        return str(candidate) if candidate.exists() else value
+
+    def _options(self, target: str) -> dict[str, Any]:
+        return {name: value for name, value in self.params.items()
+                if PARAMETERS[name].target == target}
+
+
+@dataclass
+class RunOutcome:
+    """What one run produced: per-user and run-wide metrics, or the error that stopped it."""
+
+    key: str
+    ok: bool
+    users: list[dict[str, Any]] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+    stages: str = ""
+    error: str = ""
+    wall_seconds: float = 0.0  # kept apart from `summary`, which is deterministic
+
+
+def execute(spec: RunSpec) -> RunOutcome:
+    """Run one simulation; a failure (other than an interrupt) becomes a failed outcome."""
+    started = time.perf_counter()
+    try:
+        scenario = build_scenario(
+            spec._path(spec.get("grid")), spec._path(spec.get("workload")),
+            seed=spec.get("seed"), workload_format_name=spec.get("workload_format"),
+            options=spec._options(SCENARIO),
+        )
+        result, negotiator = run_scenario(
+            scenario, policy=spec.get("policy"), policy_options=spec._options(POLICY),
+            checkpointing=spec.get("checkpointing"), interval=spec.get("interval"),
+            vacate_delay=spec.get("vacate_delay"),
+        )
+        users = user_metrics(result, spec.get("satisfaction_base"))
+        summary = run_summary(result, users).as_dict()
+    except GridfairError as error:
+        return RunOutcome(spec.key, False, error=f"{type(error).__name__}: {error}",
+                          wall_seconds=time.perf_counter() - started)
+    except Exception:  # a bug in a policy must not stop the other runs: keep its traceback
+        return RunOutcome(spec.key, False, error=traceback.format_exc(),
+                          wall_seconds=time.perf_counter() - started)
+    # Wall time varies from run to run; everything else in the summary is deterministic.
+    summary.pop("wall_seconds", None)
+    return RunOutcome(spec.key, True, users=[user.as_dict() for user in users],
+                      summary=summary, stages=negotiator.stages,
+                      wall_seconds=time.perf_counter() - started)

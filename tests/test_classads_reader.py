@@ -78,7 +78,9 @@ def test_new_syntax_framing_ignores_brackets_in_strings_and_comments() -> None:
         ('A = 1\n\nB = 2\nC = = 3\n', None, "f:4, ad #2: malformed ad: cannot parse 'C = = 3'"),
         ('[ A = 1 ]\n[ B = = 2 ]\n', None, "f:2, ad #2: malformed ad: classad2 cannot parse it"),
         ('[ A = 1 ]\n[ B = 2\n', None, "f:2, ad #2: malformed ad: '[' is never closed"),
-        ('[ A = 1 ]\njunk\n', None, "f, ad #2: text outside any [ ... ] ad: 'junk'"),
+        ('[ A = 1 ]\njunk\n', None, "f:2, ad #2: text outside any [ ... ] ad: 'junk'"),
+        ('[ A = 1 ]\n/* x\n */\n\n] [ B = 1 ]', None, "f:5, ad #2: text outside any [ ... ] ad: "
+         "']'"),
         ('[{"A": 1}, 7]', None, "f, ad #2: not a JSON object but int"),
         ('[{"A": "\\/Expr(1 +)\\/"}]', None, "f, ad #1, attribute A: unusable value"),
         ('[{"A": 1},', "json", "f:1: not valid JSON"),

@@ -208,36 +208,44 @@ def _parse_old(chunk: _Chunk, source: str) -> classad2.ClassAd:
 def _new_chunks(text: str, source: str) -> list[_Chunk]:
     chunks: list[_Chunk] = []
     depth = 0
-    start = 0
-    end = 0  # end of the last ad framed, to find stray text between ads
-    line = 1  # line of `start`, counted on as the framing goes (counting from 0 is quadratic)
+    start = end = 0  # the ad being framed starts at `start`; the last one ended at `end`
+    # Lines of `start` and `end`, counted on as the framing goes (from 0 it is quadratic).
+    line = end_line = 1
     for match in _NEW_SYNTAX_TOKENS.finditer(text):
         token = match.group()
         if token == "[":
             if depth == 0:
-                line += text.count("\n", start, match.start())
+                _no_stray_text(text[end:match.start()], source, end_line, len(chunks) + 1)
+                line = end_line + text.count("\n", end, match.start())
                 start = match.start()
-                _no_stray_text(text[end:start], source, line, len(chunks) + 1)
             depth += 1
         elif token == "]" and depth > 0:
             depth -= 1
             if depth == 0:
                 end = match.end()
                 chunks.append(_Chunk(text[start:end], len(chunks) + 1, line))
+                end_line = line + text.count("\n", start, end)
     if depth > 0:
         raise InputError("malformed ad: '[' is never closed (truncated file?)",
                          source=source, line=line, ad=f"#{len(chunks) + 1}")
-    _no_stray_text(text[end:], source, None, len(chunks) + 1)
+    _no_stray_text(text[end:], source, end_line, len(chunks) + 1)
     return chunks
 
 
-def _no_stray_text(between: str, source: str, line: int | None, index: int) -> None:
-    """Text between new-syntax ads that is neither blank nor a comment is an error."""
-    stray = _NEW_SYNTAX_TOKENS.sub(lambda m: "" if m.group().startswith("/") else m.group(),
-                                   between).strip()
+def _no_stray_text(between: str, source: str, line: int, index: int) -> None:
+    """Text between new-syntax ads that is neither blank nor a comment is an error, reported
+    at its line (`line` is the line `between` starts on)."""
+    # Comments become spaces (newlines kept), so positions and line numbers stay right.
+    cleaned = _NEW_SYNTAX_TOKENS.sub(
+        lambda m: re.sub(r"[^\n]", " ", m.group()) if m.group().startswith("/") else m.group(),
+        between,
+    )
+    stray = cleaned.lstrip()
     if stray:
-        raise InputError(f"text outside any [ ... ] ad: {_excerpt(stray)}", source=source,
-                         line=line, ad=f"#{index}")
+        offset = len(cleaned) - len(stray)
+        raise InputError(f"text outside any [ ... ] ad: {_excerpt(stray.splitlines()[0])}",
+                         source=source, line=line + cleaned.count("\n", 0, offset),
+                         ad=f"#{index}")
 
 
 def _parse_new(chunk: _Chunk, source: str) -> classad2.ClassAd:

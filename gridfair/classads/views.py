@@ -98,11 +98,18 @@ class _AdValues:
 
     def number(self, attribute: str, default: float | None = None, *,
                positive: bool = False) -> float:
-        value = self.value(attribute)
-        if value is None:
+        """The number; `default` when absent, or an error if there is no default."""
+        number = self.optional_number(attribute, positive=positive)
+        if number is None:
             if default is None:
                 raise self.error("missing", attribute)
             return default
+        return number
+
+    def optional_number(self, attribute: str, *, positive: bool = False) -> float | None:
+        value = self.value(attribute)
+        if value is None:
+            return None
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise self.error(f"not a number: {value!r}", attribute)
         number = float(value)
@@ -193,8 +200,7 @@ def job_view(sourced: SourcedAd) -> Job:
         request_cpus=values.number("RequestCpus", 1.0, positive=True),
         request_memory=values.number("RequestMemory", 0.0),
         group=group,
-        start_time=(values.number("JobCurrentStartDate")
-                    if values.value("JobCurrentStartDate") is not None else None),
+        start_time=values.optional_number("JobCurrentStartDate"),
         machine=values.text("RemoteHost"),
         requirements=values.expression_text("Requirements"),
         ad=sourced.ad,

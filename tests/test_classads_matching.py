@@ -47,6 +47,18 @@ def test_either_requirements_failing_is_no_match(tmp_path: Path, change: str) ->
         True, True, False, True]
 
 
+def test_an_ad_without_requirements_constrains_nothing() -> None:
+    job = classad2.ClassAd({"RequestMemory": 100})
+    roomy, small = classad2.ClassAd({"Memory": 200}), classad2.ClassAd({"Memory": 50})
+    assert symmetric_match(job, roomy) and symmetric_match(job, small)
+    job["Requirements"] = classad2.ExprTree("TARGET.Memory >= RequestMemory")
+    assert symmetric_match(job, roomy) and not symmetric_match(job, small)
+    small["Requirements"] = classad2.ExprTree("TARGET.RequestMemory < 10")
+    roomy["Requirements"] = classad2.ExprTree("TARGET.RequestMemory < 1000")
+    job["Requirements"] = classad2.ExprTree("true")
+    assert symmetric_match(job, roomy) and not symmetric_match(job, small)
+
+
 def _task(ad: classad2.ClassAd, key: str) -> Task:
     return Task(key, "u", 0.0, ad=ad)
 

@@ -121,6 +121,7 @@ def test_owner_and_power_attributes_are_configurable(tmp_path: Path) -> None:
         ('GridOwner = "a"\nMFlops = -5', "attribute MFlops: must be positive, is -5"),
         ('GridOwner = "a"\nMFlops = 1 / 0', "attribute MFlops: evaluates to error"),
         ('GridOwner = 7\nMFlops = 100', "attribute GridOwner: not a string: 7"),
+        ('GridOwner = ""\nMFlops = 100', "attribute GridOwner: empty"),
         ('GridOwner = "a"\nMFlops = 100\nCpus = 0', "attribute Cpus: must be positive, is 0"),
         ('GridOwner = "a"\nMFlops = = 100', "malformed ad: cannot parse 'MFlops = = 100'"),
     ],

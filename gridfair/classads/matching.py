@@ -28,8 +28,15 @@ _TARGET_PREFIX = "target."
 
 
 def symmetric_match(job_ad: classad2.ClassAd, machine_ad: classad2.ClassAd) -> bool:
-    """Both Requirements hold, each with the other ad as TARGET."""
-    return job_ad.symmetricMatch(machine_ad)
+    """Both Requirements hold, each with the other ad as TARGET (`ClassAd.symmetricMatch`).
+
+    An ad without Requirements places no constraint. HTCondor's daemons always publish one,
+    so this only matters for hand-written ads, which classad2 would otherwise never match.
+    """
+    if "Requirements" in job_ad and "Requirements" in machine_ad:
+        return job_ad.symmetricMatch(machine_ad)
+    return (("Requirements" not in machine_ad or job_ad.matches(machine_ad))
+            and ("Requirements" not in job_ad or machine_ad.matches(job_ad)))
 
 
 class _Side:

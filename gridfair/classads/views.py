@@ -88,9 +88,9 @@ class _AdValues:
 
     def text(self, attribute: str, *, required: bool = False) -> str | None:
         value = self.value(attribute)
-        if value is None:
+        if value is None or (required and value == ""):
             if required:
-                raise self.error("missing", attribute)
+                raise self.error("missing" if value is None else "empty", attribute)
             return None
         if not isinstance(value, str):
             raise self.error(f"not a string: {value!r}", attribute)

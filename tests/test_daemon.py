@@ -1,0 +1,355 @@
+"""The daemon: config validation, cycles on `sim` and `files`, safety rules, pool faults,
+retries, the store, signals."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gridfair.cli import cli
+from gridfair.cli import daemon as _daemon_command  # noqa: F401 - registers `daemon`
+from gridfair.daemon.backends import PoolUnavailable
+from gridfair.daemon.backends.files import FilesBackend
+from gridfair.daemon.config import validate
+from gridfair.daemon.cycle import CycleRunner
+from gridfair.daemon.service import Daemon, make_backend
+from gridfair.daemon.store import Store, StoreError
+from gridfair.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parent.parent
+POOL = ROOT / "tests" / "data" / "daemon" / "pool"
+
+
+def files_config(tmp_path: Path, **sections) -> dict:
+    """A files-backend config over a copy of the test pool, with overrides per section."""
+    if not (tmp_path / "pool").exists():
+        shutil.copytree(POOL, tmp_path / "pool")
+    raw = {
+        "daemon": {"interval": 0.05, "store": "state.db", "query_timeout": 5.0},
+        "backend": {"kind": "files",
+                    "files": {"directory": "pool", "actions": "actions.jsonl"}},
+        "safety": {"max_snapshot_age": 3600.0},
+    }
+    for section, values in sections.items():
+        raw.setdefault(section, {}).update(values)
+    return raw
+
+
+def make_daemon(tmp_path: Path, raw: dict, **options) -> Daemon:
+    return Daemon(validate(raw, base=tmp_path), **options)
+
+
+def actions_log(tmp_path: Path) -> list[dict]:
+    path = tmp_path / "actions.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def rows(tmp_path: Path, sql: str) -> list[tuple]:
+    with sqlite3.connect(tmp_path / "state.db") as connection:
+        return connection.execute(sql).fetchall()
+
+
+# ---------------------------------------------------------------- config
+@pytest.mark.parametrize(("raw", "message"), [
+    ({"daemon": {"intervall": 3}}, "config key daemon.intervall: unknown key"),
+    ({"safety": {"min_runtime": "10"}}, "config key safety.min_runtime: expected a number"),
+    ({"safety": {"max_retries": True}}, "config key safety.max_retries: expected an integer"),
+    ({"daemon": {"interval": 0}}, "config key daemon.interval: must be at least"),
+    ({"backend": {"kind": "slurm"}}, "config key backend.kind: must be one of"),
+    ({"backend": {"kind": "files"}}, "config key backend.files.directory: required"),
+    ({"metricz": {}}, "config section [metricz]: unknown section"),
+    ({"backend": {"files": {"dir": "x"}}}, "config key backend.files.dir: unknown key"),
+])
+def test_config_errors_name_the_key(tmp_path, raw, message):
+    with pytest.raises(ConfigError) as error:
+        validate(raw, base=tmp_path)
+    assert message in str(error.value)
+
+
+def test_config_defaults_are_safe(tmp_path):
+    config = validate({}, base=tmp_path)
+    assert config.backend == "sim"
+    assert config["safety"]["max_vacates_per_cycle"] >= 1
+    assert config["safety"]["min_runtime"] > 0 and config["safety"]["preempt_cooldown"] > 0
+    assert config["metrics"]["enabled"] is False
+    assert config["metrics"]["address"] == "127.0.0.1"
+
+
+def test_unknown_policy_is_a_config_error(tmp_path):
+    raw = files_config(tmp_path, policy={"name": "fifo"})
+    with pytest.raises(ConfigError, match="unknown policy 'fifo'"):
+        make_daemon(tmp_path, raw)
+
+
+def test_cli_bad_config_exits_2_with_one_line(tmp_path):
+    config = tmp_path / "bad.toml"
+    config.write_text("[safety]\nmin_runtime = -1\n")
+    result = CliRunner().invoke(cli, ["daemon", "--config", str(config), "--once"])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        "gridfair: error: config key safety.min_runtime: must be at least 0, got -1.0"
+    ]
+
+
+# ---------------------------------------------------------------- cycles
+def test_files_cycles_allocate_vacate_and_never_repeat(tmp_path):
+    daemon = make_daemon(tmp_path, files_config(tmp_path), max_cycles=3)
+    assert daemon.run() == 0
+    log = actions_log(tmp_path)
+    vacated = [a["job"] for a in log if a["action"] == "vacate"]
+    allocated = [a["job"] for a in log if a["action"] == "allocate"]
+    assert len(vacated) == 2 and set(vacated) <= {"2.0", "2.1", "3.0", "3.1", "3.2", "3.3"}
+    assert sorted(allocated) == [f"15.{n}" for n in range(8)]
+    # The dumps do not change: later cycles decide the same and carry out nothing again.
+    assert rows(tmp_path, "select outcome, actions_confirmed from cycles") == [
+        ("ok", 10), ("ok", 0), ("ok", 0)]
+    states = rows(tmp_path, "select state, count(*) from actions group by state")
+    assert states == [("confirmed", 10)]
+    decisions = rows(tmp_path, "select kind, reason from decisions where cycle = 1")
+    assert any(kind == "vacate" and "PowerDiff +inf" in reason for kind, reason in decisions)
+
+
+def test_sim_daemon_runs_cycles_and_moves_shares_towards_owners(tmp_path):
+    raw = {"daemon": {"interval": 0.02, "store": "state.db"},
+           "backend": {"kind": "sim", "sim": {"step": 600.0}},
+           "safety": {"min_runtime": 0.0, "preempt_cooldown": 0.0}}
+    daemon = make_daemon(tmp_path, raw, max_cycles=8)
+    assert daemon.run() == 0
+    outcomes = rows(tmp_path, "select outcome from cycles")
+    assert outcomes == [("ok",)] * 8
+    confirmed = rows(tmp_path, "select kind, count(*) from actions where state = 'confirmed' "
+                               "group by kind order by kind")
+    assert dict(confirmed)["allocate"] >= 12
+    assert dict(confirmed).get("vacate", 0) >= 1  # User1 arrives late and reclaims its share
+    history = rows(tmp_path, "select count(distinct cycle) from usage")
+    assert history == [(8,)]
+
+
+def test_dry_run_records_decisions_and_carries_out_nothing(tmp_path):
+    daemon = make_daemon(tmp_path, files_config(tmp_path), dry_run=True)
+    assert daemon.run_once() == 0
+    assert actions_log(tmp_path) == []
+    assert rows(tmp_path, "select count(*) from actions") == [(0,)]
+    assert rows(tmp_path, "select outcome, decisions from cycles") == [("dry-run", 10)]
+
+
+# ---------------------------------------------------------------- safety
+def test_safety_rules_hold_back_and_are_reported(tmp_path):
+    raw = files_config(tmp_path, safety={"max_vacates_per_cycle": 1})
+    make_daemon(tmp_path, raw).run_once()
+    held = json.loads(rows(tmp_path, "select held_back from cycles")[0][0])
+    assert [h["rule"].split(":")[0] for h in held] == ["max_vacates_per_cycle"]
+    assert len([a for a in actions_log(tmp_path) if a["action"] == "vacate"]) == 1
+
+
+def test_min_runtime_holds_back_young_jobs(tmp_path):
+    raw = files_config(tmp_path, safety={"min_runtime": 1e10})
+    make_daemon(tmp_path, raw).run_once()
+    held = json.loads(rows(tmp_path, "select held_back from cycles")[0][0])
+    assert held[0]["rule"].startswith("min_runtime: ")
+    assert not [a for a in actions_log(tmp_path) if a["action"] == "vacate"]
+
+
+def test_stale_snapshot_takes_no_action(tmp_path):
+    raw = files_config(tmp_path, safety={"max_snapshot_age": 60.0})
+    old = time.time() - 3600
+    for dump in (tmp_path / "pool").iterdir():
+        os.utime(dump, (old, old))
+    make_daemon(tmp_path, raw).run_once()
+    assert actions_log(tmp_path) == []
+    outcome, held = rows(tmp_path, "select outcome, held_back from cycles")[0]
+    assert outcome == "stale"
+    assert "max_snapshot_age" in held
+
+
+# ---------------------------------------------------------------- faults
+def test_pool_directory_removed_then_restored(tmp_path):
+    daemon = make_daemon(tmp_path, files_config(tmp_path, daemon={"interval": 0.01}))
+    shutil.move(tmp_path / "pool", tmp_path / "away")
+    report = daemon.tick()
+    assert report.outcome == "failed" and "cannot list" in report.error
+    assert daemon.tick() is None  # backing off: no cycle, no hammering
+    assert daemon.failures == 1
+    shutil.move(tmp_path / "away", tmp_path / "pool")
+    daemon.skip_until = 0.0  # the back-off has passed
+    assert daemon.tick().outcome == "ok"
+    assert daemon.failures == 0
+    assert rows(tmp_path, "select outcome from cycles") == [("failed",), ("ok",)]
+    assert len(actions_log(tmp_path)) == 10
+
+
+def test_malformed_ad_is_skipped_and_the_cycle_goes_on(tmp_path):
+    raw = files_config(tmp_path)
+    (tmp_path / "pool" / "extra.status").write_text(
+        'Name = "slot9@bad"\nCpus = (((\nState = "Unclaimed"\n\nName = "slot8@noowner"\n'
+        'MFlops = 1000\n')
+    assert make_daemon(tmp_path, raw).run_once() == 0
+    skipped = json.loads(rows(tmp_path, "select skipped from cycles")[0][0])
+    assert len(skipped) == 2
+    assert any("GridOwner" in s["reason"] for s in skipped)
+    assert len(actions_log(tmp_path)) == 10
+
+
+class RaisingBackend(FilesBackend):
+    def read_snapshot(self):
+        raise ConnectionRefusedError("collector refused the connection")
+
+
+class SlowBackend(FilesBackend):
+    def read_snapshot(self):
+        time.sleep(5)
+        return super().read_snapshot()
+
+
+@pytest.mark.parametrize(("backend_class", "message"), [
+    (RaisingBackend, "backend error: ConnectionRefusedError: collector refused"),
+    (SlowBackend, "snapshot read timed out after 0.2 s"),
+])
+def test_backend_that_raises_or_hangs_fails_the_cycle(tmp_path, backend_class, message):
+    raw = files_config(tmp_path, daemon={"query_timeout": 0.2})
+    backend = backend_class(tmp_path / "pool", tmp_path / "actions.jsonl")
+    daemon = make_daemon(tmp_path, raw, backend=backend)
+    started = time.monotonic()
+    report = daemon.tick()
+    assert time.monotonic() - started < 3
+    assert report.outcome == "failed" and message in report.error
+    assert rows(tmp_path, "select outcome, error from cycles") == [("failed", report.error)]
+    assert actions_log(tmp_path) == []
+    assert daemon.skip_until > time.monotonic()
+
+
+class FailingVacates(FilesBackend):
+    def vacate(self, job_ids):
+        return {job: "schedd said no" for job in job_ids}
+
+
+def test_failed_vacate_is_retried_at_most_max_retries(tmp_path):
+    raw = files_config(tmp_path, safety={"max_retries": 2, "max_vacates_per_cycle": 1})
+    backend = FailingVacates(tmp_path / "pool", tmp_path / "actions.jsonl")
+    daemon = make_daemon(tmp_path, raw, backend=backend)
+    for _ in range(6):
+        daemon.tick()
+    vacates = rows(tmp_path, "select state, attempts, error from actions where kind = 'vacate'")
+    assert vacates == [("failed", 3, "schedd said no")]
+    # Its paired allocation never went to the slot that was not freed.
+    paired = rows(tmp_path, "select machine from decisions where kind = 'vacate'")[0][0]
+    assert not [a for a in actions_log(tmp_path) if a.get("machine") == paired]
+
+
+def test_store_full_takes_no_action(tmp_path):
+    raw = files_config(tmp_path)
+    daemon = make_daemon(tmp_path, raw)
+    pages = daemon.store.db.execute("pragma page_count").fetchone()[0]
+    daemon.store.db.execute(f"pragma max_page_count = {pages}")
+    assert daemon.tick() is None
+    assert daemon.failures == 1
+    assert actions_log(tmp_path) == []
+
+
+def test_store_unwritable_is_a_clear_error(tmp_path):
+    with pytest.raises(StoreError, match="does not exist"):
+        Store(tmp_path / "missing" / "state.db")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    (locked / "state.db").write_bytes(b"this is not a database, it is text" * 100)
+    with pytest.raises(StoreError, match="cannot open it for writing"):
+        Store(locked / "state.db")
+
+
+def test_cli_store_error_exits_2(tmp_path):
+    config = tmp_path / "c.toml"
+    config.write_text('[daemon]\nstore = "nowhere/state.db"\n')
+    result = CliRunner().invoke(cli, ["daemon", "--config", str(config), "--once"])
+    assert result.exit_code == 2
+    assert "gridfair: error: store" in result.output and "Traceback" not in result.output
+
+
+def test_policy_state_is_saved_and_restored(tmp_path):
+    raw = files_config(tmp_path, policy={"name": "", "order": "condor", "preempt": "none"})
+    try:
+        daemon = make_daemon(tmp_path, raw)
+    except ConfigError as error:
+        pytest.skip(f"no condor priority order registered yet: {error}")
+    daemon.run_once()
+    saved = rows(tmp_path, "select stage, state from policy_state")
+    assert saved and saved[0][0] == "order:condor"
+    state = json.loads(saved[0][1])
+    make_daemon(tmp_path, raw).run_once()
+    again = json.loads(rows(tmp_path, "select state from policy_state")[0][0])
+    assert set(again["priorities"]) == set(state["priorities"])
+
+
+# ---------------------------------------------------------------- signals
+def _start(config: Path, *args: str, env: dict | None = None) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "gridfair.daemon", "--config", str(config), *args],
+        cwd=config.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def write_config(tmp_path: Path, raw: dict) -> Path:
+    lines = []
+    for section, values in raw.items():
+        nested = {k: v for k, v in values.items() if isinstance(v, dict)}
+        lines.append(f"[{section}]")
+        lines += [f"{k} = {json.dumps(v)}" for k, v in values.items() if k not in nested]
+        for name, table in nested.items():
+            lines.append(f"[{section}.{name}]")
+            lines += [f"{k} = {json.dumps(v)}" for k, v in table.items()]
+    path = tmp_path / "gridfair.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_stops_cleanly_with_exit_0(tmp_path, sig):
+    config = write_config(tmp_path, files_config(tmp_path, daemon={"interval": 0.1}))
+    process = _start(config)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not rows_ready(tmp_path):
+        time.sleep(0.05)
+    process.send_signal(sig)
+    _, err = process.communicate(timeout=20)
+    assert process.returncode == 0, err
+    assert "stopping" in err and "daemon stopped" in err
+    assert "Traceback" not in err
+    outcomes = {row[0] for row in rows(tmp_path, "select outcome from cycles")}
+    assert outcomes <= {"ok", "abandoned"}
+
+
+def rows_ready(tmp_path: Path) -> bool:
+    try:
+        return bool(rows(tmp_path, "select 1 from cycles where outcome = 'ok'"))
+    except sqlite3.Error:
+        return False
+
+
+def test_make_backend_builds_each_kind(tmp_path):
+    raw = files_config(tmp_path)
+    assert make_backend(validate(raw, base=tmp_path)).name == "files"
+    assert make_backend(validate({}, base=tmp_path)).name == "sim"
+
+
+def test_cycle_runner_reports_pool_unavailable(tmp_path):
+    raw = files_config(tmp_path)
+    config = validate(raw, base=tmp_path)
+
+    class Down(FilesBackend):
+        def read_snapshot(self):
+            raise PoolUnavailable("collector cm.example:9618 unreachable")
+
+    store = Store(tmp_path / "state.db")
+    runner = CycleRunner(config, Down(tmp_path / "pool", tmp_path / "a.jsonl"), store)
+    report = runner.run()
+    assert report.line().startswith("cycle 1 failed: collector cm.example:9618 unreachable")

@@ -117,6 +117,12 @@ def test_bad_files_exit_2_with_one_line_and_no_traceback(
     assert expected in result.output
 
 
+def test_both_files_are_needed(machines: Path) -> None:
+    result = run("--machines", str(machines))
+    assert result.exit_code == 2
+    assert "give both --machines FILE and --jobs FILE" in result.output
+
+
 def test_unknown_policy_stage_exits_2(machines: Path) -> None:
     result = run("--machines", str(machines), "--jobs", str(REAL / "test.old.ad"),
                  "--order", "nosuch")

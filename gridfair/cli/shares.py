@@ -174,9 +174,9 @@ def _table(rows: Sequence[Mapping[str, Any]], totals: Mapping[str, Any]) -> str:
 
 
 @cli.command()
-@click.option("--machines", "machines_path", required=True, type=click.Path(dir_okay=False),
+@click.option("--machines", "machines_path", type=click.Path(dir_okay=False),
               help="Machine ads: condor_status -long, new syntax or -json.")
-@click.option("--jobs", "jobs_path", required=True, type=click.Path(dir_okay=False),
+@click.option("--jobs", "jobs_path", type=click.Path(dir_okay=False),
               help="Job ads: condor_q -long, new syntax or -json.")
 @click.option("--policy", "-p", type=click.Choice(policy_names()), default=None,
               help="A named composition of stages (default: hosep, unless --order is given).")
@@ -198,6 +198,10 @@ def _table(rows: Sequence[Mapping[str, Any]], totals: Mapping[str, Any]) -> str:
 def shares(machines_path, jobs_path, policy, order, preempt, admit, absolute_power_diff,
            owner_attr, power_attr, ad_format, now, output_format) -> None:
     """Per-user shares of a pool's ads and the decisions a policy would take on them now."""
+    # The report comes from ad files; another source of the same figures (the daemon's
+    # store) builds a SharesReport of its own and shares the rendering below.
+    if machines_path is None or jobs_path is None:
+        raise click.UsageError("give both --machines FILE and --jobs FILE")
     if policy is None and order is None:
         policy = "hosep"
     snapshot = read_snapshot(

@@ -91,6 +91,8 @@ class Entitlements:
 
     def attach(self, pool: Pool) -> None:
         self.pool = pool
+        self._capacity = list(pool.capacity)
+        self._users = len(pool.users)
 
     def of(self, user: UserState) -> float:
         if self.configured is not None:
@@ -102,14 +104,18 @@ class Entitlements:
         total = pool.capacity[POWER]
         return user.provided_power / total if total > 0 else 0.0
 
-    def signature(self) -> tuple[float, ...]:
-        """Changes whenever some user's entitlement or normalisation may have changed: the
-        pool's capacity (nodes joined) and, for equal shares, the number of users."""
+    def changed(self) -> bool:
+        """Whether some user's entitlement or normalisation may have changed since the last
+        call: the pool's capacity (nodes joined) or, for equal shares, the number of users.
+        Called on every event, so it allocates nothing when nothing changed."""
         pool = self.pool
         assert pool is not None
-        if self.equal:
-            return (*pool.capacity, float(len(pool.users)))
-        return tuple(pool.capacity)
+        if pool.capacity == self._capacity and (not self.equal or
+                                                len(pool.users) == self._users):
+            return False
+        self._capacity = list(pool.capacity)
+        self._users = len(pool.users)
+        return True
 
     def check_known(self, user_names: Iterable[str]) -> None:
         """Configured weights must name only users that exist."""
@@ -175,7 +181,6 @@ class RankedShareOrder(OrderPolicy):
         self.pool = pool
         self.entitlements.attach(pool)
         self.ranking = UserRanking()
-        self._signature = self.entitlements.signature()
 
     @abstractmethod
     def figures(self, user: UserState) -> dict[str, Any]:
@@ -198,9 +203,7 @@ class RankedShareOrder(OrderPolicy):
             self.ranking.update(other, self.rank(other) if other.active else None)
 
     def user_changed(self, user: UserState, now: float) -> None:
-        signature = self.entitlements.signature()
-        stale = signature != self._signature
-        self._signature = signature
+        stale = self.entitlements.changed()
         if self.arrive(user) or stale:
             self.rekey_all()
         self.ranking.update(user, self.rank(user) if user.active else None)

@@ -81,6 +81,12 @@ def upper_envelope(lines: Sequence[Line], x_hi: float) -> list[Line]:
     again, because x only decreases."""
     if len(lines) <= 1:
         return list(lines)
+    # A line at or above another at both ends of [0, x_hi] is at or above it in between.
+    lines = [line for i, line in enumerate(lines) if not any(
+        other[0] >= line[0] and other[0] + other[1] * x_hi >= line[0] + line[1] * x_hi
+        and (other != line or j < i) for j, other in enumerate(lines) if j != i)]
+    if len(lines) <= 2:
+        return lines
     points = _crossings(lines, x_hi)
     kept: list[Line] = []
     # Between consecutive crossings the maximum is one line: find it at the midpoint.
@@ -174,15 +180,17 @@ class LiveTree:
         self.advance(now)
         return self._head.payload if self._head is not None else None
 
-    def second(self, now: float) -> Any | None:
-        """The payload of the runner-up at `now`."""
-        self.advance(now)
-        head = self._head
-        return head.next.payload if head is not None and head.next is not None else None
-
     def value(self, key: int, now: float) -> float:
         """The priority of element `key` at `now` (the tree's clock is not moved)."""
         return value_at(self._elements[key].lines, self._x_at(now))
+
+    def runner_up(self, now: float) -> tuple[Any | None, float | None]:
+        """The payload of the second element at `now` and its priority, or (None, None)."""
+        self.advance(now)
+        head = self._head
+        if head is None or head.next is None:
+            return None, None
+        return head.next.payload, value_at(head.next.lines, self.x)
 
     def ordered(self, now: float) -> Iterator[Any]:
         """Payloads in priority order at `now`."""
@@ -206,10 +214,9 @@ class LiveTree:
 
     def remove(self, key: int, now: float) -> None:
         """Take element `key` out (no effect if absent)."""
-        element = self._elements.pop(key, None)
-        if element is not None:
-            self.advance(now)
-            self._unlink(element)
+        if key in self._elements:
+            self.advance(now)  # first: its pending swaps move its neighbours too
+            self._unlink(self._elements.pop(key))
 
     def advance(self, now: float) -> None:
         """Move the clock to `now`, processing the swaps due. The clock never goes back."""
@@ -420,9 +427,10 @@ class DecayingOrder(OrderPolicy):
               target: list[float]) -> list[Line]:
         """Priority lines in x = exp(-(t - now)/tau), given the levels at now."""
 
-    def signature(self) -> tuple:
-        """Changes when every user's target may have changed (capacity, entitlements)."""
-        return ()
+    def targets_moved(self) -> bool:
+        """Whether every user's target may have changed since the last call (capacity,
+        entitlements); checked on every event."""
+        return False
 
     def extra_state(self) -> dict[str, Any]:
         """Parameters exported with the levels, checked on import."""
@@ -434,7 +442,6 @@ class DecayingOrder(OrderPolicy):
         self.tree = LiveTree(self.tau)
         self.accounts: dict[str, _Account] = {}
         self._pending: dict[str, tuple[list[float], float]] = {}
-        self._signature = self.signature()
 
     def levels(self, user: UserState, now: float) -> list[float]:
         """The user's levels at `now` (closed form, Eq. 6 style)."""
@@ -475,9 +482,7 @@ class DecayingOrder(OrderPolicy):
 
     def user_changed(self, user: UserState, now: float) -> None:
         now = max(now, self.tree.time)  # set-up events come at time 0
-        signature = self.signature()
-        if signature != self._signature:
-            self._signature = signature
+        if self.targets_moved():
             for other in self.pool.users.values():
                 self._place(other, now, self._account(other, now))
         self._place(user, now, self._account(user, now))
@@ -487,6 +492,8 @@ class DecayingOrder(OrderPolicy):
 
     def priority(self, user: UserState, now: float) -> float:
         """The user's priority at `now` (lower goes first)."""
+        if user.index in self.tree:
+            return self.tree.value(user.index, now)
         account = self.accounts.get(user.name)
         if account is None:
             self._account(user, now)
@@ -497,8 +504,7 @@ class DecayingOrder(OrderPolicy):
 
     def runner_up(self, now: float) -> tuple[UserState | None, float | None]:
         """The user who would go after the first one, and its priority."""
-        runner = self.tree.second(now)
-        return (runner, self.priority(runner, now)) if runner is not None else (None, None)
+        return self.tree.runner_up(now)
 
     # ------------------------------------------------------------ persistence
     def export_state(self, now: float) -> dict[str, Any]:

@@ -107,8 +107,8 @@ class SdrfOrder(DecayingOrder):
         return [(share + excess, c - excess)
                 for share, c, excess in zip(shares, level, target, strict=True)]
 
-    def signature(self) -> tuple:
-        return self.entitlements.signature()
+    def targets_moved(self) -> bool:
+        return self.entitlements.changed()
 
     def extra_state(self) -> dict[str, Any]:
         return {"resources": [RESOURCE_NAMES[r] for r in self.resources]}

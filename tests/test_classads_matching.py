@@ -132,6 +132,17 @@ def test_real_snapshot_as_a_pool(tmp_path: Path) -> None:
         ("allocate", "15.0", "slot4@ingwe.cs.wisc.edu")]
 
 
+def test_a_slot_naming_a_job_that_is_idle_gets_a_stand_in_of_its_own(tmp_path: Path) -> None:
+    # The slot says it runs 15.0 for bt@cs.wisc.edu, the schedd says 15.0 is idle.
+    machines = with_lines("small1slot", tmp_path,
+                          'GridOwner = "alice"\nMFlops = 1000\nJobId = "15.0"')
+    loaded = hosep_pool(read_snapshot(machines, REAL / "test.old.ad", now=1417808400.0))
+    tasks = loaded.pool.tasks
+    assert tasks["15.0"].user == "bbockelm@users.opensciencegrid.org"
+    assert tasks["claim@ingwe.cs.wisc.edu"].node.name == "ingwe.cs.wisc.edu"
+    assert loaded.pool.users["bt@cs.wisc.edu"].allocated_power == 1000.0
+
+
 def test_requirements_steer_the_allocation(tmp_path: Path) -> None:
     machines = with_lines("basic4slot", tmp_path, *(
         f'GridOwner = "alice"\nMFlops = {power}' + extra

@@ -59,8 +59,9 @@ class AutoclusterMatcher:
     `node.ad`, cached per (autocluster, machine class). A task or node without an ad matches
     by resources only, which the pool checks itself, so the answer is True.
 
-    Groups are kept by job id and machine name: call `forget_job`/`forget_machine` when an ad
-    behind an id changes."""
+    Groups and matches are cached for the matcher's life, keyed by job id and machine name:
+    use a new matcher for each snapshot (as `pool_from_snapshot` does), or call
+    `forget_job`/`forget_machine` when the ad behind an id changes."""
 
     def __init__(self) -> None:
         self._jobs = _Side()

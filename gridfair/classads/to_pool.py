@@ -90,6 +90,7 @@ def pool_from_snapshot(
                                              or machine.running_user is not None)
         available = machine.state == UNCLAIMED or busy
         pool.add_node(node_from_machine(machine, available=available))
+    job_ids = {job.id for job in jobs}
     admissions = []
     for job in jobs:
         if job.status is JobStatus.IDLE:
@@ -104,7 +105,10 @@ def pool_from_snapshot(
         if job is not None:
             _start_on(pool, task_from_job(job), node, now, job.start_time)
         elif machine.running_user is not None:
-            stand_in = Task(machine.running_job or f"claim@{machine.name}",
+            # Named after the slot's JobId unless a job read has that id (a snapshot taken
+            # as the job changed state).
+            known = machine.running_job is None or machine.running_job in job_ids
+            stand_in = Task(f"claim@{machine.name}" if known else machine.running_job,
                             machine.running_user, now)
             _start_on(pool, stand_in, node, now, None)
     return LoadedPool(negotiator, tuple(admissions), tuple(unplaced))

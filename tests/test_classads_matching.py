@@ -143,6 +143,26 @@ def test_a_slot_naming_a_job_that_is_idle_gets_a_stand_in_of_its_own(tmp_path: P
     assert loaded.pool.users["bt@cs.wisc.edu"].allocated_power == 1000.0
 
 
+def test_running_jobs_are_started_on_their_slots_or_reported(tmp_path: Path) -> None:
+    machines = owned("basic4slot", tmp_path, ["alice"] * 4, [1000, 2000, 3000, 4000])
+    jobs = tmp_path / "jobs"
+    job = (REAL / "test.old.ad").read_text().strip()
+    running = "\nJobStatus = 2\nJobCurrentStartDate = 1417808000\nClusterId = {}\nProcId = {}"
+    jobs.write_text("\n\n".join([
+        job + running.format(2, 0),  # slot1's JobId is "2.0"
+        job + running.format(3, 0) + '\nRemoteHost = "slot9@elsewhere"',
+    ]) + "\n")
+    loaded = hosep_pool(read_snapshot(machines, jobs, now=1417808400.0))
+    placed = loaded.pool.tasks["2.0"]
+    assert (placed.node.name, placed.start_time) == ("slot1@ingwe.cs.wisc.edu", 1417808000.0)
+    owner = loaded.pool.users["bbockelm@users.opensciencegrid.org"]
+    assert (owner.allocated_power, owner.running) == (1000.0, 1)
+    # Slot 2 still runs 2.1 for bt@cs.wisc.edu, whose job was not read.
+    assert loaded.pool.users["bt@cs.wisc.edu"].allocated_power == 2000.0
+    assert [(item.name, item.reason) for item in loaded.unplaced] == [
+        ("3.0", "running on slot9@elsewhere, which is not a claimed slot among the machines read")]
+
+
 def test_requirements_steer_the_allocation(tmp_path: Path) -> None:
     machines = with_lines("basic4slot", tmp_path, *(
         f'GridOwner = "alice"\nMFlops = {power}' + extra

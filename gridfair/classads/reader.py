@@ -118,8 +118,9 @@ def read_ads(
     """The ads in the file at `path`, in file order, auto-detecting the format unless given.
 
     A malformed ad is an InputError naming the file, line and ad index; with `lenient`, it is
-    returned among the skipped ads instead and the others are read. Errors that leave nothing
-    to read (no file, an empty file, JSON that does not load) are raised either way.
+    returned among the skipped ads instead and the others are read. Errors that leave no ad
+    boundaries to go on (no file, an empty file, JSON that does not load, new-syntax text
+    outside any ad or a `[` never closed) are raised either way.
     """
     return parse_ads(read_text(path), str(path), ad_format, lenient=lenient)
 

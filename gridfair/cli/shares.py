@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -53,7 +53,7 @@ class SharesReport:
     users: Sequence[Mapping[str, Any]]
     totals: Mapping[str, Any]
     decisions: Sequence[Mapping[str, Any]] = ()
-    skipped: Sequence[Mapping[str, Any]] = field(default_factory=tuple)
+    skipped: Sequence[Mapping[str, Any]] = ()
 
 
 def share_rows(pool: Pool) -> list[dict[str, Any]]:

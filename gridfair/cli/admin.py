@@ -1,0 +1,234 @@
+"""Admin commands over the daemon's store: `explain`, `history`, `actions` (and the store
+source of `shares`, `shares_from_store`). They open the store read-only and are safe while the
+daemon runs. `--format table|json|csv` everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import click
+
+from gridfair.cli import cli
+from gridfair.cli.output import FORMATS, format_cell, render_table, to_csv, to_json
+from gridfair.cli.shares import render_shares, shares_json
+from gridfair.daemon import reports
+from gridfair.daemon.store import ACTION_STATES, open_readonly
+from gridfair.errors import GridfairError
+
+#: The store the commands read when --db is not given (as the example configs write it).
+DB_ENV = "GRIDFAIR_DB"
+
+
+def db_option(function):
+    return click.option(
+        "--db", "db_path", type=click.Path(path_type=Path), envvar=DB_ENV,
+        default="gridfair.db", show_default=True,
+        help=f"The daemon's store (daemon.store in its config; or ${DB_ENV}).",
+    )(function)
+
+
+def format_option(function):
+    return click.option("--format", "output_format", type=click.Choice(FORMATS),
+                        default="table", show_default=True)(function)
+
+
+def stamp(seconds: float | None) -> str | None:
+    """A time for a table: a date for epoch times, plain seconds for simulated ones."""
+    if seconds is None:
+        return None
+    if seconds > 1e8:  # after 1973: a wall-clock time, not simulated seconds
+        return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return f"t={seconds:g}s"
+
+
+def emit(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, str, str]],
+         output_format: str, *, empty: str) -> None:
+    if output_format == "json":
+        click.echo(to_json(list(rows)))
+    elif output_format == "csv":
+        click.echo(to_csv(rows), nl=False)
+    elif not rows:
+        click.echo(empty)
+    else:
+        click.echo(render_table(columns, rows))
+
+
+def shares_from_store(db_path: Path, output_format: str = "table") -> str:
+    """`gridfair shares --db FILE`: the shares table as of the daemon's latest cycle."""
+    report = reports.shares_report(open_readonly(db_path))
+    if output_format == "json":
+        return shares_json(report)
+    if output_format == "csv":
+        return to_csv(list(report.users))
+    return render_shares(report)
+
+
+# --------------------------------------------------------------------- explain
+@cli.command()
+@click.argument("name")
+@db_option
+@click.option("--last", type=click.IntRange(min=1), default=10, show_default=True,
+              help="How many recent decisions, events and actions to show.")
+@format_option
+def explain(name: str, db_path: Path, last: int, output_format: str) -> None:
+    """Why USER is where it is, or what happened to JOB (cluster.proc), and why."""
+    report = reports.explain(open_readonly(db_path), name, last)
+    if output_format == "json":
+        click.echo(to_json(report))
+    elif output_format == "csv":
+        click.echo(to_csv([{k: v for k, v in d.items() if k != "figures"}
+                           for d in report["decisions"]]), nl=False)
+    elif "user" in report:
+        click.echo(_user_text(report))
+    else:
+        click.echo(_job_text(report))
+
+
+def _decision_lines(decisions: Sequence[Mapping[str, Any]]) -> list[str]:
+    lines = []
+    for d in decisions:
+        outcome = f" [{d['action_state']}]" if d["action_state"] else (
+            " [not carried out]" if d["kind"] in ("vacate", "allocate") else "")
+        lines.append(f"  cycle {d['cycle']} ({stamp(d['time'])}): {d['kind']} {d['job']}"
+                     f"{' on ' + d['machine'] if d['machine'] else ''}{outcome}")
+        lines.append(f"    {d['policy']}: {d['reason']}")
+    return lines or ["  none recorded"]
+
+
+def _user_text(report: Mapping[str, Any]) -> str:
+    shares = report["shares"]
+    lines = [f"{report['user']} as of cycle {report['cycle']} ({stamp(report['time'])}, "
+             f"{report['policy']}):"]
+    if shares is None:
+        lines.append("  not in the pool at the latest cycle")
+    else:
+        lines += [
+            f"  position {report['position']} of {report['users']} in the order the policy "
+            "serves users",
+            f"  provides {format_cell(shares['provided_mflops'], '.0f')} MFlops "
+            f"({shares['nodes_provided']} slots), uses "
+            f"{format_cell(shares['allocated_mflops'], '.0f')} MFlops "
+            f"({shares['nodes_used']} slots): PowerDiff "
+            f"{format_cell(shares['power_diff'], '+.3f')}, dominant share "
+            f"{format_cell(shares['dominant_share'], '.3f')}",
+            f"  jobs: {shares['running']} running, {shares['idle']} idle",
+        ]
+        figures = report["policy_figures"] or {}
+        if figures:
+            lines.append("  policy figures: " + ", ".join(
+                f"{key} {format_cell(value, '.4g') if isinstance(value, float) else value}"
+                for key, value in figures.items()))
+    if report["last_preempted"] is not None:
+        lines.append(f"  last preempted at {stamp(report['last_preempted'])}")
+    if report["held_back"]:
+        lines.append("Preemptions involving it that safety rules held back:")
+        lines += [f"  cycle {h['cycle']}: {h['rule']}" for h in report["held_back"]]
+    lines.append("Recent decisions about it:")
+    lines += _decision_lines(report["decisions"])
+    return "\n".join(lines)
+
+
+def _job_text(report: Mapping[str, Any]) -> str:
+    now = report["now"]
+    lines = [f"job {report['job']}: " + (
+        f"{now['status']} ({now['user']})"
+        + (f" on {now['machine']}" if now["machine"] else "")
+        + f" since {stamp(now['since'])}" if now else "no longer in the pool")]
+    lines.append("Seen by the daemon:")
+    lines += [f"  cycle {e['cycle']} ({stamp(e['time'])}): {e['event']}"
+              + (f" on {e['machine']}" if e["machine"] else "") for e in report["events"]]
+    lines.append("Decisions:")
+    lines += _decision_lines(report["decisions"])
+    lines.append("Actions:")
+    for action in report["actions"] or []:
+        lines.append(f"  {action['kind']} on {action['machine']}: {action['state']} "
+                     f"after {action['attempts']} attempt(s)"
+                     + (f" - {action['error']}" if action["error"] else ""))
+        lines += [f"    cycle {entry['cycle']}: {entry['state']}"
+                  + (f" ({entry['note']})" if entry["note"] else "") for entry in action["log"]]
+    if not report["actions"]:
+        lines.append("  none")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------- history
+HISTORY_COLUMNS = (
+    ("cycle", "Cycle", "d"), ("when", "Time", ""), ("user", "User", ""),
+    ("provided_mflops", "Provided MFlops", ".0f"), ("allocated_mflops", "Allocated MFlops",
+                                                    ".0f"),
+    ("power_diff", "PowerDiff", "+.3f"), ("dominant_share", "Dominant share", ".3f"),
+    ("running", "Running", "d"), ("idle", "Idle", "d"),
+)
+
+
+@cli.command()
+@db_option
+@click.option("--user", default=None, help="Only this user.")
+@click.option("--since", default=None, help="Epoch seconds, ISO time (UTC), or 2h / 30m / 1d "
+              "before the latest cycle.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Also draw PowerDiff over time to this PNG (needs matplotlib).")
+@format_option
+def history(db_path: Path, user: str | None, since: str | None, plot_path: Path | None,
+            output_format: str) -> None:
+    """Per-user usage and shares over the daemon's cycles."""
+    rows = reports.history(open_readonly(db_path), user, since)
+    for row in rows:
+        row["when"] = stamp(row["time"])
+    if plot_path is not None:
+        plot_history(rows, plot_path)
+    emit(rows, HISTORY_COLUMNS, output_format, empty="no usage recorded in that range")
+
+
+def plot_history(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
+    """PowerDiff per user over time. matplotlib is optional: not a dependency of gridfair."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        from matplotlib import pyplot
+    except ImportError:
+        raise GridfairError("--plot needs matplotlib, which is not installed "
+                            "(pip install matplotlib)") from None
+    figure, axes = pyplot.subplots(figsize=(8, 4))
+    for user in dict.fromkeys(row["user"] for row in rows):
+        points = [(row["time"], row["power_diff"]) for row in rows if row["user"] == user
+                  and row["power_diff"] not in (None, float("inf"))]
+        axes.plot([t for t, _ in points], [p for _, p in points], label=user)
+    axes.axhline(0.0, color="grey", linewidth=0.5)
+    axes.set_xlabel("time (s)")
+    axes.set_ylabel("PowerDiff")
+    axes.legend(loc="best", fontsize="small")
+    try:
+        figure.savefig(path)
+    except OSError as error:
+        raise GridfairError(f"--plot {path}: {error.strerror}") from None
+    finally:
+        pyplot.close(figure)
+
+
+# --------------------------------------------------------------------- actions
+ACTION_COLUMNS = (
+    ("cycle", "Cycle", "d"), ("when", "Planned", ""), ("kind", "Kind", ""), ("job", "Job", ""),
+    ("user", "User", ""), ("machine", "Slot", ""), ("state", "State", ""),
+    ("attempts", "Tries", "d"), ("error", "Why not", ""),
+)
+
+
+@cli.command()
+@db_option
+@click.option("--since", default=None, help="Epoch seconds, ISO time (UTC), or 2h / 30m / 1d "
+              "before the latest cycle.")
+@click.option("--state", type=click.Choice(ACTION_STATES), default=None,
+              help="Only actions in this state.")
+@format_option
+def actions(db_path: Path, since: str | None, state: str | None, output_format: str) -> None:
+    """The daemon's action journal: what it planned, issued, confirmed, failed, abandoned."""
+    rows = reports.actions(open_readonly(db_path), since, state)
+    for row in rows:
+        row["when"] = stamp(row["planned_at"])
+    emit(rows, ACTION_COLUMNS, output_format, empty="no actions in that range")

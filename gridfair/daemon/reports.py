@@ -1,0 +1,226 @@
+"""What the admin commands read from the daemon's store (read-only, while it runs).
+
+Each report reads inside one read transaction, so it sees one consistent state of the store
+(WAL gives readers a snapshot) even while the daemon commits a cycle.
+
+Times: the store keeps the backend's clock (`cycles.now`): wall time for real pools,
+simulated seconds for `sim`. A relative `--since` (`2h`, `30m`, `1d`) is counted back from the
+latest cycle's clock, so it means the same on both.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlite_utils
+
+from gridfair.cli.shares import SharesReport, share_totals
+from gridfair.daemon.store import ACTION_STATES
+from gridfair.errors import GridfairError
+
+_RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+#: The per-user columns of `usage` that `gridfair shares` shows.
+SHARE_KEYS = ("user", "provided_mflops", "allocated_mflops", "power_diff", "nodes_provided",
+              "nodes_used", "running", "idle")
+
+
+class ReportError(GridfairError):
+    """A report cannot be made from this store (nothing recorded yet, unknown name)."""
+
+
+@contextmanager
+def reading(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
+    """One read transaction: every query inside sees the same committed state."""
+    db.execute("begin")
+    try:
+        yield db
+    finally:
+        db.execute("commit")
+
+
+def latest_now(db: sqlite_utils.Database) -> float | None:
+    row = db.execute("select max(now) from cycles").fetchone()
+    return row[0] if row else None
+
+
+def parse_since(text: str | None, db: sqlite_utils.Database) -> float | None:
+    """`--since`: epoch seconds, an ISO date/time (UTC unless it says), or `N[smhd]` ago."""
+    if text is None:
+        return None
+    match = _RELATIVE.match(text.strip())
+    if match:
+        latest = latest_now(db)
+        if latest is None:
+            return None
+        return latest - float(match.group(1)) * _UNITS[match.group(2)]
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise ReportError(f"--since {text!r}: expected epoch seconds, an ISO date/time or "
+                          "N followed by s, m, h or d (e.g. 2h)") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+def _loads(text: str | None) -> Any:
+    return json.loads(text) if text else None
+
+
+def _last_cycle_with_usage(db: sqlite_utils.Database) -> dict[str, Any]:
+    rows = list(db.query(
+        "select * from cycles where id = (select max(cycle) from usage)"))
+    if not rows:
+        raise ReportError("the store has no finished cycle yet")
+    return rows[0]
+
+
+# --------------------------------------------------------------------- shares
+def shares_report(db: sqlite_utils.Database) -> SharesReport:
+    """The `gridfair shares` report as of the daemon's latest cycle."""
+    with reading(db):
+        cycle = _last_cycle_with_usage(db)
+        users = [{key: row[key] for key in SHARE_KEYS} for row in db.query(
+            "select * from usage where cycle = ? order by rowid", [cycle["id"]])]
+        decisions = [
+            {"kind": row["kind"], "job": row["job"], "user": row["user"],
+             "machine": row["machine"], "policy": row["policy"], "reason": row["reason"],
+             "figures": _loads(row["figures"]),
+             "action": row["action"], "state": row["state"]}
+            for row in db.query(
+                "select d.*, a.state from decisions d left join actions a on a.key = d.action "
+                "where d.cycle = ? order by d.seq", [cycle["id"]])
+        ]
+    return SharesReport(
+        time=cycle["now"] or cycle["started"],
+        policy=f"{cycle['policy']}, daemon cycle {cycle['id']} {cycle['outcome']}",
+        users=users,
+        totals=share_totals(users),
+        decisions=decisions,
+        skipped=_loads(cycle["skipped"]) or [],
+    )
+
+
+# -------------------------------------------------------------------- explain
+def explain(db: sqlite_utils.Database, name: str, limit: int = 10) -> dict[str, Any]:
+    """Why a user is where it is, or what happened to a job, with the recent decisions."""
+    with reading(db):
+        is_job = (db.execute("select 1 from decisions where job = ? limit 1", [name]).fetchone()
+                  or db.execute("select 1 from jobs where id = ?", [name]).fetchone()
+                  or db.execute("select 1 from job_events where job = ? limit 1",
+                                [name]).fetchone())
+        if is_job:
+            return _explain_job(db, name, limit)
+        if db.execute("select 1 from users where name = ?", [name]).fetchone():
+            return _explain_user(db, name, limit)
+    raise ReportError(f"no user or job named {name!r} in the store")
+
+
+def _decisions(db, where: str, args: list, limit: int) -> list[dict[str, Any]]:
+    return [
+        {**row, "figures": _loads(row["figures"])}
+        for row in db.query(
+            "select d.cycle, c.now as time, d.kind, d.job, d.user, d.machine, d.policy, "
+            "d.reason, d.figures, d.action, a.state as action_state "
+            "from decisions d join cycles c on c.id = d.cycle "
+            f"left join actions a on a.key = d.action where {where} "
+            "order by d.cycle desc, d.seq limit ?", [*args, limit])
+    ]
+
+
+def _explain_user(db, user: str, limit: int) -> dict[str, Any]:
+    cycle = _last_cycle_with_usage(db)
+    usage = list(db.query("select * from usage where cycle = ? order by rowid", [cycle["id"]]))
+    position = next((i for i, row in enumerate(usage, start=1) if row["user"] == user), None)
+    mine = next((row for row in usage if row["user"] == user), None)
+    record = next(db.query("select * from users where name = ?", [user]))
+    involved = ("d.user = ? or d.figures like ? or d.figures like ?")
+    patterns = [user, f'%"receiver": "{user}"%', f'%"victim_user": "{user}"%']
+    held = []
+    for row in db.query("select id, held_back from cycles where held_back like ? "
+                        "order by id desc limit ?", [f"%{user}%", limit]):
+        held += [{"cycle": row["id"], **h} for h in _loads(row["held_back"]) or []
+                 if user in (h.get("victim_user"), h.get("receiver_user"))]
+    return {
+        "user": user,
+        "cycle": cycle["id"],
+        "time": cycle["now"],
+        "policy": cycle["policy"],
+        "position": position,
+        "users": len(usage),
+        "shares": ({key: mine[key] for key in (*SHARE_KEYS, "dominant_share")}
+                   if mine else None),
+        "policy_figures": _loads(mine["figures"]) if mine else None,
+        "first_seen": record["first_seen"],
+        "last_preempted": record["last_preempted"],
+        "held_back": held,
+        "decisions": _decisions(db, involved, patterns, limit),
+    }
+
+
+def _explain_job(db, job: str, limit: int) -> dict[str, Any]:
+    rows = list(db.query("select * from jobs where id = ?", [job]))
+    events = list(db.query("select cycle, time, event, machine from job_events where job = ? "
+                           "order by id desc limit ?", [job, limit]))
+    actions = list(db.query("select key, kind, machine, state, attempts, error, reason "
+                            "from actions where job = ? order by planned_at desc limit ?",
+                            [job, limit]))
+    for action in actions:
+        action["log"] = list(db.query("select cycle, time, state, note from action_log "
+                                      "where key = ? order by id", [action["key"]]))
+    return {
+        "job": job,
+        "now": rows[0] if rows else None,
+        "events": events,
+        "decisions": _decisions(db, "d.job = ? or d.figures like ?",
+                                [job, f'%"{job}"%'], limit),
+        "actions": actions,
+    }
+
+
+# -------------------------------------------------------------------- history
+def history(db: sqlite_utils.Database, user: str | None, since: str | None
+            ) -> list[dict[str, Any]]:
+    with reading(db):
+        start = parse_since(since, db)
+        clauses, args = ["1 = 1"], []
+        if user:
+            clauses.append("user = ?")
+            args.append(user)
+        if start is not None:
+            clauses.append("time >= ?")
+            args.append(start)
+        return list(db.query(
+            "select cycle, time, user, provided_mflops, allocated_mflops, power_diff, "
+            "dominant_share, running, idle from usage where "
+            + " and ".join(clauses) + " order by cycle, rowid", args))
+
+
+# -------------------------------------------------------------------- actions
+def actions(db: sqlite_utils.Database, since: str | None, state: str | None
+            ) -> list[dict[str, Any]]:
+    if state is not None and state not in ACTION_STATES:
+        raise ReportError(f"--state {state!r}: one of {', '.join(ACTION_STATES)}")
+    with reading(db):
+        start = parse_since(since, db)
+        clauses, args = ["1 = 1"], []
+        if state:
+            clauses.append("state = ?")
+            args.append(state)
+        if start is not None:
+            clauses.append("updated_at >= ?")
+            args.append(start)
+        return list(db.query(
+            "select cycle, planned_at, updated_at, kind, job, user, machine, state, attempts, "
+            "error, reason, key from actions where " + " and ".join(clauses)
+            + " order by planned_at, rowid", args))

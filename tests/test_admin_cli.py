@@ -1,0 +1,170 @@
+"""The admin commands over the daemon's store: shares (from the store), explain, history,
+actions; in every format; and while a daemon process is writing the store."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gridfair.cli import admin as _admin_commands  # noqa: F401 - registers the commands
+from gridfair.cli import cli
+from gridfair.cli.admin import shares_from_store
+from gridfair.daemon.config import validate
+from gridfair.daemon.service import Daemon
+
+POOL = Path(__file__).resolve().parent / "data" / "daemon" / "pool"
+BT, BB = "bt@cs.wisc.edu", "bbockelm@users.opensciencegrid.org"
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Path:
+    """A store after three cycles on the test pool (files backend)."""
+    directory = tmp_path_factory.mktemp("admin")
+    shutil.copytree(POOL, directory / "pool")
+    raw = {"daemon": {"interval": 0.02, "store": "state.db"},
+           "backend": {"kind": "files",
+                       "files": {"directory": "pool", "actions": "actions.jsonl"}},
+           "safety": {"max_snapshot_age": 3600.0, "max_vacates_per_cycle": 1}}
+    Daemon(validate(raw, base=directory), max_cycles=3).run()
+    return directory / "state.db"
+
+
+def invoke(*args: str) -> str:
+    result = CliRunner().invoke(cli, list(args))
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_shares_from_store_uses_the_shares_table(store):
+    text = shares_from_store(store)
+    lines = text.splitlines()
+    assert lines[0].startswith("Shares at ") and "daemon cycle 3" in lines[0]
+    assert lines[1].split()[:2] == ["User", "Name"]
+    assert any(line.startswith(BB) for line in lines)
+    assert any("Number of users: 2" in line for line in lines)
+    report = json.loads(shares_from_store(store, "json"))
+    assert {row["user"] for row in report["users"]} == {BT, BB}
+    assert report["totals"]["nodes_provided"] == 9
+    csv_lines = shares_from_store(store, "csv").splitlines()
+    assert csv_lines[0].startswith("user,provided_mflops,allocated_mflops,power_diff")
+
+
+def test_explain_user_gives_position_figures_and_decisions(store):
+    text = invoke("explain", BT, "--db", str(store))
+    assert text.startswith(f"{BT} as of cycle 3")
+    assert "PowerDiff inf" in text  # provides nothing, uses power
+    assert "max_vacates_per_cycle" in text  # the hold-back of the second vacate
+    assert "vacate 3." in text and "[confirmed]" in text
+    data = json.loads(invoke("explain", BT, "--db", str(store), "--format", "json"))
+    assert data["shares"]["running"] == 6
+    assert data["decisions"] and all("reason" in d for d in data["decisions"])
+    assert invoke("explain", BT, "--db", str(store), "--format", "csv").startswith("cycle,")
+
+
+def test_explain_job_shows_events_decisions_and_journal(store):
+    text = invoke("explain", "15.0", "--db", str(store))
+    assert text.startswith(f"job 15.0: idle ({BB})")
+    assert "cycle 1" in text and "submitted" in text
+    assert "allocate on slot3@ingwe.cs.wisc.edu: confirmed after 1 attempt(s)" in text
+    assert "free machine to " + BB in text
+
+
+def test_explain_unknown_name_is_exit_2(store):
+    result = CliRunner().invoke(cli, ["explain", "nobody", "--db", str(store)])
+    assert result.exit_code == 2
+    assert result.output == "gridfair: error: no user or job named 'nobody' in the store\n"
+
+
+def test_history_filters_and_formats(store):
+    text = invoke("history", "--db", str(store), "--user", BB)
+    assert len(text.strip().splitlines()) == 2 + 3  # heading, rule, one row per cycle
+    rows = json.loads(invoke("history", "--db", str(store), "--format", "json"))
+    assert {row["user"] for row in rows} == {BT, BB}
+    assert {row["cycle"] for row in rows} == {1, 2, 3}
+    assert invoke("history", "--db", str(store), "--since", "0s", "--format", "csv").startswith(
+        "cycle,time,user")
+
+
+def test_history_plot_when_matplotlib_is_there(store, tmp_path):
+    pytest.importorskip("matplotlib")
+    invoke("history", "--db", str(store), "--plot", str(tmp_path / "shares.png"))
+    assert (tmp_path / "shares.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_actions_by_state_and_format(store):
+    text = invoke("actions", "--db", str(store), "--state", "confirmed")
+    assert "vacate" in text and "allocate" in text
+    rows = json.loads(invoke("actions", "--db", str(store), "--format", "json"))
+    assert {row["state"] for row in rows} == {"confirmed"}
+    # One vacate and its allocation, six allocations to free slots; the second vacate was
+    # held back by max_vacates_per_cycle, then by bt's preemption cool-down.
+    assert sorted(row["kind"] for row in rows) == ["allocate"] * 7 + ["vacate"]
+    assert invoke("actions", "--db", str(store), "--state", "failed") == \
+        "no actions in that range\n"
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["actions", "--since", "yesterday"], "--since 'yesterday'"),
+    (["history", "--since", "3 weeks"], "--since '3 weeks'"),
+])
+def test_bad_since_is_exit_2(store, args, message):
+    result = CliRunner().invoke(cli, [*args, "--db", str(store)])
+    assert result.exit_code == 2 and message in result.output
+
+
+def test_missing_store_is_exit_2(tmp_path):
+    result = CliRunner().invoke(cli, ["actions", "--db", str(tmp_path / "none.db")])
+    assert result.exit_code == 2
+    assert result.output.startswith("gridfair: error: store ")
+
+
+def test_reading_while_a_daemon_writes(tmp_path):
+    config = tmp_path / "gridfair.toml"
+    config.write_text('[daemon]\ninterval = 0.02\nstore = "state.db"\nmax_cycles = 400\n'
+                      '[backend]\nkind = "sim"\n[backend.sim]\nstep = 120\n'
+                      '[safety]\nmin_runtime = 0\npreempt_cooldown = 0\n')
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "gridfair.daemon", "--config", str(config)], cwd=tmp_path,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env={k: v for k, v in os.environ.items() if k != "GRIDFAIR_FAULT"},
+    )
+    store = tmp_path / "state.db"
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if store.exists() and _cycles(store) >= 2:
+                break
+            time.sleep(0.05)
+        first = _cycles(store)
+        reads = 0
+        until = time.monotonic() + 2.0
+        while time.monotonic() < until:
+            assert "Number of users: 4" in shares_from_store(store)
+            assert invoke("explain", "User2", "--db", str(store)).startswith("User2 as of")
+            json.loads(invoke("actions", "--db", str(store), "--format", "json"))
+            reads += 1
+        assert _cycles(store) > first  # the daemon kept committing cycles meanwhile
+        assert reads >= 3
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        _, err = daemon.communicate(timeout=20)
+    assert daemon.returncode == 0, err
+    assert "Traceback" not in err
+
+
+def _cycles(store: Path) -> int:
+    with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as db:
+        try:
+            return db.execute("select count(*) from cycles where outcome = 'ok'").fetchone()[0]
+        except sqlite3.OperationalError:
+            return 0

@@ -1,0 +1,68 @@
+"""The Prometheus endpoint: off by default, on 127.0.0.1 when enabled, with cycle duration,
+decisions and actions by kind, per-user PowerDiff and dominant share, errors."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import urllib.request
+from pathlib import Path
+
+from gridfair.daemon.config import validate
+from gridfair.daemon.metrics import NullMetrics
+from gridfair.daemon.service import Daemon
+
+POOL = Path(__file__).resolve().parent / "data" / "daemon" / "pool"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def config(tmp_path: Path, **metrics) -> dict:
+    shutil.copytree(POOL, tmp_path / "pool", dirs_exist_ok=True)
+    return {"daemon": {"store": "state.db"},
+            "backend": {"kind": "files",
+                        "files": {"directory": "pool", "actions": "actions.jsonl"}},
+            "safety": {"max_snapshot_age": 3600.0},
+            "metrics": metrics}
+
+
+def test_metrics_are_off_by_default(tmp_path):
+    daemon = Daemon(validate(config(tmp_path), base=tmp_path))
+    assert type(daemon.metrics) is NullMetrics
+    daemon.close()
+
+
+def test_metrics_endpoint_serves_cycle_figures(tmp_path):
+    port = free_port()
+    daemon = Daemon(validate(config(tmp_path, enabled=True, port=port), base=tmp_path))
+    try:
+        daemon.tick()
+        shutil.rmtree(tmp_path / "pool")
+        daemon.skip_until = 0.0
+        daemon.tick()  # fails: the pool is gone
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
+            text = reply.read().decode()
+    finally:
+        daemon.close()
+    assert 'gridfair_cycle_duration_seconds_count{outcome="ok"} 1.0' in text
+    assert 'gridfair_cycle_duration_seconds_count{outcome="failed"} 1.0' in text
+    assert 'gridfair_decisions_total{kind="allocate"} 8.0' in text
+    assert 'gridfair_decisions_total{kind="vacate"} 2.0' in text
+    assert 'gridfair_actions_total{kind="vacate",state="confirmed"} 2.0' in text
+    assert 'gridfair_user_power_diff{user="bt@cs.wisc.edu"} +Inf' in text
+    assert 'gridfair_user_power_diff{user="bbockelm@users.opensciencegrid.org"} -1.0' in text
+    assert 'gridfair_user_dominant_share{user="bt@cs.wisc.edu"}' in text
+    assert 'gridfair_errors_total{where="snapshot"} 1.0' in text
+
+
+def test_metrics_bind_to_localhost_only(tmp_path):
+    port = free_port()
+    daemon = Daemon(validate(config(tmp_path, enabled=True, port=port), base=tmp_path))
+    try:
+        assert daemon.metrics.server.server_address[0] == "127.0.0.1"
+    finally:
+        daemon.close()

@@ -28,7 +28,6 @@ from typing import Any
 
 from gridfair.core.pool import CPUS, UserState
 from gridfair.errors import ConfigError
-from gridfair.policies.drf import lead_figures
 from gridfair.policies.live_tree import DecayingOrder, Line
 
 DEFAULT_HALFLIFE = 86400.0
@@ -88,6 +87,9 @@ class CondorPriorityOrder(DecayingOrder):
         return {"halflife": self.halflife}
 
     # ------------------------------------------------------- explanations
+    why_template = ("free slot to {user}: least effective priority {priority:.4g} (real "
+                    "priority {real_priority:.4g} x factor {priority_factor:g}), ")
+
     def real_priority(self, user: UserState, now: float) -> float:
         return self.settle(self.levels(user, now))[0]
 
@@ -98,26 +100,10 @@ class CondorPriorityOrder(DecayingOrder):
         total = sum(inverse.values())
         return {name: value / total for name, value in inverse.items()}
 
-    def figures(self, user: UserState, now: float) -> dict[str, Any]:
+    def describe(self, basis: tuple, level: list[float]) -> dict[str, Any]:
+        usage, factor = basis
         return {
-            "user": user.name,
-            "effective_priority": self.priority(user, now),
-            "real_priority": self.real_priority(user, now),
-            "priority_factor": self.factor_of(user),
-            "cpus_in_use": user.usage[CPUS],
+            "real_priority": self.settle(level)[0],
+            "priority_factor": factor,
+            "cpus_in_use": usage,
         }
-
-    def why(self, user: UserState, now: float) -> tuple[str, dict[str, Any]]:
-        figures = self.figures(user, now)
-        runner, runner_priority = self.runner_up(now)
-        tail, tail_figures = lead_figures(figures["effective_priority"], runner, runner_priority)
-        return (
-            "free slot to {user}: least effective priority {effective_priority:.4g} (real "
-            "priority {real_priority:.4g} x factor {priority_factor:g}), " + tail,
-            {**figures, **tail_figures},
-        )
-
-    def key_figures(self, user: UserState, now: float) -> dict[str, Any]:
-        figures = self.figures(user, now)
-        del figures["user"]
-        return figures

@@ -37,7 +37,7 @@ from __future__ import annotations
 import heapq
 import math
 from abc import abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from sortedcontainers import SortedList
@@ -45,6 +45,7 @@ from sortedcontainers import SortedList
 from gridfair.core.pool import Pool, UserState
 from gridfair.errors import InputError
 from gridfair.policies.base import OrderPolicy
+from gridfair.policies.drf import lead_figures
 
 #: A line a + b x.
 Line = tuple[float, float]
@@ -81,12 +82,15 @@ def upper_envelope(lines: Sequence[Line], x_hi: float) -> list[Line]:
     again, because x only decreases."""
     if len(lines) <= 1:
         return list(lines)
-    # A line at or above another at both ends of [0, x_hi] is at or above it in between.
-    lines = [line for i, line in enumerate(lines) if not any(
-        other[0] >= line[0] and other[0] + other[1] * x_hi >= line[0] + line[1] * x_hi
-        and (other != line or j < i) for j, other in enumerate(lines) if j != i)]
-    if len(lines) <= 2:
-        return lines
+    if len(lines) == 2:
+        # A line at or above the other at both ends of [0, x_hi] is so in between.
+        (a1, b1), (a2, b2) = lines
+        end1, end2 = a1 + b1 * x_hi, a2 + b2 * x_hi
+        if a1 >= a2 and end1 >= end2:
+            return [lines[0]]
+        if a2 >= a1 and end2 >= end1:
+            return [lines[1]]
+        return list(lines)
     points = _crossings(lines, x_hi)
     kept: list[Line] = []
     # Between consecutive crossings the maximum is one line: find it at the midpoint.
@@ -376,17 +380,48 @@ class LiveTree:
             self._schedule(element, 1.0)
 
 
+class LazyFigures(Mapping[str, Any]):
+    """A decision's figures, computed on first read from values frozen when it was made.
+
+    The simulator makes one decision per task and reads few reasons, so `why()` only
+    freezes references (O(1)) and leaves the arithmetic and formatting for later.
+    """
+
+    __slots__ = ("_compute", "_figures")
+
+    def __init__(self, compute: Callable[[], dict[str, Any]]) -> None:
+        self._compute: Callable[[], dict[str, Any]] | None = compute
+        self._figures: dict[str, Any] | None = None
+
+    def _get(self) -> dict[str, Any]:
+        if self._figures is None:
+            assert self._compute is not None
+            self._figures = self._compute()
+            self._compute = None
+        return self._figures
+
+    def __getitem__(self, key: str) -> Any:
+        return self._get()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+
 class _Account:
     """One user's levels as of `since`, and the target they decay towards."""
 
-    __slots__ = ("level", "target", "since", "basis")
+    __slots__ = ("level", "target", "since", "basis", "usage")
 
     def __init__(self, level: list[float], target: list[float], since: float,
-                 basis: tuple) -> None:
+                 basis: tuple, usage: list[float] | None = None) -> None:
         self.level = level
         self.target = target
         self.since = since
         self.basis = basis  # what `target` was computed from; a new basis commits the levels
+        self.usage = usage  # the user's usage `basis` was computed from
 
 
 class DecayingOrder(OrderPolicy):
@@ -401,6 +436,8 @@ class DecayingOrder(OrderPolicy):
     state_name = "levels"
     #: How many levels each user has.
     level_size = 1
+    #: The head of `why()`'s sentence, over `describe()`'s figures and "priority".
+    why_template = "free slot to {user}: least priority {priority:.4g}, "
 
     def __init__(self, tau: float) -> None:
         self.tau = tau
@@ -427,6 +464,10 @@ class DecayingOrder(OrderPolicy):
               target: list[float]) -> list[Line]:
         """Priority lines in x = exp(-(t - now)/tau), given the levels at now."""
 
+    @abstractmethod
+    def describe(self, basis: tuple, level: list[float]) -> dict[str, Any]:
+        """The figures behind a user's priority, from its basis and levels at some time."""
+
     def targets_moved(self) -> bool:
         """Whether every user's target may have changed since the last call (capacity,
         entitlements); checked on every event."""
@@ -451,18 +492,26 @@ class DecayingOrder(OrderPolicy):
         return self._level_at(account, now)
 
     def _level_at(self, account: _Account, now: float) -> list[float]:
-        decay = math.exp(-max(now - account.since, 0.0) / self.tau)
+        if now <= account.since:  # just committed (or a set-up event at an earlier time)
+            return account.level
+        decay = math.exp(-(now - account.since) / self.tau)
         return [t + (c - t) * decay for c, t in zip(account.level, account.target, strict=True)]
 
-    def _account(self, user: UserState, now: float) -> bool:
-        """Bring the user's account up to `now`; True if its priority curve changed."""
-        basis = self.basis(user)
+    def _account(self, user: UserState, now: float, recheck: bool = False) -> bool:
+        """Bring the user's account up to `now`; True if its priority curve changed.
+
+        Most events (a submit, a block) leave the usage as it was: then the basis is not
+        recomputed, unless `recheck` (capacity or entitlements moved)."""
         account = self.accounts.get(user.name)
+        if account is not None and not recheck and account.usage == user.usage:
+            return False
+        basis = self.basis(user)
         if account is None:
             target = self.target(user, basis)
             level, since = self._pending.pop(user.name, (self.initial_level(), now))
-            self.accounts[user.name] = _Account(level, target, since, basis)
+            self.accounts[user.name] = _Account(level, target, since, basis, list(user.usage))
             return True
+        account.usage = list(user.usage)
         if basis == account.basis:
             return False
         account.level = self.settle(self._level_at(account, now))
@@ -484,7 +533,7 @@ class DecayingOrder(OrderPolicy):
         now = max(now, self.tree.time)  # set-up events come at time 0
         if self.targets_moved():
             for other in self.pool.users.values():
-                self._place(other, now, self._account(other, now))
+                self._place(other, now, self._account(other, now, recheck=True))
         self._place(user, now, self._account(user, now))
 
     def first(self, now: float) -> UserState | None:
@@ -505,6 +554,33 @@ class DecayingOrder(OrderPolicy):
     def runner_up(self, now: float) -> tuple[UserState | None, float | None]:
         """The user who would go after the first one, and its priority."""
         return self.tree.runner_up(now)
+
+    def figures(self, user: UserState, now: float) -> dict[str, Any]:
+        """The user's priority and the figures behind it, at `now`."""
+        self._account(user, now)
+        account = self.accounts[user.name]
+        return {"user": user.name, "priority": self.priority(user, now),
+                **self.describe(account.basis, self._level_at(account, now))}
+
+    def why(self, user: UserState, now: float) -> tuple[str, Mapping[str, Any]]:
+        runner, runner_priority = self.runner_up(now)
+        priority = self.priority(user, now)
+        account = self.accounts[user.name]
+        # Freeze the account as it is now: commits replace its lists, never mutate them.
+        frozen = _Account(account.level, account.target, account.since, account.basis)
+        tail, _ = lead_figures(priority, runner, runner_priority)
+
+        def compute() -> dict[str, Any]:
+            return {"user": user.name, "priority": priority,
+                    **self.describe(frozen.basis, self._level_at(frozen, now)),
+                    **lead_figures(priority, runner, runner_priority)[1]}
+
+        return self.why_template + tail, LazyFigures(compute)
+
+    def key_figures(self, user: UserState, now: float) -> dict[str, Any]:
+        figures = self.figures(user, now)
+        del figures["user"]
+        return figures
 
     # ------------------------------------------------------------ persistence
     def export_state(self, now: float) -> dict[str, Any]:

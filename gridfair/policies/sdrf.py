@@ -36,7 +36,6 @@ from gridfair.policies.drf import (
     Entitlements,
     check_resources,
     dominant,
-    lead_figures,
     resource_shares,
 )
 from gridfair.policies.live_tree import DecayingOrder, Line
@@ -80,6 +79,12 @@ class SdrfOrder(DecayingOrder):
         self.backfill = backfill
         # Algorithm 1 stops when the chosen user's task does not fit; backfilling skips it.
         self.stop_when_blocked = not backfill
+        rule = "dominant share + dominant commitment" if priority == "eq5" else \
+            "max over resources of share + commitment"
+        self.why_template = (
+            "free slot to {user}: least SDRF priority {priority:.4g} (" + rule + "; dominant "
+            "share {dominant_share:.4g} of {dominant_resource}, dominant commitment "
+            "{dominant_commitment:.4g} on {commitment_resource}), ")
 
     def attach(self, pool: Pool) -> None:
         self.entitlements.attach(pool)
@@ -118,35 +123,14 @@ class SdrfOrder(DecayingOrder):
         """c_ir(now) for each resource of the set."""
         return self.levels(user, now)
 
-    def figures(self, user: UserState, now: float) -> dict[str, Any]:
-        shares = resource_shares(user.usage, self.pool.capacity, self.resources)
+    def describe(self, basis: tuple, level: list[float]) -> dict[str, Any]:
+        *shares, entitlement = basis
         share, share_resource = dominant(shares, self.resources)
-        commitments = self.commitments(user, now)
-        top_commitment, commitment_resource = dominant(commitments, self.resources)
+        top_commitment, commitment_resource = dominant(level, self.resources)
         return {
-            "user": user.name,
-            "priority": self.priority(user, now),
             "dominant_share": share,
             "dominant_resource": share_resource,
             "dominant_commitment": top_commitment,
             "commitment_resource": commitment_resource,
-            "entitlement": self.entitlements.of(user),
+            "entitlement": entitlement,
         }
-
-    def why(self, user: UserState, now: float) -> tuple[str, dict[str, Any]]:
-        figures = self.figures(user, now)
-        runner, runner_priority = self.runner_up(now)
-        tail, tail_figures = lead_figures(figures["priority"], runner, runner_priority)
-        rule = "dominant share + dominant commitment" if self.priority_rule == "eq5" else \
-            "max over resources of share + commitment"
-        return (
-            "free slot to {user}: least SDRF priority {priority:.4g} (" + rule + "; dominant "
-            "share {dominant_share:.4g} of {dominant_resource}, dominant commitment "
-            "{dominant_commitment:.4g} on {commitment_resource}), " + tail,
-            {**figures, **tail_figures},
-        )
-
-    def key_figures(self, user: UserState, now: float) -> dict[str, Any]:
-        figures = self.figures(user, now)
-        del figures["user"]
-        return figures

@@ -1,0 +1,183 @@
+"""Reader and writer of the 7-column task list of the SDRF authors' simulator, and the pool
+their experiments (papers/003, section 7) build from it.
+
+Format: no header, one task per line, `submit_us,start_us,finish_us,user,task_id,cpu,mem`
+(times in microseconds, integers; cpu and mem normalised as in the Google trace), in submit
+order; gzip (recognised by its magic bytes) or plain. A line with another number of columns,
+a time or size that is not a number, a start before the submit or a finish before the start,
+or a submit earlier than the line before is an `InputError` naming the line.
+
+Rules implemented:
+- each task runs for its trace duration, `finish_us - start_us` (seconds in the simulation);
+  it is submitted at `submit_us`;
+- the pool is one aggregate node whose capacity per resource is `r` times the trace's mean
+  total usage, sum_i size_i x duration_i / (last finish - first start)
+  (`capacity_ratio`, default 1);
+- entitlements (the policies' `weights`): each user's mean usage, i.e. its share of the
+  trace's cpu-seconds and memory-seconds averaged over the two resources; or with
+  `equal_shares` 1/n for each of the trace's n users;
+- a task id that repeats (a task resubmitted in the trace) is made unique inside the
+  simulator as `id#k`; `--tasks-out` writes the original id back.
+"""
+
+from __future__ import annotations
+
+import gzip
+import math
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gridfair.core.pool import Node, Task
+from gridfair.errors import InputError
+from gridfair.sim.grid import Grid
+from gridfair.sim.scenario import FORMAT_BY_SUFFIX, WORKLOAD_FORMATS, Scenario
+
+COLUMNS = ("submit_us", "start_us", "finish_us", "user", "task_id", "cpu", "mem")
+MICROSECONDS = 1e6
+_GZIP_MAGIC = b"\x1f\x8b"
+# Marks a repeated task id made unique; trace ids are "job-index" and never contain it.
+_REPEAT = "#"
+
+
+def _open_text(path: Path):
+    with open(path, "rb") as raw:
+        compressed = raw.read(2) == _GZIP_MAGIC
+    return gzip.open(path, "rt", encoding="utf-8") if compressed else \
+        open(path, encoding="utf-8")
+
+
+@dataclass
+class TaskTrace:
+    """A task file: its tasks in file order, and the usage the trace itself recorded."""
+
+    source: str
+    tasks: list[Task]
+    #: Mean total (cpu, memory) in use between the first start and the last finish.
+    mean_usage: list[float]
+    #: Each user's (cpu-seconds, memory-seconds) in the trace, users in order of appearance.
+    user_usage: dict[str, list[float]] = field(default_factory=dict)
+
+    def entitlements(self) -> dict[str, float]:
+        """Each user's share of the trace's usage, averaged over cpu and memory."""
+        totals = [sum(usage[r] for usage in self.user_usage.values()) for r in range(2)]
+        return {user: sum(usage[r] / totals[r] for r in range(2) if totals[r] > 0) / 2
+                for user, usage in self.user_usage.items()}
+
+
+def read_tasks(path: str | Path) -> TaskTrace:
+    """Parse a 7-column task file (gzip or plain); `Task.source_index` is the line order."""
+    path = Path(path)
+    source = str(path)
+    try:
+        with _open_text(path) as lines:
+            trace = _parse(lines, source)
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError) as error:
+        raise InputError(f"cannot read task file: {error}", source=source) from None
+    if not trace.tasks:
+        raise InputError("the task file has no tasks", source=source)
+    return trace
+
+
+def _number(text: str, column: int, source: str, line: int) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise InputError(f"column {column + 1} ({COLUMNS[column]}) must be a number >= 0, "
+                         f"not {text!r}", source=source, line=line)
+    return value
+
+
+def _parse(lines: Iterable[str], source: str) -> TaskTrace:
+    tasks: list[Task] = []
+    user_usage: dict[str, list[float]] = {}
+    seen: dict[str, int] = {}
+    last_submit = 0.0
+    first_start, last_finish = math.inf, -math.inf
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        fields = line.rstrip("\r\n").split(",")
+        if len(fields) != len(COLUMNS):
+            raise InputError(f"expected {len(COLUMNS)} columns ({','.join(COLUMNS)}), got "
+                             f"{len(fields)}", source=source, line=number)
+        submit, start, finish = (_number(fields[column], column, source, number)
+                                 for column in range(3))
+        cpu = _number(fields[5], 5, source, number)
+        memory = _number(fields[6], 6, source, number)
+        if not submit <= start <= finish:
+            raise InputError(f"times out of order: submit {fields[0]}, start {fields[1]}, "
+                             f"finish {fields[2]} (need submit <= start <= finish)",
+                             source=source, line=number)
+        if submit < last_submit:
+            raise InputError(f"submit {fields[0]} is before the previous line's: the file must "
+                             "be in submit order", source=source, line=number)
+        last_submit = submit
+        user, task_id = fields[3], fields[4]
+        if not user or not task_id:
+            raise InputError("empty user or task_id", source=source, line=number)
+        repeats = seen.get(task_id, 0)
+        seen[task_id] = repeats + 1
+        unique_id = task_id if not repeats else f"{task_id}{_REPEAT}{repeats}"
+        duration = (finish - start) / MICROSECONDS
+        tasks.append(Task(unique_id, user, submit / MICROSECONDS, cpus=cpu, memory=memory,
+                          duration=duration, source_index=len(tasks)))
+        usage = user_usage.setdefault(user, [0.0, 0.0])
+        usage[0] += cpu * duration
+        usage[1] += memory * duration
+        first_start = min(first_start, start)
+        last_finish = max(last_finish, finish)
+    span = (last_finish - first_start) / MICROSECONDS if tasks else 0.0
+    mean_usage = [sum(usage[r] for usage in user_usage.values()) / span if span > 0 else 0.0
+                  for r in range(2)]
+    return TaskTrace(source, tasks, mean_usage, user_usage)
+
+
+def trace_scenario(path: Path, grid: Grid | None, options: Mapping[str, Any]) -> Scenario:
+    """The SDRF experiments' set-up: one aggregate node of `capacity_ratio` x the trace's
+    mean usage, entitlements from the users' mean usage (or equal). No grid is needed."""
+    ratio = options.get("capacity_ratio")
+    ratio = 1.0 if ratio is None else ratio
+    if not isinstance(ratio, int | float) or not math.isfinite(ratio) or ratio <= 0:
+        raise InputError(f"--capacity-ratio must be a number > 0, not {ratio!r}")
+    trace = read_tasks(path)
+    cpus, memory = (ratio * usage for usage in trace.mean_usage)
+    for task in trace.tasks:
+        if task.cpus > cpus or task.memory > memory:
+            raise InputError(
+                f"task {task.id} of line {task.source_index + 1} needs ({task.cpus:g} cpu, "
+                f"{task.memory:g} mem), more than the pool's ({cpus:g}, {memory:g}) at "
+                f"--capacity-ratio {ratio:g}", source=trace.source)
+    if options.get("equal_shares"):
+        weights = dict.fromkeys(trace.user_usage, 1.0)
+    else:
+        weights = trace.entitlements()
+    # Power = cpus: one MFlop per cpu, so MFlops shares are cpu shares.
+    node = Node("trace-pool", None, power=cpus, cpus=cpus, memory=memory)
+    return Scenario([node], trace.tasks,
+                    policy_options={"resources": ("cpus", "memory"), "weights": weights},
+                    task_writer=write_tasks)
+
+
+def _microseconds(seconds: float | None) -> str:
+    return "" if seconds is None else str(round(seconds * MICROSECONDS))
+
+
+def write_tasks(tasks: Sequence[Task], path: Path) -> None:
+    """Every task in the input's 7-column format and order, with its simulated start and
+    finish (empty for a task that never started or finished)."""
+    with open(path, "w", encoding="utf-8") as out:
+        for task in sorted(tasks, key=lambda task: task.source_index):
+            original_id = task.id.partition(_REPEAT)[0]
+            out.write(f"{_microseconds(task.submit_time)},{_microseconds(task.first_start)},"
+                      f"{_microseconds(task.finish_time)},{task.user},{original_id},"
+                      f"{task.cpus!r},{task.memory!r}\n")
+
+
+WORKLOAD_FORMATS["taskcsv"] = trace_scenario
+FORMAT_BY_SUFFIX[".csv"] = "taskcsv"
+FORMAT_BY_SUFFIX[".csv.gz"] = "taskcsv"

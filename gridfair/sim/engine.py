@@ -13,7 +13,9 @@ Execution model: a task of `work` MFlop runs at `power_per_cpu x cpus x (1 - loa
 node; a task with a `duration` runs for that many seconds wherever it runs. A vacate without
 checkpointing throws the current run's progress away (`Task.lost_work`) and the task starts over;
 with checkpointing it resumes where it stopped. An optional vacate delay holds the freed node's
-new task back for that long (the victim's clean-up time).
+new task back for that long (the victim's clean-up time), and an optional transfer delay (iSPD
+links) holds a task back while its input reaches the node; the node is taken meanwhile, and a
+vacate during either delay loses no computation.
 """
 
 from __future__ import annotations
@@ -71,14 +73,21 @@ class _Execution(PoolListener):
         self.checkpointing = simulation.pool.checkpointing
         self.vacate_delay = simulation.vacate_delay
         self.watch_deadlines = simulation.negotiator.admit is not None
+        self.transfer_delay = simulation.transfer_delay
         # Node index -> time until which a vacated task is still cleaning up there.
         self.cleaning_until: dict[int, float] = {}
+        # Task seq -> when its computation begins, for runs that wait before computing.
+        self.computing_from: dict[int, float] = {}
 
     def task_started(self, task: Task, now: float) -> None:
         node = task.node
         start = now
         if self.vacate_delay:
             start = max(now, self.cleaning_until.get(node.index, now))
+        if self.transfer_delay is not None:
+            start += self.transfer_delay(task, node)
+        if start != now:
+            self.computing_from[task.seq] = start
         end = start + (task_size(task) - task.done_work) / run_rate(task, node)
         heapq.heappush(self.heap, (end, _FINISH, self.seq, task, task.epoch))
         self.seq += 1
@@ -91,9 +100,12 @@ class _Execution(PoolListener):
     def task_stopped(self, task: Task, now: float, node: Node) -> None:
         ran = now - task.start_time
         self.busy += ran * task.cpus
+        computed = ran
+        if self.computing_from:
+            computed = max(now - self.computing_from.pop(task.seq, task.start_time), 0.0)
         if task.state == QUEUED:  # vacated: keep or lose the run's progress
             self.vacates += 1
-            progressed = ran * run_rate(task, node)
+            progressed = computed * run_rate(task, node)
             if self.checkpointing:
                 task.done_work += progressed
             else:
@@ -114,6 +126,8 @@ class Simulation:
         vacate_delay: float = 0.0,
         keep_decisions: bool = False,
         progress: Callable[[int, int], None] | None = None,
+        transfer_delay: Callable[[Task, Node], float] | None = None,
+        on_cycle: Callable[[float], None] | None = None,
     ) -> None:
         if interval is not None and interval <= 0:
             raise InputError(f"negotiation interval must be positive, got {interval}")
@@ -129,6 +143,8 @@ class Simulation:
         self.vacate_delay = vacate_delay
         self.keep_decisions = keep_decisions
         self.progress = progress
+        self.transfer_delay = transfer_delay
+        self.on_cycle = on_cycle  # told the time after every negotiation cycle (records)
 
     def run(self) -> SimulationResult:
         started = wallclock.perf_counter()
@@ -147,6 +163,7 @@ class Simulation:
         keep = self.keep_decisions
         interval = self.interval
         progress = self.progress
+        on_cycle = self.on_cycle
         report_every = max(total // 100, 1)
         if interval is not None:
             first = tasks[0].submit_time
@@ -196,6 +213,8 @@ class Simulation:
                 decisions = negotiator.cycle(now)
                 if keep:
                     kept.extend(decisions)
+                if on_cycle is not None:
+                    on_cycle(now)
                 # Periodic negotiation goes on while anything can still change: arrivals to
                 # come or tasks running. Idle work with neither can never start.
                 if interval is not None and (next_arrival < total or pool.running):

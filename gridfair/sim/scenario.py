@@ -20,10 +20,13 @@ from gridfair.errors import InputError
 from gridfair.policies.registry import build_stages
 from gridfair.sim.engine import Simulation, SimulationResult
 from gridfair.sim.grid import Grid, load_grid
+from gridfair.sim.records import RunRecorder
 from gridfair.sim.workloads.hosep import hosep_workload
 
 #: Writes every task of a finished run to a file (`--tasks-out`), in the workload's own format.
 TaskWriter = Callable[[Sequence[Task], Path], None]
+#: Seconds `task`'s input needs to reach `node` before it can run there.
+TransferDelay = Callable[[Task, Node], float]
 
 
 def write_tasks_csv(tasks: Sequence[Task], path: Path) -> None:
@@ -46,6 +49,10 @@ class Scenario:
     policy_options: dict[str, Any] = field(default_factory=dict)
     #: How `--tasks-out` writes this workload's tasks (a trace format keeps its own).
     task_writer: TaskWriter = write_tasks_csv
+    #: Input items the reader left out, by reason (reported, never fatal).
+    skipped: dict[str, int] = field(default_factory=dict)
+    #: Seconds a task's input takes to reach a node before it runs (iSPD links), or None.
+    transfer_delay: TransferDelay | None = None
 
 
 #: Builds a scenario from a workload file: (path, grid or None, options) -> Scenario.
@@ -55,8 +62,24 @@ WorkloadReader = Callable[[Path, Grid | None, Mapping[str, Any]], Scenario]
 WORKLOAD_FORMATS: dict[str, WorkloadReader] = {}
 FORMAT_BY_SUFFIX: dict[str, str] = {}
 
+#: Builds a scenario from a workload a grid defines: (grid, name, options) -> Scenario, by the
+#: workload's `kind` (the HOSEP paper's synthetic sets; an iSPD model's own load).
+GridWorkload = Callable[[Grid, str, Mapping[str, Any]], Scenario]
+GRID_WORKLOADS: dict[str, GridWorkload] = {
+    "hosep-synthetic": lambda grid, name, options: Scenario(
+        grid.nodes(), hosep_workload(grid, name, int(options.get("seed", 1)))),
+}
+
+
+def register_readers() -> None:
+    """Import the reader modules, which add themselves to WORKLOAD_FORMATS, FORMAT_BY_SUFFIX
+    and GRID_WORKLOADS. They import this module, so this runs on first use, not on import."""
+    from gridfair.sim import ispd  # noqa: F401
+    from gridfair.sim.workloads import google, ispd_trace, swf_grid  # noqa: F401
+
 
 def workload_format(path: Path, override: str | None) -> str:
+    register_readers()
     if override:
         if override not in WORKLOAD_FORMATS:
             known = ", ".join(sorted(WORKLOAD_FORMATS)) or "none"
@@ -80,9 +103,12 @@ def build_scenario(
     options: Mapping[str, Any] | None = None,
 ) -> Scenario:
     options = options or {}
+    register_readers()
     grid = load_grid(grid_path) if grid_path else None
     if grid is not None and workload in grid.workloads:
-        return Scenario(grid.nodes(), hosep_workload(grid, workload, seed))
+        kind = grid.workloads[workload].get("kind")
+        builder = GRID_WORKLOADS.get(kind, GRID_WORKLOADS["hosep-synthetic"])
+        return builder(grid, workload, {"seed": seed, **options})
     path = Path(workload)
     if not path.exists():
         if grid is not None:
@@ -107,8 +133,10 @@ def run_scenario(
     vacate_delay: float = 0.0,
     keep_decisions: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    recorder: RunRecorder | None = None,
 ) -> tuple[SimulationResult, Negotiator]:
-    """Build the stages and the pool for `scenario` and run it to the end."""
+    """Build the stages and the pool for `scenario` and run it to the end; `recorder` keeps
+    the run's records (runs and allocation snapshots) for the checks of `records`."""
     stages = build_stages(
         policy, order=order, preempt=preempt, admit=admit,
         options={**scenario.policy_options, **(policy_options or {})},
@@ -117,7 +145,10 @@ def run_scenario(
     negotiator = Negotiator(pool, stages.order, stages.preempt, stages.admit)
     for node in scenario.nodes:
         pool.add_node(node)
+    if recorder is not None:
+        pool.listen(recorder)
     simulation = Simulation(negotiator, scenario.tasks, interval=interval,
                             vacate_delay=vacate_delay, keep_decisions=keep_decisions,
-                            progress=progress)
+                            progress=progress, transfer_delay=scenario.transfer_delay,
+                            on_cycle=recorder.after_cycle if recorder is not None else None)
     return simulation.run(), negotiator

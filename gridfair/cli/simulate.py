@@ -12,6 +12,7 @@ from gridfair.cli.output import FORMATS, render_table, to_csv, to_json
 from gridfair.policies.registry import policy_names
 from gridfair.sim.metrics import SATISFACTION_BASES, run_summary, user_metrics
 from gridfair.sim.scenario import build_scenario, run_scenario
+from gridfair.sim.workloads import taskcsv  # noqa: F401  (registers the 7-column task lists)
 
 USER_COLUMNS = (
     ("user", "User", ""),
@@ -50,15 +51,24 @@ USER_COLUMNS = (
               show_default=True)
 @click.option("--tasks-out", type=click.Path(dir_okay=False, writable=True), default=None,
               help="Write every task with its simulated times (in the workload's own format).")
+@click.option("--capacity-ratio", type=float, default=None,
+              help="Task list: the pool's capacity per resource is R x the trace's mean total "
+                   "usage (default 1).")
+@click.option("--equal-shares", is_flag=True,
+              help="Task list: equal entitlements (default: each user's mean usage).")
+@click.option("--delta", type=float, default=None,
+              help="SDRF: commitment discount per second, in (0, 1) (default 1 - 1e-6).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 def simulate(grid, workload, workload_format, policy, order, preempt, admit, checkpoint, seed,
              interval, vacate_delay, absolute_power_diff, satisfaction_base, output_format,
-             tasks_out, quiet) -> None:
+             tasks_out, capacity_ratio, equal_shares, delta, quiet) -> None:
     """Simulate GRID under a policy and report per-user satisfaction, waits and preemptions."""
     if policy is None and order is None:
         raise click.UsageError("give --policy NAME, or --order (with --preempt/--admit)")
-    policy_options = {"absolute_power_diff": absolute_power_diff}
-    scenario = build_scenario(grid, workload, seed=seed, workload_format_name=workload_format)
+    policy_options = {"absolute_power_diff": absolute_power_diff, "delta": delta}
+    scenario = build_scenario(grid, workload, seed=seed, workload_format_name=workload_format,
+                              options={"capacity_ratio": capacity_ratio,
+                                       "equal_shares": equal_shares})
     progress = None if quiet or not sys.stderr.isatty() else _progress_bar()
     result, negotiator = run_scenario(
         scenario, policy=policy, order=order, preempt=preempt, admit=admit,

@@ -33,7 +33,7 @@ def cli() -> None:
 
 def _register() -> None:
     # Each subcommand lives in its own module; importing it here adds it to `cli`.
-    from gridfair.cli import admin, compare, daemon, shares, simulate, sweep  # noqa: F401
+    from gridfair.cli import admin, compare, daemon, plot, shares, simulate, sweep  # noqa: F401
 
 
 def main() -> None:

@@ -174,8 +174,9 @@ def wait_reduction_lines(results: Results, out: str | Path, *, policy: str = "sd
 def completed_ratio_points(results: Results, policy: str, baseline: str, *,
                            delta: float | None, capacity_ratio: float | None
                            ) -> list[dict[str, Any]]:
-    """Per user: completed over submitted tasks under the baseline and the policy (one seed:
-    the first run of the policy at that delta and load)."""
+    """Per user: completed over submitted tasks under the baseline and the policy, for the
+    first run of the policy at that delta and load. Completed means by the run's `horizon`
+    (the trace's end) when the runs had one, as in the paper; else by the end of the run."""
     pairs = [(spec, outcome, base) for spec, outcome, base in _paired(_ok(results), policy,
                                                                       baseline)
              if (delta is None or _close(spec.get("delta"), delta))
@@ -184,10 +185,11 @@ def completed_ratio_points(results: Results, policy: str, baseline: str, *,
         raise InputError(f"no {policy!r} run at delta={delta} and capacity_ratio="
                          f"{capacity_ratio} with a matching {baseline!r} run")
     _, outcome, base = pairs[0]
+    metric = "completed_by_horizon" if "completed_by_horizon" in base.summary else "completed"
     policy_users = {user["user"]: user for user in outcome.users}
     return [{"user": user["user"], "submitted": user["submitted"],
-             "baseline": user["completed"] / user["submitted"],
-             "policy": policy_users[user["user"]]["completed"] / user["submitted"]}
+             "baseline": user[metric] / user["submitted"],
+             "policy": policy_users[user["user"]][metric] / user["submitted"]}
             for user in base.users if user["submitted"] and user["user"] in policy_users]
 
 
@@ -222,8 +224,8 @@ def completed_ratio_bubbles(results: Results, out: str | Path, *, policy: str = 
 
 
 #: Run-wide metrics of the Justice figure: (summary field, axis label, scale to percent).
-JUSTICE_METRICS = (("jain_allocation", "Jain's index (allocation / demand)", 1.0),
-                   ("deadlines_met", "deadlines met (%)", 100.0))
+JUSTICE_METRICS = (("jain_index", "Jain's index (allocation / demand)", 1.0),
+                   ("deadlines_met_fraction", "deadlines met (%)", 100.0))
 
 
 def justice_bars(results: Results, out: str | Path) -> None:

@@ -18,11 +18,13 @@ import json
 import math
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gridfair.core.pool import DONE, Task
 from gridfair.errors import GridfairError, InputError
 from gridfair.policies.registry import policy_names
 from gridfair.sim.metrics import SATISFACTION_BASES, run_summary, user_metrics
@@ -57,6 +59,8 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
     Parameter("vacate_delay", RUN, (int, float), 0.0, "seconds a vacated node needs"),
     Parameter("satisfaction_base", METRICS, (str,), "grid", "Def. 5's ideal machine",
               lambda: SATISFACTION_BASES),
+    Parameter("horizon", METRICS, (int, float), None,
+              "also count the tasks completed by this time (s), e.g. the trace's end"),
     Parameter("absolute_power_diff", POLICY, (bool,), False, "HOSEP: omega vs |PowerDiff|"),
     Parameter("delta", POLICY, (int, float), None, "SDRF: commitment decay per second"),
     Parameter("capacity_ratio", SCENARIO, (int, float), None,
@@ -167,6 +171,10 @@ def execute(spec: RunSpec) -> RunOutcome:
         )
         users = user_metrics(result, spec.get("satisfaction_base"))
         summary = run_summary(result, users).as_dict()
+        user_rows = [user.as_dict() for user in users]
+        horizon = spec.get("horizon")
+        if horizon is not None:
+            _count_completed_by(result.tasks, horizon, user_rows, summary)
     except GridfairError as error:
         return RunOutcome(spec.key, False, error=f"{type(error).__name__}: {error}",
                           wall_seconds=time.perf_counter() - started)
@@ -175,6 +183,17 @@ def execute(spec: RunSpec) -> RunOutcome:
                           wall_seconds=time.perf_counter() - started)
     # Wall time varies from run to run; everything else in the summary is deterministic.
     summary.pop("wall_seconds", None)
-    return RunOutcome(spec.key, True, users=[user.as_dict() for user in users],
-                      summary=summary, stages=negotiator.stages,
+    return RunOutcome(spec.key, True, users=user_rows, summary=summary, stages=negotiator.stages,
                       wall_seconds=time.perf_counter() - started)
+
+
+def _count_completed_by(tasks: Sequence[Task], horizon: float, users: list[dict[str, Any]],
+                        summary: dict[str, Any]) -> None:
+    """Add `completed_by_horizon` per user and in all. A simulation runs every task to its
+    end; a trace-driven experiment (the SDRF paper's Fig. 5) counts only what completed
+    within the trace's time span."""
+    completed = Counter(task.user for task in tasks
+                        if task.state == DONE and task.finish_time <= horizon)
+    for user in users:
+        user["completed_by_horizon"] = completed[user["user"]]
+    summary["completed_by_horizon"] = sum(completed.values())

@@ -2,7 +2,8 @@
 
 These are what the ClassAd layer produces and what the daemon reconciles against its state.
 The simulator and the negotiator work on the lean mutable runtime objects of
-`gridfair.core.pool` instead; `gridfair.core.pool.Pool.from_snapshot` turns one into the other.
+`gridfair.core.pool` instead; `gridfair.classads.to_pool.pool_from_snapshot`
+turns one into the other.
 """
 
 from __future__ import annotations

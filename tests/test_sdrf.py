@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import gzip
 import math
+import re
+from pathlib import Path
 
 import pytest
+from conftest import shared_file
 from test_drf import classic_example, one_node_pool, submit_many
 
 from gridfair.core.negotiator import Negotiator
@@ -12,6 +16,8 @@ from gridfair.core.pool import Task
 from gridfair.errors import ConfigError, InputError
 from gridfair.policies.drf import DrfOrder
 from gridfair.policies.sdrf import SdrfOrder
+from gridfair.sim.scenario import run_scenario
+from gridfair.sim.workloads.taskcsv import trace_scenario
 
 CPU_MEMORY = ("cpus", "memory")
 
@@ -171,3 +177,69 @@ def test_algorithm_1_stops_when_blocked_unless_backfilling() -> None:
     assert not SdrfOrder(backfill=True).stop_when_blocked
     with pytest.raises(ConfigError, match="unknown SDRF priority 'sum'"):
         SdrfOrder(priority="sum")
+
+
+# ------------------------------------------------- the paper's experiment (section 7)
+def users_mean_wait(tasks) -> float:
+    """The paper's figure: the mean over users of each user's mean waiting time."""
+    waits: dict[str, list[float]] = {}
+    for task in tasks:
+        waits.setdefault(task.user, []).append(task.first_start - task.submit_time)
+    return sum(sum(w) / len(w) for w in waits.values()) / len(waits)
+
+
+def test_on_the_google_sample_sdrf_waits_less_than_weighted_drf() -> None:
+    path = shared_file("google/derived/tasks_parts00000-00001.csv.gz")
+    scenario = trace_scenario(path, None, {"capacity_ratio": 0.9})
+    sdrf, _ = run_scenario(scenario, policy="sdrf", policy_options={"delta": 0.9999})
+    scenario = trace_scenario(path, None, {"capacity_ratio": 0.9})
+    wdrf, _ = run_scenario(scenario, policy="wdrf")
+    assert all(task.finish_time is not None for task in sdrf.tasks + wdrf.tasks)
+    assert users_mean_wait(sdrf.tasks) < users_mean_wait(wdrf.tasks)
+
+
+# ------------------------------------------------------ the 7-column task list
+def write(tmp_path: Path, text: str, name: str = "tasks.csv") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+GOOD = "1000000,2000000,5000000,u1,7-0,0.5,0.25\n3000000,3000000,4000000,u2,8-0,0.25,0.5\n"
+
+
+def test_task_list_pool_entitlements_and_tasks_out(tmp_path: Path) -> None:
+    gzipped = tmp_path / "tasks.csv.gz"
+    gzipped.write_bytes(gzip.compress(GOOD.encode()))
+    scenario = trace_scenario(gzipped, None, {"capacity_ratio": 2.0})
+    # Mean usage over [2 s, 5 s]: cpu (0.5 x 3 + 0.25 x 1) / 3, memory (0.25 x 3 + 0.5) / 3.
+    (node,) = scenario.nodes
+    assert node.cpus == pytest.approx(2 * 1.75 / 3)
+    assert node.memory == pytest.approx(2 * 1.25 / 3)
+    weights = scenario.policy_options["weights"]
+    assert weights["u1"] == pytest.approx((1.5 / 1.75 + 0.75 / 1.25) / 2)
+    assert [task.duration for task in scenario.tasks] == [3.0, 1.0]
+    result, _ = run_scenario(scenario, policy="sdrf")
+    out = tmp_path / "out.csv"
+    scenario.task_writer(result.tasks, out)
+    assert out.read_text() == ("1000000,1000000,4000000,u1,7-0,0.5,0.25\n"
+                               "3000000,3000000,4000000,u2,8-0,0.25,0.5\n")
+    equal = trace_scenario(write(tmp_path, GOOD), None,
+                           {"equal_shares": True, "capacity_ratio": 2.0})
+    assert equal.policy_options["weights"] == {"u1": 1.0, "u2": 1.0}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("1,2,3,u,t,0.5\n", "tasks.csv:1: expected 7 columns"),
+        (GOOD + "4000000,x,5000000,u,9-0,0.1,0.1\n", "tasks.csv:3: column 2 (start_us) must "
+                                                     "be a number"),
+        ("5000000,4000000,6000000,u,t,0.1,0.1\n", "tasks.csv:1: times out of order"),
+        (GOOD + "2000000,2000000,6000000,u,t,0.1,0.1\n", "tasks.csv:3: submit 2000000 is "
+                                                         "before the previous line's"),
+    ],
+)
+def test_bad_task_lists_are_refused_naming_the_line(tmp_path: Path, text, message) -> None:
+    with pytest.raises(InputError, match=re.escape(message)):
+        trace_scenario(write(tmp_path, text), None, {})

@@ -18,6 +18,8 @@ from click.testing import CliRunner
 
 from gridfair.cli import admin as _admin_commands  # noqa: F401 - registers the commands
 from gridfair.cli import cli
+from gridfair.cli import daemon as _daemon_command  # noqa: F401
+from gridfair.cli import shares as _shares_command  # noqa: F401
 from gridfair.cli.admin import shares_from_store
 from gridfair.daemon.config import validate
 from gridfair.daemon.service import Daemon
@@ -57,6 +59,27 @@ def test_shares_from_store_uses_the_shares_table(store):
     assert report["totals"]["nodes_provided"] == 9
     csv_lines = shares_from_store(store, "csv").splitlines()
     assert csv_lines[0].startswith("user,provided_mflops,allocated_mflops,power_diff")
+
+
+def test_shares_command_reads_the_store(store):
+    text = invoke("shares", "--db", str(store))
+    assert "Decisions of cycle 3 (" in text and "[confirmed]" not in text.split("cycle 3")[0]
+    assert "Number of users: 2" in text
+    assert json.loads(invoke("shares", "--db", str(store), "--format", "json"))["users"]
+
+
+def test_daemon_show_prints_shares_and_actions(tmp_path):
+    shutil.copytree(POOL, tmp_path / "pool")
+    (tmp_path / "c.toml").write_text(
+        '[daemon]\nstore = "state.db"\n[backend]\nkind = "files"\n[backend.files]\n'
+        'directory = "pool"\nactions = "a.jsonl"\n[safety]\nmax_snapshot_age = 3600\n')
+    result = CliRunner().invoke(cli, ["daemon", "--config", str(tmp_path / "c.toml"),
+                                      "--once", "--show"])
+    assert result.exit_code == 0, result.output
+    assert "Decisions of cycle 1 (10, [state] of the action carried out):" in result.output
+    assert "Actions of cycle 1:" in result.output
+    assert "  vacate 3.0 (bt@cs.wisc.edu) on slot1_1@ingwe2.cs.wisc.edu: confirmed" in \
+        result.output
 
 
 def test_explain_user_gives_position_figures_and_decisions(store):

@@ -20,7 +20,7 @@ from gridfair.cli import cli
 from gridfair.cli import daemon as _daemon_command  # noqa: F401 - registers `daemon`
 from gridfair.daemon.backends import PoolUnavailable
 from gridfair.daemon.backends.files import FilesBackend
-from gridfair.daemon.config import validate
+from gridfair.daemon.config import load_config, validate
 from gridfair.daemon.cycle import CycleRunner
 from gridfair.daemon.service import Daemon, make_backend
 from gridfair.daemon.store import Store, StoreError
@@ -353,3 +353,22 @@ def test_cycle_runner_reports_pool_unavailable(tmp_path):
     runner = CycleRunner(config, Down(tmp_path / "pool", tmp_path / "a.jsonl"), store)
     report = runner.run()
     assert report.line().startswith("cycle 1 failed: collector cm.example:9618 unreachable")
+
+
+@pytest.mark.parametrize("name", ["sim.toml", "files.toml", "htcondor.toml"])
+def test_example_configs_are_valid(name):
+    config = load_config(ROOT / "configs" / name)
+    assert config.backend == Path(name).stem
+    assert config["metrics"]["address"] == "127.0.0.1"
+
+
+def test_example_files_config_runs_a_cycle(tmp_path):
+    config = load_config(ROOT / "configs" / "files.toml")
+    config["daemon"]["store"] = str(tmp_path / "state.db")
+    config["backend.files"]["actions"] = str(tmp_path / "actions.jsonl")
+    # A fresh copy: the checked-out dumps may be older than max_snapshot_age.
+    shutil.copytree(POOL, tmp_path / "pool")
+    config["backend.files"]["directory"] = str(tmp_path / "pool")
+    daemon = Daemon(config)
+    assert daemon.run_once() == 0
+    assert len(actions_log(tmp_path)) == 10

@@ -67,6 +67,17 @@ def shares_from_store(db_path: Path, output_format: str = "table") -> str:
     return render_shares(report)
 
 
+def cycle_actions_text(db_path: Path, cycle: int) -> str:
+    """The actions one cycle planned, as lines (for `gridfair daemon --show`)."""
+    rows = [row for row in reports.actions(open_readonly(db_path), None, None)
+            if row["cycle"] == cycle]
+    if not rows:
+        return f"Actions of cycle {cycle}: none"
+    return "\n".join([f"Actions of cycle {cycle}:"] + [
+        f"  {row['kind']} {row['job']} ({row['user']}) on {row['machine']}: {row['state']}"
+        + (f" - {row['error']}" if row["error"] else "") for row in rows])
+
+
 # --------------------------------------------------------------------- explain
 @cli.command()
 @click.argument("name")

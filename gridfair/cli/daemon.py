@@ -18,11 +18,26 @@ from gridfair.daemon.config import load_config
 @click.option("--dry-run", is_flag=True, help="Record decisions; carry out none.")
 @click.option("--cycles", type=click.IntRange(min=1), default=None,
               help="Stop after this many cycles (overrides daemon.max_cycles).")
-def daemon(config_path: Path, once: bool, dry_run: bool, cycles: int | None) -> None:
+@click.option("--show", is_flag=True,
+              help="After each cycle, print the shares table and the cycle's actions.")
+def daemon(config_path: Path, once: bool, dry_run: bool, cycles: int | None,
+           show: bool) -> None:
     """Negotiate every `interval` seconds: read the pool, decide, journal, act."""
+    from gridfair.daemon.cycle import CycleReport
     from gridfair.daemon.service import Daemon, setup_logging
 
     config = load_config(config_path)
     setup_logging(config)
-    service = Daemon(config, dry_run=dry_run, max_cycles=cycles)
+    store = Path(config["daemon"]["store"])
+
+    def show_cycle(report: CycleReport) -> None:
+        from gridfair.cli.admin import cycle_actions_text, shares_from_store
+
+        if report.outcome != "failed":
+            click.echo(shares_from_store(store))
+            click.echo(cycle_actions_text(store, report.cycle))
+            click.echo()
+
+    service = Daemon(config, dry_run=dry_run, max_cycles=cycles,
+                     on_cycle=show_cycle if show else None)
     sys.exit(service.run_once() if once else service.run())

@@ -54,6 +54,10 @@ class SharesReport:
     totals: Mapping[str, Any]
     decisions: Sequence[Mapping[str, Any]] = ()
     skipped: Sequence[Mapping[str, Any]] = ()
+    #: How the decisions are introduced: from ads, what one cycle would do now; from the
+    #: daemon's store, what its latest cycle did (each decision then has its action's state).
+    decisions_heading: str = "Decisions now"
+    decisions_note: str = "none carried out"
 
 
 def share_rows(pool: Pool) -> list[dict[str, Any]]:
@@ -118,15 +122,17 @@ def render_shares(report: SharesReport) -> str:
     lines = [f"Shares at {stamp} ({report.policy})", _table(report.users, report.totals)]
     lines.append("")
     if report.decisions:
-        lines.append(f"Decisions now ({len(report.decisions)}, none carried out):")
+        lines.append(f"{report.decisions_heading} ({len(report.decisions)}, "
+                     f"{report.decisions_note}):")
         lines += [
             f"  {item['kind']} {item['job']} ({item['user']})"
             + (f" on {item['machine']}" if item["machine"] else "")
+            + (f" [{item['state']}]" if item.get("state") else "")
             + f": {item['reason']}"
             for item in report.decisions
         ]
     else:
-        lines.append("Decisions now: none")
+        lines.append(f"{report.decisions_heading}: none")
     if report.skipped:
         lines.append("")
         lines.append(f"Skipped ads ({len(report.skipped)}):")
@@ -193,15 +199,22 @@ def _table(rows: Sequence[Mapping[str, Any]], totals: Mapping[str, Any]) -> str:
               help="Format of both files [default: detected from each].")
 @click.option("--now", type=float, default=None,
               help="Time of the snapshot, epoch seconds [default: the current time].")
+@click.option("--db", "db_path", type=click.Path(dir_okay=False), default=None,
+              help="The daemon's store: shares as of its latest cycle, instead of ad files.")
 @click.option("--format", "output_format", type=click.Choice(("table", "json")),
               default="table", show_default=True)
 def shares(machines_path, jobs_path, policy, order, preempt, admit, absolute_power_diff,
-           owner_attr, power_attr, ad_format, now, output_format) -> None:
+           owner_attr, power_attr, ad_format, now, db_path, output_format) -> None:
     """Per-user shares of a pool's ads and the decisions a policy would take on them now."""
     # The report comes from ad files; another source of the same figures (the daemon's
     # store) builds a SharesReport of its own and shares the rendering below.
+    if db_path is not None:
+        from gridfair.cli.admin import shares_from_store
+
+        click.echo(shares_from_store(db_path, output_format))
+        return
     if machines_path is None or jobs_path is None:
-        raise click.UsageError("give both --machines FILE and --jobs FILE")
+        raise click.UsageError("give both --machines FILE and --jobs FILE, or --db FILE")
     if policy is None and order is None:
         policy = "hosep"
     snapshot = read_snapshot(

@@ -102,12 +102,14 @@ def shares_report(db: sqlite_utils.Database) -> SharesReport:
                 "where d.cycle = ? order by d.seq", [cycle["id"]])
         ]
     return SharesReport(
-        time=cycle["now"] or cycle["started"],
+        time=cycle["started"],  # wall time: `now` is simulated seconds on the sim backend
         policy=f"{cycle['policy']}, daemon cycle {cycle['id']} {cycle['outcome']}",
         users=users,
         totals=share_totals(users),
         decisions=decisions,
         skipped=_loads(cycle["skipped"]) or [],
+        decisions_heading=f"Decisions of cycle {cycle['id']}",
+        decisions_note="[state] of the action carried out",
     )
 
 

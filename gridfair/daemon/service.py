@@ -17,6 +17,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -86,8 +87,10 @@ class Daemon:
         dry_run: bool = False,
         max_cycles: int | None = None,
         backend: PoolBackend | None = None,
+        on_cycle: Callable[[CycleReport], None] | None = None,
     ) -> None:
         self.config = config
+        self.on_cycle = on_cycle  # e.g. `--show`: print shares and actions after each cycle
         self.interval = config["daemon"]["interval"]
         self.backoff_max = config["daemon"]["backoff_max"]
         self.max_cycles = config["daemon"]["max_cycles"] if max_cycles is None else max_cycles
@@ -139,6 +142,8 @@ class Daemon:
             log.info(report.line())
             self.failures = 0
             self.skip_until = 0.0
+        if self.on_cycle is not None:
+            self.on_cycle(report)
         if self.max_cycles and self.cycles >= self.max_cycles:
             self.stopping.set()
         return report

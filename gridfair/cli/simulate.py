@@ -10,6 +10,7 @@ import click
 from gridfair.cli import cli
 from gridfair.cli.output import FORMATS, render_table, to_csv, to_json
 from gridfair.policies.registry import policy_names
+from gridfair.sim.deadline_metrics import deadline_summary
 from gridfair.sim.metrics import SATISFACTION_BASES, run_summary, user_metrics
 from gridfair.sim.scenario import build_scenario, run_scenario
 from gridfair.sim.workloads import taskcsv  # noqa: F401  (registers the 7-column task lists)
@@ -58,17 +59,25 @@ USER_COLUMNS = (
               help="Task list: equal entitlements (default: each user's mean usage).")
 @click.option("--delta", type=float, default=None,
               help="SDRF: commitment discount per second, in (0, 1) (default 1 - 1e-6).")
+@click.option("--capacity", type=int, default=None,
+              help="SWF trace: the machine's processors (default: the trace's MaxProcs).")
+@click.option("--deadlines", default=None,
+              help="SWF trace: deadline type (Fixed1x, Fixed2x, Jockey1x2x, Jockey2x4x, "
+                   "90loose, Aria1x3x, Aria2x4x), seeded by --seed.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 def simulate(grid, workload, workload_format, policy, order, preempt, admit, checkpoint, seed,
              interval, vacate_delay, absolute_power_diff, satisfaction_base, output_format,
-             tasks_out, capacity_ratio, equal_shares, delta, quiet) -> None:
+             tasks_out, capacity_ratio, equal_shares, delta, capacity, deadlines, quiet) -> None:
     """Simulate GRID under a policy and report per-user satisfaction, waits and preemptions."""
     if policy is None and order is None:
         raise click.UsageError("give --policy NAME, or --order (with --preempt/--admit)")
     policy_options = {"absolute_power_diff": absolute_power_diff, "delta": delta}
     scenario = build_scenario(grid, workload, seed=seed, workload_format_name=workload_format,
                               options={"capacity_ratio": capacity_ratio,
-                                       "equal_shares": equal_shares})
+                                       "equal_shares": equal_shares,
+                                       "capacity": capacity, "deadlines": deadlines})
+    for reason, count in scenario.skipped.items():
+        click.echo(f"gridfair: warning: skipped {count}: {reason}", err=True)
     progress = None if quiet or not sys.stderr.isatty() else _progress_bar()
     result, negotiator = run_scenario(
         scenario, policy=policy, order=order, preempt=preempt, admit=admit,
@@ -79,6 +88,8 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
         scenario.task_writer(result.tasks, Path(tasks_out))
     users = user_metrics(result, satisfaction_base)
     summary = run_summary(result, users)
+    deadlines_in_play = any(task.deadline is not None for task in result.tasks)
+    deadline_figures = deadline_summary(result) if deadlines_in_play else None
     if output_format == "json":
         click.echo(to_json({
             "policy": negotiator.stages,
@@ -87,7 +98,9 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
             "checkpointing": checkpoint,
             "satisfaction_base": satisfaction_base,
             "users": [user.as_dict() for user in users],
-            "summary": _deterministic(summary.as_dict()),
+            "summary": _deterministic({
+                **summary.as_dict(),
+                **(deadline_figures.as_dict() if deadline_figures is not None else {})}),
         }))
     elif output_format == "csv":
         click.echo(to_csv([user.as_dict() for user in users]), nl=False)
@@ -102,6 +115,16 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
             f"Jain(satisfaction) {summary.jain_satisfaction:.3f}  "
             f"({summary.events} events, {summary.wall_seconds:.2f} s wall)"
         )
+        if deadline_figures is not None:
+            click.echo(
+                f"deadlines met {deadline_figures.deadlines_met}/{deadline_figures.jobs}  "
+                f"missed {deadline_figures.deadlines_missed}  "
+                f"dropped {deadline_figures.jobs_dropped}  "
+                f"killed {deadline_figures.jobs_killed}  "
+                f"Jain(60 s) {deadline_figures.jain_index:.3f}  "
+                f"Jain(run) {deadline_figures.jain_index_run:.3f}  "
+                f"useful utilization {deadline_figures.useful_utilization:.1%}"
+            )
 
 
 def _deterministic(summary: dict) -> dict:

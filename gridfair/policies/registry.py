@@ -15,9 +15,16 @@ from typing import Any
 from gridfair.errors import ConfigError
 from gridfair.policies.base import AdmitPolicy, OrderPolicy, PreemptPolicy
 from gridfair.policies.condor_priority import CondorPriorityOrder
+from gridfair.policies.deadline_baselines import (
+    FairShareOrder,
+    OracleAdmit,
+    OracleOrder,
+    ReactiveAdmit,
+)
 from gridfair.policies.dmfa_srq import DmfaSrqOrder
 from gridfair.policies.drf import DrfOrder
 from gridfair.policies.hosep import HosepOrder, HosepPreempt
+from gridfair.policies.justice import JusticeAdmit, JusticeOrder
 from gridfair.policies.osep import OsepOrder, OsepPreempt
 from gridfair.policies.sdrf import SdrfOrder
 
@@ -45,12 +52,21 @@ ORDERS: dict[str, Callable[[Options], OrderPolicy]] = {
         options, resources="resources", weights="weights")),
     "condor": lambda options: CondorPriorityOrder(**_given(
         options, halflife="halflife", factor="priority_factor", factors="priority_factors")),
+    "justice": lambda options: JusticeOrder(),
+    "fair-share": lambda options: FairShareOrder(),
+    "oracle": lambda options: OracleOrder(),
 }
 PREEMPTS: dict[str, Callable[[Options], PreemptPolicy]] = {
     "osep": lambda options: OsepPreempt(),
     "hosep": lambda options: HosepPreempt(absolute=bool(options.get("absolute_power_diff"))),
 }
-ADMITS: dict[str, Callable[[Options], AdmitPolicy]] = {}
+ADMITS: dict[str, Callable[[Options], AdmitPolicy]] = {
+    "justice": lambda options: JusticeAdmit(**_given(
+        options, kill_above="justice_kill_above", error_weighting="justice_error_weighting",
+        smoothing="justice_smoothing")),
+    "reactive": lambda options: ReactiveAdmit(),
+    "oracle": lambda options: OracleAdmit(),
+}
 
 # --policy NAME -> (order, preempt or None, admit or None)
 COMPOSITIONS: dict[str, tuple[str, str | None, str | None]] = {
@@ -61,6 +77,10 @@ COMPOSITIONS: dict[str, tuple[str, str | None, str | None]] = {
     "sdrf": ("sdrf", None, None),
     "dmfa-srq": ("dmfa-srq", None, None),
     "condor": ("condor", None, None),
+    "justice": ("justice", None, "justice"),
+    "baseline-fs": ("fair-share", None, None),
+    "reactive-fs": ("fair-share", None, "reactive"),
+    "oracle": ("oracle", None, "oracle"),
 }
 
 

@@ -11,6 +11,8 @@ with every slot it asks for) and `x >= 1` its expansion factor:
 Factors are drawn from one `random.Random(seed)` in job order, one draw per job (none for the
 fixed types), so a trace, a type and a seed always give the same deadlines. Names are matched
 without regard to case; an unknown name is an `InputError` listing the known ones.
+
+`deadline_job` builds a job of the Justice model (see `gridfair.policies.justice`) as a `Task`.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from gridfair.core.pool import Task
 from gridfair.errors import InputError
 
 #: Draws one expansion factor x from the generator.
@@ -71,3 +74,29 @@ def deadline_factors(name: str, count: int, seed: int) -> list[float]:
     draw = deadline_type(name).draw
     rng = random.Random(seed)
     return [draw(rng) for _ in range(count)]
+
+
+def deadline_job(
+    job_id: str,
+    user: str,
+    submit_time: float,
+    requested: int,
+    run_time: float,
+    factor: float | None,
+    capacity: int,
+    *,
+    source_index: int = -1,
+) -> Task:
+    """A job of the Justice model as a `Task`.
+
+    It asks for `requested` slots and runs `run_time` seconds with all of them; it is given
+    at most the capacity (a policy may give it fewer), and runs `run_time x requested / cpus`
+    with `cpus` slots (perfect parallelism). Its deadline is `submit + factor x run_time`
+    (none when `factor` is None).
+    """
+    cpus = min(requested, capacity)
+    task = Task(job_id, user, submit_time, cpus=cpus, duration=run_time * requested / cpus,
+                deadline=None if factor is None else submit_time + factor * run_time,
+                source_index=source_index)
+    task.requested_cpus = requested
+    return task

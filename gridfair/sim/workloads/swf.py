@@ -105,11 +105,23 @@ class SwfTrace:
         except (KeyError, ValueError):
             return None
 
+    def skip_details(self) -> str:
+        """The first few malformed lines with why (`line 3: 2 fields, expected 18; ...`)."""
+        shown = "; ".join(f"line {skip.line}: {skip.reason}"
+                          for skip in self.skipped[:REPORTED_SKIPS])
+        more = len(self.skipped) - REPORTED_SKIPS
+        return shown + (f"; and {more} more" if more > 0 else "")
+
     def skip_report(self) -> str | None:
         """One sentence naming the first few malformed lines, or None when none was skipped."""
         if not self.skipped:
             return None
-        return f"{self.source}: skipped {_describe_skips(self.skipped)}"
+        return f"{self.source}: skipped {self.skip_summary()}"
+
+    def skip_summary(self) -> str:
+        """How many lines were malformed, and the first few (`2 malformed lines (line 3: ...)`)."""
+        noun = "line" if len(self.skipped) == 1 else "lines"
+        return f"{len(self.skipped)} malformed {noun} ({self.skip_details()})"
 
 
 def read_swf(path: str | Path) -> SwfTrace:
@@ -125,7 +137,7 @@ def read_swf(path: str | Path) -> SwfTrace:
     except (OSError, EOFError, zlib.error) as error:  # missing, unreadable, corrupt gzip
         raise InputError(f"cannot read SWF file: {error}", source=source) from None
     if not trace.jobs:
-        detail = f" ({_describe_skips(trace.skipped)})" if trace.skipped else ""
+        detail = f" ({trace.skip_summary()})" if trace.skipped else ""
         raise InputError(f"no usable job line in the SWF file{detail}", source=source)
     return trace
 
@@ -168,11 +180,3 @@ def _parse_job(fields: list[str], number: int) -> SwfJob | str:
             value = int(value)
         values.append(value)
     return SwfJob(number, *values)
-
-
-def _describe_skips(skipped: list[SkippedLine]) -> str:
-    shown = "; ".join(f"line {skip.line}: {skip.reason}" for skip in skipped[:REPORTED_SKIPS])
-    more = len(skipped) - REPORTED_SKIPS
-    noun = "line" if len(skipped) == 1 else "lines"
-    return (f"{len(skipped)} malformed {noun} ({shown}"
-            + (f"; and {more} more" if more > 0 else "") + ")")

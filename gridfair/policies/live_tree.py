@@ -208,12 +208,27 @@ class LiveTree:
     def set(self, key: int, lines: Sequence[Line], now: float, payload: Any) -> None:
         """Insert element `key`, or give it a new curve, as of time `now`."""
         self.advance(now)
-        if key in self._elements:
-            self._unlink(self._elements.pop(key))
-        scale = 1.0 / self.x  # lines given in the drift since now; stored in the drift since T
-        element = _Element(key, upper_envelope([(a, b * scale) for a, b in lines], self.x),
-                           payload)
-        self._elements[key] = element
+        x = self.x
+        scale = 1.0 / x  # lines given in the drift since now; stored in the drift since T
+        stored = upper_envelope([(a, b * scale) for a, b in lines], x)
+        element = self._elements.get(key)
+        if element is None:
+            element = self._elements[key] = _Element(key, stored, payload)
+            self._link(element)
+            return
+        element.lines = stored
+        element.payload = payload
+        before, after = element.prev, element.next
+        place = (value_at(stored, x), key)
+        if (before is None or (value_at(before.lines, x), before.key) < place) and (
+                after is None or place < (value_at(after.lines, x), after.key)):
+            # Still between its neighbours (a small change, the common case): only the two
+            # pending swaps that involve it change.
+            if before is not None:
+                self._schedule(before, x)
+            self._schedule(element, x)
+            return
+        self._unlink(element)
         self._link(element)
 
     def remove(self, key: int, now: float) -> None:

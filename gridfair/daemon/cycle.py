@@ -336,16 +336,16 @@ class CycleRunner:
 
     @staticmethod
     def _write_jobs(db, recon: Reconciliation, cycle: int, now: float) -> None:
-        if recon.changed:
-            db["jobs"].upsert_all(recon.changed, pk="id")
-        if recon.gone:
-            marks = ",".join("?" * len(recon.gone))
-            db.execute(f"delete from jobs where id in ({marks})", recon.gone)
-        if recon.events:
-            db["job_events"].insert_all(
-                {"cycle": cycle, "time": now, "job": e.job, "user": e.user, "event": e.event,
-                 "machine": e.machine} for e in recon.events
-            )
+        # Plain executemany: the first cycle on a big pool writes every job, and sqlite-utils'
+        # generic upsert costs several times more per row.
+        db.conn.executemany(
+            "insert or replace into jobs (id, user, status, machine, since, last_seen, cycle) "
+            "values (:id, :user, :status, :machine, :since, :last_seen, :cycle)", recon.changed)
+        db.conn.executemany("delete from jobs where id = ?", [(job,) for job in recon.gone])
+        db.conn.executemany(
+            "insert into job_events (cycle, time, job, user, event, machine) "
+            "values (?, ?, ?, ?, ?, ?)",
+            [(cycle, now, e.job, e.user, e.event, e.machine) for e in recon.events])
 
     @staticmethod
     def _write_users(db, snapshot: Snapshot, usage: list[dict[str, Any]], now: float) -> None:

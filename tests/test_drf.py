@@ -101,7 +101,7 @@ def test_bad_weights_are_refused_with_a_clear_message(weights, message) -> None:
 
 def test_weights_naming_unknown_users_are_refused() -> None:
     entitlements = Entitlements({"A": 1, "ghost": 1})
-    with pytest.raises(ConfigError, match="weights name users the pool does not know: 'ghost'"):
+    with pytest.raises(ConfigError, match="weights name users the pool does not have: 'ghost'"):
         entitlements.check_known(["A", "B"])
 
 

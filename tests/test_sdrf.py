@@ -230,6 +230,20 @@ def test_task_list_pool_entitlements_and_tasks_out(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("weights", "message"),
+    [
+        ({"u1": 1, "ghost": 1}, "weights name users the task list does not have: 'ghost'"),
+        ({"u1": -2}, "weight of user 'u1' is -2: weights must be >= 0"),
+        ({"u1": 0, "u2": 0}, "every weight is zero"),
+    ],
+)
+def test_configured_weights_are_checked_against_the_trace(tmp_path: Path, weights,
+                                                          message) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        trace_scenario(write(tmp_path, GOOD), None, {"weights": weights, "capacity_ratio": 2})
+
+
+@pytest.mark.parametrize(
     ("text", "message"),
     [
         ("1,2,3,u,t,0.5\n", "tasks.csv:1: expected 7 columns"),

@@ -117,8 +117,8 @@ class Entitlements:
         self._users = len(pool.users)
         return True
 
-    def check_known(self, user_names: Iterable[str]) -> None:
-        """Configured weights must name only users that exist."""
+    def check_known(self, user_names: Iterable[str], where: str = "the pool") -> None:
+        """Configured weights must name only users that exist (in `where`)."""
         if self.configured is None:
             return
         known = set(user_names)
@@ -126,7 +126,7 @@ class Entitlements:
         if unknown:
             listed = ", ".join(repr(name) for name in unknown[:5])
             more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
-            raise ConfigError(f"weights name users the pool does not know: {listed}{more}")
+            raise ConfigError(f"weights name users {where} does not have: {listed}{more}")
 
 
 def normalised_weights(weights: Mapping[str, float]) -> dict[str, float]:

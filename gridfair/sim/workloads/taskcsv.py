@@ -15,7 +15,8 @@ Rules implemented:
   (`capacity_ratio`, default 1);
 - entitlements (the policies' `weights`): each user's mean usage, i.e. its share of the
   trace's cpu-seconds and memory-seconds averaged over the two resources; or with
-  `equal_shares` 1/n for each of the trace's n users;
+  `equal_shares` 1/n for each of the trace's n users; or `weights` given per user (checked:
+  >= 0, not all zero, naming only the trace's users);
 - a task id that repeats (a task resubmitted in the trace) is made unique inside the
   simulator as `id#k`; `--tasks-out` writes the original id back.
 """
@@ -31,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from gridfair.core.pool import Node, Task
-from gridfair.errors import InputError
+from gridfair.errors import ConfigError, InputError
+from gridfair.policies.drf import Entitlements
 from gridfair.sim.grid import Grid
 from gridfair.sim.scenario import FORMAT_BY_SUFFIX, WORKLOAD_FORMATS, Scenario
 
@@ -152,7 +154,13 @@ def trace_scenario(path: Path, grid: Grid | None, options: Mapping[str, Any]) ->
                 f"task {task.id} of line {task.source_index + 1} needs ({task.cpus:g} cpu, "
                 f"{task.memory:g} mem), more than the pool's ({cpus:g}, {memory:g}) at "
                 f"--capacity-ratio {ratio:g}", source=trace.source)
-    if options.get("equal_shares"):
+    configured = options.get("weights")
+    if configured is not None:
+        if options.get("equal_shares"):
+            raise ConfigError("give per-user weights or equal shares, not both")
+        Entitlements(configured).check_known(trace.user_usage, "the task list")
+        weights = dict(configured)
+    elif options.get("equal_shares"):
         weights = dict.fromkeys(trace.user_usage, 1.0)
     else:
         weights = trace.entitlements()

@@ -83,9 +83,6 @@ class CondorPriorityOrder(DecayingOrder):
         usage = target[0]
         return [(factor * usage, factor * (level[0] - usage)), (factor * MIN_PRIORITY, 0.0)]
 
-    def extra_state(self) -> dict[str, Any]:
-        return {"halflife": self.halflife}
-
     # ------------------------------------------------------- explanations
     why_template = ("free slot to {user}: least effective priority {priority:.4g} (real "
                     "priority {real_priority:.4g} x factor {priority_factor:g}), ")

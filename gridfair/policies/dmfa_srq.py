@@ -122,10 +122,10 @@ def task_demand(task: Task, pool: Pool, resources: Sequence[int]) -> list[float]
     """A task's share of each resource of the pool (its MFlops at the pool's mean speed)."""
     capacity = pool.capacity
     per_cpu = capacity[POWER] / capacity[CPUS] if capacity[CPUS] > 0 else 0.0
-    amounts = {CPUS: task.cpus, MEMORY: task.memory, POWER: task.cpus * per_cpu}
     usage = [0.0, 0.0, 0.0]
-    for resource, amount in amounts.items():
-        usage[resource] = amount
+    usage[CPUS] = task.cpus
+    usage[MEMORY] = task.memory
+    usage[POWER] = task.cpus * per_cpu
     return resource_shares(usage, capacity, resources)
 
 

@@ -45,6 +45,9 @@ class FaultPoints:
             return
         if self.action == "crash":
             os.kill(os.getpid(), signal.SIGKILL)
-        self.marker.write_text(point)
+        # Written whole, then renamed: a test polling for the marker never reads it half-written.
+        partial = self.marker.with_name(self.marker.name + ".tmp")
+        partial.write_text(point)
+        partial.replace(self.marker)
         while True:  # until the test kills us
             time.sleep(0.05)

@@ -30,6 +30,10 @@ from gridfair.policies.registry import policy_names
 from gridfair.sim.metrics import SATISFACTION_BASES, run_summary, user_metrics
 from gridfair.sim.scenario import build_scenario, run_scenario
 
+# Workload readers register their formats when imported. A Dask worker imports only this
+# module, so it imports the readers the scenario module does not import itself.
+from gridfair.sim.workloads import taskcsv  # noqa: F401, I001 - the 7-column task lists
+
 # Where a parameter goes: the simulation run itself, the policy's options, the scenario
 # builder's options (workload readers), or the metrics.
 RUN, POLICY, SCENARIO, METRICS = "run", "policy", "scenario", "metrics"
@@ -65,6 +69,8 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
     Parameter("delta", POLICY, (int, float), None, "SDRF: commitment decay per second"),
     Parameter("capacity_ratio", SCENARIO, (int, float), None,
               "task trace: capacity as a multiple of the trace's mean usage"),
+    Parameter("equal_shares", SCENARIO, (bool,), False,
+              "task trace: equal entitlements instead of each user's mean usage"),
     Parameter("capacity", SCENARIO, (int,), None, "SWF trace: the machine's processors"),
     Parameter("deadlines", SCENARIO, (str,), None, "deadline type of a job trace (Justice)"),
     Parameter("users", SCENARIO, (int,), None, "how many of the trace's users to keep"),

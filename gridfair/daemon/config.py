@@ -73,14 +73,16 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "directory": Key(str, "", path=True, help="holds *.status and *.queue dumps"),
         "actions": Key(str, "", path=True, help="JSON-lines file actions are appended to"),
         "owner_attribute": Key(str, "GridOwner"),
-        "power_attribute": Key(str, "MFlops"),
+        "power_attribute": Key(str, "", help="slot power in MFlops; empty: MFlops, else "
+                               "KFlops / 1000, else Mips"),
     },
     "backend.htcondor": {
         "collector": Key(str, "", help="host[:port]; empty: COLLECTOR_HOST"),
         "slot_constraint": Key(str, "true"),
         "job_constraint": Key(str, "JobStatus == 1 || JobStatus == 2"),
         "owner_attribute": Key(str, "GridOwner"),
-        "power_attribute": Key(str, "MFlops"),
+        "power_attribute": Key(str, "", help="slot power in MFlops; empty: MFlops, else "
+                               "KFlops / 1000, else Mips"),
         "steer_attribute": Key(str, "GridfairSlot", help="job attribute naming the chosen slot"),
     },
     "metrics": {

@@ -55,11 +55,11 @@ class FilesBackend(PoolBackend):
         actions: str | Path,
         *,
         owner_attribute: str = "GridOwner",
-        power_attribute: str = "MFlops",
+        power_attribute: str = "",
     ) -> None:
         self.directory = Path(directory)
         self.actions = Path(actions)
-        self.ad_config = AdConfig.with_attributes(owner_attribute, power_attribute)
+        self.ad_config = AdConfig.with_attributes(owner_attribute, power_attribute or None)
         # What the last snapshot showed, to refuse actions on jobs it did not have.
         self._running: set[str] = set()
         self._idle: set[str] = set()

@@ -67,17 +67,17 @@ class HTCondorBackend(PoolBackend):
         slot_constraint: str = "true",
         job_constraint: str = "JobStatus == 1 || JobStatus == 2",
         owner_attribute: str = "GridOwner",
-        power_attribute: str = "MFlops",
+        power_attribute: str = "",
         steer_attribute: str = "GridfairSlot",
     ) -> None:
         self.collector = collector
         self.schedd_factory = schedd_factory
         self.slot_constraint = slot_constraint
         self.job_constraint = job_constraint
-        self.ad_config = AdConfig.with_attributes(owner_attribute, power_attribute)
+        self.ad_config = AdConfig.with_attributes(owner_attribute, power_attribute or None)
         self.steer_attribute = steer_attribute
-        extra = [owner_attribute, power_attribute]
-        self.slot_projection = list(dict.fromkeys([*SLOT_ATTRIBUTES, *extra]))
+        power = [name for name, _ in self.ad_config.power_sources]
+        self.slot_projection = list(dict.fromkeys([*SLOT_ATTRIBUTES, owner_attribute, *power]))
         self.job_projection = list(JOB_ATTRIBUTES)
         self._schedd_of: dict[str, classad2.ClassAd] = {}  # job id -> its schedd's location
 

@@ -15,6 +15,7 @@ from gridfair.core.negotiator import Negotiator
 from gridfair.core.pool import Task
 from gridfair.errors import ConfigError, InputError
 from gridfair.policies.drf import DrfOrder
+from gridfair.policies.registry import build_stages
 from gridfair.policies.sdrf import SdrfOrder
 from gridfair.sim.scenario import run_scenario
 from gridfair.sim.workloads.taskcsv import trace_scenario
@@ -257,3 +258,13 @@ def test_configured_weights_are_checked_against_the_trace(tmp_path: Path, weight
 def test_bad_task_lists_are_refused_naming_the_line(tmp_path: Path, text, message) -> None:
     with pytest.raises(InputError, match=re.escape(message)):
         trace_scenario(write(tmp_path, text), None, {})
+
+
+def test_registry_composes_sdrf_with_owner_share_preemption() -> None:
+    stages = build_stages(order="sdrf", preempt="hosep",
+                          options={"delta": 0.5, "sdrf_priority": "alg1", "backfill": None})
+    assert (stages.order.name, stages.preempt.name) == ("sdrf", "hosep")
+    assert stages.order.delta == 0.5 and stages.order.priority_rule == "alg1"
+    assert stages.order.stop_when_blocked  # an absent option keeps the default
+    for policy in ("sdrf", "dmfa-srq", "condor", "drf", "wdrf"):
+        assert build_stages(policy).order.name == policy

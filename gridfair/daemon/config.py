@@ -96,9 +96,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
 class Config:
     """Validated settings: `config["safety"]["min_runtime"]`, every key present."""
 
-    def __init__(self, sections: dict[str, dict[str, Any]], source: Path | None) -> None:
+    def __init__(self, sections: dict[str, dict[str, Any]]) -> None:
         self.sections = sections
-        self.source = source
 
     def __getitem__(self, section: str) -> dict[str, Any]:
         return self.sections[section]
@@ -118,10 +117,10 @@ def load_config(path: Path) -> Config:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: not valid TOML: {error}") from None
-    return validate(raw, base=path.resolve().parent, source=path)
+    return validate(raw, base=path.resolve().parent)
 
 
-def validate(raw: Mapping[str, Any], *, base: Path, source: Path | None = None) -> Config:
+def validate(raw: Mapping[str, Any], *, base: Path) -> Config:
     """Check `raw` (parsed TOML) against `SCHEMA`; fill defaults; resolve paths."""
     flat = _flatten_sections(raw)
     sections: dict[str, dict[str, Any]] = {}
@@ -132,8 +131,7 @@ def validate(raw: Mapping[str, Any], *, base: Path, source: Path | None = None) 
             known = ", ".join(keys)
             raise ConfigError(f"config key {section}.{unknown[0]}: unknown key (known: {known})")
         sections[section] = {
-            name: _check(f"{section}.{name}", key, given.get(name, key.default), base,
-                         name in given)
+            name: _check(f"{section}.{name}", key, given.get(name, key.default), base)
             for name, key in keys.items()
         }
     if flat:
@@ -142,7 +140,7 @@ def validate(raw: Mapping[str, Any], *, base: Path, source: Path | None = None) 
         raise ConfigError(f"config section [{section}]: unknown section (known: {known})")
     kind = sections["backend"]["kind"]
     _require_backend_keys(kind, sections)
-    return Config(sections, source)
+    return Config(sections)
 
 
 def _flatten_sections(raw: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -161,22 +159,24 @@ def _flatten_sections(raw: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return flat
 
 
-def _check(name: str, key: Key, value: Any, base: Path, given: bool) -> Any:
+def _check(name: str, key: Key, value: Any, base: Path) -> Any:
     kind = key.kind
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
     # bool is an int subclass: `max_retries = true` must not pass as 1.
     if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
         expected = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
-        raise ConfigError(f"config key {name}: expected {_article(expected)}, got {value!r}")
+        meaning = f" ({key.help})" if key.help else ""
+        raise ConfigError(
+            f"config key {name}: expected {_article(expected)}{meaning}, got {value!r}")
     if key.minimum is not None and value < key.minimum:
         raise ConfigError(f"config key {name}: must be at least {key.minimum:g}, got {value!r}")
     if key.choices is not None and value not in key.choices:
         raise ConfigError(
             f"config key {name}: must be one of {', '.join(key.choices)}, got {value!r}"
         )
-    if key.path and value and given:
-        value = str((base / value).resolve()) if not Path(value).is_absolute() else value
+    if key.path and value and not Path(value).is_absolute():
+        value = str((base / value).resolve())
     return value
 
 

@@ -229,8 +229,10 @@ class CycleRunner:
             if self.stopping.is_set():
                 outcome = "abandoned"  # planned actions stay in the journal for the next start
             else:
-                confirmed, failed = self._carry_out(cycle, number, to_run)
+                confirmed, failed, left = self._carry_out(cycle, number, to_run)
                 counts.update(confirmed=confirmed, failed=failed)
+                if left:
+                    outcome = "abandoned"  # stopped part-way: the rest stays planned
         self.faults.reached("after_actions", number)
         duration = time.perf_counter() - clock
         with store.transaction(f"record the outcome of cycle {cycle}") as db:
@@ -389,7 +391,8 @@ class CycleRunner:
 
     # ------------------------------------------------------------ carrying out
     def _carry_out(self, cycle: int, number: int,
-                   actions: list[PlannedAction]) -> tuple[int, int]:
+                   actions: list[PlannedAction]) -> tuple[int, int, int]:
+        """Carry out the planned actions; returns (confirmed, failed, left planned)."""
         store = self.store
         vacates = [a for a in actions if a.kind == VACATE]
         allocations = [a for a in actions if a.kind == ALLOCATE]
@@ -418,9 +421,10 @@ class CycleRunner:
                         not_freed.add(action.machine.name)
                         failed += 1
                     self.metrics.action(VACATE, CONFIRMED if problem is None else FAILED)
-        for action in allocations:
+        for done, action in enumerate(allocations):
             if self.stopping.is_set():
-                break  # left planned: the next start carries it out if still decided
+                # Left planned: the next start carries them out if it decides them again.
+                return confirmed, failed, len(allocations) - done
             if action.machine.name in not_freed:
                 store.set_action_state(action.key, ABANDONED, cycle, self.backend.now(),
                                        f"{action.machine.name} was not freed: its vacate failed")
@@ -438,7 +442,7 @@ class CycleRunner:
             store.set_action_state(action.key, CONFIRMED, cycle, self.backend.now())
             self.metrics.action(ALLOCATE, CONFIRMED)
             confirmed += 1
-        return confirmed, failed
+        return confirmed, failed, 0
 
     def _issue(self, actions: list[PlannedAction], cycle: int) -> None:
         now = self.backend.now()

@@ -52,10 +52,12 @@ class SimBackend(PoolBackend):
         self.running_on: dict[str, str] = {}  # machine -> job id
         # HTCondor-style ids ("cluster.proc", one cluster per user), as real pools have.
         clusters: dict[str, int] = {}
+        procs: dict[str, int] = {}
         self.jobs: dict[str, _SimJob] = {}
         for task in hosep_workload(self.grid, workload, seed):
             cluster = clusters.setdefault(task.user, len(clusters) + 1)
-            job_id = f"{cluster}.{sum(1 for j in self.jobs.values() if j.user == task.user)}"
+            proc = procs[task.user] = procs.get(task.user, -1) + 1
+            job_id = f"{cluster}.{proc}"
             self.jobs[job_id] = _SimJob(job_id, task.user, task.submit_time, task.work or 0.0)
         self.finished: list[str] = []
 

@@ -84,11 +84,6 @@ class Entitlements:
             self.configured = normalised_weights(weights)
         self.pool: Pool | None = None
 
-    @property
-    def mode(self) -> str:
-        return "configured" if self.configured is not None else "equal" if self.equal else \
-            "provided"
-
     def attach(self, pool: Pool) -> None:
         self.pool = pool
         self._capacity = list(pool.capacity)

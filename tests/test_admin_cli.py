@@ -66,6 +66,7 @@ def test_shares_command_reads_the_store(store):
     assert "Decisions of cycle 3 (" in text and "[confirmed]" not in text.split("cycle 3")[0]
     assert "Number of users: 2" in text
     assert json.loads(invoke("shares", "--db", str(store), "--format", "json"))["users"]
+    assert invoke("shares", "--db", str(store), "--format", "csv").startswith("user,")
 
 
 def test_daemon_show_prints_shares_and_actions(tmp_path):

@@ -24,7 +24,7 @@ from gridfair.classads.reader import FORMAT_NAMES
 from gridfair.classads.to_pool import pool_from_snapshot
 from gridfair.classads.views import AdConfig, read_snapshot
 from gridfair.cli import cli
-from gridfair.cli.output import format_cell, to_json
+from gridfair.cli.output import FORMATS, format_cell, to_csv, to_json
 from gridfair.core.pool import Pool, UserState
 from gridfair.model import Snapshot
 from gridfair.policies.registry import build_stages, policy_names
@@ -201,7 +201,7 @@ def _table(rows: Sequence[Mapping[str, Any]], totals: Mapping[str, Any]) -> str:
               help="Time of the snapshot, epoch seconds [default: the current time].")
 @click.option("--db", "db_path", type=click.Path(dir_okay=False), default=None,
               help="The daemon's store: shares as of its latest cycle, instead of ad files.")
-@click.option("--format", "output_format", type=click.Choice(("table", "json")),
+@click.option("--format", "output_format", type=click.Choice(FORMATS),
               default="table", show_default=True)
 def shares(machines_path, jobs_path, policy, order, preempt, admit, absolute_power_diff,
            owner_attr, power_attr, ad_format, now, db_path, output_format) -> None:
@@ -224,4 +224,7 @@ def shares(machines_path, jobs_path, policy, order, preempt, admit, absolute_pow
     )
     report = report_from_snapshot(snapshot, policy, order, preempt, admit,
                                   {"absolute_power_diff": absolute_power_diff})
-    click.echo(shares_json(report) if output_format == "json" else render_shares(report))
+    if output_format == "csv":  # the per-user table only, one row per user
+        click.echo(to_csv(list(report.users)), nl=False)
+    else:
+        click.echo(shares_json(report) if output_format == "json" else render_shares(report))

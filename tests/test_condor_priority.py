@@ -54,6 +54,32 @@ def test_least_effective_priority_goes_first_and_the_pie_follows_1_over_eup() ->
     assert shares["B"] / shares["C"] == pytest.approx(2.0)
 
 
+def served_in_one_cycle(order, history: bool) -> dict[str, int]:
+    """8 free slots, A and B with 8 jobs each; with `history`, B ran 6 cpus for a
+    half-life first (RUP 3.25 against A's 0.5)."""
+    pool = one_node_pool(8, 0)
+    negotiator = Negotiator(pool, order)
+    seen_in_order(pool, "A", "B")
+    if history:
+        for task in start_tasks(negotiator, "B", 6, 1.0, 0.0, 0.0):
+            pool.finish(task, HALFLIFE)
+    submit_many(negotiator, "A", 8, 1, 0, now=HALFLIFE)
+    submit_many(negotiator, "B", 8, 1, 0, now=HALFLIFE)
+    negotiator.cycle(HALFLIFE)
+    return {name: user.running for name, user in pool.users.items()}
+
+
+def test_pie_option_fills_slices_in_proportion_to_1_over_eup() -> None:
+    # Equal EUPs: HTCondor's pie gives each half; EUP order alone lets A take all it can.
+    assert served_in_one_cycle(CondorPriorityOrder(halflife=HALFLIFE), False) == \
+        {"A": 8, "B": 0}
+    assert served_in_one_cycle(CondorPriorityOrder(halflife=HALFLIFE, pie=True), False) == \
+        {"A": 4, "B": 4}
+    # EUPs 500 and 3250: slices 3250 : 500 of 8 slots, so about 7 : 1.
+    assert served_in_one_cycle(CondorPriorityOrder(halflife=HALFLIFE, pie=True), True) == \
+        {"A": 7, "B": 1}
+
+
 def test_priorities_survive_export_and_import() -> None:
     order = CondorPriorityOrder(halflife=HALFLIFE)
     pool = one_node_pool(8, 0)

@@ -428,15 +428,15 @@ class LazyFigures(Mapping[str, Any]):
 class _Account:
     """One user's levels as of `since`, and the target they decay towards."""
 
-    __slots__ = ("level", "target", "since", "basis", "usage")
+    __slots__ = ("level", "target", "since", "basis", "inputs")
 
     def __init__(self, level: list[float], target: list[float], since: float,
-                 basis: tuple, usage: list[float] | None = None) -> None:
+                 basis: tuple, inputs: Any = None) -> None:
         self.level = level
         self.target = target
         self.since = since
         self.basis = basis  # what `target` was computed from; a new basis commits the levels
-        self.usage = usage  # the user's usage `basis` was computed from
+        self.inputs = inputs  # what of the user's state `basis` was computed from
 
 
 class DecayingOrder(OrderPolicy):
@@ -458,6 +458,11 @@ class DecayingOrder(OrderPolicy):
         self.tau = tau
 
     # ------------------------------------------------------------ subclass hooks
+    def inputs(self, user: UserState) -> Any:
+        """The part of the user's state its basis is computed from (cheap to compare): when
+        it has not changed since the last event, nothing else is recomputed."""
+        return tuple(user.usage)
+
     @abstractmethod
     def basis(self, user: UserState) -> tuple:
         """The user's holdings (and anything else its target depends on), hashable."""
@@ -515,18 +520,19 @@ class DecayingOrder(OrderPolicy):
     def _account(self, user: UserState, now: float, recheck: bool = False) -> bool:
         """Bring the user's account up to `now`; True if its priority curve changed.
 
-        Most events (a submit, a block) leave the usage as it was: then the basis is not
+        Most events (a submit, a block) leave the inputs as they were: then the basis is not
         recomputed, unless `recheck` (capacity or entitlements moved)."""
         account = self.accounts.get(user.name)
-        if account is not None and not recheck and account.usage == user.usage:
+        inputs = self.inputs(user)
+        if account is not None and not recheck and account.inputs == inputs:
             return False
         basis = self.basis(user)
         if account is None:
             target = self.target(user, basis)
             level, since = self._pending.pop(user.name, (self.initial_level(), now))
-            self.accounts[user.name] = _Account(level, target, since, basis, list(user.usage))
+            self.accounts[user.name] = _Account(level, target, since, basis, inputs)
             return True
-        account.usage = list(user.usage)
+        account.inputs = inputs
         if basis == account.basis:
             return False
         account.level = self.settle(self._level_at(account, now))

@@ -51,7 +51,8 @@ ORDERS: dict[str, Callable[[Options], OrderPolicy]] = {
     "dmfa-srq": lambda options: DmfaSrqOrder(**_given(
         options, resources="resources", weights="weights")),
     "condor": lambda options: CondorPriorityOrder(**_given(
-        options, halflife="halflife", factor="priority_factor", factors="priority_factors")),
+        options, halflife="halflife", factor="priority_factor", factors="priority_factors",
+        pie="condor_pie")),
     "justice": lambda options: JusticeOrder(),
     "fair-share": lambda options: FairShareOrder(),
     "oracle": lambda options: OracleOrder(),

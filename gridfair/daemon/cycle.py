@@ -169,7 +169,7 @@ class CycleRunner:
         except Exception as error:  # noqa: BLE001 - any backend failure fails the cycle only
             message = str(error) if isinstance(error, PoolUnavailable) else (
                 f"backend error: {type(error).__name__}: {error}")
-            return self._failed(cycle, clock, message)
+            return self._failed(cycle, clock, message, "snapshot")
         self.faults.reached("after_snapshot", number)
         try:
             report = self._negotiate(cycle, number, snapshot, clock)
@@ -177,16 +177,16 @@ class CycleRunner:
             raise
         except Exception as error:  # noqa: BLE001 - a bug must not stop the daemon
             log.exception("cycle %d: internal error", cycle)
-            self.metrics.error("internal")
-            return self._failed(cycle, clock, f"internal error: {type(error).__name__}: {error}")
+            return self._failed(cycle, clock, f"internal error: {type(error).__name__}: {error}",
+                                "internal")
         self.metrics.cycle(report.outcome, report.duration)
         return report
 
-    def _failed(self, cycle: int, clock: float, message: str) -> CycleReport:
+    def _failed(self, cycle: int, clock: float, message: str, where: str) -> CycleReport:
         duration = time.perf_counter() - clock
         self.store.update_cycle(cycle, outcome="failed", error=message, finished=time.time(),
                                 duration=duration)
-        self.metrics.error("snapshot")
+        self.metrics.error(where)
         self.metrics.cycle("failed", duration)
         return CycleReport(cycle, "failed", duration, error=message)
 
@@ -309,10 +309,10 @@ class CycleRunner:
             to_run.append(PlannedAction(key, decision.kind, jobs[job_id], machines[machine_name]))
         with store.transaction(f"record the decisions of cycle {cycle}") as db:
             self._write_jobs(db, recon, cycle, now)
-            self._write_users(db, snapshot, usage, now)
+            self._write_users(db, usage, now)
             if decision_rows:
                 db["decisions"].insert_all(decision_rows)
-            if not self.dry_run:  # a dry run observes; it leaves the journal as it is
+            if act:  # a dry run or a stale snapshot tells nothing about what actions did
                 self._resolve_interrupted(db, snapshot, cycle, now, adopted)
             store.plan_actions(db, new_actions, cycle, now)
             for action in new_actions:
@@ -350,7 +350,7 @@ class CycleRunner:
             [(cycle, now, e.job, e.user, e.event, e.machine) for e in recon.events])
 
     @staticmethod
-    def _write_users(db, snapshot: Snapshot, usage: list[dict[str, Any]], now: float) -> None:
+    def _write_users(db, usage: list[dict[str, Any]], now: float) -> None:
         db.conn.executemany(
             "insert into users (name, first_seen, last_seen, provided_power) values (?, ?, ?, ?) "
             "on conflict(name) do update set last_seen = excluded.last_seen, "

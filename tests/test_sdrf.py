@@ -12,7 +12,7 @@ from conftest import shared_file
 from test_drf import classic_example, one_node_pool, submit_many
 
 from gridfair.core.negotiator import Negotiator
-from gridfair.core.pool import Task
+from gridfair.core.pool import Node, Task
 from gridfair.errors import ConfigError, InputError
 from gridfair.policies.drf import DrfOrder
 from gridfair.policies.registry import build_stages
@@ -268,3 +268,21 @@ def test_registry_composes_sdrf_with_owner_share_preemption() -> None:
     assert stages.order.stop_when_blocked  # an absent option keeps the default
     for policy in ("sdrf", "dmfa-srq", "condor", "drf", "wdrf"):
         assert build_stages(policy).order.name == policy
+
+
+def test_a_node_joining_renormalises_shares_and_targets() -> None:
+    order = SdrfOrder(delta=0.999, resources=("cpus",), equal_shares=True)
+    pool = one_node_pool(4, 0)
+    negotiator = Negotiator(pool, order)
+    seen_in_order(pool, "A", "B")
+    start_tasks(negotiator, "A", 4, 1.0, 0.0, 0.0)  # all 4 cpus: obar = 1 - 1/2
+    submit_many(negotiator, "A", 1, 1, 0, now=0.0)
+    user = pool.users["A"]
+    assert order.key_figures(user, 0.0)["dominant_share"] == 1.0
+    pool.add_node(Node("second", None, power=4.0, cpus=4.0))  # now 4 of 8: obar = 0
+    order.user_changed(user, 100.0)
+    assert order.key_figures(user, 100.0)["dominant_share"] == 0.5
+    # The commitment grew towards 1/2 for 100 s, then decays towards 0 from there.
+    tau = -1.0 / math.log(0.999)
+    at_100 = 0.5 * (1 - math.exp(-100 / tau))
+    assert order.commitments(user, 200.0)[0] == pytest.approx(at_100 * math.exp(-100 / tau))

@@ -36,7 +36,7 @@ def sdrf_outcome(spec: RunSpec, waits: list[float], completed: list[int]) -> Run
 def dbs(tmp_path_factory):
     """One small DB per paper, as its sweep would write it."""
     root = tmp_path_factory.mktemp("dbs")
-    paths = {kind: root / f"{kind}.db" for kind in ("hosep", "sdrf", "justice")}
+    paths = {kind: root / f"{kind}.db" for kind in ("hosep", "sdrf", "justice", "allocation")}
     with ResultsStore(paths["hosep"]) as store:
         specs = [RunSpec.make({"grid": GRID, "workload": workload, "policy": policy,
                                "seed": seed, "checkpointing": checkpointing})
@@ -67,6 +67,19 @@ def dbs(tmp_path_factory):
                         "jain_index": 0.9 - 0.1 * index,
                         "deadlines_met_fraction": 0.8 - 0.2 * index}))
                     position += 1
+    with ResultsStore(paths["allocation"]) as store:
+        position = 0
+        for users in (20, 100, 500):
+            for policy in ("dmfa-srq", "wdrf"):
+                for seed in (1, 2, 3):
+                    spec = RunSpec({"experiment": "allocation", "workload": "shard.csv.gz",
+                                    "policy": policy, "users": users, "seed": seed})
+                    level = 1.0 + 0.01 * seed + (0.1 if policy == "wdrf" else 0.0)
+                    store.record(position, spec, RunOutcome(spec.key, True, summary={
+                        "min_dominant_share": level,
+                        "sum_dominant_shares": level + 0.05, "utilization_cpu": 1.0,
+                        "utilization_memory": 0.6 + 0.01 * seed}))
+                    position += 1
     return paths
 
 
@@ -86,6 +99,7 @@ def png_size(path) -> tuple[int, int]:
     ("wait-reduction", "sdrf", ()),
     ("completed-ratio", "sdrf", ("--delta", "0.999999", "--capacity-ratio", "0.5")),
     ("justice", "justice", ()),
+    ("allocation", "allocation", ()),
 ])
 def test_each_kind_is_a_valid_png_of_sensible_size(tmp_path, dbs, kind, db, extra):
     out = tmp_path / f"{kind}.png"
@@ -131,3 +145,5 @@ def test_bad_input_exits_2(tmp_path, dbs):
     assert no_delta.exit_code == 2 and "no 'sdrf' run at delta=0.5" in no_delta.output
     wrong_db = plot(str(dbs["hosep"]), "-k", "wait-reduction", "-o", str(tmp_path / "x.png"))
     assert wrong_db.exit_code == 2 and "no run of 'sdrf'" in wrong_db.output
+    no_allocation = plot(str(dbs["hosep"]), "-k", "allocation", "-o", str(tmp_path / "x.png"))
+    assert no_allocation.exit_code == 2 and "no allocation experiment runs" in no_allocation.output

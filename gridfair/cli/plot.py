@@ -6,14 +6,15 @@ import click
 
 from gridfair.cli import cli
 
-PLOT_KINDS = ("satisfaction", "wait-reduction", "completed-ratio", "justice")
+PLOT_KINDS = ("satisfaction", "wait-reduction", "completed-ratio", "justice", "allocation")
 
 
 @cli.command()
 @click.argument("db_path", metavar="DB", type=click.Path(dir_okay=False))
 @click.option("--kind", "-k", type=click.Choice(PLOT_KINDS), required=True,
               help="satisfaction (HOSEP Fig. 4), wait-reduction (SDRF Fig. 4), "
-                   "completed-ratio (SDRF Fig. 5), justice (Jain index, deadlines met).")
+                   "completed-ratio (SDRF Fig. 5), justice (Jain index, deadlines met), "
+                   "allocation (DMFA-SRQ Figs. 5-8).")
 @click.option("--out", "-o", required=True, type=click.Path(dir_okay=False, writable=True),
               help="Output file, .png or .svg.")
 @click.option("--policy", default="sdrf", show_default=True,
@@ -38,6 +39,8 @@ def plot(db_path, kind, out, policy, baseline, delta, capacity_ratio) -> None:
     elif kind == "completed-ratio":
         plots.completed_ratio_bubbles(results, out, policy=policy, baseline=baseline,
                                       delta=delta, capacity_ratio=capacity_ratio)
-    else:
+    elif kind == "justice":
         plots.justice_bars(results, out)
+    else:
+        plots.allocation_bars(results, out)
     click.echo(f"wrote {out}")

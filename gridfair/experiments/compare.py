@@ -107,8 +107,9 @@ def aggregate_summaries(results: Results, group_by: Sequence[str]) -> list[dict[
         group = _group_key(spec, group_by)
         for name, value in _numeric(outcome.summary).items():
             cells.setdefault(group, {}).setdefault(name, []).append(value)
-    return [{**dict(zip(group_by, group, strict=True)),
-             **{name: spread(series) for name, series in metrics.items()}}
+    # The group's parameters win over a metric of the same name.
+    return [{**{name: spread(series) for name, series in metrics.items()},
+             **dict(zip(group_by, group, strict=True))}
             for group, metrics in cells.items()]
 
 

@@ -12,6 +12,9 @@ Kinds:
   submitted tasks), the line y = x; for one `delta` and one capacity ratio.
 - `justice` (Justice paper): Jain's index and the share of deadlines met, by policy, one group
   of bars per workload and deadline type.
+- `allocation` (DMFA-SRQ paper, Figs. 5-8): minimum dominant share, sum of dominant shares and
+  CPU and memory utilization, by policy, one group of bars per number of users; error bars are
+  the sample standard deviation over the draws (seeds).
 
 Figures are drawn on `matplotlib.figure.Figure` objects and rendered by Agg (PNG) or the SVG
 backend, never through pyplot's global state: no display is needed and nothing is left open.
@@ -22,6 +25,7 @@ fixed hash salt, so the same results give the same bytes.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +65,20 @@ def _distinct(results: Results, name: str) -> list[Any]:
     return list(dict.fromkeys(spec.get(name) for spec, _ in results))
 
 
+def _grouped_bars(ax: Any, rows: Sequence[Mapping[str, Any]], groups: Sequence[Any],
+                  group_of: Callable[[Mapping[str, Any]], Any], policies: Sequence[str],
+                  metric: str, scale: float = 1.0) -> None:
+    """One bar per policy in each group, the mean with the sample std as its error bar."""
+    width = 0.8 / len(policies)
+    for offset, policy in enumerate(policies):
+        by_group = {group_of(row): row.get(metric) for row in rows if row["policy"] == policy}
+        figures = [by_group.get(group) for group in groups]
+        ax.bar([index + (offset - (len(policies) - 1) / 2) * width
+                for index in range(len(groups))],
+               [f.mean * scale if f else math.nan for f in figures], width,
+               yerr=[f.std * scale if f else 0.0 for f in figures], capsize=3, label=policy)
+
+
 def satisfaction_bars(results: Results, out: str | Path) -> None:
     results = _ok(results)
     rows = aggregate_users(results, ("satisfaction_base", "checkpointing", "workload", "policy"))
@@ -70,21 +88,13 @@ def satisfaction_bars(results: Results, out: str | Path) -> None:
     policies = _distinct(results, "policy")
     figure = Figure(figsize=(4.5 * len(workloads), 3.5 * len(panels)), dpi=DPI)
     axes = figure.subplots(len(panels), len(workloads), squeeze=False, sharey=True)
-    width = 0.8 / len(policies)
     for row_index, (base, checkpointing) in enumerate(panels):
         for column, workload in enumerate(workloads):
             ax = axes[row_index][column]
             cell = [row for row in rows if row["satisfaction_base"] == base
                     and row["checkpointing"] == checkpointing and row["workload"] == workload]
             users = list(dict.fromkeys(row["user"] for row in cell))
-            for offset, policy in enumerate(policies):
-                by_user = {row["user"]: row["satisfaction"] for row in cell
-                           if row["policy"] == policy}
-                positions = [index + (offset - (len(policies) - 1) / 2) * width
-                             for index in range(len(users))]
-                figures = [by_user.get(user) for user in users]
-                ax.bar(positions, [f.mean if f else math.nan for f in figures], width,
-                       yerr=[f.std if f else 0.0 for f in figures], capsize=3, label=policy)
+            _grouped_bars(ax, cell, users, lambda row: row["user"], policies, "satisfaction")
             ax.set_xticks(range(len(users)), users)
             ax.set_title(f"{workload}, checkpointing {'on' if checkpointing else 'off'}"
                          + (f", base {base}" if len(panels) > 1 else ""), fontsize=10)
@@ -239,19 +249,38 @@ def justice_bars(results: Results, out: str | Path) -> None:
                          "sweep with a workload that has deadlines")
     figure = Figure(figsize=(max(6.0, 1.5 * len(groups) * len(policies) / 2), 7), dpi=DPI)
     axes = figure.subplots(2, 1, squeeze=False)
-    width = 0.8 / len(policies)
     for ax, (name, label, scale) in zip((row[0] for row in axes), JUSTICE_METRICS, strict=True):
-        for offset, policy in enumerate(policies):
-            by_group = {(row["workload"], row["deadlines"]): row.get(name) for row in rows
-                        if row["policy"] == policy}
-            figures = [by_group.get(group) for group in groups]
-            ax.bar([index + (offset - (len(policies) - 1) / 2) * width
-                    for index in range(len(groups))],
-                   [f.mean * scale if f else math.nan for f in figures], width,
-                   yerr=[f.std * scale if f else 0.0 for f in figures], capsize=3,
-                   label=policy)
+        _grouped_bars(ax, rows, groups, lambda row: (row["workload"], row["deadlines"]),
+                      policies, name, scale)
         ax.set_xticks(range(len(groups)), [f"{Path(str(workload)).name.split('.')[0]}\n"
                                            f"{deadlines or ''}" for workload, deadlines in groups])
+        ax.set_ylabel(label)
+        ax.grid(axis="y", alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    _save(figure, out)
+
+
+#: Run-wide metrics of the allocation figure: (summary field, axis label).
+ALLOCATION_METRICS = (("min_dominant_share", "min_i x_i / w_i"),
+                      ("sum_dominant_shares", "sum_i x_i"),
+                      ("utilization_cpu", "CPU utilization"),
+                      ("utilization_memory", "memory utilization"))
+
+
+def allocation_bars(results: Results, out: str | Path) -> None:
+    results = [(spec, outcome) for spec, outcome in _ok(results)
+               if "min_dominant_share" in outcome.summary]
+    if not results:
+        raise InputError("no allocation experiment runs (experiment = \"allocation\") to plot")
+    rows = aggregate_summaries(results, ("users", "policy"))
+    groups = sorted(dict.fromkeys(row["users"] for row in rows))
+    policies = _distinct(results, "policy")
+    figure = Figure(figsize=(10, 7), dpi=DPI)
+    axes = figure.subplots(2, 2, squeeze=False)
+    for ax, (metric, label) in zip((ax for row in axes for ax in row), ALLOCATION_METRICS,
+                                   strict=True):
+        _grouped_bars(ax, rows, groups, lambda row: row["users"], policies, metric)
+        ax.set_xticks(range(len(groups)), [f"{users} users" for users in groups])
         ax.set_ylabel(label)
         ax.grid(axis="y", alpha=0.3)
     axes[0][0].legend(fontsize=8)

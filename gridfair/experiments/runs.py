@@ -26,6 +26,7 @@ from typing import Any
 
 from gridfair.core.pool import DONE, Task
 from gridfair.errors import GridfairError, InputError
+from gridfair.experiments.allocation import allocate
 from gridfair.policies.registry import policy_names
 from gridfair.sim.metrics import SATISFACTION_BASES, run_summary, user_metrics
 from gridfair.sim.scenario import build_scenario, run_scenario
@@ -37,6 +38,8 @@ from gridfair.sim.workloads import taskcsv  # noqa: F401, I001 - the 7-column ta
 # Where a parameter goes: the simulation run itself, the policy's options, the scenario
 # builder's options (workload readers), or the metrics.
 RUN, POLICY, SCENARIO, METRICS = "run", "policy", "scenario", "metrics"
+# What a run is (`experiment`): see `gridfair.experiments.allocation` for the second.
+SIMULATION, ALLOCATION = "simulation", "allocation"
 
 
 @dataclass(frozen=True)
@@ -73,7 +76,10 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
               "task trace: equal entitlements instead of each user's mean usage"),
     Parameter("capacity", SCENARIO, (int,), None, "SWF trace: the machine's processors"),
     Parameter("deadlines", SCENARIO, (str,), None, "deadline type of a job trace (Justice)"),
-    Parameter("users", SCENARIO, (int,), None, "how many of the trace's users to keep"),
+    Parameter("experiment", RUN, (str,), SIMULATION,
+              "a simulation over time, or the DMFA-SRQ paper's allocation experiment",
+              lambda: (SIMULATION, ALLOCATION)),
+    Parameter("users", RUN, (int,), None, "allocation experiment: users drawn from the shard"),
 )}
 
 REQUIRED = ("workload", "policy")
@@ -162,35 +168,48 @@ class RunOutcome:
 
 
 def execute(spec: RunSpec) -> RunOutcome:
-    """Run one simulation; a failure (other than an interrupt) becomes a failed outcome."""
+    """Run one simulation (or allocation experiment); a failure (other than an interrupt)
+    becomes a failed outcome."""
     started = time.perf_counter()
     try:
-        scenario = build_scenario(
-            spec._path(spec.get("grid")), spec._path(spec.get("workload")),
-            seed=spec.get("seed"), workload_format_name=spec.get("workload_format"),
-            options=spec._options(SCENARIO),
-        )
-        result, negotiator = run_scenario(
-            scenario, policy=spec.get("policy"), policy_options=spec._options(POLICY),
-            checkpointing=spec.get("checkpointing"), interval=spec.get("interval"),
-            vacate_delay=spec.get("vacate_delay"),
-        )
-        users = user_metrics(result, spec.get("satisfaction_base"))
-        summary = run_summary(result, users).as_dict()
-        user_rows = [user.as_dict() for user in users]
-        horizon = spec.get("horizon")
-        if horizon is not None:
-            _count_completed_by(result.tasks, horizon, user_rows, summary)
+        if spec.get("experiment") == ALLOCATION:
+            users: list[dict[str, Any]] = []
+            summary = allocate(spec.get("policy"), spec._path(spec.get("workload")),
+                               spec.get("users"), spec.get("seed"))
+            stages = f"allocation {spec.get('policy')}"
+        else:
+            users, summary, stages = _simulate(spec)
     except GridfairError as error:
         return RunOutcome(spec.key, False, error=f"{type(error).__name__}: {error}",
                           wall_seconds=time.perf_counter() - started)
     except Exception:  # a bug in a policy must not stop the other runs: keep its traceback
         return RunOutcome(spec.key, False, error=traceback.format_exc(),
                           wall_seconds=time.perf_counter() - started)
+    return RunOutcome(spec.key, True, users=users, summary=summary, stages=stages,
+                      wall_seconds=time.perf_counter() - started)
+
+
+def _simulate(spec: RunSpec) -> tuple[list[dict[str, Any]], dict[str, Any], str]:
+    """Per-user rows, run-wide metrics and the policy stages of one simulation."""
+    scenario = build_scenario(
+        spec._path(spec.get("grid")), spec._path(spec.get("workload")),
+        seed=spec.get("seed"), workload_format_name=spec.get("workload_format"),
+        options=spec._options(SCENARIO),
+    )
+    result, negotiator = run_scenario(
+        scenario, policy=spec.get("policy"), policy_options=spec._options(POLICY),
+        checkpointing=spec.get("checkpointing"), interval=spec.get("interval"),
+        vacate_delay=spec.get("vacate_delay"),
+    )
+    users = user_metrics(result, spec.get("satisfaction_base"))
+    summary = run_summary(result, users).as_dict()
     # Wall time varies from run to run; everything else in the summary is deterministic.
     summary.pop("wall_seconds", None)
-    return RunOutcome(spec.key, True, users=user_rows, summary=summary, stages=negotiator.stages,
-                      wall_seconds=time.perf_counter() - started)
+    user_rows = [user.as_dict() for user in users]
+    horizon = spec.get("horizon")
+    if horizon is not None:
+        _count_completed_by(result.tasks, horizon, user_rows, summary)
+    return user_rows, summary, negotiator.stages
 
 
 def _count_completed_by(tasks: Sequence[Task], horizon: float, users: list[dict[str, Any]],

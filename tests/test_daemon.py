@@ -372,3 +372,11 @@ def test_example_files_config_runs_a_cycle(tmp_path):
     daemon = Daemon(config)
     assert daemon.run_once() == 0
     assert len(actions_log(tmp_path)) == 10
+
+
+def test_one_daemon_per_store(tmp_path):
+    first = Store(tmp_path / "state.db")
+    with pytest.raises(StoreError, match="another daemon is using it"):
+        Store(tmp_path / "state.db")
+    first.close()
+    Store(tmp_path / "state.db").close()  # free again once the first has closed

@@ -19,6 +19,7 @@ WAL lets the admin commands read while the daemon writes; they open the file rea
 
 from __future__ import annotations
 
+import fcntl
 import json
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping
@@ -104,13 +105,36 @@ class Store:
         with _guard(self.path, "open it for writing"):
             if not self.path.parent.exists():
                 raise StoreError(f"store {self.path}: directory {self.path.parent} does not exist")
-            # The scheduler runs cycles in its worker thread; only one thread uses it at a time.
-            connection = sqlite3.connect(self.path, timeout=timeout, check_same_thread=False)
-            self.db = sqlite_utils.Database(connection)
-            self.db.enable_wal()
-            self._create()
-            with self.db.atomic():
-                self.db["meta"].upsert({"key": "schema", "value": str(SCHEMA_VERSION)}, pk="key")
+            self._lock = self._take_lock()
+        try:
+            with _guard(self.path, "open it for writing"):
+                # The scheduler runs cycles in its worker thread; one thread uses it at a time.
+                connection = sqlite3.connect(self.path, timeout=timeout, check_same_thread=False)
+                self.db = sqlite_utils.Database(connection)
+                self.db.enable_wal()
+                self._create()
+                with self.db.atomic():
+                    self.db["meta"].upsert({"key": "schema", "value": str(SCHEMA_VERSION)},
+                                           pk="key")
+        except StoreError:
+            self._lock.close()
+            raise
+
+    def _take_lock(self):
+        """One writer per store: two daemons on one journal would both carry out its actions.
+        The lock is the kernel's (flock), so a killed daemon never leaves it held."""
+        lock_path = self.path.with_name(self.path.name + ".lock")
+        try:
+            handle = lock_path.open("a")
+        except OSError as error:
+            raise StoreError(f"store {self.path}: cannot create {lock_path}: "
+                             f"{error.strerror}") from None
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            raise StoreError(f"store {self.path}: another daemon is using it") from None
+        return handle
 
     def _create(self) -> None:
         for name, (columns, pk) in _TABLES.items():
@@ -122,6 +146,7 @@ class Store:
 
     def close(self) -> None:
         self.db.conn.close()
+        self._lock.close()
 
     @contextmanager
     def transaction(self, doing: str) -> Iterator[sqlite_utils.Database]:
@@ -149,10 +174,6 @@ class Store:
                 "update cycles set outcome = 'interrupted' where outcome = 'running'"
             )
             return cursor.rowcount
-
-    def last_cycle(self) -> dict[str, Any] | None:
-        rows = list(self.db.query("select * from cycles order by id desc limit 1"))
-        return rows[0] if rows else None
 
     # ------------------------------------------------------------ the journal
     def action(self, key: str) -> dict[str, Any] | None:

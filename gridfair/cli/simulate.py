@@ -12,8 +12,12 @@ from gridfair.cli.output import FORMATS, render_table, to_csv, to_json
 from gridfair.policies.registry import policy_names
 from gridfair.sim.deadline_metrics import deadline_summary
 from gridfair.sim.metrics import SATISFACTION_BASES, run_summary, user_metrics
+from gridfair.sim.records import RunRecorder, check_conservation, owner_share_violations
+from gridfair.sim.results_db import save_run
 from gridfair.sim.scenario import build_scenario, run_scenario
 from gridfair.sim.workloads import taskcsv  # noqa: F401  (registers the 7-column task lists)
+from gridfair.sim.workloads.common import UNMAPPED
+from gridfair.sim.workloads.swf_grid import SWF_PROCS, SWF_STATUSES
 
 USER_COLUMNS = (
     ("user", "User", ""),
@@ -64,30 +68,70 @@ USER_COLUMNS = (
 @click.option("--deadlines", default=None,
               help="SWF trace: deadline type (Fixed1x, Fixed2x, Jockey1x2x, Jockey2x4x, "
                    "90loose, Aria1x3x, Aria2x4x), seeded by --seed.")
+@click.option("--user-map", default=None,
+              help="Grid workloads: names, busiest, round-robin, or a CSV of user,owner lines "
+                   "(default: names for named users, busiest for SWF and Google).")
+@click.option("--unmapped", type=click.Choice(UNMAPPED), default=None,
+              help="Grid workloads: users mapped to no owner run as themselves (keep, default) "
+                   "or are left out (drop).")
+@click.option("--compress", type=float, default=None,
+              help="SWF on a grid: divide inter-arrival times by this factor.")
+@click.option("--reference-power", type=float, default=None,
+              help="SWF on a grid: MFlop/s that turn run time into work (default: the grid's "
+                   "mean power per cpu).")
+@click.option("--min-run-time", type=float, default=None,
+              help="SWF on a grid: skip jobs shorter than this many seconds.")
+@click.option("--swf-status", type=click.Choice(SWF_STATUSES), default=None,
+              help="SWF on a grid: jobs of any status (default) or completed ones only.")
+@click.option("--swf-procs", type=click.Choice(SWF_PROCS), default=None,
+              help="SWF on a grid: one single-cpu task per job (default) or its processors.")
+@click.option("--limit", type=click.IntRange(min=1), default=None,
+              help="Grid workloads: only the first N usable tasks.")
+@click.option("--transfer", is_flag=True,
+              help="iSPD models: tasks wait for their input to cross the links to the machine.")
+@click.option("--google-failed", is_flag=True,
+              help="Google shards: keep task runs that end in FAIL as well as FINISH.")
+@click.option("--check", is_flag=True,
+              help="Check the run's records: conservation, and the OSEP/HOSEP rule after every "
+                   "cycle; problems are printed and exit 1.")
+@click.option("--db", "db_path", type=click.Path(dir_okay=False), default=None,
+              help="Append the run, its per-user results and per-task records to this SQLite "
+                   "file.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 def simulate(grid, workload, workload_format, policy, order, preempt, admit, checkpoint, seed,
              interval, vacate_delay, absolute_power_diff, satisfaction_base, output_format,
-             tasks_out, capacity_ratio, equal_shares, delta, capacity, deadlines, quiet) -> None:
+             tasks_out, capacity_ratio, equal_shares, delta, capacity, deadlines,
+             check, db_path, quiet, **grid_workload_options) -> None:
     """Simulate GRID under a policy and report per-user satisfaction, waits and preemptions."""
     if policy is None and order is None:
         raise click.UsageError("give --policy NAME, or --order (with --preempt/--admit)")
     policy_options = {"absolute_power_diff": absolute_power_diff, "delta": delta}
     scenario = build_scenario(grid, workload, seed=seed, workload_format_name=workload_format,
                               options={"capacity_ratio": capacity_ratio,
+                                       **grid_workload_options,
                                        "equal_shares": equal_shares,
                                        "capacity": capacity, "deadlines": deadlines})
     for reason, count in scenario.skipped.items():
         click.echo(f"gridfair: warning: skipped {count}: {reason}", err=True)
     progress = None if quiet or not sys.stderr.isatty() else _progress_bar()
+    recorder = RunRecorder() if check else None
     result, negotiator = run_scenario(
         scenario, policy=policy, order=order, preempt=preempt, admit=admit,
         policy_options=policy_options, checkpointing=checkpoint, interval=interval,
-        vacate_delay=vacate_delay, progress=progress,
+        vacate_delay=vacate_delay, progress=progress, recorder=recorder,
     )
     if tasks_out:
         scenario.task_writer(result.tasks, Path(tasks_out))
     users = user_metrics(result, satisfaction_base)
     summary = run_summary(result, users)
+    if db_path:
+        save_run(db_path, description={
+            "grid": grid, "workload": workload, "policy": negotiator.stages, "seed": seed,
+            "checkpointing": checkpoint, "interval": interval, "vacate_delay": vacate_delay,
+            "satisfaction_base": satisfaction_base,
+            "options": {key: value for key, value in grid_workload_options.items()
+                        if value not in (None, False)},
+        }, summary=summary, users=users, tasks=result.tasks)
     deadlines_in_play = any(task.deadline is not None for task in result.tasks)
     deadline_figures = deadline_summary(result) if deadlines_in_play else None
     if output_format == "json":
@@ -125,6 +169,25 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
                 f"Jain(run) {deadline_figures.jain_index_run:.3f}  "
                 f"useful utilization {deadline_figures.useful_utilization:.1%}"
             )
+    if recorder is not None:
+        problems = run_problems(result, recorder, negotiator)
+        for problem in problems:
+            click.echo(f"gridfair: check: {problem}", err=True)
+        if problems:
+            sys.exit(1)
+
+
+def run_problems(result, recorder: RunRecorder, negotiator) -> list[str]:
+    """What `--check` finds wrong in the run's records (an empty list: nothing)."""
+    problems = check_conservation(result, recorder)
+    preempt = negotiator.preempt
+    if preempt is not None and preempt.name in ("osep", "hosep"):
+        absolute = bool(getattr(preempt, "absolute", False))
+        violations = owner_share_violations(recorder, preempt.name, absolute=absolute)
+        problems += [f"t={v.time:g}: {v.message}" for v in violations[:5]]
+        if len(violations) > 5:
+            problems.append(f"and {len(violations) - 5} more {preempt.name} rule violations")
+    return problems
 
 
 def _deterministic(summary: dict) -> dict:

@@ -241,7 +241,7 @@ class IspdModel:
 def _positive(value: float, tag: str, name: str, source: str, line: int) -> float:
     if not value > 0:
         raise InputError(f"<{tag}> attribute {name!r} must be positive, got {value:g}",
-                         source=source, line=line, attribute=name)
+                         source=source, line=line)
     return value
 
 
@@ -249,7 +249,7 @@ def _count(element: _Element, name: str, source: str) -> int:
     value = xml_number(element.attributes, name, element.tag, source, element.line)
     if value < 0 or value != int(value):
         raise InputError(f"<{element.tag}> attribute {name!r} must be a whole number >= 0, "
-                         f"got {value:g}", source=source, line=element.line, attribute=name)
+                         f"got {value:g}", source=source, line=element.line)
     return int(value)
 
 
@@ -257,7 +257,7 @@ def _load_fraction(element: _Element, source: str) -> float:
     load = xml_number(element.attributes, "load", element.tag, source, element.line, 0.0)
     if not 0 <= load < 1:
         raise InputError(f"<{element.tag}> load must be in [0, 1), got {load:g}",
-                         source=source, line=element.line, attribute="load")
+                         source=source, line=element.line)
     return load
 
 
@@ -285,7 +285,7 @@ def _size_ranges(element: _Element, source: str, *, two_stage: bool
         kind = xml_text(size.attributes, "type", "size", source, size.line)
         if kind not in ("computing", "communication"):
             raise InputError(f"<size> type must be computing or communication, got {kind!r}",
-                             source=source, line=size.line, attribute="type")
+                             source=source, line=size.line)
         low = xml_number(size.attributes, "minimum", "size", source, size.line)
         high = xml_number(size.attributes, "maximum", "size", source, size.line)
         if two_stage:
@@ -358,8 +358,7 @@ def read_imsx(path: str | Path) -> IspdModel:
 
     def claim(element: _Element, name: str) -> None:
         if name in names:
-            raise InputError(f"duplicate id {name!r}", source=source, line=element.line,
-                             attribute="id")
+            raise InputError(f"duplicate id {name!r}", source=source, line=element.line)
         names.add(name)
 
     for element in root.children:
@@ -397,8 +396,7 @@ def read_imsx(path: str | Path) -> IspdModel:
             claim(element, name)
             nodes = _count(element, "nodes", source)
             if nodes < 1:
-                raise InputError("<cluster> needs nodes >= 1", source=source, line=line,
-                                 attribute="nodes")
+                raise InputError("<cluster> needs nodes >= 1", source=source, line=line)
             power = _positive(xml_number(attributes, "power", tag, source, line), tag,
                               "power", source, line)
             owner = xml_text(attributes, "owner", tag, source, line)
@@ -480,16 +478,14 @@ def _read_loads(load: _Element, masters: Mapping[str, Master], path: Path, sourc
             computing, communication = _size_ranges(element, source, two_stage=True)
             mean = xml_number(attributes, "time_arrival", tag, source, line)
             if mean < 0:
-                raise InputError("time_arrival must be >= 0", source=source, line=line,
-                                 attribute="time_arrival")
+                raise InputError("time_arrival must be >= 0", source=source, line=line)
             loads.append(RandomLoad(_count(element, "tasks", source), mean, computing,
                                     communication, line))
         else:  # trace
             kind = attributes.get("format", "iSPD")
             if kind != "iSPD":
                 raise InputError(f"trace format {kind!r} is not read from a model; give the "
-                                 "trace file itself with --workload", source=source, line=line,
-                                 attribute="format")
+                                 "trace file itself with --workload", source=source, line=line)
             trace_path = Path(xml_text(attributes, "file_path", tag, source, line))
             if not trace_path.is_absolute():
                 trace_path = path.parent / trace_path

@@ -128,6 +128,10 @@ def grid_scenario(
     if grid is None:
         raise InputError("this workload runs on a grid: give GRID (a .toml grid or an iSPD "
                          ".imsx model)", source=source)
+    if not users:
+        raise InputError("the workload has no tasks"
+                         + (f" (skipped: {describe_skipped(skipped)})" if skipped else ""),
+                         source=source)
     unmapped = options.get("unmapped") or "keep"
     mapping = map_users(users, grid.owners(), options.get("user_map") or default_user_map,
                         unmapped=unmapped, source=source)

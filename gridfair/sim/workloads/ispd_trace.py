@@ -69,22 +69,20 @@ def xml_number(attributes: Mapping[str, str], name: str, tag: str, source: str, 
     text = attributes.get(name)
     if text is None:
         if default is None:
-            raise InputError(f"<{tag}> lacks attribute {name!r}", source=source, line=line,
-                             attribute=name)
+            raise InputError(f"<{tag}> lacks attribute {name!r}", source=source, line=line)
         return default
     try:
         return float(text)
     except ValueError:
         raise InputError(f"<{tag}> attribute {name!r} is not a number: {text!r}",
-                         source=source, line=line, attribute=name) from None
+                         source=source, line=line) from None
 
 
 def xml_text(attributes: Mapping[str, str], name: str, tag: str, source: str, line: int) -> str:
     """A required text attribute, or an error naming the element, its line and the attribute."""
     text = attributes.get(name)
     if text is None or not text.strip():
-        raise InputError(f"<{tag}> lacks attribute {name!r}", source=source, line=line,
-                         attribute=name)
+        raise InputError(f"<{tag}> lacks attribute {name!r}", source=source, line=line)
     return text.strip()
 
 
@@ -132,8 +130,7 @@ def read_wmsx(path: str | Path) -> WmsxTrace:
         elif tag == "task":
             task_id = xml_text(attributes, "id", tag, source, line)
             if task_id in seen_ids:
-                raise InputError(f"duplicate task id {task_id!r}", source=source, line=line,
-                                 attribute="id")
+                raise InputError(f"duplicate task id {task_id!r}", source=source, line=line)
             seen_ids.add(task_id)
             work = xml_number(attributes, "cpsz", tag, source, line)
             if work <= 0:
@@ -142,7 +139,7 @@ def read_wmsx(path: str | Path) -> WmsxTrace:
             arrival = xml_number(attributes, "arr", tag, source, line)
             if arrival < 0:
                 raise InputError(f"arrival time is negative: {arrival:g}", source=source,
-                                 line=line, attribute="arr")
+                                 line=line)
             communication = xml_number(attributes, "cmsz", tag, source, line, default=0.0)
             trace.tasks.append(TraceTask(
                 id=task_id,

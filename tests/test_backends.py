@@ -308,3 +308,35 @@ def test_sim_backend_advances_time_and_finishes_jobs():
         sim.read_snapshot()
     assert sim.now() == 5 * 3600.0
     assert sim.finished
+
+
+def test_daemon_cycles_on_the_htcondor_backend(tmp_path):
+    """Three daemon cycles through htcondor2-shaped calls. After a vacate the fake schedd has
+    the job idle while its slot still names it (as during HTCondor's Preempting state): the
+    daemon must take that in its stride and not vacate it again."""
+    from gridfair.daemon.config import validate
+    from gridfair.daemon.service import Daemon
+
+    raw = {"daemon": {"store": "state.db"}, "backend": {"kind": "htcondor"},
+           "safety": {"max_snapshot_age": 3600.0}}
+    daemon = Daemon(validate(raw, base=tmp_path), backend=htcondor_backend(), max_cycles=3)
+    for _ in range(3):
+        assert daemon.tick().outcome == "ok"
+    daemon.close()
+    vacated = [spec for action, spec in FakeSchedd.acted if action == htcondor2.JobAction.Vacate]
+    assert len(vacated) == 2 and all(len(spec) == 1 for spec in vacated)
+    edited = {tuple(jobs) for jobs, attr, _ in FakeSchedd.edits if attr == "GridfairSlot"}
+    assert len(edited) == 8  # every idle job steered to a slot, once
+
+
+def test_htcondor_learns_what_matching_reads_and_keeps_it():
+    backend = htcondor_backend()
+    backend.read_snapshot()
+    first_queries = len(backend.collector.queries)
+    assert first_queries > 1  # the first read learnt attributes and asked again
+    learnt = set(backend.slot_projection)
+    # The slots' Requirements read START; the job's Requirements read HasFileTransfer.
+    assert {"start", "hasfiletransfer", "isvalidcheckpointplatform"} <= learnt
+    assert "requestdisk" in backend.job_projection
+    backend.read_snapshot()
+    assert len(backend.collector.queries) == first_queries + 1  # nothing new: one query

@@ -4,7 +4,8 @@ Reading, each cycle:
 - slots: `Collector.query(AdType.Startd, constraint, projection)`;
 - jobs: `Collector.locateAll(DaemonType.Schedd)`, then `Schedd.query(constraint, projection)`
   on every schedd found. Projections, never whole ads: the attributes in
-  `backends.ads.SLOT_ATTRIBUTES` / `JOB_ATTRIBUTES` plus the owner and power attributes.
+  `backends.ads.SLOT_ATTRIBUTES` / `JOB_ATTRIBUTES`, the owner and power attributes, and
+  whatever the ads' Requirements and Rank turn out to read (learnt from the ads, kept).
   A schedd that does not answer is reported as a skipped source and the others are used
   (its running jobs are still seen on their slots); no schedd answering, or the collector
   not answering, fails the cycle.
@@ -26,7 +27,7 @@ Acting:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import classad2
@@ -50,6 +51,39 @@ ACT_FAILURES = (
 # The bindings raise HTCondorException for daemon errors, and plain OSError/RuntimeError/
 # ValueError from the lower layers (no route, refused, bad reply).
 POOL_ERRORS = (htcondor2.HTCondorException, OSError, RuntimeError, ValueError)
+
+
+#: Expressions of an ad that matching evaluates, and how many query rounds may be spent
+#: learning the attributes they read.
+MATCH_EXPRESSIONS = ("Requirements", "Rank")
+LEARNING_ROUNDS = 4
+
+
+def match_references(ads: Iterable[classad2.ClassAd]) -> tuple[set[str], set[str]]:
+    """(attributes of the ads themselves, attributes of the other side) that their
+    Requirements and Rank read. An unscoped name the ad lacks may be either: both get it."""
+    own: set[str] = set()
+    other: set[str] = set()
+    for ad in ads:
+        for expression in MATCH_EXPRESSIONS:
+            if expression not in ad:
+                continue
+            tree = ad.lookup(expression)
+            own.update(ref.rpartition(".")[2] for ref in ad.internalRefs(tree))
+            for ref in ad.externalRefs(tree):
+                scope, dot, name = ref.rpartition(".")
+                if not dot or scope.lower() == "my":
+                    own.add(name)
+                if not dot or scope.lower() == "target":
+                    other.add(name)
+    return own, other
+
+
+def _learn(projection: dict[str, str], names: set[str]) -> bool:
+    """Add `names` to a projection; True if it grew."""
+    new = {name.lower(): name for name in names if name and name.lower() not in projection}
+    projection.update(new)
+    return bool(new)
 
 
 def _schedd_name(location: classad2.ClassAd) -> str:
@@ -77,8 +111,11 @@ class HTCondorBackend(PoolBackend):
         self.ad_config = AdConfig.with_attributes(owner_attribute, power_attribute or None)
         self.steer_attribute = steer_attribute
         power = [name for name, _ in self.ad_config.power_sources]
-        self.slot_projection = list(dict.fromkeys([*SLOT_ATTRIBUTES, owner_attribute, *power]))
-        self.job_projection = list(JOB_ATTRIBUTES)
+        # lower-case name -> name: ClassAd attribute names are case-insensitive.
+        self.slot_projection: dict[str, str] = {}
+        self.job_projection: dict[str, str] = {}
+        _learn(self.slot_projection, {*SLOT_ATTRIBUTES, owner_attribute, *power})
+        _learn(self.job_projection, set(JOB_ATTRIBUTES))
         self._schedd_of: dict[str, classad2.ClassAd] = {}  # job id -> its schedd's location
 
     @classmethod
@@ -92,35 +129,54 @@ class HTCondorBackend(PoolBackend):
 
     def read_snapshot(self) -> Snapshot:
         taken = time.time()
+        # Matching needs every attribute the Requirements and Rank of either side read, which
+        # only the ads themselves tell: query, learn what is missing, query again. What is
+        # learnt is kept, so after the first cycle one query each is enough.
+        for _ in range(LEARNING_ROUNDS):
+            slots = self._query_slots()
+            job_ads, skipped, locations = self._query_jobs()
+            slot_own, slot_other = match_references(slots)
+            job_own, job_other = match_references(sourced.ad for sourced in job_ads)
+            grew = _learn(self.slot_projection, slot_own | job_other)
+            grew = _learn(self.job_projection, job_own | slot_other) or grew
+            if not grew:
+                break
+        if locations and len(skipped) == len(locations):
+            raise PoolUnavailable("no schedd answered its job query")
+        slot_ads = [SourcedAd(ad, "collector", index, None)
+                    for index, ad in enumerate(slots, start=1)]
+        return snapshot_from_ads(taken, slot_ads, job_ads, self.ad_config, skipped)
+
+    def _query_slots(self) -> list[classad2.ClassAd]:
         try:
-            slots = self.collector.query(htcondor2.AdType.Startd, self.slot_constraint,
-                                         self.slot_projection)
+            return self.collector.query(htcondor2.AdType.Startd, self.slot_constraint,
+                                        list(self.slot_projection.values()))
+        except POOL_ERRORS as error:
+            raise PoolUnavailable(f"collector query failed: {error}") from None
+
+    def _query_jobs(self) -> tuple[list[SourcedAd], list[SkippedAd], list[classad2.ClassAd]]:
+        """Every schedd's jobs; a schedd that does not answer becomes a skipped source."""
+        try:
             locations = self.collector.locateAll(htcondor2.DaemonType.Schedd)
         except POOL_ERRORS as error:
             raise PoolUnavailable(f"collector query failed: {error}") from None
         skipped: list[SkippedAd] = []
         job_ads: list[SourcedAd] = []
         schedd_of: dict[str, classad2.ClassAd] = {}
-        answered = 0
+        projection = list(self.job_projection.values())
         for location in locations:
             name = _schedd_name(location)
             try:
-                ads = self.schedd_factory(location).query(self.job_constraint,
-                                                          self.job_projection)
+                ads = self.schedd_factory(location).query(self.job_constraint, projection)
             except POOL_ERRORS as error:
                 skipped.append(SkippedAd(f"schedd {name}", 0, name, f"query failed: {error}"))
                 continue
-            answered += 1
             for index, ad in enumerate(ads, start=1):
                 job_ads.append(SourcedAd(ad, f"schedd {name}", index, None))
                 if "ClusterId" in ad and "ProcId" in ad:
                     schedd_of.setdefault(f"{ad['ClusterId']}.{ad['ProcId']}", location)
-        if locations and not answered:
-            raise PoolUnavailable("no schedd answered its job query")
         self._schedd_of = schedd_of
-        slot_ads = [SourcedAd(ad, "collector", index, None)
-                    for index, ad in enumerate(slots, start=1)]
-        return snapshot_from_ads(taken, slot_ads, job_ads, self.ad_config, skipped)
+        return job_ads, skipped, locations
 
     def _schedd(self, job_id: str) -> Any:
         location = self._schedd_of.get(job_id)

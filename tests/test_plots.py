@@ -10,7 +10,11 @@ from click.testing import CliRunner
 
 import gridfair.cli.plot  # noqa: F401 - registers the command
 from gridfair.cli import cli
-from gridfair.experiments.plots import completed_ratio_points, user_wait_reduction
+from gridfair.experiments.plots import (
+    completed_ratio_points,
+    user_wait_reduction,
+    wait_reduction_rows,
+)
 from gridfair.experiments.runner import run_in_process
 from gridfair.experiments.runs import RunOutcome, RunSpec
 from gridfair.experiments.store import ResultsStore
@@ -124,6 +128,19 @@ def test_wait_reduction_compares_the_users_mean_waits():
     run = RunOutcome("r", True, users=[user("a", mean_wait=50.0), user("b", mean_wait=250.0),
                                        user("c", mean_wait=10.0)])
     assert user_wait_reduction(run, base) == pytest.approx(25.0)
+
+
+def test_wait_reduction_keeps_policy_variants_apart():
+    def run(policy: str, wait: float, **options):
+        spec = RunSpec({"workload": "t.csv", "policy": policy, "capacity_ratio": 0.5,
+                        **options})
+        return spec, RunOutcome(spec.key, True, users=[user("a", mean_wait=wait)])
+
+    results = [run("wdrf", 100.0), run("sdrf", 80.0, delta=0.9),
+               run("sdrf", 60.0, delta=0.9, backfill=True)]
+    rows = wait_reduction_rows(results, "sdrf", "wdrf")
+    assert [(row["variant"], row["reduction"].mean) for row in rows] == [
+        ("", pytest.approx(20.0)), ("backfill=True", pytest.approx(40.0))]
 
 
 def test_completed_ratio_uses_the_horizon_count(dbs):

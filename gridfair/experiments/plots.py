@@ -138,18 +138,28 @@ def user_wait_reduction(outcome: RunOutcome, baseline: RunOutcome) -> float:
     return 100.0 * (1.0 - sum(wait for wait, _ in pairs) / base)
 
 
+def _variant(spec: RunSpec) -> str:
+    """The policy's options other than delta (e.g. "backfill=True"), to tell lines apart."""
+    return ", ".join(f"{name}={value}" for name, value in sorted(spec.params.items())
+                     if PARAMETERS[name].target == POLICY and name != "delta")
+
+
 def wait_reduction_rows(results: Results, policy: str, baseline: str) -> list[dict[str, Any]]:
-    """Mean (and spread over seeds and workloads) of the wait reduction per delta and load."""
+    """Mean (and spread over seeds and workloads) of the wait reduction per policy variant,
+    delta and load."""
     cells: dict[tuple, list[float]] = {}
     for spec, outcome, base in _paired(_ok(results), policy, baseline):
-        key = (spec.get("delta"), spec.get("capacity_ratio"))
+        key = (_variant(spec), spec.get("delta"), spec.get("capacity_ratio"))
         cells.setdefault(key, []).append(user_wait_reduction(outcome, base))
-    return [{"delta": delta, "capacity_ratio": ratio, "reduction": spread(values)}
-            for (delta, ratio), values in sorted(cells.items(), key=_none_last)]
+    return [{"variant": variant, "delta": delta, "capacity_ratio": ratio,
+             "reduction": spread(values)}
+            for (variant, delta, ratio), values in sorted(cells.items(), key=_cell_order)]
 
 
-def _none_last(item: tuple) -> tuple:
-    return tuple((value is None, value or 0) for value in item[0])
+def _cell_order(item: tuple) -> tuple:
+    """By variant, then delta and load, a missing delta or load (the policy's default) last."""
+    (variant, delta, ratio), _ = item
+    return variant, delta is None, delta or 0.0, ratio is None, ratio or 0.0
 
 
 def delta_label(delta: float | None) -> str:
@@ -168,10 +178,11 @@ def wait_reduction_lines(results: Results, out: str | Path, *, policy: str = "sd
     rows = wait_reduction_rows(results, policy, baseline)
     figure = Figure(figsize=(7, 4.5), dpi=DPI)
     ax = figure.subplots()
-    for delta in dict.fromkeys(row["delta"] for row in rows):
-        line = [row for row in rows if row["delta"] == delta]
+    for variant, delta in dict.fromkeys((row["variant"], row["delta"]) for row in rows):
+        line = [row for row in rows if (row["variant"], row["delta"]) == (variant, delta)]
         ax.plot([row["capacity_ratio"] for row in line],
-                [row["reduction"].mean for row in line], marker="o", label=delta_label(delta))
+                [row["reduction"].mean for row in line], marker="o",
+                label=delta_label(delta) + (f", {variant}" if variant else ""))
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_xlabel("capacity ratio r (capacity / mean usage of the trace)")
     ax.set_ylabel(f"mean wait reduction vs {baseline} (%)")

@@ -204,7 +204,9 @@ def owner_share_violations(recorder: RunRecorder, rule: str, *, absolute: bool =
     powerful slot, exceeds PowerDiff_alpha (|PowerDiff_alpha| with `absolute`) and the move
     lowers Phi, gridfair's convergence guard) or `osep` (Fig. 1: someone owed nodes with idle
     work while someone else uses more nodes than it provides). Ties go to the user seen first,
-    as in the policies.
+    as in the policies. The check assumes a vacated slot fits the receiver's next task (one
+    task per core, as in iSPD models); with larger tasks a policy may rightly find no victim
+    whose slot fits, which this check cannot see.
     """
     if rule not in ("hosep", "osep"):
         raise ValueError(f"rule must be hosep or osep, got {rule!r}")

@@ -165,10 +165,9 @@ class DmfaSrqOrder(RankedShareOrder):
         }
 
     def rank(self, user: UserState) -> tuple[int, float]:
-        figures = self.figures(user)
-        if figures["target"] > 0:
-            return (0, figures["fraction_of_target"])
-        return (1, figures["dominant_share"])
+        share = max(resource_shares(user.usage, self.pool.capacity, self.resources))
+        target = self.target(user)
+        return (0, share / target) if target > 0 else (1, share)
 
     def arrive(self, user: UserState) -> bool:
         """A user's first waiting task makes it arrive: every target may move."""

@@ -176,6 +176,9 @@ class RankedShareOrder(OrderPolicy):
         self.pool = pool
         self.entitlements.attach(pool)
         self.ranking = UserRanking()
+        # User index -> (usage, key): most events (submits, a user blocked for the rest of a
+        # cycle and unblocked at its end) leave the usage, and so the key, as it was.
+        self._keys: dict[int, tuple[tuple[float, ...], tuple[int, float]]] = {}
 
     @abstractmethod
     def figures(self, user: UserState) -> dict[str, Any]:
@@ -193,15 +196,28 @@ class RankedShareOrder(OrderPolicy):
         """Hook for state a user's events add to; True if every key must be recomputed."""
         return False
 
+    def key(self, user: UserState) -> tuple[int, float] | None:
+        """The user's key in the ranking, None when it does not want a slot now."""
+        if not user.active:
+            return None
+        usage = tuple(user.usage)
+        cached = self._keys.get(user.index)
+        if cached is not None and cached[0] == usage:
+            return cached[1]
+        key = self.rank(user)
+        self._keys[user.index] = (usage, key)
+        return key
+
     def rekey_all(self) -> None:
+        self._keys.clear()
         for other in self.pool.users.values():
-            self.ranking.update(other, self.rank(other) if other.active else None)
+            self.ranking.update(other, self.key(other))
 
     def user_changed(self, user: UserState, now: float) -> None:
         stale = self.entitlements.changed()
         if self.arrive(user) or stale:
             self.rekey_all()
-        self.ranking.update(user, self.rank(user) if user.active else None)
+        self.ranking.update(user, self.key(user))
 
     def first(self, now: float) -> UserState | None:
         return self.ranking.first()
@@ -250,10 +266,9 @@ class DrfOrder(RankedShareOrder):
         }
 
     def rank(self, user: UserState) -> tuple[int, float]:
-        figures = self.figures(user)
-        if figures["weight"] > 0:
-            return (0, figures["weighted_share"])
-        return (1, figures["dominant_share"])
+        share = max(resource_shares(user.usage, self.pool.capacity, self.resources))
+        weight = self.entitlements.of(user) if self.weighted else 1.0
+        return (0, share / weight) if weight > 0 else (1, share)
 
     def why(self, user: UserState, now: float) -> tuple[str, dict[str, Any]]:
         figures = self.figures(user)

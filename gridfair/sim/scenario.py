@@ -75,7 +75,13 @@ def register_readers() -> None:
     """Import the reader modules, which add themselves to WORKLOAD_FORMATS, FORMAT_BY_SUFFIX
     and GRID_WORKLOADS. They import this module, so this runs on first use, not on import."""
     from gridfair.sim import ispd  # noqa: F401
-    from gridfair.sim.workloads import google, ispd_trace, swf_grid, swf_justice  # noqa: F401
+    from gridfair.sim.workloads import (  # noqa: F401
+        google,
+        ispd_trace,
+        swf_grid,
+        swf_justice,
+        taskcsv,
+    )
 
 
 def workload_format(path: Path, override: str | None) -> str:

@@ -41,8 +41,10 @@ def lp_optimum(weights, demands, previous) -> float:
         rows.append([demands[i][j] for i in range(k)] + [0.0])
         bounds.append(sum(weights))
     variable_bounds = [(x, None) for x in previous] + [(0.0, None), (0.0, None)]
+    # HiGHS's default feasibility tolerance (1e-7) is the size of the differences checked.
+    tight = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10}
     result = linprog(objective, A_ub=rows, b_ub=bounds, bounds=variable_bounds[:k + 1],
-                     method="highs")
+                     method="highs", options=tight)
     assert result.success, result.message
     return -result.fun
 

@@ -24,7 +24,7 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 class Key:
     """One configuration key: its type, default and allowed values."""
 
-    kind: type | tuple[type, ...]
+    kind: type
     default: Any
     minimum: float | None = None
     choices: tuple[str, ...] | None = None
@@ -165,7 +165,7 @@ def _check(name: str, key: Key, value: Any, base: Path) -> Any:
         value = float(value)
     # bool is an int subclass: `max_retries = true` must not pass as 1.
     if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
-        expected = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+        expected = kind.__name__
         meaning = f" ({key.help})" if key.help else ""
         raise ConfigError(
             f"config key {name}: expected {_article(expected)}{meaning}, got {value!r}")

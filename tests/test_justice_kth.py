@@ -159,3 +159,28 @@ def test_kth_runs_in_seconds(kth_quarter):
     # and every cycle skips each user whose next job does not fit).
     assert kth_quarter["justice"][1] < 20
     assert kth_quarter["baseline-fs"][1] < 60
+
+
+def test_tasks_out_is_an_swf_file_of_the_simulated_run(run, tmp_path):
+    out = tmp_path / "run.swf"
+    result = run("simulate", "--workload", str(SLICE), "--capacity", "25", "--policy",
+                 "reactive-fs", "--deadlines", "Fixed2x", "--tasks-out", str(out), "--format",
+                 "json", "--quiet")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)["summary"]
+    simulated = read_swf(out)
+    original = read_swf(SLICE)
+    assert simulated.header_int("MaxProcs") == 25 and simulated.skipped == []
+    statuses = [job.status for job in simulated.jobs]
+    assert (statuses.count(1), statuses.count(0), statuses.count(5)) == (
+        summary["deadlines_met"] + summary["deadlines_missed"], summary["jobs_killed"],
+        summary["jobs_dropped"])
+    for before, after in zip(original.jobs, simulated.jobs, strict=True):
+        assert (after.job_id, after.submit_time, after.requested_procs, after.user_id) == (
+            before.job_id, before.submit_time, before.requested_procs, before.user_id)
+        if after.status == 1:  # finished: ran its work with the slots it was given
+            assert after.run_time * after.allocated_procs == pytest.approx(
+                before.run_time * before.processors)
+            assert after.wait_time >= 0
+        elif after.status == 5:
+            assert after.run_time == after.wait_time == after.allocated_procs == -1

@@ -12,7 +12,11 @@ Rules:
   trace offsets;
 - jobs with an unknown or zero run time or an unknown processor count are skipped, and so are
   the reader's malformed lines (the first few named by line number); both are counted in
-  `Scenario.skipped`.
+  `Scenario.skipped`;
+- `--tasks-out` writes the simulated run as an SWF file (`write_simulated_swf`): each job's
+  trace fields, with its trace submit time, its simulated wait (field 3), run time (field 4),
+  slots given (field 5) and outcome as SWF status (field 11: 1 finished, 0 killed, 5 dropped or
+  never started; wait, run time and slots are -1 for a job that never ran).
 
 This module is the `swf` workload format: without a GRID it builds the scenario above; with a
 GRID it hands the trace to the grid reader (`swf_grid`).
@@ -20,20 +24,25 @@ GRID it hands the trace to the grid reader (`swf_grid`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import astuple
 from pathlib import Path
 from typing import Any
 
-from gridfair.core.pool import Node, Task
+from gridfair.core.pool import DONE, KILLED, Node, Task
 from gridfair.errors import InputError
 from gridfair.sim.deadlines import deadline_factors, deadline_job
 from gridfair.sim.grid import Grid
-from gridfair.sim.scenario import FORMAT_BY_SUFFIX, WORKLOAD_FORMATS, Scenario
-from gridfair.sim.workloads.swf import SwfTrace, read_swf
+from gridfair.sim.scenario import FORMAT_BY_SUFFIX, WORKLOAD_FORMATS, Scenario, TaskWriter
+from gridfair.sim.workloads.swf import FIELDS, SwfJob, SwfTrace, read_swf
 from gridfair.sim.workloads.swf_grid import swf_scenario as swf_grid_scenario
 from gridfair.sim.workloads.swf_grid import swf_user
 
 NODE_NAME = "cluster"
+#: SWF status codes of the simulated outcomes.
+SWF_COMPLETED, SWF_FAILED, SWF_CANCELLED = 1, 0, 5
+_WAIT, _RUN, _ALLOCATED, _STATUS = (FIELDS.index(name) for name in (
+    "wait_time", "run_time", "allocated_procs", "status"))
 
 
 def trace_capacity(trace: SwfTrace, capacity: Any | None) -> int:
@@ -83,7 +92,35 @@ def justice_scenario(trace: SwfTrace, capacity: int, deadlines: str | None,
                                   job.processors, job.run_time, factor, capacity,
                                   source_index=len(tasks)))
     node = Node(NODE_NAME, owner=None, power=float(capacity), cpus=float(capacity))
-    return Scenario([node], tasks, skipped=skipped)
+    return Scenario([node], tasks, skipped=skipped,
+                    task_writer=simulated_swf_writer(jobs, trace.source, capacity))
+
+
+def simulated_swf_writer(jobs: Sequence[SwfJob], source: str, capacity: int) -> TaskWriter:
+    """`--tasks-out` for the jobs built from `jobs` (task `source_index` = position)."""
+
+    def write(tasks: Sequence[Task], path: Path) -> None:
+        write_simulated_swf(tasks, jobs, source, capacity, path)
+
+    return write
+
+
+def write_simulated_swf(tasks: Sequence[Task], jobs: Sequence[SwfJob], source: str,
+                        capacity: int, path: Path) -> None:
+    """The simulated run as an SWF file, one line per job in trace order."""
+    with open(path, "w", encoding="utf-8") as out:
+        out.write(f"; Simulated by gridfair from: {source}\n; MaxProcs: {capacity}\n"
+                  "; Status: 1 finished, 0 killed at its deadline, 5 dropped or never started\n")
+        for task in sorted(tasks, key=lambda task: task.source_index):
+            fields = list(astuple(jobs[task.source_index])[1:])  # without the line number
+            ran = task.first_start is not None
+            fields[_WAIT] = task.first_start - task.submit_time if ran else -1
+            # A job that started has ended: allocations are fixed and runs are never vacated.
+            fields[_RUN] = task.finish_time - task.first_start if ran else -1
+            fields[_ALLOCATED] = task.cpus if ran else -1
+            fields[_STATUS] = (SWF_COMPLETED if task.state == DONE else
+                               SWF_FAILED if task.state == KILLED else SWF_CANCELLED)
+            out.write(" ".join(f"{value:.10g}" for value in fields) + "\n")
 
 
 def swf_format(path: Path, grid: Grid | None, options: Mapping[str, Any]) -> Scenario:

@@ -190,39 +190,35 @@ def _explain_job(db, job: str, limit: int) -> dict[str, Any]:
     }
 
 
-# -------------------------------------------------------------------- history
+# ------------------------------------------------------------ history, actions
+def _filtered(db: sqlite_utils.Database, select: str, order: str, equal: dict[str, Any],
+              since_column: str, since: str | None) -> list[dict[str, Any]]:
+    """`select`, keeping rows whose columns equal the given values (None: any) and whose
+    `since_column` is at or after `--since`."""
+    with reading(db):
+        clauses = [f"{column} = ?" for column, value in equal.items() if value is not None]
+        args: list[Any] = [value for value in equal.values() if value is not None]
+        start = parse_since(since, db)
+        if start is not None:
+            clauses.append(f"{since_column} >= ?")
+            args.append(start)
+        where = " where " + " and ".join(clauses) if clauses else ""
+        return list(db.query(f"{select}{where} {order}", args))
+
+
 def history(db: sqlite_utils.Database, user: str | None, since: str | None
             ) -> list[dict[str, Any]]:
-    with reading(db):
-        start = parse_since(since, db)
-        clauses, args = ["1 = 1"], []
-        if user:
-            clauses.append("user = ?")
-            args.append(user)
-        if start is not None:
-            clauses.append("time >= ?")
-            args.append(start)
-        return list(db.query(
-            "select cycle, time, user, provided_mflops, allocated_mflops, power_diff, "
-            "dominant_share, running, idle from usage where "
-            + " and ".join(clauses) + " order by cycle, rowid", args))
+    return _filtered(
+        db, "select cycle, time, user, provided_mflops, allocated_mflops, power_diff, "
+        "dominant_share, running, idle from usage", "order by cycle, rowid", {"user": user},
+        "time", since)
 
 
-# -------------------------------------------------------------------- actions
 def actions(db: sqlite_utils.Database, since: str | None, state: str | None
             ) -> list[dict[str, Any]]:
     if state is not None and state not in ACTION_STATES:
         raise ReportError(f"--state {state!r}: one of {', '.join(ACTION_STATES)}")
-    with reading(db):
-        start = parse_since(since, db)
-        clauses, args = ["1 = 1"], []
-        if state:
-            clauses.append("state = ?")
-            args.append(state)
-        if start is not None:
-            clauses.append("updated_at >= ?")
-            args.append(start)
-        return list(db.query(
-            "select cycle, planned_at, updated_at, kind, job, user, machine, state, attempts, "
-            "error, reason, key from actions where " + " and ".join(clauses)
-            + " order by planned_at, rowid", args))
+    return _filtered(
+        db, "select cycle, planned_at, updated_at, kind, job, user, machine, state, attempts, "
+        "error, reason, key from actions", "order by planned_at, rowid", {"state": state},
+        "updated_at", since)

@@ -197,3 +197,21 @@ def test_options_that_exclude_each_other(tmp_path):
     spec = write_spec(tmp_path, 'workload = "low"\npolicy = "osep"\n')
     result = sweep(str(spec), "--in-process", "--workers", "2")
     assert result.exit_code == 2 and "at most one of" in result.output
+
+
+def test_runs_with_deadlines_store_the_deadline_figures(tmp_path):
+    trace = (ROOT / "tests" / "data" / "swf" / "KTH-SP2-1996-2.1-cln.head300.swf").as_posix()
+    spec = tmp_path / "justice.toml"
+    spec.write_text(f'[parameters]\nworkload = "{trace}"\ncapacity = 50\n'
+                    'policy = ["justice", "baseline-fs"]\ndeadlines = ["Fixed2x", "Aria1x3x"]\n',
+                    encoding="utf-8")
+    db = str(tmp_path / "r.db")
+    result = sweep(str(spec), "--in-process", "--db", db)
+    assert result.exit_code == 0, result.output
+    with ResultsStore(db) as store:
+        results = store.results()
+    assert len(results) == 4
+    for _, outcome in results:
+        assert 0 <= outcome.summary["deadlines_met_fraction"] <= 1
+        assert 0 < outcome.summary["jain_index"] <= 1
+        assert outcome.summary["jobs"] == outcome.summary["tasks"]

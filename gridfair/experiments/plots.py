@@ -10,8 +10,8 @@ Kinds:
 - `completed-ratio` (SDRF paper, Fig. 5): per user, completed over submitted tasks under the
   baseline (x) and the policy (y), one bubble per user (area growing with the log of its
   submitted tasks), the line y = x; for one `delta` and one capacity ratio.
-- `justice` (Justice paper): Jain's index and the share of deadlines met, by policy, one group
-  of bars per workload and deadline type.
+- `justice` (Justice paper): Jain's index and the share of deadlines met, by policy, one panel
+  per workload (trace) and one group of bars per deadline type.
 - `allocation` (DMFA-SRQ paper, Figs. 5-8): minimum dominant share, sum of dominant shares and
   CPU and memory utilization, by policy, one group of bars per number of users; error bars are
   the sample standard deviation over the draws (seeds).
@@ -252,21 +252,29 @@ JUSTICE_METRICS = (("jain_index", "Jain's index (allocation / demand)", 1.0),
 def justice_bars(results: Results, out: str | Path) -> None:
     results = _ok(results)
     rows = aggregate_summaries(results, ("workload", "deadlines", "policy"))
-    groups = list(dict.fromkeys((row["workload"], row["deadlines"]) for row in rows))
-    policies = _distinct(results, "policy")
     missing = [name for name, _, _ in JUSTICE_METRICS if not any(name in row for row in rows)]
     if missing:
         raise InputError(f"the runs have no {', '.join(missing)} metric: run the Justice "
                          "sweep with a workload that has deadlines")
-    figure = Figure(figsize=(max(6.0, 1.5 * len(groups) * len(policies) / 2), 7), dpi=DPI)
-    axes = figure.subplots(2, 1, squeeze=False)
-    for ax, (name, label, scale) in zip((row[0] for row in axes), JUSTICE_METRICS, strict=True):
-        _grouped_bars(ax, rows, groups, lambda row: (row["workload"], row["deadlines"]),
-                      policies, name, scale)
-        ax.set_xticks(range(len(groups)), [f"{Path(str(workload)).name.split('.')[0]}\n"
-                                           f"{deadlines or ''}" for workload, deadlines in groups])
-        ax.set_ylabel(label)
-        ax.grid(axis="y", alpha=0.3)
+    workloads = _distinct(results, "workload")
+    deadline_types = _distinct(results, "deadlines")
+    policies = _distinct(results, "policy")
+    figure = Figure(figsize=(max(6.0, 0.35 * len(deadline_types) * len(policies)) * len(workloads),
+                             7), dpi=DPI)
+    axes = figure.subplots(len(JUSTICE_METRICS), len(workloads), squeeze=False, sharey="row")
+    for column, workload in enumerate(workloads):
+        cell = [row for row in rows if row["workload"] == workload]
+        for row_index, (name, label, scale) in enumerate(JUSTICE_METRICS):
+            ax = axes[row_index][column]
+            _grouped_bars(ax, cell, deadline_types, lambda row: row["deadlines"], policies,
+                          name, scale)
+            ax.set_xticks(range(len(deadline_types)), [str(kind) for kind in deadline_types],
+                          fontsize=8)
+            if row_index == 0:
+                ax.set_title(Path(str(workload)).name.split(".")[0], fontsize=10)
+            if column == 0:
+                ax.set_ylabel(label)
+            ax.grid(axis="y", alpha=0.3)
     axes[0][0].legend(fontsize=8)
     _save(figure, out)
 

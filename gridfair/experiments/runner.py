@@ -58,9 +58,12 @@ def dask_client(
         return
     if workers is not None and workers < 1:
         raise InputError(f"--workers must be at least 1, got {workers}")
+    # No dashboard; the scheduler's health/metrics HTTP server still starts, so put it on a
+    # free local port rather than the default 8787 (which another cluster may hold).
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                      dashboard_address=None, silence_logs=logging.ERROR) as cluster, \
-            Client(cluster) as client:
+                      dashboard_address=None, scheduler_kwargs={"dashboard_address":
+                                                                "127.0.0.1:0"},
+                      silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
         yield client
 
 

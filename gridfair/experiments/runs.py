@@ -28,6 +28,7 @@ from gridfair.core.pool import DONE, Task
 from gridfair.errors import GridfairError, InputError
 from gridfair.experiments.allocation import allocate
 from gridfair.policies.registry import policy_names
+from gridfair.sim.deadline_metrics import deadline_summary
 from gridfair.sim.metrics import SATISFACTION_BASES, run_summary, user_metrics
 from gridfair.sim.scenario import build_scenario, run_scenario
 
@@ -209,6 +210,9 @@ def _simulate(spec: RunSpec) -> tuple[list[dict[str, Any]], dict[str, Any], str]
     summary = run_summary(result, users).as_dict()
     # Wall time varies from run to run; everything else in the summary is deterministic.
     summary.pop("wall_seconds", None)
+    if any(task.deadline is not None for task in result.tasks):
+        # As `simulate` reports them: the deadline figures (Justice) over the run-wide ones.
+        summary.update(deadline_summary(result).as_dict())
     user_rows = [user.as_dict() for user in users]
     horizon = spec.get("horizon")
     if horizon is not None:

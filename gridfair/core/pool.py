@@ -12,10 +12,9 @@ function of its inputs.
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable
 from typing import Any
-
-from sortedcontainers import SortedList
 
 # Task states.
 QUEUED, RUNNING, DONE, DROPPED, KILLED = range(5)
@@ -140,7 +139,10 @@ class UserState:
     @property
     def power_diff(self) -> float:
         """HOSEP's PowerDiff (Eq. 3); +inf for a user holding power it does not provide."""
-        return power_diff(self.allocated_power, self.provided_power)
+        provided = self.provided_power  # `power_diff` inlined: policies read this per event
+        if provided > 0:
+            return (self.allocated_power - provided) / provided
+        return float("inf") if self.allocated_power > 0 else 0.0
 
     @property
     def active(self) -> bool:
@@ -213,15 +215,26 @@ class Pool:
         self.capacity = [0.0, 0.0, 0.0]
         self.used = [0.0, 0.0, 0.0]
         self.running = 0  # tasks running now
-        # Nodes with free cpus, fastest first, then by index.
-        self._free = SortedList()
+        # Nodes with free cpus as (-power per cpu, index): fastest first, then by index. A flat
+        # sorted list: pools have up to thousands of nodes, where it beats a SortedList.
+        self._free: list[tuple[float, int]] = []
         self._listeners: list[PoolListener] = []
+        # Each hook's bound methods, of the listeners that override it (in listening order):
+        # events skip the many no-op hooks.
+        self._on_user_changed: list[Callable[[UserState, float], None]] = []
+        self._on_task_started: list[Callable[[Task, float], None]] = []
+        self._on_task_stopped: list[Callable[[Task, float, Node], None]] = []
         self._blocked: list[UserState] = []
         self._seq = 0
 
     # ----------------------------------------------------------------- set-up
     def listen(self, listener: PoolListener) -> None:
         self._listeners.append(listener)
+        for hook, methods in (("user_changed", self._on_user_changed),
+                              ("task_started", self._on_task_started),
+                              ("task_stopped", self._on_task_stopped)):
+            if getattr(type(listener), hook) is not getattr(PoolListener, hook):
+                methods.append(getattr(listener, hook))
         listener.attach(self)
 
     def user(self, name: str) -> UserState:
@@ -244,10 +257,10 @@ class Pool:
             owner = self.user(node.owner)
             owner.provided_power += node.power
             owner.provided_nodes += 1
-            for listener in self._listeners:
-                listener.user_changed(owner, 0.0)
+            for user_changed in self._on_user_changed:
+                user_changed(owner, 0.0)
         if node.free_cpus > EPSILON:
-            self._free.add((-node.power_per_cpu, node.index))
+            insort(self._free, (-node.power_per_cpu, node.index))
         return node
 
     # ----------------------------------------------------------------- events
@@ -259,8 +272,8 @@ class Pool:
         user = self.user(task.user)
         user.submitted += 1
         self._enqueue(user, task)
-        for listener in self._listeners:
-            listener.user_changed(user, now)
+        for user_changed in self._on_user_changed:
+            user_changed(user, now)
 
     def start(self, task: Task, node: Node, now: float) -> None:
         """`task` starts on `node`; the caller has checked that it fits."""
@@ -274,21 +287,25 @@ class Pool:
         task.start_time = now
         if task.first_start is None:
             task.first_start = now
-        self._take(node, task.cpus, task.memory)
-        power = node.power_per_cpu * task.cpus
+        cpus = task.cpus
+        memory = task.memory
+        self._take(node, cpus, memory)
+        power = node.power_per_cpu * cpus
         user.allocated_power += power
         user.running += 1
         self.running += 1
         usage = user.usage
-        usage[CPUS] += task.cpus
-        usage[MEMORY] += task.memory
+        usage[CPUS] += cpus
+        usage[MEMORY] += memory
         usage[POWER] += power
-        self.used[CPUS] += task.cpus
-        self.used[MEMORY] += task.memory
-        self.used[POWER] += power
-        for listener in self._listeners:
-            listener.task_started(task, now)
-            listener.user_changed(user, now)
+        used = self.used
+        used[CPUS] += cpus
+        used[MEMORY] += memory
+        used[POWER] += power
+        for task_started in self._on_task_started:
+            task_started(task, now)
+        for user_changed in self._on_user_changed:
+            user_changed(user, now)
 
     def finish(self, task: Task, now: float) -> None:
         """`task` completed."""
@@ -314,8 +331,8 @@ class Pool:
         task.finish_time = now
         user.idle_count -= 1
         self._drop_stale_heads(user)
-        for listener in self._listeners:
-            listener.user_changed(user, now)
+        for user_changed in self._on_user_changed:
+            user_changed(user, now)
 
     def forget(self, task: Task) -> None:
         """Remove a task that has ended from the index (the daemon forgets finished jobs)."""
@@ -364,14 +381,14 @@ class Pool:
         """Nothing of the user's fits now: skip it until `unblock_all`."""
         user.blocked = True
         self._blocked.append(user)
-        for listener in self._listeners:
-            listener.user_changed(user, now)
+        for user_changed in self._on_user_changed:
+            user_changed(user, now)
 
     def unblock_all(self, now: float) -> None:
         for user in self._blocked:
             user.blocked = False
-            for listener in self._listeners:
-                listener.user_changed(user, now)
+            for user_changed in self._on_user_changed:
+                user_changed(user, now)
         self._blocked.clear()
 
     def lost_work_if_vacated(self, task: Task, now: float) -> float:
@@ -402,14 +419,15 @@ class Pool:
         node.free_cpus -= cpus
         node.free_memory -= memory
         if was_free and node.free_cpus <= EPSILON:
-            self._free.remove((-node.power_per_cpu, node.index))
+            free = self._free
+            del free[bisect_left(free, (-node.power_per_cpu, node.index))]
 
     def _give_back(self, node: Node, cpus: float, memory: float) -> None:
         was_free = node.free_cpus > EPSILON
         node.free_cpus += cpus
         node.free_memory += memory
         if not was_free and node.free_cpus > EPSILON:
-            self._free.add((-node.power_per_cpu, node.index))
+            insort(self._free, (-node.power_per_cpu, node.index))
 
     def _stop(self, task: Task, now: float, new_state: int) -> None:
         if task.state != RUNNING:
@@ -417,27 +435,31 @@ class Pool:
         node = task.node
         assert node is not None
         user = self.users[task.user]
-        self._give_back(node, task.cpus, task.memory)
-        power = node.power_per_cpu * task.cpus
+        cpus = task.cpus
+        memory = task.memory
+        self._give_back(node, cpus, memory)
+        power = node.power_per_cpu * cpus
         user.allocated_power -= power
         user.running -= 1
         self.running -= 1
         usage = user.usage
-        usage[CPUS] -= task.cpus
-        usage[MEMORY] -= task.memory
+        usage[CPUS] -= cpus
+        usage[MEMORY] -= memory
         usage[POWER] -= power
         if user.running == 0:  # clear float drift: an idle user holds exactly nothing
             user.allocated_power = 0.0
             usage[CPUS] = usage[MEMORY] = usage[POWER] = 0.0
-        self.used[CPUS] -= task.cpus
-        self.used[MEMORY] -= task.memory
-        self.used[POWER] -= power
+        used = self.used
+        used[CPUS] -= cpus
+        used[MEMORY] -= memory
+        used[POWER] -= power
         task.epoch += 1
         if new_state == QUEUED:
             self._enqueue(user, task)
         else:
             task.state = new_state
             task.node = None
-        for listener in self._listeners:
-            listener.task_stopped(task, now, node)
-            listener.user_changed(user, now)
+        for task_stopped in self._on_task_stopped:
+            task_stopped(task, now, node)
+        for user_changed in self._on_user_changed:
+            user_changed(user, now)

@@ -88,7 +88,13 @@ class _Execution(PoolListener):
             start += self.transfer_delay(task, node)
         if start != now:
             self.computing_from[task.seq] = start
-        end = start + (task_size(task) - task.done_work) / run_rate(task, node)
+        # task_size and run_rate, inlined (this runs for every start), same arithmetic.
+        work = task.work
+        if work is None:
+            end = start + ((task.duration or 0.0) - task.done_work)
+        else:
+            end = start + (work - task.done_work) / (
+                node.power_per_cpu * task.cpus * (1.0 - node.load))
         heapq.heappush(self.heap, (end, _FINISH, self.seq, task, task.epoch))
         self.seq += 1
         if self.watch_deadlines and task.deadline is not None and task.deadline < end:
@@ -158,6 +164,12 @@ class Simulation:
         tasks = self.tasks
         total = len(tasks)
         next_arrival = 0
+        # Submit times, with an endless one after the last: no end-of-list test per event.
+        arrivals = [task.submit_time for task in tasks]
+        arrivals.append(float("inf"))
+        finish = pool.finish
+        submit = negotiator.submit
+        cycle = negotiator.cycle
         events = negotiations = finished = 0
         kept: list[Decision] = []
         keep = self.keep_decisions
@@ -171,10 +183,10 @@ class Simulation:
 
         while next_arrival < total or heap:
             # The next moment anything happens: an arrival or the heap's head.
-            if heap and (next_arrival >= total or heap[0][0] <= tasks[next_arrival].submit_time):
+            if heap and heap[0][0] <= arrivals[next_arrival]:
                 now = heap[0][0]
             else:
-                now = tasks[next_arrival].submit_time
+                now = arrivals[next_arrival]
             changed = False
             negotiate_now = interval is None
             # Events due now; completions come before arrivals at equal times, so capacity
@@ -188,7 +200,7 @@ class Simulation:
                 if task.epoch != epoch or task.state != RUNNING:
                     continue  # an event of a run that has since been vacated
                 if kind == _FINISH:
-                    pool.finish(task, now)
+                    finish(task, now)
                     finished += 1
                     changed = True
                     if progress is not None and finished % report_every == 0:
@@ -200,17 +212,17 @@ class Simulation:
                         changed = True
                         if keep:
                             kept.append(decision)
-            while next_arrival < total and tasks[next_arrival].submit_time == now:
+            while next_arrival < total and arrivals[next_arrival] == now:
                 task = tasks[next_arrival]
                 next_arrival += 1
                 events += 1
-                decision = negotiator.submit(task, now)
+                decision = submit(task, now)
                 if decision is not None and keep:
                     kept.append(decision)
                 changed = True
             if negotiate_now and (changed or interval is not None):
                 negotiations += 1
-                decisions = negotiator.cycle(now)
+                decisions = cycle(now)
                 if keep:
                     kept.extend(decisions)
                 if on_cycle is not None:

@@ -32,12 +32,15 @@ BT, BB = "bt@cs.wisc.edu", "bbockelm@users.opensciencegrid.org"
 def store(tmp_path_factory) -> Path:
     """A store after three cycles on the test pool (files backend)."""
     directory = tmp_path_factory.mktemp("admin")
-    shutil.copytree(POOL, directory / "pool")
+    shutil.copytree(POOL, directory / "pool", copy_function=shutil.copy)
     raw = {"daemon": {"interval": 0.02, "store": "state.db"},
            "backend": {"kind": "files",
                        "files": {"directory": "pool", "actions": "actions.jsonl"}},
            "safety": {"max_snapshot_age": 3600.0, "max_vacates_per_cycle": 1}}
     Daemon(validate(raw, base=directory), max_cycles=3).run()
+    with sqlite3.connect(directory / "state.db") as db:
+        outcomes = db.execute("select outcome, error from cycles").fetchall()
+    assert outcomes == [("ok", None)] * 3
     return directory / "state.db"
 
 
@@ -70,7 +73,7 @@ def test_shares_command_reads_the_store(store):
 
 
 def test_daemon_show_prints_shares_and_actions(tmp_path):
-    shutil.copytree(POOL, tmp_path / "pool")
+    shutil.copytree(POOL, tmp_path / "pool", copy_function=shutil.copy)
     (tmp_path / "c.toml").write_text(
         '[daemon]\nstore = "state.db"\n[backend]\nkind = "files"\n[backend.files]\n'
         'directory = "pool"\nactions = "a.jsonl"\n[safety]\nmax_snapshot_age = 3600\n')

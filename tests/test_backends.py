@@ -175,7 +175,7 @@ def backend(request, tmp_path) -> PoolBackend:
             sim.allocate(job, machine)
         return sim
     if request.param == "files":
-        shutil.copytree(POOL, tmp_path / "pool")
+        shutil.copytree(POOL, tmp_path / "pool", copy_function=shutil.copy)
         return FilesBackend(tmp_path / "pool", tmp_path / "actions.jsonl")
     return htcondor_backend()
 
@@ -291,7 +291,7 @@ def test_htcondor_collector_down_is_pool_unavailable():
 
 
 def test_files_backend_skips_a_malformed_ad(tmp_path):
-    shutil.copytree(POOL, tmp_path / "pool")
+    shutil.copytree(POOL, tmp_path / "pool", copy_function=shutil.copy)
     (tmp_path / "pool" / "broken.status").write_text('Name = "x"\nCpus = (((\n')
     snapshot = FilesBackend(tmp_path / "pool", tmp_path / "a.jsonl").read_snapshot()
     assert [s.source for s in snapshot.skipped] == [str(tmp_path / "pool" / "broken.status")]

@@ -31,9 +31,10 @@ POOL = ROOT / "tests" / "data" / "daemon" / "pool"
 
 
 def files_config(tmp_path: Path, **sections) -> dict:
-    """A files-backend config over a copy of the test pool, with overrides per section."""
+    """A files-backend config over a copy of the test pool, with overrides per section. The
+    copy is fresh (shutil.copy, not copy2): the snapshot's time is the dumps' mtime."""
     if not (tmp_path / "pool").exists():
-        shutil.copytree(POOL, tmp_path / "pool")
+        shutil.copytree(POOL, tmp_path / "pool", copy_function=shutil.copy)
     raw = {
         "daemon": {"interval": 0.05, "store": "state.db", "query_timeout": 5.0},
         "backend": {"kind": "files",
@@ -367,7 +368,7 @@ def test_example_files_config_runs_a_cycle(tmp_path):
     config["daemon"]["store"] = str(tmp_path / "state.db")
     config["backend.files"]["actions"] = str(tmp_path / "actions.jsonl")
     # A fresh copy: the checked-out dumps may be older than max_snapshot_age.
-    shutil.copytree(POOL, tmp_path / "pool")
+    shutil.copytree(POOL, tmp_path / "pool", copy_function=shutil.copy)
     config["backend.files"]["directory"] = str(tmp_path / "pool")
     daemon = Daemon(config)
     assert daemon.run_once() == 0

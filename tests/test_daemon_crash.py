@@ -70,7 +70,7 @@ def carried_out(directory: Path) -> list[tuple[str, str, str | None]]:
 
 @pytest.fixture
 def pool_dir(tmp_path: Path) -> Path:
-    shutil.copytree(POOL, tmp_path / "pool")
+    shutil.copytree(POOL, tmp_path / "pool", copy_function=shutil.copy)
     (tmp_path / "gridfair.toml").write_text(CONFIG)
     return tmp_path
 

@@ -22,7 +22,7 @@ def free_port() -> int:
 
 
 def config(tmp_path: Path, **metrics) -> dict:
-    shutil.copytree(POOL, tmp_path / "pool", dirs_exist_ok=True)
+    shutil.copytree(POOL, tmp_path / "pool", dirs_exist_ok=True, copy_function=shutil.copy)
     return {"daemon": {"store": "state.db"},
             "backend": {"kind": "files",
                         "files": {"directory": "pool", "actions": "actions.jsonl"}},

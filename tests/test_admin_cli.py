@@ -195,3 +195,12 @@ def _cycles(store: Path) -> int:
             return db.execute("select count(*) from cycles where outcome = 'ok'").fetchone()[0]
         except sqlite3.OperationalError:
             return 0
+
+
+def test_history_plot_without_matplotlib_is_a_one_line_error(store, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if it were not installed
+    result = CliRunner().invoke(cli, ["history", "--db", str(store), "--plot",
+                                      str(tmp_path / "x.png")])
+    assert result.exit_code == 2
+    assert result.output == ("gridfair: error: --plot needs matplotlib, which is not installed "
+                             "(pip install matplotlib)\n")

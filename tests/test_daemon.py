@@ -381,3 +381,25 @@ def test_one_daemon_per_store(tmp_path):
         Store(tmp_path / "state.db")
     first.close()
     Store(tmp_path / "state.db").close()  # free again once the first has closed
+
+
+def test_one_log_line_per_cycle_to_stderr_and_the_log_file(tmp_path, capsys):
+    import logging
+
+    from gridfair.daemon.service import setup_logging
+
+    config = validate(files_config(tmp_path, daemon={"log_file": "daemon.log"}), base=tmp_path)
+    setup_logging(config)
+    try:
+        Daemon(config, max_cycles=2).run()
+    finally:
+        for handler in logging.getLogger("gridfair").handlers:
+            handler.close()
+        logging.getLogger("gridfair").handlers.clear()
+    cycle_lines = [line for line in (tmp_path / "daemon.log").read_text().splitlines()
+                   if " cycle " in line]
+    assert len(cycle_lines) == 2
+    assert "cycle 1 ok: 9 slots, 14 jobs (6 running, 8 idle), 10 decisions, 10 actions " \
+           "confirmed" in cycle_lines[0]
+    assert cycle_lines[0].endswith(" s)")
+    assert "cycle 1 ok" in capsys.readouterr().err

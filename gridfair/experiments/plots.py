@@ -176,19 +176,26 @@ def delta_label(delta: float | None) -> str:
 def wait_reduction_lines(results: Results, out: str | Path, *, policy: str = "sdrf",
                          baseline: str = "wdrf") -> None:
     rows = wait_reduction_rows(results, policy, baseline)
-    figure = Figure(figsize=(7, 4.5), dpi=DPI)
+    # A colour per delta (from a sequential map: deltas are ordered), a line style per variant.
+    deltas = list(dict.fromkeys(row["delta"] for row in rows))
+    variants = list(dict.fromkeys(row["variant"] for row in rows))
+    colours = matplotlib.colormaps["viridis"]
+    styles = ("-", "--", ":", "-.")
+    figure = Figure(figsize=(9, 4.5), dpi=DPI)
     ax = figure.subplots()
     for variant, delta in dict.fromkeys((row["variant"], row["delta"]) for row in rows):
         line = [row for row in rows if (row["variant"], row["delta"]) == (variant, delta)]
         ax.plot([row["capacity_ratio"] for row in line],
                 [row["reduction"].mean for row in line], marker="o",
+                color=colours(deltas.index(delta) / max(len(deltas) - 1, 1)),
+                linestyle=styles[variants.index(variant) % len(styles)],
                 label=delta_label(delta) + (f", {variant}" if variant else ""))
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_xlabel("capacity ratio r (capacity / mean usage of the trace)")
     ax.set_ylabel(f"mean wait reduction vs {baseline} (%)")
     ax.set_title(f"{policy} vs {baseline}: users' mean waiting time")
     ax.grid(alpha=0.3)
-    ax.legend(title="delta", fontsize=8)
+    ax.legend(title="delta", fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
     _save(figure, out)
 
 

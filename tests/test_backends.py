@@ -299,7 +299,7 @@ def test_files_backend_skips_a_malformed_ad(tmp_path):
 
 
 def test_sim_backend_advances_time_and_finishes_jobs():
-    sim = SimBackend(step=3600.0)
+    sim = SimBackend(step=3600.0, origin=0.0)
     snapshot = sim.read_snapshot()
     for job, machine in zip(_idle(snapshot), [m for m in snapshot.machines if m.is_free],
                             strict=False):

@@ -403,3 +403,14 @@ def test_one_log_line_per_cycle_to_stderr_and_the_log_file(tmp_path, capsys):
            "confirmed" in cycle_lines[0]
     assert cycle_lines[0].endswith(" s)")
     assert "cycle 1 ok" in capsys.readouterr().err
+
+
+def test_sim_restarted_on_the_same_store_is_a_new_world(tmp_path):
+    from gridfair.daemon.backends.sim import SimBackend
+
+    raw = {"daemon": {"interval": 0.02, "store": "state.db"}, "backend": {"kind": "sim"}}
+    for started in (1_000_000.0, 1_000_600.0):  # two starts, ten minutes apart
+        make_daemon(tmp_path, raw, backend=SimBackend(origin=started)).run_once()
+    confirmed = rows(tmp_path, "select cycle, count(*) from actions where state = 'confirmed' "
+                               "group by cycle")
+    assert confirmed == [(1, 12), (2, 12)]  # the second run's jobs are not the first's

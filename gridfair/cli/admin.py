@@ -206,12 +206,13 @@ def plot_history(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
         raise GridfairError("--plot needs matplotlib, which is not installed "
                             "(pip install matplotlib)") from None
     figure, axes = pyplot.subplots(figsize=(8, 4))
+    start = min((row["time"] for row in rows), default=0.0)
     for user in dict.fromkeys(row["user"] for row in rows):
-        points = [(row["time"], row["power_diff"]) for row in rows if row["user"] == user
-                  and row["power_diff"] not in (None, float("inf"))]
+        points = [(row["time"] - start, row["power_diff"]) for row in rows
+                  if row["user"] == user and row["power_diff"] not in (None, float("inf"))]
         axes.plot([t for t, _ in points], [p for _, p in points], label=user)
     axes.axhline(0.0, color="grey", linewidth=0.5)
-    axes.set_xlabel("time (s)")
+    axes.set_xlabel(f"seconds after {stamp(start)}")
     axes.set_ylabel("PowerDiff")
     axes.legend(loc="best", fontsize="small")
     try:

@@ -64,6 +64,8 @@ def reconcile(
         status = status_name(job.status)
         machine = on_slot.get(job.id, job.machine) if job.status == JobStatus.RUNNING else None
         before = known.get(job.id)
+        if before is not None and before["since"] < job.qdate:
+            before = None  # submitted after the state we knew began: another job, same id
         if before is not None and before["status"] == status and before["machine"] == machine:
             result.since[job.id] = before["since"]
             continue

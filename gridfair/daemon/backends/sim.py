@@ -7,12 +7,13 @@ power (MFlop/s) and finish, submitted jobs arrive. The daemon's vacates put jobs
 queue (their progress is lost, no checkpointing) and its allocations start them. Nothing else
 schedules jobs here, so what runs is exactly what the daemon decided.
 
-The world lives in memory: a restarted daemon starts a fresh simulation (documented; the
-daemon's own state - journal, policy state - is what persists).
+The world lives in memory: a restarted daemon starts a fresh simulation, its clock starting at
+the wall clock's time (the daemon's own state - journal, history, policy state - persists).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,11 +43,14 @@ class SimBackend(PoolBackend):
 
     def __init__(
         self, grid: str | Path = "", *, workload: str = "medium", step: float = 60.0,
-        seed: int = 1,
+        seed: int = 1, origin: float | None = None,
     ) -> None:
         self.grid = load_grid(grid or EMBEDDED_GRID)
         self.step = step
-        self.time = 0.0
+        # Simulated time starts at the wall clock's now: each start is a new world, and its
+        # jobs' times (hence the journal's idempotency keys) never repeat an earlier run's
+        # kept in the same store.
+        self.time = time.time() if origin is None else origin
         self._reads = 0
         self.machines = {spec.name: spec for spec in self.grid.machines}
         self.running_on: dict[str, str] = {}  # machine -> job id
@@ -58,7 +62,8 @@ class SimBackend(PoolBackend):
             cluster = clusters.setdefault(task.user, len(clusters) + 1)
             proc = procs[task.user] = procs.get(task.user, -1) + 1
             job_id = f"{cluster}.{proc}"
-            self.jobs[job_id] = _SimJob(job_id, task.user, task.submit_time, task.work or 0.0)
+            self.jobs[job_id] = _SimJob(job_id, task.user, self.time + task.submit_time,
+                                        task.work or 0.0)
         self.finished: list[str] = []
 
     def now(self) -> float:

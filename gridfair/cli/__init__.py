@@ -33,7 +33,16 @@ def cli() -> None:
 
 def _register() -> None:
     # Each subcommand lives in its own module; importing it here adds it to `cli`.
-    from gridfair.cli import admin, compare, daemon, plot, shares, simulate, sweep  # noqa: F401
+    from gridfair.cli import (  # noqa: F401
+        admin,
+        compare,
+        daemon,
+        grid,
+        plot,
+        shares,
+        simulate,
+        sweep,
+    )
 
 
 def main() -> None:

@@ -90,7 +90,7 @@ def compare(grid, policies, workloads, seeds, checkpoint, satisfaction_base, par
     if failed:
         spec, outcome = failed[0]
         raise InputError(f"{len(failed)} of {len(results)} runs failed; first: "
-                         f"{_describe(spec)}: {outcome.error.strip().splitlines()[-1]}")
+                         f"{spec.describe()}: {outcome.error.strip().splitlines()[-1]}")
     header = {"grid": grid, "policies": policy_list, "workloads": list(workloads),
               "seeds": seed_list, "checkpointing": checkpoint,
               "satisfaction_base": satisfaction_base, "params": extra, "spread": SPREAD_NOTE}
@@ -104,10 +104,6 @@ def compare(grid, policies, workloads, seeds, checkpoint, satisfaction_base, par
         from gridfair.experiments.plots import satisfaction_bars
 
         satisfaction_bars(results, Path(plot_path))
-
-
-def _describe(spec: RunSpec) -> str:
-    return " ".join(f"{name}={value}" for name, value in spec.params.items() if name != "grid")
 
 
 def _plain(row: Mapping[str, Any]) -> dict[str, Any]:

@@ -13,7 +13,6 @@ from gridfair.cli import cli
 from gridfair.errors import InputError
 from gridfair.experiments.runner import (
     DEFAULT_CONNECT_TIMEOUT,
-    OutcomeSink,
     dask_client,
     run_in_process,
     run_on_dask,
@@ -62,41 +61,29 @@ def sweep(spec_file, workers, scheduler, in_process, connect_timeout, db_path, r
         todo = [spec for spec in plan.runs if spec.key not in done]
         skipped = len(plan.runs) - len(todo)
         failures = 0
-
-        def record(spec: RunSpec, outcome: RunOutcome) -> None:
-            nonlocal failures
-            store.record(positions[spec.key], spec, outcome)
-            failures += not outcome.ok
-
         with _progress(len(todo), quiet) as advance:
-            sink = _then(record, advance)
+
+            def record(spec: RunSpec, outcome: RunOutcome) -> None:
+                nonlocal failures
+                store.record(positions[spec.key], spec, outcome)
+                failures += not outcome.ok
+                advance()
+
             if in_process:
-                run_in_process(todo, sink)
+                run_in_process(todo, record)
             elif todo:
                 with dask_client(workers=workers, scheduler=scheduler,
                                  connect_timeout=connect_timeout) as client:
-                    run_on_dask(client, todo, sink)
+                    run_on_dask(client, todo, record)
         click.echo(f"sweep {plan.name}: {len(plan.runs)} runs, {len(todo) - failures} done now, "
                    f"{skipped} already done, {failures} failed; results in {db_path}")
         failed = store.failures()
         for spec, error in failed[:5]:
             last_line = error.strip().splitlines()[-1] if error.strip() else "?"
-            click.echo(f"  failed: {_describe(spec)}: {last_line}", err=True)
+            click.echo(f"  failed: {spec.describe()}: {last_line}", err=True)
     if failed:
         # Every other run is stored; the exit status tells scripts that some are not.
         sys.exit(1)
-
-
-def _describe(spec: RunSpec) -> str:
-    return " ".join(f"{name}={value}" for name, value in spec.params.items())
-
-
-def _then(first: OutcomeSink, then: Callable[[], None]) -> OutcomeSink:
-    def both(spec: RunSpec, outcome: RunOutcome) -> None:
-        first(spec, outcome)
-        then()
-
-    return both
 
 
 @contextmanager

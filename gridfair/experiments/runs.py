@@ -128,7 +128,7 @@ class RunSpec:
         checked = {}
         for name in sorted(params):
             value = params[name]
-            if value is not None:
+            if value is not None or name not in PARAMETERS:
                 value = check_value(name, value)
             if value != PARAMETERS[name].default:
                 checked[name] = value
@@ -141,6 +141,11 @@ class RunSpec:
     def key(self) -> str:
         canonical = json.dumps(self.params, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()[:20]
+
+    def describe(self) -> str:
+        """name=value for each parameter given, the grid (a long path) left out."""
+        return " ".join(f"{name}={value}" for name, value in self.params.items()
+                        if name != "grid")
 
     def all_params(self) -> dict[str, Any]:
         """Every parameter, defaults included, in `PARAMETERS` order."""

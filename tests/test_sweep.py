@@ -177,6 +177,23 @@ def test_interrupted_sweep_resumes_running_each_missing_run_once(tmp_path, monke
     assert {key: after[key] for key in before} == before
 
 
+def test_a_run_and_its_users_are_stored_together_or_not_at_all(tmp_path, monkeypatch):
+    spec = RunSpec.make({"grid": GRID, "workload": "low", "policy": "hosep"})
+    outcome = execute(spec)
+    with ResultsStore(tmp_path / "r.db") as store:
+        def crash(*args, **kwargs):
+            raise OSError("disk gone")
+
+        monkeypatch.setattr(type(store.db["users"]), "insert_all", crash)
+        with pytest.raises(OSError):
+            store.record(0, spec, outcome)
+        monkeypatch.undo()
+        assert store.count() == 0
+        store.record(0, spec, outcome)
+        [(_, stored)] = store.results()
+        assert stored.users == outcome.users
+
+
 def test_a_db_of_another_schema_version_is_refused(tmp_path):
     spec = write_spec(tmp_path, 'workload = "low"\npolicy = "osep"\n')
     db = tmp_path / "r.db"

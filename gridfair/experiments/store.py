@@ -66,7 +66,7 @@ class ResultsStore:
                 source=str(self.path))
 
     def _create(self) -> None:
-        with self.db.conn:
+        with self.db.atomic():
             self.db["meta"].insert_all([
                 {"name": "schema_version", "value": str(SCHEMA_VERSION)},
                 {"name": "gridfair_version", "value": __version__},
@@ -116,7 +116,9 @@ class ResultsStore:
                       **{(name if name == "user" else _metric_column(name)): value
                          for name, value in user.items()}}
                      for index, user in enumerate(outcome.users)]
-        with self.db.conn:
+        # atomic() (not `with conn`): sqlite-utils' own writes inside nest as savepoints instead
+        # of committing on their own, so the run and its users land together or not at all.
+        with self.db.atomic():
             self.db["users"].delete_where("run = ?", [spec.key])
             self.db["runs"].insert(run_row, pk="key", replace=True, alter=True)
             if user_rows:

@@ -19,8 +19,9 @@ from typing import Any
 from gridfair.model import Job, JobStatus, Snapshot
 
 
-def status_name(status: JobStatus) -> str:
-    return status.name.lower()
+# Looked up, not computed: reconcile names the status of every job every cycle, and an
+# enum's `.name` is a slow property.
+STATUS_NAMES = {status: status.name.lower() for status in JobStatus}
 
 
 @dataclass
@@ -61,7 +62,7 @@ def reconcile(
     seen: set[str] = set()
     for job in snapshot.jobs:
         seen.add(job.id)
-        status = status_name(job.status)
+        status = STATUS_NAMES[job.status]
         machine = on_slot.get(job.id, job.machine) if job.status == JobStatus.RUNNING else None
         before = known.get(job.id)
         if before is not None and before["since"] < job.qdate:

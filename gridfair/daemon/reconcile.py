@@ -18,7 +18,6 @@ from typing import Any
 
 from gridfair.model import Job, JobStatus, Snapshot
 
-
 # Looked up, not computed: reconcile names the status of every job every cycle, and an
 # enum's `.name` is a slow property.
 STATUS_NAMES = {status: status.name.lower() for status in JobStatus}

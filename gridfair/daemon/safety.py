@@ -22,10 +22,12 @@ from gridfair.policies.base import Preemption
 
 @dataclass(frozen=True)
 class SafetyLimits:
-    max_vacates_per_cycle: int = 2
-    min_runtime: float = 600.0
-    preempt_cooldown: float = 1800.0
-    max_snapshot_age: float = 300.0
+    """The `[safety]` settings (their defaults live in the config schema)."""
+
+    max_vacates_per_cycle: int
+    min_runtime: float
+    preempt_cooldown: float
+    max_snapshot_age: float
 
     @classmethod
     def from_config(cls, section: Mapping[str, Any]) -> SafetyLimits:

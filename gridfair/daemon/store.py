@@ -25,7 +25,7 @@ import sqlite3
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import sqlite_utils
 
@@ -120,7 +120,7 @@ class Store:
             self._lock.close()
             raise
 
-    def _take_lock(self):
+    def _take_lock(self) -> TextIO:
         """One writer per store: two daemons on one journal would both carry out its actions.
         The lock is the kernel's (flock), so a killed daemon never leaves it held."""
         lock_path = self.path.with_name(self.path.name + ".lock")

@@ -62,13 +62,15 @@ def test_check_finds_nothing_wrong_in_owner_share_runs(run, policy):
 def test_results_database_appends_runs_users_and_tasks(run, tmp_path):
     db_path = tmp_path / "runs.db"
     for policy in ("osep", "hosep"):
-        result = run(MODEL, "-w", TRACE, "-p", policy, "-q", "--db", str(db_path))
+        result = run(MODEL, "-w", TRACE, "-p", policy, "-q", "--db", str(db_path),
+                     "--unmapped", "drop")
         assert result.exit_code == 0, result.output
     db = sqlite_utils.Database(db_path)
     runs = list(db["runs"].rows)
     assert [row["policy"] for row in runs] == ["order=osep preempt=osep",
                                                "order=hosep preempt=hosep"]
     assert all(row["completed"] == 400 and row["workload"] == TRACE for row in runs)
+    assert json.loads(runs[0]["options"]) == {"unmapped": "drop"}
     assert db["users"].count == 8 and db["tasks"].count == 800
     users = list(db["users"].rows_where("run_id = ?", [runs[1]["id"]]))
     assert {row["user"] for row in users} == {"user1", "user2", "user3", "user4"}

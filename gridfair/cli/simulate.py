@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -106,11 +107,11 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
     if policy is None and order is None:
         raise click.UsageError("give --policy NAME, or --order (with --preempt/--admit)")
     policy_options = {"absolute_power_diff": absolute_power_diff, "delta": delta}
+    workload_options = {"capacity_ratio": capacity_ratio, **grid_workload_options,
+                        "equal_shares": equal_shares, "capacity": capacity,
+                        "deadlines": deadlines}
     scenario = build_scenario(grid, workload, seed=seed, workload_format_name=workload_format,
-                              options={"capacity_ratio": capacity_ratio,
-                                       **grid_workload_options,
-                                       "equal_shares": equal_shares,
-                                       "capacity": capacity, "deadlines": deadlines})
+                              options=workload_options)
     for reason, count in scenario.skipped.items():
         click.echo(f"gridfair: warning: skipped {count}: {reason}", err=True)
     progress = None if quiet or not sys.stderr.isatty() else _progress_bar()
@@ -129,7 +130,7 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
             "grid": grid, "workload": workload, "policy": negotiator.stages, "seed": seed,
             "checkpointing": checkpoint, "interval": interval, "vacate_delay": vacate_delay,
             "satisfaction_base": satisfaction_base,
-            "options": {key: value for key, value in grid_workload_options.items()
+            "options": {key: value for key, value in {**workload_options, "delta": delta}.items()
                         if value not in (None, False)},
         }, summary=summary, users=users, tasks=result.tasks)
     deadlines_in_play = any(task.deadline is not None for task in result.tasks)
@@ -197,15 +198,22 @@ def _deterministic(summary: dict) -> dict:
     return summary
 
 
+#: A run shorter than this shows no progress bar (it would only flicker).
+PROGRESS_AFTER_SECONDS = 2.0
+
+
 def _progress_bar():
     from rich.progress import Progress
 
     progress = Progress(transient=True)
     task_id = None
+    started = time.monotonic()
 
     def update(done: int, total: int) -> None:
         nonlocal task_id
         if task_id is None:
+            if done >= total or time.monotonic() - started < PROGRESS_AFTER_SECONDS:
+                return
             progress.start()
             task_id = progress.add_task("simulating", total=total)
         progress.update(task_id, completed=done)

@@ -163,3 +163,15 @@ def test_user_map_file(tmp_path):
     path.write_text("a,o1,extra\n")
     with pytest.raises(InputError, match=r"map.csv:1: expected 2 columns"):
         map_users(["a"], ["o1"], str(path))
+
+
+def test_google_shard_that_is_not_gzip_or_not_text_is_a_clear_error(tmp_path):
+    plain = tmp_path / "part-00003-of-00500.csv.gz"
+    plain.write_text("0,,1,0,,0,user,0,0,0.1,0.1,0,0\n")
+    with pytest.raises(InputError, match="cannot read gzip shard: Not a gzipped file"):
+        read_task_events(plain)
+    binary = tmp_path / "part-00004-of-00500.csv.gz"
+    with gzip.open(binary, "wb") as out:
+        out.write(b"\xff\xfe,bad\n")
+    with pytest.raises(InputError, match="cannot read gzip shard: 'utf-8' codec"):
+        read_task_events(binary)

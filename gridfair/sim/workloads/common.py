@@ -51,7 +51,7 @@ def _read_map_file(path: Path) -> dict[str, str | None]:
                     raise InputError(f"expected 2 columns (workload_user,owner), got {len(row)}",
                                      source=source, line=number)
                 mapping[row[0].strip()] = row[1].strip() or None
-    except OSError as error:
+    except (OSError, UnicodeDecodeError) as error:
         raise InputError(f"cannot read user map: {error}", source=source) from None
     return mapping
 

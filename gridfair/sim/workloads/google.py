@@ -77,7 +77,7 @@ def _rows(path: Path) -> Iterator[tuple[int, list[str]]]:
             yield from enumerate(csv.reader(stream), start=1)
     except FileNotFoundError:
         raise InputError("no such file", source=str(path)) from None
-    except (OSError, EOFError, zlib.error) as error:
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError) as error:
         raise InputError(f"cannot read gzip shard: {error}", source=str(path)) from None
 
 

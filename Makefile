@@ -14,9 +14,12 @@ $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-# The negotiator on the embedded simulated grid (the HOSEP paper's Table 1).
+# The negotiator daemon on the embedded simulated grid (the HOSEP paper's Table 1) for ten
+# cycles, showing shares and actions as they happen. configs/sim.toml keeps its demo store in
+# gridfair.db; it is started afresh so every run shows the same thing.
 run: $(STAMP)
-	$(BIN)/gridfair simulate sim_grids/hosep_table1.toml --policy hosep --workload medium
+	rm -f gridfair.db gridfair.db-wal gridfair.db-shm gridfair.db.lock
+	$(BIN)/gridfair daemon --config configs/sim.toml --cycles 10 --show
 
 # The whole suite, lint included.
 test: $(STAMP)

@@ -265,3 +265,19 @@ def test_trace_whose_users_own_nothing_in_the_grid_is_refused(tmp_path):
     # Mapped explicitly, it runs as an owner.
     scenario = build_scenario(str(MODEL), str(path), options={"user_map": "round-robin"})
     assert scenario.tasks[0].user == "user1"
+
+
+def test_model_trace_load_reads_the_trace_beside_the_model(tmp_path):
+    (tmp_path / "jobs.wmsx").write_bytes(TRACE.read_bytes())
+    text = MODEL.read_text(encoding="iso-8859-1")
+    start, end = text.index("<load>"), text.index("</load>") + len("</load>")
+    model = _write(tmp_path, text[:start] + '<load><trace file_path="jobs.wmsx" tasks="100" '
+                                            'format="iSPD"/></load>' + text[end:])
+    grid = load_grid(model)
+    assert set(grid.workloads) == {"model", "trace"}
+    scenario = build_scenario(str(model), "trace")
+    assert [task.id for task in scenario.tasks] == [str(i) for i in range(100)]
+    swf = _write(tmp_path, text[:start] + '<load><trace file_path="x.swf" format="SWF"/></load>'
+                 + text[end:])
+    with pytest.raises(InputError, match="trace format 'SWF' is not read from a model"):
+        read_imsx(swf)

@@ -65,6 +65,8 @@ def test_multi_owner_model_machines_owners_and_node_load():
     assert all(100_000 <= r.work <= 300_000 and 100 <= r.communication <= 1000
                for r in records)
     assert model_tasks(grid.settings["ispd"], seed=3)[0] == records  # seeded, repeatable
+    limited = build_scenario(str(MODEL), "model", seed=3, options={"limit": 10})
+    assert [task.id for task in limited.tasks] == [record.id for record in records[:10]]
 
 
 @pytest.mark.parametrize("policy", ["osep", "hosep"])

@@ -537,6 +537,8 @@ def model_scenario(grid: Grid, name: str, options: Mapping[str, Any]) -> Scenari
     """`--workload model` (or `node`/`random`/`trace`): the model's own load."""
     model: IspdModel = grid.settings["ispd"]
     records, skipped = model_tasks(model, int(options.get("seed", 1)))
+    if options.get("limit"):
+        records = records[:options["limit"]]
     skipped.update(model.ignored)
     return grid_scenario(Path(model.source), grid, options,
                          users=[record.user for record in records],

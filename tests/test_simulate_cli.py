@@ -75,3 +75,32 @@ def test_bad_grid_files_name_the_file_and_attribute(run, tmp_path, content, mess
     assert result.exit_code == 2
     assert str(grid) in result.output and message in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_a_task_started_after_its_deadline_is_checked_at_once_not_in_the_past():
+    from gridfair.core.negotiator import Negotiator
+    from gridfair.core.pool import Node, Pool, Task
+    from gridfair.policies.base import KILL, AdmitPolicy, Decision
+    from gridfair.policies.hosep import HosepOrder
+    from gridfair.sim.engine import Simulation
+
+    class KillLate(AdmitPolicy):
+        name = "kill-late"
+        checked_at: list[float] = []
+
+        def on_submit(self, task, now):
+            return None
+
+        def deadline_passed(self, task, now):
+            self.checked_at.append(now)
+            return Decision(KILL, task, task.node, self.name, "late", {})
+
+    pool = Pool()
+    admit = KillLate()
+    negotiator = Negotiator(pool, HosepOrder(), admit=admit)
+    pool.add_node(Node("n", None, 1.0))
+    first = Task("a", "u", 0.0, duration=100.0)
+    late = Task("b", "u", 0.0, duration=100.0, deadline=50.0)  # starts at 100, after it
+    result = Simulation(negotiator, [first, late]).run()
+    assert admit.checked_at == [100.0]
+    assert late.finish_time == 100.0 and result.makespan == 100.0

@@ -98,7 +98,9 @@ class _Execution(PoolListener):
         heapq.heappush(self.heap, (end, _FINISH, self.seq, task, task.epoch))
         self.seq += 1
         if self.watch_deadlines and task.deadline is not None and task.deadline < end:
-            heapq.heappush(self.heap, (task.deadline, _DEADLINE, self.seq, task, task.epoch))
+            # A task started after its deadline is checked at once: time never runs backwards.
+            check_at = max(task.deadline, now)
+            heapq.heappush(self.heap, (check_at, _DEADLINE, self.seq, task, task.epoch))
             self.seq += 1
         if end > self.latest_end:
             self.latest_end = end

@@ -4,9 +4,9 @@ The 42 SDRF runs of `sim_grids/sweeps/sdrf_vs_wdrf.toml` (delta = 1 - 10^-k, k =
 capacity ratio r = 0.5 .. 1.0 on the Google derived task list; the weighted-DRF baselines are
 left out unless --with-baselines), each worker count on a fresh `LocalCluster` (its start-up
 included), every outcome stored in a results DB as in `gridfair sweep`. Prints the wall time per
-worker count, the speed-up of the first over the last, the machine's load average (other work
-on the machine slows everything down), and checks that every worker count stored the same
-results.
+worker count, the speed-up of the most workers over the fewest, the machine's load average
+(other work on the machine slows everything down), and checks that every worker count stored
+the same results.
 
     .venv/bin/python bench/sweep_sdrf.py [--workers 2,1] [--with-baselines]
 """
@@ -64,8 +64,9 @@ def main() -> None:
             elif results != reference:
                 raise SystemExit(f"workers={workers} stored different results")
     if len(counts) > 1:
-        print(f"speed-up of {counts[0]} workers over {counts[-1]}: "
-              f"{timings[counts[-1]] / timings[counts[0]]:.2f}x; same results: yes")
+        most, fewest = max(counts), min(counts)
+        print(f"speed-up of {most} workers over {fewest}: "
+              f"{timings[fewest] / timings[most]:.2f}x; same results: yes")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ from gridfair.sim.metrics import SATISFACTION_BASES, run_summary, user_metrics
 from gridfair.sim.records import RunRecorder, check_conservation, owner_share_violations
 from gridfair.sim.results_db import save_run
 from gridfair.sim.scenario import build_scenario, run_scenario
-from gridfair.sim.workloads import taskcsv  # noqa: F401  (registers the 7-column task lists)
 from gridfair.sim.workloads.common import UNMAPPED
 from gridfair.sim.workloads.swf_grid import SWF_PROCS, SWF_STATUSES
 

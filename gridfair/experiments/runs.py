@@ -34,7 +34,6 @@ from gridfair.sim.scenario import build_scenario, run_scenario
 
 # Workload readers register their formats when imported. A Dask worker imports only this
 # module, so it imports the readers the scenario module does not import itself.
-from gridfair.sim.workloads import taskcsv  # noqa: F401, I001 - the 7-column task lists
 
 # Where a parameter goes: the simulation run itself, the policy's options, the scenario
 # builder's options (workload readers), or the metrics.

@@ -28,6 +28,7 @@ from itertools import accumulate
 from gridfair.core.pool import DONE, DROPPED, KILLED, QUEUED, Task
 from gridfair.policies.justice import met_deadline
 from gridfair.sim.engine import SimulationResult
+from gridfair.sim.metrics import jain_index
 
 WINDOW_SECONDS = 60.0
 
@@ -90,7 +91,7 @@ def deadline_summary(result: SimulationResult, window: float = WINDOW_SECONDS) -
         jobs_killed=states.count(KILLED),
         jobs_unfinished=states.count(QUEUED),
         jain_index=windowed,
-        jain_index_run=_jain([stay.fraction_in(-math.inf, math.inf) for stay in stays]),
+        jain_index_run=jain_index([stay.fraction_in(-math.inf, math.inf) for stay in stays]),
         windows=windows,
         utilization=result.busy_cpu_seconds / cpu_seconds if cpu_seconds > 0 else math.nan,
         useful_utilization=useful / cpu_seconds if cpu_seconds > 0 else math.nan,
@@ -103,14 +104,6 @@ def _stay(task: Task, end: float) -> _Stay | None:
         return None  # dropped on arrival (or a zero-length stay): never in the system
     start = task.first_start if task.first_start is not None else leave
     return _Stay(task.submit_time, start, leave, min(task.cpus / task.requested_cpus, 1.0))
-
-
-def _jain(values: list[float | None]) -> float:
-    present = [value for value in values if value is not None]
-    squares = sum(value * value for value in present)
-    if squares == 0:
-        return math.nan
-    return sum(present) ** 2 / (len(present) * squares)
 
 
 def _windowed_jain(stays: list[_Stay], origin: float, end: float,

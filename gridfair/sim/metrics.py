@@ -74,8 +74,9 @@ def percentile(sorted_values: Sequence[float], fraction: float) -> float:
     return sorted_values[rank - 1]
 
 
-def jain_index(values: Iterable[float]) -> float:
-    values = [value for value in values if not math.isnan(value)]
+def jain_index(values: Iterable[float | None]) -> float:
+    """(sum x)^2 / (n sum x^2) over the values present (None and NaN are left out)."""
+    values = [value for value in values if value is not None and not math.isnan(value)]
     square_sum = sum(value * value for value in values)
     if not values or square_sum == 0:
         return math.nan

@@ -261,3 +261,20 @@ def test_invariants_on_random_pools(policy, machines, first, second):
             assert before is None or after < before, (before, after)
     assert negotiator.cycle(1.0) == []
     assert negotiator.cycle(2.0) == []
+
+
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_a_task_that_fits_nowhere_does_not_starve_the_users_other_tasks(policy):
+    order_class, preempt_class = POLICIES[policy]
+    pool = Pool(task_key=order_class.task_key)
+    negotiator = Negotiator(pool, order_class(), preempt_class())
+    pool.add_node(Node("small", "A", 100, memory=1000))
+    big = Task("A.0", "A", 0.0, work=1.0, memory=5000)  # first in the queue under any key
+    small = Task("A.1", "A", 0.0, work=2.0, memory=100)
+    negotiator.submit(big, 0.0)
+    negotiator.submit(small, 0.0)
+    decisions = negotiator.cycle(0.0)
+    assert [(d.kind, d.task.id) for d in decisions] == [("allocate", "A.1")]
+    # The big task is still queued, first in line again for the next cycle.
+    assert big.state == QUEUED and pool.head(pool.users["A"]) is big
+    assert pool.users["A"].idle_count == 1 and not pool.users["A"].blocked

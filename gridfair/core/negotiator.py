@@ -1,8 +1,9 @@
 """One negotiation cycle: run the policy stages on the pool and apply what they decide.
 
 Phase 1 hands out free capacity in the order stage's order: the first active user's next task
-goes to the fastest free node it fits; a user whose task fits nowhere is skipped for the rest of
-the cycle (or the cycle's allocation ends, for orders that say so, as SDRF's Algorithm 1).
+goes to the fastest free node it fits. A task that fits no free node is set aside for the phase
+and the user's next task is tried, up to `PARK_LIMIT` a user; then the user is skipped for the
+rest of the phase. Orders that say so (SDRF's Algorithm 1) end the phase there instead.
 Phase 2 runs only when phase 1 is done: the preemption stage vacates tasks for entitled users
 while its rule allows, so free nodes are always used before any preemption (OSEP, HOSEP 3.3).
 
@@ -26,6 +27,10 @@ from gridfair.policies.base import (
     Preemption,
     PreemptPolicy,
 )
+
+#: Tasks of one user that may be set aside in a cycle because they fit no free node: bounds the
+#: cost of a user whose queue starts with many jobs that match nothing free.
+PARK_LIMIT = 8
 
 #: Returns why a vacate must be held back (the daemon's safety rules), or None to allow it.
 VacateGuard = Callable[[Preemption, float], str | None]
@@ -86,9 +91,10 @@ class Negotiator:
         if self.admit is not None:
             decisions.extend(self._apply_review(now))
         self._allocate_free(now, decisions)
+        # Preemption sees every queued task again, in queue order.
+        self.pool.unblock_all(now)
         if self.preempt is not None:
             self._preempt(now, decisions)
-        self.pool.unblock_all(now)
         return decisions
 
     def _apply_review(self, now: float) -> list[Decision]:
@@ -105,17 +111,23 @@ class Negotiator:
         pool = self.pool
         order = self.order
         name = order.name
+        parked: dict[int, int] = {}
         while pool.has_free():
             user = order.first(now)
             if user is None:
                 return
+            assert user.idle_count > 0, f"{name} chose {user.name}, who has no idle task"
             task = pool.head(user)
-            assert task is not None, f"{name} chose {user.name}, who has no idle task"
+            if task is None:  # what it has left was set aside in this phase
+                pool.block(user, now)
+                continue
             node = pool.best_node(task)
             if node is None:
                 if order.stop_when_blocked:
                     return
-                pool.block(user, now)
+                count = parked[user.index] = parked.get(user.index, 0) + 1
+                if count > PARK_LIMIT or pool.park(user) is None:
+                    pool.block(user, now)
                 continue
             template, figures = order.why(user, now)
             pool.start(task, node, now)

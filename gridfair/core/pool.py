@@ -146,8 +146,9 @@ class UserState:
 
     @property
     def active(self) -> bool:
-        """Wants a slot now: has idle tasks and is not blocked in this cycle."""
-        return self.idle_count > 0 and not self.blocked
+        """Wants a slot now: has an idle task in line (not only ones set aside by `Pool.park`)
+        and is not blocked in this cycle."""
+        return self.idle_count > 0 and not self.blocked and bool(self.idle)
 
     def __repr__(self) -> str:
         return f"UserState({self.name!r})"
@@ -225,6 +226,7 @@ class Pool:
         self._on_task_started: list[Callable[[Task, float], None]] = []
         self._on_task_stopped: list[Callable[[Task, float, Node], None]] = []
         self._blocked: list[UserState] = []
+        self._parked: list[tuple[UserState, Task]] = []
         self._seq = 0
 
     # ----------------------------------------------------------------- set-up
@@ -342,8 +344,8 @@ class Pool:
 
     # ------------------------------------------------------- negotiation help
     def head(self, user: UserState) -> Task | None:
-        """The user's next idle task by the pool's task key, or None."""
-        return user.idle[0][2] if user.idle_count > 0 else None
+        """The user's next idle task by the pool's task key (parked ones aside), or None."""
+        return user.idle[0][2] if user.idle_count > 0 and user.idle else None
 
     def has_free(self) -> bool:
         return bool(self._free)
@@ -384,12 +386,35 @@ class Pool:
         for user_changed in self._on_user_changed:
             user_changed(user, now)
 
+    def park(self, user: UserState) -> Task | None:
+        """Set the user's head task aside until `unblock_all` (it fits no free node now), so
+        its later tasks, which may fit, get their turn; returns the new head, or None.
+
+        This is what keeps one unmatchable job from starving a user's other jobs (HTCondor
+        negotiates per autocluster for the same reason). The task stays queued and counted.
+        """
+        task = heapq.heappop(user.idle)[2]
+        self._parked.append((user, task))
+        self._drop_stale_heads(user)
+        return self.head(user)
+
     def unblock_all(self, now: float) -> None:
+        """End of a negotiation phase: blocked users are active again and parked tasks return
+        to their queues."""
+        if not self._blocked and not self._parked:
+            return  # the common case, once per simulated event
+        changed = {user.index: user for user in self._blocked}
         for user in self._blocked:
             user.blocked = False
+        for user, task in self._parked:
+            if task.state == QUEUED:  # admission may have dropped it meanwhile
+                heapq.heappush(user.idle, (self.task_key(task), task.seq, task))
+                changed[user.index] = user
+        self._blocked.clear()
+        self._parked.clear()
+        for user in changed.values():
             for user_changed in self._on_user_changed:
                 user_changed(user, now)
-        self._blocked.clear()
 
     def lost_work_if_vacated(self, task: Task, now: float) -> float:
         """OSEP's omega: the computation a vacate would throw away (seconds of running).

@@ -107,8 +107,8 @@ class OracleOrder(JobOrder):
 
     def first(self, now: float) -> UserState | None:
         user = self.ranking.first()
-        if user is not None:
-            task = self.pool.head(user)
+        task = self.pool.head(user) if user is not None else None
+        if task is not None:
             resize(task, oracle_minimum(task, now, self.pool.capacity[CPUS]))
         return user
 

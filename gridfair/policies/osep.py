@@ -80,8 +80,9 @@ class OsepPreempt(OwnerSharePreempt):
 
     def deficit_key(self, user: UserState) -> Any | None:
         balance = node_balance(user)
-        if user.idle_count > 0 and user.provided_nodes > 0 and balance > 0:
-            return (-balance, self.pool.head(user).submit_time)
+        head = self.pool.head(user)
+        if head is not None and user.provided_nodes > 0 and balance > 0:
+            return (-balance, head.submit_time)
         return None
 
     def excess_key(self, user: UserState) -> Any | None:

@@ -104,3 +104,13 @@ def test_a_task_started_after_its_deadline_is_checked_at_once_not_in_the_past():
     result = Simulation(negotiator, [first, late]).run()
     assert admit.checked_at == [100.0]
     assert late.finish_time == 100.0 and result.makespan == 100.0
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--capacity", "25"), "--capacity does not apply to workload 'low' of the grid"),
+    (("--deadlines", "Fixed2x", "--equal-shares"),
+     "--deadlines, --equal-shares does not apply to workload 'low' of the grid"),
+])
+def test_options_the_workload_has_no_use_for_are_refused(run, args, message):
+    result = run("simulate", TABLE1, "-p", "hosep", "-w", "low", *args)
+    assert result.exit_code == 2 and message in result.output

@@ -110,6 +110,7 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
                         "equal_shares": equal_shares, "capacity": capacity,
                         "deadlines": deadlines}
     scenario = build_scenario(grid, workload, seed=seed, workload_format_name=workload_format,
+                              strict_options=True,
                               options=workload_options)
     for reason, count in scenario.skipped.items():
         click.echo(f"gridfair: warning: skipped {count}: {reason}", err=True)

@@ -9,7 +9,7 @@ no grid is needed.
 from __future__ import annotations
 
 import csv
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -100,6 +100,30 @@ def workload_format(path: Path, override: str | None) -> str:
                      f"{known}); give --workload-format", source=str(path))
 
 
+class _ReadOptions(Mapping[str, Any]):
+    """The options handed to a workload reader, remembering which it looked at."""
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        self._options = dict(options)
+        self.read: set[str] = set()
+
+    def __getitem__(self, key: str) -> Any:
+        self.read.add(key)
+        return self._options[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._options)
+
+    def __len__(self) -> int:
+        return len(self._options)
+
+    def given_but_unread(self) -> list[str]:
+        """Options given a value (not None or False) that the reader never looked at."""
+        return sorted(key for key, value in self._options.items()
+                      if value is not None and value is not False and key != "seed"
+                      and key not in self.read)
+
+
 def build_scenario(
     grid_path: str | None,
     workload: str,
@@ -107,23 +131,36 @@ def build_scenario(
     seed: int = 1,
     workload_format_name: str | None = None,
     options: Mapping[str, Any] | None = None,
+    strict_options: bool = False,
 ) -> Scenario:
-    options = options or {}
+    """The scenario of `workload` (on `grid_path`, if given). With `strict_options`, an option
+    given (not None or False) that the workload's reader never reads is an error, so a user
+    who asks for `--capacity` on a workload that has no use for it is told so."""
     register_readers()
     grid = load_grid(grid_path) if grid_path else None
+    read_options = _ReadOptions({"seed": seed, **(options or {})})
     if grid is not None and workload in grid.workloads:
         kind = grid.workloads[workload].get("kind")
         builder = GRID_WORKLOADS.get(kind, GRID_WORKLOADS["hosep-synthetic"])
-        return builder(grid, workload, {"seed": seed, **options})
-    path = Path(workload)
-    if not path.exists():
-        if grid is not None:
-            known = ", ".join(sorted(grid.workloads)) or "none"
-            raise InputError(f"workload {workload!r} is neither a workload of the grid "
-                             f"(known: {known}) nor a file")
-        raise InputError(f"no such workload file {workload!r}")
-    reader = WORKLOAD_FORMATS[workload_format(path, workload_format_name)]
-    return reader(path, grid, {"seed": seed, **options})
+        scenario = builder(grid, workload, read_options)
+        described = f"workload {workload!r} of the grid"
+    else:
+        path = Path(workload)
+        if not path.exists():
+            if grid is not None:
+                known = ", ".join(sorted(grid.workloads)) or "none"
+                raise InputError(f"workload {workload!r} is neither a workload of the grid "
+                                 f"(known: {known}) nor a file")
+            raise InputError(f"no such workload file {workload!r}")
+        format_name = workload_format(path, workload_format_name)
+        scenario = WORKLOAD_FORMATS[format_name](path, grid, read_options)
+        described = f"a {format_name} workload" + (" on a grid" if grid is not None else "")
+    if strict_options:
+        unused = read_options.given_but_unread()
+        if unused:
+            names = ", ".join("--" + key.replace("_", "-") for key in unused)
+            raise InputError(f"{names} does not apply to {described}")
+    return scenario
 
 
 def run_scenario(

@@ -114,3 +114,16 @@ def test_a_task_started_after_its_deadline_is_checked_at_once_not_in_the_past():
 def test_options_the_workload_has_no_use_for_are_refused(run, args, message):
     result = run("simulate", TABLE1, "-p", "hosep", "-w", "low", *args)
     assert result.exit_code == 2 and message in result.output
+
+
+def test_kept_decisions_are_explained_and_unkept_runs_skip_the_work():
+    from gridfair.sim.scenario import build_scenario, run_scenario
+
+    kept, _ = run_scenario(build_scenario(TABLE1, "low"), policy="hosep", keep_decisions=True)
+    first_allocation = next(d for d in kept.decisions if d.kind == "allocate")
+    assert first_allocation.policy == "hosep" and "lowest PowerDiff" in first_allocation.reason
+    unkept, negotiator = run_scenario(build_scenario(TABLE1, "low"), policy="hosep")
+    assert negotiator.explain is False and unkept.decisions == []
+    # Same schedule either way: explanations never change a decision.
+    assert [(t.id, t.first_start, t.finish_time) for t in kept.tasks] == \
+        [(t.id, t.first_start, t.finish_time) for t in unkept.tasks]

@@ -32,6 +32,9 @@ from gridfair.policies.base import (
 #: cost of a user whose queue starts with many jobs that match nothing free.
 PARK_LIMIT = 8
 
+#: The reason an allocation carries when the negotiator was asked not to explain.
+_NOT_EXPLAINED = ("not explained: this run keeps no decisions", {})
+
 #: Returns why a vacate must be held back (the daemon's safety rules), or None to allow it.
 VacateGuard = Callable[[Preemption, float], str | None]
 
@@ -55,8 +58,12 @@ class Negotiator:
         admit: AdmitPolicy | None = None,
         *,
         vacate_guard: VacateGuard | None = None,
+        explain: bool = True,
     ) -> None:
         self.pool = pool
+        # Allocations carry the order stage's reason and figures. A simulation that keeps no
+        # decisions turns this off: nobody reads them, and they cost 10-16 % of its run.
+        self.explain = explain
         self.order = order
         self.preempt = preempt
         self.admit = admit
@@ -111,6 +118,7 @@ class Negotiator:
         pool = self.pool
         order = self.order
         name = order.name
+        explain = self.explain
         parked: dict[int, int] = {}
         while pool.has_free():
             user = order.first(now)
@@ -129,7 +137,7 @@ class Negotiator:
                 if count > PARK_LIMIT or pool.park(user) is None:
                     pool.block(user, now)
                 continue
-            template, figures = order.why(user, now)
+            template, figures = order.why(user, now) if explain else _NOT_EXPLAINED
             pool.start(task, node, now)
             decisions.append(Decision(ALLOCATE, task, node, name, template, figures))
 

@@ -185,7 +185,8 @@ def run_scenario(
         options={**scenario.policy_options, **(policy_options or {})},
     )
     pool = Pool(task_key=stages.order.task_key, checkpointing=checkpointing)
-    negotiator = Negotiator(pool, stages.order, stages.preempt, stages.admit)
+    negotiator = Negotiator(pool, stages.order, stages.preempt, stages.admit,
+                            explain=keep_decisions)
     for node in scenario.nodes:
         pool.add_node(node)
     if recorder is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner, Result
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_DATA = ROOT / "tests" / "data"
@@ -17,3 +18,17 @@ def shared_file(relative: str) -> Path:
     if not path.exists():
         pytest.skip(f"needs ../shared/data/{relative} (real data, present in CI; absent here)")
     return path
+
+
+@pytest.fixture(scope="session")
+def gridfair_cli():
+    """Runs `gridfair ARGS...` in-process, as a user would, with every subcommand registered."""
+    from gridfair.cli import _register, cli
+
+    _register()
+    runner = CliRunner()
+
+    def invoke(*args: str) -> Result:
+        return runner.invoke(cli, list(args), catch_exceptions=False)
+
+    return invoke

@@ -6,9 +6,7 @@ import json
 import time
 
 import pytest
-from click.testing import CliRunner
 
-from gridfair.cli import _register, cli
 from gridfair.errors import InputError
 from gridfair.sim.deadline_metrics import DeadlineSummary, deadline_summary
 from gridfair.sim.scenario import build_scenario, run_scenario
@@ -21,15 +19,9 @@ KTH = "swf/KTH-SP2-1996-2.1-cln.swf.gz"
 SUMMARY_KEYS = {"jain_index", "deadlines_met", "jobs_dropped", "jobs_killed", "utilization"}
 
 
-@pytest.fixture(scope="module")
-def run():
-    _register()
-    runner = CliRunner()
-
-    def invoke(*args: str):
-        return runner.invoke(cli, list(args), catch_exceptions=False)
-
-    return invoke
+@pytest.fixture
+def run(gridfair_cli):
+    return gridfair_cli
 
 
 def test_slice_becomes_jobs_with_deadlines():

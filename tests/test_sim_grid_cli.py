@@ -8,9 +8,7 @@ import json
 
 import pytest
 import sqlite_utils
-from click.testing import CliRunner
 
-from gridfair.cli import _register, cli
 from tests.conftest import TEST_DATA
 
 MODEL = str(TEST_DATA / "ispd" / "multi_owner_HOSEP.imsx")
@@ -19,15 +17,9 @@ KTH_SLICE = str(TEST_DATA / "swf" / "KTH-SP2-1996-2.1-cln.head300.swf")
 GOOGLE_SLICE = str(TEST_DATA / "google" / "rows420001-426000.part-00000-of-00500.csv.gz")
 
 
-@pytest.fixture(scope="module")
-def run():
-    _register()
-    runner = CliRunner()
-
-    def invoke(*args: str):
-        return runner.invoke(cli, ["simulate", *args], catch_exceptions=False)
-
-    return invoke
+@pytest.fixture
+def run(gridfair_cli):
+    return lambda *args: gridfair_cli("simulate", *args)
 
 
 @pytest.mark.parametrize("workload, extra", [

@@ -6,20 +6,16 @@ from __future__ import annotations
 import json
 
 import pytest
-from click.testing import CliRunner
 
-from gridfair.cli import _register, cli
 from tests.conftest import ROOT, TEST_DATA
 
 MODEL = str(TEST_DATA / "ispd" / "multi_owner_HOSEP.imsx")
 TABLE1 = str(ROOT / "sim_grids" / "hosep_table1.toml")
 
 
-@pytest.fixture(scope="module")
-def show():
-    _register()
-    runner = CliRunner()
-    return lambda *args: runner.invoke(cli, ["grid", "show", *args], catch_exceptions=False)
+@pytest.fixture
+def show(gridfair_cli):
+    return lambda *args: gridfair_cli("grid", "show", *args)
 
 
 def test_model_owners_and_shares_as_json(show):

@@ -5,23 +5,15 @@ from __future__ import annotations
 import json
 
 import pytest
-from click.testing import CliRunner
 
-from gridfair.cli import _register, cli
 from tests.conftest import ROOT
 
 TABLE1 = str(ROOT / "sim_grids" / "hosep_table1.toml")
 
 
-@pytest.fixture(scope="module")
-def run():
-    _register()
-    runner = CliRunner()
-
-    def invoke(*args: str):
-        return runner.invoke(cli, list(args), catch_exceptions=False)
-
-    return invoke
+@pytest.fixture
+def run(gridfair_cli):
+    return gridfair_cli
 
 
 def test_json_has_the_documented_fields_and_is_repeatable(run):

@@ -25,7 +25,6 @@ the sweep file. Unknown keys, empty lists and empty ranges are errors naming the
 from __future__ import annotations
 
 import itertools
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +32,7 @@ from typing import Any
 
 from gridfair.errors import InputError
 from gridfair.experiments.runs import PARAMETERS, RunSpec
+from gridfair.tomlfile import read_toml
 
 SWEEP_KEYS = {"name", "description"}
 TOP_LEVEL_KEYS = {"sweep", "parameters", "matrix"}
@@ -50,14 +50,7 @@ class Sweep:
 def load_sweep(path: str | Path) -> Sweep:
     path = Path(path)
     source = str(path)
-    try:
-        document = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError("no such sweep file", source=source) from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise InputError(f"cannot read sweep file: {error}", source=source) from None
-    except tomllib.TOMLDecodeError as error:
-        raise InputError(f"not valid TOML: {error}", source=source) from None
+    document = read_toml(path, "sweep file")
     return parse_sweep(document, source=source, base_dir=path.parent)
 
 

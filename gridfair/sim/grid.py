@@ -7,7 +7,6 @@ Other model formats (iSPD `.imsx`) are read by their own modules into the same `
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 
 from gridfair.core.pool import Node
 from gridfair.errors import InputError
+from gridfair.tomlfile import read_toml
 
 MACHINE_KEYS = {"name", "owner", "mflops", "cpus", "memory", "load", "count"}
 
@@ -76,14 +76,7 @@ def load_grid(path: str | Path) -> Grid:
 
         return load_imsx(path)
     source = str(path)
-    try:
-        document = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError("no such grid file", source=source) from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise InputError(f"cannot read grid file: {error}", source=source) from None
-    except tomllib.TOMLDecodeError as error:
-        raise InputError(f"not valid TOML: {error}", source=source) from None
+    document = read_toml(path, "grid file")
     entries = document.get("machines")
     if not isinstance(entries, list) or not entries:
         raise InputError("a grid needs at least one [[machines]] entry", source=source,

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from gridfair.core.pool import Pool, Task
 from gridfair.policies.base import (
     ALLOCATE,
+    DROP,
+    KILL,
     VACATE,
     AdmitPolicy,
     Decision,
@@ -87,7 +89,7 @@ class Negotiator:
         """Admit (or refuse) a new task and queue it; returns the admission decision if any."""
         decision = self.admit.on_submit(task, now) if self.admit is not None else None
         self.pool.submit(task, now)
-        if decision is not None and decision.kind == "drop":
+        if decision is not None and decision.kind == DROP:
             self.pool.drop(task, now)
         return decision
 
@@ -108,9 +110,9 @@ class Negotiator:
         assert self.admit is not None
         decisions = self.admit.review(now)
         for decision in decisions:
-            if decision.kind == "drop":
+            if decision.kind == DROP:
                 self.pool.drop(decision.task, now)
-            elif decision.kind == "kill":
+            elif decision.kind == KILL:
                 self.pool.kill(decision.task, now)
         return decisions
 
@@ -134,7 +136,7 @@ class Negotiator:
                 if order.stop_when_blocked:
                     return
                 count = parked[user.index] = parked.get(user.index, 0) + 1
-                if count > PARK_LIMIT or pool.park(user) is None:
+                if count > PARK_LIMIT or pool.park(user, now) is None:
                     pool.block(user, now)
                 continue
             template, figures = order.why(user, now) if explain else _NOT_EXPLAINED

@@ -386,7 +386,7 @@ class Pool:
         for user_changed in self._on_user_changed:
             user_changed(user, now)
 
-    def park(self, user: UserState) -> Task | None:
+    def park(self, user: UserState, now: float) -> Task | None:
         """Set the user's head task aside until `unblock_all` (it fits no free node now), so
         its later tasks, which may fit, get their turn; returns the new head, or None.
 
@@ -396,6 +396,8 @@ class Pool:
         task = heapq.heappop(user.idle)[2]
         self._parked.append((user, task))
         self._drop_stale_heads(user)
+        for user_changed in self._on_user_changed:  # its head, which orders may rank by, moved
+            user_changed(user, now)
         return self.head(user)
 
     def unblock_all(self, now: float) -> None:

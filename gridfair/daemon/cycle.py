@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gridfair.classads.to_pool import pool_from_snapshot
-from gridfair.cli.shares import share_rows
 from gridfair.core.pool import CPUS, MEMORY, POWER, Pool, UserState
+from gridfair.core.shares import share_rows
 from gridfair.core.stages import ALLOCATE, VACATE, Decision
 from gridfair.daemon.backends import ActionFailed, PoolBackend, PoolUnavailable
 from gridfair.daemon.config import Config

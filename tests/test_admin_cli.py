@@ -20,7 +20,7 @@ from gridfair.cli import admin as _admin_commands  # noqa: F401 - registers the 
 from gridfair.cli import cli
 from gridfair.cli import daemon as _daemon_command  # noqa: F401
 from gridfair.cli import shares as _shares_command  # noqa: F401
-from gridfair.cli.admin import shares_from_store
+from gridfair.cli.shares import shares_from_store
 from gridfair.daemon.config import validate
 from gridfair.daemon.service import Daemon
 

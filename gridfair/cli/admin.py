@@ -1,6 +1,5 @@
-"""Admin commands over the daemon's store: `explain`, `history`, `actions` (and the store
-source of `shares`, `shares_from_store`). They open the store read-only and are safe while the
-daemon runs. `--format table|json|csv` everywhere.
+"""Admin commands over the daemon's store: `explain`, `history`, `actions`. They open the
+store read-only and are safe while the daemon runs. `--format table|json|csv` everywhere.
 """
 
 from __future__ import annotations
@@ -12,9 +11,8 @@ from typing import Any
 
 import click
 
-from gridfair.cli import cli
+from gridfair.cli.group import cli
 from gridfair.cli.output import FORMATS, format_cell, render_table, to_csv, to_json
-from gridfair.cli.shares import render_shares, shares_json
 from gridfair.daemon import reports
 from gridfair.daemon.store import ACTION_STATES, open_readonly
 from gridfair.errors import GridfairError
@@ -55,16 +53,6 @@ def emit(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, str, st
         click.echo(empty)
     else:
         click.echo(render_table(columns, rows))
-
-
-def shares_from_store(db_path: Path, output_format: str = "table") -> str:
-    """`gridfair shares --db FILE`: the shares table as of the daemon's latest cycle."""
-    report = reports.shares_report(open_readonly(db_path))
-    if output_format == "json":
-        return shares_json(report)
-    if output_format == "csv":
-        return to_csv(list(report.users))
-    return render_shares(report)
 
 
 def cycle_actions_text(db_path: Path, cycle: int) -> str:

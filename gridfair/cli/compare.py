@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from gridfair.cli import cli
+from gridfair.cli.group import cli
 from gridfair.cli.output import FORMATS, render_table, to_csv, to_json
 from gridfair.errors import InputError
 from gridfair.experiments.compare import (

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from gridfair.cli import cli
+from gridfair.cli.group import cli
 from gridfair.cli.output import FORMATS, render_table, to_csv, to_json
 from gridfair.sim.grid import Grid, load_grid
 from gridfair.sim.workloads.common import describe_skipped

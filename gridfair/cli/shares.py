@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import click
@@ -22,9 +23,11 @@ import click
 from gridfair.classads.reader import FORMAT_NAMES
 from gridfair.classads.to_pool import pool_from_snapshot
 from gridfair.classads.views import AdConfig, read_snapshot
-from gridfair.cli import cli
+from gridfair.cli.group import cli
 from gridfair.cli.output import FORMATS, format_cell, to_csv, to_json
 from gridfair.core.shares import SUMMED, SharesReport, share_rows, share_totals
+from gridfair.daemon import reports
+from gridfair.daemon.store import open_readonly
 from gridfair.model import Snapshot
 from gridfair.policies.registry import build_stages, policy_names
 
@@ -102,6 +105,16 @@ def shares_json(report: SharesReport) -> str:
     })
 
 
+def shares_from_store(db_path: Path, output_format: str = "table") -> str:
+    """`gridfair shares --db FILE`: the shares table as of the daemon's latest cycle."""
+    report = reports.shares_report(open_readonly(db_path))
+    if output_format == "json":
+        return shares_json(report)
+    if output_format == "csv":
+        return to_csv(list(report.users))
+    return render_shares(report)
+
+
 def _table(rows: Sequence[Mapping[str, Any]], totals: Mapping[str, Any]) -> str:
     footer = {"user": f"Number of users: {totals['users']}",
               **{key: totals[key] for key in SUMMED}}
@@ -154,8 +167,6 @@ def shares(machines_path, jobs_path, policy, order, preempt, admit, absolute_pow
     # The report comes from ad files; another source of the same figures (the daemon's
     # store) builds a SharesReport of its own and shares the rendering below.
     if db_path is not None:
-        from gridfair.cli.admin import shares_from_store
-
         click.echo(shares_from_store(db_path, output_format))
         return
     if machines_path is None or jobs_path is None:

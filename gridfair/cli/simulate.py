@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from gridfair.cli import cli
+from gridfair.cli.group import cli
 from gridfair.cli.output import FORMATS, render_table, to_csv, to_json
 from gridfair.policies.registry import policy_names
 from gridfair.sim.deadline_metrics import deadline_summary

@@ -202,5 +202,6 @@ def test_history_plot_without_matplotlib_is_a_one_line_error(store, tmp_path, mo
     result = CliRunner().invoke(cli, ["history", "--db", str(store), "--plot",
                                       str(tmp_path / "x.png")])
     assert result.exit_code == 2
-    assert result.output == ("gridfair: error: --plot needs matplotlib, which is not installed "
-                             "(pip install matplotlib)\n")
+    assert result.output == ("gridfair: error: gridfair history needs the experiments extra "
+                             "(matplotlib is not installed): pip install "
+                             "'gridfair[experiments]'\n")

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from tests.conftest import ROOT
+from gridfair.sim.grid_loader import embedded_grids
 
-TABLE1 = str(ROOT / "sim_grids" / "hosep_table1.toml")
+TABLE1 = str(embedded_grids()["hosep-table1"])
 
 
 @pytest.fixture

@@ -19,7 +19,8 @@ from gridfair.errors import InputError
 from gridfair.policies.registry import build_stages
 from gridfair.sim import ispd  # noqa: F401 - registers the iSPD model's own load
 from gridfair.sim.engine import Simulation, SimulationResult
-from gridfair.sim.grid import Grid, load_grid
+from gridfair.sim.grid import Grid
+from gridfair.sim.grid_loader import load_grid
 from gridfair.sim.records import RunRecorder
 from gridfair.sim.workloads import (  # noqa: F401 - each registers its formats
     google,

@@ -102,7 +102,9 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
              interval, vacate_delay, absolute_power_diff, satisfaction_base, output_format,
              tasks_out, capacity_ratio, equal_shares, delta, capacity, deadlines,
              check, db_path, quiet, **grid_workload_options) -> None:
-    """Simulate GRID under a policy and report per-user satisfaction, waits and preemptions."""
+    """Simulate GRID under a policy and report per-user satisfaction, waits and preemptions.
+
+    GRID is a grid file or an embedded grid's name (`gridfair grid list`)."""
     if policy is None and order is None:
         raise click.UsageError("give --policy NAME, or --order (with --preempt/--admit)")
     policy_options = {"absolute_power_diff": absolute_power_diff, "delta": delta}

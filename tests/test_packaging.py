@@ -122,3 +122,12 @@ def test_python_m_gridfair_is_the_gridfair_command(tmp_path):
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0
     assert result.stdout.startswith("gridfair, version ")
+
+
+def test_the_version_is_written_once():
+    from importlib.metadata import version
+
+    import gridfair
+
+    assert "version" in PYPROJECT["project"]["dynamic"]
+    assert version("gridfair") == gridfair.__version__

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -13,7 +15,8 @@ from gridfair.policies.osep import OsepOrder, OsepPreempt, node_balance
 from gridfair.sim.grid_loader import embedded_grids, load_grid
 
 TABLE1 = embedded_grids()["hosep-table1"]
-POLICIES = {"osep": (OsepOrder, OsepPreempt), "hosep": (HosepOrder, HosepPreempt)}
+POLICIES = {"osep": (OsepOrder, OsepPreempt), "hosep": (HosepOrder, HosepPreempt),
+            "hosep-ispd2014": (HosepOrder, partial(HosepPreempt, test="ispd2014"))}
 
 
 def make_pool(policy: str, machines, checkpointing: bool = False) -> tuple[Pool, Negotiator]:
@@ -135,7 +138,7 @@ def test_owner_reclaims_from_the_user_above_its_share(policy):
     assert kinds == ["vacate", "allocate", "vacate", "allocate"]
     assert {d.task.user for d in decisions if d.kind == "vacate"} == {"B"}
     assert pool.users["A"].running == 2 and pool.users["B"].running == 1
-    assert all(d.policy == policy for d in decisions)
+    assert all(d.policy == policy.split("-")[0] for d in decisions)
     assert "below its share" in decisions[1].reason or "owed" in decisions[1].reason
 
 
@@ -245,16 +248,18 @@ def test_invariants_on_random_pools(policy, machines, first, second):
     assert audit.free_at_vacate == []
     # An owner below its share is never the victim.
     for user, power_diff_before, balance_before in audit.victims:
-        if policy == "hosep":
+        if policy.startswith("hosep"):
             assert power_diff_before > 0, (user, power_diff_before)
         else:
             assert balance_before < 0, (user, balance_before)
     # No ping-pong: every preemption (a vacate and the start after it) strictly lowers the
     # potential - guests' holdings first, then Phi for HOSEP, sum f^2 for OSEP - so no
     # sequence of preemptions can cycle; and repeated cycles on the unchanged pool stop acting.
+    # iSPD 2014's test keeps no potential; its guard is that the victim never ends below the
+    # receiver, checked by the repeated cycles below.
     measure = (lambda p: (p[0], p[1])) if policy == "hosep" else (lambda p: (p[0], p[2]))
     for index, (kind, _) in enumerate(audit.trail):
-        if kind == "vacate":
+        if kind == "vacate" and policy != "hosep-ispd2014":
             before = measure(audit.trail[index - 1][1]) if index else None
             after = measure(audit.trail[index + 1][1])
             assert before is None or after < before, (before, after)

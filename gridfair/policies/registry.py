@@ -59,7 +59,8 @@ ORDERS: dict[str, Callable[[Options], OrderPolicy]] = {
 }
 PREEMPTS: dict[str, Callable[[Options], PreemptPolicy]] = {
     "osep": lambda options: OsepPreempt(),
-    "hosep": lambda options: HosepPreempt(absolute=bool(options.get("absolute_power_diff"))),
+    "hosep": lambda options: HosepPreempt(absolute=bool(options.get("absolute_power_diff")),
+                                          **_given(options, test="hosep_test")),
 }
 ADMITS: dict[str, Callable[[Options], AdmitPolicy]] = {
     "justice": lambda options: JusticeAdmit(**_given(

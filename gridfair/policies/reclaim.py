@@ -15,10 +15,13 @@ machine comes back:
 3. otherwise, among the running tasks of the users above their share (most over first), the
    machine that brings the receiver closest to its share (least |PowerDiff_alpha'|; among
    equals, the least powerful, then the run started last);
-4. a move is allowed only if the victim stays at or above the receiver (omega >= PowerDiff_alpha',
-   primes: after the move) and it lowers Phi = sum_x Provided_x * PowerDiff_x^2 (HOSEP's
-   convergence guard: PowerDiff_a + PowerDiff_a' < PowerDiff_b + PowerDiff_b'). Phi falls with
-   every preemption, so repeated cycles on an unchanged pool stop acting.
+4. every move must lower Phi = sum_x Provided_x * PowerDiff_x^2 (HOSEP's convergence guard:
+   PowerDiff_a + PowerDiff_a' < PowerDiff_b + PowerDiff_b', primes: after the move); a move
+   of step 3 must also leave the victim at or above the receiver (omega >= PowerDiff_alpha').
+   Step 2 needs only Phi: an owner is entitled to its own machine back from a user above its
+   share even if that user then falls below the owner (on Table 1, User4 holding one of
+   User1's fast machines). Phi falls with every preemption and the pool has finitely many
+   states, so repeated cycles on an unchanged pool stop acting: no ping-pong.
 A victim is always above its share (PowerDiff > 0); a user who provides nothing is never a
 receiver and, holding anything, is above its share (PowerDiff +inf).
 
@@ -85,7 +88,8 @@ class ReclaimPreempt(HosepPreempt):
         users = self.pool.users
         best = None
         for victim in self._own_machines(receiver_user):
-            choice = self._allowed(receiver_user, receiver, users[victim.user], victim)
+            choice = self._allowed(receiver_user, receiver, users[victim.user], victim,
+                                   own_machine=True)
             # From the user left most above its share (largest omega); the first of equals.
             if choice is not None and (best is None or choice[3] > best[3]):
                 best = choice
@@ -107,8 +111,11 @@ class ReclaimPreempt(HosepPreempt):
         return self._preemption(receiver_user, receiver, best, "closest to its share")
 
     def _allowed(self, receiver_user: UserState, receiver: Task, victim_user: UserState,
-                 victim: Task) -> tuple[UserState, Task, float, float] | None:
-        """(victim user, victim, receiver's PowerDiff after, omega) if the move is allowed."""
+                 victim: Task, own_machine: bool = False
+                 ) -> tuple[UserState, Task, float, float] | None:
+        """(victim user, victim, receiver's PowerDiff after, omega) if the move is allowed:
+        the victim above its share, Phi falling and, off the receiver's own machines, the
+        victim left at or above the receiver."""
         victim_diff = victim_user.power_diff
         if victim_diff <= 0 or not self.pool.fits_after_vacate(receiver, victim):
             return None
@@ -118,7 +125,8 @@ class ReclaimPreempt(HosepPreempt):
         receiver_after = power_diff(
             receiver_user.allocated_power + node.power_per_cpu * receiver.cpus,
             receiver_user.provided_power)
-        if omega >= receiver_after and receiver_diff + receiver_after < victim_diff + omega:
+        if ((own_machine or omega >= receiver_after)
+                and receiver_diff + receiver_after < victim_diff + omega):
             return (victim_user, victim, receiver_after, omega)
         return None
 
@@ -144,8 +152,8 @@ class ReclaimPreempt(HosepPreempt):
             victim, receiver, node,
             "vacate {victim_job} of {victim_user} on {machine} (owned by {machine_owner}, "
             "{machine_mflops:.0f} MFlops; {reason}): {victim_user} is above its share "
-            "(PowerDiff {victim_power_diff:+.3f}) and stays at omega {omega:+.3f} >= "
-            "{receiver}'s {receiver_power_diff_after:+.3f} after",
+            "(PowerDiff {victim_power_diff:+.3f}, omega {omega:+.3f} after); {receiver} goes "
+            "from {receiver_power_diff:+.3f} to {receiver_power_diff_after:+.3f}",
             "{receiver_job} of {receiver} onto {machine} ({reason}): {receiver} is below its "
             "share (PowerDiff {receiver_power_diff:+.3f}, {receiver_power_diff_after:+.3f} "
             "after); freed from {victim_user}",

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
+import sqlite_utils
 
 from gridfair.core.negotiator import Negotiator
 from gridfair.core.pool import Node, Pool, Task
@@ -60,3 +63,21 @@ def test_sequential_arrivals_take_no_interval_and_unknown_semantics_are_refused(
         Simulation(negotiator, tasks, arrivals="sequential", interval=10.0)
     with pytest.raises(InputError, match="batch, sequential"):
         Simulation(negotiator, tasks, arrivals="one-by-one")
+
+
+def test_the_cli_records_the_semantics_in_json_and_the_db(gridfair_cli, tmp_path):
+    invoke = gridfair_cli
+    db = tmp_path / "runs.db"
+    result = invoke("simulate", "hosep-table1", "-w", "low", "--policy", "hosep", "-q",
+                    "--arrivals", "sequential", "--hosep-test", "ispd2014", "--format", "json",
+                    "--db", str(db))
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["arrivals"] == "sequential"
+    satisfaction = {row["user"]: row["satisfaction"] for row in report["users"]}
+    assert set(sorted(satisfaction, key=satisfaction.get)[-2:]) == {"User1", "User2"}
+    row = next(sqlite_utils.Database(db)["runs"].rows)
+    assert row["arrivals"] == "sequential"
+    assert json.loads(row["options"])["hosep_test"] == "ispd2014"
+    assert invoke("simulate", "hosep-table1", "-w", "low", "--policy", "hosep",
+                  "--arrivals", "one-by-one").exit_code == 2

@@ -257,15 +257,12 @@ class Simulation:
         return self._result(execution, events, negotiations, kept, started)
 
     def _run_sequential(self, started: float) -> SimulationResult:
-        """The published simulator's event loop (`arrivals="sequential"`, module docstring)."""
-        pool = self.pool
-        negotiator = self.negotiator
-        admit = negotiator.admit
+        """The published simulator's event loop (`arrivals="sequential"`, module docstring).
+        Not the hot path: it favours plain code over the batch loop's local aliases."""
+        pool, negotiator, tasks = self.pool, self.negotiator, self.tasks
         execution = _Execution(self)
         pool.listen(execution)
         heap = execution.heap
-        pop = heapq.heappop
-        tasks = self.tasks
         total = len(tasks)
         users = pool.users.values()
         keep = self.keep_decisions
@@ -292,7 +289,7 @@ class Simulation:
         next_arrival = 0
         while next_arrival < total or heap:
             if heap and (next_arrival == total or heap[0][0] <= tasks[next_arrival].submit_time):
-                now, kind, _, task, epoch = pop(heap)
+                now, kind, _, task, epoch = heapq.heappop(heap)
                 events += 1
                 if kind == _NEGOTIATE:
                     chained = False
@@ -303,7 +300,7 @@ class Simulation:
                 if kind == _FINISH:
                     pool.finish(task, now)
                 else:  # _DEADLINE
-                    decision = admit.deadline_passed(task, now)
+                    decision = negotiator.admit.deadline_passed(task, now)
                     if decision is None or decision.kind != KILL:
                         continue
                     pool.kill(task, now)

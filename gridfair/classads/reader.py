@@ -25,6 +25,7 @@ from typing import Any
 
 import classad2
 
+from gridfair.classads.memo import RotatingMemo
 from gridfair.errors import InputError
 from gridfair.model import SkippedAd
 
@@ -48,35 +49,10 @@ class SourcedAd:
     line: int | None  # None for JSON, whose ads json does not place
 
 
-class AdMemo:
-    """Ads parsed from one source before, by their text, so a re-read of a changed dump parses
-    only the ads that changed (a steady pool changes ~1 % of its ads between two cycles).
-
-    `rotate()` after each read keeps only the texts that read saw: the memo never grows beyond
-    two reads of the source. Only successful parses are kept: an error names the ad's line,
-    which moves with the text around it. The memo hands out the same `ClassAd` again, so ads
-    are read-only to everything downstream of the reader (as they are today).
-    """
-
-    __slots__ = ("_previous", "_current")
-
-    def __init__(self) -> None:
-        self._previous: dict[str, classad2.ClassAd] = {}
-        self._current: dict[str, classad2.ClassAd] = {}
-
-    def get(self, text: str) -> classad2.ClassAd | None:
-        ad = self._current.get(text)
-        if ad is None:
-            ad = self._previous.get(text)
-            if ad is not None:
-                self._current[text] = ad
-        return ad
-
-    def put(self, text: str, ad: classad2.ClassAd) -> None:
-        self._current[text] = ad
-
-    def rotate(self) -> None:
-        self._previous, self._current = self._current, {}
+#: Parsed ads by their text (see `gridfair.classads.memo`). Only successful parses are kept:
+#: an error names the ad's line, which moves with the text around it. The same `ClassAd` is
+#: handed out again, so ads are read-only downstream of the reader.
+AdMemo = RotatingMemo[str, classad2.ClassAd]
 
 
 @dataclass(frozen=True, slots=True)

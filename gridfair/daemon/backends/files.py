@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gridfair.classads.reader import AdMemo, SourcedAd, read_ads
-from gridfair.classads.views import AdConfig
+from gridfair.classads.views import AdConfig, ViewMemo
 from gridfair.daemon.backends import ActionFailed, PoolBackend, PoolUnavailable
 from gridfair.daemon.backends.ads import snapshot_from_ads
 from gridfair.errors import InputError
@@ -95,6 +95,7 @@ class FilesBackend(PoolBackend):
         self._running: set[str] = set()
         self._idle: set[str] = set()
         self._reads: dict[Path, DumpRead] = {}
+        self._views = ViewMemo()
 
     def _dumps(self) -> tuple[list[Path], list[Path]]:
         try:
@@ -121,7 +122,9 @@ class FilesBackend(PoolBackend):
         self._reads = {path: read for path, read in self._reads.items() if path in present}
         slot_ads = read_dumps(slot_files, skipped, self._reads)
         job_ads = read_dumps(job_files, skipped, self._reads)
-        snapshot = snapshot_from_ads(taken, slot_ads, job_ads, self.ad_config, skipped)
+        snapshot = snapshot_from_ads(taken, slot_ads, job_ads, self.ad_config, skipped,
+                                     self._views)
+        self._views.rotate()
         self._running = {j.id for j in snapshot.jobs if j.status == JobStatus.RUNNING}
         self._idle = {j.id for j in snapshot.jobs if j.status == JobStatus.IDLE}
         return snapshot

@@ -5,6 +5,7 @@ from __future__ import annotations
 import htcondor2
 import pytest
 
+from gridfair.classads.submitters import SubmitterMap
 from gridfair.daemon.backends import ActionFailed
 from gridfair.daemon.backends.htcondor import HTCondorBackend
 from gridfair.daemon.backends.personal_pool import JobSpec, PersonalPool
@@ -13,7 +14,7 @@ from gridfair.model import JobStatus
 LONG = 132250 * 600  # ten minutes on the fastest slot: runs for the whole test
 
 
-def backend(pool: PersonalPool, **options: str) -> HTCondorBackend:
+def backend(pool: PersonalPool, **options: object) -> HTCondorBackend:
     return HTCondorBackend.connect(pool.collector_host, **options)
 
 
@@ -30,10 +31,20 @@ def test_snapshot_of_static_slots(clean_queue: PersonalPool) -> None:
         ("User1", 132250), ("User1", 132250), ("User2", 54760), ("User2", 29750)]
     assert snapshot.skipped == ()
     jobs = {job.id: job for job in snapshot.jobs}
-    assert {jobs[i].user for i in ids} == {"User1@gridfair.test", "User2@gridfair.test"}
+    # Accounting-group submitters of one Unix account, named as the slots' owners.
+    assert {jobs[i].user for i in ids} == {"User1", "User2"}
     assert all(jobs[i].status is JobStatus.RUNNING and jobs[i].group == "owners" for i in ids)
     running_on = {m.running_job: m.name for m in snapshot.machines if m.running_job}
     assert running_on == pool.running()
+
+
+def test_submitters_keep_their_domain_when_the_map_says_so(clean_queue: PersonalPool) -> None:
+    pool = clean_queue
+    ids = pool.submit([JobSpec("User2", LONG)], extra=["hold = True"])
+    live = HTCondorBackend.connect(pool.collector_host, submitters=SubmitterMap(uid_domain=""),
+                                   **ANY_JOB)
+    assert [job.user for job in live.read_snapshot().jobs if job.id == ids[0]] == [
+        "User2@gridfair.test"]
 
 
 def test_snapshot_of_partitionable_slots(partitionable_pool: PersonalPool) -> None:

@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench clean
+.PHONY: run test package-check bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,8 +26,13 @@ test: $(STAMP)
 	$(BIN)/ruff check gridfair tests bench
 	$(BIN)/python -m pytest
 
+# Build the sdist and wheel; install the wheel in a fresh venv outside the repository and run
+# it there (the embedded grid, the demo daemon, python -m gridfair). CI runs it after test.
+package-check: $(STAMP)
+	.ci/package-check $(BIN)/python
+
 bench: $(STAMP)
 	for script in bench/*.py; do $(BIN)/python $$script || exit 1; done
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache dist build

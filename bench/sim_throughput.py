@@ -1,6 +1,6 @@
 """Simulator throughput on real workloads, in tasks per second.
 
-1. HOSEP on the 4-owner iSPD model (`multi_owner_HOSEP.imsx`: 20 machines, 4 owners) with the
+1. HOSEP on the 4-owner iSPD model (embedded `multi-owner-hosep`: 20 machines, 4 owners) with the
    first 15,000 jobs of KTH-SP2 (PWA, cleaned 2.1), inter-arrival times divided by 50, run time
    x the grid's mean power per cpu (5,200 MFlop/s) as work, the log's users mapped onto the 4
    owners in turn (`--user-map round-robin`), and again with the 4 busiest users as owners and
@@ -29,10 +29,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from gridfair.sim.grid_loader import embedded_grids  # noqa: E402
 from gridfair.sim.scenario import build_scenario, run_scenario  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "data"
-MODEL = ROOT / "tests" / "data" / "ispd" / "multi_owner_HOSEP.imsx"
+MODEL = embedded_grids()["multi-owner-hosep"]
 KTH = SHARED / "swf" / "KTH-SP2-1996-2.1-cln.swf.gz"
 GOOGLE = SHARED / "google" / "derived" / "tasks_parts00000-00001.csv.gz"
 

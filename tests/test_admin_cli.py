@@ -20,7 +20,7 @@ from gridfair.cli import admin as _admin_commands  # noqa: F401 - registers the 
 from gridfair.cli import cli
 from gridfair.cli import daemon as _daemon_command  # noqa: F401
 from gridfair.cli import shares as _shares_command  # noqa: F401
-from gridfair.cli.admin import shares_from_store
+from gridfair.cli.shares import shares_from_store
 from gridfair.daemon.config import validate
 from gridfair.daemon.service import Daemon
 
@@ -202,5 +202,6 @@ def test_history_plot_without_matplotlib_is_a_one_line_error(store, tmp_path, mo
     result = CliRunner().invoke(cli, ["history", "--db", str(store), "--plot",
                                       str(tmp_path / "x.png")])
     assert result.exit_code == 2
-    assert result.output == ("gridfair: error: --plot needs matplotlib, which is not installed "
-                             "(pip install matplotlib)\n")
+    assert result.output == ("gridfair: error: gridfair history needs the experiments extra "
+                             "(matplotlib is not installed): pip install "
+                             "'gridfair[experiments]'\n")

@@ -13,9 +13,9 @@ import gridfair.cli.compare  # noqa: F401 - registers the command
 from gridfair.cli import cli
 from gridfair.errors import InputError
 from gridfair.experiments.compare import parse_seeds, spread
-from tests.conftest import ROOT
+from gridfair.sim.grid_loader import embedded_grids
 
-GRID = str(ROOT / "sim_grids" / "hosep_table1.toml")
+GRID = str(embedded_grids()["hosep-table1"])
 
 
 def invoke(*args: str):

@@ -6,8 +6,8 @@ import pytest
 
 from gridfair.core.negotiator import Negotiator
 from gridfair.core.pool import CPUS, MEMORY, Node, Pool, Task
+from gridfair.core.stages import OrderPolicy
 from gridfair.errors import ConfigError
-from gridfair.policies.base import OrderPolicy
 from gridfair.policies.drf import DrfOrder, Entitlements
 from gridfair.policies.registry import build_stages
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import pytest
 
+from gridfair.sim.grid_loader import embedded_grids
 from gridfair.sim.metrics import user_metrics
 from gridfair.sim.scenario import build_scenario, run_scenario
-from tests.conftest import ROOT
 
-TABLE1 = str(ROOT / "sim_grids" / "hosep_table1.toml")
+TABLE1 = str(embedded_grids()["hosep-table1"])
 WORKLOADS = ("low", "medium", "high")
 SEEDS = (1, 2, 3)
 

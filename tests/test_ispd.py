@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 
 from gridfair.errors import InputError
-from gridfair.sim.grid import load_grid
+from gridfair.sim.grid_loader import embedded_grids, load_grid
 from gridfair.sim.ispd import model_tasks, read_imsx
 from gridfair.sim.records import RunRecorder, check_conservation, owner_share_violations
 from gridfair.sim.scenario import build_scenario, run_scenario
 from gridfair.sim.workloads.ispd_trace import read_wmsx
 from tests.conftest import TEST_DATA, shared_file
 
-MODEL = TEST_DATA / "ispd" / "multi_owner_HOSEP.imsx"
+MODEL = embedded_grids()["multi-owner-hosep"]
 TRACE = TEST_DATA / "ispd" / "kth_top4_400.wmsx"
 
 

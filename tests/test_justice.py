@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gridfair.core.pool import DONE, DROPPED, KILLED, Node, Task
+from gridfair.core.stages import ALLOCATE, DROP, KILL, RESIZE, Decision
 from gridfair.errors import ConfigError, InputError
-from gridfair.policies.base import ALLOCATE, DROP, KILL, RESIZE, Decision
 from gridfair.policies.justice import (
     DEADLINE_SLACK,
     JusticeAdmit,

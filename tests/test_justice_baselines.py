@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 
 from gridfair.core.pool import DONE, DROPPED, KILLED
-from gridfair.policies.base import ALLOCATE
+from gridfair.core.stages import ALLOCATE
 from gridfair.policies.deadline_baselines import oracle_minimum
 from gridfair.policies.justice import DEADLINE_SLACK, job_work, met_deadline
 from tests.test_justice import run_jobs, workloads

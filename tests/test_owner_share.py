@@ -10,10 +10,9 @@ from gridfair.core.negotiator import Negotiator
 from gridfair.core.pool import QUEUED, Node, Pool, PoolListener, Task, power_diff
 from gridfair.policies.hosep import HosepOrder, HosepPreempt, remaining_power
 from gridfair.policies.osep import OsepOrder, OsepPreempt, node_balance
-from gridfair.sim.grid import load_grid
-from tests.conftest import ROOT
+from gridfair.sim.grid_loader import embedded_grids, load_grid
 
-TABLE1 = ROOT / "sim_grids" / "hosep_table1.toml"
+TABLE1 = embedded_grids()["hosep-table1"]
 POLICIES = {"osep": (OsepOrder, OsepPreempt), "hosep": (HosepOrder, HosepPreempt)}
 
 

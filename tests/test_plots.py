@@ -18,9 +18,9 @@ from gridfair.experiments.plots import (
 from gridfair.experiments.runner import run_in_process
 from gridfair.experiments.runs import RunOutcome, RunSpec
 from gridfair.experiments.store import ResultsStore
-from tests.conftest import ROOT
+from gridfair.sim.grid_loader import embedded_grids
 
-GRID = (ROOT / "sim_grids" / "hosep_table1.toml").as_posix()
+GRID = embedded_grids()["hosep-table1"].as_posix()
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 

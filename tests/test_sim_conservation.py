@@ -8,11 +8,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gridfair.core.pool import DONE, DROPPED, KILLED, QUEUED, Node, Task
+from gridfair.sim.grid_loader import embedded_grids
 from gridfair.sim.records import RunRecorder, check_conservation, owner_share_violations
 from gridfair.sim.scenario import Scenario, build_scenario, run_scenario
 from tests.conftest import TEST_DATA
 
-MODEL = str(TEST_DATA / "ispd" / "multi_owner_HOSEP.imsx")
+MODEL = str(embedded_grids()["multi-owner-hosep"])
 KTH_SLICE = str(TEST_DATA / "swf" / "KTH-SP2-1996-2.1-cln.head300.swf")
 
 

@@ -9,9 +9,10 @@ import json
 import pytest
 import sqlite_utils
 
+from gridfair.sim.grid_loader import embedded_grids
 from tests.conftest import TEST_DATA
 
-MODEL = str(TEST_DATA / "ispd" / "multi_owner_HOSEP.imsx")
+MODEL = str(embedded_grids()["multi-owner-hosep"])
 TRACE = str(TEST_DATA / "ispd" / "kth_top4_400.wmsx")
 KTH_SLICE = str(TEST_DATA / "swf" / "KTH-SP2-1996-2.1-cln.head300.swf")
 GOOGLE_SLICE = str(TEST_DATA / "google" / "rows420001-426000.part-00000-of-00500.csv.gz")
@@ -102,7 +103,7 @@ def _bad_google(tmp_path):
      "the workload has no tasks"),
     (lambda tmp: (MODEL, "-w", KTH_SLICE, "--user-map", "names"),
      "none of the workload's"),
-    (lambda tmp: (str(TEST_DATA.parent.parent / "sim_grids" / "hosep_table1.toml"), "-w",
+    (lambda tmp: (str(embedded_grids()["hosep-table1"]), "-w",
                   TRACE, "--transfer", "--user-map", "round-robin"),
      "transfer delays need a grid with links"),
     (lambda tmp: (MODEL, "-w", "cluster"), "workload 'cluster' is neither"),

@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from tests.conftest import ROOT, TEST_DATA
+from gridfair.sim.grid_loader import embedded_grids
 
-MODEL = str(TEST_DATA / "ispd" / "multi_owner_HOSEP.imsx")
-TABLE1 = str(ROOT / "sim_grids" / "hosep_table1.toml")
+MODEL = str(embedded_grids()["multi-owner-hosep"])
+TABLE1 = str(embedded_grids()["hosep-table1"])
 
 
 @pytest.fixture

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from tests.conftest import ROOT
+from gridfair.sim.grid_loader import embedded_grids
 
-TABLE1 = str(ROOT / "sim_grids" / "hosep_table1.toml")
+TABLE1 = str(embedded_grids()["hosep-table1"])
 
 
 @pytest.fixture
@@ -72,7 +72,7 @@ def test_bad_grid_files_name_the_file_and_attribute(run, tmp_path, content, mess
 def test_a_task_started_after_its_deadline_is_checked_at_once_not_in_the_past():
     from gridfair.core.negotiator import Negotiator
     from gridfair.core.pool import Node, Pool, Task
-    from gridfair.policies.base import KILL, AdmitPolicy, Decision
+    from gridfair.core.stages import KILL, AdmitPolicy, Decision
     from gridfair.policies.hosep import HosepOrder
     from gridfair.sim.engine import Simulation
 

@@ -15,9 +15,10 @@ from gridfair.errors import InputError
 from gridfair.experiments.runs import RunSpec, execute
 from gridfair.experiments.spec import load_sweep, parse_sweep
 from gridfair.experiments.store import ResultsStore
+from gridfair.sim.grid_loader import embedded_grids
 from tests.conftest import ROOT
 
-GRID = (ROOT / "sim_grids" / "hosep_table1.toml").as_posix()
+GRID = embedded_grids()["hosep-table1"].as_posix()
 
 
 def write_spec(tmp_path, body: str, name: str = "spec.toml"):
@@ -91,7 +92,7 @@ def test_bad_sweep_file_exits_2(tmp_path):
 
 def test_relative_paths_are_relative_to_the_sweep_file(tmp_path):
     (tmp_path / "grids").mkdir()
-    (tmp_path / "grids" / "g.toml").write_text((ROOT / "sim_grids" / "hosep_table1.toml")
+    (tmp_path / "grids" / "g.toml").write_text(embedded_grids()["hosep-table1"]
                                               .read_text(encoding="utf-8"), encoding="utf-8")
     (tmp_path / "sweeps").mkdir()
     path = tmp_path / "sweeps" / "s.toml"

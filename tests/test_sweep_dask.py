@@ -19,9 +19,10 @@ from gridfair.cli import cli
 from gridfair.experiments.runner import dask_client, run_in_process, run_on_dask
 from gridfair.experiments.spec import load_sweep
 from gridfair.experiments.store import ResultsStore
+from gridfair.sim.grid_loader import embedded_grids
 from tests.conftest import ROOT
 
-GRID = (ROOT / "sim_grids" / "hosep_table1.toml").as_posix()
+GRID = embedded_grids()["hosep-table1"].as_posix()
 
 # A grid whose runs take about 0.3 s each, so a sweep can be killed while it runs.
 SLOW_GRID = """

@@ -10,6 +10,7 @@ import pytest
 
 from gridfair.core.pool import DONE
 from gridfair.errors import InputError
+from gridfair.sim.grid_loader import embedded_grids
 from gridfair.sim.records import RunRecorder, check_conservation
 from gridfair.sim.scenario import build_scenario, run_scenario, workload_format
 from gridfair.sim.workloads.common import map_users
@@ -17,7 +18,7 @@ from gridfair.sim.workloads.google import read_task_events
 from gridfair.sim.workloads.swf import read_swf
 from tests.conftest import TEST_DATA, shared_file
 
-MODEL = str(TEST_DATA / "ispd" / "multi_owner_HOSEP.imsx")
+MODEL = str(embedded_grids()["multi-owner-hosep"])
 KTH_SLICE = TEST_DATA / "swf" / "KTH-SP2-1996-2.1-cln.head300.swf"
 GOOGLE_SLICE = TEST_DATA / "google" / "rows420001-426000.part-00000-of-00500.csv.gz"
 SHARD = "google/task_events/part-00000-of-00500.csv.gz"

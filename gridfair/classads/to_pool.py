@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 from gridfair.classads.matching import AutoclusterMatcher
 from gridfair.core.negotiator import Negotiator
 from gridfair.core.pool import Node, Pool, Task
+from gridfair.core.stages import Decision
 from gridfair.model import Job, JobStatus, Machine, SkippedAd, Snapshot
-from gridfair.policies.base import Decision
 
 if TYPE_CHECKING:
     from gridfair.policies.registry import Stages

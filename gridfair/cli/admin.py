@@ -1,6 +1,5 @@
-"""Admin commands over the daemon's store: `explain`, `history`, `actions` (and the store
-source of `shares`, `shares_from_store`). They open the store read-only and are safe while the
-daemon runs. `--format table|json|csv` everywhere.
+"""Admin commands over the daemon's store: `explain`, `history`, `actions`. They open the
+store read-only and are safe while the daemon runs. `--format table|json|csv` everywhere.
 """
 
 from __future__ import annotations
@@ -12,9 +11,8 @@ from typing import Any
 
 import click
 
-from gridfair.cli import cli
+from gridfair.cli.group import cli
 from gridfair.cli.output import FORMATS, format_cell, render_table, to_csv, to_json
-from gridfair.cli.shares import render_shares, shares_json
 from gridfair.daemon import reports
 from gridfair.daemon.store import ACTION_STATES, open_readonly
 from gridfair.errors import GridfairError
@@ -55,16 +53,6 @@ def emit(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, str, st
         click.echo(empty)
     else:
         click.echo(render_table(columns, rows))
-
-
-def shares_from_store(db_path: Path, output_format: str = "table") -> str:
-    """`gridfair shares --db FILE`: the shares table as of the daemon's latest cycle."""
-    report = reports.shares_report(open_readonly(db_path))
-    if output_format == "json":
-        return shares_json(report)
-    if output_format == "csv":
-        return to_csv(list(report.users))
-    return render_shares(report)
 
 
 def cycle_actions_text(db_path: Path, cycle: int) -> str:
@@ -196,15 +184,13 @@ def history(db_path: Path, user: str | None, since: str | None, plot_path: Path 
 
 
 def plot_history(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
-    """PowerDiff per user over time. matplotlib is optional: not a dependency of gridfair."""
-    try:
-        import matplotlib
+    """PowerDiff per user over time. matplotlib comes with the `experiments` extra; without
+    it the command says so (`gridfair.cli.group`)."""
+    import matplotlib
 
-        matplotlib.use("Agg")
-        from matplotlib import pyplot
-    except ImportError:
-        raise GridfairError("--plot needs matplotlib, which is not installed "
-                            "(pip install matplotlib)") from None
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
     figure, axes = pyplot.subplots(figsize=(8, 4))
     start = min((row["time"] for row in rows), default=0.0)
     for user in dict.fromkeys(row["user"] for row in rows):

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from gridfair.cli import cli
+from gridfair.cli.group import cli
 from gridfair.cli.output import FORMATS, render_table, to_csv, to_json
 from gridfair.errors import InputError
 from gridfair.experiments.compare import (
@@ -77,7 +77,9 @@ def parse_param(text: str) -> tuple[str, Any]:
               show_default=True)
 def compare(grid, policies, workloads, seeds, checkpoint, satisfaction_base, params, plot_path,
             output_format) -> None:
-    """Run GRID's workloads under each policy and seed; report the metrics side by side."""
+    """Run GRID's workloads under each policy and seed; report the metrics side by side.
+
+    GRID is a grid file or an embedded grid's name (`gridfair grid list`)."""
     policy_list = [name.strip() for name in policies.split(",") if name.strip()]
     extra = dict(parse_param(text) for text in params)
     extra.update(checkpointing=checkpoint, satisfaction_base=satisfaction_base)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from gridfair.cli import cli
+from gridfair.cli.group import cli
 from gridfair.daemon.config import load_config
 
 
@@ -31,7 +31,8 @@ def daemon(config_path: Path, once: bool, dry_run: bool, cycles: int | None,
     store = Path(config["daemon"]["store"])
 
     def show_cycle(report: CycleReport) -> None:
-        from gridfair.cli.admin import cycle_actions_text, shares_from_store
+        from gridfair.cli.admin import cycle_actions_text
+        from gridfair.cli.shares import shares_from_store
 
         if report.outcome != "failed":
             click.echo(shares_from_store(store))

@@ -1,4 +1,6 @@
-"""`gridfair grid show GRID`: the machines of a grid, its owners and each owner's share."""
+"""`gridfair grid show GRID`: the machines of a grid, its owners and each owner's share;
+`gridfair grid list`: the grids embedded in the package, usable by name wherever a grid file is.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +8,10 @@ from typing import Any
 
 import click
 
-from gridfair.cli import cli
+from gridfair.cli.group import cli
 from gridfair.cli.output import FORMATS, render_table, to_csv, to_json
-from gridfair.sim.grid import Grid, load_grid
+from gridfair.sim.grid import Grid
+from gridfair.sim.grid_loader import embedded_grids, load_grid
 from gridfair.sim.workloads.common import describe_skipped
 
 MACHINE_COLUMNS = (
@@ -24,6 +27,13 @@ OWNER_COLUMNS = (
     ("cpus", "Cpus", "g"),
     ("mflops", "MFlop/s", ".0f"),
     ("share", "Share of power", ".2%"),
+)
+EMBEDDED_COLUMNS = (
+    ("name", "Name", ""),
+    ("machines", "Machines", "d"),
+    ("owners", "Owners", "d"),
+    ("workloads", "Workloads", ""),
+    ("file", "File", ""),
 )
 
 
@@ -58,17 +68,37 @@ def grid_notes(grid: Grid) -> dict[str, Any]:
 
 @cli.group()
 def grid() -> None:
-    """Inspect grid files (gridfair TOML grids and iSPD .imsx models)."""
+    """Inspect grids: gridfair TOML grids, iSPD .imsx models, and the embedded ones."""
+
+
+@grid.command(name="list")
+@click.option("--format", "output_format", type=click.Choice(FORMATS), default="table",
+              show_default=True)
+def list_grids(output_format: str) -> None:
+    """The grids embedded in gridfair: give NAME wherever a grid file is expected."""
+    rows = []
+    for name, path in embedded_grids().items():
+        loaded = load_grid(path)
+        rows.append({"name": name, "machines": len(loaded.machines),
+                     "owners": len(loaded.owners()),
+                     "workloads": ", ".join(sorted(loaded.workloads)), "file": str(path)})
+    if output_format == "json":
+        click.echo(to_json(rows))
+    elif output_format == "csv":
+        click.echo(to_csv(rows), nl=False)
+    else:
+        click.echo(render_table(EMBEDDED_COLUMNS, rows))
 
 
 @grid.command()
-@click.argument("path", type=click.Path(dir_okay=False))
+@click.argument("path", metavar="GRID", type=click.Path(dir_okay=False))
 @click.option("--machines/--no-machines", default=True, show_default=True,
               help="List every machine (a model may have hundreds).")
 @click.option("--format", "output_format", type=click.Choice(FORMATS), default="table",
               show_default=True)
 def show(path: str, machines: bool, output_format: str) -> None:
-    """The machines of PATH, its owners and each owner's share of the grid's power."""
+    """The machines of GRID (a file or an embedded grid's name), its owners and each owner's
+    share of the grid's power."""
     loaded = load_grid(path)
     machine_rows = [{"name": m.name, "owner": m.owner, "mflops": m.mflops, "cpus": m.cpus,
                      "load": m.load} for m in loaded.machines]

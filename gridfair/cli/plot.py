@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from gridfair.cli import cli
+from gridfair.cli.group import cli
 
 PLOT_KINDS = ("satisfaction", "wait-reduction", "completed-ratio", "justice", "allocation")
 

@@ -5,17 +5,17 @@ Reads a snapshot of machine and job ads, shows one row per user in the layout of
 `Number of users: N` with the totals), then the decisions the policy stages would take on the
 snapshot with their reasons, then the ads that could not be used. Nothing is carried out.
 
-The report is a `SharesReport`, built from ads here (`report_from_snapshot`); anything else
-that knows the same figures (the daemon's store) can build one and render it with
-`render_shares` or `shares_json`, so the table is the same wherever it comes from.
+The report is a `gridfair.core.shares.SharesReport`, built from ads here
+(`report_from_snapshot`) or from the daemon's store (`gridfair.daemon.reports`), and rendered
+by `render_shares` or `shares_json`, so the table is the same wherever it comes from.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import click
@@ -23,9 +23,11 @@ import click
 from gridfair.classads.reader import FORMAT_NAMES
 from gridfair.classads.to_pool import pool_from_snapshot
 from gridfair.classads.views import AdConfig, read_snapshot
-from gridfair.cli import cli
+from gridfair.cli.group import cli
 from gridfair.cli.output import FORMATS, format_cell, to_csv, to_json
-from gridfair.core.pool import Pool, UserState
+from gridfair.core.shares import SUMMED, SharesReport, share_rows, share_totals
+from gridfair.daemon import reports
+from gridfair.daemon.store import open_readonly
 from gridfair.model import Snapshot
 from gridfair.policies.registry import build_stages, policy_names
 
@@ -40,60 +42,6 @@ SHARE_COLUMNS: tuple[tuple[str, tuple[str, str], str], ...] = (
     ("running", ("Running", "Jobs"), "d"),
     ("idle", ("Idle", "Jobs"), "d"),
 )
-SUMMED = ("provided_mflops", "allocated_mflops", "nodes_provided", "nodes_used", "running",
-          "idle")
-
-
-@dataclass(frozen=True, slots=True)
-class SharesReport:
-    """What `shares` shows: per-user rows, their totals, decisions and skipped ads."""
-
-    time: float
-    policy: str
-    users: Sequence[Mapping[str, Any]]
-    totals: Mapping[str, Any]
-    decisions: Sequence[Mapping[str, Any]] = ()
-    skipped: Sequence[Mapping[str, Any]] = ()
-    #: How the decisions are introduced: from ads, what one cycle would do now; from the
-    #: daemon's store, what its latest cycle did (each decision then has its action's state).
-    decisions_heading: str = "Decisions now"
-    decisions_note: str = "none carried out"
-
-
-def share_rows(pool: Pool) -> list[dict[str, Any]]:
-    """One row per user, in the order HOSEP serves them: users who provide power by PowerDiff
-    (most below their share first), then users who provide nothing by allocated MFlops; ties
-    by name."""
-    def order(user: UserState) -> tuple[Any, ...]:
-        if user.provided_power > 0:
-            return (0, user.power_diff, user.name)
-        return (1, user.allocated_power, user.name)
-
-    nodes_used: dict[str, set[str]] = {}
-    for task in pool.tasks.values():
-        if task.node is not None:
-            nodes_used.setdefault(task.user, set()).add(task.node.name)
-    return [
-        {
-            "user": user.name,
-            "provided_mflops": user.provided_power,
-            "allocated_mflops": user.allocated_power,
-            "power_diff": user.power_diff,
-            "nodes_provided": user.provided_nodes,
-            "nodes_used": len(nodes_used.get(user.name, ())),
-            "running": user.running,
-            "idle": user.idle_count,
-        }
-        for user in sorted(pool.users.values(), key=order)
-    ]
-
-
-def share_totals(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Sums of the summable columns, with the number of users."""
-    totals: dict[str, Any] = {"users": len(rows)}
-    for key in SUMMED:
-        totals[key] = sum(row[key] for row in rows)
-    return totals
 
 
 def report_from_snapshot(snapshot: Snapshot, policy: str | None, order: str | None,
@@ -157,6 +105,16 @@ def shares_json(report: SharesReport) -> str:
     })
 
 
+def shares_from_store(db_path: Path, output_format: str = "table") -> str:
+    """`gridfair shares --db FILE`: the shares table as of the daemon's latest cycle."""
+    report = reports.shares_report(open_readonly(db_path))
+    if output_format == "json":
+        return shares_json(report)
+    if output_format == "csv":
+        return to_csv(list(report.users))
+    return render_shares(report)
+
+
 def _table(rows: Sequence[Mapping[str, Any]], totals: Mapping[str, Any]) -> str:
     footer = {"user": f"Number of users: {totals['users']}",
               **{key: totals[key] for key in SUMMED}}
@@ -209,8 +167,6 @@ def shares(machines_path, jobs_path, policy, order, preempt, admit, absolute_pow
     # The report comes from ad files; another source of the same figures (the daemon's
     # store) builds a SharesReport of its own and shares the rendering below.
     if db_path is not None:
-        from gridfair.cli.admin import shares_from_store
-
         click.echo(shares_from_store(db_path, output_format))
         return
     if machines_path is None or jobs_path is None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from gridfair.cli import cli
+from gridfair.cli.group import cli
 from gridfair.cli.output import FORMATS, render_table, to_csv, to_json
 from gridfair.policies.registry import policy_names
 from gridfair.sim.deadline_metrics import deadline_summary
@@ -102,7 +102,9 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
              interval, vacate_delay, absolute_power_diff, satisfaction_base, output_format,
              tasks_out, capacity_ratio, equal_shares, delta, capacity, deadlines,
              check, db_path, quiet, **grid_workload_options) -> None:
-    """Simulate GRID under a policy and report per-user satisfaction, waits and preemptions."""
+    """Simulate GRID under a policy and report per-user satisfaction, waits and preemptions.
+
+    GRID is a grid file or an embedded grid's name (`gridfair grid list`)."""
     if policy is None and order is None:
         raise click.UsageError("give --policy NAME, or --order (with --preempt/--admit)")
     policy_options = {"absolute_power_diff": absolute_power_diff, "delta": delta}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from gridfair.cli import cli
+from gridfair.cli.group import cli
 from gridfair.errors import InputError
 from gridfair.experiments.runner import (
     DEFAULT_CONNECT_TIMEOUT,

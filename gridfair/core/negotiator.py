@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gridfair.core.pool import Pool, Task
-from gridfair.policies.base import (
+from gridfair.core.stages import (
     ALLOCATE,
     DROP,
     KILL,

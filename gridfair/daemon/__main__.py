@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from gridfair.cli import cli
 from gridfair.cli import daemon as _daemon_command  # noqa: F401 - registers `daemon`
+from gridfair.cli.group import cli
 
 cli.main(args=["daemon", *sys.argv[1:]], prog_name="gridfair")

@@ -29,6 +29,9 @@ class Key:
     minimum: float | None = None
     choices: tuple[str, ...] | None = None
     path: bool = False  # a file or directory, resolved against the config's directory
+    #: A path that may instead be an embedded grid's name: kept as given when no such file is
+    #: there (`gridfair grid list`).
+    or_name: bool = False
     help: str = ""
 
 
@@ -63,8 +66,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "kind": Key(str, "sim", choices=BACKENDS),
     },
     "backend.sim": {
-        "grid": Key(str, "", path=True, help="grid TOML ([[machines]] name/owner/mflops/count); "
-                    "empty: the embedded HOSEP Table 1 grid"),
+        "grid": Key(str, "", path=True, or_name=True,
+                    help="grid file or embedded grid's name; empty: the embedded hosep-table1"),
         "step": Key(float, 60.0, minimum=0.0, help="simulated seconds per cycle"),
         "seed": Key(int, 1),
         "workload": Key(str, "medium", help="a workload the grid file defines"),
@@ -179,7 +182,9 @@ def _check(name: str, key: Key, value: Any, base: Path) -> Any:
             f"config key {name}: must be one of {', '.join(key.choices)}, got {value!r}"
         )
     if key.path and value and not Path(value).is_absolute():
-        value = str((base / value).resolve())
+        resolved = base / value
+        if not key.or_name or resolved.exists():
+            value = str(resolved.resolve())
     return value
 
 

@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gridfair.classads.to_pool import pool_from_snapshot
-from gridfair.cli.shares import share_rows
 from gridfair.core.pool import CPUS, MEMORY, POWER, Pool, UserState
+from gridfair.core.shares import share_rows
+from gridfair.core.stages import ALLOCATE, VACATE, Decision
 from gridfair.daemon.backends import ActionFailed, PoolBackend, PoolUnavailable
 from gridfair.daemon.config import Config
 from gridfair.daemon.faults import FaultPoints
@@ -46,7 +47,6 @@ from gridfair.daemon.store import (
     dumps,
 )
 from gridfair.model import Job, JobStatus, Machine, Snapshot
-from gridfair.policies.base import ALLOCATE, VACATE, Decision
 from gridfair.policies.registry import Stages, build_stages
 
 log = logging.getLogger("gridfair.daemon")

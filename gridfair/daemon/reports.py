@@ -19,7 +19,7 @@ from typing import Any
 
 import sqlite_utils
 
-from gridfair.cli.shares import SharesReport, share_totals
+from gridfair.core.shares import SharesReport, share_totals
 from gridfair.daemon.store import ACTION_STATES
 from gridfair.errors import GridfairError
 

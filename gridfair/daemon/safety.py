@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gridfair.policies.base import Preemption
+from gridfair.core.stages import Preemption
 
 
 @dataclass(frozen=True)

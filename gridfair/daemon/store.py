@@ -64,7 +64,7 @@ _TABLES: dict[str, tuple[dict[str, type], str | tuple[str, ...]]] = {
                     "event": str, "machine": str}, "id"),
     "users": ({"name": str, "first_seen": float, "last_seen": float, "provided_power": float,
                "last_preempted": float}, "name"),
-    # The columns of `gridfair shares` (gridfair.cli.shares.share_rows), per cycle.
+    # The columns of `gridfair shares` (gridfair.core.shares.share_rows), per cycle.
     "usage": ({
         "cycle": int, "time": float, "user": str, "provided_mflops": float,
         "allocated_mflops": float, "power_diff": float, "nodes_provided": int,

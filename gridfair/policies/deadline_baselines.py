@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gridfair.core.pool import CPUS, Pool, Task, UserState
-from gridfair.policies.base import DROP, KILL, AdmitPolicy, Decision, OrderPolicy
+from gridfair.core.stages import DROP, KILL, AdmitPolicy, Decision, OrderPolicy
 from gridfair.policies.justice import (
     DEADLINE_SLACK,
     JobOrder,

@@ -25,8 +25,8 @@ from itertools import islice
 from typing import Any
 
 from gridfair.core.pool import CPUS, MEMORY, POWER, RESOURCE_NAMES, Pool, UserState
+from gridfair.core.stages import OrderPolicy
 from gridfair.errors import ConfigError
-from gridfair.policies.base import OrderPolicy
 from gridfair.policies.ranking import UserRanking
 
 DEFAULT_RESOURCES = (CPUS, MEMORY, POWER)

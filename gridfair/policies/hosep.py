@@ -40,7 +40,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gridfair.core.pool import Node, Task, UserState, least_demand_key, power_diff
-from gridfair.policies.base import OrderPolicy, Preemption
+from gridfair.core.stages import OrderPolicy, Preemption
 from gridfair.policies.owner_share import VICTIM_CANDIDATES, OwnerSharePreempt
 from gridfair.policies.ranking import UserRanking
 

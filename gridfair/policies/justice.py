@@ -44,8 +44,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from gridfair.core.pool import CPUS, DONE, QUEUED, Node, Pool, Task, UserState
+from gridfair.core.stages import DROP, KILL, RESIZE, AdmitPolicy, Decision, OrderPolicy
 from gridfair.errors import ConfigError, InputError
-from gridfair.policies.base import DROP, KILL, RESIZE, AdmitPolicy, Decision, OrderPolicy
 from gridfair.policies.ranking import UserRanking
 
 #: Seconds by which a finish may pass a deadline and still meet it (float rounding only: trace

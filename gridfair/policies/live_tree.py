@@ -43,8 +43,8 @@ from typing import Any
 from sortedcontainers import SortedList
 
 from gridfair.core.pool import Pool, UserState
+from gridfair.core.stages import OrderPolicy
 from gridfair.errors import InputError
-from gridfair.policies.base import OrderPolicy
 from gridfair.policies.drf import lead_figures
 
 #: A line a + b x.

@@ -24,7 +24,7 @@ from itertools import islice
 from typing import Any
 
 from gridfair.core.pool import Node, Task, UserState
-from gridfair.policies.base import OrderPolicy, Preemption
+from gridfair.core.stages import OrderPolicy, Preemption
 from gridfair.policies.owner_share import VICTIM_CANDIDATES, OwnerSharePreempt
 from gridfair.policies.ranking import UserRanking
 

@@ -11,7 +11,7 @@ from abc import abstractmethod
 from typing import Any
 
 from gridfair.core.pool import Node, Pool, Task, UserState
-from gridfair.policies.base import PreemptPolicy
+from gridfair.core.stages import PreemptPolicy
 from gridfair.policies.ranking import RunningTasks, UserRanking
 
 # How many of the victim user's tasks to try when the receiver's job does not fit on the

@@ -12,8 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gridfair.core.stages import AdmitPolicy, OrderPolicy, PreemptPolicy
 from gridfair.errors import ConfigError
-from gridfair.policies.base import AdmitPolicy, OrderPolicy, PreemptPolicy
 from gridfair.policies.condor_priority import CondorPriorityOrder
 from gridfair.policies.deadline_baselines import (
     FairShareOrder,

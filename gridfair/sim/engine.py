@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 
 from gridfair.core.negotiator import Negotiator
 from gridfair.core.pool import QUEUED, RUNNING, Node, PoolListener, Task
+from gridfair.core.stages import KILL, Decision
 from gridfair.errors import InputError
-from gridfair.policies.base import KILL, Decision
 
 # Event kinds, in the order they run at equal times.
 _FINISH, _DEADLINE, _NEGOTIATE = range(3)

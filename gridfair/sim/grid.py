@@ -68,13 +68,9 @@ def _number(table: Mapping[str, Any], key: str, where: str, source: str, default
     return float(value)
 
 
-def load_grid(path: str | Path) -> Grid:
-    """Read a grid file; `.imsx` files go to the iSPD reader."""
+def read_toml_grid(path: str | Path) -> Grid:
+    """Read a gridfair TOML grid file (`gridfair.sim.grid_loader.load_grid` reads any grid)."""
     path = Path(path)
-    if path.suffix.lower() == ".imsx":
-        from gridfair.sim.ispd import load_imsx
-
-        return load_imsx(path)
     source = str(path)
     document = read_toml(path, "grid file")
     entries = document.get("machines")

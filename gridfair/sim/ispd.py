@@ -39,7 +39,6 @@ from typing import Any
 from gridfair.core.pool import Node, Task
 from gridfair.errors import InputError
 from gridfair.sim.grid import Grid, MachineSpec
-from gridfair.sim.scenario import GRID_WORKLOADS, Scenario
 from gridfair.sim.workloads.common import count, grid_scenario
 from gridfair.sim.workloads.ispd_trace import (
     TraceTask,
@@ -49,6 +48,7 @@ from gridfair.sim.workloads.ispd_trace import (
     xml_number,
     xml_text,
 )
+from gridfair.sim.workloads.registry import GRID_WORKLOADS, Scenario
 
 # Which elements may appear inside which; anything else is reported with its line.
 _CHILDREN: dict[str | None, frozenset[str]] = {

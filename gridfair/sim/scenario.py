@@ -1,91 +1,52 @@
 """A scenario: the nodes and tasks of one simulation, built from a grid and a workload.
 
 The workload is either a name the grid file defines (the HOSEP paper's synthetic sets), or a
-file read by the reader registered for its format (`WORKLOAD_FORMATS`). Some workloads define
+file read by the reader registered for its format. The readers register themselves in
+`gridfair.sim.workloads.registry`; they are imported here so that they do. Some workloads define
 the pool themselves (a task trace with `--capacity-ratio`, an SWF trace with `--capacity`); then
 no grid is needed.
 """
 
 from __future__ import annotations
 
-import csv
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from gridfair.core.negotiator import Negotiator
-from gridfair.core.pool import STATE_NAMES, Node, Pool, Task
+from gridfair.core.pool import Pool
 from gridfair.errors import InputError
 from gridfair.policies.registry import build_stages
+from gridfair.sim import ispd  # noqa: F401 - registers the iSPD model's own load
 from gridfair.sim.engine import Simulation, SimulationResult
-from gridfair.sim.grid import Grid, load_grid
+from gridfair.sim.grid import Grid
+from gridfair.sim.grid_loader import load_grid
 from gridfair.sim.records import RunRecorder
+from gridfair.sim.workloads import (  # noqa: F401 - each registers its formats
+    google,
+    ispd_trace,
+    swf_grid,
+    swf_justice,
+    taskcsv,
+)
 from gridfair.sim.workloads.hosep import hosep_workload
-
-#: Writes every task of a finished run to a file (`--tasks-out`), in the workload's own format.
-TaskWriter = Callable[[Sequence[Task], Path], None]
-#: Seconds `task`'s input needs to reach `node` before it can run there.
-TransferDelay = Callable[[Task, Node], float]
-
-
-def write_tasks_csv(tasks: Sequence[Task], path: Path) -> None:
-    """The generic per-task record: one CSV row per task, in the workload's input order."""
-    with open(path, "w", newline="", encoding="utf-8") as out:
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(["task_id", "user", "state", "submit", "first_start", "finish", "cpus",
-                         "work", "duration", "preemptions", "lost_work"])
-        for task in sorted(tasks, key=lambda task: (task.source_index, task.seq)):
-            writer.writerow([task.id, task.user, STATE_NAMES[task.state], task.submit_time,
-                             task.first_start, task.finish_time, task.cpus, task.work,
-                             task.duration, task.preemptions, task.lost_work])
+from gridfair.sim.workloads.registry import (
+    FORMAT_BY_SUFFIX,
+    GRID_WORKLOADS,
+    WORKLOAD_FORMATS,
+    Scenario,
+)
 
 
-@dataclass
-class Scenario:
-    nodes: list[Node]
-    tasks: list[Task]
-    #: Options the scenario supplies to the policies (e.g. entitlements from the trace).
-    policy_options: dict[str, Any] = field(default_factory=dict)
-    #: How `--tasks-out` writes this workload's tasks (a trace format keeps its own).
-    task_writer: TaskWriter = write_tasks_csv
-    #: Input items the reader left out, by reason (reported, never fatal).
-    skipped: dict[str, int] = field(default_factory=dict)
-    #: Seconds a task's input takes to reach a node before it runs (iSPD links), or None.
-    transfer_delay: TransferDelay | None = None
+def hosep_scenario(grid: Grid, name: str, options: Mapping[str, Any]) -> Scenario:
+    """The HOSEP paper's synthetic workload `name` of `grid` (the default grid workload)."""
+    return Scenario(grid.nodes(), hosep_workload(grid, name, int(options.get("seed", 1))))
 
 
-#: Builds a scenario from a workload file: (path, grid or None, options) -> Scenario.
-WorkloadReader = Callable[[Path, Grid | None, Mapping[str, Any]], Scenario]
-
-#: Workload formats by name, and the file endings that select them.
-WORKLOAD_FORMATS: dict[str, WorkloadReader] = {}
-FORMAT_BY_SUFFIX: dict[str, str] = {}
-
-#: Builds a scenario from a workload a grid defines: (grid, name, options) -> Scenario, by the
-#: workload's `kind` (the HOSEP paper's synthetic sets; an iSPD model's own load).
-GridWorkload = Callable[[Grid, str, Mapping[str, Any]], Scenario]
-GRID_WORKLOADS: dict[str, GridWorkload] = {
-    "hosep-synthetic": lambda grid, name, options: Scenario(
-        grid.nodes(), hosep_workload(grid, name, int(options.get("seed", 1)))),
-}
-
-
-def register_readers() -> None:
-    """Import the reader modules, which add themselves to WORKLOAD_FORMATS, FORMAT_BY_SUFFIX
-    and GRID_WORKLOADS. They import this module, so this runs on first use, not on import."""
-    from gridfair.sim import ispd  # noqa: F401
-    from gridfair.sim.workloads import (  # noqa: F401
-        google,
-        ispd_trace,
-        swf_grid,
-        swf_justice,
-        taskcsv,
-    )
+GRID_WORKLOADS["hosep-synthetic"] = hosep_scenario
 
 
 def workload_format(path: Path, override: str | None) -> str:
-    register_readers()
     if override:
         if override not in WORKLOAD_FORMATS:
             known = ", ".join(sorted(WORKLOAD_FORMATS)) or "none"
@@ -136,7 +97,6 @@ def build_scenario(
     """The scenario of `workload` (on `grid_path`, if given). With `strict_options`, an option
     given (not None or False) that the workload's reader never reads is an error, so a user
     who asks for `--capacity` on a workload that has no use for it is told so."""
-    register_readers()
     grid = load_grid(grid_path) if grid_path else None
     read_options = _ReadOptions({"seed": seed, **(options or {})})
     if grid is not None and workload in grid.workloads:

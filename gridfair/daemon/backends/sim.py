@@ -20,11 +20,11 @@ from pathlib import Path
 
 from gridfair.daemon.backends import ActionFailed, PoolBackend
 from gridfair.model import Job, JobStatus, Machine, Snapshot
-from gridfair.sim.grid import load_grid
+from gridfair.sim.grid_loader import load_grid
 from gridfair.sim.workloads.hosep import hosep_workload
 
-#: The grid `make run` uses when the config names none.
-EMBEDDED_GRID = Path(__file__).resolve().parents[3] / "sim_grids" / "hosep_table1.toml"
+#: The grid `make run` uses when the config names none: embedded in the package.
+EMBEDDED_GRID = "hosep-table1"
 
 
 @dataclass

@@ -24,7 +24,7 @@ from typing import Any
 from gridfair.core.pool import Task
 from gridfair.errors import InputError
 from gridfair.sim.grid import Grid
-from gridfair.sim.scenario import Scenario
+from gridfair.sim.workloads.registry import Scenario
 
 USER_MAPS = ("names", "busiest", "round-robin")
 UNMAPPED = ("keep", "drop")

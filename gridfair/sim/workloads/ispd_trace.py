@@ -21,8 +21,8 @@ from xml.parsers import expat
 from gridfair.core.pool import Task
 from gridfair.errors import InputError
 from gridfair.sim.grid import Grid
-from gridfair.sim.scenario import FORMAT_BY_SUFFIX, WORKLOAD_FORMATS, Scenario
 from gridfair.sim.workloads.common import count, grid_scenario
+from gridfair.sim.workloads.registry import FORMAT_BY_SUFFIX, WORKLOAD_FORMATS, Scenario
 
 #: Called for each start tag: (tag, attributes, line, parent tag or None).
 StartHandler = Callable[[str, dict[str, str], int, str | None], None]

@@ -24,8 +24,8 @@ from typing import Any
 from gridfair.core.pool import Task
 from gridfair.errors import InputError
 from gridfair.sim.grid import Grid
-from gridfair.sim.scenario import FORMAT_BY_SUFFIX, WORKLOAD_FORMATS, Scenario
 from gridfair.sim.workloads.common import count, grid_scenario
+from gridfair.sim.workloads.registry import FORMAT_BY_SUFFIX, WORKLOAD_FORMATS, Scenario
 from gridfair.sim.workloads.swf import SwfJob, read_swf
 
 SWF_STATUSES = ("any", "completed")

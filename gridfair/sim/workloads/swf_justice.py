@@ -33,7 +33,7 @@ from gridfair.core.pool import DONE, KILLED, Node, Task
 from gridfair.errors import InputError
 from gridfair.sim.deadlines import deadline_factors, deadline_job
 from gridfair.sim.grid import Grid
-from gridfair.sim.scenario import FORMAT_BY_SUFFIX, WORKLOAD_FORMATS, Scenario, TaskWriter
+from gridfair.sim.workloads.registry import FORMAT_BY_SUFFIX, WORKLOAD_FORMATS, Scenario, TaskWriter
 from gridfair.sim.workloads.swf import FIELDS, SwfJob, SwfTrace, read_swf
 from gridfair.sim.workloads.swf_grid import swf_scenario as swf_grid_scenario
 from gridfair.sim.workloads.swf_grid import swf_user

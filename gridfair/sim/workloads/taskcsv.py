@@ -35,7 +35,7 @@ from gridfair.core.pool import Node, Task
 from gridfair.errors import ConfigError, InputError
 from gridfair.policies.drf import Entitlements
 from gridfair.sim.grid import Grid
-from gridfair.sim.scenario import FORMAT_BY_SUFFIX, WORKLOAD_FORMATS, Scenario
+from gridfair.sim.workloads.registry import FORMAT_BY_SUFFIX, WORKLOAD_FORMATS, Scenario
 
 COLUMNS = ("submit_us", "start_us", "finish_us", "user", "task_id", "cpu", "mem")
 MICROSECONDS = 1e6

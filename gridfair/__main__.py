@@ -1,0 +1,5 @@
+"""`python -m gridfair ...`: the `gridfair` command."""
+
+from gridfair.cli import main
+
+main()

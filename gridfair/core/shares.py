@@ -1,0 +1,70 @@
+"""Per-user shares of a pool: who provides what and who uses what.
+
+A `SharesReport` is what `gridfair shares` shows. It is built from a pool loaded from ads
+(`gridfair.cli.shares`) or from the daemon's store (`gridfair.daemon.reports`), so the figures
+are the same wherever they come from; the CLI renders either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gridfair.core.pool import Pool, UserState
+
+#: The columns summed into the report's totals.
+SUMMED = ("provided_mflops", "allocated_mflops", "nodes_provided", "nodes_used", "running",
+          "idle")
+
+
+@dataclass(frozen=True, slots=True)
+class SharesReport:
+    """What `shares` shows: per-user rows, their totals, decisions and skipped ads."""
+
+    time: float
+    policy: str
+    users: Sequence[Mapping[str, Any]]
+    totals: Mapping[str, Any]
+    decisions: Sequence[Mapping[str, Any]] = ()
+    skipped: Sequence[Mapping[str, Any]] = ()
+    #: How the decisions are introduced: from ads, what one cycle would do now; from the
+    #: daemon's store, what its latest cycle did (each decision then has its action's state).
+    decisions_heading: str = "Decisions now"
+    decisions_note: str = "none carried out"
+
+
+def share_rows(pool: Pool) -> list[dict[str, Any]]:
+    """One row per user, in the order HOSEP serves them: users who provide power by PowerDiff
+    (most below their share first), then users who provide nothing by allocated MFlops; ties
+    by name."""
+    def order(user: UserState) -> tuple[Any, ...]:
+        if user.provided_power > 0:
+            return (0, user.power_diff, user.name)
+        return (1, user.allocated_power, user.name)
+
+    nodes_used: dict[str, set[str]] = {}
+    for task in pool.tasks.values():
+        if task.node is not None:
+            nodes_used.setdefault(task.user, set()).add(task.node.name)
+    return [
+        {
+            "user": user.name,
+            "provided_mflops": user.provided_power,
+            "allocated_mflops": user.allocated_power,
+            "power_diff": user.power_diff,
+            "nodes_provided": user.provided_nodes,
+            "nodes_used": len(nodes_used.get(user.name, ())),
+            "running": user.running,
+            "idle": user.idle_count,
+        }
+        for user in sorted(pool.users.values(), key=order)
+    ]
+
+
+def share_totals(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Sums of the summable columns, with the number of users."""
+    totals: dict[str, Any] = {"users": len(rows)}
+    for key in SUMMED:
+        totals[key] = sum(row[key] for row in rows)
+    return totals

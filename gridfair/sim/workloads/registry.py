@@ -1,0 +1,62 @@
+"""The scenario a workload reader builds, and the registries readers add themselves to.
+
+A reader module imports this one and registers under a format name (`WORKLOAD_FORMATS`), the
+file endings that select it (`FORMAT_BY_SUFFIX`), or a grid workload `kind` (`GRID_WORKLOADS`).
+`gridfair.sim.scenario` imports the readers and looks them up here, so the dependency runs one
+way: scenario -> readers -> registry.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gridfair.core.pool import STATE_NAMES, Node, Task
+from gridfair.sim.grid import Grid
+
+#: Writes every task of a finished run to a file (`--tasks-out`), in the workload's own format.
+TaskWriter = Callable[[Sequence[Task], Path], None]
+#: Seconds `task`'s input needs to reach `node` before it can run there.
+TransferDelay = Callable[[Task, Node], float]
+
+
+def write_tasks_csv(tasks: Sequence[Task], path: Path) -> None:
+    """The generic per-task record: one CSV row per task, in the workload's input order."""
+    with open(path, "w", newline="", encoding="utf-8") as out:
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(["task_id", "user", "state", "submit", "first_start", "finish", "cpus",
+                         "work", "duration", "preemptions", "lost_work"])
+        for task in sorted(tasks, key=lambda task: (task.source_index, task.seq)):
+            writer.writerow([task.id, task.user, STATE_NAMES[task.state], task.submit_time,
+                             task.first_start, task.finish_time, task.cpus, task.work,
+                             task.duration, task.preemptions, task.lost_work])
+
+
+@dataclass
+class Scenario:
+    nodes: list[Node]
+    tasks: list[Task]
+    #: Options the scenario supplies to the policies (e.g. entitlements from the trace).
+    policy_options: dict[str, Any] = field(default_factory=dict)
+    #: How `--tasks-out` writes this workload's tasks (a trace format keeps its own).
+    task_writer: TaskWriter = write_tasks_csv
+    #: Input items the reader left out, by reason (reported, never fatal).
+    skipped: dict[str, int] = field(default_factory=dict)
+    #: Seconds a task's input takes to reach a node before it runs (iSPD links), or None.
+    transfer_delay: TransferDelay | None = None
+
+
+#: Builds a scenario from a workload file: (path, grid or None, options) -> Scenario.
+WorkloadReader = Callable[[Path, Grid | None, Mapping[str, Any]], Scenario]
+
+#: Workload formats by name, and the file endings that select them.
+WORKLOAD_FORMATS: dict[str, WorkloadReader] = {}
+FORMAT_BY_SUFFIX: dict[str, str] = {}
+
+#: Builds a scenario from a workload a grid defines: (grid, name, options) -> Scenario, by the
+#: workload's `kind` (the HOSEP paper's synthetic sets; an iSPD model's own load).
+GridWorkload = Callable[[Grid, str, Mapping[str, Any]], Scenario]
+GRID_WORKLOADS: dict[str, GridWorkload] = {}

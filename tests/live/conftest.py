@@ -48,11 +48,11 @@ def _pool(layout: str) -> Iterator[PersonalPool]:
         try:
             yield pool
         finally:
-            if previous is None:
+            if previous is None:  # the bindings keep the stopped pool's settings: harmless
                 os.environ.pop("CONDOR_CONFIG", None)
             else:
                 os.environ["CONDOR_CONFIG"] = previous
-            htcondor2.reload_config()
+                htcondor2.reload_config()
 
 
 @pytest.fixture(scope="session")

@@ -39,20 +39,10 @@ def _pool(layout: str) -> Iterator[PersonalPool]:
         pytest.skip(str(missing))
     pool = PersonalPool(SLOTS, layout=layout, install=install,
                         extra_config=POOL_CONFIG.read_text().splitlines())
+    # The bindings reach the pool through its collector's address; they are not pointed at
+    # its configuration (loading it would change ClassAd settings for the other tests).
     with pool:
-        previous = os.environ.get("CONDOR_CONFIG")
-        os.environ["CONDOR_CONFIG"] = str(pool.config_file)
-        import htcondor2
-
-        htcondor2.reload_config()
-        try:
-            yield pool
-        finally:
-            if previous is None:  # the bindings keep the stopped pool's settings: harmless
-                os.environ.pop("CONDOR_CONFIG", None)
-            else:
-                os.environ["CONDOR_CONFIG"] = previous
-                htcondor2.reload_config()
+        yield pool
 
 
 @pytest.fixture(scope="session")

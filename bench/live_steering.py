@@ -38,7 +38,7 @@ def main() -> None:
     from gridfair.daemon.backends.htcondor import HTCondorBackend
     from gridfair.daemon.backends.personal_pool import JobSpec, PersonalPool, slots_of_grid
 
-    slots = slots_of_grid(ROOT / "sim_grids" / "hosep_table1.toml")
+    slots = slots_of_grid("hosep-table1")
     extra = (ROOT / "configs" / "htcondor-pool.config").read_text().splitlines()
     rng = random.Random(args.seed)
     latencies: list[float] = []

@@ -97,7 +97,10 @@ def _as_root() -> bool:
 
 def _slot_config(layout: str, slots: Sequence[SlotSpec], owner_attr: str,
                  power_attr: str) -> list[str]:
-    lines = [f"STARTD_ATTRS = $(STARTD_ATTRS) {owner_attr} {power_attr}"]
+    # One slot type per slot, so each carries its own owner and power; HTCondor allows 10
+    # slot types unless told otherwise.
+    lines = [f"STARTD_ATTRS = $(STARTD_ATTRS) {owner_attr} {power_attr}",
+             f"MAX_SLOT_TYPES = {max(10, len(slots))}"]
     if layout == "static":
         lines += [f"NUM_CPUS = {sum(slot.cpus for slot in slots)}",
                   f"MEMORY = {sum(slot.memory for slot in slots)}"]
@@ -357,11 +360,12 @@ class PersonalPool:
             time.sleep(every)
 
 
-def slots_of_grid(path: Path) -> list[SlotSpec]:
-    """The machines of a grid model (sim_grids/*.toml) as slots, in file order."""
-    from gridfair.sim.grid import load_grid
+def slots_of_grid(grid_name: str | Path) -> list[SlotSpec]:
+    """The machines of a grid model (an embedded grid's name or a TOML file) as slots, in
+    file order."""
+    from gridfair.sim.grid_loader import load_grid
 
-    grid = load_grid(path)
+    grid = load_grid(grid_name)
     return [SlotSpec(machine.owner or "", machine.mflops) for machine in grid.machines]
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import htcondor2
 import pytest
 
 from gridfair.classads.submitters import SubmitterMap
-from gridfair.daemon.backends import ActionFailed
+from gridfair.daemon.backends import ActionFailed, PoolUnavailable
 from gridfair.daemon.backends.htcondor import HTCondorBackend
 from gridfair.daemon.backends.personal_pool import JobSpec, PersonalPool
 from gridfair.model import JobStatus
@@ -103,3 +105,36 @@ def test_a_job_gone_before_the_action_is_a_named_failure(clean_queue: PersonalPo
     assert live.vacate([ids[0]]) == {ids[0]: "job not found"}
     with pytest.raises(ActionFailed, match=ids[1]):
         live.allocate(jobs[ids[1]], snapshot.machines[0])
+
+
+@pytest.mark.parametrize("daemon", ["collector", "schedd"])
+def test_a_daemon_down_fails_the_read_and_it_recovers(clean_queue: PersonalPool,
+                                                      daemon: str) -> None:
+    """With the collector or the schedd stopped, a read fails (nothing to act on); with it
+    back, reads succeed again."""
+    pool = clean_queue
+    ids = pool.submit([JobSpec("User1", LONG)])
+    pool.wait_until(lambda: ids[0] in pool.running(), 30)
+    live = backend(pool)
+    assert [job.id for job in live.read_snapshot().jobs] == ids
+    pool.switch(daemon, on=False)
+    try:
+        def fails() -> str | None:
+            try:
+                live.read_snapshot()
+            except PoolUnavailable as error:
+                return str(error)
+            return None
+        assert re.search("collector|schedd", pool.wait_until(fails, 20))
+    finally:
+        pool.switch(daemon, on=True)
+    snapshot = pool.wait_until(lambda: _read_or_none(live), 40)
+    assert len(snapshot.machines) == 4
+
+
+def _read_or_none(live: HTCondorBackend):
+    try:
+        snapshot = live.read_snapshot()
+    except PoolUnavailable:
+        return None
+    return snapshot if len(snapshot.machines) == 4 and snapshot.jobs else None

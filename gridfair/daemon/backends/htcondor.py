@@ -7,8 +7,8 @@ Reading, each cycle:
   `backends.ads.SLOT_ATTRIBUTES` / `JOB_ATTRIBUTES`, the owner and power attributes, and
   whatever the ads' Requirements and Rank turn out to read (learnt from the ads, kept).
   A schedd that does not answer is reported as a skipped source and the others are used
-  (its running jobs are still seen on their slots); no schedd answering, or the collector
-  not answering, fails the cycle.
+  (its running jobs are still seen on their slots); no schedd listed or answering, or the
+  collector not answering, fails the cycle.
 
 Acting:
 - vacate: `Schedd.act(JobAction.Vacate, [job_id])` on the job's own schedd, one job per
@@ -150,7 +150,11 @@ class HTCondorBackend(PoolBackend):
             grew = _learn(self.job_projection, job_own | slot_other) or grew
             if not grew:
                 break
-        if locations and len(skipped) == len(locations):
+        # No schedd at all (all stopped, or not yet advertised) is a partial pool, not an
+        # empty queue: the slots' running jobs would have no job ads to act on.
+        if not locations:
+            raise PoolUnavailable("the collector lists no schedd")
+        if len(skipped) == len(locations):
             raise PoolUnavailable("no schedd answered its job query")
         slot_ads = [SourcedAd(ad, "collector", index, None)
                     for index, ad in enumerate(slots, start=1)]

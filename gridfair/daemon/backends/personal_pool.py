@@ -331,6 +331,13 @@ class PersonalPool:
             ids.append(first.rpartition("-")[0] if "-" in first else first)
         return [job_id if "." in job_id else f"{job_id}.0" for job_id in ids]
 
+    def switch(self, subsystem: str, on: bool) -> None:
+        """Stop (`condor_off`) or start (`condor_on`) one daemon of the pool, e.g. "collector",
+        through the master's own address (the collector may be the one that is off)."""
+        master = (self.directory / "local" / "log" / ".master_address").read_text().split()[0]
+        self._run(["condor_on" if on else "condor_off", "-addr", master,
+                   "-subsystem", subsystem])
+
     def schedd(self) -> Any:
         """This pool's schedd through the bindings (located by this pool's collector)."""
         import htcondor2

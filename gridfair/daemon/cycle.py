@@ -366,6 +366,7 @@ class CycleRunner:
         out `planned` ones only if decided again (`adopted`), else abandon them."""
         store = self.store
         on_slot = running_machine(snapshot)
+        started = {job.id: job.start_time for job in snapshot.jobs}
         for action in store.actions_in(ISSUED, PLANNED):
             key = action["key"]
             if action["state"] == PLANNED:
@@ -377,8 +378,16 @@ class CycleRunner:
                     self.metrics.action(action["kind"], ABANDONED)
                 continue
             where = on_slot.get(action["job"])
-            done = (where != action["machine"]) if action["kind"] == VACATE else (
-                where == action["machine"])
+            if action["kind"] == VACATE:
+                # Landed if the job left the slot, or runs there again with a start later than
+                # the issue (a pool restarts an evicted job within seconds). Start times are
+                # whole seconds: a restart in the issue's own second reads as not seen, which
+                # under-reports but never confirms a vacate that did not happen.
+                restart = started.get(action["job"])
+                done = where != action["machine"] or (
+                    restart is not None and restart > action["updated_at"])
+            else:
+                done = where == action["machine"]
             if done:
                 store.set_action_state(key, CONFIRMED, cycle, now,
                                        "issued before an interruption; effect seen", db=db)

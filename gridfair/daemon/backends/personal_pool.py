@@ -101,25 +101,17 @@ def _slot_config(layout: str, slots: Sequence[SlotSpec], owner_attr: str,
     # slot types unless told otherwise.
     lines = [f"STARTD_ATTRS = $(STARTD_ATTRS) {owner_attr} {power_attr}",
              f"MAX_SLOT_TYPES = {max(10, len(slots))}"]
-    if layout == "static":
-        lines += [f"NUM_CPUS = {sum(slot.cpus for slot in slots)}",
-                  f"MEMORY = {sum(slot.memory for slot in slots)}"]
-        for number, slot in enumerate(slots, start=1):
-            lines += [f"SLOT_TYPE_{number} = cpus={slot.cpus}, mem={slot.memory}",
-                      f"NUM_SLOTS_TYPE_{number} = 1",
-                      f'SLOT{number}_{owner_attr} = "{slot.owner}"',
-                      f"SLOT{number}_{power_attr} = {slot.mflops:g}"]
-    elif layout == "partitionable":
-        lines += [f"NUM_CPUS = {sum(slot.cpus for slot in slots)}",
-                  f"MEMORY = {sum(slot.memory for slot in slots)}"]
-        for number, slot in enumerate(slots, start=1):
-            lines += [f"SLOT_TYPE_{number} = cpus={slot.cpus}, mem={slot.memory}",
-                      f"SLOT_TYPE_{number}_PARTITIONABLE = True",
-                      f"NUM_SLOTS_TYPE_{number} = 1",
-                      f'SLOT{number}_{owner_attr} = "{slot.owner}"',
-                      f"SLOT{number}_{power_attr} = {slot.mflops:g}"]
-    else:
+    if layout not in ("static", "partitionable"):
         raise ValueError(f"layout must be 'static' or 'partitionable', not {layout!r}")
+    lines += [f"NUM_CPUS = {sum(slot.cpus for slot in slots)}",
+              f"MEMORY = {sum(slot.memory for slot in slots)}"]
+    for number, slot in enumerate(slots, start=1):
+        lines.append(f"SLOT_TYPE_{number} = cpus={slot.cpus}, mem={slot.memory}")
+        if layout == "partitionable":  # one partitionable slot a machine, dynamic slots a job
+            lines.append(f"SLOT_TYPE_{number}_PARTITIONABLE = True")
+        lines += [f"NUM_SLOTS_TYPE_{number} = 1",
+                  f'SLOT{number}_{owner_attr} = "{slot.owner}"',
+                  f"SLOT{number}_{power_attr} = {slot.mflops:g}"]
     return lines
 
 

@@ -20,7 +20,8 @@ User1's arrival until every owner with demand is within 10 % of its provided sha
 so to the end of the run (`seconds_to_share`; `seconds_to_user1_share` for User1 alone),
 vacates (evicted runs), the work they discarded (`lost_work_seconds`, run seconds of evicted
 runs: no checkpointing) and, for gridfair, `landed_fraction` (confirmed allocations whose next
-start was on the slot gridfair chose).
+start was on the slot gridfair chose). The daemon's store and log stay in the directory printed
+as `daemon_directory`, for `gridfair` inspection.
 
     .venv/bin/python bench/live_owner_share.py [--policy hosep|osep] [--duration 90]
         [--interval 2] [--json] [--plot FILE]
@@ -196,14 +197,14 @@ def run_side(side: str, policy: str, duration: float, interval: float) -> dict[s
     config = (ROOT / "configs" / "htcondor-pool.config").read_text().splitlines()
     config += (["PREEMPTION_REQUIREMENTS = False"] if side == "gridfair"
                else htcondor_config(owner_weight, power))
-    work = Path(tempfile.mkdtemp(prefix=f"gridfair-showcase-{side}-"))
+    work = Path(tempfile.mkdtemp(prefix="gridfair-showcase-")) if side == "gridfair" else None
     with PersonalPool(slots, extra_config=config) as pool:
         weight = {name: (float(mflops) if power else 1.0)
                   for name, mflops in pool.status("Name", "MFlops")}
         event_log = pool.directory / "local" / "jobs" / "events.log"
         submit_extra = [f"log = {event_log}"]
         daemon = None
-        if side == "gridfair":
+        if work is not None:
             toml = daemon_config(work, pool.collector_host, policy, interval)
             with open(work / "daemon.log", "w") as daemon_log:
                 daemon = subprocess.Popen(
@@ -242,8 +243,9 @@ def run_side(side: str, policy: str, duration: float, interval: float) -> dict[s
         "provided_shares": provided,
         "timeline": [(round(moment - arrival, 1), shares) for moment, shares in timeline],
     }
-    if side == "gridfair":
+    if work is not None:
         landed, decided = landed_fraction(work / "state.db", runs)
+        figures["daemon_directory"] = str(work)
         figures["allocations"] = decided
         figures["landed_fraction"] = landed / decided if decided else None
     return figures
@@ -302,6 +304,7 @@ def main() -> None:
         if "landed_fraction" in figures:
             print(f"  allocations {figures['allocations']}, landed on the chosen slot: "
                   f"{figures['landed_fraction']}")
+            print(f"  daemon store and log: {figures['daemon_directory']}")
         final = ", ".join(f"{owner} {share:.1%}/{figures['provided_shares'][owner]:.1%}"
                           for owner, share in figures["final_shares"].items())
         print(f"  final share / provided: {final}")

@@ -247,6 +247,7 @@ def run_side(side: str, policy: str, duration: float, interval: float) -> dict[s
         landed, decided = landed_fraction(work / "state.db", runs)
         figures["daemon_directory"] = str(work)
         figures["allocations"] = decided
+        figures["allocations_landed"] = landed
         figures["landed_fraction"] = landed / decided if decided else None
     return figures
 
@@ -302,8 +303,8 @@ def main() -> None:
         print(f"  {LATE_OWNER} within 10 %: {'not reached' if user1 is None else f'{user1:.0f} s'}")
         print(f"  vacates {figures['vacates']}, work lost {figures['lost_work_seconds']:.0f} s")
         if "landed_fraction" in figures:
-            print(f"  allocations {figures['allocations']}, landed on the chosen slot: "
-                  f"{figures['landed_fraction']}")
+            print(f"  allocations landed on the chosen slot: {figures['allocations_landed']} "
+                  f"of {figures['allocations']}")
             print(f"  daemon store and log: {figures['daemon_directory']}")
         final = ", ".join(f"{owner} {share:.1%}/{figures['provided_shares'][owner]:.1%}"
                           for owner, share in figures["final_shares"].items())

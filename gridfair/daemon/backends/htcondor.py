@@ -31,6 +31,7 @@ file: `gridfair.classads.submitters`) before the snapshot is used.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -217,7 +218,13 @@ class HTCondorBackend(PoolBackend):
         results: dict[str, str | None] = {}
         for job_id in job_ids:
             try:
-                result = self._schedd(job_id).act(htcondor2.JobAction.Vacate, [job_id])
+                schedd = self._schedd(job_id)
+                # Unsteer first: a vacated job still naming its slot is matched straight back
+                # to it (seen live: the same job vacated every few cycles, never moved). A job
+                # the edit cannot reach (gone, not permitted) is reported by the vacate below.
+                with contextlib.suppress(*POOL_ERRORS):
+                    schedd.edit([job_id], self.steer_attribute, "undefined")
+                result = schedd.act(htcondor2.JobAction.Vacate, [job_id])
             except ActionFailed as error:
                 results[job_id] = str(error)
                 continue

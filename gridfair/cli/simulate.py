@@ -10,6 +10,7 @@ import click
 
 from gridfair.cli.group import cli
 from gridfair.cli.output import FORMATS, render_table, to_csv, to_json
+from gridfair.core.stages import ALLOCATION_RULES
 from gridfair.policies.registry import policy_names
 from gridfair.sim.deadline_metrics import deadline_summary
 from gridfair.sim.metrics import SATISFACTION_BASES, run_summary, user_metrics
@@ -43,6 +44,11 @@ USER_COLUMNS = (
 @click.option("--admit", default=None, help="Admission stage, or 'none'.")
 @click.option("--checkpoint/--no-checkpoint", default=False,
               help="Vacated tasks keep their work (default: they start over).")
+@click.option("--allocation", type=click.Choice(ALLOCATION_RULES), default=None,
+              help="When the first user's next task fits no free node: stop allocating until "
+                   "the next event (SDRF's Algorithm 1) or backfill (skip it and go on). "
+                   "Default: stop for task lists, else the order's paper rule (stop for SDRF, "
+                   "backfill for the others).")
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--interval", type=float, default=None,
               help="Negotiate every N simulated seconds (default: on every arrival/completion).")
@@ -98,7 +104,8 @@ USER_COLUMNS = (
               help="Append the run, its per-user results and per-task records to this SQLite "
                    "file.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
-def simulate(grid, workload, workload_format, policy, order, preempt, admit, checkpoint, seed,
+def simulate(grid, workload, workload_format, policy, order, preempt, admit, checkpoint,
+             allocation, seed,
              interval, vacate_delay, absolute_power_diff, satisfaction_base, output_format,
              tasks_out, capacity_ratio, equal_shares, delta, capacity, deadlines,
              check, db_path, quiet, **grid_workload_options) -> None:
@@ -121,7 +128,7 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
     result, negotiator = run_scenario(
         scenario, policy=policy, order=order, preempt=preempt, admit=admit,
         policy_options=policy_options, checkpointing=checkpoint, interval=interval,
-        vacate_delay=vacate_delay, progress=progress, recorder=recorder,
+        vacate_delay=vacate_delay, progress=progress, recorder=recorder, allocation=allocation,
     )
     if tasks_out:
         scenario.task_writer(result.tasks, Path(tasks_out))
@@ -129,7 +136,8 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
     summary = run_summary(result, users)
     if db_path:
         save_run(db_path, description={
-            "grid": grid, "workload": workload, "policy": negotiator.stages, "seed": seed,
+            "grid": grid, "workload": workload, "policy": negotiator.stages,
+            "allocation": negotiator.allocation, "seed": seed,
             "checkpointing": checkpoint, "interval": interval, "vacate_delay": vacate_delay,
             "satisfaction_base": satisfaction_base,
             "options": {key: value for key, value in {**workload_options, "delta": delta}.items()
@@ -140,6 +148,7 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
     if output_format == "json":
         click.echo(to_json({
             "policy": negotiator.stages,
+            "allocation": negotiator.allocation,
             "workload": workload,
             "seed": seed,
             "checkpointing": checkpoint,
@@ -152,7 +161,8 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
     elif output_format == "csv":
         click.echo(to_csv([user.as_dict() for user in users]), nl=False)
     else:
-        click.echo(f"{negotiator.stages}  workload={workload}  seed={seed}  "
+        click.echo(f"{negotiator.stages}  allocation={negotiator.allocation}  "
+                   f"workload={workload}  seed={seed}  "
                    f"checkpointing={'on' if checkpoint else 'off'}  "
                    f"satisfaction base={satisfaction_base}")
         click.echo(render_table(USER_COLUMNS, [user.as_dict() for user in users]))

@@ -47,7 +47,7 @@ ORDERS: dict[str, Callable[[Options], OrderPolicy]] = {
     "drf": lambda options: DrfOrder(**_given(options, resources="resources")),
     "wdrf": lambda options: DrfOrder(weighted=True, **_given(options, **_SHARES)),
     "sdrf": lambda options: SdrfOrder(**_given(
-        options, delta="delta", priority="sdrf_priority", backfill="backfill", **_SHARES)),
+        options, delta="delta", priority="sdrf_priority", **_SHARES)),
     "dmfa-srq": lambda options: DmfaSrqOrder(**_given(
         options, resources="resources", weights="weights")),
     "condor": lambda options: CondorPriorityOrder(**_given(

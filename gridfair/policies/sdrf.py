@@ -14,8 +14,8 @@ Priority (lower goes first):
 - Eq. 5 (default, and what the authors' simulator computes): max_r o_ir + max_r c_ir;
 - Algorithm 1's option (`priority="alg1"`): max_r (o_ir + c_ir).
 Algorithm 1: the waiting user of least priority gets its next task if it fits; if it does not,
-allocation stops until the next arrival or completion (`stop_when_blocked`), unless the
-`backfill` option lets the negotiator skip that user and go on (off by default).
+allocation stops until the next arrival or completion: `stop` is this order's paper rule, and
+a run may choose `backfill` instead (the negotiator's allocation rule).
 
 Priorities drift between events, so users are kept in a `LiveTree`: with x = exp(-(t-T)/tau)
 each c_ir is a line in x and each priority a max of lines (see live_tree.py). Commitments are
@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gridfair.core.pool import RESOURCE_NAMES, Pool, UserState
+from gridfair.core.stages import STOP
 from gridfair.errors import ConfigError
 from gridfair.policies.drf import (
     DEFAULT_RESOURCES,
@@ -56,6 +57,7 @@ class SdrfOrder(DecayingOrder):
 
     name = "sdrf"
     state_name = "commitments"
+    paper_allocation = STOP
 
     def __init__(
         self,
@@ -65,7 +67,6 @@ class SdrfOrder(DecayingOrder):
         weights: Mapping[str, float] | None = None,
         equal_shares: bool = False,
         priority: str = "eq5",
-        backfill: bool = False,
     ) -> None:
         super().__init__(time_constant(delta))
         if priority not in PRIORITIES:
@@ -76,9 +77,6 @@ class SdrfOrder(DecayingOrder):
         self.level_size = len(self.resources)
         self.entitlements = Entitlements(weights, equal=equal_shares)
         self.priority_rule = priority
-        self.backfill = backfill
-        # Algorithm 1 stops when the chosen user's task does not fit; backfilling skips it.
-        self.stop_when_blocked = not backfill
         rule = "dominant share + dominant commitment" if priority == "eq5" else \
             "max over resources of share + commitment"
         self.why_template = (

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from gridfair.core.pool import Node, Task
+from gridfair.core.stages import STOP
 from gridfair.errors import ConfigError, InputError
 from gridfair.policies.drf import Entitlements
 from gridfair.sim.grid import Grid
@@ -141,7 +142,8 @@ def _parse(lines: Iterable[str], source: str) -> TaskTrace:
 
 def trace_scenario(path: Path, grid: Grid | None, options: Mapping[str, Any]) -> Scenario:
     """The SDRF experiments' set-up: one aggregate node of `capacity_ratio` x the trace's
-    mean usage, entitlements from the users' mean usage (or equal). No grid is needed."""
+    mean usage, entitlements from the users' mean usage (or equal), and the stop rule for
+    every order, as the authors' simulator has it. No grid is needed."""
     ratio = options.get("capacity_ratio")
     ratio = 1.0 if ratio is None else ratio
     if not isinstance(ratio, int | float) or not math.isfinite(ratio) or ratio <= 0:
@@ -168,7 +170,7 @@ def trace_scenario(path: Path, grid: Grid | None, options: Mapping[str, Any]) ->
     node = Node("trace-pool", None, power=cpus, cpus=cpus, memory=memory)
     return Scenario([node], trace.tasks,
                     policy_options={"resources": ("cpus", "memory"), "weights": weights},
-                    task_writer=write_tasks)
+                    task_writer=write_tasks, allocation=STOP)
 
 
 def _microseconds(seconds: float | None) -> str:

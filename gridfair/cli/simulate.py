@@ -11,8 +11,10 @@ import click
 from gridfair.cli.group import cli
 from gridfair.cli.output import FORMATS, render_table, to_csv, to_json
 from gridfair.core.stages import ALLOCATION_RULES
+from gridfair.policies.hosep import PREEMPTION_TESTS
 from gridfair.policies.registry import policy_names
 from gridfair.sim.deadline_metrics import deadline_summary
+from gridfair.sim.engine import ARRIVALS
 from gridfair.sim.metrics import SATISFACTION_BASES, run_summary, user_metrics
 from gridfair.sim.records import RunRecorder, check_conservation, owner_share_violations
 from gridfair.sim.results_db import save_run
@@ -54,8 +56,15 @@ USER_COLUMNS = (
               help="Negotiate every N simulated seconds (default: on every arrival/completion).")
 @click.option("--vacate-delay", type=float, default=0.0, show_default=True,
               help="Seconds a vacated node needs before its new task starts.")
+@click.option("--arrivals", type=click.Choice(ARRIVALS), default="batch", show_default=True,
+              help="batch: negotiate once per instant on all it brought (the daemon's way); "
+                   "sequential: reproduce the published simulator (iSPD): arrivals one at a "
+                   "time, one decision per negotiation event.")
 @click.option("--absolute-power-diff", is_flag=True,
               help="HOSEP: compare omega with |PowerDiff| (Eq. 6) instead of PowerDiff (Fig. 2).")
+@click.option("--hosep-test", type=click.Choice(PREEMPTION_TESTS), default=None,
+              help="HOSEP's preemption test: Fig. 2's with the Phi guard (fig2, default) or "
+                   "iSPD 2014's (victim after >= receiver after, or victim after > 0).")
 @click.option("--satisfaction-base", type=click.Choice(SATISFACTION_BASES), default="grid",
               show_default=True, help="Def. 5's ideal machine: the grid's mean or the user's own.")
 @click.option("--format", "output_format", type=click.Choice(FORMATS), default="table",
@@ -105,8 +114,8 @@ USER_COLUMNS = (
                    "file.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 def simulate(grid, workload, workload_format, policy, order, preempt, admit, checkpoint,
-             allocation, seed,
-             interval, vacate_delay, absolute_power_diff, satisfaction_base, output_format,
+             allocation, seed, interval, vacate_delay, arrivals, absolute_power_diff, hosep_test,
+             satisfaction_base, output_format,
              tasks_out, capacity_ratio, equal_shares, delta, capacity, deadlines,
              check, db_path, quiet, **grid_workload_options) -> None:
     """Simulate GRID under a policy and report per-user satisfaction, waits and preemptions.
@@ -114,7 +123,8 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
     GRID is a grid file or an embedded grid's name (`gridfair grid list`)."""
     if policy is None and order is None:
         raise click.UsageError("give --policy NAME, or --order (with --preempt/--admit)")
-    policy_options = {"absolute_power_diff": absolute_power_diff, "delta": delta}
+    policy_options = {"absolute_power_diff": absolute_power_diff, "hosep_test": hosep_test,
+                      "delta": delta}
     workload_options = {"capacity_ratio": capacity_ratio, **grid_workload_options,
                         "equal_shares": equal_shares, "capacity": capacity,
                         "deadlines": deadlines}
@@ -128,7 +138,8 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
     result, negotiator = run_scenario(
         scenario, policy=policy, order=order, preempt=preempt, admit=admit,
         policy_options=policy_options, checkpointing=checkpoint, interval=interval,
-        vacate_delay=vacate_delay, progress=progress, recorder=recorder, allocation=allocation,
+        vacate_delay=vacate_delay, progress=progress, recorder=recorder, arrivals=arrivals,
+        allocation=allocation,
     )
     if tasks_out:
         scenario.task_writer(result.tasks, Path(tasks_out))
@@ -139,8 +150,9 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
             "grid": grid, "workload": workload, "policy": negotiator.stages,
             "allocation": negotiator.allocation, "seed": seed,
             "checkpointing": checkpoint, "interval": interval, "vacate_delay": vacate_delay,
-            "satisfaction_base": satisfaction_base,
-            "options": {key: value for key, value in {**workload_options, "delta": delta}.items()
+            "arrivals": arrivals, "satisfaction_base": satisfaction_base,
+            "options": {key: value for key, value in {
+                **workload_options, "delta": delta, "hosep_test": hosep_test}.items()
                         if value not in (None, False)},
         }, summary=summary, users=users, tasks=result.tasks)
     deadlines_in_play = any(task.deadline is not None for task in result.tasks)
@@ -152,6 +164,7 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
             "workload": workload,
             "seed": seed,
             "checkpointing": checkpoint,
+            "arrivals": arrivals,
             "satisfaction_base": satisfaction_base,
             "users": [user.as_dict() for user in users],
             "summary": _deterministic({
@@ -163,7 +176,7 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
     else:
         click.echo(f"{negotiator.stages}  allocation={negotiator.allocation}  "
                    f"workload={workload}  seed={seed}  "
-                   f"checkpointing={'on' if checkpoint else 'off'}  "
+                   f"checkpointing={'on' if checkpoint else 'off'}  arrivals={arrivals}  "
                    f"satisfaction base={satisfaction_base}")
         click.echo(render_table(USER_COLUMNS, [user.as_dict() for user in users]))
         click.echo(

@@ -138,6 +138,7 @@ def run_scenario(
     progress: Callable[[int, int], None] | None = None,
     recorder: RunRecorder | None = None,
     allocation: str | None = None,
+    arrivals: str = "batch",
 ) -> tuple[SimulationResult, Negotiator]:
     """Build the stages and the pool for `scenario` and run it to the end; `recorder` keeps
     the run's records (runs and allocation snapshots) for the checks of `records`.
@@ -158,5 +159,6 @@ def run_scenario(
     simulation = Simulation(negotiator, scenario.tasks, interval=interval,
                             vacate_delay=vacate_delay, keep_decisions=keep_decisions,
                             progress=progress, transfer_delay=scenario.transfer_delay,
-                            on_cycle=recorder.after_cycle if recorder is not None else None)
+                            on_cycle=recorder.after_cycle if recorder is not None else None,
+                            arrivals=arrivals)
     return simulation.run(), negotiator

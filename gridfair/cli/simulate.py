@@ -11,6 +11,7 @@ import click
 from gridfair.cli.group import cli
 from gridfair.cli.output import FORMATS, render_table, to_csv, to_json
 from gridfair.core.stages import ALLOCATION_RULES
+from gridfair.policies.drf import FORMS
 from gridfair.policies.hosep import PREEMPTION_TESTS
 from gridfair.policies.registry import policy_names
 from gridfair.sim.deadline_metrics import deadline_summary
@@ -76,6 +77,10 @@ USER_COLUMNS = (
                    "usage (default 1).")
 @click.option("--equal-shares", is_flag=True,
               help="Task list: equal entitlements (default: each user's mean usage).")
+@click.option("--form", type=click.Choice(FORMS), default=None,
+              help="Weighted DRF and SDRF: the equations as the papers print them (paper, "
+                   "default) or as the SDRF authors' simulator computes them (authors: "
+                   "per-resource weights and entitlements from the task list).")
 @click.option("--delta", type=float, default=None,
               help="SDRF: commitment discount per second, in (0, 1) (default 1 - 1e-6).")
 @click.option("--capacity", type=int, default=None,
@@ -116,7 +121,7 @@ USER_COLUMNS = (
 def simulate(grid, workload, workload_format, policy, order, preempt, admit, checkpoint,
              allocation, seed, interval, vacate_delay, arrivals, absolute_power_diff, hosep_test,
              satisfaction_base, output_format,
-             tasks_out, capacity_ratio, equal_shares, delta, capacity, deadlines,
+             tasks_out, capacity_ratio, equal_shares, form, delta, capacity, deadlines,
              check, db_path, quiet, **grid_workload_options) -> None:
     """Simulate GRID under a policy and report per-user satisfaction, waits and preemptions.
 
@@ -124,7 +129,7 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
     if policy is None and order is None:
         raise click.UsageError("give --policy NAME, or --order (with --preempt/--admit)")
     policy_options = {"absolute_power_diff": absolute_power_diff, "hosep_test": hosep_test,
-                      "delta": delta}
+                      "delta": delta, "form": form}
     workload_options = {"capacity_ratio": capacity_ratio, **grid_workload_options,
                         "equal_shares": equal_shares, "capacity": capacity,
                         "deadlines": deadlines}
@@ -152,7 +157,8 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
             "checkpointing": checkpoint, "interval": interval, "vacate_delay": vacate_delay,
             "arrivals": arrivals, "satisfaction_base": satisfaction_base,
             "options": {key: value for key, value in {
-                **workload_options, "delta": delta, "hosep_test": hosep_test}.items()
+                **workload_options, "delta": delta, "form": form,
+                "hosep_test": hosep_test}.items()
                         if value not in (None, False)},
         }, summary=summary, users=users, tasks=result.tasks)
     deadlines_in_play = any(task.deadline is not None for task in result.tasks)

@@ -28,6 +28,7 @@ from gridfair.core.pool import DONE, Task
 from gridfair.core.stages import ALLOCATION_RULES
 from gridfair.errors import GridfairError, InputError
 from gridfair.experiments.allocation import allocate
+from gridfair.policies.drf import FORMS
 from gridfair.policies.hosep import PREEMPTION_TESTS
 from gridfair.policies.registry import policy_names
 from gridfair.sim.deadline_metrics import deadline_summary
@@ -81,6 +82,10 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
               "allocation rule when the first user's task does not fit: stop (Algorithm 1) or "
               "backfill (default: task lists stop, others take the order's paper rule)",
               lambda: ALLOCATION_RULES),
+    Parameter("form", POLICY, (str,), None,
+              "weighted DRF and SDRF: the equations as printed (paper, default) or as the SDRF "
+              "authors' simulator computes them (authors: per-resource weights/entitlements)",
+              lambda: FORMS),
     Parameter("sdrf_priority", POLICY, (str,), None, "SDRF: eq5 (default) or alg1",
               lambda: ("eq5", "alg1")),
     Parameter("capacity_ratio", SCENARIO, (int, float), None,

@@ -40,7 +40,8 @@ def _given(options: Options, **keywords: str) -> dict[str, Any]:
 
 
 # Options shared by the multi-resource orders.
-_SHARES = {"resources": "resources", "weights": "weights", "equal_shares": "equal_shares"}
+_SHARES = {"resources": "resources", "weights": "weights", "equal_shares": "equal_shares",
+           "resource_weights": "resource_weights", "form": "form"}
 
 ORDERS: dict[str, Callable[[Options], OrderPolicy]] = {
     "osep": lambda options: OsepOrder(),

@@ -63,11 +63,18 @@ class TaskTrace:
     #: Each user's (cpu-seconds, memory-seconds) in the trace, users in order of appearance.
     user_usage: dict[str, list[float]] = field(default_factory=dict)
 
+    def resource_entitlements(self) -> dict[str, dict[str, float]]:
+        """Each user's share of the trace's use of each resource: its mean use of r over the
+        mean total use of r (the SDRF authors' per-resource weights, w_ir)."""
+        totals = [sum(usage[r] for usage in self.user_usage.values()) for r in range(2)]
+        return {user: {name: usage[r] / totals[r] if totals[r] > 0 else 0.0
+                       for r, name in enumerate(("cpus", "memory"))}
+                for user, usage in self.user_usage.items()}
+
     def entitlements(self) -> dict[str, float]:
         """Each user's share of the trace's usage, averaged over cpu and memory."""
-        totals = [sum(usage[r] for usage in self.user_usage.values()) for r in range(2)]
-        return {user: sum(usage[r] / totals[r] for r in range(2) if totals[r] > 0) / 2
-                for user, usage in self.user_usage.items()}
+        return {user: sum(shares.values()) / 2
+                for user, shares in self.resource_entitlements().items()}
 
 
 def read_tasks(path: str | Path) -> TaskTrace:
@@ -156,6 +163,7 @@ def trace_scenario(path: Path, grid: Grid | None, options: Mapping[str, Any]) ->
                 f"task {task.id} of line {task.source_index + 1} needs ({task.cpus:g} cpu, "
                 f"{task.memory:g} mem), more than the pool's ({cpus:g}, {memory:g}) at "
                 f"--capacity-ratio {ratio:g}", source=trace.source)
+    per_resource: dict[str, Any] = {}
     configured = options.get("weights")
     if configured is not None:
         if options.get("equal_shares"):
@@ -166,10 +174,13 @@ def trace_scenario(path: Path, grid: Grid | None, options: Mapping[str, Any]) ->
         weights = dict.fromkeys(trace.user_usage, 1.0)
     else:
         weights = trace.entitlements()
+        # The authors' form of weighted DRF and SDRF uses them per resource.
+        per_resource["resource_weights"] = trace.resource_entitlements()
     # Power = cpus: one MFlop per cpu, so MFlops shares are cpu shares.
     node = Node("trace-pool", None, power=cpus, cpus=cpus, memory=memory)
     return Scenario([node], trace.tasks,
-                    policy_options={"resources": ("cpus", "memory"), "weights": weights},
+                    policy_options={"resources": ("cpus", "memory"), "weights": weights,
+                                    **per_resource},
                     task_writer=write_tasks, allocation=STOP)
 
 

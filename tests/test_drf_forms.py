@@ -9,6 +9,7 @@ from test_sdrf import seen_in_order, start_tasks
 
 from gridfair.core.negotiator import Negotiator
 from gridfair.core.pool import Task
+from gridfair.core.stages import OrderPolicy
 from gridfair.errors import ConfigError
 from gridfair.policies.drf import DrfOrder
 from gridfair.policies.sdrf import SdrfOrder
@@ -17,8 +18,15 @@ CPU_MEMORY = ("cpus", "memory")
 EQUAL = {"A": 1, "B": 1}
 
 
-def served(negotiator: Negotiator, now: float, cpus: float) -> list[str]:
-    """Both users submit one task of `cpus` cpus at `now`; the users whose task started."""
+def served(order: OrderPolicy, cpus_in_pool: float, seen: tuple[str, str], running: dict[str, int],
+           now: float, cpus: float) -> list[str]:
+    """On one node of `cpus_in_pool` cpus and 10 mem, users known in the order `seen`, with
+    `running` one-cpu tasks started at t = 0, both A and B submit one task of `cpus` cpus at
+    `now`: the users whose task started."""
+    negotiator = Negotiator(one_node_pool(cpus_in_pool, 10), order)
+    seen_in_order(negotiator.pool, *seen)
+    for user, count in running.items():
+        start_tasks(negotiator, user, count, 1.0, 0.0, 0.0)
     for user in ("A", "B"):
         negotiator.submit(Task(f"{user}.new", user, now, cpus=cpus, memory=0.0, duration=1.0),
                           now)
@@ -37,11 +45,7 @@ def test_per_resource_weights_change_weighted_drfs_choice(form, expected) -> Non
     order = DrfOrder(weighted=True, resources=CPU_MEMORY, weights=EQUAL, form=form,
                      resource_weights={"A": {"cpus": 0.8, "memory": 0.2},
                                        "B": {"cpus": 0.2, "memory": 0.8}})
-    negotiator = Negotiator(one_node_pool(8, 10), order)
-    seen_in_order(negotiator.pool, "A", "B")
-    start_tasks(negotiator, "A", 4, 1.0, 0.0, 0.0)
-    start_tasks(negotiator, "B", 3, 1.0, 0.0, 0.0)
-    assert served(negotiator, 0.0, cpus=1.0) == expected
+    assert served(order, 8, ("A", "B"), {"A": 4, "B": 3}, 0.0, cpus=1.0) == expected
 
 
 # SDRF on one node of (10 cpus, 10 mem), n = 2, delta = 1e-9 (tau = 0.05 s: by t = 100 every
@@ -59,11 +63,7 @@ def test_the_signed_share_term_changes_sdrfs_choice(form, expected) -> None:
     order = SdrfOrder(delta=1e-9, resources=CPU_MEMORY, weights=EQUAL, form=form,
                       resource_weights={"A": {"cpus": 0.8, "memory": 0.5},
                                         "B": {"cpus": 0.2, "memory": 0.5}})
-    negotiator = Negotiator(one_node_pool(10, 10), order)
-    seen_in_order(negotiator.pool, "B", "A")
-    start_tasks(negotiator, "A", 6, 1.0, 0.0, 0.0)
-    start_tasks(negotiator, "B", 1, 1.0, 0.0, 0.0)
-    assert served(negotiator, 100.0, cpus=3.0) == expected
+    assert served(order, 10, ("B", "A"), {"A": 6, "B": 1}, 100.0, cpus=3.0) == expected
 
 
 def test_an_unknown_form_is_refused() -> None:

@@ -10,7 +10,7 @@ Algorithm 1 (allocation stops when the chosen user's task does not fit). Prints:
   tracemalloc (slower), the peak of Python allocations;
 - the users' mean waiting time (the paper's figure: the mean over users of each user's mean
   wait) and the mean over tasks, against SDRF with commitments forgotten at once, DRF and
-  weighted DRF at the same load.
+  weighted DRF at the same load and under the same allocation rule (stop, the task list's).
 Run:
     .venv/bin/python bench/sdrf_google.py [FILE] [--ratio 0.9] [--delta 0.9999]
 """
@@ -76,9 +76,9 @@ def main() -> None:
     print(f"{'policy':<44} {'users mean wait s':>18} {'task mean wait s':>17}")
     runs = [
         (f"SDRF, delta = {args.delta}", result),
-        # Commitments forgotten at once: DRF's order, but Algorithm 1 still stops when the
-        # chosen user's task does not fit (what separates SDRF's rule from the commitments).
-        ("SDRF, delta = 1e-9 (DRF order, Algorithm 1)", simulate(args.file, args.ratio, "sdrf",
+        # No memory: each commitment equals the user's current excess at once. A task list
+        # stops for every order, so this, DRF and weighted DRF share SDRF's allocation rule.
+        ("SDRF, delta = 1e-9 (no memory)", simulate(args.file, args.ratio, "sdrf",
                                                                 1e-9)[0]),
         ("DRF", simulate(args.file, args.ratio, "drf", None)[0]),
         ("weighted DRF (entitlements = mean usage)",

@@ -136,11 +136,13 @@ def test_wait_reduction_keeps_policy_variants_apart():
                         **options})
         return spec, RunOutcome(spec.key, True, users=[user("a", mean_wait=wait)])
 
+    # Each SDRF run is paired with the weighted DRF run of its own allocation rule.
     results = [run("wdrf", 100.0), run("sdrf", 80.0, delta=0.9),
-               run("sdrf", 60.0, delta=0.9, backfill=True)]
+               run("wdrf", 50.0, allocation="backfill"),
+               run("sdrf", 30.0, delta=0.9, allocation="backfill")]
     rows = wait_reduction_rows(results, "sdrf", "wdrf")
     assert [(row["variant"], row["reduction"].mean) for row in rows] == [
-        ("", pytest.approx(20.0)), ("backfill=True", pytest.approx(40.0))]
+        ("", pytest.approx(20.0)), ("allocation=backfill", pytest.approx(40.0))]
 
 
 def test_completed_ratio_uses_the_horizon_count(dbs):

@@ -173,9 +173,7 @@ def test_delta_outside_the_open_unit_interval_is_refused(delta) -> None:
         SdrfOrder(delta=delta)
 
 
-def test_algorithm_1_stops_when_blocked_unless_backfilling() -> None:
-    assert SdrfOrder().stop_when_blocked
-    assert not SdrfOrder(backfill=True).stop_when_blocked
+def test_unknown_priority_is_refused() -> None:
     with pytest.raises(ConfigError, match="unknown SDRF priority 'sum'"):
         SdrfOrder(priority="sum")
 
@@ -262,10 +260,9 @@ def test_bad_task_lists_are_refused_naming_the_line(tmp_path: Path, text, messag
 
 def test_registry_composes_sdrf_with_owner_share_preemption() -> None:
     stages = build_stages(order="sdrf", preempt="hosep",
-                          options={"delta": 0.5, "sdrf_priority": "alg1", "backfill": None})
+                          options={"delta": 0.5, "sdrf_priority": "alg1"})
     assert (stages.order.name, stages.preempt.name) == ("sdrf", "hosep")
     assert stages.order.delta == 0.5 and stages.order.priority_rule == "alg1"
-    assert stages.order.stop_when_blocked  # an absent option keeps the default
     for policy in ("sdrf", "dmfa-srq", "condor", "drf", "wdrf"):
         assert build_stages(policy).order.name == policy
 

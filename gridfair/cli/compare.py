@@ -17,6 +17,7 @@ from gridfair.experiments.compare import (
     Spread,
     aggregate_summaries,
     aggregate_users,
+    check_one_allocation_rule,
     comparison_specs,
     parse_seeds,
 )
@@ -92,9 +93,12 @@ def compare(grid, policies, workloads, seeds, checkpoint, satisfaction_base, par
         spec, outcome = failed[0]
         raise InputError(f"{len(failed)} of {len(results)} runs failed; first: "
                          f"{spec.describe()}: {outcome.error.strip().splitlines()[-1]}")
+    check_one_allocation_rule(results)
     header = {"grid": grid, "policies": policy_list, "workloads": list(workloads),
               "seeds": seed_list, "checkpointing": checkpoint,
-              "satisfaction_base": satisfaction_base, "params": extra, "spread": SPREAD_NOTE}
+              "satisfaction_base": satisfaction_base, "params": extra,
+              "allocation": ",".join(sorted({outcome.allocation for _, outcome in results})),
+              "spread": SPREAD_NOTE}
     if output_format == "json":
         click.echo(to_json({**header, "results": _by_workload(results)}))
     elif output_format == "csv":

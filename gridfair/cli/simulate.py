@@ -10,6 +10,8 @@ import click
 
 from gridfair.cli.group import cli
 from gridfair.cli.output import FORMATS, render_table, to_csv, to_json
+from gridfair.core.stages import ALLOCATION_RULES
+from gridfair.policies.drf import FORMS
 from gridfair.policies.hosep import PREEMPTION_TESTS
 from gridfair.policies.registry import policy_names
 from gridfair.sim.deadline_metrics import deadline_summary
@@ -45,6 +47,11 @@ USER_COLUMNS = (
 @click.option("--admit", default=None, help="Admission stage, or 'none'.")
 @click.option("--checkpoint/--no-checkpoint", default=False,
               help="Vacated tasks keep their work (default: they start over).")
+@click.option("--allocation", type=click.Choice(ALLOCATION_RULES), default=None,
+              help="When the first user's next task fits no free node: stop allocating until "
+                   "the next event (SDRF's Algorithm 1) or backfill (skip it and go on). "
+                   "Default: stop for task lists, else the order's paper rule (stop for SDRF, "
+                   "backfill for the others).")
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--interval", type=float, default=None,
               help="Negotiate every N simulated seconds (default: on every arrival/completion).")
@@ -70,6 +77,10 @@ USER_COLUMNS = (
                    "usage (default 1).")
 @click.option("--equal-shares", is_flag=True,
               help="Task list: equal entitlements (default: each user's mean usage).")
+@click.option("--form", type=click.Choice(FORMS), default=None,
+              help="Weighted DRF and SDRF: the equations as the papers print them (paper, "
+                   "default) or as the SDRF authors' simulator computes them (authors: "
+                   "per-resource weights and entitlements from the task list).")
 @click.option("--delta", type=float, default=None,
               help="SDRF: commitment discount per second, in (0, 1) (default 1 - 1e-6).")
 @click.option("--capacity", type=int, default=None,
@@ -107,10 +118,10 @@ USER_COLUMNS = (
               help="Append the run, its per-user results and per-task records to this SQLite "
                    "file.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
-def simulate(grid, workload, workload_format, policy, order, preempt, admit, checkpoint, seed,
-             interval, vacate_delay, arrivals, absolute_power_diff, hosep_test, satisfaction_base,
-             output_format,
-             tasks_out, capacity_ratio, equal_shares, delta, capacity, deadlines,
+def simulate(grid, workload, workload_format, policy, order, preempt, admit, checkpoint,
+             allocation, seed, interval, vacate_delay, arrivals, absolute_power_diff, hosep_test,
+             satisfaction_base, output_format,
+             tasks_out, capacity_ratio, equal_shares, form, delta, capacity, deadlines,
              check, db_path, quiet, **grid_workload_options) -> None:
     """Simulate GRID under a policy and report per-user satisfaction, waits and preemptions.
 
@@ -118,7 +129,7 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
     if policy is None and order is None:
         raise click.UsageError("give --policy NAME, or --order (with --preempt/--admit)")
     policy_options = {"absolute_power_diff": absolute_power_diff, "hosep_test": hosep_test,
-                      "delta": delta}
+                      "delta": delta, "form": form}
     workload_options = {"capacity_ratio": capacity_ratio, **grid_workload_options,
                         "equal_shares": equal_shares, "capacity": capacity,
                         "deadlines": deadlines}
@@ -133,6 +144,7 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
         scenario, policy=policy, order=order, preempt=preempt, admit=admit,
         policy_options=policy_options, checkpointing=checkpoint, interval=interval,
         vacate_delay=vacate_delay, progress=progress, recorder=recorder, arrivals=arrivals,
+        allocation=allocation,
     )
     if tasks_out:
         scenario.task_writer(result.tasks, Path(tasks_out))
@@ -140,11 +152,13 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
     summary = run_summary(result, users)
     if db_path:
         save_run(db_path, description={
-            "grid": grid, "workload": workload, "policy": negotiator.stages, "seed": seed,
+            "grid": grid, "workload": workload, "policy": negotiator.stages,
+            "allocation": negotiator.allocation, "seed": seed,
             "checkpointing": checkpoint, "interval": interval, "vacate_delay": vacate_delay,
             "arrivals": arrivals, "satisfaction_base": satisfaction_base,
             "options": {key: value for key, value in {
-                **workload_options, "delta": delta, "hosep_test": hosep_test}.items()
+                **workload_options, "delta": delta, "form": form,
+                "hosep_test": hosep_test}.items()
                         if value not in (None, False)},
         }, summary=summary, users=users, tasks=result.tasks)
     deadlines_in_play = any(task.deadline is not None for task in result.tasks)
@@ -152,6 +166,7 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
     if output_format == "json":
         click.echo(to_json({
             "policy": negotiator.stages,
+            "allocation": negotiator.allocation,
             "workload": workload,
             "seed": seed,
             "checkpointing": checkpoint,
@@ -165,7 +180,8 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
     elif output_format == "csv":
         click.echo(to_csv([user.as_dict() for user in users]), nl=False)
     else:
-        click.echo(f"{negotiator.stages}  workload={workload}  seed={seed}  "
+        click.echo(f"{negotiator.stages}  allocation={negotiator.allocation}  "
+                   f"workload={workload}  seed={seed}  "
                    f"checkpointing={'on' if checkpoint else 'off'}  arrivals={arrivals}  "
                    f"satisfaction base={satisfaction_base}")
         click.echo(render_table(USER_COLUMNS, [user.as_dict() for user in users]))

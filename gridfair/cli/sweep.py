@@ -11,6 +11,7 @@ import click
 
 from gridfair.cli.group import cli
 from gridfair.errors import InputError
+from gridfair.experiments.compare import check_one_allocation_rule
 from gridfair.experiments.runner import (
     DEFAULT_CONNECT_TIMEOUT,
     dask_client,
@@ -78,6 +79,7 @@ def sweep(spec_file, workers, scheduler, in_process, connect_timeout, db_path, r
         click.echo(f"sweep {plan.name}: {len(plan.runs)} runs, {len(todo) - failures} done now, "
                    f"{skipped} already done, {failures} failed; results in {db_path}")
         failed = store.failures()
+        check_one_allocation_rule(store.results())
         for spec, error in failed[:5]:
             last_line = error.strip().splitlines()[-1] if error.strip() else "?"
             click.echo(f"  failed: {spec.describe()}: {last_line}", err=True)

@@ -3,7 +3,8 @@
 Phase 1 hands out free capacity in the order stage's order: the first active user's next task
 goes to the fastest free node it fits. A task that fits no free node is set aside for the phase
 and the user's next task is tried, up to `PARK_LIMIT` a user; then the user is skipped for the
-rest of the phase. Orders that say so (SDRF's Algorithm 1) end the phase there instead.
+rest of the phase (the `backfill` rule), or the phase ends there (the `stop` rule, SDRF's
+Algorithm 1). The rule belongs to the run, so that every order of a comparison uses the same.
 Phase 2 runs only when phase 1 is done: the preemption stage vacates tasks for entitled users
 while its rule allows, so free nodes are always used before any preemption (OSEP, HOSEP 3.3).
 
@@ -20,8 +21,10 @@ from dataclasses import dataclass
 from gridfair.core.pool import Pool, Task
 from gridfair.core.stages import (
     ALLOCATE,
+    ALLOCATION_RULES,
     DROP,
     KILL,
+    STOP,
     VACATE,
     AdmitPolicy,
     Decision,
@@ -29,6 +32,7 @@ from gridfair.core.stages import (
     Preemption,
     PreemptPolicy,
 )
+from gridfair.errors import ConfigError
 
 #: Tasks of one user that may be set aside in a cycle because they fit no free node: bounds the
 #: cost of a user whose queue starts with many jobs that match nothing free.
@@ -61,8 +65,14 @@ class Negotiator:
         *,
         vacate_guard: VacateGuard | None = None,
         explain: bool = True,
+        allocation: str | None = None,
     ) -> None:
+        """`allocation` is the rule (`ALLOCATION_RULES`); None takes the order's paper's."""
         self.pool = pool
+        self.allocation = order.paper_allocation if allocation is None else allocation
+        if self.allocation not in ALLOCATION_RULES:
+            raise ConfigError(f"unknown allocation rule {self.allocation!r} (known: "
+                              f"{', '.join(ALLOCATION_RULES)})")
         # Allocations carry the order stage's reason and figures. A simulation that keeps no
         # decisions turns this off: nobody reads them, and they cost 10-16 % of its run.
         self.explain = explain
@@ -126,6 +136,7 @@ class Negotiator:
         order = self.order
         name = order.name
         explain = self.explain
+        stop_when_blocked = self.allocation == STOP
         parked: dict[int, int] = {}
         while pool.has_free():
             user = order.first(now)
@@ -138,7 +149,7 @@ class Negotiator:
                 continue
             node = pool.best_node(task)
             if node is None:
-                if order.stop_when_blocked:
+                if stop_when_blocked:
                     return
                 count = parked[user.index] = parked.get(user.index, 0) + 1
                 if count > PARK_LIMIT or pool.park(user, now) is None:

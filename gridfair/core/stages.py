@@ -28,6 +28,14 @@ DROP = "drop"
 KILL = "kill"
 RESIZE = "resize"
 
+# Allocation rules: what a cycle does when the first user's next task fits no free node.
+#: Stop allocating until the next arrival or completion (SDRF's Algorithm 1; the SDRF authors'
+#: simulator does this for every allocator).
+STOP = "stop"
+#: Set the task aside and go on with the next task or user (HTCondor's negotiator).
+BACKFILL = "backfill"
+ALLOCATION_RULES = (STOP, BACKFILL)
+
 
 class Decision(NamedTuple):
     """One action a policy decided, with why, in figures.
@@ -76,9 +84,9 @@ class OrderPolicy(PoolListener, ABC):
     name: str = "order"
     #: Task order inside a user's queue, as a key function (FIFO unless a paper says otherwise).
     task_key = staticmethod(fifo_key)
-    #: SDRF's Algorithm 1 stops the cycle when the chosen user's task does not fit; HTCondor
-    #: skips that user and goes on. True for the former.
-    stop_when_blocked: bool = False
+    #: The allocation rule a run uses with this order when neither the run nor its workload
+    #: names one (`ALLOCATION_RULES`): the rule of the order's own paper.
+    paper_allocation: str = BACKFILL
 
     @abstractmethod
     def first(self, now: float) -> UserState | None:

@@ -128,3 +128,17 @@ def comparison_specs(
     return [RunSpec.make({**params, "grid": grid, "workload": workload, "policy": policy,
                           "seed": seed})
             for workload in workloads for policy in policies for seed in seeds]
+
+
+def check_one_allocation_rule(results: Results) -> None:
+    """Refuse runs that compare orders under different allocation rules without being asked
+    to: when no run names its rule, each takes its workload's or its order's own, and DRF
+    backfilling against SDRF stopping measures the rule, not the order."""
+    if any(spec.get("allocation") is not None for spec, _ in results):
+        return  # the rule was chosen (or swept) on purpose
+    rules = {outcome.stages: outcome.allocation for _, outcome in results
+             if outcome.ok and outcome.allocation}
+    if len(set(rules.values())) > 1:
+        used = ", ".join(f"{stages}: {rule}" for stages, rule in rules.items())
+        raise InputError(f"the runs use different allocation rules ({used}); give "
+                         "allocation=stop or allocation=backfill to compare like with like")

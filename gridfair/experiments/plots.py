@@ -139,9 +139,11 @@ def user_wait_reduction(outcome: RunOutcome, baseline: RunOutcome) -> float:
 
 
 def _variant(spec: RunSpec) -> str:
-    """The policy's options other than delta (e.g. "backfill=True"), to tell lines apart."""
+    """The policy's options other than delta, and the allocation rule when given (e.g.
+    "allocation=backfill"), to tell lines apart."""
     return ", ".join(f"{name}={value}" for name, value in sorted(spec.params.items())
-                     if PARAMETERS[name].target == POLICY and name != "delta")
+                     if (PARAMETERS[name].target == POLICY and name != "delta")
+                     or name == "allocation")
 
 
 def wait_reduction_rows(results: Results, policy: str, baseline: str) -> list[dict[str, Any]]:

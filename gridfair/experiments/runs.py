@@ -25,8 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from gridfair.core.pool import DONE, Task
+from gridfair.core.stages import ALLOCATION_RULES
 from gridfair.errors import GridfairError, InputError
 from gridfair.experiments.allocation import allocate
+from gridfair.policies.drf import FORMS
 from gridfair.policies.hosep import PREEMPTION_TESTS
 from gridfair.policies.registry import policy_names
 from gridfair.sim.deadline_metrics import deadline_summary
@@ -76,8 +78,14 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
     Parameter("hosep_test", POLICY, (str,), None, "HOSEP: preemption test, fig2 or ispd2014",
               lambda: PREEMPTION_TESTS),
     Parameter("delta", POLICY, (int, float), None, "SDRF: commitment decay per second"),
-    Parameter("backfill", POLICY, (bool,), False,
-              "SDRF: skip a user whose task does not fit instead of stopping (Algorithm 1)"),
+    Parameter("allocation", RUN, (str,), None,
+              "allocation rule when the first user's task does not fit: stop (Algorithm 1) or "
+              "backfill (default: task lists stop, others take the order's paper rule)",
+              lambda: ALLOCATION_RULES),
+    Parameter("form", POLICY, (str,), None,
+              "weighted DRF and SDRF: the equations as printed (paper, default) or as the SDRF "
+              "authors' simulator computes them (authors: per-resource weights/entitlements)",
+              lambda: FORMS),
     Parameter("sdrf_priority", POLICY, (str,), None, "SDRF: eq5 (default) or alg1",
               lambda: ("eq5", "alg1")),
     Parameter("capacity_ratio", SCENARIO, (int, float), None,
@@ -178,6 +186,8 @@ class RunOutcome:
     users: list[dict[str, Any]] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
     stages: str = ""
+    #: The allocation rule the run used ("" for an allocation experiment, which has none).
+    allocation: str = ""
     error: str = ""
     wall_seconds: float = 0.0  # kept apart from `summary`, which is deterministic
 
@@ -191,9 +201,9 @@ def execute(spec: RunSpec) -> RunOutcome:
             users: list[dict[str, Any]] = []
             summary = allocate(spec.get("policy"), spec._path(spec.get("workload")),
                                spec.get("users"), spec.get("seed"))
-            stages = f"allocation {spec.get('policy')}"
+            stages, allocation = f"allocation {spec.get('policy')}", ""
         else:
-            users, summary, stages = _simulate(spec)
+            users, summary, stages, allocation = _simulate(spec)
     except GridfairError as error:
         return RunOutcome(spec.key, False, error=f"{type(error).__name__}: {error}",
                           wall_seconds=time.perf_counter() - started)
@@ -201,11 +211,11 @@ def execute(spec: RunSpec) -> RunOutcome:
         return RunOutcome(spec.key, False, error=traceback.format_exc(),
                           wall_seconds=time.perf_counter() - started)
     return RunOutcome(spec.key, True, users=users, summary=summary, stages=stages,
-                      wall_seconds=time.perf_counter() - started)
+                      allocation=allocation, wall_seconds=time.perf_counter() - started)
 
 
-def _simulate(spec: RunSpec) -> tuple[list[dict[str, Any]], dict[str, Any], str]:
-    """Per-user rows, run-wide metrics and the policy stages of one simulation."""
+def _simulate(spec: RunSpec) -> tuple[list[dict[str, Any]], dict[str, Any], str, str]:
+    """Per-user rows, run-wide metrics, policy stages and allocation rule of one simulation."""
     scenario = build_scenario(
         spec._path(spec.get("grid")), spec._path(spec.get("workload")),
         seed=spec.get("seed"), workload_format_name=spec.get("workload_format"),
@@ -215,6 +225,7 @@ def _simulate(spec: RunSpec) -> tuple[list[dict[str, Any]], dict[str, Any], str]
         scenario, policy=spec.get("policy"), policy_options=spec._options(POLICY),
         checkpointing=spec.get("checkpointing"), interval=spec.get("interval"),
         vacate_delay=spec.get("vacate_delay"), arrivals=spec.get("arrivals"),
+        allocation=spec.get("allocation"),
     )
     users = user_metrics(result, spec.get("satisfaction_base"))
     summary = run_summary(result, users).as_dict()
@@ -227,7 +238,7 @@ def _simulate(spec: RunSpec) -> tuple[list[dict[str, Any]], dict[str, Any], str]
     horizon = spec.get("horizon")
     if horizon is not None:
         _count_completed_by(result.tasks, horizon, user_rows, summary)
-    return user_rows, summary, negotiator.stages
+    return user_rows, summary, negotiator.stages, negotiator.allocation
 
 
 def _count_completed_by(tasks: Sequence[Task], horizon: float, users: list[dict[str, Any]],

@@ -6,8 +6,9 @@ Tables:
 - `runs`: one row per run, keyed by the run's deterministic key: `position` (the run's place in
   the sweep, which fixes the order results are read back in, whatever order they finished in),
   `params` (the run's parameters as canonical JSON) and one column per parameter, so results
-  can be queried with plain SQL; `status` (`ok` or `error`), `error`, `stages`, `wall_seconds`,
-  and one column per run-wide metric;
+  can be queried with plain SQL; `status` (`ok` or `error`), `error`, `stages`,
+  `allocation_rule` (the allocation rule the run used), `wall_seconds`, and one column per
+  run-wide metric;
 - `users`: one row per run and user (`run`, `user`, `user_index`), one column per user metric.
 
 A run's row and its users' rows are written in one transaction: a sweep killed at any moment
@@ -30,7 +31,7 @@ from gridfair import __version__
 from gridfair.errors import InputError
 from gridfair.experiments.runs import PARAMETERS, RunOutcome, RunSpec
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 OK, ERROR = "ok", "error"
 
 
@@ -75,7 +76,8 @@ class ResultsStore:
                                  for name, parameter in PARAMETERS.items()}
             self.db["runs"].create({
                 "key": str, "position": int, "params": str, "status": str, "error": str,
-                "stages": str, "wall_seconds": float, **parameter_columns,
+                "stages": str, "allocation_rule": str, "wall_seconds": float,
+                **parameter_columns,
             }, pk="key")
             self.db["users"].create({"run": str, "user": str, "user_index": int},
                                     pk=("run", "user"), foreign_keys=[("run", "runs", "key")])
@@ -108,6 +110,8 @@ class ResultsStore:
             "status": OK if outcome.ok else ERROR,
             "error": outcome.error or None,
             "stages": outcome.stages or None,
+            # The rule the run used; the `allocation` parameter column is what was asked.
+            "allocation_rule": outcome.allocation or None,
             "wall_seconds": outcome.wall_seconds,
             **spec.all_params(),
             **{_metric_column(name): value for name, value in outcome.summary.items()},
@@ -166,7 +170,8 @@ def _outcome(row: dict[str, Any], users: list[dict[str, Any]]) -> RunOutcome:
                if ok and name.startswith(_METRIC_PREFIX)}
     return RunOutcome(
         key=row["key"], ok=ok, users=users, summary=_nan_for_null(summary),
-        stages=row["stages"] or "", error=row["error"] or "",
+        stages=row["stages"] or "", allocation=row.get("allocation_rule") or "",
+        error=row["error"] or "",
         wall_seconds=row["wall_seconds"] or 0.0)
 
 

@@ -4,10 +4,14 @@ User i holds o_ir of resource r, normalised by the pool's total of r (`Pool.capa
 configurable set of resources (indexes of `UserState.usage`: cpus, memory, power; a resource
 the pool has none of is left out). Its dominant share is s_i = max_r o_ir.
 - DRF: progressive filling: the next free slot goes to the waiting user of least s_i.
-- Weighted DRF: least s_i / w_i, with w_i the user's entitlement: by default the share of the
+- Weighted DRF: least max_r o_ir / w_ir. In the equation-as-printed form (`form="paper"`)
+  w_ir = w_i, the user's entitlement, so the key is s_i / w_i: by default the share of the
   pool's MFlops the user provides (`provided_power / capacity[power]`), or configured per user
-  (normalised to sum 1). A user with w_i = 0 (provides nothing, or not configured) is served
-  after every entitled user, in order of s_i.
+  (normalised to sum 1). In the SDRF authors' form (`form="authors"`, their simulator's
+  weighted DRF) w_ir is per resource: user i's mean use of r over the mean total use of r
+  (`resource_weights`, which a task list supplies); without them it is w_i again. A user whose
+  weights are all 0 is served after every entitled user, in order of s_i; a resource the user
+  holds but has no weight on makes its key infinite.
 
 Keys change only on the user's own events (and when the pool's capacity or the entitlements
 change, which re-keys everyone), so a decision is O(log n) in a sorted ranking.
@@ -30,6 +34,16 @@ from gridfair.errors import ConfigError
 from gridfair.policies.ranking import UserRanking
 
 DEFAULT_RESOURCES = (CPUS, MEMORY, POWER)
+#: Forms of weighted DRF and SDRF: the equations as the papers print them, or as the SDRF
+#: authors' simulator computes them (per-resource weights and entitlements).
+PAPER, AUTHORS = "paper", "authors"
+FORMS = (PAPER, AUTHORS)
+
+
+def check_form(form: str) -> str:
+    if form not in FORMS:
+        raise ConfigError(f"unknown form {form!r} (known: {', '.join(FORMS)})")
+    return form
 
 
 def check_resources(resources: Iterable[int | str]) -> tuple[int, ...]:
@@ -72,17 +86,38 @@ class Entitlements:
 
     `weights` configures them per user (normalised to sum 1; a user left out gets 0);
     `equal=True` gives each of the n users the pool knows 1/n; otherwise (the grid's default)
-    w_i is the share of the pool's MFlops that user i provides.
+    w_i is the share of the pool's MFlops that user i provides. `per_resource` (user -> resource
+    name -> share of the pool's use of that resource) gives the SDRF authors' w_ir.
     """
 
-    def __init__(self, weights: Mapping[str, float] | None = None, *, equal: bool = False):
+    def __init__(self, weights: Mapping[str, float] | None = None, *, equal: bool = False,
+                 per_resource: Mapping[str, Mapping[str, float]] | None = None):
         if weights is not None and equal:
             raise ConfigError("give per-user weights or equal shares, not both")
         self.equal = equal
         self.configured: dict[str, float] | None = None
         if weights is not None:
             self.configured = normalised_weights(weights)
+        self.per_resource = (None if per_resource is None else
+                             {user: {name: _checked_weight(f"{user}/{name}", value)
+                                     for name, value in shares.items()}
+                              for user, shares in per_resource.items()})
         self.pool: Pool | None = None
+
+    def of_resources(self, user: UserState, resources: Sequence[int]) -> list[float]:
+        """w_ir for each resource of the set: the per-resource weights when given (0 for a
+        resource they leave out), else w_i for every resource."""
+        if self.per_resource is None:
+            return [self.of(user)] * len(resources)
+        shares = self.per_resource.get(user.name, {})
+        return [shares.get(RESOURCE_NAMES[r], 0.0) for r in resources]
+
+    def users(self) -> int:
+        """n: the users the configured weights name, else the users the pool knows."""
+        if self.configured is not None:
+            return len(self.configured)
+        assert self.pool is not None
+        return len(self.pool.users)
 
     def attach(self, pool: Pool) -> None:
         self.pool = pool
@@ -126,21 +161,23 @@ class Entitlements:
 
 def normalised_weights(weights: Mapping[str, float]) -> dict[str, float]:
     """Validated per-user weights scaled to sum 1."""
-    checked: dict[str, float] = {}
-    for name, weight in weights.items():
-        try:
-            value = float(weight)
-        except (TypeError, ValueError):
-            raise ConfigError(f"weight of user {name!r} is {weight!r}, not a number") from None
-        if math.isnan(value) or math.isinf(value):
-            raise ConfigError(f"weight of user {name!r} is {weight!r}: it must be finite")
-        if value < 0:
-            raise ConfigError(f"weight of user {name!r} is {value:g}: weights must be >= 0")
-        checked[name] = value
+    checked = {name: _checked_weight(name, weight) for name, weight in weights.items()}
     total = sum(checked.values())
     if total <= 0:
         raise ConfigError("every weight is zero: at least one user needs a positive weight")
     return {name: value / total for name, value in checked.items()}
+
+
+def _checked_weight(name: str, weight: Any) -> float:
+    try:
+        value = float(weight)
+    except (TypeError, ValueError):
+        raise ConfigError(f"weight of user {name!r} is {weight!r}, not a number") from None
+    if math.isnan(value) or math.isinf(value):
+        raise ConfigError(f"weight of user {name!r} is {weight!r}: it must be finite")
+    if value < 0:
+        raise ConfigError(f"weight of user {name!r} is {value:g}: weights must be >= 0")
+    return value
 
 
 def runner_up(ranking: UserRanking) -> UserState | None:
@@ -168,9 +205,11 @@ class RankedShareOrder(OrderPolicy):
     later_class = "every other waiting user is in a later class"
 
     def __init__(self, resources: Iterable[int | str], weights: Mapping[str, float] | None,
-                 equal_shares: bool = False) -> None:
+                 equal_shares: bool = False,
+                 resource_weights: Mapping[str, Mapping[str, float]] | None = None) -> None:
         self.resources = check_resources(resources)
-        self.entitlements = Entitlements(weights, equal=equal_shares)
+        self.entitlements = Entitlements(weights, equal=equal_shares,
+                                         per_resource=resource_weights)
 
     def attach(self, pool: Pool) -> None:
         self.pool = pool
@@ -248,27 +287,42 @@ class DrfOrder(RankedShareOrder):
         resources: Iterable[int | str] = DEFAULT_RESOURCES,
         weights: Mapping[str, float] | None = None,
         equal_shares: bool = False,
+        resource_weights: Mapping[str, Mapping[str, float]] | None = None,
+        form: str = PAPER,
     ) -> None:
-        super().__init__(resources, weights, equal_shares)
+        # Per-resource weights are the authors' form; the paper's has one weight a user.
+        super().__init__(resources, weights, equal_shares,
+                         resource_weights if check_form(form) == AUTHORS else None)
         self.weighted = weighted
+        self.form = form
         self.name = "wdrf" if weighted else "drf"
 
     def figures(self, user: UserState) -> dict[str, Any]:
         share, resource = self.dominant_share(user)
-        weight = self.entitlements.of(user) if self.weighted else 1.0
+        weights = self.weights(user)
+        ranked_apart, weighted_share = self.rank(user)
         return {
             "user": user.name,
             "dominant_share": share,
             "dominant_resource": resource,
-            "weight": weight,
+            "weight": max(weights),
             # None for a user with no entitlement: it is ranked apart, after every other.
-            "weighted_share": share / weight if weight > 0 else None,
+            "weighted_share": None if ranked_apart else weighted_share,
         }
 
+    def weights(self, user: UserState) -> list[float]:
+        """w_ir for the resources of the set (1 for plain DRF)."""
+        if not self.weighted:
+            return [1.0] * len(self.resources)
+        return self.entitlements.of_resources(user, self.resources)
+
     def rank(self, user: UserState) -> tuple[int, float]:
-        share = max(resource_shares(user.usage, self.pool.capacity, self.resources))
-        weight = self.entitlements.of(user) if self.weighted else 1.0
-        return (0, share / weight) if weight > 0 else (1, share)
+        shares = resource_shares(user.usage, self.pool.capacity, self.resources)
+        weights = self.weights(user)
+        if not any(weight > 0 for weight in weights):
+            return (1, max(shares))
+        return (0, max(share / weight if weight > 0 else math.inf if share > 0 else 0.0
+                       for share, weight in zip(shares, weights, strict=True)))
 
     def why(self, user: UserState, now: float) -> tuple[str, dict[str, Any]]:
         figures = self.figures(user)

@@ -40,7 +40,8 @@ def _given(options: Options, **keywords: str) -> dict[str, Any]:
 
 
 # Options shared by the multi-resource orders.
-_SHARES = {"resources": "resources", "weights": "weights", "equal_shares": "equal_shares"}
+_SHARES = {"resources": "resources", "weights": "weights", "equal_shares": "equal_shares",
+           "resource_weights": "resource_weights", "form": "form"}
 
 ORDERS: dict[str, Callable[[Options], OrderPolicy]] = {
     "osep": lambda options: OsepOrder(),
@@ -48,7 +49,7 @@ ORDERS: dict[str, Callable[[Options], OrderPolicy]] = {
     "drf": lambda options: DrfOrder(**_given(options, resources="resources")),
     "wdrf": lambda options: DrfOrder(weighted=True, **_given(options, **_SHARES)),
     "sdrf": lambda options: SdrfOrder(**_given(
-        options, delta="delta", priority="sdrf_priority", backfill="backfill", **_SHARES)),
+        options, delta="delta", priority="sdrf_priority", **_SHARES)),
     "dmfa-srq": lambda options: DmfaSrqOrder(**_given(
         options, resources="resources", weights="weights")),
     "condor": lambda options: CondorPriorityOrder(**_given(

@@ -10,12 +10,21 @@ moving average of its use above its entitlement, in continuous time (Eq. 6):
 
 valid while obar_ir is constant on [t0, t] (it changes only on the user's own events, where
 c is committed). `delta` is per second (Delta_t = 1 s), default 1 - 1e-6, and must be in (0, 1).
-Priority (lower goes first):
-- Eq. 5 (default, and what the authors' simulator computes): max_r o_ir + max_r c_ir;
+That is the equation-as-printed form (`form="paper"`, the default). The SDRF authors'
+simulator (`form="authors"`) works per resource, with entitlement e_ir = w_ir (user i's mean
+use of r over the mean total use of r; `resource_weights`, which a task list supplies; 0 with
+equal shares or without them) and n users:
+
+    share term o_ir - e_ir (signed: a user below its entitlement has a negative share)
+    obar_ir = max(o_ir - e_ir - 1/n, 0)
+
+With e = 0 this is the paper's form with equal shares. Priority (lower goes first):
+- Eq. 5 (default, and what the authors' simulator computes): max_r o_ir + max_r c_ir (with the
+  share term in place of o_ir);
 - Algorithm 1's option (`priority="alg1"`): max_r (o_ir + c_ir).
 Algorithm 1: the waiting user of least priority gets its next task if it fits; if it does not,
-allocation stops until the next arrival or completion (`stop_when_blocked`), unless the
-`backfill` option lets the negotiator skip that user and go on (off by default).
+allocation stops until the next arrival or completion: `stop` is this order's paper rule, and
+a run may choose `backfill` instead (the negotiator's allocation rule).
 
 Priorities drift between events, so users are kept in a `LiveTree`: with x = exp(-(t-T)/tau)
 each c_ir is a line in x and each priority a max of lines (see live_tree.py). Commitments are
@@ -30,10 +39,14 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gridfair.core.pool import RESOURCE_NAMES, Pool, UserState
+from gridfair.core.stages import STOP
 from gridfair.errors import ConfigError
 from gridfair.policies.drf import (
+    AUTHORS,
     DEFAULT_RESOURCES,
+    PAPER,
     Entitlements,
+    check_form,
     check_resources,
     dominant,
     resource_shares,
@@ -56,6 +69,7 @@ class SdrfOrder(DecayingOrder):
 
     name = "sdrf"
     state_name = "commitments"
+    paper_allocation = STOP
 
     def __init__(
         self,
@@ -65,7 +79,8 @@ class SdrfOrder(DecayingOrder):
         weights: Mapping[str, float] | None = None,
         equal_shares: bool = False,
         priority: str = "eq5",
-        backfill: bool = False,
+        resource_weights: Mapping[str, Mapping[str, float]] | None = None,
+        form: str = PAPER,
     ) -> None:
         super().__init__(time_constant(delta))
         if priority not in PRIORITIES:
@@ -74,11 +89,11 @@ class SdrfOrder(DecayingOrder):
         self.delta = delta
         self.resources = check_resources(resources)
         self.level_size = len(self.resources)
-        self.entitlements = Entitlements(weights, equal=equal_shares)
+        self.form = check_form(form)
+        self.entitlements = Entitlements(
+            weights, equal=equal_shares,
+            per_resource=resource_weights if form == AUTHORS and not equal_shares else None)
         self.priority_rule = priority
-        self.backfill = backfill
-        # Algorithm 1 stops when the chosen user's task does not fit; backfilling skips it.
-        self.stop_when_blocked = not backfill
         rule = "dominant share + dominant commitment" if priority == "eq5" else \
             "max over resources of share + commitment"
         self.why_template = (
@@ -88,16 +103,25 @@ class SdrfOrder(DecayingOrder):
 
     def attach(self, pool: Pool) -> None:
         self.entitlements.attach(pool)
+        self._users = self.entitlements.users()
         super().attach(pool)
 
     # ------------------------------------------------------------ the rule
     def basis(self, user: UserState) -> tuple:
+        """The share terms, then what a share must exceed to add to the commitment."""
         shares = resource_shares(user.usage, self.pool.capacity, self.resources)
-        return (*shares, self.entitlements.of(user))
+        if self.form == PAPER:
+            return (*shares, *[self.entitlements.of(user)] * len(shares))
+        entitled = (self.entitlements.of_resources(user, self.resources)
+                    if self.entitlements.per_resource is not None else [0.0] * len(shares))
+        fair = 1.0 / self.entitlements.users()
+        return (*[share - e for share, e in zip(shares, entitled, strict=True)],
+                *[fair] * len(shares))
 
     def target(self, user: UserState, basis: tuple) -> list[float]:
-        *shares, entitlement = basis
-        return [max(share - entitlement, 0.0) for share in shares]
+        size = self.level_size
+        return [max(share - allowance, 0.0)
+                for share, allowance in zip(basis[:size], basis[size:], strict=True)]
 
     def initial_level(self) -> list[float]:
         return [0.0] * self.level_size
@@ -105,7 +129,7 @@ class SdrfOrder(DecayingOrder):
     def curve(self, user: UserState, basis: tuple, level: list[float],
               target: list[float]) -> list[Line]:
         # c_r(x) = obar_r + (c_r(now) - obar_r) x: one line per resource.
-        shares = basis[:-1]
+        shares = basis[:self.level_size]
         if self.priority_rule == "eq5":
             top = max(shares)
             return [(top + excess, c - excess) for c, excess in zip(level, target, strict=True)]
@@ -113,7 +137,12 @@ class SdrfOrder(DecayingOrder):
                 for share, c, excess in zip(shares, level, target, strict=True)]
 
     def targets_moved(self) -> bool:
-        return self.entitlements.changed()
+        moved = self.entitlements.changed()
+        if self.form == AUTHORS:  # the target's C_r / n moves with n
+            users = self.entitlements.users()
+            moved = moved or users != self._users
+            self._users = users
+        return moved
 
     def extra_state(self) -> dict[str, Any]:
         return {"resources": [RESOURCE_NAMES[r] for r in self.resources]}
@@ -124,7 +153,7 @@ class SdrfOrder(DecayingOrder):
         return self.levels(user, now)
 
     def describe(self, basis: tuple, level: list[float]) -> dict[str, Any]:
-        *shares, entitlement = basis
+        shares, allowances = basis[:self.level_size], basis[self.level_size:]
         share, share_resource = dominant(shares, self.resources)
         top_commitment, commitment_resource = dominant(level, self.resources)
         return {
@@ -132,5 +161,5 @@ class SdrfOrder(DecayingOrder):
             "dominant_resource": share_resource,
             "dominant_commitment": top_commitment,
             "commitment_resource": commitment_resource,
-            "entitlement": entitlement,
+            "entitlement": allowances[0],
         }

@@ -1,8 +1,8 @@
 """Simulation results in SQLite (`simulate --db FILE`), so many runs can be compared later.
 
 Three tables, through sqlite-utils (created on first use, columns added as they appear):
-- `runs`: one row per run: what was run (grid, workload, policy, seed, options as JSON) and the
-  run summary (makespan, utilization, Jain's index, vacates, events, ...);
+- `runs`: one row per run: what was run (grid, workload, policy, allocation rule, seed,
+  options as JSON) and the run summary (makespan, utilization, Jain's index, vacates, events, ...);
 - `users`: one row per user per run (`run_id` -> runs.id): the per-user metrics;
 - `tasks`: one row per task per run: submit, first start, finish, state, preemptions, lost
   work (skipped with `tasks=False`; a million-task run writes a million rows).

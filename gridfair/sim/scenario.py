@@ -137,17 +137,21 @@ def run_scenario(
     keep_decisions: bool = False,
     progress: Callable[[int, int], None] | None = None,
     recorder: RunRecorder | None = None,
+    allocation: str | None = None,
     arrivals: str = "batch",
 ) -> tuple[SimulationResult, Negotiator]:
     """Build the stages and the pool for `scenario` and run it to the end; `recorder` keeps
-    the run's records (runs and allocation snapshots) for the checks of `records`."""
+    the run's records (runs and allocation snapshots) for the checks of `records`.
+    `allocation` is the allocation rule; None takes the workload's, then the order's paper's."""
     stages = build_stages(
         policy, order=order, preempt=preempt, admit=admit,
         options={**scenario.policy_options, **(policy_options or {})},
     )
     pool = Pool(task_key=stages.order.task_key, checkpointing=checkpointing)
     negotiator = Negotiator(pool, stages.order, stages.preempt, stages.admit,
-                            explain=keep_decisions)
+                            explain=keep_decisions,
+                            allocation=allocation if allocation is not None else
+                            scenario.allocation)
     for node in scenario.nodes:
         pool.add_node(node)
     if recorder is not None:

@@ -47,6 +47,9 @@ class Scenario:
     skipped: dict[str, int] = field(default_factory=dict)
     #: Seconds a task's input takes to reach a node before it runs (iSPD links), or None.
     transfer_delay: TransferDelay | None = None
+    #: The allocation rule the workload's own papers use for every order, or None for the
+    #: order's paper rule (see `gridfair.core.stages.ALLOCATION_RULES`).
+    allocation: str | None = None
 
 
 #: Builds a scenario from a workload file: (path, grid or None, options) -> Scenario.

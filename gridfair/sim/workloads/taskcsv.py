@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from gridfair.core.pool import Node, Task
+from gridfair.core.stages import STOP
 from gridfair.errors import ConfigError, InputError
 from gridfair.policies.drf import Entitlements
 from gridfair.sim.grid import Grid
@@ -62,11 +63,18 @@ class TaskTrace:
     #: Each user's (cpu-seconds, memory-seconds) in the trace, users in order of appearance.
     user_usage: dict[str, list[float]] = field(default_factory=dict)
 
+    def resource_entitlements(self) -> dict[str, dict[str, float]]:
+        """Each user's share of the trace's use of each resource: its mean use of r over the
+        mean total use of r (the SDRF authors' per-resource weights, w_ir)."""
+        totals = [sum(usage[r] for usage in self.user_usage.values()) for r in range(2)]
+        return {user: {name: usage[r] / totals[r] if totals[r] > 0 else 0.0
+                       for r, name in enumerate(("cpus", "memory"))}
+                for user, usage in self.user_usage.items()}
+
     def entitlements(self) -> dict[str, float]:
         """Each user's share of the trace's usage, averaged over cpu and memory."""
-        totals = [sum(usage[r] for usage in self.user_usage.values()) for r in range(2)]
-        return {user: sum(usage[r] / totals[r] for r in range(2) if totals[r] > 0) / 2
-                for user, usage in self.user_usage.items()}
+        return {user: sum(shares.values()) / 2
+                for user, shares in self.resource_entitlements().items()}
 
 
 def read_tasks(path: str | Path) -> TaskTrace:
@@ -141,7 +149,8 @@ def _parse(lines: Iterable[str], source: str) -> TaskTrace:
 
 def trace_scenario(path: Path, grid: Grid | None, options: Mapping[str, Any]) -> Scenario:
     """The SDRF experiments' set-up: one aggregate node of `capacity_ratio` x the trace's
-    mean usage, entitlements from the users' mean usage (or equal). No grid is needed."""
+    mean usage, entitlements from the users' mean usage (or equal), and the stop rule for
+    every order, as the authors' simulator has it. No grid is needed."""
     ratio = options.get("capacity_ratio")
     ratio = 1.0 if ratio is None else ratio
     if not isinstance(ratio, int | float) or not math.isfinite(ratio) or ratio <= 0:
@@ -154,6 +163,7 @@ def trace_scenario(path: Path, grid: Grid | None, options: Mapping[str, Any]) ->
                 f"task {task.id} of line {task.source_index + 1} needs ({task.cpus:g} cpu, "
                 f"{task.memory:g} mem), more than the pool's ({cpus:g}, {memory:g}) at "
                 f"--capacity-ratio {ratio:g}", source=trace.source)
+    per_resource: dict[str, Any] = {}
     configured = options.get("weights")
     if configured is not None:
         if options.get("equal_shares"):
@@ -164,11 +174,14 @@ def trace_scenario(path: Path, grid: Grid | None, options: Mapping[str, Any]) ->
         weights = dict.fromkeys(trace.user_usage, 1.0)
     else:
         weights = trace.entitlements()
+        # The authors' form of weighted DRF and SDRF uses them per resource.
+        per_resource["resource_weights"] = trace.resource_entitlements()
     # Power = cpus: one MFlop per cpu, so MFlops shares are cpu shares.
     node = Node("trace-pool", None, power=cpus, cpus=cpus, memory=memory)
     return Scenario([node], trace.tasks,
-                    policy_options={"resources": ("cpus", "memory"), "weights": weights},
-                    task_writer=write_tasks)
+                    policy_options={"resources": ("cpus", "memory"), "weights": weights,
+                                    **per_resource},
+                    task_writer=write_tasks, allocation=STOP)
 
 
 def _microseconds(seconds: float | None) -> str:

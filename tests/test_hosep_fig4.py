@@ -35,13 +35,79 @@ def test_user1_is_more_satisfied_under_hosep_than_osep(workload, checkpointing):
         assert hosep["User1"] > osep["User1"], (seed, hosep, osep)
 
 
+def table1_runs(checkpointing: bool, **options) -> list[dict[str, float]]:
+    """Satisfaction of the 15 Table 1 runs (seeds 1-5 x low/medium/high)."""
+    return [satisfaction_of(workload, seed, checkpointing, **options)
+            for workload in WORKLOADS for seed in range(1, 6)]
+
+
+def satisfaction_of(workload: str, seed: int, checkpointing: bool, **options) -> dict[str, float]:
+    return run_of(workload, seed, checkpointing, **options)[0]
+
+
+def run_of(workload: str, seed: int, checkpointing: bool, *, arrivals: str = "batch",
+           preempt: str = "hosep", **policy_options) -> tuple[dict[str, float], int]:
+    """Per-user satisfaction (base `grid`) and the run's vacates."""
+    scenario = build_scenario(TABLE1, workload, seed=seed)
+    result, _ = run_scenario(scenario, order="hosep", preempt=preempt,
+                             policy_options=policy_options, checkpointing=checkpointing,
+                             arrivals=arrivals)
+    assert all(task.finish_time is not None for task in result.tasks)
+    return {row.user: row.satisfaction for row in user_metrics(result, "grid")}, result.vacates
+
+
+def ranking(run: dict[str, float]) -> list[str]:
+    return sorted(run, key=run.get, reverse=True)
+
+
+@pytest.mark.parametrize("checkpointing", [False, True])
+def test_batch_negotiation_leaves_user1_out_of_the_top_two(checkpointing):
+    # The finding (docs/owner-share.md): under periodic batch negotiation, Fig. 2's rule gives
+    # User1, arriving to a full grid, the victims' least powerful machines; User2 leads.
+    runs = table1_runs(checkpointing)
+    assert all("User1" not in ranking(run)[:2] for run in runs), runs
+    assert all(ranking(run)[0] == "User2" for run in runs), runs
+
+
+@pytest.mark.parametrize("test", ["ispd2014", "fig2"])
+@pytest.mark.parametrize("checkpointing", [False, True])
+def test_the_published_simulators_semantics_reproduce_fig4s_ranking(checkpointing, test):
+    # Paper 004, Fig. 4: "User1 is always the most satisfied (about 80 %) and the others'
+    # satisfaction follows the power they provide". iSPD 2014 itself, on these tasks, gives
+    # User1 and User2 the top two in all 15 runs and Users 2-4 in power order (issue 11).
+    runs = table1_runs(checkpointing, arrivals="sequential", hosep_test=test)
+    top_two = sum(set(ranking(run)[:2]) == {"User1", "User2"} for run in runs)
+    assert top_two >= 14, runs
+    others_by_power = sum(
+        [user for user in ranking(run) if user != "User1"] == ["User2", "User3", "User4"]
+        for run in runs)
+    assert others_by_power >= 14, runs
+
+
 @pytest.mark.xfail(strict=True, reason=(
-    "does not reproduce: under Fig. 2's rule User1 arrives to a full grid and is given the "
-    "victims' least powerful machines (Def. 3, 3.3 ii), so its tasks run on 29,750-54,760 "
-    "MFlops nodes; User2, served first at time 0, is the most satisfied, and User1 is third "
-    "or fourth (figures in docs/reproductions.md)"))
-@pytest.mark.parametrize("workload", WORKLOADS)
-def test_user1_and_user2_are_the_two_most_satisfied_under_hosep(workload):
-    hosep = satisfaction("hosep", workload, 1)
-    top_two = sorted(hosep, key=hosep.get, reverse=True)[:2]
-    assert set(top_two) == {"User1", "User2"}, hosep
+    "User1 averages 68.6 % (iSPD 2014 test; 66.2 % with Fig. 2's) over the 15 runs under "
+    "sequential arrivals, below the 70-90 % band around the paper's 'about 80 %' (iSPD 2014 "
+    "on the same tasks: 73-80 %); the remaining gap lies in what gridfair's sequential loop "
+    "does not model (iSPD's 15 s status cycles, its tie order among same-time events)"))
+def test_user1_is_about_80_percent_under_the_published_simulators_semantics():
+    runs = table1_runs(False, arrivals="sequential", hosep_test="ispd2014")
+    mean = sum(run["User1"] for run in runs) / len(runs)
+    assert 70.0 <= mean <= 90.0, mean
+
+
+@pytest.mark.parametrize("checkpointing", [False, True])
+def test_owner_reclaim_keeps_user1_first_under_batch_negotiation(checkpointing):
+    reclaim = [run_of(workload, seed, checkpointing, preempt="reclaim")
+               for workload in WORKLOADS for seed in range(1, 6)]
+    hosep = [run_of(workload, seed, checkpointing)
+             for workload in WORKLOADS for seed in range(1, 6)]
+    assert all(ranking(run)[0] == "User1" for run, _ in reclaim), reclaim
+    assert sum(vacates for _, vacates in reclaim) <= sum(vacates for _, vacates in hosep)
+
+
+@pytest.mark.parametrize("checkpointing", [False, True])
+def test_owner_reclaim_orders_satisfaction_by_provided_power(checkpointing):
+    # The issue's target: User1 > User2 > User3 > User4 in at least 13 of 15 (measured: 15).
+    runs = table1_runs(checkpointing, preempt="reclaim")
+    in_order = sum(ranking(run) == ["User1", "User2", "User3", "User4"] for run in runs)
+    assert in_order >= 13, runs

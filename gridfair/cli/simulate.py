@@ -10,8 +10,10 @@ import click
 
 from gridfair.cli.group import cli
 from gridfair.cli.output import FORMATS, render_table, to_csv, to_json
+from gridfair.policies.hosep import PREEMPTION_TESTS
 from gridfair.policies.registry import policy_names
 from gridfair.sim.deadline_metrics import deadline_summary
+from gridfair.sim.engine import ARRIVALS
 from gridfair.sim.metrics import SATISFACTION_BASES, run_summary, user_metrics
 from gridfair.sim.records import RunRecorder, check_conservation, owner_share_violations
 from gridfair.sim.results_db import save_run
@@ -48,8 +50,15 @@ USER_COLUMNS = (
               help="Negotiate every N simulated seconds (default: on every arrival/completion).")
 @click.option("--vacate-delay", type=float, default=0.0, show_default=True,
               help="Seconds a vacated node needs before its new task starts.")
+@click.option("--arrivals", type=click.Choice(ARRIVALS), default="batch", show_default=True,
+              help="batch: negotiate once per instant on all it brought (the daemon's way); "
+                   "sequential: reproduce the published simulator (iSPD): arrivals one at a "
+                   "time, one decision per negotiation event.")
 @click.option("--absolute-power-diff", is_flag=True,
               help="HOSEP: compare omega with |PowerDiff| (Eq. 6) instead of PowerDiff (Fig. 2).")
+@click.option("--hosep-test", type=click.Choice(PREEMPTION_TESTS), default=None,
+              help="HOSEP's preemption test: Fig. 2's with the Phi guard (fig2, default) or "
+                   "iSPD 2014's (victim after >= receiver after, or victim after > 0).")
 @click.option("--satisfaction-base", type=click.Choice(SATISFACTION_BASES), default="grid",
               show_default=True, help="Def. 5's ideal machine: the grid's mean or the user's own.")
 @click.option("--format", "output_format", type=click.Choice(FORMATS), default="table",
@@ -99,7 +108,8 @@ USER_COLUMNS = (
                    "file.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 def simulate(grid, workload, workload_format, policy, order, preempt, admit, checkpoint, seed,
-             interval, vacate_delay, absolute_power_diff, satisfaction_base, output_format,
+             interval, vacate_delay, arrivals, absolute_power_diff, hosep_test, satisfaction_base,
+             output_format,
              tasks_out, capacity_ratio, equal_shares, delta, capacity, deadlines,
              check, db_path, quiet, **grid_workload_options) -> None:
     """Simulate GRID under a policy and report per-user satisfaction, waits and preemptions.
@@ -107,7 +117,8 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
     GRID is a grid file or an embedded grid's name (`gridfair grid list`)."""
     if policy is None and order is None:
         raise click.UsageError("give --policy NAME, or --order (with --preempt/--admit)")
-    policy_options = {"absolute_power_diff": absolute_power_diff, "delta": delta}
+    policy_options = {"absolute_power_diff": absolute_power_diff, "hosep_test": hosep_test,
+                      "delta": delta}
     workload_options = {"capacity_ratio": capacity_ratio, **grid_workload_options,
                         "equal_shares": equal_shares, "capacity": capacity,
                         "deadlines": deadlines}
@@ -121,7 +132,7 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
     result, negotiator = run_scenario(
         scenario, policy=policy, order=order, preempt=preempt, admit=admit,
         policy_options=policy_options, checkpointing=checkpoint, interval=interval,
-        vacate_delay=vacate_delay, progress=progress, recorder=recorder,
+        vacate_delay=vacate_delay, progress=progress, recorder=recorder, arrivals=arrivals,
     )
     if tasks_out:
         scenario.task_writer(result.tasks, Path(tasks_out))
@@ -131,8 +142,9 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
         save_run(db_path, description={
             "grid": grid, "workload": workload, "policy": negotiator.stages, "seed": seed,
             "checkpointing": checkpoint, "interval": interval, "vacate_delay": vacate_delay,
-            "satisfaction_base": satisfaction_base,
-            "options": {key: value for key, value in {**workload_options, "delta": delta}.items()
+            "arrivals": arrivals, "satisfaction_base": satisfaction_base,
+            "options": {key: value for key, value in {
+                **workload_options, "delta": delta, "hosep_test": hosep_test}.items()
                         if value not in (None, False)},
         }, summary=summary, users=users, tasks=result.tasks)
     deadlines_in_play = any(task.deadline is not None for task in result.tasks)
@@ -143,6 +155,7 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
             "workload": workload,
             "seed": seed,
             "checkpointing": checkpoint,
+            "arrivals": arrivals,
             "satisfaction_base": satisfaction_base,
             "users": [user.as_dict() for user in users],
             "summary": _deterministic({
@@ -153,7 +166,7 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
         click.echo(to_csv([user.as_dict() for user in users]), nl=False)
     else:
         click.echo(f"{negotiator.stages}  workload={workload}  seed={seed}  "
-                   f"checkpointing={'on' if checkpoint else 'off'}  "
+                   f"checkpointing={'on' if checkpoint else 'off'}  arrivals={arrivals}  "
                    f"satisfaction base={satisfaction_base}")
         click.echo(render_table(USER_COLUMNS, [user.as_dict() for user in users]))
         click.echo(

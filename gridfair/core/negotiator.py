@@ -93,17 +93,22 @@ class Negotiator:
             self.pool.drop(task, now)
         return decision
 
-    def cycle(self, now: float) -> list[Decision]:
-        """One negotiation at time `now`; returns the decisions in the order they were made."""
+    def cycle(self, now: float, *, single: bool = False) -> list[Decision]:
+        """One negotiation at time `now`; returns the decisions in the order they were made.
+
+        `single` makes at most one allocation or one preemption (the published simulator's
+        event loop, `Simulation(arrivals="sequential")`): a preemption only if no free node
+        was given out."""
         decisions: list[Decision] = []
         self.held_back = []
         if self.admit is not None:
             decisions.extend(self._apply_review(now))
-        self._allocate_free(now, decisions)
+        reviewed = len(decisions)
+        self._allocate_free(now, decisions, single)
         # Preemption sees every queued task again, in queue order.
         self.pool.unblock_all(now)
-        if self.preempt is not None:
-            self._preempt(now, decisions)
+        if self.preempt is not None and not (single and len(decisions) > reviewed):
+            self._preempt(now, decisions, single)
         return decisions
 
     def _apply_review(self, now: float) -> list[Decision]:
@@ -116,7 +121,7 @@ class Negotiator:
                 self.pool.kill(decision.task, now)
         return decisions
 
-    def _allocate_free(self, now: float, decisions: list[Decision]) -> None:
+    def _allocate_free(self, now: float, decisions: list[Decision], single: bool) -> None:
         pool = self.pool
         order = self.order
         name = order.name
@@ -142,8 +147,10 @@ class Negotiator:
             template, figures = order.why(user, now) if explain else _NOT_EXPLAINED
             pool.start(task, node, now)
             decisions.append(Decision(ALLOCATE, task, node, name, template, figures))
+            if single:
+                return
 
-    def _preempt(self, now: float, decisions: list[Decision]) -> None:
+    def _preempt(self, now: float, decisions: list[Decision], single: bool) -> None:
         pool = self.pool
         preempt = self.preempt
         assert preempt is not None
@@ -164,3 +171,5 @@ class Negotiator:
                 Decision(ALLOCATE, choice.receiver, choice.node, name,
                          choice.allocate_template, choice.figures)
             )
+            if single:
+                return

@@ -27,8 +27,10 @@ from typing import Any
 from gridfair.core.pool import DONE, Task
 from gridfair.errors import GridfairError, InputError
 from gridfair.experiments.allocation import allocate
+from gridfair.policies.hosep import PREEMPTION_TESTS
 from gridfair.policies.registry import policy_names
 from gridfair.sim.deadline_metrics import deadline_summary
+from gridfair.sim.engine import ARRIVALS
 from gridfair.sim.metrics import SATISFACTION_BASES, run_summary, user_metrics
 from gridfair.sim.scenario import build_scenario, run_scenario
 
@@ -64,11 +66,15 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
     Parameter("checkpointing", RUN, (bool,), False, "vacated tasks keep their work"),
     Parameter("interval", RUN, (int, float), None, "negotiate every N simulated seconds"),
     Parameter("vacate_delay", RUN, (int, float), 0.0, "seconds a vacated node needs"),
+    Parameter("arrivals", RUN, (str,), "batch",
+              "batch, or sequential: the published simulator's event loop", lambda: ARRIVALS),
     Parameter("satisfaction_base", METRICS, (str,), "grid", "Def. 5's ideal machine",
               lambda: SATISFACTION_BASES),
     Parameter("horizon", METRICS, (int, float), None,
               "also count the tasks completed by this time (s), e.g. the trace's end"),
     Parameter("absolute_power_diff", POLICY, (bool,), False, "HOSEP: omega vs |PowerDiff|"),
+    Parameter("hosep_test", POLICY, (str,), None, "HOSEP: preemption test, fig2 or ispd2014",
+              lambda: PREEMPTION_TESTS),
     Parameter("delta", POLICY, (int, float), None, "SDRF: commitment decay per second"),
     Parameter("backfill", POLICY, (bool,), False,
               "SDRF: skip a user whose task does not fit instead of stopping (Algorithm 1)"),
@@ -208,7 +214,7 @@ def _simulate(spec: RunSpec) -> tuple[list[dict[str, Any]], dict[str, Any], str]
     result, negotiator = run_scenario(
         scenario, policy=spec.get("policy"), policy_options=spec._options(POLICY),
         checkpointing=spec.get("checkpointing"), interval=spec.get("interval"),
-        vacate_delay=spec.get("vacate_delay"),
+        vacate_delay=spec.get("vacate_delay"), arrivals=spec.get("arrivals"),
     )
     users = user_metrics(result, spec.get("satisfaction_base"))
     summary = run_summary(result, users).as_dict()

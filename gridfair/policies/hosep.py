@@ -27,6 +27,13 @@ cycles on an unchanging pool stop acting. The guard only bites on overshoots; ev
 of the paper's Table 1 runs passes it. (iSPD's HOSEP has a stricter clause of the same kind:
 the victim after must stay at or above the receiver after.)
 
+iSPD 2014's test (`test="ispd2014"`, the paper's own simulator, `src/ispd/externo/HOSEP.java`
+at gspd-unesp/ispd 196cdf6): instead of step 3 and the guard, the preemption is allowed when the
+victim after the move is at or above the receiver after it, or still above its share
+(omega_beta >= PowerDiff_alpha' or omega_beta > 0). It is no ping-pong either: a victim left
+above its share never becomes a receiver, and one left at or above the receiver never trades
+places with it.
+
 Free machines go, in `HosepOrder`, to the user of least PowerDiff first, its job of least
 demand first, on the fastest free machine. A user who provides nothing has no entitlement: it
 is served after every provider, and is the first victim (its PowerDiff is +inf).
@@ -41,8 +48,12 @@ from typing import Any
 
 from gridfair.core.pool import Node, Task, UserState, least_demand_key, power_diff
 from gridfair.core.stages import OrderPolicy, Preemption
+from gridfair.errors import ConfigError
 from gridfair.policies.owner_share import VICTIM_CANDIDATES, OwnerSharePreempt
 from gridfair.policies.ranking import UserRanking
+
+#: The preemption tests HOSEP offers: Fig. 2's with the Phi guard, or iSPD 2014's.
+PREEMPTION_TESTS = ("fig2", "ispd2014")
 
 
 def remaining_power(user: UserState, machine_power: float) -> float:
@@ -103,8 +114,12 @@ class HosepPreempt(OwnerSharePreempt):
 
     name = "hosep"
 
-    def __init__(self, *, absolute: bool = False) -> None:
+    def __init__(self, *, absolute: bool = False, test: str = "fig2") -> None:
+        if test not in PREEMPTION_TESTS:
+            raise ConfigError(f"HOSEP preemption test must be one of "
+                              f"{', '.join(PREEMPTION_TESTS)}, got {test!r}")
         self.absolute = absolute
+        self.ispd2014 = test == "ispd2014"
 
     def deficit_key(self, user: UserState) -> Any | None:
         if user.idle_count > 0 and user.provided_power > 0:
@@ -144,8 +159,12 @@ class HosepPreempt(OwnerSharePreempt):
                 receiver_user.allocated_power + node.power_per_cpu * receiver.cpus,
                 receiver_user.provided_power,
             )
-            if not (omega > threshold
-                    and receiver_diff + receiver_after < victim_diff + omega):
+            if self.ispd2014:
+                allowed = omega >= receiver_after or omega > 0
+            else:
+                allowed = (omega > threshold
+                           and receiver_diff + receiver_after < victim_diff + omega)
+            if not allowed:
                 # Victims come least powerful first: omega only falls and the receiver's
                 # gain only grows from here, so no later victim passes either test.
                 return None

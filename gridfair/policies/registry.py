@@ -26,6 +26,7 @@ from gridfair.policies.drf import DrfOrder
 from gridfair.policies.hosep import HosepOrder, HosepPreempt
 from gridfair.policies.justice import JusticeAdmit, JusticeOrder
 from gridfair.policies.osep import OsepOrder, OsepPreempt
+from gridfair.policies.reclaim import ReclaimPreempt
 from gridfair.policies.sdrf import SdrfOrder
 
 Options = Mapping[str, Any]
@@ -59,7 +60,9 @@ ORDERS: dict[str, Callable[[Options], OrderPolicy]] = {
 }
 PREEMPTS: dict[str, Callable[[Options], PreemptPolicy]] = {
     "osep": lambda options: OsepPreempt(),
-    "hosep": lambda options: HosepPreempt(absolute=bool(options.get("absolute_power_diff"))),
+    "hosep": lambda options: HosepPreempt(absolute=bool(options.get("absolute_power_diff")),
+                                          **_given(options, test="hosep_test")),
+    "reclaim": lambda options: ReclaimPreempt(),
 }
 ADMITS: dict[str, Callable[[Options], AdmitPolicy]] = {
     "justice": lambda options: JusticeAdmit(**_given(
@@ -73,6 +76,7 @@ ADMITS: dict[str, Callable[[Options], AdmitPolicy]] = {
 COMPOSITIONS: dict[str, tuple[str, str | None, str | None]] = {
     "osep": ("osep", "osep", None),
     "hosep": ("hosep", "hosep", None),
+    "reclaim": ("hosep", "reclaim", None),
     "drf": ("drf", None, None),
     "wdrf": ("wdrf", None, None),
     "sdrf": ("sdrf", None, None),

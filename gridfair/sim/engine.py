@@ -11,7 +11,8 @@ yields tasks in submit order (checked; out of order is an `InputError`), pulled 
 ahead. With `keep_tasks=False` a task leaves memory when it ends (done, killed or dropped): it is
 handed to `on_task_done` (metrics, records), forgotten by the pool, and not kept in the result;
 tasks still queued at the end are handed over then. Memory then grows with the running and
-queued tasks, not with the workload, so a month of the Google trace fits in a few hundred MB.
+queued tasks, not with the workload. Streaming is the `batch` loop's; `sequential` arrivals
+take the workload as a list and keep their tasks.
 
 The simulator drives the same `Negotiator` and `Pool` as the daemon: it only turns the
 workload into submit events and the negotiator's decisions into completion times.
@@ -23,6 +24,15 @@ with checkpointing it resumes where it stopped. An optional vacate delay holds t
 new task back for that long (the victim's clean-up time), and an optional transfer delay (iSPD
 links) holds a task back while its input reaches the node; the node is taken meanwhile, and a
 vacate during either delay loses no computation.
+
+Arrival semantics (`arrivals`). `batch` (the default, and the daemon's way): all that happens
+at one instant is applied, then one negotiation cycle decides everything it can.
+`sequential` reproduces the published simulator, iSPD (the HOSEP paper's figures; its
+`CS_Mestre` event loop): same-time arrivals are taken one at a time in submit order; an
+arrival wakes the negotiator only when no task was waiting; a negotiation event makes at most
+one decision (an allocation, or a preemption when no free node is given out), and the next one
+is chained after it, at the same time, while work waits; a completion wakes the negotiator
+when work waits. At equal times completions and chained negotiations come before arrivals.
 """
 
 from __future__ import annotations
@@ -39,6 +49,9 @@ from gridfair.errors import InputError
 
 # Event kinds, in the order they run at equal times.
 _FINISH, _DEADLINE, _NEGOTIATE = range(3)
+
+#: The simulator's arrival semantics (see the module docstring).
+ARRIVALS = ("batch", "sequential")
 
 
 @dataclass
@@ -145,13 +158,20 @@ class Simulation:
         progress: Callable[[int, int], None] | None = None,
         transfer_delay: Callable[[Task, Node], float] | None = None,
         on_cycle: Callable[[float], None] | None = None,
+        arrivals: str = "batch",
         keep_tasks: bool = True,
         on_task_done: Callable[[Task], None] | None = None,
     ) -> None:
+        if arrivals not in ARRIVALS:
+            raise InputError(f"arrivals must be one of {', '.join(ARRIVALS)}, got {arrivals!r}")
+        if arrivals == "sequential" and interval is not None:
+            raise InputError("sequential arrivals negotiate on events: they take no interval")
         if interval is not None and interval <= 0:
             raise InputError(f"negotiation interval must be positive, got {interval}")
         if vacate_delay < 0:
             raise InputError(f"vacate delay must be zero or positive, got {vacate_delay}")
+        if arrivals == "sequential" and not keep_tasks:
+            raise InputError("sequential arrivals keep their tasks: they do not stream")
         self.negotiator = negotiator
         self.pool = negotiator.pool
         if isinstance(tasks, Sequence):
@@ -159,10 +179,12 @@ class Simulation:
                 raise InputError("the workload has no tasks")
             # Stable: equal submit times keep the workload's order.
             self.tasks: Sequence[Task] | None = sorted(tasks, key=lambda task: task.submit_time)
-            self.arrivals: Iterator[Task] = iter(self.tasks)
+            self.incoming: Iterator[Task] = iter(self.tasks)
+        elif arrivals == "sequential":
+            raise InputError("sequential arrivals take the workload as a list, not a stream")
         else:
             self.tasks = None  # a stream: its length is known at its end
-            self.arrivals = iter(tasks)
+            self.incoming = iter(tasks)
         self.keep_tasks = keep_tasks
         self.on_task_done = on_task_done
         self.interval = interval
@@ -171,9 +193,12 @@ class Simulation:
         self.progress = progress
         self.transfer_delay = transfer_delay
         self.on_cycle = on_cycle  # told the time after every negotiation cycle (records)
+        self.arrivals = arrivals
 
     def run(self) -> SimulationResult:
         started = wallclock.perf_counter()
+        if self.arrivals == "sequential":
+            return self._run_sequential(started)
         pool = self.pool
         negotiator = self.negotiator
         admit = negotiator.admit
@@ -182,7 +207,7 @@ class Simulation:
         heap = execution.heap
         pop = heapq.heappop
         infinity = float("inf")
-        arrivals = self.arrivals
+        arrivals = self.incoming
         kept_tasks: list[Task] = []
         keep_tasks = self.keep_tasks
         on_task_done = self.on_task_done
@@ -311,4 +336,89 @@ class Simulation:
             wall_seconds=wallclock.perf_counter() - started,
             decisions=kept,
             submitted=submitted,
+        )
+
+    def _run_sequential(self, started: float) -> SimulationResult:
+        """The published simulator's event loop (`arrivals="sequential"`, module docstring).
+        Not the hot path: it favours plain code over the batch loop's local aliases."""
+        pool, negotiator, tasks = self.pool, self.negotiator, self.tasks
+        execution = _Execution(self)
+        pool.listen(execution)
+        heap = execution.heap
+        total = len(tasks)
+        users = pool.users.values()
+        keep = self.keep_decisions
+        on_cycle = self.on_cycle
+        kept: list[Decision] = []
+        events = negotiations = 0
+        chained = False  # a negotiation event is on the heap
+
+        def waiting() -> bool:
+            return any(user.idle_count for user in users)
+
+        def negotiate(now: float) -> None:
+            nonlocal negotiations, chained
+            negotiations += 1
+            decisions = negotiator.cycle(now, single=True)
+            if keep:
+                kept.extend(decisions)
+            if on_cycle is not None:
+                on_cycle(now)
+            if decisions and not chained and waiting():
+                chained = True
+                heapq.heappush(heap, (now, _NEGOTIATE, -1, None, 0))
+
+        next_arrival = 0
+        while next_arrival < total or heap:
+            if heap and (next_arrival == total or heap[0][0] <= tasks[next_arrival].submit_time):
+                now, kind, _, task, epoch = heapq.heappop(heap)
+                events += 1
+                if kind == _NEGOTIATE:
+                    chained = False
+                    negotiate(now)
+                    continue
+                if task.epoch != epoch or task.state != RUNNING:
+                    continue  # an event of a run that has since been vacated
+                if kind == _FINISH:
+                    pool.finish(task, now)
+                else:  # _DEADLINE
+                    decision = negotiator.admit.deadline_passed(task, now)
+                    if decision is None or decision.kind != KILL:
+                        continue
+                    pool.kill(task, now)
+                    if keep:
+                        kept.append(decision)
+                if not chained and waiting():
+                    negotiate(now)
+                continue
+            task = tasks[next_arrival]
+            next_arrival += 1
+            events += 1
+            now = task.submit_time
+            idle_before = chained or waiting()
+            decision = negotiator.submit(task, now)
+            if decision is not None and keep:
+                kept.append(decision)
+            if not idle_before:
+                negotiate(now)
+        return self._result(execution, events, negotiations, kept, started)
+
+    def _result(self, execution: _Execution, events: int, negotiations: int,
+                kept: list[Decision], started: float) -> SimulationResult:
+        tasks = self.tasks
+        end_times = [task.finish_time for task in tasks if task.finish_time is not None]
+        makespan = max(end_times, default=execution.latest_end) - tasks[0].submit_time
+        if self.progress is not None:
+            self.progress(len(tasks), len(tasks))
+        return SimulationResult(
+            tasks=tasks,
+            nodes=self.pool.nodes,
+            makespan=makespan,
+            busy_cpu_seconds=execution.busy,
+            events=events,
+            negotiations=negotiations,
+            vacates=execution.vacates,
+            wall_seconds=wallclock.perf_counter() - started,
+            decisions=kept,
+            submitted=len(tasks),
         )

@@ -137,6 +137,7 @@ def run_scenario(
     keep_decisions: bool = False,
     progress: Callable[[int, int], None] | None = None,
     recorder: RunRecorder | None = None,
+    arrivals: str = "batch",
     keep_tasks: bool = True,
     on_task_done: Callable[[Task], None] | None = None,
 ) -> tuple[SimulationResult, Negotiator]:
@@ -158,5 +159,6 @@ def run_scenario(
                             vacate_delay=vacate_delay, keep_decisions=keep_decisions,
                             progress=progress, transfer_delay=scenario.transfer_delay,
                             on_cycle=recorder.after_cycle if recorder is not None else None,
-                            keep_tasks=keep_tasks, on_task_done=on_task_done)
+                            arrivals=arrivals, keep_tasks=keep_tasks,
+                            on_task_done=on_task_done)
     return simulation.run(), negotiator

@@ -1,0 +1,160 @@
+"""Benchmark: the HOSEP paper's Fig. 4 on its Table 1 grid, under both simulator semantics, and
+the owner-reclaim rule (issue 11).
+
+The 15 Table 1 runs (seeds 1-5 x low/medium/high workloads of the embedded `hosep-table1`
+grid), with checkpointing off and on, for
+- HOSEP under batch negotiation (the daemon's way; `--arrivals batch`),
+- HOSEP under the published simulator's semantics (`--arrivals sequential`) with iSPD 2014's
+  preemption test (`--hosep-test ispd2014`) and with Fig. 2's (`fig2`),
+- the owner-reclaim rule (`--policy reclaim`) under batch negotiation.
+Prints every run's satisfaction (base `grid`, as iSPD computes it) and vacates, then the
+issue's targets per configuration: in how many runs User1 and User2 are the two most
+satisfied, User1 first, the exact power order User1 > User2 > User3 > User4, Users 2-4 in
+power order, User1's mean satisfaction, and the total vacates. Last, the 4-owner iSPD model
+with the KTH trace (`../shared/data/ispd/multi_owner`, skipped when absent): Spearman's rank
+correlation between provided share and satisfaction, HOSEP and reclaim under batch.
+
+    .venv/bin/python bench/fig4.py [--json]
+
+`--json` prints {"runs": [{"semantics", "preempt", "workload", "seed", "checkpoint",
+"satisfaction": {user: %}, "vacates"}, ...], "summary": [...], "kth_top4": [...]}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+from gridfair.sim.grid_loader import embedded_grids
+from gridfair.sim.metrics import user_metrics
+from gridfair.sim.scenario import build_scenario, run_scenario
+
+TABLE1 = str(embedded_grids()["hosep-table1"])
+WORKLOADS = ("low", "medium", "high")
+SEEDS = range(1, 6)
+POWER_ORDER = ["User1", "User2", "User3", "User4"]
+MULTI_OWNER = Path(__file__).resolve().parent.parent.parent / "shared/data/ispd/multi_owner"
+#: (label, semantics, preempt stage, HOSEP preemption test or None)
+CONFIGURATIONS = (
+    ("hosep batch", "batch", "hosep", None),
+    ("hosep sequential ispd2014", "sequential", "hosep", "ispd2014"),
+    ("hosep sequential fig2", "sequential", "hosep", "fig2"),
+    ("reclaim batch", "batch", "reclaim", None),
+)
+
+
+def run(grid: str, workload: str, seed: int, semantics: str, preempt: str, test: str | None,
+        checkpoint: bool) -> tuple[dict[str, float], dict[str, float], int]:
+    """Satisfaction and provided share per user, and the run's vacates."""
+    scenario = build_scenario(grid, workload, seed=seed)
+    result, _ = run_scenario(scenario, order="hosep", preempt=preempt, arrivals=semantics,
+                             checkpointing=checkpoint,
+                             policy_options={"hosep_test": test} if test else None)
+    rows = user_metrics(result, "grid")
+    return ({row.user: row.satisfaction for row in rows},
+            {row.user: row.provided_share for row in rows}, result.vacates)
+
+
+def ranks(values: list[float]) -> list[float]:
+    """1-based ranks, ties sharing their mean rank."""
+    order = sorted(range(len(values)), key=values.__getitem__)
+    result = [0.0] * len(values)
+    start = 0
+    while start < len(order):
+        end = start
+        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
+            end += 1
+        for position in range(start, end + 1):
+            result[order[position]] = (start + end) / 2 + 1
+        start = end + 1
+    return result
+
+
+def spearman(first: list[float], second: list[float]) -> float:
+    """Spearman's rank correlation (Pearson's on the ranks, so ties are handled)."""
+    a, b = ranks(first), ranks(second)
+    mean_a, mean_b = sum(a) / len(a), sum(b) / len(b)
+    covariance = sum((x - mean_a) * (y - mean_b) for x, y in zip(a, b, strict=True))
+    spread = (sum((x - mean_a) ** 2 for x in a) * sum((y - mean_b) ** 2 for y in b)) ** 0.5
+    return covariance / spread if spread else 0.0
+
+
+def summarise(label: str, checkpoint: bool, runs: list[dict]) -> dict:
+    orders = [sorted(r["satisfaction"], key=r["satisfaction"].get, reverse=True) for r in runs]
+    return {
+        "configuration": label,
+        "checkpoint": checkpoint,
+        "runs": len(runs),
+        "user1_user2_top_two": sum(set(order[:2]) == {"User1", "User2"} for order in orders),
+        "user1_first": sum(order[0] == "User1" for order in orders),
+        "power_order": sum(order == POWER_ORDER for order in orders),
+        "users_2_4_by_power": sum([u for u in order if u != "User1"] == POWER_ORDER[1:]
+                                  for order in orders),
+        "user1_mean": sum(r["satisfaction"]["User1"] for r in runs) / len(runs),
+        "vacates": sum(r["vacates"] for r in runs),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print the runs as JSON")
+    args = parser.parse_args()
+    runs, summary = [], []
+    for label, semantics, preempt, test in CONFIGURATIONS:
+        for checkpoint in (False, True):
+            these = []
+            for workload in WORKLOADS:
+                for seed in SEEDS:
+                    satisfaction, _, vacates = run(TABLE1, workload, seed, semantics, preempt,
+                                                   test, checkpoint)
+                    these.append({
+                        "semantics": semantics,
+                        "preempt": preempt if test is None else f"{preempt}:{test}",
+                        "workload": workload, "seed": seed, "checkpoint": checkpoint,
+                        "satisfaction": {user: round(value, 2)
+                                         for user, value in sorted(satisfaction.items())},
+                        "vacates": vacates,
+                    })
+            runs += these
+            summary.append(summarise(label, checkpoint, these))
+    kth = []
+    grid, workload = MULTI_OWNER / "multi_owner_HOSEP.imsx", MULTI_OWNER / "kth_top4_400.wmsx"
+    if grid.exists() and workload.exists():
+        for preempt in ("hosep", "reclaim"):
+            satisfaction, share, vacates = run(str(grid), str(workload), 1, "batch", preempt,
+                                               None, False)
+            users = sorted(satisfaction)
+            kth.append({"preempt": preempt, "semantics": "batch", "vacates": vacates,
+                        "spearman_share_satisfaction": round(spearman(
+                            [share[u] for u in users], [satisfaction[u] for u in users]), 3),
+                        "satisfaction": {u: round(satisfaction[u], 2) for u in users},
+                        "provided_share": {u: round(share[u], 4) for u in users}})
+    if args.json:
+        print(json.dumps({"runs": runs, "summary": summary, "kth_top4": kth}, indent=1))
+        return
+    print(f"load average {os.getloadavg()[0]:.2f} (figures are deterministic; load only slows)")
+    print("semantics   preempt          workload seed ckpt  User1  User2  User3  User4 vacates")
+    for r in runs:
+        s = r["satisfaction"]
+        print(f"{r['semantics']:<11} {r['preempt']:<16} {r['workload']:<8} {r['seed']:>4} "
+              f"{'on' if r['checkpoint'] else 'off':<4} {s['User1']:6.1f} {s['User2']:6.1f} "
+              f"{s['User3']:6.1f} {s['User4']:6.1f} {r['vacates']:7d}")
+    print("\nconfiguration              ckpt  U1+U2 top2  U1 first  1>2>3>4  2>3>4  "
+          "U1 mean %  vacates")
+    for row in summary:
+        print(f"{row['configuration']:<26} {'on' if row['checkpoint'] else 'off':<4} "
+              f"{row['user1_user2_top_two']:>7}/15 {row['user1_first']:>6}/15 "
+              f"{row['power_order']:>5}/15 {row['users_2_4_by_power']:>3}/15 "
+              f"{row['user1_mean']:9.1f} {row['vacates']:8d}")
+    if not kth:
+        print(f"\n4-owner iSPD model: skipped, {MULTI_OWNER} is absent")
+    for row in kth:
+        print(f"\n4-owner iSPD model + kth_top4_400, {row['preempt']} (batch): Spearman(share, "
+              f"satisfaction) {row['spearman_share_satisfaction']:+.3f}, vacates "
+              f"{row['vacates']}, satisfaction {row['satisfaction']}")
+
+
+if __name__ == "__main__":
+    main()

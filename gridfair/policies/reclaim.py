@@ -1,0 +1,164 @@
+"""Owner reclaim: an owner-share preemption rule that keeps HOSEP's promise under periodic
+(batch) negotiation.
+
+HOSEP's Fig. 2 (`hosep.py`) takes for the most under-share user u_alpha the *least powerful*
+machine of the most over-share user u_beta (Def. 3, 3.3 ii). Under batch negotiation every
+waiting user's smallest task takes a fast machine at once; an owner who arrives later (User1
+on the paper's Table 1 grid, at 60 s) is handed the victims' slowest machines while others keep
+its own fast ones, and ends the least satisfied (docs/owner-share.md). This rule keeps HOSEP's
+receiver, its ranking by PowerDiff (Eq. 3) and its free-machine order, and changes which
+machine comes back:
+1. receiver: u_alpha = argmin PowerDiff < 0 among providers with an idle job (as HOSEP);
+2. the receiver reclaims its own machines first: among the tasks of other users running on
+   the machines it owns (fastest machine first), the one whose user is left most above its
+   share (largest omega);
+3. otherwise, among the running tasks of the users above their share (most over first), the
+   machine that brings the receiver closest to its share (least |PowerDiff_alpha'|; among
+   equals, the least powerful, then the run started last);
+4. every move must lower Phi = sum_x Provided_x * PowerDiff_x^2 (HOSEP's convergence guard:
+   PowerDiff_a + PowerDiff_a' < PowerDiff_b + PowerDiff_b', primes: after the move); a move
+   of step 3 must also leave the victim at or above the receiver (omega >= PowerDiff_alpha').
+   Step 2 needs only Phi: an owner is entitled to its own machine back from a user above its
+   share even if that user then falls below the owner (on Table 1, User4 holding one of
+   User1's fast machines). Phi falls with every preemption and the pool has finitely many
+   states, so repeated cycles on an unchanged pool stop acting: no ping-pong.
+A victim is always above its share (PowerDiff > 0); a user who provides nothing is never a
+receiver and, holding anything, is above its share (PowerDiff +inf).
+
+Cost: step 2 looks at up to `VICTIM_CANDIDATES` tasks on the receiver's machines, step 3 at up
+to as many tasks of each of the `VICTIM_USERS` most over-share users.
+
+Ties: the user seen first in the pool, the task submitted first.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from collections.abc import Iterator, Mapping
+
+from gridfair.core.pool import Node, Pool, Task, UserState, power_diff
+from gridfair.core.stages import Preemption
+from gridfair.policies.hosep import HosepPreempt, hosep_figures, remaining_power
+from gridfair.policies.owner_share import VICTIM_CANDIDATES
+
+#: How many over-share users step 3 looks at, most over first.
+VICTIM_USERS = 4
+
+
+class ReclaimPreempt(HosepPreempt):
+    """Owners below their share reclaim their own machines first, then the machine that
+    brings them closest to their share, while the victim stays above them."""
+
+    name = "reclaim"
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    def attach(self, pool: Pool) -> None:
+        super().attach(pool)
+        # Owner -> tasks of other users running on its machines, as (-power, -start, seq, task):
+        # fastest machine first, then the run started last (least work lost).
+        self.guests_on: dict[str, list[tuple[float, float, int, Task]]] = {}
+
+    @staticmethod
+    def _guest_entry(task: Task, node: Node) -> tuple[float, float, int, Task]:
+        return (-node.power_per_cpu * task.cpus, -task.start_time, task.seq, task)
+
+    def task_started(self, task: Task, now: float) -> None:
+        super().task_started(task, now)
+        node = task.node
+        if node.owner != task.user:
+            insort(self.guests_on.setdefault(node.owner, []), self._guest_entry(task, node))
+
+    def task_stopped(self, task: Task, now: float, node: Node) -> None:
+        super().task_stopped(task, now, node)
+        if node.owner != task.user:
+            guests = self.guests_on[node.owner]
+            del guests[bisect_left(guests, self._guest_entry(task, node))]
+
+    def _own_machines(self, receiver_user: UserState) -> Iterator[Task]:
+        guests = self.guests_on.get(receiver_user.name, ())
+        return (entry[3] for entry in guests[:VICTIM_CANDIDATES])
+
+    def choose(self, now: float) -> Preemption | None:
+        receiver_user = self.deficit.first()
+        if receiver_user is None or self.excess.first() is None:
+            return None
+        receiver = self.pool.head(receiver_user)
+        users = self.pool.users
+        best = None
+        for victim in self._own_machines(receiver_user):
+            choice = self._allowed(receiver_user, receiver, users[victim.user], victim,
+                                   own_machine=True)
+            # From the user left most above its share (largest omega); the first of equals.
+            if choice is not None and (best is None or choice[3] > best[3]):
+                best = choice
+        if best is not None:
+            return self._preemption(receiver_user, receiver, best, "own machine")
+        for rank, victim_user in enumerate(self.excess):
+            if rank == VICTIM_USERS:
+                break
+            for tried, victim in enumerate(self.running.of(victim_user.name)):
+                if tried == VICTIM_CANDIDATES:
+                    break
+                choice = self._allowed(receiver_user, receiver, victim_user, victim)
+                # Closest to the share; the victims come least powerful first, so the first
+                # of equals is kept.
+                if choice is not None and (best is None or abs(choice[2]) < abs(best[2])):
+                    best = choice
+        if best is None:
+            return None
+        return self._preemption(receiver_user, receiver, best, "closest to its share")
+
+    def _allowed(self, receiver_user: UserState, receiver: Task, victim_user: UserState,
+                 victim: Task, own_machine: bool = False
+                 ) -> tuple[UserState, Task, float, float] | None:
+        """(victim user, victim, receiver's PowerDiff after, omega) if the move is allowed:
+        the victim above its share, Phi falling and, off the receiver's own machines, the
+        victim left at or above the receiver."""
+        victim_diff = victim_user.power_diff
+        if victim_diff <= 0 or not self.pool.fits_after_vacate(receiver, victim):
+            return None
+        node = victim.node
+        omega = remaining_power(victim_user, node.power_per_cpu * victim.cpus)
+        receiver_diff = receiver_user.power_diff
+        receiver_after = power_diff(
+            receiver_user.allocated_power + node.power_per_cpu * receiver.cpus,
+            receiver_user.provided_power)
+        if ((own_machine or omega >= receiver_after)
+                and receiver_diff + receiver_after < victim_diff + omega):
+            return (victim_user, victim, receiver_after, omega)
+        return None
+
+    def _preemption(self, receiver_user: UserState, receiver: Task,
+                    choice: tuple[UserState, Task, float, float], why: str) -> Preemption:
+        victim_user, victim, receiver_after, omega = choice
+        node = victim.node
+        figures = {
+            "receiver": receiver_user.name,
+            "receiver_power_diff": receiver_user.power_diff,
+            "receiver_power_diff_after": receiver_after,
+            "receiver_job": receiver.id,
+            "victim_user": victim_user.name,
+            "victim_power_diff": victim_user.power_diff,
+            "victim_job": victim.id,
+            "omega": omega,
+            "machine": node.name,
+            "machine_owner": node.owner,
+            "machine_mflops": node.power_per_cpu * victim.cpus,
+            "reason": why,
+        }
+        return Preemption(
+            victim, receiver, node,
+            "vacate {victim_job} of {victim_user} on {machine} (owned by {machine_owner}, "
+            "{machine_mflops:.0f} MFlops; {reason}): {victim_user} is above its share "
+            "(PowerDiff {victim_power_diff:+.3f}, omega {omega:+.3f} after); {receiver} goes "
+            "from {receiver_power_diff:+.3f} to {receiver_power_diff_after:+.3f}",
+            "{receiver_job} of {receiver} onto {machine} ({reason}): {receiver} is below its "
+            "share (PowerDiff {receiver_power_diff:+.3f}, {receiver_power_diff_after:+.3f} "
+            "after); freed from {victim_user}",
+            figures,
+        )
+
+    def key_figures(self, user: UserState, now: float) -> Mapping[str, float]:
+        return hosep_figures(user)

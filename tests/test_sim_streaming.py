@@ -64,6 +64,13 @@ def test_a_stream_out_of_submit_order_is_an_input_error():
         run_scenario(Scenario(scenario.nodes, iter(tasks)), policy="hosep", keep_tasks=False)
 
 
+def test_sequential_arrivals_need_the_workload_as_a_list():
+    scenario = build_scenario(TABLE1, "low")
+    with pytest.raises(InputError, match="sequential arrivals take the workload as a list"):
+        run_scenario(Scenario(scenario.nodes, iter(scenario.tasks)), policy="hosep",
+                     arrivals="sequential")
+
+
 def test_repeated_trace_shifts_copies_by_the_period_and_keeps_users(tmp_path: Path):
     path = tmp_path / "tasks.csv.gz"
     path.write_bytes(gzip.compress(b"1000000,2000000,5000000,u1,7-0,0.5,0.25\n"

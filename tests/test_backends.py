@@ -340,3 +340,54 @@ def test_htcondor_learns_what_matching_reads_and_keeps_it():
     assert "requestdisk" in backend.job_projection
     backend.read_snapshot()
     assert len(backend.collector.queries) == first_queries + 1  # nothing new: one query
+
+
+# ------------------------------------------------ files: a re-read costs what changed
+def _ads_by_job(snapshot: Snapshot) -> dict[str, object]:
+    return {job.id: job.ad for job in snapshot.jobs}
+
+
+def test_files_backend_does_not_reparse_an_unchanged_dump(tmp_path):
+    shutil.copytree(POOL, tmp_path / "pool", copy_function=shutil.copy)
+    backend = FilesBackend(tmp_path / "pool", tmp_path / "a.jsonl")
+    first, second = backend.read_snapshot(), backend.read_snapshot()
+    assert second == first
+    # The very same parsed ads: nothing was read or parsed again.
+    assert all(a is b for a, b in zip(_ads_by_job(first).values(),
+                                      _ads_by_job(second).values(), strict=True))
+
+
+def test_files_backend_reparses_only_the_changed_ad_and_sees_the_change(tmp_path):
+    shutil.copytree(POOL, tmp_path / "pool", copy_function=shutil.copy)
+    queue = tmp_path / "pool" / "jobs.queue"
+    backend = FilesBackend(tmp_path / "pool", tmp_path / "a.jsonl")
+    before = _ads_by_job(backend.read_snapshot())
+    changed = "15.0"
+    text = queue.read_text()
+    assert "QDate = " in text
+    # Job 15.0's ad gets a new QDate (its first ad in the file); the others are untouched.
+    head, tail = text.split("\n\n", 1)
+    head = "\n".join(line if not line.startswith("QDate = ") else "QDate = 1234"
+                     for line in head.splitlines())
+    queue.write_text(head + "\n\n" + tail)
+    snapshot = backend.read_snapshot()
+    after = _ads_by_job(snapshot)
+    assert after.keys() == before.keys()
+    job = next(j for j in snapshot.jobs if j.id == changed)
+    assert job.qdate == 1234
+    assert after[changed] is not before[changed]
+    assert all(after[k] is before[k] for k in after if k != changed)
+    # A fresh backend on the same files sees the same pool: the memo changes nothing.
+    assert FilesBackend(tmp_path / "pool", tmp_path / "b.jsonl").read_snapshot() == snapshot
+
+
+def test_files_backend_names_the_line_of_an_ad_broken_after_a_good_read(tmp_path):
+    shutil.copytree(POOL, tmp_path / "pool", copy_function=shutil.copy)
+    status = tmp_path / "pool" / "basic4slot.status"
+    backend = FilesBackend(tmp_path / "pool", tmp_path / "a.jsonl")
+    assert not backend.read_snapshot().skipped
+    status.write_text(status.read_text() + '\nName = "late"\nCpus = (((\n')
+    skipped = backend.read_snapshot().skipped
+    assert [s.source for s in skipped] == [str(status)]
+    lines = status.read_text().splitlines()
+    assert f"line {lines.index('Cpus = (((') + 1}" in skipped[0].reason

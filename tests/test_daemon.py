@@ -414,3 +414,28 @@ def test_sim_restarted_on_the_same_store_is_a_new_world(tmp_path):
     confirmed = rows(tmp_path, "select cycle, count(*) from actions where state = 'confirmed' "
                                "group by cycle")
     assert confirmed == [(1, 12), (2, 12)]  # the second run's jobs are not the first's
+
+
+# Job 2.0 runs on slot1@ingwe.cs.wisc.edu in the test pool since JobCurrentStartDate 1417808259.
+RESTARTED_JOB, ITS_SLOT, ITS_START = "2.0", "slot1@ingwe.cs.wisc.edu", 1417808259.0
+
+
+@pytest.mark.parametrize(("issued_at", "expected"), [
+    (ITS_START - 10, "confirmed"),  # runs there again, started after the issue: it was evicted
+    (ITS_START + 10, "failed"),     # the same run as before the issue: the vacate never landed
+])
+def test_interrupted_vacate_of_a_job_restarted_on_its_slot(tmp_path, issued_at, expected):
+    """A pool restarts an evicted job within seconds, often on the same slot: a vacate issued
+    before a crash is confirmed by the job's newer start, not only by the job leaving."""
+    config = validate(files_config(tmp_path), base=tmp_path)
+    store = Store(tmp_path / "state.db")
+    key = f"vacate:{RESTARTED_JOB}@{ITS_SLOT}:0"
+    with store.transaction("an earlier, interrupted cycle") as db:
+        store.plan_actions(db, [{"key": key, "kind": "vacate", "job": RESTARTED_JOB,
+                                 "user": "someone", "machine": ITS_SLOT, "reason": "test"}],
+                           0, issued_at - 1)
+        store.set_action_state(key, "issued", 0, issued_at, attempt=True, db=db)
+    backend = FilesBackend(tmp_path / "pool", tmp_path / "actions.jsonl")
+    CycleRunner(config, backend, store).run()
+    state, = rows(tmp_path, f"select state from actions where key = '{key}'")[0]
+    assert state == expected

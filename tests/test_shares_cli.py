@@ -120,7 +120,7 @@ def test_bad_files_exit_2_with_one_line_and_no_traceback(
 def test_both_files_are_needed(machines: Path) -> None:
     result = run("--machines", str(machines))
     assert result.exit_code == 2
-    assert "give both --machines FILE and --jobs FILE" in result.output
+    assert "give both --machines FILE and --jobs FILE, --pool HOST" in result.output
 
 
 def test_unknown_policy_stage_exits_2(machines: Path) -> None:
@@ -128,3 +128,21 @@ def test_unknown_policy_stage_exits_2(machines: Path) -> None:
                  "--order", "nosuch")
     assert result.exit_code == 2
     assert "unknown order policy 'nosuch'" in result.output
+
+
+def test_machines_without_a_usable_ad_exit_2_naming_the_file(tmp_path: Path) -> None:
+    # Real slots without GridOwner: every ad is skipped, so there is no pool to show.
+    bare = with_lines("basic4slot", tmp_path, "MFlops = 1000", "MFlops = 1000",
+                      "MFlops = 1000", "MFlops = 1000")
+    result = run("--machines", str(bare), "--jobs", str(REAL / "test.old.ad"), "--now", NOW)
+    assert result.exit_code == 2
+    assert f"{bare}: no usable machine ad (4 skipped; ad #1" in result.output
+    assert "GridOwner" in result.output
+
+
+def test_submitters_owning_no_slot_are_listed_as_unmapped(machines: Path) -> None:
+    result = run("--machines", str(machines), "--jobs", str(REAL / "test.old.ad"),
+                 "--now", NOW)
+    unmapped = [line for line in result.output.splitlines() if line.startswith("Unmapped")]
+    assert len(unmapped) == 1 and "bt@cs.wisc.edu" in unmapped[0]
+    assert "alice" not in unmapped[0]

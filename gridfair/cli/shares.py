@@ -68,6 +68,10 @@ def render_shares(report: SharesReport) -> str:
     """The report as text: the condor_userprio-like table, decisions, skipped ads."""
     stamp = datetime.fromtimestamp(report.time, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     lines = [f"Shares at {stamp} ({report.policy})", _table(report.users, report.totals)]
+    unmapped = [row["user"] for row in report.users if not row["provided_mflops"]]
+    if unmapped:
+        lines.append("Unmapped submitters (own no slot; see --uid-domain, --submitter-map): "
+                     + ", ".join(unmapped))
     lines.append("")
     if report.decisions:
         lines.append(f"{report.decisions_heading} ({len(report.decisions)}, "
@@ -159,28 +163,73 @@ def _table(rows: Sequence[Mapping[str, Any]], totals: Mapping[str, Any]) -> str:
               help="Time of the snapshot, epoch seconds [default: the current time].")
 @click.option("--db", "db_path", type=click.Path(dir_okay=False), default=None,
               help="The daemon's store: shares as of its latest cycle, instead of ad files.")
+@click.option("--pool", "pool", default=None, metavar="HOST[:PORT]",
+              help="Read a live HTCondor pool through this collector ('-': COLLECTOR_HOST), "
+              "read-only, instead of ad files.")
+@click.option("--uid-domain", default="*", show_default=True,
+              help="Live pool: the submitter domain dropped to name a slot owner ('*': any).")
+@click.option("--submitter-map", type=click.Path(dir_okay=False), default=None,
+              help="Live pool: a file of 'submitter owner' lines, looked up first.")
 @click.option("--format", "output_format", type=click.Choice(FORMATS),
               default="table", show_default=True)
 def shares(machines_path, jobs_path, policy, order, preempt, admit, absolute_power_diff,
-           owner_attr, power_attr, ad_format, now, db_path, output_format) -> None:
+           owner_attr, power_attr, ad_format, now, db_path, pool, uid_domain, submitter_map,
+           output_format) -> None:
     """Per-user shares of a pool's ads and the decisions a policy would take on them now."""
     # The report comes from ad files; another source of the same figures (the daemon's
     # store) builds a SharesReport of its own and shares the rendering below.
     if db_path is not None:
         click.echo(shares_from_store(db_path, output_format))
         return
-    if machines_path is None or jobs_path is None:
-        raise click.UsageError("give both --machines FILE and --jobs FILE, or --db FILE")
     if policy is None and order is None:
         policy = "hosep"
-    snapshot = read_snapshot(
-        machines_path, jobs_path, AdConfig.with_attributes(owner_attr, power_attr),
-        time.time() if now is None else now, lenient=True,
-        machines_format=ad_format, jobs_format=ad_format,
-    )
+    if pool is not None:
+        snapshot = _live_snapshot(pool, owner_attr, power_attr, uid_domain, submitter_map)
+        if not snapshot.machines:
+            raise click.ClickException(f"collector {pool}: no usable slot ad "
+                                       f"({_first_reason(snapshot)})")
+    elif machines_path is None or jobs_path is None:
+        raise click.UsageError("give both --machines FILE and --jobs FILE, --pool HOST, "
+                               "or --db FILE")
+    else:
+        snapshot = read_snapshot(
+            machines_path, jobs_path, AdConfig.with_attributes(owner_attr, power_attr),
+            time.time() if now is None else now, lenient=True,
+            machines_format=ad_format, jobs_format=ad_format,
+        )
+        if not snapshot.machines:
+            raise click.UsageError(f"{machines_path}: no usable machine ad "
+                                   f"({_first_reason(snapshot)})")
     report = report_from_snapshot(snapshot, policy, order, preempt, admit,
                                   {"absolute_power_diff": absolute_power_diff})
     if output_format == "csv":  # the per-user table only, one row per user
         click.echo(to_csv(list(report.users)), nl=False)
     else:
         click.echo(shares_json(report) if output_format == "json" else render_shares(report))
+
+
+def _first_reason(snapshot: Snapshot) -> str:
+    skipped = [item for item in snapshot.skipped if item.index > 0 or item.name]
+    if not skipped:
+        return "none read"
+    first = skipped[0]
+    return f"{len(skipped)} skipped; ad #{first.index} {first.name or ''}: {first.reason}"
+
+
+def _live_snapshot(pool: str, owner_attr: str | None, power_attr: str | None,
+                   uid_domain: str, submitter_map: str | None) -> Snapshot:
+    """One read of a live pool through the htcondor backend; nothing is acted on."""
+    from gridfair.classads.submitters import SubmitterMap
+    from gridfair.daemon.backends import PoolUnavailable
+    from gridfair.daemon.backends.htcondor import HTCondorBackend
+
+    submitters = (SubmitterMap.from_file(submitter_map, uid_domain) if submitter_map
+                  else SubmitterMap(uid_domain))
+    try:
+        backend = HTCondorBackend.connect(None if pool == "-" else pool,
+                                          owner_attribute=owner_attr or "GridOwner",
+                                          power_attribute=power_attr or "",
+                                          submitters=submitters)
+        return backend.read_snapshot()
+    except PoolUnavailable as error:
+        raise click.ClickException(str(error)) from None

@@ -87,6 +87,9 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "power_attribute": Key(str, "", help="slot power in MFlops; empty: MFlops, else "
                                "KFlops / 1000, else Mips"),
         "steer_attribute": Key(str, "GridfairSlot", help="job attribute naming the chosen slot"),
+        "uid_domain": Key(str, "*", help="submitter domain dropped to name the owner ('*': "
+                          "any, '': none)"),
+        "submitter_map": Key(str, "", path=True, help="file of 'submitter owner' lines"),
     },
     "metrics": {
         "enabled": Key(bool, False),

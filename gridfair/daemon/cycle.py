@@ -366,6 +366,7 @@ class CycleRunner:
         out `planned` ones only if decided again (`adopted`), else abandon them."""
         store = self.store
         on_slot = running_machine(snapshot)
+        jobs = {job.id: job for job in snapshot.jobs}
         for action in store.actions_in(ISSUED, PLANNED):
             key = action["key"]
             if action["state"] == PLANNED:
@@ -377,8 +378,18 @@ class CycleRunner:
                     self.metrics.action(action["kind"], ABANDONED)
                 continue
             where = on_slot.get(action["job"])
-            done = (where != action["machine"]) if action["kind"] == VACATE else (
-                where == action["machine"])
+            if action["kind"] == VACATE:
+                # Landed if the job left the slot, its schedd no longer calls it running (the
+                # collector's slot ad lags by an update interval), or it runs there again with
+                # a start later than the issue (a pool restarts an evicted job within seconds).
+                # Start times are whole seconds: a restart in the issue's own second reads as
+                # not seen, which under-reports but never confirms a vacate that did not happen.
+                job = jobs.get(action["job"])
+                done = where != action["machine"] or job is None or (
+                    job.status != JobStatus.RUNNING) or (
+                    job.start_time is not None and job.start_time > action["updated_at"])
+            else:
+                done = where == action["machine"]
             if done:
                 store.set_action_state(key, CONFIRMED, cycle, now,
                                        "issued before an interruption; effect seen", db=db)

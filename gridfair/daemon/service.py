@@ -49,13 +49,16 @@ def make_backend(config: Config) -> PoolBackend:
         return FilesBackend(section["directory"], section["actions"],
                             owner_attribute=section["owner_attribute"],
                             power_attribute=section["power_attribute"])
+    from gridfair.classads.submitters import SubmitterMap
     from gridfair.daemon.backends.htcondor import HTCondorBackend
 
+    submitters = (SubmitterMap.from_file(section["submitter_map"], section["uid_domain"])
+                  if section["submitter_map"] else SubmitterMap(section["uid_domain"]))
     return HTCondorBackend.connect(
         section["collector"] or None,
         slot_constraint=section["slot_constraint"], job_constraint=section["job_constraint"],
         owner_attribute=section["owner_attribute"], power_attribute=section["power_attribute"],
-        steer_attribute=section["steer_attribute"],
+        steer_attribute=section["steer_attribute"], submitters=submitters,
     )
 
 

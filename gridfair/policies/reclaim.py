@@ -51,9 +51,6 @@ class ReclaimPreempt(HosepPreempt):
 
     name = "reclaim"
 
-    def __init__(self) -> None:
-        super().__init__()
-
     def attach(self, pool: Pool) -> None:
         super().attach(pool)
         # Owner -> tasks of other users running on its machines, as (-power, -start, seq, task):

@@ -7,8 +7,8 @@ Reading, each cycle:
   `backends.ads.SLOT_ATTRIBUTES` / `JOB_ATTRIBUTES`, the owner and power attributes, and
   whatever the ads' Requirements and Rank turn out to read (learnt from the ads, kept).
   A schedd that does not answer is reported as a skipped source and the others are used
-  (its running jobs are still seen on their slots); no schedd answering, or the collector
-  not answering, fails the cycle.
+  (its running jobs are still seen on their slots); no schedd listed or answering, or the
+  collector not answering, fails the cycle.
 
 Acting:
 - vacate: `Schedd.act(JobAction.Vacate, [job_id])` on the job's own schedd, one job per
@@ -22,10 +22,16 @@ Acting:
   Limits (docs/daemon.md): HTCondor still decides whose turn it is (its own user
   priorities), so an allocation is a strong preference, not a command; a `confirmed`
   allocation means the edit was accepted, and the next snapshot shows whether it ran there.
+  The pool configuration that makes steering exact is `configs/htcondor-pool.config`.
+
+Submitters: each job's submitter (its accounting principal, `gridfair.classads.views`) and
+each slot's running user are turned into grid owners by a `SubmitterMap` (UID domain, map
+file: `gridfair.classads.submitters`) before the snapshot is used.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -34,6 +40,7 @@ import classad2
 import htcondor2
 
 from gridfair.classads.reader import SourcedAd
+from gridfair.classads.submitters import SubmitterMap
 from gridfair.classads.views import AdConfig
 from gridfair.daemon.backends import ActionFailed, PoolBackend, PoolUnavailable
 from gridfair.daemon.backends.ads import JOB_ATTRIBUTES, SLOT_ATTRIBUTES, snapshot_from_ads
@@ -103,6 +110,7 @@ class HTCondorBackend(PoolBackend):
         owner_attribute: str = "GridOwner",
         power_attribute: str = "",
         steer_attribute: str = "GridfairSlot",
+        submitters: SubmitterMap | None = None,
     ) -> None:
         self.collector = collector
         self.schedd_factory = schedd_factory
@@ -110,6 +118,7 @@ class HTCondorBackend(PoolBackend):
         self.job_constraint = job_constraint
         self.ad_config = AdConfig.with_attributes(owner_attribute, power_attribute or None)
         self.steer_attribute = steer_attribute
+        self.submitters = submitters or SubmitterMap()
         power = [name for name, _ in self.ad_config.power_sources]
         # lower-case name -> name: ClassAd attribute names are case-insensitive.
         self.slot_projection: dict[str, str] = {}
@@ -141,11 +150,30 @@ class HTCondorBackend(PoolBackend):
             grew = _learn(self.job_projection, job_own | slot_other) or grew
             if not grew:
                 break
-        if locations and len(skipped) == len(locations):
+        # No schedd at all (all stopped, or not yet advertised) is a partial pool, not an
+        # empty queue: the slots' running jobs would have no job ads to act on.
+        if not locations:
+            raise PoolUnavailable("the collector lists no schedd")
+        if len(skipped) == len(locations):
             raise PoolUnavailable("no schedd answered its job query")
         slot_ads = [SourcedAd(ad, "collector", index, None)
                     for index, ad in enumerate(slots, start=1)]
-        return snapshot_from_ads(taken, slot_ads, job_ads, self.ad_config, skipped)
+        snapshot = snapshot_from_ads(taken, slot_ads, job_ads, self.ad_config, skipped)
+        return self._as_owners(snapshot)
+
+    def _as_owners(self, snapshot: Snapshot) -> Snapshot:
+        """The snapshot with every submitter named as its grid owner."""
+        owners = {machine.owner for machine in snapshot.machines}
+
+        def owner_of(submitter: str) -> str:
+            return self.submitters.owner_of(submitter, owners)
+
+        jobs = tuple(dataclasses.replace(job, user=owner_of(job.user)) for job in snapshot.jobs)
+        machines = tuple(
+            dataclasses.replace(machine, running_user=owner_of(machine.running_user))
+            if machine.running_user else machine
+            for machine in snapshot.machines)
+        return dataclasses.replace(snapshot, machines=machines, jobs=jobs)
 
     def _query_slots(self) -> list[classad2.ClassAd]:
         try:

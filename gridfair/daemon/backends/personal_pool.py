@@ -1,0 +1,375 @@
+"""A personal HTCondor pool for live tests and benchmarks: one machine, loopback only.
+
+`PersonalPool` writes a configuration in a directory of its own (collector, negotiator, schedd
+and startd under one condor_master, a free loopback port, short negotiation and update
+intervals), with slots whose ads carry the owner and power attributes given per slot, either
+as static slots or as one partitionable slot per machine (dynamic slots per job, HTCondor's
+modern default). It starts the master, waits until every slot is seen by the collector, and
+always stops it: `stop()` is called by the context manager, at interpreter exit and on
+SIGTERM/SIGINT, and kills what `condor_off` leaves behind.
+
+HTCondor is found through `GRIDFAIR_HTCONDOR` (an install tree with `sbin/condor_master`),
+else `condor_master` on PATH, else `../shared/htcondor` beside the repository (as in CI).
+
+Run as root, the daemons run as `nobody` (HTCondor refuses jobs owned by root): the master is
+started through `setpriv`, jobs are submitted by `condor_submit` as `nobody`, and root, a
+queue super user, acts on them through the bindings. Several submitters from one account are
+accounting groups: `accounting_group = owners`, `accounting_group_user = <user>`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+#: Unprivileged account the daemons and jobs run as when the harness runs as root.
+UNPRIVILEGED = ("nobody", "nogroup")
+UID_DOMAIN = "gridfair.test"
+ACCOUNTING_PREFIX = "owners"
+
+
+class HTCondorMissing(RuntimeError):
+    """No HTCondor install was found."""
+
+
+def find_htcondor(repo_root: Path | None = None) -> Path:
+    """The install tree (holding sbin/condor_master): GRIDFAIR_HTCONDOR, else the PATH, else
+    ../shared/htcondor beside the repository. HTCondorMissing says where it looked."""
+    tried = []
+    configured = os.environ.get("GRIDFAIR_HTCONDOR")
+    if configured:
+        if (Path(configured) / "sbin" / "condor_master").is_file():
+            return Path(configured)
+        tried.append(f"GRIDFAIR_HTCONDOR={configured} (no sbin/condor_master)")
+    on_path = shutil.which("condor_master")
+    if on_path:
+        return Path(on_path).resolve().parent.parent
+    tried.append("condor_master on PATH")
+    root = repo_root or Path(__file__).resolve().parents[3]
+    shared = root.parent / "shared" / "htcondor"
+    if (shared / "sbin" / "condor_master").is_file():
+        return shared
+    tried.append(str(shared))
+    raise HTCondorMissing("HTCondor not found: tried " + "; ".join(tried))
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@dataclass(frozen=True, slots=True)
+class SlotSpec:
+    """One slot (static layout) or one machine's partitionable slot."""
+
+    owner: str
+    mflops: float
+    cpus: int = 1
+    memory: int = 256
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """A sleep job of `work` MFlop-seconds: it runs work / MFlops / scale seconds wherever it
+    lands (the job reads its slot's MFlops at run time, as `$$(MFlops)`)."""
+
+    user: str
+    work: float
+    cpus: int = 1
+    memory: int = 64
+
+
+def _as_root() -> bool:
+    return os.geteuid() == 0
+
+
+def _slot_config(layout: str, slots: Sequence[SlotSpec], owner_attr: str,
+                 power_attr: str) -> list[str]:
+    # One slot type per slot, so each carries its own owner and power; HTCondor allows 10
+    # slot types unless told otherwise.
+    lines = [f"STARTD_ATTRS = $(STARTD_ATTRS) {owner_attr} {power_attr}",
+             f"MAX_SLOT_TYPES = {max(10, len(slots))}"]
+    if layout not in ("static", "partitionable"):
+        raise ValueError(f"layout must be 'static' or 'partitionable', not {layout!r}")
+    lines += [f"NUM_CPUS = {sum(slot.cpus for slot in slots)}",
+              f"MEMORY = {sum(slot.memory for slot in slots)}"]
+    for number, slot in enumerate(slots, start=1):
+        lines.append(f"SLOT_TYPE_{number} = cpus={slot.cpus}, mem={slot.memory}")
+        if layout == "partitionable":  # one partitionable slot a machine, dynamic slots a job
+            lines.append(f"SLOT_TYPE_{number}_PARTITIONABLE = True")
+        lines += [f"NUM_SLOTS_TYPE_{number} = 1",
+                  f'SLOT{number}_{owner_attr} = "{slot.owner}"',
+                  f"SLOT{number}_{power_attr} = {slot.mflops:g}"]
+    return lines
+
+
+class PersonalPool:
+    """A running personal pool; use as a context manager (or call start() and stop())."""
+
+    def __init__(
+        self,
+        slots: Sequence[SlotSpec],
+        *,
+        layout: str = "static",
+        interval: int = 2,
+        extra_config: Sequence[str] = (),
+        owner_attr: str = "GridOwner",
+        power_attr: str = "MFlops",
+        install: Path | None = None,
+        directory: Path | None = None,
+    ) -> None:
+        self.install = install or find_htcondor()
+        self.slots = tuple(slots)
+        self.layout = layout
+        self.interval = interval
+        self.owner_attr = owner_attr
+        self.power_attr = power_attr
+        self._own_directory = directory is None
+        self.directory = Path(directory or tempfile.mkdtemp(prefix="gridfair-pool-"))
+        self.port = free_port()
+        self.collector_host = f"127.0.0.1:{self.port}"
+        self.config_file = self.directory / "condor_config"
+        self._master: subprocess.Popen[bytes] | None = None
+        self._previous_handlers: dict[int, Any] = {}
+        self._write_config(extra_config)
+
+    # ---------------------------------------------------------------- configuration
+    def _write_config(self, extra_config: Sequence[str]) -> None:
+        local = self.directory / "local"
+        for name in ("log", "spool", "execute", "lock", "run", "jobs"):
+            (local / name).mkdir(parents=True, exist_ok=True)
+        lines = [
+            f"RELEASE_DIR = {self.install}",
+            f"LOCAL_DIR = {local}",
+            "LOG = $(LOCAL_DIR)/log", "SPOOL = $(LOCAL_DIR)/spool",
+            "EXECUTE = $(LOCAL_DIR)/execute", "LOCK = $(LOCAL_DIR)/lock",
+            "RUN = $(LOCAL_DIR)/run",
+            "DAEMON_LIST = MASTER, COLLECTOR, NEGOTIATOR, SCHEDD, STARTD",
+            "CONDOR_HOST = 127.0.0.1", "NETWORK_INTERFACE = 127.0.0.1",
+            f"COLLECTOR_HOST = {self.collector_host}",
+            "USE_SHARED_PORT = False",
+            f"UID_DOMAIN = {UID_DOMAIN}", "TRUST_UID_DOMAIN = True",
+            "STARTD_DETECT_GPUS =", "RUNBENCHMARKS = False",
+            "START = True", "SUSPEND = False", "PREEMPT = False", "KILL = False",
+            "WANT_SUSPEND = False", "WANT_VACATE = False",
+            f"NEGOTIATOR_INTERVAL = {self.interval}", "NEGOTIATOR_CYCLE_DELAY = 1",
+            "NEGOTIATOR_MIN_INTERVAL = 1",
+            f"SCHEDD_INTERVAL = {self.interval}", f"UPDATE_INTERVAL = {self.interval}",
+            "STARTER_UPDATE_INTERVAL = 2", "SHADOW_QUEUE_UPDATE_INTERVAL = 2",
+            "MASTER_UPDATE_INTERVAL = 5", "SCHEDD_MIN_INTERVAL = 0",
+            "ALLOW_READ = *", "ALLOW_WRITE = *", "ALLOW_NEGOTIATOR = *",
+            "ALLOW_ADMINISTRATOR = *", "ALLOW_DAEMON = *", "ALLOW_OWNER = *",
+            "SEC_DEFAULT_AUTHENTICATION_METHODS = FS, CLAIMTOBE",
+            "QUEUE_SUPER_USERS = root, nobody, condor",
+            *_slot_config(self.layout, self.slots, self.owner_attr, self.power_attr),
+        ]
+        if _as_root():
+            lines.append("CONDOR_IDS = 65534.65534")
+        lines += list(extra_config)
+        self.config_file.write_text("\n".join(lines) + "\n")
+        if _as_root():
+            subprocess.run(["chown", "-R", ":".join(UNPRIVILEGED), str(self.directory)],
+                           check=True)
+
+    @property
+    def environment(self) -> dict[str, str]:
+        """The environment in which tools and bindings talk to this pool."""
+        return {**os.environ, "CONDOR_CONFIG": str(self.config_file)}
+
+    def _tool(self, name: str) -> str:
+        for folder in ("bin", "sbin"):
+            path = self.install / folder / name
+            if path.is_file():
+                return str(path)
+        raise HTCondorMissing(f"{name} not found in {self.install}")
+
+    def _unprivileged(self, command: list[str]) -> list[str]:
+        if not _as_root():
+            return command
+        user, group = UNPRIVILEGED
+        return ["setpriv", f"--reuid={user}", f"--regid={group}", "--init-groups", *command]
+
+    # ---------------------------------------------------------------- lifetime
+    def start(self, timeout: float = 60.0) -> PersonalPool:
+        self._master = subprocess.Popen(
+            self._unprivileged([self._tool("condor_master"), "-f"]),
+            env=self.environment, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        atexit.register(self.stop)
+        for number in (signal.SIGTERM, signal.SIGINT):
+            self._previous_handlers[number] = signal.signal(number, self._on_signal)
+        try:
+            self.wait_for_slots(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _on_signal(self, number: int, frame: Any) -> None:
+        self.stop()
+        previous = self._previous_handlers.get(number)
+        if callable(previous):
+            previous(number, frame)
+        else:
+            raise KeyboardInterrupt
+
+    def wait_for_slots(self, timeout: float = 60.0) -> None:
+        """Until the collector lists every slot (and the schedd), or TimeoutError."""
+        expected = len(self.slots)
+        deadline = time.monotonic() + timeout
+        seen = -1
+        while time.monotonic() < deadline:
+            if self._master is not None and self._master.poll() is not None:
+                raise RuntimeError(f"condor_master exited ({self._master.returncode}); "
+                                   f"see {self.directory / 'local' / 'log'}")
+            seen = len(self.status("Name"))
+            schedds = self._run(["condor_status", "-schedd", "-af", "Name"], check=False)
+            if seen >= expected and schedds.strip():
+                return
+            time.sleep(0.5)
+        raise TimeoutError(f"personal pool: {seen} of {expected} slots after {timeout:g} s")
+
+    def stop(self) -> None:
+        """Stop every daemon of the pool; idempotent."""
+        master, self._master = self._master, None
+        for number, handler in self._previous_handlers.items():
+            signal.signal(number, handler)
+        self._previous_handlers.clear()
+        if master is None:
+            return
+        atexit.unregister(self.stop)
+        self._run(["condor_off", "-master"], check=False, timeout=20)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            master.wait(timeout=20)
+        # Whatever is left in the master's session (its daemons, shadows, starters, jobs).
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(master.pid, signal.SIGKILL)
+        master.wait()
+        if self._own_directory:
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+    def __enter__(self) -> PersonalPool:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    # ---------------------------------------------------------------- tools
+    def _run(self, command: list[str], *, check: bool = True, timeout: float = 30,
+             unprivileged: bool = False) -> str:
+        full = [self._tool(command[0]), *command[1:]]
+        if unprivileged:
+            full = self._unprivileged(full)
+        result = subprocess.run(full, env=self.environment, capture_output=True, text=True,
+                                timeout=timeout, check=False)
+        if check and result.returncode != 0:
+            raise RuntimeError(f"{' '.join(command)}: exit {result.returncode}: "
+                               f"{result.stderr.strip() or result.stdout.strip()}")
+        return result.stdout
+
+    def status(self, *attributes: str, constraint: str = "true") -> list[list[str]]:
+        """condor_status -af over the slots: one row of values per slot."""
+        out = self._run(["condor_status", "-constraint", constraint, "-af", *attributes],
+                        check=False)
+        return [line.split() for line in out.splitlines() if line.strip()]
+
+    def jobs(self, *attributes: str, constraint: str = "true") -> list[list[str]]:
+        out = self._run(["condor_q", "-allusers", "-constraint", constraint,
+                         "-af", *attributes])
+        return [line.split() for line in out.splitlines() if line.strip()]
+
+    def submit(self, jobs: Sequence[JobSpec], *, scale: float = 1.0,
+               extra: Sequence[str] = ()) -> list[str]:
+        """Submit sleep jobs, one cluster per job (so each has its own accounting group);
+        their ids, in order."""
+        job_dir = self.directory / "local" / "jobs"
+        ids = []
+        for number, job in enumerate(jobs):
+            submit_file = job_dir / f"job{time.monotonic_ns()}_{number}.sub"
+            submit_file.write_text("\n".join([
+                "universe = vanilla",
+                "executable = /bin/sleep",
+                # The slot's power is substituted when the job is matched: the run takes
+                # work / MFlops / scale seconds on whichever slot it lands.
+                f"arguments = $$([ ceiling({job.work / scale:g} / TARGET.{self.power_attr}) ])",
+                f"request_cpus = {job.cpus}",
+                f"request_memory = {job.memory}",
+                f"accounting_group = {ACCOUNTING_PREFIX}",
+                f"accounting_group_user = {job.user}",
+                "should_transfer_files = NO",
+                f"+GridfairWork = {job.work:g}",
+                *extra,
+                "queue 1",
+            ]) + "\n")
+            if _as_root():
+                subprocess.run(["chown", ":".join(UNPRIVILEGED), str(submit_file)],
+                               check=True)
+            out = self._run(["condor_submit", "-terse", str(submit_file)],
+                            unprivileged=True)
+            first = out.split()[0]
+            ids.append(first.rpartition("-")[0] if "-" in first else first)
+        return [job_id if "." in job_id else f"{job_id}.0" for job_id in ids]
+
+    def switch(self, subsystem: str, on: bool) -> None:
+        """Stop (`condor_off`) or start (`condor_on`) one daemon of the pool, e.g. "collector",
+        through the master's own address (the collector may be the one that is off)."""
+        master = (self.directory / "local" / "log" / ".master_address").read_text().split()[0]
+        self._run(["condor_on" if on else "condor_off", "-addr", master,
+                   "-subsystem", subsystem])
+
+    def schedd(self) -> Any:
+        """This pool's schedd through the bindings (located by this pool's collector)."""
+        import htcondor2
+
+        collector = htcondor2.Collector(self.collector_host)
+        return htcondor2.Schedd(collector.locate(htcondor2.DaemonType.Schedd))
+
+    def clear_queue(self, timeout: float = 30.0) -> None:
+        """Remove every job and wait until the queue is empty."""
+        self._run(["condor_rm", "-all"], check=False, unprivileged=True)
+        self.wait_until(lambda: not self.jobs("ClusterId"), timeout)
+
+    def running(self) -> dict[str, str]:
+        """job id -> the slot it runs on, from the slots' ads."""
+        rows = self.status("JobId", "Name", constraint="JobId =!= undefined")
+        return {row[0]: row[1] for row in rows if len(row) == 2}
+
+    def wait_until(self, predicate: Any, timeout: float, every: float = 0.5) -> Any:
+        """Poll `predicate()` until it returns something true; that value, or TimeoutError."""
+        deadline = time.monotonic() + timeout
+        while True:
+            value = predicate()
+            if value:
+                return value
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"not reached within {timeout:g} s")
+            time.sleep(every)
+
+
+def slots_of_grid(grid_name: str | Path) -> list[SlotSpec]:
+    """The machines of a grid model (an embedded grid's name or a TOML file) as slots, in
+    file order."""
+    from gridfair.sim.grid_loader import load_grid
+
+    grid = load_grid(grid_name)
+    return [SlotSpec(machine.owner or "", machine.mflops) for machine in grid.machines]
+
+
+def pool_processes() -> Iterator[str]:
+    """Command lines of running condor_ processes (to check nothing is left behind)."""
+    result = subprocess.run(["pgrep", "-a", "condor_"], capture_output=True, text=True,
+                            check=False)
+    yield from (line for line in result.stdout.splitlines() if line.strip())

@@ -1,0 +1,52 @@
+"""`gridfair shares --pool` and `gridfair daemon --once --dry-run` on a live pool."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gridfair.daemon.backends.personal_pool import JobSpec, PersonalPool
+
+LONG = 132250 * 600
+
+
+def test_shares_reads_the_live_pool_and_names_unmapped_submitters(
+        clean_queue: PersonalPool, gridfair_cli) -> None:
+    pool = clean_queue
+    ids = pool.submit([JobSpec("User2", LONG), JobSpec("User2", LONG), JobSpec("Stranger", LONG)])
+    pool.wait_until(lambda: set(pool.running()) == set(ids), 30)
+    result = gridfair_cli("shares", "--pool", pool.collector_host)
+    assert result.exit_code == 0, result.output
+    rows = {line.split()[0]: line.split() for line in result.output.splitlines()
+            if line.startswith(("User", "Stranger"))}
+    assert rows["User1"][1:3] == ["264500", "0"]  # provides two fast slots, uses none
+    assert rows["User2"][1] == "84510" and rows["User2"][6] == "2"
+    assert "Unmapped submitters (own no slot; see --uid-domain, --submitter-map): " \
+           "Stranger@gridfair.test" in result.output
+
+
+def test_daemon_once_dry_run_decides_on_the_live_pool(
+        clean_queue: PersonalPool, gridfair_cli, tmp_path: Path) -> None:
+    """User2 holds User1's slots; User1 arrives: HOSEP decides to vacate for User1, and a dry
+    run records the decisions without acting (the jobs keep running)."""
+    pool = clean_queue
+    ids = pool.submit([JobSpec("User2", LONG)] * 4)
+    pool.wait_until(lambda: set(pool.running()) == set(ids), 30)
+    pool.submit([JobSpec("User1", LONG)])  # idle: every slot is busy
+    config = tmp_path / "htcondor.toml"
+    config.write_text(f"""
+[daemon]
+store = "{tmp_path / 'gridfair.db'}"
+[safety]
+min_runtime = 0
+[backend]
+kind = "htcondor"
+[backend.htcondor]
+collector = "{pool.collector_host}"
+""")
+    result = gridfair_cli("daemon", "--config", str(config), "--once", "--dry-run")
+    assert result.exit_code == 0, result.output
+    log = result.output
+    assert "4 slots" in log and "5 jobs" in log
+    assert "1 idle" in log and "decisions, 0 actions confirmed" in log
+    assert " 0 decisions" not in log
+    assert set(pool.running()) == set(ids)

@@ -1,0 +1,70 @@
+"""The gridfair daemon SIGKILLed mid-cycle on a live pool, then restarted: no vacate issued
+twice, none lost, every journaled vacate is an eviction in the pool, and the restart confirms
+each one it issued before the kill (HTCondor restarts an evicted job within seconds, often on
+the same slot: the job's newer start is the evidence)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+from gridfair.daemon.backends.personal_pool import JobSpec, PersonalPool
+
+LONG = 132250 * 600
+
+
+def run_daemon(directory: Path, *args: str, fault: str | None = None) -> subprocess.Popen:
+    env = {key: value for key, value in os.environ.items() if key != "GRIDFAIR_FAULT"}
+    if fault:
+        env["GRIDFAIR_FAULT"] = fault
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gridfair.daemon", "--config", "gridfair.toml", *args],
+        cwd=directory, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process.output = process.communicate(timeout=120)
+    return process
+
+
+def test_sigkill_after_a_vacate_then_restart(clean_queue: PersonalPool, tmp_path: Path) -> None:
+    pool = clean_queue
+    ids = pool.submit([JobSpec("User2", LONG)] * 4)  # User2 holds every slot, User1's too
+    pool.wait_until(lambda: set(pool.running()) == set(ids), 30)
+    pool.submit([JobSpec("User1", LONG)] * 2)
+    (tmp_path / "gridfair.toml").write_text(f"""
+[daemon]
+store = "state.db"
+interval = 1
+[safety]
+min_runtime = 0
+max_vacates_per_cycle = 4
+preempt_cooldown = 3600
+max_snapshot_age = 3600
+[backend]
+kind = "htcondor"
+[backend.htcondor]
+collector = "{pool.collector_host}"
+""")
+    crashed = run_daemon(tmp_path, "--once", fault="crash:after_vacate")
+    assert crashed.returncode == -signal.SIGKILL
+    with sqlite3.connect(tmp_path / "state.db") as db:
+        before = {row[0] for row in db.execute("select key from actions")}
+    restarted = run_daemon(tmp_path, "--cycles", "1")
+    assert restarted.returncode == 0, restarted.stderr.read()
+    with sqlite3.connect(tmp_path / "state.db") as db:
+        actions = list(db.execute("select key, kind, job, state, error from actions"))
+    assert before <= {key for key, *_ in actions}  # none lost
+    assert actions, restarted.output
+    assert {state for *_, state, _ in actions} <= {"confirmed", "failed", "abandoned"}
+    vacated = [job for _, kind, job, *_ in actions if kind == "vacate"]
+    assert vacated and len(vacated) == len(set(vacated)), actions  # none issued twice
+    assert all(state == "confirmed" for _, kind, _, state, _ in actions if kind == "vacate")
+    # In the pool: each of them evicted exactly once (started twice at most), none other.
+    clusters = " || ".join(f"ClusterId == {job.split('.')[0]}" for job in vacated)
+    seen = pool.jobs("ClusterId", "NumJobStarts",
+                     constraint=f"({clusters}) && LastVacateTime =!= undefined")
+    assert len(seen) == len(vacated) and all(int(starts) <= 2 for _, starts in seen)
+    others = pool.jobs("ClusterId", constraint=f"!({clusters}) && LastVacateTime =!= undefined")
+    assert others == []

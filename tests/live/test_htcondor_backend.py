@@ -1,0 +1,140 @@
+"""The htcondor backend against a real personal pool: reading, vacating, steering."""
+
+from __future__ import annotations
+
+import re
+
+import htcondor2
+import pytest
+
+from gridfair.classads.submitters import SubmitterMap
+from gridfair.daemon.backends import ActionFailed, PoolUnavailable
+from gridfair.daemon.backends.htcondor import HTCondorBackend
+from gridfair.daemon.backends.personal_pool import JobSpec, PersonalPool
+from gridfair.model import JobStatus
+
+LONG = 132250 * 600  # ten minutes on the fastest slot: runs for the whole test
+
+
+def backend(pool: PersonalPool, **options: object) -> HTCondorBackend:
+    return HTCondorBackend.connect(pool.collector_host, **options)
+
+
+#: Held jobs too: tests hold jobs so HTCondor cannot match them before gridfair steers them.
+ANY_JOB = {"job_constraint": "JobStatus <= 5"}
+
+
+def test_snapshot_of_static_slots(clean_queue: PersonalPool) -> None:
+    pool = clean_queue
+    ids = pool.submit([JobSpec("User1", LONG), JobSpec("User2", LONG)])
+    pool.wait_until(lambda: set(pool.running()) == set(ids), 30)
+    snapshot = backend(pool).read_snapshot()
+    assert [(m.owner, m.power) for m in sorted(snapshot.machines, key=lambda m: m.name)] == [
+        ("User1", 132250), ("User1", 132250), ("User2", 54760), ("User2", 29750)]
+    assert snapshot.skipped == ()
+    jobs = {job.id: job for job in snapshot.jobs}
+    # Accounting-group submitters of one Unix account, named as the slots' owners.
+    assert {jobs[i].user for i in ids} == {"User1", "User2"}
+    assert all(jobs[i].status is JobStatus.RUNNING and jobs[i].group == "owners" for i in ids)
+    running_on = {m.running_job: m.name for m in snapshot.machines if m.running_job}
+    assert running_on == pool.running()
+
+
+def test_submitters_keep_their_domain_when_the_map_says_so(clean_queue: PersonalPool) -> None:
+    pool = clean_queue
+    ids = pool.submit([JobSpec("User2", LONG)], extra=["hold = True"])
+    live = HTCondorBackend.connect(pool.collector_host, submitters=SubmitterMap(uid_domain=""),
+                                   **ANY_JOB)
+    assert [job.user for job in live.read_snapshot().jobs if job.id == ids[0]] == [
+        "User2@gridfair.test"]
+
+
+def test_snapshot_of_partitionable_slots(partitionable_pool: PersonalPool) -> None:
+    pool = partitionable_pool
+    snapshot = backend(pool).read_snapshot()
+    assert sorted(m.power for m in snapshot.machines) == [29750, 54760, 132250, 132250]
+    assert all("_" not in m.name.partition("@")[0] for m in snapshot.machines)
+    ids = pool.submit([JobSpec("User2", LONG)])
+    pool.wait_until(lambda: ids[0] in pool.running(), 30)
+    snapshot = backend(pool).read_snapshot()
+    dynamic = [m for m in snapshot.machines if m.running_job == ids[0]]
+    assert len(dynamic) == 1 and "_" in dynamic[0].name.partition("@")[0]  # slotN_M: dynamic
+    assert dynamic[0].owner in ("User1", "User2") and dynamic[0].power > 0
+    pool.clear_queue()
+
+
+def test_a_vacate_lands_and_the_job_runs_again(clean_queue: PersonalPool) -> None:
+    pool = clean_queue
+    [job_id] = pool.submit([JobSpec("User1", LONG)])
+    pool.wait_until(lambda: job_id in pool.running(), 30)
+    live = backend(pool)
+    live.read_snapshot()
+    assert live.vacate([job_id]) == {job_id: None}
+    # Evicted, back to idle (not removed), and started again: the job ad counts the starts
+    # (slot ads lag by an update interval, and the claim may be reused at once).
+    cluster = f"ClusterId == {job_id.split('.')[0]}"
+    pool.wait_until(lambda: pool.jobs("ClusterId", constraint=f"{cluster} && JobStatus == 2 "
+                                      "&& NumJobStarts >= 2 && LastVacateTime =!= undefined"),
+                    30)
+
+
+def test_allocations_land_on_the_chosen_slot(clean_queue: PersonalPool) -> None:
+    """Jobs held at submission, steered to a slot each (in reverse of HTCondor's own order),
+    then released: each starts on the slot gridfair named."""
+    pool = clean_queue
+    ids = pool.submit([JobSpec("User2", LONG)] * 4, extra=["hold = True"])
+    live = backend(pool, **ANY_JOB)
+    snapshot = live.read_snapshot()
+    jobs = {job.id: job for job in snapshot.jobs}
+    slots = sorted(snapshot.machines, key=lambda m: m.name, reverse=True)
+    chosen = {job_id: slot.name for job_id, slot in zip(ids, slots, strict=True)}
+    for job_id, slot in zip(ids, slots, strict=True):
+        live.allocate(jobs[job_id], slot)
+    pool.schedd().act(htcondor2.JobAction.Release, ids)
+    assert pool.wait_until(lambda: len(pool.running()) == 4 and pool.running(), 40) == chosen
+
+
+def test_a_job_gone_before_the_action_is_a_named_failure(clean_queue: PersonalPool) -> None:
+    pool = clean_queue
+    ids = pool.submit([JobSpec("User1", LONG), JobSpec("User2", LONG, cpus=1)],
+                      extra=["hold = True"])
+    live = backend(pool, **ANY_JOB)
+    snapshot = live.read_snapshot()
+    jobs = {job.id: job for job in snapshot.jobs}
+    pool.clear_queue()
+    assert live.vacate([ids[0]]) == {ids[0]: "job not found"}
+    with pytest.raises(ActionFailed, match=ids[1]):
+        live.allocate(jobs[ids[1]], snapshot.machines[0])
+
+
+@pytest.mark.parametrize("daemon", ["collector", "schedd"])
+def test_a_daemon_down_fails_the_read_and_it_recovers(clean_queue: PersonalPool,
+                                                      daemon: str) -> None:
+    """With the collector or the schedd stopped, a read fails (nothing to act on); with it
+    back, reads succeed again."""
+    pool = clean_queue
+    ids = pool.submit([JobSpec("User1", LONG)])
+    pool.wait_until(lambda: ids[0] in pool.running(), 30)
+    live = backend(pool)
+    assert [job.id for job in live.read_snapshot().jobs] == ids
+    pool.switch(daemon, on=False)
+    try:
+        def fails() -> str | None:
+            try:
+                live.read_snapshot()
+            except PoolUnavailable as error:
+                return str(error)
+            return None
+        assert re.search("collector|schedd", pool.wait_until(fails, 20))
+    finally:
+        pool.switch(daemon, on=True)
+    snapshot = pool.wait_until(lambda: _read_or_none(live), 40)
+    assert len(snapshot.machines) == 4
+
+
+def _read_or_none(live: HTCondorBackend):
+    try:
+        snapshot = live.read_snapshot()
+    except PoolUnavailable:
+        return None
+    return snapshot if len(snapshot.machines) == 4 and snapshot.jobs else None

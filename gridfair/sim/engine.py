@@ -3,8 +3,16 @@
 A tiny event loop in the manner of SimPy's core: one heap of `(time, kind, seq, ...)` entries,
 so events at the same time run in a fixed order (completions, then deadline checks, then
 negotiation) and equal-kind events in the order they were scheduled. Arrivals are not put on
-the heap: the workload is sorted once and merged in, which keeps the heap as small as the
-number of running tasks.
+the heap: the workload is merged in as it comes, which keeps the heap as small as the number of
+running tasks.
+
+Streaming: the workload is a list (sorted once by submit time, stably) or any iterable that
+yields tasks in submit order (checked; out of order is an `InputError`), pulled one arrival
+ahead. With `keep_tasks=False` a task leaves memory when it ends (done, killed or dropped): it is
+handed to `on_task_done` (metrics, records), forgotten by the pool, and not kept in the result;
+tasks still queued at the end are handed over then. Memory then grows with the running and
+queued tasks, not with the workload. Streaming is the `batch` loop's; `sequential` arrivals
+take the workload as a list and keep their tasks.
 
 The simulator drives the same `Negotiator` and `Pool` as the daemon: it only turns the
 workload into submit events and the negotiator's decisions into completion times.
@@ -31,12 +39,12 @@ from __future__ import annotations
 
 import heapq
 import time as wallclock
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from gridfair.core.negotiator import Negotiator
 from gridfair.core.pool import QUEUED, RUNNING, Node, PoolListener, Task
-from gridfair.core.stages import KILL, Decision
+from gridfair.core.stages import DROP, KILL, Decision
 from gridfair.errors import InputError
 
 # Event kinds, in the order they run at equal times.
@@ -48,7 +56,8 @@ ARRIVALS = ("batch", "sequential")
 
 @dataclass
 class SimulationResult:
-    """What a run produced: the tasks with their times, and run-wide counters."""
+    """What a run produced: the tasks with their times (none when they were streamed out as
+    they ended), and run-wide counters."""
 
     tasks: list[Task]
     nodes: list[Node]
@@ -59,6 +68,7 @@ class SimulationResult:
     vacates: int
     wall_seconds: float
     decisions: list[Decision] = field(default_factory=list)
+    submitted: int = 0  # tasks that arrived (len(tasks) when they are kept)
 
 
 def run_rate(task: Task, node: Node) -> float:
@@ -140,7 +150,7 @@ class Simulation:
     def __init__(
         self,
         negotiator: Negotiator,
-        tasks: Sequence[Task],
+        tasks: Iterable[Task],
         *,
         interval: float | None = None,
         vacate_delay: float = 0.0,
@@ -149,6 +159,8 @@ class Simulation:
         transfer_delay: Callable[[Task, Node], float] | None = None,
         on_cycle: Callable[[float], None] | None = None,
         arrivals: str = "batch",
+        keep_tasks: bool = True,
+        on_task_done: Callable[[Task], None] | None = None,
     ) -> None:
         if arrivals not in ARRIVALS:
             raise InputError(f"arrivals must be one of {', '.join(ARRIVALS)}, got {arrivals!r}")
@@ -158,12 +170,23 @@ class Simulation:
             raise InputError(f"negotiation interval must be positive, got {interval}")
         if vacate_delay < 0:
             raise InputError(f"vacate delay must be zero or positive, got {vacate_delay}")
-        if not tasks:
-            raise InputError("the workload has no tasks")
+        if arrivals == "sequential" and not keep_tasks:
+            raise InputError("sequential arrivals keep their tasks: they do not stream")
         self.negotiator = negotiator
         self.pool = negotiator.pool
-        # Stable: equal submit times keep the workload's order.
-        self.tasks = sorted(tasks, key=lambda task: task.submit_time)
+        if isinstance(tasks, Sequence):
+            if not tasks:
+                raise InputError("the workload has no tasks")
+            # Stable: equal submit times keep the workload's order.
+            self.tasks: Sequence[Task] | None = sorted(tasks, key=lambda task: task.submit_time)
+            self.incoming: Iterator[Task] = iter(self.tasks)
+        elif arrivals == "sequential":
+            raise InputError("sequential arrivals take the workload as a list, not a stream")
+        else:
+            self.tasks = None  # a stream: its length is known at its end
+            self.incoming = iter(tasks)
+        self.keep_tasks = keep_tasks
+        self.on_task_done = on_task_done
         self.interval = interval
         self.vacate_delay = vacate_delay
         self.keep_decisions = keep_decisions
@@ -183,12 +206,22 @@ class Simulation:
         pool.listen(execution)
         heap = execution.heap
         pop = heapq.heappop
-        tasks = self.tasks
-        total = len(tasks)
-        next_arrival = 0
-        # Submit times, with an endless one after the last: no end-of-list test per event.
-        arrivals = [task.submit_time for task in tasks]
-        arrivals.append(float("inf"))
+        infinity = float("inf")
+        arrivals = self.incoming
+        kept_tasks: list[Task] = []
+        keep_tasks = self.keep_tasks
+        on_task_done = self.on_task_done
+        forget = pool.forget
+        last_end = -infinity  # the latest end of a task streamed out
+        # The next arrival, pulled one ahead; its time is endless after the last one, so the
+        # loop needs no end-of-workload test per event.
+        next_task = next(arrivals, None)
+        if next_task is None:
+            raise InputError("the workload has no tasks")
+        first_submit = next_task.submit_time
+        next_time = first_submit
+        known_total = len(self.tasks) if self.tasks is not None else 0
+        submitted = 0
         finish = pool.finish
         submit = negotiator.submit
         cycle = negotiator.cycle
@@ -198,17 +231,22 @@ class Simulation:
         interval = self.interval
         progress = self.progress
         on_cycle = self.on_cycle
-        report_every = max(total // 100, 1)
+        report_every = max(known_total // 100, 1) if known_total else 100_000
         if interval is not None:
-            first = tasks[0].submit_time
-            heapq.heappush(heap, (first, _NEGOTIATE, -1, None, 0))
+            heapq.heappush(heap, (first_submit, _NEGOTIATE, -1, None, 0))
 
-        while next_arrival < total or heap:
+        def task_ended(task: Task) -> None:
+            """A task ended (done, killed, dropped): out of memory, into the records."""
+            nonlocal last_end
+            if task.finish_time > last_end:
+                last_end = task.finish_time
+            forget(task)
+            if on_task_done is not None:
+                on_task_done(task)
+
+        while next_task is not None or heap:
             # The next moment anything happens: an arrival or the heap's head.
-            if heap and heap[0][0] <= arrivals[next_arrival]:
-                now = heap[0][0]
-            else:
-                now = arrivals[next_arrival]
+            now = heap[0][0] if heap and heap[0][0] <= next_time else next_time
             changed = False
             negotiate_now = interval is None
             # Events due now; completions come before arrivals at equal times, so capacity
@@ -225,36 +263,80 @@ class Simulation:
                     finish(task, now)
                     finished += 1
                     changed = True
+                    if not keep_tasks:
+                        task_ended(task)
                     if progress is not None and finished % report_every == 0:
-                        progress(finished, total)
+                        progress(finished, known_total or submitted)
                 else:  # _DEADLINE
                     decision = admit.deadline_passed(task, now)
                     if decision is not None and decision.kind == KILL:
                         pool.kill(task, now)
                         changed = True
+                        if not keep_tasks:
+                            task_ended(task)
                         if keep:
                             kept.append(decision)
-            while next_arrival < total and arrivals[next_arrival] == now:
-                task = tasks[next_arrival]
-                next_arrival += 1
+            while next_time == now:
+                task = next_task
+                next_task = next(arrivals, None)
+                if next_task is None:
+                    next_time = infinity
+                else:
+                    next_time = next_task.submit_time
+                    if next_time < now:
+                        raise InputError(
+                            f"the workload is not in submit order: task {next_task.id} is "
+                            f"submitted at {next_time:g}, after task {task.id} at {now:g}")
+                submitted += 1
+                if keep_tasks:
+                    kept_tasks.append(task)
                 events += 1
                 decision = submit(task, now)
-                if decision is not None and keep:
-                    kept.append(decision)
+                if decision is not None:
+                    if keep:
+                        kept.append(decision)
+                    if not keep_tasks and decision.kind == DROP:
+                        task_ended(task)
                 changed = True
             if negotiate_now and (changed or interval is not None):
                 negotiations += 1
                 decisions = cycle(now)
                 if keep:
                     kept.extend(decisions)
+                if not keep_tasks:
+                    for decision in decisions:
+                        if decision.kind in (DROP, KILL):
+                            task_ended(decision.task)
                 if on_cycle is not None:
                     on_cycle(now)
                 # Periodic negotiation goes on while anything can still change: arrivals to
                 # come or tasks running. Idle work with neither can never start.
-                if interval is not None and (next_arrival < total or pool.running):
+                if interval is not None and (next_task is not None or pool.running):
                     heapq.heappush(heap, (now + interval, _NEGOTIATE, -1, None, 0))
 
-        return self._result(execution, events, negotiations, kept, started)
+        if keep_tasks:
+            end_times = [task.finish_time for task in kept_tasks if task.finish_time is not None]
+            makespan = max(end_times, default=execution.latest_end) - first_submit
+        else:
+            # Tasks never started (nothing could run them) are still in the pool: hand them out.
+            for task in list(pool.tasks.values()):
+                if on_task_done is not None:
+                    on_task_done(task)
+            makespan = (last_end if last_end > -infinity else execution.latest_end) - first_submit
+        if progress is not None:
+            progress(submitted, submitted)
+        return SimulationResult(
+            tasks=kept_tasks,
+            nodes=pool.nodes,
+            makespan=makespan,
+            busy_cpu_seconds=execution.busy,
+            events=events,
+            negotiations=negotiations,
+            vacates=execution.vacates,
+            wall_seconds=wallclock.perf_counter() - started,
+            decisions=kept,
+            submitted=submitted,
+        )
 
     def _run_sequential(self, started: float) -> SimulationResult:
         """The published simulator's event loop (`arrivals="sequential"`, module docstring).
@@ -338,4 +420,5 @@ class Simulation:
             vacates=execution.vacates,
             wall_seconds=wallclock.perf_counter() - started,
             decisions=kept,
+            submitted=len(tasks),
         )

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gridfair.core.negotiator import Negotiator
-from gridfair.core.pool import Pool
+from gridfair.core.pool import Pool, Task
 from gridfair.errors import InputError
 from gridfair.policies.registry import build_stages
 from gridfair.sim import ispd  # noqa: F401 - registers the iSPD model's own load
@@ -139,10 +139,13 @@ def run_scenario(
     recorder: RunRecorder | None = None,
     allocation: str | None = None,
     arrivals: str = "batch",
+    keep_tasks: bool = True,
+    on_task_done: Callable[[Task], None] | None = None,
 ) -> tuple[SimulationResult, Negotiator]:
     """Build the stages and the pool for `scenario` and run it to the end; `recorder` keeps
     the run's records (runs and allocation snapshots) for the checks of `records`.
-    `allocation` is the allocation rule; None takes the workload's, then the order's paper's."""
+    `allocation` is the allocation rule; None takes the workload's, then the order's paper's.
+    `keep_tasks=False` streams each task out to `on_task_done` when it ends (`engine`)."""
     stages = build_stages(
         policy, order=order, preempt=preempt, admit=admit,
         options={**scenario.policy_options, **(policy_options or {})},
@@ -160,5 +163,6 @@ def run_scenario(
                             vacate_delay=vacate_delay, keep_decisions=keep_decisions,
                             progress=progress, transfer_delay=scenario.transfer_delay,
                             on_cycle=recorder.after_cycle if recorder is not None else None,
-                            arrivals=arrivals)
+                            arrivals=arrivals, keep_tasks=keep_tasks,
+                            on_task_done=on_task_done)
     return simulation.run(), negotiator

@@ -9,7 +9,7 @@ way: scenario -> readers -> registry.
 from __future__ import annotations
 
 import csv
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,8 @@ def write_tasks_csv(tasks: Sequence[Task], path: Path) -> None:
 @dataclass
 class Scenario:
     nodes: list[Node]
-    tasks: list[Task]
+    #: A list, or an iterator in submit order that the simulator streams (see `engine`).
+    tasks: list[Task] | Iterator[Task]
     #: Options the scenario supplies to the policies (e.g. entitlements from the trace).
     policy_options: dict[str, Any] = field(default_factory=dict)
     #: How `--tasks-out` writes this workload's tasks (a trace format keeps its own).

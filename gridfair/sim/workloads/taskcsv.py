@@ -62,6 +62,8 @@ class TaskTrace:
     mean_usage: list[float]
     #: Each user's (cpu-seconds, memory-seconds) in the trace, users in order of appearance.
     user_usage: dict[str, list[float]] = field(default_factory=dict)
+    #: Seconds from the first start to the last finish: the span `mean_usage` is taken over.
+    span: float = 0.0
 
     def resource_entitlements(self) -> dict[str, dict[str, float]]:
         """Each user's share of the trace's use of each resource: its mean use of r over the
@@ -144,18 +146,30 @@ def _parse(lines: Iterable[str], source: str) -> TaskTrace:
     span = (last_finish - first_start) / MICROSECONDS if tasks else 0.0
     mean_usage = [sum(usage[r] for usage in user_usage.values()) / span if span > 0 else 0.0
                   for r in range(2)]
-    return TaskTrace(source, tasks, mean_usage, user_usage)
+    return TaskTrace(source, tasks, mean_usage, user_usage, span)
 
 
 def trace_scenario(path: Path, grid: Grid | None, options: Mapping[str, Any]) -> Scenario:
     """The SDRF experiments' set-up: one aggregate node of `capacity_ratio` x the trace's
     mean usage, entitlements from the users' mean usage (or equal), and the stop rule for
     every order, as the authors' simulator has it. No grid is needed."""
+    capacity_ratio(options)  # a bad ratio is told before the file is read
+    return trace_pool_scenario(read_tasks(path), options)
+
+
+def capacity_ratio(options: Mapping[str, Any]) -> float:
+    """The `capacity_ratio` option (default 1), checked."""
     ratio = options.get("capacity_ratio")
     ratio = 1.0 if ratio is None else ratio
     if not isinstance(ratio, int | float) or not math.isfinite(ratio) or ratio <= 0:
         raise InputError(f"--capacity-ratio must be a number > 0, not {ratio!r}")
-    trace = read_tasks(path)
+    return ratio
+
+
+def trace_pool_scenario(trace: TaskTrace, options: Mapping[str, Any]) -> Scenario:
+    """`trace_scenario` of a trace already read (its tasks may then be replaced by a longer
+    workload with the same mean usage, as `gridfair.sim.workloads.repeat` does)."""
+    ratio = capacity_ratio(options)
     cpus, memory = (ratio * usage for usage in trace.mean_usage)
     for task in trace.tasks:
         if task.cpus > cpus or task.memory > memory:

@@ -1,0 +1,95 @@
+"""A month of the Google trace under SDRF or weighted DRF, streamed through the simulator.
+
+The derived Google task list (../shared/data/google/derived/, 51,307 tasks over 2.78 h from the
+first start to the last finish) is repeated end to end, generated on the fly, until it covers
+`--days` days (30: ~13.3 M tasks); users keep their names, so entitlements and SDRF's
+commitments carry over from copy to copy (`gridfair.sim.workloads.repeat`). The pool is the
+SDRF experiments' (papers/003, Sec. 7): one aggregate node of r x the trace's mean usage
+(`--capacity-ratio`, default r = 0.9), entitlements from the users' mean usage; SDRF runs with
+delta = 1 - 1e-6 (`--delta`).
+
+The run streams (`Simulation(keep_tasks=False)`): a task leaves memory when it ends, and the
+users' waits are accumulated online (`metrics.UserWaits`), so memory follows the tasks running
+and queued at once, not the month. Printed: tasks, tasks/s (wall, set-up included), peak RSS
+(max RSS of this process), swap events per 1,000 tasks (major page faults: reads from disk or
+swap; near 0 means the run never swapped), the users' mean wait (mean over users of each
+user's mean wait, the SDRF paper's figure) and the load average of the shared machine.
+
+    .venv/bin/python bench/google_month.py                       # SDRF, 30 days
+    .venv/bin/python bench/google_month.py --policy wdrf --days 7 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from gridfair.sim.metrics import UserWaits  # noqa: E402
+from gridfair.sim.scenario import run_scenario  # noqa: E402
+from gridfair.sim.workloads.repeat import repeated_trace_scenario  # noqa: E402
+
+TRACE = ROOT.parent / "shared" / "data" / "google" / "derived" / "tasks_parts00000-00001.csv.gz"
+
+
+def run(trace: Path, policy: str, days: float, capacity_ratio: float, delta: float) -> dict:
+    started = time.perf_counter()
+    scenario = repeated_trace_scenario(trace, days, {"capacity_ratio": capacity_ratio})
+    waits = UserWaits()
+    options = {"delta": delta} if policy == "sdrf" else {}
+    result, _ = run_scenario(scenario, policy=policy, policy_options=options,
+                             keep_tasks=False, on_task_done=waits.add)
+    wall = time.perf_counter() - started
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {
+        "policy": policy,
+        "days": days,
+        "capacity_ratio": capacity_ratio,
+        "delta": delta if policy == "sdrf" else None,
+        "tasks": result.submitted,
+        "completed": waits.completed,
+        "wall_seconds": round(wall, 1),
+        "tasks_per_second": round(result.submitted / wall),
+        "peak_rss_mb": round(usage.ru_maxrss / 1024),
+        "swap_events_per_1000_tasks": round(1000 * usage.ru_majflt / result.submitted, 4),
+        "users_mean_wait": waits.users_mean_wait(),
+        "users": len(waits.by_user),
+        "vacates": result.vacates,
+        "makespan_days": round(result.makespan / 86_400, 2),
+        "load_average": [round(load, 2) for load in os.getloadavg()],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--policy", choices=("sdrf", "wdrf"), default="sdrf")
+    parser.add_argument("--days", type=float, default=30.0)
+    parser.add_argument("--capacity-ratio", type=float, default=0.9)
+    parser.add_argument("--delta", type=float, default=1 - 1e-6)
+    parser.add_argument("--trace", type=Path, default=TRACE)
+    parser.add_argument("--json", action="store_true", help="print the figures as one object")
+    args = parser.parse_args()
+    if not args.trace.exists():
+        parser.error(f"no trace at {args.trace} (the derived Google task list of ../shared/data)")
+    row = run(args.trace, args.policy, args.days, args.capacity_ratio, args.delta)
+    if args.json:
+        print(json.dumps(row))
+        return
+    print(f"{row['policy']}  {row['days']:g} days (r={row['capacity_ratio']:g})  "
+          f"{row['tasks']:,} tasks ({row['completed']:,} completed)  "
+          f"{row['wall_seconds']:.1f} s  {row['tasks_per_second']:,} tasks/s  "
+          f"peak RSS {row['peak_rss_mb']:,} MB  "
+          f"swap events {row['swap_events_per_1000_tasks']:g} per 1,000 tasks  "
+          f"users' mean wait {row['users_mean_wait']:.1f} s ({row['users']} users)  "
+          f"load average {row['load_average']}")
+
+
+if __name__ == "__main__":
+    main()

@@ -323,20 +323,8 @@ class Simulation:
                 if on_task_done is not None:
                     on_task_done(task)
             makespan = (last_end if last_end > -infinity else execution.latest_end) - first_submit
-        if progress is not None:
-            progress(submitted, submitted)
-        return SimulationResult(
-            tasks=kept_tasks,
-            nodes=pool.nodes,
-            makespan=makespan,
-            busy_cpu_seconds=execution.busy,
-            events=events,
-            negotiations=negotiations,
-            vacates=execution.vacates,
-            wall_seconds=wallclock.perf_counter() - started,
-            decisions=kept,
-            submitted=submitted,
-        )
+        return self._result(execution, kept_tasks, makespan, submitted, events, negotiations,
+                            kept, started)
 
     def _run_sequential(self, started: float) -> SimulationResult:
         """The published simulator's event loop (`arrivals="sequential"`, module docstring).
@@ -401,15 +389,16 @@ class Simulation:
                 kept.append(decision)
             if not idle_before:
                 negotiate(now)
-        return self._result(execution, events, negotiations, kept, started)
-
-    def _result(self, execution: _Execution, events: int, negotiations: int,
-                kept: list[Decision], started: float) -> SimulationResult:
-        tasks = self.tasks
         end_times = [task.finish_time for task in tasks if task.finish_time is not None]
         makespan = max(end_times, default=execution.latest_end) - tasks[0].submit_time
+        return self._result(execution, tasks, makespan, total, events, negotiations, kept,
+                            started)
+
+    def _result(self, execution: _Execution, tasks: list[Task], makespan: float,
+                submitted: int, events: int, negotiations: int, kept: list[Decision],
+                started: float) -> SimulationResult:
         if self.progress is not None:
-            self.progress(len(tasks), len(tasks))
+            self.progress(submitted, submitted)
         return SimulationResult(
             tasks=tasks,
             nodes=self.pool.nodes,
@@ -420,5 +409,5 @@ class Simulation:
             vacates=execution.vacates,
             wall_seconds=wallclock.perf_counter() - started,
             decisions=kept,
-            submitted=len(tasks),
+            submitted=submitted,
         )

@@ -128,9 +128,13 @@ def test_sim_daemon_runs_cycles_and_moves_shares_towards_owners(tmp_path):
     assert daemon.run() == 0
     outcomes = rows(tmp_path, "select outcome from cycles")
     assert outcomes == [("ok",)] * 8
-    confirmed = rows(tmp_path, "select kind, count(*) from actions where state = 'confirmed' "
-                               "group by kind order by kind")
+    # An allocation is confirmed when carried out and landed once seen running (the sim
+    # starts it at once, so it has landed by the next cycle).
+    confirmed = rows(tmp_path, "select kind, count(*) from actions where state in "
+                               "('confirmed', 'landed') group by kind order by kind")
     assert dict(confirmed)["allocate"] >= 12
+    landed = rows(tmp_path, "select count(*) from actions where state = 'landed'")[0][0]
+    assert landed >= 12
     assert dict(confirmed).get("vacate", 0) >= 1  # User1 arrives late and reclaims its share
     history = rows(tmp_path, "select count(distinct cycle) from usage")
     assert history == [(8,)]
@@ -411,9 +415,11 @@ def test_sim_restarted_on_the_same_store_is_a_new_world(tmp_path):
     raw = {"daemon": {"interval": 0.02, "store": "state.db"}, "backend": {"kind": "sim"}}
     for started in (1_000_000.0, 1_000_600.0):  # two starts, ten minutes apart
         make_daemon(tmp_path, raw, backend=SimBackend(origin=started)).run_once()
-    confirmed = rows(tmp_path, "select cycle, count(*) from actions where state = 'confirmed' "
-                               "group by cycle")
-    assert confirmed == [(1, 12), (2, 12)]  # the second run's jobs are not the first's
+    # The second run's jobs are not the first's: 12 new allocations, and the first run's,
+    # never seen running in the new world, end as not landed.
+    states = rows(tmp_path, "select state, error like 'not landed: not started within%', "
+                            "count(*) from actions group by state")
+    assert states == [("confirmed", 0, 12), ("failed", 1, 12)]
 
 
 # Job 2.0 runs on slot1@ingwe.cs.wisc.edu in the test pool since JobCurrentStartDate 1417808259.

@@ -61,6 +61,9 @@ SCHEMA: dict[str, dict[str, Key]] = {
                                 "spared further vacates"),
         "max_snapshot_age": Key(float, 300.0, minimum=0.0, help="no action on an older snapshot"),
         "max_retries": Key(int, 2, minimum=0, help="retries of a failed action"),
+        "landing_timeout": Key(float, 120.0, minimum=0.0, help="seconds an allocation holds "
+                               "its slot before it starts: two of the pool's negotiation "
+                               "cycles (2 x NEGOTIATOR_INTERVAL)"),
     },
     "backend": {
         "kind": Key(str, "sim", choices=BACKENDS),

@@ -30,6 +30,7 @@ from gridfair.classads.to_pool import pool_from_snapshot
 from gridfair.core.pool import CPUS, MEMORY, POWER, Pool, UserState
 from gridfair.core.shares import share_rows
 from gridfair.core.stages import ALLOCATE, VACATE, Decision
+from gridfair.daemon import inflight
 from gridfair.daemon.backends import ActionFailed, PoolBackend, PoolUnavailable
 from gridfair.daemon.config import Config
 from gridfair.daemon.faults import FaultPoints
@@ -195,10 +196,15 @@ class CycleRunner:
         now = self.backend.now()
         store = self.store
         recon = reconcile(snapshot, store.known_jobs(), cycle)
+        # Allocations not yet running hold their slots in the policy's view (inflight.py).
+        flights = inflight.pending(store, snapshot, self.limits.landing_timeout)
+        if not self.dry_run and snapshot_too_old(self.limits, snapshot.time, now) is None:
+            inflight.record(store, flights, cycle, now, self.backend.withdraw)
         stages = stages_from_config(self.config["policy"])
-        loaded = pool_from_snapshot(snapshot, stages)
+        loaded = pool_from_snapshot(flights.view, stages)
         negotiator, pool = loaded.negotiator, loaded.pool
-        negotiator.vacate_guard = VacateGuard(self.limits, snapshot.time, store.last_preempted())
+        negotiator.vacate_guard = VacateGuard(self.limits, snapshot.time, store.last_preempted(),
+                                              flights.held)
         saved = store.policy_state()
         for key, stage in stage_list(stages):
             if key in saved and hasattr(stage, "import_state"):

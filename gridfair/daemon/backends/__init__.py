@@ -54,6 +54,10 @@ class PoolBackend(ABC):
         Raises `ActionFailed` when it is refused.
         """
 
+    def withdraw(self, job_id: str) -> None:  # noqa: B027 - optional: most start at once
+        """Lift what `allocate` asked of the pool for a job that did not start there, so the
+        pool may start it anywhere (default: nothing to lift). Raises `ActionFailed`."""
+
     def now(self) -> float:
         """The pool's clock: wall time for real pools, simulated time for `sim`."""
         return time.time()

@@ -23,6 +23,8 @@ Acting:
   priorities), so an allocation is a strong preference, not a command; a `confirmed`
   allocation means the edit was accepted, and the next snapshot shows whether it ran there.
   The pool configuration that makes steering exact is `configs/htcondor-pool.config`.
+- withdraw: an allocation that did not start within the daemon's `landing_timeout`
+  (`gridfair.daemon.inflight`) has its steering attribute set back to `undefined`.
 
 Submitters: each job's submitter (its accounting principal, `gridfair.classads.views`) and
 each slot's running user are turned into grid owners by a `SubmitterMap` (UID domain, map
@@ -223,7 +225,7 @@ class HTCondorBackend(PoolBackend):
                 # to it (seen live: the same job vacated every few cycles, never moved). A job
                 # the edit cannot reach (gone, not permitted) is reported by the vacate below.
                 with contextlib.suppress(*POOL_ERRORS):
-                    schedd.edit([job_id], self.steer_attribute, "undefined")
+                    self._unsteer(schedd, job_id)
                 result = schedd.act(htcondor2.JobAction.Vacate, [job_id])
             except ActionFailed as error:
                 results[job_id] = str(error)
@@ -243,6 +245,18 @@ class HTCondorBackend(PoolBackend):
             raise ActionFailed(f"schedd refused the edit of {job.id}: {error}") from None
         if not edited:
             raise ActionFailed(f"job {job.id} not found by its schedd")
+
+    def withdraw(self, job_id: str) -> None:
+        """An allocation that did not land: the job no longer names a slot, so HTCondor may
+        start it anywhere (the slot's START refuses a job steered to another slot)."""
+        schedd = self._schedd(job_id)
+        try:
+            self._unsteer(schedd, job_id)
+        except POOL_ERRORS as error:
+            raise ActionFailed(f"schedd refused the edit of {job_id}: {error}") from None
+
+    def _unsteer(self, schedd: Any, job_id: str) -> None:
+        schedd.edit([job_id], self.steer_attribute, "undefined")
 
 
 def _act_problem(result: classad2.ClassAd | None) -> str | None:

@@ -36,6 +36,7 @@ import json
 import os
 import signal
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -132,7 +133,7 @@ def read_runs(event_log: Path, users: Mapping[str, str], until: float) -> list[R
     return runs
 
 
-def htcondor_config(owner_weight: Mapping[str, float], power: bool) -> list[str]:
+def group_quota_config(owner_weight: Mapping[str, float], power: bool) -> list[str]:
     """An administrator's owner-share configuration: a group per owner, quota = what it
     provides, surplus shared, over-quota groups preempted for under-quota ones."""
     from gridfair.daemon.backends.personal_pool import ACCOUNTING_PREFIX
@@ -151,7 +152,24 @@ def htcondor_config(owner_weight: Mapping[str, float], power: bool) -> list[str]
     ]
 
 
-def daemon_config(directory: Path, collector: str, policy: str, interval: float) -> Path:
+#: Owner share by the slots' own preference: each startd ranks its owner's jobs first, and
+#: the negotiator preempts a running job for an idle one the slot ranks higher ("rank
+#: preemption", which PREEMPTION_REQUIREMENTS does not govern; it is switched off here, so
+#: user priorities never preempt). Owners get their own slots back; surplus is first come.
+RANK_CONFIG = [
+    "RANK = 1000 * (TARGET.AcctGroupUser =?= MY.GridOwner)",
+    "NEGOTIATOR_CONSIDER_PREEMPTION = True",
+    "PREEMPTION_REQUIREMENTS = False",
+]
+
+
+def htcondor_config(kind: str, owner_weight: Mapping[str, float], power: bool) -> list[str]:
+    """The HTCondor-alone side's configuration: `groups` (quotas per owner) or `rank`."""
+    return group_quota_config(owner_weight, power) if kind == "groups" else RANK_CONFIG
+
+
+def daemon_config(directory: Path, collector: str, policy: str, interval: float,
+                  landing_timeout: float) -> Path:
     path = directory / "gridfair.toml"
     path.write_text(f"""
 [daemon]
@@ -164,6 +182,7 @@ min_runtime = 0
 max_vacates_per_cycle = 12
 preempt_cooldown = 0
 max_snapshot_age = 60
+landing_timeout = {landing_timeout}
 [backend]
 kind = "htcondor"
 [backend.htcondor]
@@ -172,20 +191,45 @@ collector = "{collector}"
     return path
 
 
-def landed_fraction(store: Path, runs: Sequence[Run]) -> tuple[int, int]:
-    """(landed, decided): confirmed allocations whose next start was on the chosen slot."""
+@dataclass(frozen=True, slots=True)
+class Landing:
+    """How the daemon's carried-out allocations fared, from its journal and the event log."""
+
+    decided: int  # allocations the pool accepted (each attempt of an action counts)
+    landed: int  # whose job's next start was on the chosen slot
+    landed_in_time: int  # ... within `within` seconds of the pool accepting it
+    latencies: tuple[float, ...]  # acceptance -> start on the chosen slot, of the landed
+    journal: Mapping[str, int]  # the daemon's own verdicts: landed / not landed / in flight
+
+
+def landing(store: Path, runs: Sequence[Run], within: float) -> Landing:
+    """Every allocation the daemon carried out (each `confirmed` entry of its action log),
+    against the job's next start in the event log."""
     with sqlite3.connect(store) as db:
-        rows = list(db.execute("select job, machine, planned_at from actions "
-                               "where kind = 'allocate' and state = 'confirmed'"))
-    landed = 0
-    for job, machine, planned_at in rows:
+        accepted = list(db.execute(
+            "select a.job, a.machine, l.time from action_log l join actions a on a.key = l.key "
+            "where a.kind = 'allocate' and l.state = 'confirmed'"))
+        verdicts = dict(db.execute(
+            "select case when state = 'landed' then 'landed' when error like 'not landed%' "
+            "then 'not landed' when state = 'confirmed' then 'in flight' else state end, "
+            "count(*) from actions where kind = 'allocate' group by 1"))
+    landed = in_time = 0
+    latencies = []
+    for job, machine, at in accepted:
+        # Event log times are whole seconds: a start in the acceptance's second counts.
         starts = sorted((run.start, run.slot) for run in runs
-                        if run.job == job and run.start >= int(planned_at))
-        landed += bool(starts) and starts[0][1] == machine
-    return landed, len(rows)
+                        if run.job == job and run.start >= int(at))
+        if starts and starts[0][1] == machine:
+            landed += 1
+            latency = max(0.0, starts[0][0] - at)
+            latencies.append(latency)
+            in_time += latency <= within
+    return Landing(len(accepted), landed, in_time, tuple(latencies), verdicts)
 
 
-def run_side(side: str, policy: str, duration: float, interval: float) -> dict[str, object]:
+def run_side(side: str, policy: str, duration: float, interval: float,
+             htcondor: str = "groups", all_starts: bool = True,
+             late_jobs: int = len(FILLERS) * JOBS_PER_USER) -> dict[str, object]:
     from gridfair.daemon.backends.personal_pool import JobSpec, PersonalPool, slots_of_grid
 
     slots = slots_of_grid(GRID)
@@ -195,17 +239,20 @@ def run_side(side: str, policy: str, duration: float, interval: float) -> dict[s
         owner_weight[slot.owner] = owner_weight.get(slot.owner, 0.0) + (slot.mflops if power
                                                                          else 1.0)
     config = (ROOT / "configs" / "htcondor-pool.config").read_text().splitlines()
-    config += (["PREEMPTION_REQUIREMENTS = False"] if side == "gridfair"
-               else htcondor_config(owner_weight, power))
+    config += ([f"GRIDFAIR_DECIDES_ALL_STARTS = {all_starts}",
+                "PREEMPTION_REQUIREMENTS = False"] if side == "gridfair"
+               else htcondor_config(htcondor, owner_weight, power))
     work = Path(tempfile.mkdtemp(prefix="gridfair-showcase-")) if side == "gridfair" else None
     with PersonalPool(slots, extra_config=config) as pool:
+        # Two of the pool's negotiation cycles: the issue's bound for an allocation to start.
+        two_cycles = 2.0 * pool.interval
         weight = {name: (float(mflops) if power else 1.0)
                   for name, mflops in pool.status("Name", "MFlops")}
         event_log = pool.directory / "local" / "jobs" / "events.log"
         submit_extra = [f"log = {event_log}"]
         daemon = None
         if work is not None:
-            toml = daemon_config(work, pool.collector_host, policy, interval)
+            toml = daemon_config(work, pool.collector_host, policy, interval, two_cycles)
             with open(work / "daemon.log", "w") as daemon_log:
                 daemon = subprocess.Popen(
                     [sys.executable, "-m", "gridfair.daemon", "--config", str(toml)],
@@ -219,7 +266,7 @@ def run_side(side: str, policy: str, duration: float, interval: float) -> dict[s
             pool.wait_until(lambda: len(pool.running()) == len(slots), 90)
             time.sleep(2 * interval)
             arrival = time.time()
-            for job in pool.submit([JobSpec(LATE_OWNER, JOB_WORK)] * JOBS_PER_USER,
+            for job in pool.submit([JobSpec(LATE_OWNER, JOB_WORK)] * late_jobs,
                                    extra=submit_extra):
                 users[job] = LATE_OWNER
             time.sleep(duration)
@@ -244,11 +291,19 @@ def run_side(side: str, policy: str, duration: float, interval: float) -> dict[s
         "timeline": [(round(moment - arrival, 1), shares) for moment, shares in timeline],
     }
     if work is not None:
-        landed, decided = landed_fraction(work / "state.db", runs)
+        landed = landing(work / "state.db", runs, two_cycles)
         figures["daemon_directory"] = str(work)
-        figures["allocations"] = decided
-        figures["allocations_landed"] = landed
-        figures["landed_fraction"] = landed / decided if decided else None
+        figures["allocations"] = landed.decided
+        figures["allocations_landed"] = landed.landed
+        figures["landed_fraction"] = landed.landed / landed.decided if landed.decided else None
+        figures["landed_within_two_cycles"] = landed.landed_in_time
+        figures["two_cycles_seconds"] = two_cycles
+        figures["landing_latency_median_s"] = (statistics.median(landed.latencies)
+                                               if landed.latencies else None)
+        figures["journal"] = dict(landed.journal)
+        figures["decides_all_starts"] = all_starts
+    else:
+        figures["htcondor_config"] = htcondor
     return figures
 
 
@@ -258,7 +313,9 @@ def plot(results: Mapping[str, Mapping[str, object]], path: str, duration: float
     matplotlib.use("Agg")
     from matplotlib import pyplot
 
-    figure, axes = pyplot.subplots(1, len(results), figsize=(6 * len(results), 4), sharey=True)
+    figure, axes = pyplot.subplots(1, len(results), figsize=(6 * len(results), 4), sharey=True,
+                                   squeeze=False)
+    axes = axes[0]
     for axis, (side, figures) in zip(axes, results.items(), strict=True):
         timeline = figures["timeline"]
         for owner, share in figures["provided_shares"].items():
@@ -280,11 +337,29 @@ def main() -> None:
                         help="seconds each side runs after User1 arrives")
     parser.add_argument("--interval", type=float, default=2.0,
                         help="seconds between gridfair's cycles")
+    parser.add_argument("--htcondor", choices=("groups", "rank"), default="groups",
+                        help="HTCondor's own owner-share configuration: accounting groups "
+                        "with quotas and group preemption, or startd RANK of the owner's jobs")
+    parser.add_argument("--late-jobs", type=int, default=len(FILLERS) * JOBS_PER_USER,
+                        help=f"jobs {LATE_OWNER} submits (default: enough for the whole pool)")
+    parser.add_argument("--shared-starts", action="store_true",
+                        help="gridfair side: HTCondor also starts jobs gridfair did not steer "
+                        "(GRIDFAIR_DECIDES_ALL_STARTS = False)")
+    parser.add_argument("--sides", default="gridfair,htcondor",
+                        help="comma-separated: gridfair, htcondor")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--plot", metavar="FILE")
     args = parser.parse_args()
-    results = {side: run_side(side, args.policy, args.duration, args.interval)
-               for side in ("gridfair", "htcondor")}
+    sides = [side for side in ("gridfair", "htcondor") if side in args.sides.split(",")]
+    if not sides:
+        parser.error(f"--sides {args.sides!r}: name gridfair and/or htcondor")
+    results = {}
+    for side in sides:
+        load_before = os.getloadavg()
+        results[side] = run_side(side, args.policy, args.duration, args.interval, args.htcondor,
+                                 not args.shared_starts, args.late_jobs)
+        results[side]["loadavg_before"] = load_before
+        results[side]["loadavg_after"] = os.getloadavg()
     if args.plot:
         plot(results, args.plot, args.duration)
     if args.json:
@@ -292,11 +367,11 @@ def main() -> None:
                                  if key != "timeline"} for side, figures in results.items()},
                          indent=2))
         return
-    print(f"policy {args.policy}; {args.duration:g} s after {LATE_OWNER} arrives; "
-          f"load average {os.getloadavg()}")
+    print(f"policy {args.policy}; {args.duration:g} s after {LATE_OWNER} arrives")
     for side, figures in results.items():
         settle = figures["seconds_to_share"]
-        print(f"{side}:")
+        print(f"{side}{'' if side == 'gridfair' else ' (' + args.htcondor + ')'}: load "
+              f"average {figures['loadavg_before']} before, {figures['loadavg_after']} after")
         print(f"  every owner within 10 % of its share after: "
               f"{'not reached' if settle is None else f'{settle:.0f} s'}")
         user1 = figures["seconds_to_user1_share"]
@@ -304,7 +379,9 @@ def main() -> None:
         print(f"  vacates {figures['vacates']}, work lost {figures['lost_work_seconds']:.0f} s")
         if "landed_fraction" in figures:
             print(f"  allocations landed on the chosen slot: {figures['allocations_landed']} "
-                  f"of {figures['allocations']}")
+                  f"of {figures['allocations']}, {figures['landed_within_two_cycles']} within "
+                  f"two negotiation cycles ({figures['two_cycles_seconds']:g} s); "
+                  f"daemon's journal: {figures['journal']}")
             print(f"  daemon store and log: {figures['daemon_directory']}")
         final = ", ".join(f"{owner} {share:.1%}/{figures['provided_shares'][owner]:.1%}"
                           for owner, share in figures["final_shares"].items())

@@ -346,6 +346,30 @@ def test_make_backend_builds_each_kind(tmp_path):
     assert make_backend(validate({}, base=tmp_path)).name == "sim"
 
 
+def test_condor_now_that_is_no_program_is_a_config_error(tmp_path):
+    raw = {"backend": {"kind": "htcondor",
+                       "htcondor": {"condor_now": str(tmp_path / "no-such-condor_now")}}}
+    with pytest.raises(ConfigError, match="config key backend.htcondor.condor_now: no program"):
+        make_backend(validate(raw, base=tmp_path))
+
+
+def test_handovers_pair_each_vacate_with_the_allocation_of_its_slot():
+    from gridfair.daemon.cycle import PlannedAction, pair_handovers
+    from gridfair.model import Job, JobStatus, Machine
+
+    def action(kind: str, job: str, slot: str) -> PlannedAction:
+        return PlannedAction(f"{kind}:{job}@{slot}", kind, Job(job, "u", JobStatus.IDLE, 0.0),
+                             Machine(slot, "o", 1.0))
+
+    vacates = [action("vacate", "1.0", "a"), action("vacate", "2.0", "b")]
+    allocations = [action("allocate", "9.0", "c"), action("allocate", "8.0", "b"),
+                   action("allocate", "7.0", "b")]
+    pairs, rest_vacates, rest_allocations = pair_handovers(vacates, allocations)
+    assert [(v.job.id, a.job.id) for v, a in pairs] == [("2.0", "8.0")]
+    assert [v.job.id for v in rest_vacates] == ["1.0"]  # vacated for no allocation: a vacate
+    assert [a.job.id for a in rest_allocations] == ["9.0", "7.0"]
+
+
 def test_cycle_runner_reports_pool_unavailable(tmp_path):
     raw = files_config(tmp_path)
     config = validate(raw, base=tmp_path)

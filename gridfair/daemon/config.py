@@ -93,6 +93,9 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "uid_domain": Key(str, "*", help="submitter domain dropped to name the owner ('*': "
                           "any, '': none)"),
         "submitter_map": Key(str, "", path=True, help="file of 'submitter owner' lines"),
+        "condor_now": Key(str, "", help="the condor_now program (a path, or a name on PATH): "
+                          "a vacate and the allocation of the slot it frees run as one "
+                          "`condor_now JOB VICTIM`; empty: vacate, then steer"),
     },
     "metrics": {
         "enabled": Key(bool, False),

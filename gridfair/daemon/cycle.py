@@ -415,6 +415,9 @@ class CycleRunner:
         allocations = [a for a in actions if a.kind == ALLOCATE]
         confirmed = failed = 0
         not_freed: set[str] = set()
+        if self.backend.hands_over:  # each vacate + allocation of its slot as one action
+            pairs, vacates, allocations = pair_handovers(vacates, allocations)
+            confirmed, failed = self._hand_over(cycle, pairs)
         if vacates:
             self._issue(vacates, cycle)
             self.faults.reached("after_issue", number)
@@ -461,6 +464,37 @@ class CycleRunner:
             confirmed += 1
         return confirmed, failed, 0
 
+    def _hand_over(self, cycle: int,
+                   pairs: list[tuple[PlannedAction, PlannedAction]]) -> tuple[int, int]:
+        """Carry out (vacate, allocation) pairs with `backend.handover`; both actions of a
+        pair share its outcome. Returns (confirmed, failed) actions."""
+        confirmed = failed = 0
+        for vacate, allocation in pairs:
+            if self.stopping.is_set():
+                break  # left planned, like the allocations below
+            self._issue([vacate, allocation], cycle)
+            try:
+                self.backend.handover(vacate.job, allocation.job, allocation.machine)
+                problem = None
+            except Exception as error:  # noqa: BLE001 - recorded as the actions' failure
+                problem = _failure(error)
+            now = self.backend.now()
+            with self.store.transaction("record a handover's outcome") as db:
+                for action in (vacate, allocation):
+                    if problem is None:
+                        self.store.set_action_state(action.key, CONFIRMED, cycle, now,
+                                                    "handed over", db=db)
+                    else:
+                        self.store.set_action_state(action.key, FAILED, cycle, now, problem,
+                                                    retryable=True, db=db)
+                    self.metrics.action(action.kind, CONFIRMED if problem is None else FAILED)
+                if problem is None:
+                    db.execute("update users set last_preempted = ? where name = ?",
+                               [now, vacate.job.user])
+            confirmed += 2 * (problem is None)
+            failed += 2 * (problem is not None)
+        return confirmed, failed
+
     def _issue(self, actions: list[PlannedAction], cycle: int) -> None:
         now = self.backend.now()
         with self.store.transaction("mark actions issued") as db:
@@ -468,6 +502,21 @@ class CycleRunner:
                 self.store.set_action_state(action.key, ISSUED, cycle, now, attempt=True, db=db)
         for action in actions:
             self.metrics.action(action.kind, ISSUED)
+
+
+def pair_handovers(
+    vacates: list[PlannedAction], allocations: list[PlannedAction],
+) -> tuple[list[tuple[PlannedAction, PlannedAction]], list[PlannedAction], list[PlannedAction]]:
+    """(vacate, allocation of the slot it frees) pairs, in the vacates' order; then the
+    vacates and allocations left over."""
+    waiting = {}
+    for allocation in allocations:
+        waiting.setdefault(allocation.machine.name, allocation)
+    pairs = [(vacate, waiting.pop(vacate.machine.name)) for vacate in vacates
+             if vacate.machine.name in waiting]
+    paired = {id(action) for pair in pairs for action in pair}
+    return (pairs, [a for a in vacates if id(a) not in paired],
+            [a for a in allocations if id(a) not in paired])
 
 
 def _failure(error: Exception) -> str:

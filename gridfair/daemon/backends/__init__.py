@@ -54,6 +54,17 @@ class PoolBackend(ABC):
         Raises `ActionFailed` when it is refused.
         """
 
+    #: Whether `handover` is available: a vacate and the allocation of the freed slot as one
+    #: action of the pool (HTCondor's condor_now), with no window for another match between.
+    hands_over: bool = False
+
+    def handover(self, victim: Job, job: Job, machine: Machine) -> None:
+        """Vacate `victim` and start `job` on the slot it frees (`machine`) at once.
+
+        Raises `ActionFailed` when it is refused (or `hands_over` is false).
+        """
+        raise ActionFailed(f"backend {self.name} cannot hand a slot over")
+
     def withdraw(self, job_id: str) -> None:  # noqa: B027 - optional: most start at once
         """Lift what `allocate` asked of the pool for a job that did not start there, so the
         pool may start it anywhere (default: nothing to lift). Raises `ActionFailed`."""

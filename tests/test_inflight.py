@@ -202,3 +202,14 @@ def test_the_daemon_holds_lands_and_releases_on_the_files_backend(tmp_path):
         # same dumps it is carried out again at once (a second attempt).
         assert error.startswith("not landed: not started within 60 s (waited 61 s)"), error
         assert (state, attempts) in {("failed", 1), ("confirmed", 2)}
+
+
+def test_a_landed_job_keeps_its_slot_while_the_slot_ad_lags():
+    """The schedd says 9.0 runs on slot1 (landed), the collector's slot ad still says
+    Unclaimed: the view shows the slot taken, so no cycle gives it away meanwhile."""
+    result = settled([slot("slot1@h"), slot("slot2@h")],
+                     [job("9.0", "User1", on="slot1@h", start=T0 + 1)], [flight()], at=T0 + 2)
+    assert result.landed == [flight()] and not result.held
+    view_slots = {m.name: m for m in result.view.machines}
+    assert view_slots["slot1@h"].running_job == "9.0" and view_slots["slot2@h"].is_free
+    assert result.view.jobs[0].start_time == T0 + 1

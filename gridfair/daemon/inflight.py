@@ -132,7 +132,11 @@ def settle(snapshot: Snapshot, flights: Iterable[Flight],
                 held_slots.add(flight.machine)
         else:
             settlement.missed.append((flight, problem))
-    settlement.view = hold_slots(snapshot, settlement.held)
+    # A landed job whose slot's ad lags (the collector learns of the claim an update interval
+    # after the schedd) keeps its slot in the view too, or the slot would look free.
+    lagging = {flight.job: flight for flight in settlement.landed
+               if flight.machine in machines and machines[flight.machine].running_job is None}
+    settlement.view = hold_slots(snapshot, {**lagging, **settlement.held})
     return settlement
 
 
@@ -172,7 +176,8 @@ def _leaving(occupant: str, slot: str, jobs: Mapping[str, Job],
 
 def hold_slots(snapshot: Snapshot, held: Mapping[str, Flight]) -> Snapshot:
     """The snapshot as it will be once the held allocations start: each held job runs on its
-    slot since the allocation; a job vacated for it (still on the slot) is idle."""
+    slot since the allocation (or its start, if it runs); a job vacated for it (still on the
+    slot) is idle."""
     static = {m.name for m in snapshot.machines if not partitionable(m)}
     # A partitionable slot is not held: it has room for more than the job, and its dynamic
     # slot does not exist until the job starts (not modelled; the job stays idle meanwhile).
@@ -195,8 +200,9 @@ def hold_slots(snapshot: Snapshot, held: Mapping[str, Flight]) -> Snapshot:
     for job in snapshot.jobs:
         flight = held.get(job.id)
         if flight is not None:
+            started = job.start_time if job.status is JobStatus.RUNNING else None
             job = dataclasses.replace(job, status=JobStatus.RUNNING, machine=flight.machine,
-                                      start_time=flight.confirmed)
+                                      start_time=started or flight.confirmed)
         elif job.id in leaving:
             job = dataclasses.replace(job, status=JobStatus.IDLE, machine=None,
                                       start_time=None)

@@ -272,9 +272,19 @@ class HTCondorBackend(PoolBackend):
         location, other = self._schedd_of.get(victim.id), self._schedd_of.get(job.id)
         if location is None or other is None or _schedd_name(location) != _schedd_name(other):
             raise ActionFailed(f"condor_now needs {job.id} and {victim.id} on one schedd")
-        command = [self.condor_now, "-name", _schedd_name(location), job.id, victim.id]
-        if self.pool:
-            command[3:3] = ["-pool", self.pool]
+        # The schedd's address, not its name: condor_now qualifies a short name ("vm") with
+        # the domain and then fails to find it (seen live: "Unable to locate schedd 'vm'").
+        address = str(location.get("MyAddress", _schedd_name(location)))
+        pool = ["-pool", self.pool] if self.pool else []
+        command = [self.condor_now, "-name", address, *pool, job.id, victim.id]
+        # Steered too: the schedd may start any idle job of the claim's owner on a claim it
+        # gets back (seen live: two handovers issued back to back swapped slots), and the
+        # slot's START refuses a job steered elsewhere.
+        try:
+            self.schedd_factory(location).edit([job.id], self.steer_attribute,
+                                               classad2.quote(machine.name))
+        except POOL_ERRORS as error:
+            raise ActionFailed(f"schedd refused the edit of {job.id}: {error}") from None
         try:
             done = subprocess.run(command, capture_output=True, text=True, check=False,
                                   timeout=TOOL_TIMEOUT, env=self.tool_environment)

@@ -38,8 +38,8 @@ PAIRS = 6
 MECHANISMS = ("steer", "condor_now")
 
 
-def replace_round(pool, backend, mechanism: str, rng: random.Random,
-                  two_cycles: float) -> dict[str, object]:
+def replace_round(pool, backend, mechanism: str, rng: random.Random, two_cycles: float,
+                  all_starts: bool) -> dict[str, object]:
     """One round: fill, queue competitors and arrivals, replace PAIRS victims; the figures."""
     from gridfair.daemon.backends import ActionFailed
     from gridfair.daemon.backends.personal_pool import JobSpec
@@ -47,6 +47,11 @@ def replace_round(pool, backend, mechanism: str, rng: random.Random,
     pool.clear_queue()
     pool.wait_until(lambda: not pool.running(), 60)
     fillers = pool.submit([JobSpec("User2", LONG)] * len(pool.slots))
+    if all_starts:  # only steered jobs are matched: steer each filler to a slot of its own
+        snapshot = backend.read_snapshot()
+        jobs = {job.id: job for job in snapshot.jobs}
+        for job_id, machine in zip(fillers, snapshot.machines, strict=True):
+            backend.allocate(jobs[job_id], machine)
     pool.wait_until(lambda: set(pool.running()) >= set(fillers), 90)
     pool.submit([JobSpec("User3", LONG)] * PAIRS)
     arrivals = pool.submit([JobSpec("User1", LONG)] * PAIRS)
@@ -125,7 +130,7 @@ def main() -> None:
         two_cycles = 2.0 * pool.interval
         for mechanism in mechanisms:
             rng = random.Random(args.seed)
-            rounds = [replace_round(pool, backend, mechanism, rng, two_cycles)
+            rounds = [replace_round(pool, backend, mechanism, rng, two_cycles, args.all_starts)
                       for _ in range(args.rounds)]
             latencies = [lat for r in rounds for lat in r["latencies"]]
             decided = sum(r["decided"] for r in rounds)

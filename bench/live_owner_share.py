@@ -169,7 +169,7 @@ def htcondor_config(kind: str, owner_weight: Mapping[str, float], power: bool) -
 
 
 def daemon_config(directory: Path, collector: str, policy: str, interval: float,
-                  landing_timeout: float) -> Path:
+                  landing_timeout: float, condor_now: str = "") -> Path:
     path = directory / "gridfair.toml"
     path.write_text(f"""
 [daemon]
@@ -187,6 +187,7 @@ landing_timeout = {landing_timeout}
 kind = "htcondor"
 [backend.htcondor]
 collector = "{collector}"
+condor_now = "{condor_now}"
 """)
     return path
 
@@ -229,7 +230,8 @@ def landing(store: Path, runs: Sequence[Run], within: float) -> Landing:
 
 def run_side(side: str, policy: str, duration: float, interval: float,
              htcondor: str = "groups", all_starts: bool = True,
-             late_jobs: int = len(FILLERS) * JOBS_PER_USER) -> dict[str, object]:
+             late_jobs: int = len(FILLERS) * JOBS_PER_USER,
+             condor_now: bool = False) -> dict[str, object]:
     from gridfair.daemon.backends.personal_pool import JobSpec, PersonalPool, slots_of_grid
 
     slots = slots_of_grid(GRID)
@@ -252,11 +254,15 @@ def run_side(side: str, policy: str, duration: float, interval: float,
         submit_extra = [f"log = {event_log}"]
         daemon = None
         if work is not None:
-            toml = daemon_config(work, pool.collector_host, policy, interval, two_cycles)
+            toml = daemon_config(work, pool.collector_host, policy, interval, two_cycles,
+                                 pool.tool("condor_now") if condor_now else "")
             with open(work / "daemon.log", "w") as daemon_log:
+                # The pool's configuration in the environment, as on a pool's own host, for
+                # condor_now.
                 daemon = subprocess.Popen(
                     [sys.executable, "-m", "gridfair.daemon", "--config", str(toml)],
-                    cwd=work, stdout=subprocess.DEVNULL, stderr=daemon_log)
+                    cwd=work, stdout=subprocess.DEVNULL, stderr=daemon_log,
+                    env=pool.environment)
         try:
             users: dict[str, str] = {}
             for user in FILLERS:
@@ -302,6 +308,7 @@ def run_side(side: str, policy: str, duration: float, interval: float,
                                                if landed.latencies else None)
         figures["journal"] = dict(landed.journal)
         figures["decides_all_starts"] = all_starts
+        figures["condor_now"] = condor_now
     else:
         figures["htcondor_config"] = htcondor
     return figures
@@ -342,6 +349,9 @@ def main() -> None:
                         "with quotas and group preemption, or startd RANK of the owner's jobs")
     parser.add_argument("--late-jobs", type=int, default=len(FILLERS) * JOBS_PER_USER,
                         help=f"jobs {LATE_OWNER} submits (default: enough for the whole pool)")
+    parser.add_argument("--condor-now", action="store_true",
+                        help="gridfair side: each vacate + allocation of its slot as one "
+                        "condor_now (backend.htcondor.condor_now)")
     parser.add_argument("--shared-starts", action="store_true",
                         help="gridfair side: HTCondor also starts jobs gridfair did not steer "
                         "(GRIDFAIR_DECIDES_ALL_STARTS = False)")
@@ -357,7 +367,7 @@ def main() -> None:
     for side in sides:
         load_before = os.getloadavg()
         results[side] = run_side(side, args.policy, args.duration, args.interval, args.htcondor,
-                                 not args.shared_starts, args.late_jobs)
+                                 not args.shared_starts, args.late_jobs, args.condor_now)
         results[side]["loadavg_before"] = load_before
         results[side]["loadavg_after"] = os.getloadavg()
     if args.plot:

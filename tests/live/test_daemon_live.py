@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gridfair.daemon.backends.personal_pool import JobSpec, PersonalPool
+from gridfair.daemon.backends.personal_pool import JobSpec, PersonalPool, SlotSpec
 
 LONG = 132250 * 600
 
@@ -115,3 +115,34 @@ condor_now = "{pool.tool('condor_now')}"
     vacated = [job for kind, job, _, state, _ in actions if kind == "vacate"]
     assert len(vacated) == 2 and all(state == "confirmed" for kind, *_, state, _ in actions
                                      if kind == "vacate")
+
+
+def test_a_schedd_refusing_the_edit_is_a_named_journaled_failure(tmp_path: Path) -> None:
+    """A pool whose schedd does not let the steering attribute change (an administrator made
+    it immutable): the daemon's allocation fails with the schedd's refusal, journaled, and
+    the job is left as it was."""
+    pool_config = (Path(__file__).resolve().parents[2] / "configs" / "htcondor-pool.config")
+    pool = PersonalPool([SlotSpec("User1", 100.0)],
+                        extra_config=[*pool_config.read_text().splitlines(),
+                                      "IMMUTABLE_JOB_ATTRS = $(IMMUTABLE_JOB_ATTRS) GridfairSlot"])
+    with pool:
+        # Steered at submission to a slot that does not exist: it never starts by itself.
+        [job] = pool.submit([JobSpec("User1", 100.0 * 600)],
+                            extra=['+GridfairSlot = "slot9@elsewhere"'])
+        (tmp_path / "gridfair.toml").write_text(f"""
+[daemon]
+store = "state.db"
+[backend]
+kind = "htcondor"
+[backend.htcondor]
+collector = "{pool.collector_host}"
+""")
+        done = run_daemon(tmp_path, "--once")
+        assert done.returncode == 0, done.output
+        with sqlite3.connect(tmp_path / "state.db") as db:
+            actions = list(db.execute("select kind, job, state, retryable, error from actions"))
+        steered = pool.jobs("GridfairSlot", constraint=f"ClusterId == {job.split('.')[0]}")
+    [(kind, job_id, state, retryable, error)] = actions
+    assert (kind, job_id, state, retryable) == ("allocate", job, "failed", 1)
+    assert error.startswith(f"schedd refused the edit of {job}: "), error
+    assert steered == [['"slot9@elsewhere"']]

@@ -15,10 +15,13 @@ For each replacement: seconds from the call to the job running (decision -> runn
 it runs on the victim's slot (landed), and within two negotiation cycles; where the victims
 and competitors ended up; what the backend reported as failed.
 
-    .venv/bin/python bench/live_handover.py [--rounds 3] [--seed 1] [--all-starts] [--json]
+    .venv/bin/python bench/live_handover.py [--rounds 3] [--seed 1] [--all-starts]
+        [--set-factors] [--mechanisms steer,condor_now] [--json]
 
-`--all-starts` sets `GRIDFAIR_DECIDES_ALL_STARTS = True` (a slot starts only a job steered to
-it). Needs HTCondor (GRIDFAIR_HTCONDOR, condor_master on PATH, or ../shared/htcondor).
+`--all-starts` sets `GRIDFAIR_DECIDES_ALL_STARTS = True` (the negotiator matches only jobs
+steered by gridfair); `--set-factors` makes HTCondor's own submitter order agree with the
+decision (`Negotiator.setFactor`: User1 1, Users 2-3 1e6) before the replacements.
+Needs HTCondor (GRIDFAIR_HTCONDOR, condor_master on PATH, or ../shared/htcondor).
 """
 
 from __future__ import annotations
@@ -38,8 +41,21 @@ PAIRS = 6
 MECHANISMS = ("steer", "condor_now")
 
 
+def agree_factors(pool) -> None:
+    """HTCondor's submitter order made to agree with the decision: the arrivals' submitter is
+    negotiated first (priority factor 1), the competitors' and fillers' last (1e6)."""
+    import htcondor2
+
+    from gridfair.daemon.backends.personal_pool import ACCOUNTING_PREFIX, UID_DOMAIN
+
+    collector = htcondor2.Collector(pool.collector_host)
+    negotiator = htcondor2.Negotiator(collector.locate(htcondor2.DaemonType.Negotiator))
+    for user, factor in (("User1", 1.0), ("User2", 1e6), ("User3", 1e6)):
+        negotiator.setFactor(f"{ACCOUNTING_PREFIX}.{user}@{UID_DOMAIN}", factor)
+
+
 def replace_round(pool, backend, mechanism: str, rng: random.Random, two_cycles: float,
-                  all_starts: bool) -> dict[str, object]:
+                  all_starts: bool, factors: bool) -> dict[str, object]:
     """One round: fill, queue competitors and arrivals, replace PAIRS victims; the figures."""
     from gridfair.daemon.backends import ActionFailed
     from gridfair.daemon.backends.personal_pool import JobSpec
@@ -55,6 +71,8 @@ def replace_round(pool, backend, mechanism: str, rng: random.Random, two_cycles:
     pool.wait_until(lambda: set(pool.running()) >= set(fillers), 90)
     pool.submit([JobSpec("User3", LONG)] * PAIRS)
     arrivals = pool.submit([JobSpec("User1", LONG)] * PAIRS)
+    if factors:
+        agree_factors(pool)
     snapshot = backend.read_snapshot()
     jobs = {job.id: job for job in snapshot.jobs}
     slots = {machine.name: machine for machine in snapshot.machines}
@@ -108,6 +126,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--all-starts", action="store_true",
                         help="GRIDFAIR_DECIDES_ALL_STARTS = True on the pool")
+    parser.add_argument("--set-factors", action="store_true",
+                        help="Negotiator.setFactor: User1 first (1), User2 and User3 last (1e6)")
     parser.add_argument("--mechanisms", default=",".join(MECHANISMS))
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -130,7 +150,8 @@ def main() -> None:
         two_cycles = 2.0 * pool.interval
         for mechanism in mechanisms:
             rng = random.Random(args.seed)
-            rounds = [replace_round(pool, backend, mechanism, rng, two_cycles, args.all_starts)
+            rounds = [replace_round(pool, backend, mechanism, rng, two_cycles, args.all_starts,
+                                    args.set_factors)
                       for _ in range(args.rounds)]
             latencies = [lat for r in rounds for lat in r["latencies"]]
             decided = sum(r["decided"] for r in rounds)
@@ -148,7 +169,8 @@ def main() -> None:
                 "not_landed_jobs": [j for r in rounds for j in r["elsewhere_or_not_started"]],
             }
     cpu = resource.getrusage(resource.RUSAGE_SELF)
-    meta = {"all_starts": args.all_starts, "rounds": args.rounds, "seed": args.seed,
+    meta = {"all_starts": args.all_starts, "set_factors": args.set_factors,
+            "rounds": args.rounds, "seed": args.seed,
             "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
             "wall_s": round(time.monotonic() - wall, 1),
             "bench_cpu_s": round(cpu.ru_utime + cpu.ru_stime - cpu_before.ru_utime

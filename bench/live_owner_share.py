@@ -292,6 +292,10 @@ def run_side(side: str, policy: str, duration: float, interval: float,
         "seconds_to_user1_share": seconds_to_share(timeline, provided, [LATE_OWNER], arrival),
         "vacates": len(evicted),
         "lost_work_seconds": sum(run.end - run.start for run in evicted if run.end),
+        # The same from User1's arrival on (HTCondor's RANK also preempts while Users 2-4 fill).
+        "vacates_after_arrival": sum(1 for run in evicted if run.end and run.end >= arrival),
+        "lost_work_seconds_after_arrival": sum(run.end - run.start for run in evicted
+                                               if run.end and run.end >= arrival),
         "final_shares": timeline[-1][1] if timeline else {},
         "provided_shares": provided,
         "timeline": [(round(moment - arrival, 1), shares) for moment, shares in timeline],

@@ -213,3 +213,12 @@ def test_a_landed_job_keeps_its_slot_while_the_slot_ad_lags():
     view_slots = {m.name: m for m in result.view.machines}
     assert view_slots["slot1@h"].running_job == "9.0" and view_slots["slot2@h"].is_free
     assert result.view.jobs[0].start_time == T0 + 1
+
+
+def test_a_job_running_where_no_ad_says_yet_keeps_holding():
+    """The schedd calls the job running before its RemoteHost (and the slot ad) say where:
+    no evidence either way, so the slot stays held until the timeout."""
+    running_nowhere = Job("9.0", "User1", JobStatus.RUNNING, T0 - 100)
+    assert list(settled([slot("slot1@h")], [running_nowhere], [flight()]).held) == ["9.0"]
+    late = settled([slot("slot1@h")], [running_nowhere], [flight()], at=T0 + TIMEOUT + 1)
+    assert late.missed == [(flight(), "not landed: not started within 4 s (waited 5 s)")]

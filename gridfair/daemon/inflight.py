@@ -149,7 +149,9 @@ def _why_not_held(flight: Flight, job: Job | None, running: str | None,
         return f"not landed: job {flight.job} left the queue"
     if running is not None:
         return f"not landed: {flight.job} started on {running}"
-    if job.status is not JobStatus.IDLE:
+    # Running where no ad says yet (the schedd marks it running before RemoteHost is set):
+    # not evidence either way, so it holds until the timeout.
+    if job.status not in (JobStatus.IDLE, JobStatus.RUNNING):
         return f"not landed: {flight.job} is {job.status.name.lower()}"
     if machine is None:
         return f"not landed: slot {flight.machine} is gone"

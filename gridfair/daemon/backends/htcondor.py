@@ -277,14 +277,17 @@ class HTCondorBackend(PoolBackend):
         address = str(location.get("MyAddress", _schedd_name(location)))
         pool = ["-pool", self.pool] if self.pool else []
         command = [self.condor_now, "-name", address, *pool, job.id, victim.id]
-        # Steered too: the schedd may start any idle job of the claim's owner on a claim it
-        # gets back (seen live: two handovers issued back to back swapped slots), and the
-        # slot's START refuses a job steered elsewhere.
+        # The job is steered too: the schedd may start any idle job of the claim's owner on a
+        # claim it gets back (seen live: two handovers issued back to back swapped slots),
+        # and the slot's START refuses a job steered elsewhere. The victim is unsteered, as
+        # for a vacate (seen live: a victim still naming the slot started there again).
+        schedd = self.schedd_factory(location)
         try:
-            self.schedd_factory(location).edit([job.id], self.steer_attribute,
-                                               classad2.quote(machine.name))
+            self._unsteer(schedd, victim.id)
+            schedd.edit([job.id], self.steer_attribute, classad2.quote(machine.name))
         except POOL_ERRORS as error:
-            raise ActionFailed(f"schedd refused the edit of {job.id}: {error}") from None
+            raise ActionFailed(f"schedd refused the steering edits of {job.id} and "
+                               f"{victim.id}: {error}") from None
         try:
             done = subprocess.run(command, capture_output=True, text=True, check=False,
                                   timeout=TOOL_TIMEOUT, env=self.tool_environment)

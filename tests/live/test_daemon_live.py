@@ -118,17 +118,16 @@ condor_now = "{pool.tool('condor_now')}"
 
 
 def test_a_schedd_refusing_the_edit_is_a_named_journaled_failure(tmp_path: Path) -> None:
-    """A pool whose schedd does not let the steering attribute change (an administrator made
-    it immutable): the daemon's allocation fails with the schedd's refusal, journaled, and
-    the job is left as it was."""
-    pool_config = (Path(__file__).resolve().parents[2] / "configs" / "htcondor-pool.config")
+    """A schedd that refuses to change the steering attribute (an administrator listed it in
+    IMMUTABLE_JOB_ATTRS, and the job carries it): the daemon's allocation fails with the
+    schedd's refusal, journaled and retryable, and the job is left as it was. (The attribute is
+    one the slots' START does not read, so the job still matches.)"""
     pool = PersonalPool([SlotSpec("User1", 100.0)],
-                        extra_config=[*pool_config.read_text().splitlines(),
-                                      "IMMUTABLE_JOB_ATTRS = $(IMMUTABLE_JOB_ATTRS) GridfairSlot"])
+                        extra_config=["IMMUTABLE_JOB_ATTRS = $(IMMUTABLE_JOB_ATTRS) GridfairPin",
+                                      "NEGOTIATOR_JOB_CONSTRAINT = False"])
     with pool:
-        # Steered at submission to a slot that does not exist: it never starts by itself.
-        [job] = pool.submit([JobSpec("User1", 100.0 * 600)],
-                            extra=['+GridfairSlot = "slot9@elsewhere"'])
+        # NEGOTIATOR_JOB_CONSTRAINT = False: HTCondor matches nothing by itself here.
+        [job] = pool.submit([JobSpec("User1", 100.0 * 600)], extra=['+GridfairPin = "none"'])
         (tmp_path / "gridfair.toml").write_text(f"""
 [daemon]
 store = "state.db"
@@ -136,13 +135,14 @@ store = "state.db"
 kind = "htcondor"
 [backend.htcondor]
 collector = "{pool.collector_host}"
+steer_attribute = "GridfairPin"
 """)
         done = run_daemon(tmp_path, "--once")
         assert done.returncode == 0, done.output
         with sqlite3.connect(tmp_path / "state.db") as db:
             actions = list(db.execute("select kind, job, state, retryable, error from actions"))
-        steered = pool.jobs("GridfairSlot", constraint=f"ClusterId == {job.split('.')[0]}")
+        pinned = pool.jobs("GridfairPin", constraint=f"ClusterId == {job.split('.')[0]}")
     [(kind, job_id, state, retryable, error)] = actions
     assert (kind, job_id, state, retryable) == ("allocate", job, "failed", 1)
     assert error.startswith(f"schedd refused the edit of {job}: "), error
-    assert steered == [['"slot9@elsewhere"']]
+    assert pinned == [["none"]]

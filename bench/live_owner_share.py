@@ -2,29 +2,34 @@
 
 The HOSEP paper's Table 1 grid (`hosep-table1`: 12 machines, owners User1-User4, MFlops) as a
 personal pool of 12 static slots. Users 2-4 fill it (6 long jobs each), then User1 (who owns
-45.76 % of the power) submits 6. Each side runs on a fresh pool:
+45.76 % of the power) submits `--late-jobs` (18 by default). Each side runs on a fresh pool:
 
 - gridfair: the real daemon (`python -m gridfair.daemon`, CycleRunner, `htcondor` backend) with
-  the HOSEP policy (or OSEP) every `--interval` seconds, on a pool configured with
-  configs/htcondor-pool.config and `PREEMPTION_REQUIREMENTS = False` (HTCondor's negotiator
-  starts jobs in its usual order but never preempts; gridfair's vacates and steering decide);
-- htcondor: the same pool configured as an administrator would for owner share without
-  gridfair: one accounting group per owner whose quota is the power it provides
-  (`SLOT_WEIGHT = MFlops`; for OSEP, `SLOT_WEIGHT = 1` and quotas in machines),
-  `GROUP_ACCEPT_SURPLUS = True`, and negotiator preemption of over-quota groups for under-quota
-  ones (`PREEMPTION_REQUIREMENTS`).
+  the HOSEP policy (or OSEP) every `--interval` seconds, `landing_timeout` = two negotiation
+  cycles, on a pool configured with configs/htcondor-pool.config,
+  `GRIDFAIR_DECIDES_ALL_STARTS = True` (`--shared-starts`: False) and
+  `PREEMPTION_REQUIREMENTS = False` (HTCondor never preempts; gridfair's vacates and steering,
+  or `--condor-now` handovers, decide);
+- htcondor (`--htcondor groups`): one accounting group per owner whose quota is the power it
+  provides (`SLOT_WEIGHT = MFlops`; for OSEP, `SLOT_WEIGHT = 1` and quotas in machines),
+  `GROUP_ACCEPT_SURPLUS = True`, and negotiator preemption of over-quota groups for
+  under-quota ones (`PREEMPTION_REQUIREMENTS`); or (`--htcondor rank`) every slot ranks its
+  owner's jobs first, so the negotiator preempts for the owner by rank.
 
 Every job writes one event log; from its execute / evicted events the bench rebuilds each
 owner's allocated share (MFlops, or machines for OSEP) over time and reports: seconds from
 User1's arrival until every owner with demand is within 10 % of its provided share and stays
 so to the end of the run (`seconds_to_share`; `seconds_to_user1_share` for User1 alone),
-vacates (evicted runs), the work they discarded (`lost_work_seconds`, run seconds of evicted
-runs: no checkpointing) and, for gridfair, `landed_fraction` (confirmed allocations whose next
-start was on the slot gridfair chose). The daemon's store and log stay in the directory printed
-as `daemon_directory`, for `gridfair` inspection.
+vacates (evicted runs) and the work they discarded (`lost_work_seconds`, run seconds of
+evicted runs: no checkpointing), also from User1's arrival on, and for gridfair
+`landed_fraction` (allocations the pool accepted, each attempt, whose job's next start was on
+the slot gridfair chose), how many of them started within two negotiation cycles, and the
+daemon's own journal verdicts. The daemon's store and log stay in the directory printed as
+`daemon_directory`, for `gridfair` inspection. Load averages are printed with each side.
 
     .venv/bin/python bench/live_owner_share.py [--policy hosep|osep] [--duration 90]
-        [--interval 2] [--json] [--plot FILE]
+        [--interval 2] [--htcondor groups|rank] [--sides gridfair,htcondor] [--late-jobs 18]
+        [--condor-now] [--shared-starts] [--json] [--plot FILE]
 
 Needs HTCondor (GRIDFAIR_HTCONDOR, condor_master on PATH, or ../shared/htcondor).
 """

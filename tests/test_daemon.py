@@ -371,10 +371,14 @@ def test_handovers_pair_each_vacate_with_the_allocation_of_its_slot():
     vacates = [action("vacate", "1.0", "a"), action("vacate", "2.0", "b")]
     allocations = [action("allocate", "9.0", "c"), action("allocate", "8.0", "b"),
                    action("allocate", "7.0", "b")]
-    pairs, rest_vacates, rest_allocations = pair_handovers(vacates, allocations)
+    pairs, rest_vacates, rest_allocations = pair_handovers(vacates, allocations,
+                                                           lambda machine: True)
     assert [(v.job.id, a.job.id) for v, a in pairs] == [("2.0", "8.0")]
     assert [v.job.id for v in rest_vacates] == ["1.0"]  # vacated for no allocation: a vacate
     assert [a.job.id for a in rest_allocations] == ["9.0", "7.0"]
+    # Slots the backend cannot hand over (HTCondor: static ones) keep vacate + allocate.
+    assert pair_handovers(vacates, allocations, lambda machine: machine.name != "b") == (
+        [], vacates, allocations)
 
 
 def test_cycle_runner_reports_pool_unavailable(tmp_path):

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -415,9 +415,10 @@ class CycleRunner:
         allocations = [a for a in actions if a.kind == ALLOCATE]
         confirmed = failed = 0
         not_freed: set[str] = set()
-        if self.backend.hands_over:  # each vacate + allocation of its slot as one action
-            pairs, vacates, allocations = pair_handovers(vacates, allocations)
-            confirmed, failed = self._hand_over(cycle, pairs)
+        # Each vacate + allocation of its slot as one action, where the backend can.
+        pairs, vacates, allocations = pair_handovers(vacates, allocations,
+                                                     self.backend.can_hand_over)
+        confirmed, failed = self._hand_over(cycle, pairs)
         if vacates:
             self._issue(vacates, cycle)
             self.faults.reached("after_issue", number)
@@ -506,12 +507,14 @@ class CycleRunner:
 
 def pair_handovers(
     vacates: list[PlannedAction], allocations: list[PlannedAction],
+    can_hand_over: Callable[[Machine], bool],
 ) -> tuple[list[tuple[PlannedAction, PlannedAction]], list[PlannedAction], list[PlannedAction]]:
-    """(vacate, allocation of the slot it frees) pairs, in the vacates' order; then the
-    vacates and allocations left over."""
+    """(vacate, allocation of the slot it frees) pairs on slots `can_hand_over` accepts, in
+    the vacates' order; then the vacates and allocations left over."""
     waiting = {}
     for allocation in allocations:
-        waiting.setdefault(allocation.machine.name, allocation)
+        if can_hand_over(allocation.machine):
+            waiting.setdefault(allocation.machine.name, allocation)
     pairs = [(vacate, waiting.pop(vacate.machine.name)) for vacate in vacates
              if vacate.machine.name in waiting]
     paired = {id(action) for pair in pairs for action in pair}

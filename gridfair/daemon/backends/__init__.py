@@ -54,14 +54,15 @@ class PoolBackend(ABC):
         Raises `ActionFailed` when it is refused.
         """
 
-    #: Whether `handover` is available: a vacate and the allocation of the freed slot as one
-    #: action of the pool (HTCondor's condor_now), with no window for another match between.
-    hands_over: bool = False
+    def can_hand_over(self, machine: Machine) -> bool:
+        """Whether `handover` can free `machine` for another job in one action of the pool
+        (HTCondor's condor_now), with no window for another match between (default: no)."""
+        return False
 
     def handover(self, victim: Job, job: Job, machine: Machine) -> None:
         """Vacate `victim` and start `job` on the slot it frees (`machine`) at once.
 
-        Raises `ActionFailed` when it is refused (or `hands_over` is false).
+        Raises `ActionFailed` when it is refused.
         """
         raise ActionFailed(f"backend {self.name} cannot hand a slot over")
 

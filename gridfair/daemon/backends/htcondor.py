@@ -129,7 +129,6 @@ class HTCondorBackend(PoolBackend):
         self.collector = collector
         # HOSEP's "vacate this, run that there" in one step (handover); None: vacate + steer.
         self.condor_now = condor_now
-        self.hands_over = condor_now is not None
         self.pool = pool  # the collector's address, for the tools (None: COLLECTOR_HOST)
         self.tool_environment = dict(tool_environment) if tool_environment else None
         self.schedd_factory = schedd_factory
@@ -262,6 +261,14 @@ class HTCondorBackend(PoolBackend):
         if not edited:
             raise ActionFailed(f"job {job.id} not found by its schedd")
 
+    def can_hand_over(self, machine: Machine) -> bool:
+        """condor_now is configured and the slot is a dynamic one. HTCondor 25 runs the job on
+        the victim's claim only by coalescing dynamic slots: on a static slot the schedd logs
+        "coalesce failed: given slot is not dynamic" (and with CLAIM_WORKLIFE = 0, "given slot
+        is not claimed"), condor_now still exits 0, and the job waits for a negotiation."""
+        return self.condor_now is not None and machine.ad is not None and (
+            machine.ad.get("SlotType") == "Dynamic")
+
     def handover(self, victim: Job, job: Job, machine: Machine) -> None:
         """Vacate `victim` and start `job` on its claim at once: `condor_now JOB VICTIM`, run
         as a program with an argument list (no shell), on the jobs' schedd, which must be
@@ -277,17 +284,14 @@ class HTCondorBackend(PoolBackend):
         address = str(location.get("MyAddress", _schedd_name(location)))
         pool = ["-pool", self.pool] if self.pool else []
         command = [self.condor_now, "-name", address, *pool, job.id, victim.id]
-        # The job is steered too: the schedd may start any idle job of the claim's owner on a
-        # claim it gets back (seen live: two handovers issued back to back swapped slots),
-        # and the slot's START refuses a job steered elsewhere. The victim is unsteered, as
-        # for a vacate (seen live: a victim still naming the slot started there again).
-        schedd = self.schedd_factory(location)
+        # The victim is unsteered, as for a vacate (seen live: a victim still naming its slot
+        # started there again). The job is not steered: the slot condor_now coalesces for it
+        # has another name, and the START clause would refuse it (seen live: "coalesce
+        # failed: Unable to coalesce any slots", the victim not even vacated).
         try:
-            self._unsteer(schedd, victim.id)
-            schedd.edit([job.id], self.steer_attribute, classad2.quote(machine.name))
+            self._unsteer(self.schedd_factory(location), victim.id)
         except POOL_ERRORS as error:
-            raise ActionFailed(f"schedd refused the steering edits of {job.id} and "
-                               f"{victim.id}: {error}") from None
+            raise ActionFailed(f"schedd refused the edit of {victim.id}: {error}") from None
         try:
             done = subprocess.run(command, capture_output=True, text=True, check=False,
                                   timeout=TOOL_TIMEOUT, env=self.tool_environment)

@@ -16,11 +16,14 @@ it runs on the victim's slot (landed), and within two negotiation cycles; where 
 and competitors ended up; what the backend reported as failed.
 
     .venv/bin/python bench/live_handover.py [--rounds 3] [--seed 1] [--all-starts]
-        [--set-factors] [--mechanisms steer,condor_now] [--json]
+        [--set-factors] [--mechanisms steer,condor_now] [--layout static|partitionable]
+        [--claim-worklife 0] [--json]
 
 `--all-starts` sets `GRIDFAIR_DECIDES_ALL_STARTS = True` (the negotiator matches only jobs
 steered by gridfair); `--set-factors` makes HTCondor's own submitter order agree with the
 decision (`Negotiator.setFactor`: User1 1, Users 2-3 1e6) before the replacements.
+condor_now works only on dynamic slots with claims kept: `--layout partitionable
+--claim-worklife 1200`; on a static slot it is refused as a failure.
 Needs HTCondor (GRIDFAIR_HTCONDOR, condor_master on PATH, or ../shared/htcondor).
 """
 
@@ -86,6 +89,8 @@ def replace_round(pool, backend, mechanism: str, rng: random.Random, two_cycles:
         started_at[job_id] = time.monotonic()
         try:
             if mechanism == "condor_now":
+                if not backend.can_hand_over(slots[slot]):
+                    raise ActionFailed(f"condor_now cannot hand {slot} over (not dynamic)")
                 backend.handover(jobs[victim], jobs[job_id], slots[slot])
             else:
                 problem = backend.vacate([victim])[victim]
@@ -128,6 +133,9 @@ def main() -> None:
                         help="GRIDFAIR_DECIDES_ALL_STARTS = True on the pool")
     parser.add_argument("--set-factors", action="store_true",
                         help="Negotiator.setFactor: User1 first (1), User2 and User3 last (1e6)")
+    parser.add_argument("--layout", choices=("static", "partitionable"), default="static")
+    parser.add_argument("--claim-worklife", type=int, default=0,
+                        help="CLAIM_WORKLIFE (condor_now needs claims kept: not 0)")
     parser.add_argument("--mechanisms", default=",".join(MECHANISMS))
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -138,12 +146,13 @@ def main() -> None:
 
     config = (ROOT / "configs" / "htcondor-pool.config").read_text().splitlines()
     config += [f"GRIDFAIR_DECIDES_ALL_STARTS = {args.all_starts}",
-               "PREEMPTION_REQUIREMENTS = False"]
+               "PREEMPTION_REQUIREMENTS = False", f"CLAIM_WORKLIFE = {args.claim_worklife}"]
     results: dict[str, dict[str, object]] = {}
     load_before = os.getloadavg()
     cpu_before = resource.getrusage(resource.RUSAGE_SELF)
     wall = time.monotonic()
-    with PersonalPool(slots_of_grid("hosep-table1"), extra_config=config) as pool:
+    with PersonalPool(slots_of_grid("hosep-table1"), extra_config=config,
+                      layout=args.layout) as pool:
         backend = HTCondorBackend.connect(
             pool.collector_host, condor_now=pool.tool("condor_now"),
             tool_environment=pool.environment)
@@ -170,6 +179,7 @@ def main() -> None:
             }
     cpu = resource.getrusage(resource.RUSAGE_SELF)
     meta = {"all_starts": args.all_starts, "set_factors": args.set_factors,
+            "layout": args.layout, "claim_worklife": args.claim_worklife,
             "rounds": args.rounds, "seed": args.seed,
             "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
             "wall_s": round(time.monotonic() - wall, 1),

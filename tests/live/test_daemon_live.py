@@ -139,3 +139,40 @@ steer_attribute = "GridfairPin"
     assert (kind, job_id, state, retryable) == ("allocate", job, "failed", 1)
     assert error.startswith(f"schedd refused the edit of {job}: "), error
     assert pinned == [["none"]]
+
+
+def test_an_allocation_that_never_starts_is_released_as_not_landed(tmp_path: Path) -> None:
+    """A pool whose negotiator matches nothing (NEGOTIATOR_JOB_CONSTRAINT = False): the
+    daemon's allocation holds its slot for `landing_timeout`, is then journaled "not landed",
+    and its steering is withdrawn (GridfairSlot undefined again), so HTCondor could start the
+    job anywhere."""
+    pool_config = Path(__file__).resolve().parents[2] / "configs" / "htcondor-pool.config"
+    pool = PersonalPool([SlotSpec("User1", 100.0)],
+                        extra_config=[*pool_config.read_text().splitlines(),
+                                      "NEGOTIATOR_JOB_CONSTRAINT = False"])
+    with pool:
+        [job] = pool.submit([JobSpec("User1", 100.0 * 600)])
+        (tmp_path / "gridfair.toml").write_text(f"""
+[daemon]
+store = "state.db"
+interval = 1
+[safety]
+landing_timeout = 3
+max_retries = 0
+[backend]
+kind = "htcondor"
+[backend.htcondor]
+collector = "{pool.collector_host}"
+""")
+        done = run_daemon(tmp_path, "--cycles", "7")
+        assert done.returncode == 0, done.output
+        with sqlite3.connect(tmp_path / "state.db") as db:
+            actions = list(db.execute("select kind, job, state, error from actions"))
+            log = [state for (state,) in db.execute("select state from action_log")]
+        steered = pool.jobs("ClusterId", constraint=f"ClusterId == {job.split('.')[0]} && "
+                            "GridfairSlot =!= undefined")
+    [(kind, job_id, state, error)] = actions
+    assert (kind, job_id, state) == ("allocate", job, "failed")
+    assert error.startswith("not landed: not started within 3 s"), error
+    assert log == ["planned", "issued", "confirmed", "failed"]
+    assert steered == []

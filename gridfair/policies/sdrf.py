@@ -29,7 +29,10 @@ a run may choose `backfill` instead (the negotiator's allocation rule).
 Priorities drift between events, so users are kept in a `LiveTree`: with x = exp(-(t-T)/tau)
 each c_ir is a line in x and each priority a max of lines (see live_tree.py). Commitments are
 state: `export_state` / `import_state` carry them across daemon restarts.
-Ties: equal priorities go to the user seen first in the pool (`UserState.index`).
+Ties: equal priorities go to the user seen first in the pool (`UserState.index`); in the
+authors' form first to the user whose commitment on its dominant share's resource falls
+fastest (least dc/dt, as their simulator has it), then to the user seen first. The authors'
+form also keeps the pool's arithmetic as their simulator does (`Pool`'s `exact_accounting`).
 """
 
 from __future__ import annotations
@@ -90,6 +93,7 @@ class SdrfOrder(DecayingOrder):
         self.resources = check_resources(resources)
         self.level_size = len(self.resources)
         self.form = check_form(form)
+        self.exact_accounting = form == AUTHORS
         self.entitlements = Entitlements(
             weights, equal=equal_shares,
             per_resource=resource_weights if form == AUTHORS and not equal_shares else None)
@@ -135,6 +139,17 @@ class SdrfOrder(DecayingOrder):
             return [(top + excess, c - excess) for c, excess in zip(level, target, strict=True)]
         return [(share + excess, c - excess)
                 for share, c, excess in zip(shares, level, target, strict=True)]
+
+    def rank(self, basis: tuple, level: list[float], target: list[float]) -> float:
+        # The authors' simulator breaks equal priorities by the rate of change of the
+        # commitment on the resource of the largest share term (the last such on ties), lower
+        # first: dc_r/dt = (target_r - c_r) / tau. The paper's form leaves ties to the index.
+        if self.form == PAPER:
+            return 0.0
+        shares = basis[:self.level_size]
+        top = max(shares)
+        resource = max(r for r, share in enumerate(shares) if share == top)
+        return target[resource] - level[resource]
 
     def targets_moved(self) -> bool:
         moved = self.entitlements.changed()

@@ -367,8 +367,15 @@ class Pool:
         """The fastest node with room for `task` that matches it, or None."""
         nodes = self.nodes
         matcher = self.matcher
-        if self.exact_accounting:
-            return self._exact_fit(task)
+        if self.exact_accounting:  # demand <= capacity - consumed, no tolerance
+            cpus, memory = task.cpus, task.memory
+            for _, index in self._free:
+                node = nodes[index]
+                if cpus <= node.cpus - node.used_cpus and \
+                        memory <= node.memory - node.used_memory and (
+                            matcher is None or matcher(task, node)):
+                    return node
+            return None
         cpus = task.cpus - EPSILON
         memory = task.memory - EPSILON
         for _, index in self._free:
@@ -376,15 +383,6 @@ class Pool:
             if node.free_cpus >= cpus and node.free_memory >= memory and (
                 matcher is None or matcher(task, node)
             ):
-                return node
-        return None
-
-    def _exact_fit(self, task: Task) -> Node | None:
-        for _, index in self._free:
-            node = self.nodes[index]
-            if (task.cpus <= node.cpus - node.used_cpus
-                    and task.memory <= node.memory - node.used_memory
-                    and (self.matcher is None or self.matcher(task, node))):
                 return node
         return None
 

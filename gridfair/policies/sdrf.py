@@ -107,7 +107,9 @@ class SdrfOrder(DecayingOrder):
 
     def attach(self, pool: Pool) -> None:
         self.entitlements.attach(pool)
-        self._users = self.entitlements.users()
+        self._set_users(self.entitlements.users())
+        # The authors' form: user name -> e_ir, until the entitlements move.
+        self._entitled: dict[str, tuple[float, ...]] = {}
         super().attach(pool)
 
     # ------------------------------------------------------------ the rule
@@ -116,11 +118,12 @@ class SdrfOrder(DecayingOrder):
         shares = resource_shares(user.usage, self.pool.capacity, self.resources)
         if self.form == PAPER:
             return (*shares, *[self.entitlements.of(user)] * len(shares))
-        entitled = (self.entitlements.of_resources(user, self.resources)
-                    if self.entitlements.per_resource is not None else [0.0] * len(shares))
-        fair = 1.0 / self.entitlements.users()
-        return (*[share - e for share, e in zip(shares, entitled, strict=True)],
-                *[fair] * len(shares))
+        entitled = self._entitled.get(user.name)
+        if entitled is None:
+            entitled = self._entitled[user.name] = (
+                tuple(self.entitlements.of_resources(user, self.resources))
+                if self.entitlements.per_resource is not None else (0.0,) * len(shares))
+        return (*[share - e for share, e in zip(shares, entitled, strict=True)], *self._fair)
 
     def target(self, user: UserState, basis: tuple) -> list[float]:
         size = self.level_size
@@ -147,17 +150,25 @@ class SdrfOrder(DecayingOrder):
         if self.form == PAPER:
             return 0.0
         shares = basis[:self.level_size]
-        top = max(shares)
-        resource = max(r for r, share in enumerate(shares) if share == top)
+        resource = len(shares) - 1 - shares[::-1].index(max(shares))
         return target[resource] - level[resource]
 
     def targets_moved(self) -> bool:
         moved = self.entitlements.changed()
-        if self.form == AUTHORS:  # the target's C_r / n moves with n
+        # The authors' target's C_r / n moves with n, unless n is the configured users'.
+        if self.form == AUTHORS and self.entitlements.configured is None:
             users = self.entitlements.users()
-            moved = moved or users != self._users
-            self._users = users
+            if users != self._users:
+                self._set_users(users)
+                moved = True
+        if moved:
+            self._entitled.clear()
         return moved
+
+    def _set_users(self, users: int) -> None:
+        """n, and the fair share 1/n of each resource the authors' target subtracts."""
+        self._users = users
+        self._fair = (1.0 / users,) * self.level_size if users else ()
 
     def extra_state(self) -> dict[str, Any]:
         return {"resources": [RESOURCE_NAMES[r] for r in self.resources]}

@@ -57,6 +57,8 @@ Line = tuple[float, float]
 REBASE_AFTER = 50.0
 # Spacing of the integer order labels; a new element takes the midpoint of its neighbours'.
 LABEL_GAP = 1 << 32
+# Steps an element walks to its new place before the labels are searched instead.
+WALK_LIMIT = 16
 
 
 def value_at(lines: Sequence[Line], x: float) -> float:
@@ -116,6 +118,10 @@ class _Element:
         self.prev: _Element | None = None
         self.next: _Element | None = None
         self.stamp = 0
+
+
+#: An element's predecessor and successor in the order.
+Neighbours = tuple[_Element | None, _Element | None]
 
 
 def _flip_point(left: _Element, right: _Element, x0: float) -> float | None:
@@ -235,8 +241,9 @@ class LiveTree:
                 self._schedule(before, x)
             self._schedule(element, x)
             return
+        neighbours = self._walk(element, place, x)
         self._unlink(element)
-        self._link(element)
+        self._link(element, neighbours)
 
     def remove(self, key: int, now: float) -> None:
         """Take element `key` out (no effect if absent)."""
@@ -314,12 +321,31 @@ class LiveTree:
                 hi = mid
         return lo
 
-    def _link(self, element: _Element) -> None:
+    def _walk(self, element: _Element, place: tuple, x: float) -> Neighbours | None:
+        """`element`'s neighbours at its new `place`, walking from where it is (a user's own
+        event moves it past few others), or None after `WALK_LIMIT` steps."""
+        before, after = element.prev, element.next
+        for _ in range(WALK_LIMIT):
+            if before is not None and place < (value_at(before.lines, x), before.rank,
+                                               before.key):
+                before, after = before.prev, before
+            elif after is not None and (value_at(after.lines, x), after.rank,
+                                        after.key) < place:
+                before, after = after, after.next
+            else:
+                return before, after
+        return None
+
+    def _link(self, element: _Element, neighbours: Neighbours | None = None) -> None:
+        """Put `element` between `neighbours`, or where a search of the labels places it."""
         labels = self._labels
         at_label = self._at_label
-        index = self._position(element)
-        after = at_label[labels[index]] if index < len(labels) else None
-        before = at_label[labels[index - 1]] if index > 0 else None
+        if neighbours is None:
+            index = self._position(element)
+            after = at_label[labels[index]] if index < len(labels) else None
+            before = at_label[labels[index - 1]] if index > 0 else None
+        else:
+            before, after = neighbours
         if before is None and after is None:
             label = 0
         elif before is None:

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from operator import sub
 from typing import Any
 
 from gridfair.core.pool import RESOURCE_NAMES, Pool, UserState
@@ -123,7 +124,7 @@ class SdrfOrder(DecayingOrder):
             entitled = self._entitled[user.name] = (
                 tuple(self.entitlements.of_resources(user, self.resources))
                 if self.entitlements.per_resource is not None else (0.0,) * len(shares))
-        return (*[share - e for share, e in zip(shares, entitled, strict=True)], *self._fair)
+        return (*map(sub, shares, entitled), *self._fair)
 
     def target(self, user: UserState, basis: tuple) -> list[float]:
         size = self.level_size

@@ -77,7 +77,9 @@ def test_an_unknown_form_is_refused() -> None:
 
 
 # ---- The authors' simulator's arithmetic and tie-break (`form="authors"` only), each on a
-# ---- hand-made task list where it changes the schedule; every run uses the stop rule.
+# ---- hand-made task list where it changes the schedule; every run uses the stop rule. Their
+# ---- simulator (github hsadok/sdrf, commit f0159ee), run by hand on the same four task
+# ---- lists, starts every task at the time the `authors` cases expect.
 def schedule(tasks: list[tuple[str, str, float, float, float]], order: str, form: str,
              cpus: float = 1.0, memory: float = 1.0, **options: Any) -> dict[str, float]:
     """Start times of `tasks` (id, user, submit, cpus, duration; no memory unless `memory`

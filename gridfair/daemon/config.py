@@ -44,6 +44,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "max_cycles": Key(int, 0, minimum=0, help="stop after this many cycles (0: never)"),
         "query_timeout": Key(float, 30.0, minimum=0.01, help="seconds a snapshot read may take"),
         "backoff_max": Key(float, 600.0, minimum=0.0, help="longest wait after failed cycles"),
+        "incremental": Key(bool, True, help="keep the pool between cycles and apply each "
+                           "snapshot's changes to it (false: rebuild it every cycle)"),
         "log_file": Key(str, "", path=True, help="also log to this file"),
         "log_level": Key(str, "info", choices=LOG_LEVELS),
     },

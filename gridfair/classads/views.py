@@ -202,6 +202,33 @@ def machines_from_ads(
 # ------------------------------------------------------------------------- jobs
 def job_view(sourced: SourcedAd) -> Job:
     """The job an ad describes; an InputError if it cannot be used."""
+    return grouped_job_view(sourced, sourced)
+
+
+@dataclass(frozen=True, slots=True)
+class JobRequest:
+    """What a job asks for and requires: the part of a job that its autocluster's ad holds
+    for every job of the group."""
+
+    cpus: float
+    memory: float
+    requirements: str | None
+    ad: Any
+
+
+def job_request(sourced: SourcedAd) -> JobRequest:
+    """What the jobs of an ad (a job's, or an autocluster's) ask for; an InputError if it
+    cannot be used."""
+    values = _AdValues(sourced, None)
+    return JobRequest(values.number("RequestCpus", 1.0, positive=True),
+                      values.number("RequestMemory", 0.0), values.expression_text("Requirements"),
+                      sourced.ad)
+
+
+def grouped_job_view(sourced: SourcedAd, request: SourcedAd | JobRequest) -> Job:
+    """The job of an ad that names it (ids, status, QDate, submitter), asking for what
+    `request` says: its own ad, or the `JobRequest` of its autocluster's ad (the `htcondor`
+    backend reads idle jobs as narrow rows and one ad per autocluster)."""
     values = _AdValues(sourced, None)
     cluster = _whole(values, "ClusterId")
     proc = _whole(values, "ProcId")
@@ -212,18 +239,20 @@ def job_view(sourced: SourcedAd) -> Job:
     except ValueError:
         raise values.error(f"unknown job status {status_code}", "JobStatus") from None
     user, group = _accounting_principal(values)
+    qdate = values.number("QDate")
+    asks = request if isinstance(request, JobRequest) else job_request(request)
     return Job(
         id=values.name,
         user=user,
         status=status,
-        qdate=values.number("QDate"),
-        request_cpus=values.number("RequestCpus", 1.0, positive=True),
-        request_memory=values.number("RequestMemory", 0.0),
+        qdate=qdate,
+        request_cpus=asks.cpus,
+        request_memory=asks.memory,
         group=group,
         start_time=values.optional_number("JobCurrentStartDate"),
         machine=values.text("RemoteHost"),
-        requirements=values.expression_text("Requirements"),
-        ad=sourced.ad,
+        requirements=asks.requirements,
+        ad=asks.ad,
     )
 
 

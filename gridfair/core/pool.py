@@ -295,11 +295,12 @@ class Pool:
                 owner.provided_nodes += 1
         key = self.task_key
         tasks = self.tasks
+        users = self.users
         for task in queued:
             task.seq = self._seq
             self._seq += 1
             tasks[task.id] = task
-            user = self.user(task.user)
+            user = users.get(task.user) or self.user(task.user)
             user.submitted += 1
             task.state = QUEUED
             task.node = None
@@ -312,7 +313,7 @@ class Pool:
             task.seq = self._seq
             self._seq += 1
             tasks[task.id] = task
-            user = self.user(task.user)
+            user = users.get(task.user) or self.user(task.user)
             user.submitted += 1
             task.state = RUNNING
             task.node = node

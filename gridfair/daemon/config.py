@@ -84,7 +84,10 @@ SCHEMA: dict[str, dict[str, Key]] = {
     "backend.htcondor": {
         "collector": Key(str, "", help="host[:port]; empty: COLLECTOR_HOST"),
         "slot_constraint": Key(str, "true"),
-        "job_constraint": Key(str, "JobStatus == 1 || JobStatus == 2"),
+        "demand": Key(str, "autocluster", choices=("autocluster", "jobs"),
+                      help="idle jobs as autocluster ads + narrow rows, or every job ad"),
+        "job_constraint": Key(str, "", help="jobs read; empty: 'JobStatus == 1' (autocluster), "
+                              "'JobStatus == 1 || JobStatus == 2' (jobs)"),
         "owner_attribute": Key(str, "GridOwner"),
         "power_attribute": Key(str, "", help="slot power in MFlops; empty: MFlops, else "
                                "KFlops / 1000, else Mips"),

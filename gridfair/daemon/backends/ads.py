@@ -21,7 +21,7 @@ from gridfair.model import Job, JobStatus, Machine, SkippedAd, Snapshot
 SLOT_ATTRIBUTES = (
     "Name", "Cpus", "Memory", "State", "Activity", "JobId", "RemoteUser", "RemoteOwner",
     "JobStart", "MFlops", "KFlops", "Mips", "Requirements", "Rank", "Arch", "OpSys", "Disk",
-    "SlotType", "GlobalJobId",
+    "SlotType", "GlobalJobId", "AccountingGroup",
 )
 #: What the daemon reads of a job ad (the schedd query's projection).
 JOB_ATTRIBUTES = (

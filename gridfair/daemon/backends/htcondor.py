@@ -215,8 +215,8 @@ class HTCondorBackend(PoolBackend):
         schedd_of: dict[str, classad2.ClassAd] = {}
         for location in locations:
             name = _schedd_name(location)
-            schedd = self.schedd_factory(location)
             try:
+                schedd = self.schedd_factory(location)
                 clusters = schedd.query("true", [], opts=htcondor2.QueryOpt.AutoCluster)
                 rows = schedd.query(self.job_constraint, list(IDLE_ROW_ATTRIBUTES))
             except POOL_ERRORS as error:
@@ -396,7 +396,8 @@ def autocluster_requests(
         try:
             if not isinstance(cluster, int):
                 raise InputError("no AutoClusterId", source=source, attribute="AutoClusterId")
-            requests[cluster] = job_request(SourcedAd(ad, source, index, None))
+            requests[cluster] = job_request(SourcedAd(ad, source, index, None),
+                                            f"autocluster {cluster}")
         except InputError as error:
             skipped.append(SkippedAd(source, index, f"autocluster {cluster}",
                                      skip_reason(error)))

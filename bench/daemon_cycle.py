@@ -42,6 +42,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import gridfair.daemon.cycle as cycle_module
+from gridfair.classads.kept_pool import KeptPool
 from gridfair.classads.synthetic import (
     ARCHITECTURES,
     BASE_TIME,
@@ -49,6 +51,7 @@ from gridfair.classads.synthetic import (
     REQUIREMENTS,
     SLOT_START,
 )
+from gridfair.core.negotiator import Negotiator
 from gridfair.daemon.backends.files import FilesBackend
 from gridfair.daemon.config import validate
 from gridfair.daemon.cycle import CycleRunner
@@ -177,9 +180,39 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+#: (object, method, label): what `--phases` times, in CPU seconds per steady cycle.
+PHASES = (
+    (FilesBackend, "read_snapshot", "read"),
+    (cycle_module, "reconcile", "reconcile"),
+    (KeptPool, "update", "kept_pool_update"),
+    (cycle_module, "pool_from_snapshot", "rebuild"),
+    (Negotiator, "cycle", "negotiate"),
+    (CycleRunner, "_record_plan", "record_plan"),
+    (CycleRunner, "_carry_out", "carry_out"),
+)
+
+
+def time_phases(spent: dict[str, float]) -> None:
+    """Wrap each phase so that its CPU seconds add up in `spent`."""
+    for owner, name, label in PHASES:
+        original = getattr(owner, name)
+
+        def timed(*args, _original=original, _label=label, **kwargs):
+            start = cpu_seconds()
+            try:
+                return _original(*args, **kwargs)
+            finally:
+                spent[_label] = spent.get(_label, 0.0) + cpu_seconds() - start
+
+        setattr(owner, name, timed)
+
+
 def run_side(args: argparse.Namespace) -> dict[str, object]:
     """One side, in this process: a first cycle, then `--cycles` steady ones."""
     incremental = SIDES[args.side]
+    spent: dict[str, float] = {}
+    if args.phases:
+        time_phases(spent)
     pool = SyntheticPool(args.slots, args.jobs, args.users)
     with tempfile.TemporaryDirectory() as scratch:
         directory = Path(scratch)
@@ -202,18 +235,22 @@ def run_side(args: argparse.Namespace) -> dict[str, object]:
                 seen = pool.follow(directory / "a.jsonl", seen)
                 pool.churn(args.churn, number)
                 pool.write(directory / "pool", stamp + 60 * number)
+            spent.clear()
             cpu, wall = cpu_seconds(), time.perf_counter()
             report = runner.run()
             cycles.append({"wall": time.perf_counter() - wall, "cpu": cpu_seconds() - cpu,
                            "decisions": report.counts.get("decisions", 0),
-                           "outcome": report.outcome})
+                           "outcome": report.outcome, "phases": dict(spent)})
         digest = hashlib.sha256()
         for row in store.db.query("select cycle, seq, kind, job, user, machine, reason, "
                                   "figures from decisions order by cycle, seq"):
             digest.update(json.dumps(list(row.values())).encode())
     steady = cycles[1:]
     middle = len(steady) // 2
+    phases = {label: round(sorted(c["phases"].get(label, 0.0) for c in steady)[middle], 3)
+              for label in {label for c in steady for label in c["phases"]}}
     return {
+        **({"steady_phase_cpu_seconds": phases} if args.phases else {}),
         "first_cycle_seconds": round(cycles[0]["wall"], 3),
         "first_cycle_cpu_seconds": round(cycles[0]["cpu"], 3),
         "steady_cycle_seconds": round(sorted(c["wall"] for c in steady)[middle], 3),
@@ -238,6 +275,8 @@ def main() -> None:
     parser.add_argument("--sides", default="kept,rebuild",
                         help="comma-separated: kept (the daemon now), rebuild (the pool "
                         "rebuilt every cycle); default both, side by side")
+    parser.add_argument("--phases", action="store_true",
+                        help="also time the phases of a steady cycle (CPU seconds, median)")
     parser.add_argument("--side", choices=SIDES, help=argparse.SUPPRESS)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
@@ -255,7 +294,8 @@ def main() -> None:
     for side in sides:
         command = [sys.executable, __file__, "--side", side, "--slots", str(args.slots),
                    "--jobs", str(args.jobs), "--users", str(args.users),
-                   "--cycles", str(args.cycles), "--churn", str(args.churn)]
+                   "--cycles", str(args.cycles), "--churn", str(args.churn),
+                   *(["--phases"] if args.phases else [])]
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             sys.exit(f"the {side} side failed:\n{done.stderr}")
@@ -280,6 +320,10 @@ def main() -> None:
               f"{s['steady_cycle_seconds']:.2f} s median ({s['steady_cycle_cpu_seconds']:.2f} s "
               f"CPU, best {s['steady_cycle_seconds_best']:.2f} s), peak RSS "
               f"{s['peak_rss_mb']:.0f} MB, decisions {s['decisions_per_cycle']}")
+        if "steady_phase_cpu_seconds" in s:
+            print(" " * 10 + "steady cycle CPU by phase: " + ", ".join(
+                f"{label} {seconds:.2f} s"
+                for label, seconds in sorted(s["steady_phase_cpu_seconds"].items())))
     if "same_decisions" in result:
         print("journals identical" if result["same_decisions"] else "JOURNALS DIFFER")
 

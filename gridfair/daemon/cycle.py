@@ -4,9 +4,10 @@
    as failed and takes no action;
 2. reconcile it with the stored jobs (kept in memory after the first cycle); turn it into the
    negotiator's pool: the pool kept from the last cycle with this snapshot's changes applied
-   (`gridfair.classads.kept_pool`), or, on the first cycle, after a failed one, or for stages
-   that need it, a fresh pool the whole snapshot is replayed into with the policy stages
-   listening; saved policy state is restored either way;
+   (`gridfair.classads.kept_pool`; after a start or a failed cycle everything in it is new),
+   or, with `daemon.incremental = false` or for stages that need it, a fresh pool the whole
+   snapshot is replayed into with the policy stages listening; saved policy state is restored
+   either way;
 3. run the negotiator, its preemptions passed through the safety guard;
 4. in ONE transaction: job changes, usage, decisions, and the actions to carry out written
    `planned` (each under an idempotency key derived from the job, the slot and the time its

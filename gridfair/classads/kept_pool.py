@@ -122,6 +122,7 @@ class KeptPool:
             available = machine.state == UNCLAIMED or busy
             node.free_cpus = node.cpus if available else 0.0
             node.free_memory = node.memory if available else 0.0
+            node.used_cpus = node.used_memory = 0.0
             if machine.state != CLAIMED:
                 continue
             job = occupant.get(machine.name)
@@ -145,6 +146,7 @@ class KeptPool:
             where[job.id] = None
         self._count_job_events(where, events)
         pool = Pool(task_key=stages.order.task_key,
+                    exact_accounting=stages.order.exact_accounting,
                     matcher=self._matcher if self._matcher is not None else AutoclusterMatcher())
         pool.load([nodes[machine.name] for machine in snapshot.machines],
                   [entry[1] for entry in idle], running)

@@ -332,6 +332,8 @@ class Pool:
             memory = task.memory
             node.free_cpus -= cpus
             node.free_memory -= memory
+            node.used_cpus += cpus
+            node.used_memory += memory
             power = node.power_per_cpu * cpus
             user.allocated_power += power
             user.running += 1

@@ -20,7 +20,7 @@ import pytest
 from gridfair.classads.reader import read_ads
 from gridfair.daemon.backends import ActionFailed, PoolBackend
 from gridfair.daemon.backends.files import FilesBackend
-from gridfair.daemon.backends.htcondor import HTCondorBackend
+from gridfair.daemon.backends.htcondor import HTCondorBackend, autocluster_requests
 from gridfair.daemon.backends.sim import SimBackend
 from gridfair.model import Job, JobStatus, Machine, Snapshot
 
@@ -46,6 +46,9 @@ def _select(ads, constraint, projection):
 
 
 SCHEDDS = ("ingwe.cs.wisc.edu", "ingwe2.cs.wisc.edu")
+#: What the fake schedd's autoclusters group jobs by (a real one: what matching reads).
+SIGNIFICANT = ("RequestCpus", "RequestMemory", "RequestDisk", "Requirements", "Rank",
+               "ImageSize", "DiskUsage")
 
 
 def _queues() -> dict[str, list[classad2.ClassAd]]:
@@ -104,7 +107,25 @@ class FakeSchedd:
 
     def query(self, constraint="True", projection=[], callback=None, limit=-1,  # noqa: B006
               opts=htcondor2.QueryOpt.Default):
+        groups = self._autoclusters()
+        if opts == htcondor2.QueryOpt.AutoCluster:
+            return _select(groups, constraint, projection)
         return _select(self.jobs, constraint, projection)
+
+    def _autoclusters(self) -> list[classad2.ClassAd]:
+        """As a schedd groups its jobs: one ad per set of significant attribute values (what
+        a job asks for and requires), with `JobCount`; each job gets its `AutoClusterId`."""
+        groups: dict[tuple, classad2.ClassAd] = {}
+        for job in self.jobs:
+            values = {name: job.lookup(name) for name in SIGNIFICANT if name in job}
+            key = tuple(sorted((name, str(value)) for name, value in values.items()))
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = classad2.ClassAd(
+                    {**values, "AutoClusterId": len(groups) + 1, "JobCount": 0})
+            group["JobCount"] += 1
+            job["AutoClusterId"] = group["AutoClusterId"]
+        return list(groups.values())
 
     def _find(self, job_id):
         for ad in self.jobs:
@@ -252,6 +273,53 @@ def test_htcondor_queries_use_projections_and_every_schedd():
     assert len(_idle(snapshot)) == 8
     assert {j.id for j in _running(snapshot)} == {"2.0", "2.1", "3.0", "3.1", "3.2", "3.3"}
     assert not snapshot.skipped
+
+
+def test_htcondor_reads_idle_demand_from_autoclusters_as_the_job_ads_say():
+    """Autocluster ads and narrow rows give the idle jobs the whole job ads give (ids, users,
+    queue dates, what they ask for); jobs of one group share its one ad; running jobs come
+    from the slots alone."""
+    grouped = htcondor_backend().read_snapshot()
+    whole = HTCondorBackend(FakeCollector(), schedd_factory=FakeSchedd, demand="jobs",
+                            job_constraint="JobStatus == 1").read_snapshot()
+
+    def idle(snapshot):
+        return {j.id: (j.user, j.qdate, j.request_cpus, j.request_memory, j.requirements)
+                for j in _idle(snapshot)}
+
+    assert idle(grouped) == idle(whole) and len(idle(grouped)) == 8
+    assert len({id(j.ad) for j in _idle(grouped)}) == 1  # eight identical jobs: one group
+    assert "AutoClusterId" in _idle(grouped)[0].ad and "ClusterId" not in _idle(grouped)[0].ad
+    running = {(j.id, j.user, j.machine) for j in _running(grouped)}
+    assert running == {(m.running_job, m.running_user, m.name) for m in grouped.machines
+                       if m.running_job}
+    assert not grouped.skipped
+
+
+def test_htcondor_fetches_the_whole_ad_of_a_job_whose_autocluster_is_missing():
+    backend = htcondor_backend()
+    real_query = FakeSchedd.query
+
+    def query(self, constraint="True", projection=[], callback=None, limit=-1,  # noqa: B006
+              opts=htcondor2.QueryOpt.Default):
+        answer = real_query(self, constraint, projection, callback, limit, opts)
+        return answer[1:] if opts == htcondor2.QueryOpt.AutoCluster else answer
+
+    FakeSchedd.query = query
+    try:
+        snapshot = backend.read_snapshot()
+    finally:
+        FakeSchedd.query = real_query
+    jobs = _idle(snapshot)
+    assert len(jobs) == 8 and all("ClusterId" in job.ad for job in jobs)  # whole ads
+    assert not snapshot.skipped
+
+
+def test_htcondor_skips_an_unusable_autocluster_with_its_reason():
+    requests, skipped = autocluster_requests(
+        [classad2.ClassAd({"AutoClusterId": 4, "RequestCpus": "many"})], "schedd s autoclusters")
+    assert requests == {}
+    assert skipped[0].name == "autocluster 4" and "RequestCpus" in skipped[0].reason
 
 
 def test_htcondor_unreachable_schedd_is_skipped_not_fatal():

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import classad2
 
@@ -55,9 +55,9 @@ class SourcedAd:
 AdMemo = RotatingMemo[str, classad2.ClassAd]
 
 
-@dataclass(frozen=True, slots=True)
-class _Chunk:
-    """One ad before parsing: its text (a JSON value for JSON), index and first line."""
+class _Chunk(NamedTuple):
+    """One ad before parsing: its text (a JSON value for JSON), index and first line. A tuple:
+    a steady re-read frames every ad of a dump and parses few, so framing is its cost."""
 
     payload: Any
     index: int
@@ -70,7 +70,7 @@ _NEW_SYNTAX_TOKENS = re.compile(
     r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|/\*.*?\*/|//[^\n]*|\[|\]', re.DOTALL
 )
 # One or more blank lines: what separates old-syntax ads.
-_BLANK_LINES = re.compile(r"\n(?:[ \t\r]*\n)+")
+_BLANK_LINE_RUNS = re.compile(r"(\n(?:[ \t\r]*\n)+)")
 _JSON_EXPRESSION = re.compile(r"^/Expr\((.*)\)/$", re.DOTALL)
 
 
@@ -184,18 +184,18 @@ def skip_reason(error: InputError) -> str:
 # ------------------------------------------------------------------- old syntax
 def _old_chunks(text: str, source: str) -> list[_Chunk]:
     chunks: list[_Chunk] = []
-    position = 0
-    line = 1  # line of `position`
-    for separator in [*_BLANK_LINES.finditer(text), None]:
-        end = separator.start() if separator else len(text)
-        block = text[position:end]
+    line = 1  # line of the block's start
+    # Blocks and the blank-line runs between them, alternately (split keeps the separators).
+    parts = _BLANK_LINE_RUNS.split(text)
+    for position in range(0, len(parts), 2):
+        block = parts[position]
         if block.strip():
             leading = len(block) - len(block.lstrip("\r\n\t "))
-            first_line = line + block.count("\n", 0, leading)
+            first_line = line + block.count("\n", 0, leading) if leading else line
             chunks.append(_Chunk(block.strip("\r\n") + "\n", len(chunks) + 1, first_line))
-        if separator:
-            line += block.count("\n") + separator.group().count("\n")
-            position = separator.end()
+        line += block.count("\n")
+        if position + 1 < len(parts):
+            line += parts[position + 1].count("\n")
     return chunks
 
 

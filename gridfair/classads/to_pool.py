@@ -83,7 +83,7 @@ def pool_from_snapshot(
     negotiator = Negotiator(pool, stages.order, stages.preempt, stages.admit)
     now = snapshot.time
     jobs = sorted(snapshot.jobs, key=queue_order)
-    placed, unplaced = _place_running(snapshot.machines, jobs)
+    placed, unplaced = place_running(snapshot.machines, jobs)
     occupant = {slot: job for job, slot in placed.items()}
 
     for machine in snapshot.machines:
@@ -115,7 +115,7 @@ def pool_from_snapshot(
     return LoadedPool(negotiator, tuple(admissions), tuple(unplaced))
 
 
-def _place_running(
+def place_running(
     machines: tuple[Machine, ...], jobs: list[Job]
 ) -> tuple[dict[Job, str], list[SkippedAd]]:
     """Running job -> claimed slot: the slot whose JobId names it, else its RemoteHost."""

@@ -143,7 +143,7 @@ def machine_view(sourced: SourcedAd, config: AdConfig = AdConfig()) -> Machine:
         state=values.text("State") or "Unclaimed",
         activity=values.text("Activity") or "Idle",
         running_job=values.text("JobId"),
-        running_user=values.text("RemoteUser") or values.text("RemoteOwner"),
+        running_user=_slot_principal(values),
         ad=sourced.ad,
     )
 
@@ -202,6 +202,33 @@ def machines_from_ads(
 # ------------------------------------------------------------------------- jobs
 def job_view(sourced: SourcedAd) -> Job:
     """The job an ad describes; an InputError if it cannot be used."""
+    return grouped_job_view(sourced, sourced)
+
+
+@dataclass(frozen=True, slots=True)
+class JobRequest:
+    """What a job asks for and requires: the part of a job that its autocluster's ad holds
+    for every job of the group."""
+
+    cpus: float
+    memory: float
+    requirements: str | None
+    ad: Any
+
+
+def job_request(sourced: SourcedAd, name: str | None = None) -> JobRequest:
+    """What the jobs of an ad (a job's, or an autocluster's) ask for; an InputError (naming
+    the ad `name`) if it cannot be used."""
+    values = _AdValues(sourced, name)
+    return JobRequest(values.number("RequestCpus", 1.0, positive=True),
+                      values.number("RequestMemory", 0.0), values.expression_text("Requirements"),
+                      sourced.ad)
+
+
+def grouped_job_view(sourced: SourcedAd, request: SourcedAd | JobRequest) -> Job:
+    """The job of an ad that names it (ids, status, QDate, submitter), asking for what
+    `request` says: its own ad, or the `JobRequest` of its autocluster's ad (the `htcondor`
+    backend reads idle jobs as narrow rows and one ad per autocluster)."""
     values = _AdValues(sourced, None)
     cluster = _whole(values, "ClusterId")
     proc = _whole(values, "ProcId")
@@ -212,18 +239,20 @@ def job_view(sourced: SourcedAd) -> Job:
     except ValueError:
         raise values.error(f"unknown job status {status_code}", "JobStatus") from None
     user, group = _accounting_principal(values)
+    qdate = values.number("QDate")
+    asks = request if isinstance(request, JobRequest) else job_request(request, values.name)
     return Job(
         id=values.name,
         user=user,
         status=status,
-        qdate=values.number("QDate"),
-        request_cpus=values.number("RequestCpus", 1.0, positive=True),
-        request_memory=values.number("RequestMemory", 0.0),
+        qdate=qdate,
+        request_cpus=asks.cpus,
+        request_memory=asks.memory,
         group=group,
         start_time=values.optional_number("JobCurrentStartDate"),
         machine=values.text("RemoteHost"),
-        requirements=values.expression_text("Requirements"),
-        ad=sourced.ad,
+        requirements=asks.requirements,
+        ad=asks.ad,
     )
 
 
@@ -253,6 +282,19 @@ def _accounting_principal(values: _AdValues) -> tuple[str, str | None]:
         domain = accounting_domain or domain
         return (f"{user}@{domain}" if domain else user), group
     return submitter or owner, group
+
+
+def _slot_principal(values: _AdValues) -> str | None:
+    """Who a slot's job is charged to: the user part of the slot's `AccountingGroup` (a
+    claimed slot publishes its job's), as a job's principal reads, else RemoteUser."""
+    remote = values.text("RemoteUser") or values.text("RemoteOwner")
+    accounting = values.text("AccountingGroup")
+    if not accounting or remote is None:
+        return remote
+    principal, _, domain = accounting.partition("@")
+    user = principal.rpartition(".")[2]
+    domain = domain or remote.partition("@")[2]
+    return f"{user}@{domain}" if domain else user
 
 
 def jobs_from_ads(

@@ -273,6 +273,96 @@ class Pool:
             insort(self._free, (-node.power_per_cpu, node.index))
         return node
 
+    def load(self, nodes: Iterable[Node], queued: Iterable[Task],
+             running: Iterable[tuple[Task, Node, float]]) -> None:
+        """Fill an empty pool in one pass: the state that `add_node` for each node, `submit`
+        for each queued task, then `submit` and `start` for each running one (on its node, at
+        its start time), in these orders, would leave, but without calling listeners (none
+        may listen yet) and with the free index sorted once instead of per node.
+
+        For the daemon's kept pool, laid out again each cycle from the objects it keeps: totals
+        are summed in the same order as those events would sum them, so they are equal to the
+        last bit and decisions equal those on a pool built event by event. Heaps hold no stale
+        entries (the event path may), which changes no `head`.
+        """
+        if self.nodes or self.tasks or self._listeners:
+            raise ValueError("load needs an empty pool that nobody listens to")
+        capacity = self.capacity
+        for node in nodes:
+            if node.name in self.nodes_by_name:
+                raise ValueError(f"duplicate node name {node.name!r}")
+            node.index = len(self.nodes)
+            self.nodes.append(node)
+            self.nodes_by_name[node.name] = node
+            capacity[CPUS] += node.cpus
+            capacity[MEMORY] += node.memory
+            capacity[POWER] += node.power
+            if node.owner is not None:
+                owner = self.user(node.owner)
+                owner.provided_power += node.power
+                owner.provided_nodes += 1
+        key = self.task_key
+        tasks = self.tasks
+        users = self.users
+        for task in queued:
+            task.seq = self._seq
+            self._seq += 1
+            tasks[task.id] = task
+            user = users.get(task.user) or self.user(task.user)
+            user.submitted += 1
+            task.state = QUEUED
+            task.node = None
+            user.idle.append((key(task), task.seq, task))
+            user.idle_count += 1
+        for user in self.users.values():
+            heapq.heapify(user.idle)
+        used = self.used
+        for task, node, started in running:
+            task.seq = self._seq
+            self._seq += 1
+            tasks[task.id] = task
+            user = users.get(task.user) or self.user(task.user)
+            user.submitted += 1
+            task.state = RUNNING
+            task.node = node
+            task.start_time = started
+            if task.first_start is None:
+                task.first_start = started
+            cpus = task.cpus
+            memory = task.memory
+            node.free_cpus -= cpus
+            node.free_memory -= memory
+            node.used_cpus += cpus
+            node.used_memory += memory
+            power = node.power_per_cpu * cpus
+            user.allocated_power += power
+            user.running += 1
+            self.running += 1
+            usage = user.usage
+            usage[CPUS] += cpus
+            usage[MEMORY] += memory
+            usage[POWER] += power
+            used[CPUS] += cpus
+            used[MEMORY] += memory
+            used[POWER] += power
+        self._free = sorted((-node.power_per_cpu, node.index) for node in self.nodes
+                            if node.free_cpus > EPSILON)
+
+    def announce(self, now: float) -> None:
+        """Tell the listeners that joined a `load`ed pool what it holds: `task_started` for
+        each running task (at its start) and then `user_changed` for each user, in the pool's
+        orders. Enough for listeners whose state follows from the pool as it is now (rankings
+        by current totals, running tasks by victim key); not for ones that integrate over the
+        events' times."""
+        if self._on_task_started:
+            for task in self.tasks.values():
+                if task.state == RUNNING:
+                    for task_started in self._on_task_started:
+                        task_started(task, task.start_time)
+        for user in self.users.values():
+            for user_changed in self._on_user_changed:
+                user_changed(user, now)
+
     # ----------------------------------------------------------------- events
     def submit(self, task: Task, now: float) -> None:
         """A task arrives in its user's queue."""

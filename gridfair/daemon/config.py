@@ -45,6 +45,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "max_cycles": Key(int, 0, minimum=0, help="stop after this many cycles (0: never)"),
         "query_timeout": Key(float, 30.0, minimum=0.01, help="seconds a snapshot read may take"),
         "backoff_max": Key(float, 600.0, minimum=0.0, help="longest wait after failed cycles"),
+        "incremental": Key(bool, True, help="keep the pool between cycles and apply each "
+                           "snapshot's changes to it (false: rebuild it every cycle)"),
         "log_file": Key(str, "", path=True, help="also log to this file"),
         "log_level": Key(str, "info", choices=LOG_LEVELS),
     },
@@ -86,7 +88,10 @@ SCHEMA: dict[str, dict[str, Key]] = {
     "backend.htcondor": {
         "collector": Key(str, "", help="host[:port]; empty: COLLECTOR_HOST"),
         "slot_constraint": Key(str, "true"),
-        "job_constraint": Key(str, "JobStatus == 1 || JobStatus == 2"),
+        "demand": Key(str, "autocluster", choices=("autocluster", "jobs"),
+                      help="idle jobs as autocluster ads + narrow rows, or every job ad"),
+        "job_constraint": Key(str, "", help="jobs read; empty: 'JobStatus == 1' (autocluster), "
+                              "'JobStatus == 1 || JobStatus == 2' (jobs)"),
         "owner_attribute": Key(str, "GridOwner"),
         "power_attribute": Key(str, "", help="slot power in MFlops; empty: MFlops, else "
                                "KFlops / 1000, else Mips"),

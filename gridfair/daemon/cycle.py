@@ -2,8 +2,12 @@
 
 1. read the snapshot (in a thread, bounded by `query_timeout`); a failure records the cycle
    as failed and takes no action;
-2. reconcile it with the stored jobs; replay it into a fresh pool with the policy stages
-   (their saved state restored) listening;
+2. reconcile it with the stored jobs (kept in memory after the first cycle); turn it into the
+   negotiator's pool: the pool kept from the last cycle with this snapshot's changes applied
+   (`gridfair.classads.kept_pool`; after a start or a failed cycle everything in it is new),
+   or, with `daemon.incremental = false` or for stages that need it, a fresh pool the whole
+   snapshot is replayed into with the policy stages listening; saved policy state is restored
+   either way;
 3. run the negotiator, its preemptions passed through the safety guard;
 4. in ONE transaction: job changes, usage, decisions, and the actions to carry out written
    `planned` (each under an idempotency key derived from the job, the slot and the time its
@@ -26,7 +30,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gridfair.classads.to_pool import pool_from_snapshot
+from gridfair.classads.kept_pool import KeptPool, unsupported
+from gridfair.classads.to_pool import LoadedPool, pool_from_snapshot
 from gridfair.core.pool import CPUS, MEMORY, POWER, Pool, UserState
 from gridfair.core.shares import share_rows
 from gridfair.core.stages import ALLOCATE, VACATE, Decision
@@ -158,6 +163,11 @@ class CycleRunner:
         self.timeout = config["daemon"]["query_timeout"]
         self.label = " ".join(name for name, _ in stage_list(stages_from_config(config["policy"])))
         self.cycles_run = 0
+        self.incremental = bool(config["daemon"]["incremental"])
+        self.kept: KeptPool | None = None
+        # The store's `jobs` table as of the last recorded cycle: read once, then kept current
+        # with what each cycle writes (a restart reads it again).
+        self._known: dict[str, dict[str, Any]] | None = None
 
     # ------------------------------------------------------------------ run
     def run(self) -> CycleReport:
@@ -178,6 +188,7 @@ class CycleRunner:
             raise
         except Exception as error:  # noqa: BLE001 - a bug must not stop the daemon
             log.exception("cycle %d: internal error", cycle)
+            self.kept = self._known = None  # whatever the cycle left half-done: start afresh
             return self._failed(cycle, clock, f"internal error: {type(error).__name__}: {error}",
                                 "internal")
         self.metrics.cycle(report.outcome, report.duration)
@@ -195,13 +206,15 @@ class CycleRunner:
                    clock: float) -> CycleReport:
         now = self.backend.now()
         store = self.store
-        recon = reconcile(snapshot, store.known_jobs(), cycle)
+        if self._known is None:
+            self._known = store.known_jobs()
+        recon = reconcile(snapshot, self._known, cycle)
         # Allocations not yet running hold their slots in the policy's view (inflight.py).
         flights = inflight.pending(store, snapshot, self.limits.landing_timeout)
         if not self.dry_run and snapshot_too_old(self.limits, snapshot.time, now) is None:
             inflight.record(store, flights, cycle, now, self.backend.withdraw)
         stages = stages_from_config(self.config["policy"])
-        loaded = pool_from_snapshot(flights.view, stages)
+        loaded = self._load(flights.view, stages)
         negotiator, pool = loaded.negotiator, loaded.pool
         negotiator.vacate_guard = VacateGuard(self.limits, snapshot.time, store.last_preempted(),
                                               flights.held)
@@ -229,6 +242,7 @@ class CycleRunner:
                   "skipped": len(snapshot.skipped)}
         to_run = self._record_plan(cycle, snapshot, recon, decisions, usage, held, notes, now,
                                    act, counts)
+        self._remember_jobs(recon)
         self.faults.reached("after_plan", number)
         outcome = "dry-run" if self.dry_run else ("stale" if stale else "ok")
         if to_run:
@@ -256,6 +270,28 @@ class CycleRunner:
         self.metrics.users((row["user"], row["power_diff"], row["dominant_share"])
                            for row in usage)
         return CycleReport(cycle, outcome, duration, counts)
+
+    def _load(self, snapshot: Snapshot, stages: Stages) -> LoadedPool:
+        """The negotiator over the snapshot's pool: the kept pool with the snapshot's changes
+        applied, or a rebuild when the daemon keeps none or the stages need a replay."""
+        reason = unsupported(stages) if self.incremental else "incremental = false"
+        if reason is not None:
+            if self.kept is not None or self.cycles_run == 1:
+                log.info("rebuilding the pool every cycle: %s", reason)
+            self.kept = None
+            return pool_from_snapshot(snapshot, stages)
+        if self.kept is None:
+            self.kept = KeptPool()
+        return self.kept.update(snapshot, stages)
+
+    def _remember_jobs(self, recon: Reconciliation) -> None:
+        """Apply what the cycle just wrote to the `jobs` table to the copy kept in memory."""
+        known = self._known
+        assert known is not None
+        for row in recon.changed:
+            known[row["id"]] = row
+        for job in recon.gone:
+            known.pop(job, None)
 
     # -------------------------------------------------------------- recording
     @staticmethod

@@ -63,7 +63,8 @@ def make_backend(config: Config) -> PoolBackend:
                               f"{section['condor_now']!r} (not executable, not on PATH)")
     return HTCondorBackend.connect(
         section["collector"] or None,
-        slot_constraint=section["slot_constraint"], job_constraint=section["job_constraint"],
+        slot_constraint=section["slot_constraint"],
+        job_constraint=section["job_constraint"] or None, demand=section["demand"],
         owner_attribute=section["owner_attribute"], power_attribute=section["power_attribute"],
         steer_attribute=section["steer_attribute"], submitters=submitters,
         condor_now=condor_now,

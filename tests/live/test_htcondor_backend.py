@@ -36,7 +36,10 @@ def test_snapshot_of_static_slots(clean_queue: PersonalPool) -> None:
     jobs = {job.id: job for job in snapshot.jobs}
     # Accounting-group submitters of one Unix account, named as the slots' owners.
     assert {jobs[i].user for i in ids} == {"User1", "User2"}
-    assert all(jobs[i].status is JobStatus.RUNNING and jobs[i].group == "owners" for i in ids)
+    assert all(jobs[i].status is JobStatus.RUNNING for i in ids)
+    # Running jobs are read from their slots (which name no group); the job ads name it.
+    whole = {job.id: job for job in backend(pool, demand="jobs").read_snapshot().jobs}
+    assert all(whole[i].group == "owners" and whole[i].user == jobs[i].user for i in ids)
     running_on = {m.running_job: m.name for m in snapshot.machines if m.running_job}
     assert running_on == pool.running()
 
@@ -199,3 +202,29 @@ def test_withdraw_lifts_the_steering(clean_queue: PersonalPool) -> None:
     assert pool.jobs("ClusterId", constraint=steered)
     live.withdraw(job_id)
     assert pool.jobs("ClusterId", constraint=steered) == []
+
+
+def test_idle_demand_read_from_autoclusters(clean_queue: PersonalPool) -> None:
+    """Four running jobs fill the slots; five wait in two shapes. The autocluster read gives
+    the idle jobs the whole job ads give, one shared ad per shape, and the running jobs from
+    the slots (with the schedd known, so they can be vacated)."""
+    pool = clean_queue
+    running = pool.submit([JobSpec("User1", LONG)] * 4)
+    pool.wait_until(lambda: set(pool.running()) == set(running), 40)
+    waiting = pool.submit([JobSpec("User1", LONG)] * 3 + [JobSpec("User2", LONG, memory=128)] * 2)
+    grouped = backend(pool).read_snapshot()
+    whole = backend(pool, demand="jobs", job_constraint="JobStatus == 1").read_snapshot()
+
+    def idle(snapshot):
+        return {j.id: (j.user, j.qdate, j.request_cpus, j.request_memory)
+                for j in snapshot.jobs if j.status is JobStatus.IDLE}
+
+    assert set(idle(grouped)) == set(waiting) and idle(grouped) == idle(whole)
+    shapes = {j.request_memory: id(j.ad) for j in grouped.jobs if j.status is JobStatus.IDLE}
+    assert sorted(shapes) == [64, 128] and len(set(shapes.values())) == 2
+    assert {j.id: j.machine for j in grouped.jobs if j.status is JobStatus.RUNNING} == \
+        pool.running()
+    live = backend(pool)
+    live.read_snapshot()
+    assert live.vacate([running[0]]) == {running[0]: None}
+    pool.clear_queue()

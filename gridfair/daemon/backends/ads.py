@@ -21,7 +21,7 @@ from gridfair.model import Job, JobStatus, Machine, SkippedAd, Snapshot
 SLOT_ATTRIBUTES = (
     "Name", "Cpus", "Memory", "State", "Activity", "JobId", "RemoteUser", "RemoteOwner",
     "JobStart", "MFlops", "KFlops", "Mips", "Requirements", "Rank", "Arch", "OpSys", "Disk",
-    "SlotType",
+    "SlotType", "GlobalJobId", "AccountingGroup",
 )
 #: What the daemon reads of a job ad (the schedd query's projection).
 JOB_ATTRIBUTES = (
@@ -60,11 +60,17 @@ def snapshot_from_ads(
     backend) reuses the views of ads seen before; rotate it after each snapshot."""
     machines, bad_slots = machines_from_ads(slot_ads, config, lenient=True, memo=memo)
     jobs, bad_jobs = jobs_from_ads(job_ads, lenient=True, memo=memo)
+    return snapshot_of(time, machines, jobs, (*skipped, *bad_slots, *bad_jobs))
+
+
+def snapshot_of(time: float, machines: list[Machine], jobs: list[Job],
+                skipped: Iterable[SkippedAd]) -> Snapshot:
+    """The snapshot of these views, with the running jobs known only from their slots'
+    ads added (after the jobs read)."""
     known = {job.id for job in jobs}
     for machine in machines:
         if (machine.state == "Claimed" and machine.running_job and machine.running_user
                 and machine.running_job not in known):
             jobs.append(job_of_slot(machine))
             known.add(machine.running_job)
-    return Snapshot(time, tuple(machines), tuple(jobs),
-                    (*skipped, *bad_slots, *bad_jobs))
+    return Snapshot(time, tuple(machines), tuple(jobs), tuple(skipped))

@@ -1,14 +1,24 @@
 """The `htcondor` backend: a real HTCondor pool through the `htcondor2` bindings.
 
 Reading, each cycle:
-- slots: `Collector.query(AdType.Startd, constraint, projection)`;
-- jobs: `Collector.locateAll(DaemonType.Schedd)`, then `Schedd.query(constraint, projection)`
-  on every schedd found. Projections, never whole ads: the attributes in
-  `backends.ads.SLOT_ATTRIBUTES` / `JOB_ATTRIBUTES`, the owner and power attributes, and
-  whatever the ads' Requirements and Rank turn out to read (learnt from the ads, kept).
-  A schedd that does not answer is reported as a skipped source and the others are used
-  (its running jobs are still seen on their slots); no schedd listed or answering, or the
-  collector not answering, fails the cycle.
+- slots: `Collector.query(AdType.Startd, constraint, projection)`; running jobs are read from
+  them (`JobId`, `RemoteUser`, `JobStart`, and `GlobalJobId` for the job's schedd);
+- demand (`demand = "autocluster"`, the default), the way HTCondor's negotiator reads it, on
+  every schedd `Collector.locateAll(DaemonType.Schedd)` finds:
+  `Schedd.query(opts=QueryOpt.AutoCluster)`, one ad per group of identical jobs (what they
+  ask for and require: the significant attributes) with its `JobCount`, and the idle jobs as
+  narrow rows, `Schedd.query("JobStatus == 1", IDLE_ROW_ATTRIBUTES)` (ids, QDate, submitter,
+  `AutoClusterId`: no expression, nothing to parse per job). Each idle job asks for what its
+  autocluster's ad says, and is matched against slots with that one shared ad. A whole job ad
+  is fetched only for a job whose autocluster is not in the answer (submitted between the two
+  queries);
+- or (`demand = "jobs"`) every job ad of `job_constraint`, as before: `Schedd.query(
+  constraint, projection)`.
+Projections, never whole ads: the attributes in `backends.ads.SLOT_ATTRIBUTES` /
+`JOB_ATTRIBUTES`, the owner and power attributes, and whatever the ads' Requirements and Rank
+turn out to read (learnt from the ads, kept). A schedd that does not answer is reported as a
+skipped source and the others are used (its running jobs are still seen on their slots); no
+schedd listed or answering, or the collector not answering, fails the cycle.
 
 Acting:
 - vacate: `Schedd.act(JobAction.Vacate, [job_id])` on the job's own schedd, one job per
@@ -47,11 +57,24 @@ from typing import Any
 import classad2
 import htcondor2
 
-from gridfair.classads.reader import SourcedAd
+from gridfair.classads.reader import SourcedAd, skip_reason
 from gridfair.classads.submitters import SubmitterMap
-from gridfair.classads.views import AdConfig
+from gridfair.classads.views import (
+    AdConfig,
+    JobRequest,
+    grouped_job_view,
+    job_request,
+    jobs_from_ads,
+    machines_from_ads,
+)
 from gridfair.daemon.backends import ActionFailed, PoolBackend, PoolUnavailable
-from gridfair.daemon.backends.ads import JOB_ATTRIBUTES, SLOT_ATTRIBUTES, snapshot_from_ads
+from gridfair.daemon.backends.ads import (
+    JOB_ATTRIBUTES,
+    SLOT_ATTRIBUTES,
+    snapshot_from_ads,
+    snapshot_of,
+)
+from gridfair.errors import ConfigError, InputError
 from gridfair.model import Job, Machine, SkippedAd, Snapshot
 
 #: The result attributes of `Schedd.act` that explain a failure, in the order checked.
@@ -70,6 +93,16 @@ POOL_ERRORS = (htcondor2.HTCondorException, OSError, RuntimeError, ValueError)
 #: Seconds an HTCondor tool (condor_now) may take before the action counts as failed.
 TOOL_TIMEOUT = 30.0
 
+
+#: How the backend reads demand: autocluster ads and narrow idle rows, or every job ad.
+DEMAND_READS = ("autocluster", "jobs")
+#: What the backend reads of each idle job when demand comes from autoclusters.
+IDLE_ROW_ATTRIBUTES = (
+    "ClusterId", "ProcId", "JobStatus", "QDate", "AutoClusterId", "JobCurrentStartDate",
+    "RemoteHost", "Owner", "User", "AcctGroup", "AcctGroupUser", "AccountingGroup",
+)
+DEFAULT_JOB_CONSTRAINTS = {"autocluster": "JobStatus == 1",
+                           "jobs": "JobStatus == 1 || JobStatus == 2"}
 
 #: Expressions of an ad that matching evaluates, and how many query rounds may be spent
 #: learning the attributes they read.
@@ -117,7 +150,8 @@ class HTCondorBackend(PoolBackend):
         *,
         schedd_factory: Callable[[classad2.ClassAd], Any] = htcondor2.Schedd,
         slot_constraint: str = "true",
-        job_constraint: str = "JobStatus == 1 || JobStatus == 2",
+        job_constraint: str | None = None,
+        demand: str = "autocluster",
         owner_attribute: str = "GridOwner",
         power_attribute: str = "",
         steer_attribute: str = "GridfairSlot",
@@ -126,6 +160,8 @@ class HTCondorBackend(PoolBackend):
         pool: str | None = None,
         tool_environment: Mapping[str, str] | None = None,
     ) -> None:
+        if demand not in DEMAND_READS:
+            raise ConfigError(f"demand must be one of {', '.join(DEMAND_READS)}, not {demand!r}")
         self.collector = collector
         # HOSEP's "vacate this, run that there" in one step (handover); None: vacate + steer.
         self.condor_now = condor_now
@@ -133,7 +169,8 @@ class HTCondorBackend(PoolBackend):
         self.tool_environment = dict(tool_environment) if tool_environment else None
         self.schedd_factory = schedd_factory
         self.slot_constraint = slot_constraint
-        self.job_constraint = job_constraint
+        self.demand = demand
+        self.job_constraint = job_constraint or DEFAULT_JOB_CONSTRAINTS[demand]
         self.ad_config = AdConfig.with_attributes(owner_attribute, power_attribute or None)
         self.steer_attribute = steer_attribute
         self.submitters = submitters or SubmitterMap()
@@ -155,6 +192,111 @@ class HTCondorBackend(PoolBackend):
         return cls(collector, pool=pool, **options)
 
     def read_snapshot(self) -> Snapshot:
+        if self.demand == "autocluster":
+            return self._read_autoclusters()
+        return self._read_jobs()
+
+    def _read_autoclusters(self) -> Snapshot:
+        """Slots from the collector; demand as autocluster ads and narrow idle rows."""
+        taken = time.time()
+        for _ in range(LEARNING_ROUNDS):
+            slots = self._query_slots()
+            jobs, groups, skipped, locations = self._query_demand()
+            slot_own, slot_other = match_references(slots)
+            job_own, job_other = match_references(groups)
+            grew = _learn(self.slot_projection, slot_own | job_other)
+            # Autocluster ads carry what the schedd finds significant; what the slots read
+            # of a job beyond that is asked of the single job ads fetched.
+            grew = _learn(self.job_projection, job_own | slot_other) or grew
+            if not grew:
+                break
+        if not locations:
+            raise PoolUnavailable("the collector lists no schedd")
+        if len(skipped) == len(locations):
+            raise PoolUnavailable("no schedd answered its job query")
+        machines, bad_slots = machines_from_ads(
+            [SourcedAd(ad, "collector", index, None) for index, ad in enumerate(slots, 1)],
+            self.ad_config, lenient=True)
+        self._schedd_of.update(self._schedds_of_running(slots, locations))
+        return self._as_owners(snapshot_of(taken, machines, jobs, (*skipped, *bad_slots)))
+
+    def _query_demand(
+        self,
+    ) -> tuple[list[Job], list[classad2.ClassAd], list[SkippedAd], list[classad2.ClassAd]]:
+        """Every schedd's idle jobs (from its autoclusters and narrow rows), the autocluster
+        ads, the skipped ads and sources, and the schedds' locations."""
+        locations = self._locate_schedds()
+        jobs: list[Job] = []
+        groups: list[classad2.ClassAd] = []
+        skipped: list[SkippedAd] = []
+        schedd_of: dict[str, classad2.ClassAd] = {}
+        for location in locations:
+            name = _schedd_name(location)
+            try:
+                schedd = self.schedd_factory(location)
+                clusters = schedd.query("true", [], opts=htcondor2.QueryOpt.AutoCluster)
+                rows = schedd.query(self.job_constraint, list(IDLE_ROW_ATTRIBUTES))
+            except POOL_ERRORS as error:
+                skipped.append(SkippedAd(f"schedd {name}", 0, name, f"query failed: {error}"))
+                continue
+            groups.extend(clusters)
+            requests, bad = autocluster_requests(clusters, f"schedd {name} autoclusters")
+            skipped.extend(bad)
+            known, missing, unusable = jobs_of_rows(rows, requests, f"schedd {name}")
+            skipped.extend(unusable)
+            if missing:
+                fetched, unfetched = self._fetch_jobs(schedd, name, missing)
+                known.extend(fetched)
+                skipped.extend(unfetched)
+            for job in known:
+                if job.id in schedd_of:
+                    skipped.append(SkippedAd(f"schedd {name}", 0, job.id,
+                                             "duplicate job id (another schedd has it)"))
+                    continue
+                schedd_of[job.id] = location
+                jobs.append(job)
+        self._schedd_of = schedd_of
+        return jobs, groups, skipped, locations
+
+    def _fetch_jobs(self, schedd: Any, name: str,
+                    job_ids: Sequence[str]) -> tuple[list[Job], list[SkippedAd]]:
+        """The whole ads (the job projection) of these jobs, in one query."""
+        constraint = " || ".join(
+            "(ClusterId == {} && ProcId == {})".format(*job_id.split(".")) for job_id in job_ids)
+        try:
+            ads = schedd.query(constraint, list(self.job_projection.values()))
+        except POOL_ERRORS as error:
+            return [], [SkippedAd(f"schedd {name}", 0, job_id, f"job ad query failed: {error}")
+                        for job_id in job_ids]
+        return jobs_from_ads([SourcedAd(ad, f"schedd {name}", index, None)
+                              for index, ad in enumerate(ads, 1)], lenient=True)
+
+    def _schedds_of_running(self, slots: Iterable[classad2.ClassAd],
+                            locations: Sequence[classad2.ClassAd]) -> dict[str, classad2.ClassAd]:
+        """Running job id -> its schedd's location, from the slots' `GlobalJobId`
+        (`schedd#cluster.proc#time`); with one schedd, that one."""
+        by_name = {_schedd_name(location): location for location in locations}
+        only = locations[0] if len(locations) == 1 else None
+        found: dict[str, classad2.ClassAd] = {}
+        for slot in slots:
+            job_id = slot.get("JobId")
+            if not isinstance(job_id, str):
+                continue
+            global_id = slot.get("GlobalJobId")
+            name = global_id.partition("#")[0] if isinstance(global_id, str) else None
+            location = by_name.get(name, only)
+            if location is not None:
+                found[job_id] = location
+        return found
+
+    def _locate_schedds(self) -> list[classad2.ClassAd]:
+        try:
+            return self.collector.locateAll(htcondor2.DaemonType.Schedd)
+        except POOL_ERRORS as error:
+            raise PoolUnavailable(f"collector query failed: {error}") from None
+
+    def _read_jobs(self) -> Snapshot:
+        """Slots from the collector; every job ad of `job_constraint` from the schedds."""
         taken = time.time()
         # Matching needs every attribute the Requirements and Rank of either side read, which
         # only the ads themselves tell: query, learn what is missing, query again. What is
@@ -202,10 +344,7 @@ class HTCondorBackend(PoolBackend):
 
     def _query_jobs(self) -> tuple[list[SourcedAd], list[SkippedAd], list[classad2.ClassAd]]:
         """Every schedd's jobs; a schedd that does not answer becomes a skipped source."""
-        try:
-            locations = self.collector.locateAll(htcondor2.DaemonType.Schedd)
-        except POOL_ERRORS as error:
-            raise PoolUnavailable(f"collector query failed: {error}") from None
+        locations = self._locate_schedds()
         skipped: list[SkippedAd] = []
         job_ads: list[SourcedAd] = []
         schedd_of: dict[str, classad2.ClassAd] = {}
@@ -313,6 +452,48 @@ class HTCondorBackend(PoolBackend):
 
     def _unsteer(self, schedd: Any, job_id: str) -> None:
         schedd.edit([job_id], self.steer_attribute, "undefined")
+
+
+def autocluster_requests(
+    clusters: Iterable[classad2.ClassAd], source: str,
+) -> tuple[dict[int, JobRequest], list[SkippedAd]]:
+    """AutoClusterId -> what its jobs ask for, from a schedd's autocluster ads; unusable ads
+    are skipped with their reasons (their jobs are then fetched one by one)."""
+    requests: dict[int, JobRequest] = {}
+    skipped: list[SkippedAd] = []
+    for index, ad in enumerate(clusters, 1):
+        cluster = ad.get("AutoClusterId")
+        try:
+            if not isinstance(cluster, int):
+                raise InputError("no AutoClusterId", source=source, attribute="AutoClusterId")
+            requests[cluster] = job_request(SourcedAd(ad, source, index, None),
+                                            f"autocluster {cluster}")
+        except InputError as error:
+            skipped.append(SkippedAd(source, index, f"autocluster {cluster}",
+                                     skip_reason(error)))
+    return requests, skipped
+
+
+def jobs_of_rows(
+    rows: Iterable[classad2.ClassAd], requests: dict[int, JobRequest], source: str,
+) -> tuple[list[Job], list[str], list[SkippedAd]]:
+    """(jobs, ids of jobs whose autocluster is not among `requests`, skipped rows): each row
+    (`IDLE_ROW_ATTRIBUTES`) a job asking for what its autocluster's ad says."""
+    jobs: list[Job] = []
+    missing: list[str] = []
+    skipped: list[SkippedAd] = []
+    for index, row in enumerate(rows, 1):
+        request = requests.get(row.get("AutoClusterId"))
+        if request is None and isinstance(row.get("ClusterId"), int) and isinstance(
+                row.get("ProcId"), int):
+            missing.append(f"{row['ClusterId']}.{row['ProcId']}")
+            continue
+        sourced = SourcedAd(row, source, index, None)
+        try:
+            jobs.append(grouped_job_view(sourced, request or sourced))
+        except InputError as error:
+            skipped.append(SkippedAd(source, index, None, skip_reason(error)))
+    return jobs, missing, skipped
 
 
 def _act_problem(result: classad2.ClassAd | None) -> str | None:

@@ -1,0 +1,201 @@
+"""The daemon's pool kept from one cycle to the next: each snapshot becomes events on it.
+
+A rebuild (`to_pool.pool_from_snapshot`) makes every job a new task and replays the whole
+snapshot through the policy stages, event by event: at 100k jobs most of a cycle. `KeptPool`
+keeps the slots and tasks it made, and each cycle compares the snapshot with the last one:
+- jobs submitted (new idle), started, vacated, moved, finished (gone, held, completed);
+- slots that came, went, or changed (a new ad: state, claim, power, owner).
+Only what changed is made anew: a task whose job ad is the one of the last cycle is the same
+object (what the last negotiation did to it, `Pool.load` sets again). The pool's indexes are then
+laid out in one pass (`Pool.load`: no policy callback per job) in the rebuild's orders (slots
+as the snapshot lists them, idle jobs by QDate then id, running jobs by slot), and the stages
+learn the pool from its totals (`Pool.announce`). Totals are summed in the rebuild's order, so
+every figure, tie and decision is the rebuild's to the last bit (`tests/test_kept_pool.py`
+runs both on the same snapshot sequences).
+
+Stages whose state follows from the pool as it is now take this path: HOSEP, OSEP, reclaim,
+DRF and weighted DRF. Stages that integrate over the events' times (SDRF, HTCondor priority),
+remember arrival order (DMFA-SRQ) or admit jobs as they are submitted get the rebuild, and
+`unsupported` says why.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from gridfair.classads.matching import AutoclusterMatcher
+from gridfair.classads.to_pool import (
+    CLAIMED,
+    UNCLAIMED,
+    LoadedPool,
+    node_from_machine,
+    place_running,
+    queue_order,
+    task_from_job,
+)
+from gridfair.core.negotiator import Negotiator
+from gridfair.core.pool import Node, Pool, Task
+from gridfair.model import Job, JobStatus, Machine, Snapshot
+
+if TYPE_CHECKING:
+    from gridfair.policies.registry import Stages
+
+#: Stages (role:name) whose state is a function of the pool's current totals and running
+#: tasks: what `Pool.announce` gives them equals what a replay of every event would.
+KEPT_STAGES = frozenset({
+    "order:hosep", "preempt:hosep", "order:osep", "preempt:osep", "preempt:reclaim",
+    "order:drf", "order:wdrf",
+})
+
+#: The kinds of change a snapshot can bring, as counted in `PoolEvents`.
+EVENT_KINDS = ("submitted", "started", "vacated", "moved", "finished",
+               "slot_came", "slot_went", "slot_changed")
+
+
+def unsupported(stages: Stages) -> str | None:
+    """Why the kept pool cannot serve these stages (they need the rebuild), or None."""
+    if stages.admit is not None:
+        return f"admission stage {stages.admit.name} decides on every submit"
+    for role, stage in (("order", stages.order), ("preempt", stages.preempt)):
+        if stage is not None and f"{role}:{stage.name}" not in KEPT_STAGES:
+            return (f"{role} stage {stage.name} keeps state over the events' times or order, "
+                    "which only a replay of every event reproduces")
+    return None
+
+
+@dataclass
+class PoolEvents:
+    """How many of each kind of change the last snapshot brought."""
+
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(EVENT_KINDS, 0))
+
+    def add(self, kind: str, count: int = 1) -> None:
+        self.counts[kind] += count
+
+    @property
+    def changes(self) -> int:
+        return sum(self.counts.values())
+
+
+class KeptPool:
+    """Slots and tasks kept between cycles; `update` lays out the pool of a new snapshot."""
+
+    def __init__(self, *, matcher: Callable[[Task, Node], bool] | None = None) -> None:
+        self._matcher = matcher
+        self._machines: dict[str, tuple[Machine, Node]] = {}
+        self._jobs: dict[str, tuple[Job, Task, tuple]] = {}  # id -> job, its task, queue key
+        self._where: dict[str, str | None] = {}  # job in the pool -> its slot, None if idle
+        self.events = PoolEvents()
+        self.cycles = 0
+
+    def update(self, snapshot: Snapshot, stages: Stages) -> LoadedPool:
+        """The negotiator over the snapshot's pool, as `pool_from_snapshot` would make it."""
+        # The layout makes a tuple per queued job; the cyclic collector, triggered by them,
+        # would scan the kept pool's million objects over and over (a third of the update's
+        # time at 100k jobs). Refcounting frees what the layout drops; cycles wait until after.
+        paused = gc.isenabled()
+        gc.disable()
+        try:
+            return self._update(snapshot, stages)
+        finally:
+            if paused:
+                gc.enable()
+
+    def _update(self, snapshot: Snapshot, stages: Stages) -> LoadedPool:
+        events = PoolEvents()
+        now = snapshot.time
+        nodes = self._nodes(snapshot.machines, events)
+        jobs = self._tasks(snapshot.jobs)
+        running_jobs = sorted((job for job in snapshot.jobs if job.status is JobStatus.RUNNING),
+                              key=lambda job: jobs[job.id][2])
+        placed, unplaced = place_running(snapshot.machines, running_jobs)
+        occupant = {slot: job for job, slot in placed.items()}
+        running: list[tuple[Task, Node, float]] = []
+        where: dict[str, str | None] = {}
+        for machine in snapshot.machines:
+            node = nodes[machine.name]
+            busy = machine.state == CLAIMED and (machine.name in occupant
+                                                 or machine.running_user is not None)
+            available = machine.state == UNCLAIMED or busy
+            node.free_cpus = node.cpus if available else 0.0
+            node.free_memory = node.memory if available else 0.0
+            node.used_cpus = node.used_memory = 0.0
+            if machine.state != CLAIMED:
+                continue
+            job = occupant.get(machine.name)
+            if job is not None:
+                task = jobs[job.id][1]
+                started = job.start_time if job.start_time is not None else now
+                where[job.id] = machine.name
+            elif machine.running_user is not None:
+                known = machine.running_job is None or machine.running_job in jobs
+                task = Task(f"claim@{machine.name}" if known else machine.running_job,
+                            machine.running_user, now)
+                started = now
+            else:
+                continue
+            # The claim holds the whole slot, whatever the job asked for.
+            task.cpus, task.memory = node.cpus, node.memory
+            running.append((task, node, started))
+        idle = [entry for entry in jobs.values() if entry[0].status is JobStatus.IDLE]
+        idle.sort(key=lambda entry: entry[2])
+        for job, _, _ in idle:
+            where[job.id] = None
+        self._count_job_events(where, events)
+        pool = Pool(task_key=stages.order.task_key,
+                    exact_accounting=stages.order.exact_accounting,
+                    matcher=self._matcher if self._matcher is not None else AutoclusterMatcher())
+        pool.load([nodes[machine.name] for machine in snapshot.machines],
+                  [entry[1] for entry in idle], running)
+        negotiator = Negotiator(pool, stages.order, stages.preempt, stages.admit)
+        pool.announce(now)
+        self._where = where
+        self.events = events
+        self.cycles += 1
+        return LoadedPool(negotiator, (), tuple(unplaced))
+
+    # ------------------------------------------------------------- internals
+    def _nodes(self, machines: Iterable[Machine], events: PoolEvents) -> dict[str, Node]:
+        kept = self._machines
+        current: dict[str, tuple[Machine, Node]] = {}
+        for machine in machines:
+            before = kept.get(machine.name)
+            if before is not None and before[0] is machine:
+                current[machine.name] = before
+                continue
+            if before is None:
+                events.add("slot_came")
+            elif before[0] != machine:
+                events.add("slot_changed")
+            current[machine.name] = (machine, node_from_machine(machine))
+        events.add("slot_went", sum(1 for name in kept if name not in current))
+        self._machines = current
+        return {name: node for name, (_, node) in current.items()}
+
+    def _tasks(self, snapshot_jobs: Iterable[Job]) -> dict[str, tuple[Job, Task, tuple]]:
+        """Job id -> (job, its task, queue key) for the snapshot's jobs: the kept task when
+        its job's view is the one of the last cycle, else a new one."""
+        kept = self._jobs
+        current: dict[str, tuple[Job, Task, tuple]] = {}
+        for job in snapshot_jobs:
+            before = kept.get(job.id)
+            if before is not None and before[0] is job:
+                current[job.id] = before
+            else:
+                current[job.id] = (job, task_from_job(job), queue_order(job))
+        self._jobs = current
+        return current
+
+    def _count_job_events(self, where: dict[str, str | None], events: PoolEvents) -> None:
+        before = self._where
+        for job_id, slot in where.items():
+            if job_id not in before:
+                events.add("submitted" if slot is None else "started")
+            elif before[job_id] != slot:
+                was = before[job_id]
+                events.add("started" if was is None else ("vacated" if slot is None
+                                                          else "moved"))
+        events.add("finished", sum(1 for job_id in before if job_id not in where))

@@ -1,0 +1,273 @@
+"""The kept pool (`gridfair.classads.kept_pool`) against the rebuild (`pool_from_snapshot`):
+on the same snapshot sequences both must give the same decisions, figures and per-user totals
+every cycle, and the sequences must bring every kind of change the kept pool handles."""
+
+from __future__ import annotations
+
+import random
+import shutil
+from pathlib import Path
+
+import classad2
+import pytest
+
+from gridfair.classads.kept_pool import EVENT_KINDS, KeptPool, unsupported
+from gridfair.classads.reader import AdFormat
+from gridfair.classads.synthetic import job_ads, machine_ads, write_ads
+from gridfair.classads.to_pool import pool_from_snapshot
+from gridfair.core.shares import share_rows
+from gridfair.daemon.backends.files import FilesBackend
+from gridfair.daemon.config import validate
+from gridfair.daemon.cycle import CycleRunner
+from gridfair.daemon.store import Store
+from gridfair.model import JobStatus
+from gridfair.policies.registry import build_stages
+
+ROOT = Path(__file__).resolve().parent.parent
+REAL_POOL = ROOT / "tests" / "data" / "daemon" / "pool"
+
+#: (order, preempt): every composition the kept pool serves.
+KEPT = [("hosep", "hosep"), ("osep", "osep"), ("hosep", "reclaim"), ("drf", None),
+        ("wdrf", None)]
+
+
+def stages_of(order: str, preempt: str | None):
+    return build_stages(None, order=order, preempt=preempt or "none")
+
+
+def outcome(loaded, now: float) -> tuple[list, tuple]:
+    """The decisions of a cycle, and what must be equal: the decisions as recorded, the
+    per-user rows and totals before the cycle, and the pool's totals."""
+    pool = loaded.pool
+    rows = share_rows(pool)
+    users = [(u.name, u.index, u.allocated_power, u.provided_power, tuple(u.usage), u.running,
+              u.idle_count) for u in pool.users.values()]
+    totals = [*pool.capacity, *pool.used, pool.running]
+    decisions = loaded.negotiator.cycle(now)
+    return decisions, ([d.as_dict() for d in decisions], rows, users, totals,
+                       [u.name for u in loaded.unplaced])
+
+
+def compare_along(backend: FilesBackend, steps, order: str, preempt: str | None) -> dict:
+    """Run both paths on the snapshot after each step; returns the kept pool's event counts."""
+    kept = KeptPool()
+    seen = dict.fromkeys(EVENT_KINDS, 0)
+    decided = 0
+    for number, step in enumerate(steps):
+        step()
+        snapshot = backend.read_snapshot()
+        _, fresh = outcome(pool_from_snapshot(snapshot, stages_of(order, preempt)),
+                           snapshot.time)
+        decisions, kept_outcome = outcome(kept.update(snapshot, stages_of(order, preempt)),
+                                          snapshot.time)
+        assert kept_outcome == fresh, f"cycle {number}: the kept pool decided otherwise"
+        decided += len(decisions)
+        for kind, count in kept.events.counts.items():
+            seen[kind] += count
+    assert decided > 0, "a sequence that decides nothing compares nothing"
+    return seen
+
+
+# ----------------------------------------------------------------- synthetic churn
+class ChurningPool:
+    """A synthetic pool written as dumps, changed at random between cycles by every kind of
+    change a real pool sees (the slot and job ads kept consistent with each other)."""
+
+    def __init__(self, directory: Path, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.directory = directory
+        self.machines = machine_ads(40, 6, seed=seed)
+        self.jobs = job_ads(300, 9, self.machines, running=30, seed=seed + 1)
+        self.next_cluster = 1000
+        self.next_slot = 1000
+        self.clock = 1_700_100_000
+
+    def write(self) -> None:
+        write_ads(self.directory / "pool.status", self.machines, AdFormat.OLD)
+        write_ads(self.directory / "pool.queue", self.jobs, AdFormat.OLD)
+
+    def _free_slot(self):
+        free = [m for m in self.machines if m["State"] == "Unclaimed"]
+        return self.rng.choice(free) if free else None
+
+    def _running(self):
+        return [j for j in self.jobs if j["JobStatus"] == JobStatus.RUNNING]
+
+    def _slot_of(self, job):
+        return next(m for m in self.machines if m.get("JobId") == _job_id(job))
+
+    def _release(self, slot) -> None:
+        slot.update({"State": "Unclaimed", "Activity": "Idle"})
+        for attribute in ("JobId", "RemoteUser", "RemoteOwner"):
+            del slot[attribute]
+
+    def _run(self, job, slot) -> None:
+        self.clock += 1
+        job.update({"JobStatus": int(JobStatus.RUNNING), "RemoteHost": slot["Name"],
+                    "JobCurrentStartDate": self.clock})
+        slot.update({"State": "Claimed", "Activity": "Busy", "JobId": _job_id(job),
+                     "RemoteUser": job["User"], "RemoteOwner": job["User"]})
+
+    def submit(self) -> None:
+        for proc in range(self.rng.randint(1, 5)):
+            self.clock += 1
+            user = f"user{self.rng.randrange(12)}@grid"  # sometimes a user never seen before
+            ad = classad2.ClassAd({"MyType": "Job", "ClusterId": self.next_cluster,
+                                   "ProcId": proc, "Owner": user.partition("@")[0],
+                                   "User": user, "JobStatus": int(JobStatus.IDLE),
+                                   "QDate": self.clock - self.rng.choice((0, 5)),
+                                   "RequestCpus": 1, "RequestMemory": 1024})
+            self.jobs.append(ad)
+        self.next_cluster += 1
+
+    def start(self) -> None:
+        idle = [j for j in self.jobs if j["JobStatus"] == JobStatus.IDLE]
+        slot = self._free_slot()
+        if idle and slot is not None:
+            self._run(self.rng.choice(idle), slot)
+
+    def finish(self) -> None:
+        running = self._running()
+        if running:
+            job = self.rng.choice(running)
+            self._release(self._slot_of(job))
+            self.jobs.remove(job)
+
+    def vacate(self) -> None:
+        running = self._running()
+        if running:
+            job = self.rng.choice(running)
+            self._release(self._slot_of(job))
+            job["JobStatus"] = int(JobStatus.IDLE)
+            del job["RemoteHost"]
+
+    def move(self) -> None:
+        running, slot = self._running(), self._free_slot()
+        if running and slot is not None:
+            job = self.rng.choice(running)
+            self._release(self._slot_of(job))
+            self._run(job, slot)
+
+    def hold(self) -> None:
+        idle = [j for j in self.jobs if j["JobStatus"] == JobStatus.IDLE]
+        if idle:
+            self.rng.choice(idle)["JobStatus"] = int(JobStatus.HELD)
+
+    def slot_came(self) -> None:
+        ad = classad2.ClassAd(str(self.machines[0]))
+        ad.update({"Name": f"slot1@new{self.next_slot}.grid", "State": "Unclaimed",
+                   "Activity": "Idle", "GridOwner": f"user{self.rng.randrange(8)}@grid",
+                   "MFlops": self.rng.choice((1000, 2000, 3000))})
+        for attribute in ("JobId", "RemoteUser", "RemoteOwner"):
+            if attribute in ad:
+                del ad[attribute]
+        self.next_slot += 1
+        self.machines.insert(self.rng.randrange(len(self.machines) + 1), ad)
+
+    def slot_went(self) -> None:
+        slot = self.rng.choice(self.machines)
+        job_id = slot.get("JobId")
+        self.machines.remove(slot)
+        for job in self.jobs:
+            if job_id is not None and _job_id(job) == job_id:
+                job["JobStatus"] = int(JobStatus.IDLE)
+                del job["RemoteHost"]
+
+    def slot_changed(self) -> None:
+        slot = self.rng.choice(self.machines)
+        slot["MFlops"] = self.rng.choice((500, 1000, 2000, 3000, 5000))
+        if self.rng.random() < 0.3:
+            slot["GridOwner"] = f"user{self.rng.randrange(8)}@grid"
+
+    def step(self) -> None:
+        changes = (self.submit, self.start, self.finish, self.vacate, self.move, self.hold,
+                   self.slot_came, self.slot_went, self.slot_changed)
+        for _ in range(self.rng.randint(1, 6)):
+            self.rng.choice(changes)()
+        self.write()
+
+
+def _job_id(job) -> str:
+    return f"{job['ClusterId']}.{job['ProcId']}"
+
+
+@pytest.mark.parametrize(("order", "preempt"), KEPT)
+@pytest.mark.parametrize("seed", [3, 11])
+def test_kept_pool_decides_as_a_rebuild_under_synthetic_churn(tmp_path, order, preempt, seed):
+    pool = ChurningPool(tmp_path, seed)
+    pool.write()
+    backend = FilesBackend(tmp_path, tmp_path / "actions.jsonl")
+    seen = compare_along(backend, [lambda: None] + [pool.step] * 25, order, preempt)
+    assert all(seen[kind] > 0 for kind in EVENT_KINDS), seen
+
+
+# ----------------------------------------------------------------- real recorded ads
+def _edit(path: Path, old: str, new: str, count: int = 1) -> None:
+    text = path.read_text()
+    assert old in text, f"{old!r} not in {path.name}"
+    path.write_text(text.replace(old, new, count))
+
+
+@pytest.mark.parametrize(("order", "preempt"), KEPT)
+def test_kept_pool_decides_as_a_rebuild_on_real_ads(tmp_path, order, preempt):
+    directory = tmp_path / "pool"
+    shutil.copytree(REAL_POOL, directory, copy_function=shutil.copy)
+    aside = tmp_path / "partitionable.status"
+    queue, static = directory / "jobs.queue", directory / "basic4slot.status"
+
+    def hold_one() -> None:  # an idle job held: it leaves the pool
+        _edit(queue, "JobStatus = 1", "JobStatus = 5")
+
+    def slots_go() -> None:  # the partitionable machine leaves (its 4 running jobs with it)
+        shutil.move(directory / "partitionable.status", aside)
+
+    def slots_come() -> None:
+        shutil.move(aside, directory / "partitionable.status")
+
+    def slot_faster() -> None:
+        _edit(static, "MFlops = 132250", "MFlops = 264500")
+
+    def release() -> None:
+        _edit(queue, "JobStatus = 5", "JobStatus = 1")
+
+    steps = [lambda: None, hold_one, slots_go, slot_faster, slots_come, release, lambda: None]
+    backend = FilesBackend(directory, tmp_path / "actions.jsonl")
+    seen = compare_along(backend, steps, order, preempt)
+    for kind in ("submitted", "finished", "slot_came", "slot_went", "slot_changed", "started"):
+        assert seen[kind] > 0, (kind, seen)
+
+
+def test_stages_that_integrate_over_time_are_rebuilt():
+    assert unsupported(stages_of("hosep", "hosep")) is None
+    assert "sdrf" in unsupported(stages_of("sdrf", None))
+    assert "condor" in unsupported(stages_of("condor", None))
+    assert "justice" in unsupported(build_stages("justice"))
+
+
+# ----------------------------------------------------------------- the daemon, both ways
+def _runner(tmp_path: Path, directory: Path, name: str, incremental: bool) -> CycleRunner:
+    raw = {"daemon": {"store": f"{name}.db", "incremental": incremental},
+           "backend": {"kind": "files", "files": {"directory": str(directory),
+                                                  "actions": f"{name}.jsonl"}},
+           "safety": {"max_snapshot_age": 1e9, "min_runtime": 0.0}}
+    config = validate(raw, base=tmp_path)
+    return CycleRunner(config, FilesBackend(directory, tmp_path / f"{name}.jsonl"),
+                       Store(tmp_path / f"{name}.db"))
+
+
+def test_daemon_journals_the_same_with_and_without_the_kept_pool(tmp_path):
+    directory = tmp_path / "pool"
+    directory.mkdir()
+    pool = ChurningPool(directory, 5)
+    pool.write()
+    kept, rebuilt = (_runner(tmp_path, directory, "kept", True),
+                     _runner(tmp_path, directory, "rebuilt", False))
+    for _ in range(12):
+        a, b = kept.run(), rebuilt.run()
+        assert (a.outcome, a.counts) == (b.outcome, b.counts)
+        pool.step()
+    assert kept.kept is not None and kept.kept.cycles == 12 and rebuilt.kept is None
+    query = ("select cycle, seq, kind, job, user, machine, policy, reason, figures, action "
+             "from decisions order by cycle, seq")
+    journal = [list(s.db.query(query)) for s in (kept.store, rebuilt.store)]
+    assert journal[0] == journal[1] and len(journal[0]) > 20

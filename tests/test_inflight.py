@@ -75,13 +75,30 @@ def test_a_freed_slot_is_held_for_its_job_and_the_victim_shown_leaving():
      "not landed: slot1@h runs 5.0 (User2)"),
     ([slot("slot1@h"), slot("slot2@h", "9.0", "User1")],
      [job("9.0", "User1", on="slot2@h")], T0 + 1, "not landed: 9.0 started on slot2@h"),
-    ([slot("slot1@h")], [], T0 + 1, "not landed: job 9.0 left the queue"),
+    ([slot("slot1@h")], [], T0 + TIMEOUT + 1, "not landed: job 9.0 not seen in the pool for 5 s"),
     ([slot("slot2@h")], [job("9.0", "User1")], T0 + 1, "not landed: slot slot1@h is gone"),
 ])
 def test_a_flight_that_cannot_land_releases_its_slot_with_the_reason(machines, jobs, at, why):
     result = settled(machines, jobs, [flight()], at=at, vacated={("5.0", "slot1@h"): T0})
     assert result.missed == [(flight(), why)] and not result.held
     assert result.view.machines == tuple(machines)  # nothing held: the snapshot as read
+
+
+def test_a_job_no_ad_lists_holds_its_slot_until_the_timeout():
+    """Read from autoclusters, a job that has just started is on no ad (not idle, and its
+    slot's ad still shows the victim): seen live, the daemon gave the slot back to the victim
+    when absence counted as leaving the queue. It holds, shown running for its user."""
+    result = settled([slot("slot1@h", "5.0", "User2")],
+                     [job("5.0", "User2", on="slot1@h", start=T0 - 50)],
+                     [Flight("allocate:9.0@slot1@h:0", "9.0", "slot1@h", T0, "User1")],
+                     vacated={("5.0", "slot1@h"): T0})
+    assert list(result.held) == ["9.0"] and not result.missed
+    (view_slot,) = result.view.machines
+    assert (view_slot.running_job, view_slot.running_user) == ("9.0", "User1")
+    view_jobs = {j.id: j for j in result.view.jobs}
+    assert (view_jobs["9.0"].status, view_jobs["9.0"].user, view_jobs["9.0"].machine) == (
+        JobStatus.RUNNING, "User1", "slot1@h")
+    assert view_jobs["5.0"].status is JobStatus.IDLE
 
 
 def test_a_job_running_on_its_slot_or_a_dynamic_slot_of_it_has_landed():

@@ -9,11 +9,12 @@ user and the job to another slot. Seen live: 54-81 % of the showcase's allocatio
 So every cycle, each confirmed allocation not yet seen running (`in_flight`) is settled
 against the snapshot (`settle`):
 - the job runs on the chosen slot (or, partitionable, on a dynamic slot of it): `landed`;
-- the job runs elsewhere, left the queue, the slot is gone or another job now runs on it
-  (one gridfair did not vacate for it), or `landing_timeout` seconds of the pool's time
-  passed without a start (two negotiation cycles): `failed`, "not landed: <why>", retryable
-  (a later cycle that decides the same again carries it out again), and the backend
-  withdraws the steering so the pool may start the job anywhere;
+- the job runs elsewhere, the slot is gone or another job now runs on it (one gridfair did
+  not vacate for it), or `landing_timeout` seconds of the pool's time passed without a start
+  (two negotiation cycles) or without any ad listing the job (read from autoclusters, a job
+  that has just started is on no ad until its slot's ad catches up): `failed`, "not landed:
+  <why>", retryable (a later cycle that decides the same again carries it out again), and
+  the backend withdraws the steering so the pool may start the job anywhere;
 - otherwise it holds its slot: the cycle's view of the pool (`Settlement.view`) shows the job
   running there since the allocation, and the job it displaces (vacated for it, slower to
   leave than the next snapshot) idle. A partitionable slot is not held in the view (it has
@@ -46,6 +47,7 @@ class Flight:
     job: str
     machine: str
     confirmed: float  # when the pool accepted it (the journal's updated_at)
+    user: str = ""  # the job's user, to show the slot taken while no ad lists the job
 
 
 @dataclass
@@ -63,9 +65,9 @@ class Settlement:
 
 def in_flight(store: Store) -> list[Flight]:
     """The confirmed allocations of the journal (none has been seen running yet)."""
-    return [Flight(row["key"], row["job"], row["machine"], row["updated_at"])
+    return [Flight(row["key"], row["job"], row["machine"], row["updated_at"], row["user"] or "")
             for row in store.db.query(
-                "select key, job, machine, updated_at from actions "
+                "select key, job, machine, updated_at, user from actions "
                 "where state = ? and kind = ? order by updated_at, key", [CONFIRMED, ALLOCATE])]
 
 
@@ -146,7 +148,11 @@ def _why_not_held(flight: Flight, job: Job | None, running: str | None,
                   timeout: float) -> str | None:
     """Why a flight that has not landed no longer holds its slot, or None if it does."""
     if job is None:
-        return f"not landed: job {flight.job} left the queue"
+        # Read from autoclusters, a job that has just started is on no ad until its slot's
+        # ad catches up (idle rows list only idle jobs): absence is evidence only with time.
+        if waited > timeout:
+            return f"not landed: job {flight.job} not seen in the pool for {waited:.0f} s"
+        return None
     if running is not None:
         return f"not landed: {flight.job} started on {running}"
     # Running where no ad says yet (the schedd marks it running before RemoteHost is set):
@@ -194,9 +200,9 @@ def hold_slots(snapshot: Snapshot, held: Mapping[str, Flight]) -> Snapshot:
     for machine in snapshot.machines:
         flight = by_slot.get(machine.name)
         if flight is not None:
+            user = jobs[flight.job].user if flight.job in jobs else flight.user
             machine = dataclasses.replace(machine, state=CLAIMED, activity=BUSY,
-                                          running_job=flight.job,
-                                          running_user=jobs[flight.job].user)
+                                          running_job=flight.job, running_user=user)
         machines.append(machine)
     view_jobs = []
     for job in snapshot.jobs:
@@ -209,6 +215,10 @@ def hold_slots(snapshot: Snapshot, held: Mapping[str, Flight]) -> Snapshot:
             job = dataclasses.replace(job, status=JobStatus.IDLE, machine=None,
                                       start_time=None)
         view_jobs.append(job)
+    # A held job no ad lists (started, its slot's ad not caught up): running where it was sent.
+    view_jobs.extend(Job(flight.job, flight.user, JobStatus.RUNNING, flight.confirmed,
+                         start_time=flight.confirmed, machine=flight.machine)
+                     for flight in held.values() if flight.job not in jobs)
     return dataclasses.replace(snapshot, machines=tuple(machines), jobs=tuple(view_jobs))
 
 

@@ -17,6 +17,13 @@ user's mean wait, the SDRF paper's figure) and the load average of the shared ma
 
     .venv/bin/python bench/google_month.py                       # SDRF, 30 days
     .venv/bin/python bench/google_month.py --policy wdrf --days 7 --json
+    .venv/bin/python bench/google_month.py --days 1 --baseline /tmp/base   # side by side
+
+`--baseline DIR` runs the same command afterwards on the gridfair package of another checkout
+(`git worktree add --detach /tmp/base main`), in a fresh process, so both figures come from one
+command under much the same load; `--code DIR` runs only that checkout. Tasks/s are per wall
+second; CPU seconds (user + system, getrusage) are printed beside them, since the machine is
+shared.
 """
 
 from __future__ import annotations
@@ -25,12 +32,16 @@ import argparse
 import json
 import os
 import resource
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+# `--code DIR` runs the same benchmark on the gridfair package of another checkout (the
+# baseline): it must be on the path before the first import.
+CODE = Path(sys.argv[sys.argv.index("--code") + 1]) if "--code" in sys.argv[:-1] else ROOT
+sys.path.insert(0, str(CODE))
 
 from gridfair.sim.metrics import UserWaits  # noqa: E402
 from gridfair.sim.scenario import run_scenario  # noqa: E402
@@ -49,6 +60,7 @@ def run(trace: Path, policy: str, days: float, capacity_ratio: float, delta: flo
     wall = time.perf_counter() - started
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return {
+        "code": str(CODE),
         "policy": policy,
         "days": days,
         "capacity_ratio": capacity_ratio,
@@ -56,6 +68,7 @@ def run(trace: Path, policy: str, days: float, capacity_ratio: float, delta: flo
         "tasks": result.submitted,
         "completed": waits.completed,
         "wall_seconds": round(wall, 1),
+        "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 1),
         "tasks_per_second": round(result.submitted / wall),
         "peak_rss_mb": round(usage.ru_maxrss / 1024),
         "swap_events_per_1000_tasks": round(1000 * usage.ru_majflt / result.submitted, 4),
@@ -75,20 +88,42 @@ def main() -> None:
     parser.add_argument("--delta", type=float, default=1 - 1e-6)
     parser.add_argument("--trace", type=Path, default=TRACE)
     parser.add_argument("--json", action="store_true", help="print the figures as one object")
+    parser.add_argument("--code", type=Path, default=None,
+                        help="run on the gridfair package of this checkout (default: this one)")
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="then run the same command on this checkout (e.g. a worktree of "
+                             "main) in a fresh process, and print both")
     args = parser.parse_args()
     if not args.trace.exists():
         parser.error(f"no trace at {args.trace} (the derived Google task list of ../shared/data)")
-    row = run(args.trace, args.policy, args.days, args.capacity_ratio, args.delta)
+    if args.code is not None and not (args.code / "gridfair").is_dir():
+        parser.error(f"--code {args.code}: no gridfair package there")
+    rows = [run(args.trace, args.policy, args.days, args.capacity_ratio, args.delta)]
+    if args.baseline is not None:
+        rows.append(_baseline(args))
     if args.json:
-        print(json.dumps(row))
+        print(json.dumps(rows[0] if len(rows) == 1 else {"this": rows[0], "baseline": rows[1]}))
         return
-    print(f"{row['policy']}  {row['days']:g} days (r={row['capacity_ratio']:g})  "
-          f"{row['tasks']:,} tasks ({row['completed']:,} completed)  "
-          f"{row['wall_seconds']:.1f} s  {row['tasks_per_second']:,} tasks/s  "
-          f"peak RSS {row['peak_rss_mb']:,} MB  "
-          f"swap events {row['swap_events_per_1000_tasks']:g} per 1,000 tasks  "
-          f"users' mean wait {row['users_mean_wait']:.1f} s ({row['users']} users)  "
-          f"load average {row['load_average']}")
+    for row in rows:
+        print(f"{row['code']}: {row['policy']}  {row['days']:g} days (r={row['capacity_ratio']:g})"
+              f"  {row['tasks']:,} tasks ({row['completed']:,} completed)  "
+              f"{row['wall_seconds']:.1f} s wall, {row['cpu_seconds']:.1f} s CPU  "
+              f"{row['tasks_per_second']:,} tasks/s  peak RSS {row['peak_rss_mb']:,} MB  "
+              f"swap events {row['swap_events_per_1000_tasks']:g} per 1,000 tasks  "
+              f"users' mean wait {row['users_mean_wait']:.1f} s ({row['users']} users)  "
+              f"load average {row['load_average']}")
+
+
+def _baseline(args: argparse.Namespace) -> dict:
+    """The same run on the baseline checkout, in its own process (its own peak RSS)."""
+    if not (args.baseline / "gridfair").is_dir():
+        sys.exit(f"google_month.py: --baseline {args.baseline}: no gridfair package there")
+    command = [sys.executable, __file__, "--json", "--code", str(args.baseline),
+               "--policy", args.policy, "--days", str(args.days),
+               "--capacity-ratio", str(args.capacity_ratio), "--delta", repr(args.delta),
+               "--trace", str(args.trace)]
+    return json.loads(subprocess.run(command, check=True, capture_output=True,
+                                     text=True).stdout)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from gridfair.core.negotiator import PARK_LIMIT
 from gridfair.core.pool import Task
 from gridfair.errors import InputError
 from gridfair.sim.grid_loader import embedded_grids
@@ -106,7 +107,12 @@ class _CountedCopies(RepeatedTasks):
         self.alive -= 1
 
 
-def test_a_backlog_waits_as_handles_and_ends_as_task_arrivals_do(tmp_path: Path):
+@pytest.mark.parametrize("policy, allocation", [
+    ("sdrf", "stop"),
+    ("wdrf", "backfill"),  # heads that do not fit are parked: later tasks come up meanwhile
+])
+def test_a_backlog_waits_as_handles_and_ends_as_task_arrivals_do(tmp_path: Path, policy,
+                                                                 allocation):
     # Three users on a pool of half their mean usage: the queues grow all day. Streamed as
     # Tasks, every queued copy is a Task; as handles, only the queues' heads and the running.
     lines = [f"{2_000_000 * i},{2_000_000 * i},{2_000_000 * i + 15_000_000 + 1_000_000 * (i % 7)},"
@@ -125,13 +131,14 @@ def test_a_backlog_waits_as_handles_and_ends_as_task_arrivals_do(tmp_path: Path)
 
         result, _ = run_scenario(
             dataclasses.replace(scenario, tasks=copies if deferred else iter(copies)),
-            policy="sdrf", keep_tasks=False, on_task_done=task_done)
+            policy=policy, allocation=allocation, keep_tasks=False, on_task_done=task_done)
         runs[deferred] = ended, copies.peak, (result.makespan, result.events)
     assert runs[True][0] == runs[False][0]  # the same outcomes, handed over in the same order
     assert runs[True][2] == runs[False][2]
     assert len(runs[True][0]) == 115 * 30 + 8  # copies 0-114, and copy 115 until 0.1 day
     assert runs[False][1] > 1000  # the backlog, as Tasks
-    assert runs[True][1] < 20  # three queue heads and the tasks running
+    # The three queue heads (and up to PARK_LIMIT parked tasks a user) and the tasks running.
+    assert runs[True][1] < 3 * (PARK_LIMIT + 1) + 10
 
 
 def test_a_trace_longer_than_its_period_cannot_repeat(tmp_path: Path):

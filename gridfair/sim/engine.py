@@ -10,9 +10,12 @@ Streaming: the workload is a list (sorted once by submit time, stably) or any it
 yields tasks in submit order (checked; out of order is an `InputError`), pulled one arrival
 ahead. With `keep_tasks=False` a task leaves memory when it ends (done, killed or dropped): it is
 handed to `on_task_done` (metrics, records), forgotten by the pool, and not kept in the result;
-tasks still queued at the end are handed over then. Memory then grows with the running and
-queued tasks, not with the workload. Streaming is the `batch` loop's; `sequential` arrivals
-take the workload as a list and keep their tasks.
+tasks still queued at the end are handed over then (in submit order). Memory then grows with
+the running and queued tasks, not with the workload; and with a `DeferredWorkload` (a trace
+repeated end to end) a queued task behind its user's queue head is kept as one integer
+(`Pool.submit_deferred`) and made into a Task when it reaches the head, so a backlog of
+millions of tasks costs tens of bytes a task, not hundreds. Streaming is the `batch` loop's;
+`sequential` arrivals take the workload as a list and keep their tasks.
 
 The simulator drives the same `Negotiator` and `Pool` as the daemon: it only turns the
 workload into submit events and the negotiator's decisions into completion times.

@@ -70,6 +70,13 @@ def rows(tmp_path: Path, sql: str) -> list[tuple]:
     ({"backend": {"kind": "files"}}, "config key backend.files.directory: required"),
     ({"metricz": {}}, "config section [metricz]: unknown section"),
     ({"backend": {"files": {"dir": "x"}}}, "config key backend.files.dir: unknown key"),
+    ({"policy": {"name": "sdrf", "options": {"form": "author"}}},
+     "config section [policy]: unknown form 'author'"),
+    ({"policy": {"name": "sdrf", "options": {"delat": 0.9}}},
+     "config key policy.options.delat: not an option of the chosen stages (they read: delta,"),
+    # an option real for another stage is still an error: hosep reads no delta
+    ({"policy": {"name": "hosep", "options": {"delta": 0.9}}},
+     "config key policy.options.delta: not an option of the chosen stages"),
 ])
 def test_config_errors_name_the_key(tmp_path, raw, message):
     with pytest.raises(ConfigError) as error:

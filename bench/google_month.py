@@ -22,8 +22,8 @@ user's mean wait, the SDRF paper's figure) and the load average of the shared ma
 `--baseline DIR` runs the same command afterwards on the gridfair package of another checkout
 (`git worktree add --detach /tmp/base main`), in a fresh process, so both figures come from one
 command under much the same load; `--code DIR` runs only that checkout. Tasks/s are per wall
-second; CPU seconds (user + system, getrusage) are printed beside them, since the machine is
-shared.
+second; CPU seconds (user + system, getrusage) and tasks per CPU second are printed beside them,
+since the machine is shared.
 """
 
 from __future__ import annotations
@@ -70,6 +70,7 @@ def run(trace: Path, policy: str, days: float, capacity_ratio: float, delta: flo
         "wall_seconds": round(wall, 1),
         "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 1),
         "tasks_per_second": round(result.submitted / wall),
+        "tasks_per_cpu_second": round(result.submitted / (usage.ru_utime + usage.ru_stime)),
         "peak_rss_mb": round(usage.ru_maxrss / 1024),
         "swap_events_per_1000_tasks": round(1000 * usage.ru_majflt / result.submitted, 4),
         "users_mean_wait": waits.users_mean_wait(),
@@ -98,20 +99,25 @@ def main() -> None:
         parser.error(f"no trace at {args.trace} (the derived Google task list of ../shared/data)")
     if args.code is not None and not (args.code / "gridfair").is_dir():
         parser.error(f"--code {args.code}: no gridfair package there")
-    rows = [run(args.trace, args.policy, args.days, args.capacity_ratio, args.delta)]
-    if args.baseline is not None:
-        rows.append(_baseline(args))
+    row = run(args.trace, args.policy, args.days, args.capacity_ratio, args.delta)
+    if not args.json:
+        _print(row)  # now, not after the baseline: a month takes a while
+    baseline = _baseline(args) if args.baseline is not None else None
     if args.json:
-        print(json.dumps(rows[0] if len(rows) == 1 else {"this": rows[0], "baseline": rows[1]}))
-        return
-    for row in rows:
-        print(f"{row['code']}: {row['policy']}  {row['days']:g} days (r={row['capacity_ratio']:g})"
-              f"  {row['tasks']:,} tasks ({row['completed']:,} completed)  "
-              f"{row['wall_seconds']:.1f} s wall, {row['cpu_seconds']:.1f} s CPU  "
-              f"{row['tasks_per_second']:,} tasks/s  peak RSS {row['peak_rss_mb']:,} MB  "
-              f"swap events {row['swap_events_per_1000_tasks']:g} per 1,000 tasks  "
-              f"users' mean wait {row['users_mean_wait']:.1f} s ({row['users']} users)  "
-              f"load average {row['load_average']}")
+        print(json.dumps(row if baseline is None else {"this": row, "baseline": baseline}))
+    elif baseline is not None:
+        _print(baseline)
+
+
+def _print(row: dict) -> None:
+    print(f"{row['code']}: {row['policy']}  {row['days']:g} days (r={row['capacity_ratio']:g})"
+          f"  {row['tasks']:,} tasks ({row['completed']:,} completed)  "
+          f"{row['wall_seconds']:.1f} s wall, {row['cpu_seconds']:.1f} s CPU  "
+          f"{row['tasks_per_second']:,} tasks/s ({row['tasks_per_cpu_second']:,} per CPU "
+          f"second)  peak RSS {row['peak_rss_mb']:,} MB  "
+          f"swap events {row['swap_events_per_1000_tasks']:g} per 1,000 tasks  "
+          f"users' mean wait {row['users_mean_wait']:.1f} s ({row['users']} users)  "
+          f"load average {row['load_average']}", flush=True)
 
 
 def _baseline(args: argparse.Namespace) -> dict:

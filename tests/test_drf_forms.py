@@ -3,16 +3,19 @@ computes them (`authors`), on hand-made pools where the two forms pick different
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from test_drf import one_node_pool
 from test_sdrf import seen_in_order, start_tasks
 
 from gridfair.core.negotiator import Negotiator
-from gridfair.core.pool import Task
+from gridfair.core.pool import Node, Task
 from gridfair.core.stages import OrderPolicy
 from gridfair.errors import ConfigError
 from gridfair.policies.drf import DrfOrder
 from gridfair.policies.sdrf import SdrfOrder
+from gridfair.sim.scenario import Scenario, run_scenario
 
 CPU_MEMORY = ("cpus", "memory")
 EQUAL = {"A": 1, "B": 1}
@@ -71,3 +74,81 @@ def test_an_unknown_form_is_refused() -> None:
         SdrfOrder(form="exact")
     with pytest.raises(ConfigError, match="unknown form 'exact'"):
         DrfOrder(weighted=True, form="exact")
+
+
+# ---- The authors' simulator's arithmetic and tie-break (`form="authors"` only), each on a
+# ---- hand-made task list where it changes the schedule; every run uses the stop rule. Their
+# ---- simulator (github hsadok/sdrf, commit f0159ee), run by hand on the same four task
+# ---- lists, starts every task at the time the `authors` cases expect.
+def schedule(tasks: list[tuple[str, str, float, float, float]], order: str, form: str,
+             cpus: float = 1.0, memory: float = 1.0, **options: Any) -> dict[str, float]:
+    """Start times of `tasks` (id, user, submit, cpus, duration; no memory unless `memory`
+    is given per task by a 6th field) on one node of (`cpus`, `memory`); a user's position in
+    the list is the tie-break order (the user seen first goes first)."""
+    node = Node("node", None, power=cpus, cpus=cpus, memory=memory)
+    listed = [Task(name, user, submit, cpus=size, memory=rest[0] if rest else 0.0,
+                   duration=duration, source_index=index)
+              for index, (name, user, submit, size, duration, *rest) in enumerate(tasks)]
+    scenario = Scenario([node], listed, policy_options={"resources": CPU_MEMORY, "form": form,
+                                                        **options})
+    result, _ = run_scenario(scenario, order=order, allocation="stop")
+    return {task.id: task.first_start for task in result.tasks}
+
+
+# One node of 1 cpu. At t = 0 A's task (0.5 cpu) starts first (A is seen first), then B, of
+# dominant share 0, asks for 0.5 + 5e-10 cpus where 0.5 is free.
+# paper: gridfair's fit test forgives 1e-9 of rounding: B.0 fits now.
+# authors: demand <= capacity - consumed exactly: 0.5000000005 > 0.5, so allocation stops
+#   and B.0 waits for A.0 to end at t = 10.
+@pytest.mark.parametrize("form, b_starts", [("paper", 0.0), ("authors", 10.0)])
+def test_the_exact_fit_test_holds_back_a_task_the_tolerance_lets_in(form, b_starts) -> None:
+    starts = schedule([("A.0", "A", 0.0, 0.5, 10.0), ("B.0", "B", 0.0, 0.5 + 5e-10, 10.0)],
+                      "drf", form)
+    assert starts == {"A.0": 0.0, "B.0": b_starts}
+
+
+# One node of 1 cpu. A runs 0.1 and 0.2 cpus from t = 0 to 10; its usage, summed as the tasks
+# start and end, is 0.1 + 0.2 - 0.1 - 0.2 = 2.78e-17 in floating point, not 0. At t = 10
+# A and then B (new) each ask for 0.6 cpus: one fits.
+# paper: an idle user holds exactly nothing: A and B tie at 0 and A, seen first, goes first.
+# authors: A's 2.78e-17 is kept (their simulator never clears it): B at 0 goes first.
+@pytest.mark.parametrize("form, first, second", [("paper", "A.2", "B.0"),
+                                                 ("authors", "B.0", "A.2")])
+def test_usage_never_cleared_when_idle_puts_the_idle_user_behind(form, first, second) -> None:
+    assert 0.1 + 0.2 - 0.1 - 0.2 > 0  # the rounding residue A keeps under `authors`
+    starts = schedule([("A.0", "A", 0.0, 0.1, 10.0), ("A.1", "A", 0.0, 0.2, 10.0),
+                       ("A.2", "A", 10.0, 0.6, 10.0), ("B.0", "B", 10.0, 0.6, 10.0)],
+                      "drf", form)
+    assert starts == {"A.0": 0.0, "A.1": 0.0, first: 10.0, second: 20.0}
+
+
+# SDRF, equal shares (n = 2), one node of (8 cpus, 8 mem), delta = 1e-9 (tau = 0.05 s: at
+# t = 100 every commitment has reached its target exactly). B is seen first. Tasks take
+# (1 cpu, 1 mem). From t = 0, B runs 2 tasks (to t = 1000), A runs 6 (to t = 100): A's
+# share is 6/8 and its commitment reaches max(0.75 - 0.5, 0) = 0.25 on both resources.
+# At t = 100 A's tasks end and A and B each ask for (5, 5); 6 are free, so one fits.
+#   A: share 0 + commitment 0.25 = 0.25, commitment falling at (0 - 0.25) / tau;
+#   B: share 2/8 = 0.25 + commitment 0 = 0.25, commitment steady (target 0).
+# paper: equal priorities go to the user seen first: B at 100, A at 110 (B's new task ends).
+# authors: the commitment's rate of change breaks the tie, lower first: A at 100, B at 110.
+@pytest.mark.parametrize("form, first, second", [("paper", "B.new", "A.new"),
+                                                 ("authors", "A.new", "B.new")])
+def test_sdrf_breaks_equal_priorities_by_the_commitments_rate_of_change(form, first,
+                                                                        second) -> None:
+    tasks = [(f"B.{k}", "B", 0.0, 1.0, 1000.0, 1.0) for k in range(2)]
+    tasks += [(f"A.{k}", "A", 0.0, 1.0, 100.0, 1.0) for k in range(6)]
+    tasks += [("A.new", "A", 100.0, 5.0, 10.0, 5.0), ("B.new", "B", 100.0, 5.0, 10.0, 5.0)]
+    starts = schedule(tasks, "sdrf", form, cpus=8.0, memory=8.0, delta=1e-9,
+                      equal_shares=True)
+    assert (starts[first], starts[second]) == (100.0, 110.0)
+
+
+# Every arrival of an instant is queued before allocating (both forms): on one node of
+# 4 cpus, A runs 2 from t = 0 to 10; at t = 1 A asks for 2 more, then B (same instant) for
+# 2. DRF serves B first (share 0 against A's 1/2), and A's task no longer fits: it waits to
+# t = 10. Allocating after each arrival would have given the 2 cpus to A.
+@pytest.mark.parametrize("form", ["paper", "authors"])
+def test_the_arrivals_of_an_instant_are_all_queued_before_allocating(form) -> None:
+    starts = schedule([("A.0", "A", 0.0, 2.0, 10.0), ("A.1", "A", 1.0, 2.0, 10.0),
+                       ("B.0", "B", 1.0, 2.0, 10.0)], "drf", form, cpus=4.0)
+    assert starts == {"A.0": 0.0, "A.1": 10.0, "B.0": 1.0}

@@ -96,3 +96,23 @@ def test_upper_envelope_drops_lines_that_can_never_be_the_maximum() -> None:
     # On (0, 1]: 0.5 wins for x < 0.5, x wins above; 0.1 + 0.1x never wins.
     assert sorted(upper_envelope(lines, 1.0)) == [(0.0, 1.0), (0.5, 0.0)]
     assert upper_envelope(lines, 0.4) == [(0.5, 0.0)]
+
+
+def test_equal_priorities_go_by_rank_set_at_any_time_and_across_a_rebase() -> None:
+    # tau = 1. Three constant curves of priority 1: key 0 with rank 0, key 1 with rank -2 set
+    # at t = 0, key 2 with rank -1 set at t = 1. A rank scales like a slope: set at t = 1
+    # (x = e^-1) it is stored as -1 / e^-1 = -e, below key 1's -2, so key 2 goes first, then
+    # key 1, then key 0 (rank 0). The order survives a re-base (after 50 time constants),
+    # which rescales every rank by the same factor.
+    tree = LiveTree(1.0)
+    tree.set(0, [(1.0, 0.0)], 0.0, "rank 0")
+    tree.set(1, [(1.0, 0.0)], 0.0, "rank -2", rank=-2.0)
+    tree.set(2, [(1.0, 0.0)], 1.0, "rank -1 at t = 1", rank=-1.0)
+    assert list(tree.ordered(1.0)) == ["rank -1 at t = 1", "rank -2", "rank 0"]
+    assert list(tree.ordered(100.0)) == ["rank -1 at t = 1", "rank -2", "rank 0"]
+    assert tree.rebases == 1
+    # Without ranks, equal priorities go to the smaller key.
+    plain = LiveTree(1.0)
+    for key in (2, 0, 1):
+        plain.set(key, [(1.0, 0.0)], 0.0, key)
+    assert list(plain.ordered(0.0)) == [0, 1, 2]

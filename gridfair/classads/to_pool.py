@@ -76,6 +76,7 @@ def pool_from_snapshot(
     Requirements through autoclusters), ready for `negotiator.cycle(snapshot.time)`."""
     pool = Pool(
         task_key=stages.order.task_key,
+        exact_accounting=stages.order.exact_accounting,
         checkpointing=checkpointing,
         matcher=matcher if matcher is not None else AutoclusterMatcher(),
     )

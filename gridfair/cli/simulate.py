@@ -78,9 +78,11 @@ USER_COLUMNS = (
 @click.option("--equal-shares", is_flag=True,
               help="Task list: equal entitlements (default: each user's mean usage).")
 @click.option("--form", type=click.Choice(FORMS), default=None,
-              help="Weighted DRF and SDRF: the equations as the papers print them (paper, "
-                   "default) or as the SDRF authors' simulator computes them (authors: "
-                   "per-resource weights and entitlements from the task list).")
+              help="DRF, weighted DRF and SDRF: the equations as the papers print them "
+                   "(paper, default) or as the SDRF authors' simulator computes them (authors: "
+                   "per-resource weights and entitlements from the task list, their exact fit "
+                   "test and running-sum usage, SDRF's tie-break by the commitment's rate of "
+                   "change).")
 @click.option("--delta", type=float, default=None,
               help="SDRF: commitment discount per second, in (0, 1) (default 1 - 1e-6).")
 @click.option("--capacity", type=int, default=None,

@@ -34,7 +34,7 @@ class Node:
 
     __slots__ = (
         "name", "owner", "power", "cpus", "memory", "load", "power_per_cpu",
-        "free_cpus", "free_memory", "index", "ad",
+        "free_cpus", "free_memory", "used_cpus", "used_memory", "index", "ad",
     )
 
     def __init__(
@@ -56,6 +56,9 @@ class Node:
         self.power_per_cpu = power / cpus
         self.free_cpus = cpus
         self.free_memory = memory
+        # What runs here, as running sums (the exact fit test compares against them).
+        self.used_cpus = 0.0
+        self.used_memory = 0.0
         self.index = -1  # set by Pool.add_node: the stable tie-break
         self.ad = ad
 
@@ -209,7 +212,12 @@ class Pool:
         task_key: Callable[[Task], Any] = fifo_key,
         checkpointing: bool = False,
         matcher: Matcher | None = None,
+        exact_accounting: bool = False,
     ) -> None:
+        """`exact_accounting` is the SDRF authors' simulator's arithmetic: a task fits a node
+        when its demand <= capacity - consumed, with no tolerance, and a user's usage is the
+        running sum of its tasks' demands, never cleared when it drops to nothing."""
+        self.exact_accounting = exact_accounting
         self.nodes: list[Node] = []
         self.nodes_by_name: dict[str, Node] = {}
         self.users: dict[str, UserState] = {}
@@ -397,6 +405,15 @@ class Pool:
         """The fastest node with room for `task` that matches it, or None."""
         nodes = self.nodes
         matcher = self.matcher
+        if self.exact_accounting:  # demand <= capacity - consumed, no tolerance
+            cpus, memory = task.cpus, task.memory
+            for _, index in self._free:
+                node = nodes[index]
+                if cpus <= node.cpus - node.used_cpus and \
+                        memory <= node.memory - node.used_memory and (
+                            matcher is None or matcher(task, node)):
+                    return node
+            return None
         cpus = task.cpus - EPSILON
         memory = task.memory - EPSILON
         for _, index in self._free:
@@ -494,6 +511,8 @@ class Pool:
         was_free = node.free_cpus > EPSILON
         node.free_cpus -= cpus
         node.free_memory -= memory
+        node.used_cpus += cpus
+        node.used_memory += memory
         if was_free and node.free_cpus <= EPSILON:
             free = self._free
             del free[bisect_left(free, (-node.power_per_cpu, node.index))]
@@ -502,6 +521,8 @@ class Pool:
         was_free = node.free_cpus > EPSILON
         node.free_cpus += cpus
         node.free_memory += memory
+        node.used_cpus -= cpus
+        node.used_memory -= memory
         if not was_free and node.free_cpus > EPSILON:
             insort(self._free, (-node.power_per_cpu, node.index))
 
@@ -522,7 +543,8 @@ class Pool:
         usage[CPUS] -= cpus
         usage[MEMORY] -= memory
         usage[POWER] -= power
-        if user.running == 0:  # clear float drift: an idle user holds exactly nothing
+        if user.running == 0 and not self.exact_accounting:
+            # Clear float drift: an idle user holds exactly nothing.
             user.allocated_power = 0.0
             usage[CPUS] = usage[MEMORY] = usage[POWER] = 0.0
         used = self.used

@@ -87,6 +87,9 @@ class OrderPolicy(PoolListener, ABC):
     #: The allocation rule a run uses with this order when neither the run nor its workload
     #: names one (`ALLOCATION_RULES`): the rule of the order's own paper.
     paper_allocation: str = BACKFILL
+    #: Whether the pool should keep the SDRF authors' simulator's arithmetic (`Pool`'s
+    #: `exact_accounting`): set by the `authors` form of the DRF family.
+    exact_accounting: bool = False
 
     @abstractmethod
     def first(self, now: float) -> UserState | None:

@@ -83,8 +83,9 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
               "backfill (default: task lists stop, others take the order's paper rule)",
               lambda: ALLOCATION_RULES),
     Parameter("form", POLICY, (str,), None,
-              "weighted DRF and SDRF: the equations as printed (paper, default) or as the SDRF "
-              "authors' simulator computes them (authors: per-resource weights/entitlements)",
+              "DRF, weighted DRF and SDRF: the equations as printed (paper, default) or as the "
+              "SDRF authors' simulator computes them (authors: per-resource weights/"
+              "entitlements, exact fit test, running-sum usage, SDRF's rate-of-change tie-break)",
               lambda: FORMS),
     Parameter("sdrf_priority", POLICY, (str,), None, "SDRF: eq5 (default) or alg1",
               lambda: ("eq5", "alg1")),

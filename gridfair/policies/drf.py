@@ -16,6 +16,8 @@ the pool has none of is left out). Its dominant share is s_i = max_r o_ir.
 Keys change only on the user's own events (and when the pool's capacity or the entitlements
 change, which re-keys everyone), so a decision is O(log n) in a sorted ranking.
 Ties: equal keys go to the user seen first in the pool (`UserState.index`).
+In the authors' form (DRF too) the pool keeps their simulator's arithmetic: an exact fit test
+and usage as running sums never cleared when a user goes idle (`Pool`'s `exact_accounting`).
 
 The resource-share and entitlement helpers here are shared by SDRF and DMFA-SRQ.
 """
@@ -295,6 +297,7 @@ class DrfOrder(RankedShareOrder):
                          resource_weights if check_form(form) == AUTHORS else None)
         self.weighted = weighted
         self.form = form
+        self.exact_accounting = form == AUTHORS
         self.name = "wdrf" if weighted else "drf"
 
     def figures(self, user: UserState) -> dict[str, Any]:

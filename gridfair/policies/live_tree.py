@@ -21,7 +21,9 @@ a constant number of crossing computations). When x would underflow (more than
 rescaled and the order rebuilt from scratch, O(n log n) but at most once per
 `REBASE_AFTER * tau` seconds.
 
-Order at a time t is by (p(t), key) ascending: ties go to the smaller key (the user's
+Order at a time t is by (p(t), rank, key) ascending: ties go to the smaller rank, a
+number given with the curve (0 unless the stage says otherwise; it scales with x like the
+lines' slopes, so ranks set at different times compare), then to the smaller key (the user's
 `UserState.index`). A curve that touches its neighbour's at a single instant without crossing
 it is not treated as a swap (the two are tied for that instant only).
 
@@ -55,6 +57,8 @@ Line = tuple[float, float]
 REBASE_AFTER = 50.0
 # Spacing of the integer order labels; a new element takes the midpoint of its neighbours'.
 LABEL_GAP = 1 << 32
+# Steps an element walks to its new place before the labels are searched instead.
+WALK_LIMIT = 16
 
 
 def value_at(lines: Sequence[Line], x: float) -> float:
@@ -103,16 +107,21 @@ def upper_envelope(lines: Sequence[Line], x_hi: float) -> list[Line]:
 
 
 class _Element:
-    __slots__ = ("key", "lines", "payload", "label", "prev", "next", "stamp")
+    __slots__ = ("key", "lines", "rank", "payload", "label", "prev", "next", "stamp")
 
-    def __init__(self, key: int, lines: list[Line], payload: Any) -> None:
+    def __init__(self, key: int, lines: list[Line], rank: float, payload: Any) -> None:
         self.key = key
         self.lines = lines
+        self.rank = rank
         self.payload = payload
         self.label = 0
         self.prev: _Element | None = None
         self.next: _Element | None = None
         self.stamp = 0
+
+
+#: An element's predecessor and successor in the order.
+Neighbours = tuple[_Element | None, _Element | None]
 
 
 def _flip_point(left: _Element, right: _Element, x0: float) -> float | None:
@@ -123,7 +132,7 @@ def _flip_point(left: _Element, right: _Element, x0: float) -> float | None:
     """
     left_lines = left.lines
     right_lines = right.lines
-    right_wins_ties = right.key < left.key
+    right_wins_ties = (right.rank, right.key) < (left.rank, left.key)
     if len(left_lines) == 1 and len(right_lines) == 1:
         # The common case, in closed form: g(x) = p_right - p_left = da + db x.
         a_left, b_left = left_lines[0]
@@ -207,32 +216,37 @@ class LiveTree:
             element = element.next
 
     # ---------------------------------------------------------------- updates
-    def set(self, key: int, lines: Sequence[Line], now: float, payload: Any) -> None:
-        """Insert element `key`, or give it a new curve, as of time `now`."""
+    def set(self, key: int, lines: Sequence[Line], now: float, payload: Any,
+            rank: float = 0.0) -> None:
+        """Insert element `key`, or give it a new curve (and tie-break `rank`, in the drift
+        since `now` like the lines' slopes), as of time `now`."""
         if now > self.time:
             self.advance(now)
         x = self.x
         scale = 1.0 / x  # lines given in the drift since now; stored in the drift since T
         stored = upper_envelope([(a, b * scale) for a, b in lines], x)
+        rank *= scale
         element = self._elements.get(key)
         if element is None:
-            element = self._elements[key] = _Element(key, stored, payload)
+            element = self._elements[key] = _Element(key, stored, rank, payload)
             self._link(element)
             return
         element.lines = stored
+        element.rank = rank
         element.payload = payload
         before, after = element.prev, element.next
-        place = (value_at(stored, x), key)
-        if (before is None or (value_at(before.lines, x), before.key) < place) and (
-                after is None or place < (value_at(after.lines, x), after.key)):
+        place = (value_at(stored, x), rank, key)
+        if (before is None or (value_at(before.lines, x), before.rank, before.key) < place) and (
+                after is None or place < (value_at(after.lines, x), after.rank, after.key)):
             # Still between its neighbours (a small change, the common case): only the two
             # pending swaps that involve it change.
             if before is not None:
                 self._schedule(before, x)
             self._schedule(element, x)
             return
+        neighbours = self._walk(element, place, x)
         self._unlink(element)
-        self._link(element)
+        self._link(element, neighbours)
 
     def remove(self, key: int, now: float) -> None:
         """Take element `key` out (no effect if absent)."""
@@ -297,25 +311,44 @@ class LiveTree:
     def _position(self, element: _Element) -> int:
         """Index at which `element` goes in the current order (binary search on values)."""
         x = self.x
-        target = (value_at(element.lines, x), element.key)
+        target = (value_at(element.lines, x), element.rank, element.key)
         labels = self._labels
         at_label = self._at_label
         lo, hi = 0, len(labels)
         while lo < hi:
             mid = (lo + hi) // 2
             other = at_label[labels[mid]]
-            if (value_at(other.lines, x), other.key) < target:
+            if (value_at(other.lines, x), other.rank, other.key) < target:
                 lo = mid + 1
             else:
                 hi = mid
         return lo
 
-    def _link(self, element: _Element) -> None:
+    def _walk(self, element: _Element, place: tuple, x: float) -> Neighbours | None:
+        """`element`'s neighbours at its new `place`, walking from where it is (a user's own
+        event moves it past few others), or None after `WALK_LIMIT` steps."""
+        before, after = element.prev, element.next
+        for _ in range(WALK_LIMIT):
+            if before is not None and place < (value_at(before.lines, x), before.rank,
+                                               before.key):
+                before, after = before.prev, before
+            elif after is not None and (value_at(after.lines, x), after.rank,
+                                        after.key) < place:
+                before, after = after, after.next
+            else:
+                return before, after
+        return None
+
+    def _link(self, element: _Element, neighbours: Neighbours | None = None) -> None:
+        """Put `element` between `neighbours`, or where a search of the labels places it."""
         labels = self._labels
         at_label = self._at_label
-        index = self._position(element)
-        after = at_label[labels[index]] if index < len(labels) else None
-        before = at_label[labels[index - 1]] if index > 0 else None
+        if neighbours is None:
+            index = self._position(element)
+            after = at_label[labels[index]] if index < len(labels) else None
+            before = at_label[labels[index - 1]] if index > 0 else None
+        else:
+            before, after = neighbours
         if before is None and after is None:
             label = 0
         elif before is None:
@@ -381,8 +414,10 @@ class LiveTree:
         self._head = None
         for element in elements:
             element.lines = upper_envelope([(a, b * x) for a, b in element.lines], 1.0)
+            element.rank *= x
             element.stamp += 1
-        elements.sort(key=lambda element: (value_at(element.lines, 1.0), element.key))
+        elements.sort(key=lambda element: (value_at(element.lines, 1.0), element.rank,
+                                           element.key))
         before = None
         for position, element in enumerate(elements):
             element.label = position * LABEL_GAP
@@ -491,6 +526,11 @@ class DecayingOrder(OrderPolicy):
     def describe(self, basis: tuple, level: list[float]) -> dict[str, Any]:
         """The figures behind a user's priority, from its basis and levels at some time."""
 
+    def rank(self, basis: tuple, level: list[float], target: list[float]) -> float:
+        """Tie-break between equal priorities, lower first, given the levels at now (it must
+        scale like a slope in x: `LiveTree.set`); 0 leaves ties to the user seen first."""
+        return 0.0
+
     def targets_moved(self) -> bool:
         """Whether every user's target may have changed since the last call (capacity,
         entitlements); checked on every event."""
@@ -551,8 +591,9 @@ class DecayingOrder(OrderPolicy):
             tree.remove(user.index, now)
         elif changed or user.index not in tree:
             account = self.accounts[user.name]
-            tree.set(user.index, self.curve(user, account.basis, self._level_at(account, now),
-                                            account.target), now, user)
+            level = self._level_at(account, now)
+            tree.set(user.index, self.curve(user, account.basis, level, account.target), now,
+                     user, self.rank(account.basis, level, account.target))
 
     def user_changed(self, user: UserState, now: float) -> None:
         time = self.tree.time

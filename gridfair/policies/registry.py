@@ -46,7 +46,7 @@ _SHARES = {"resources": "resources", "weights": "weights", "equal_shares": "equa
 ORDERS: dict[str, Callable[[Options], OrderPolicy]] = {
     "osep": lambda options: OsepOrder(),
     "hosep": lambda options: HosepOrder(),
-    "drf": lambda options: DrfOrder(**_given(options, resources="resources")),
+    "drf": lambda options: DrfOrder(**_given(options, resources="resources", form="form")),
     "wdrf": lambda options: DrfOrder(weighted=True, **_given(options, **_SHARES)),
     "sdrf": lambda options: SdrfOrder(**_given(
         options, delta="delta", priority="sdrf_priority", **_SHARES)),

@@ -29,13 +29,17 @@ a run may choose `backfill` instead (the negotiator's allocation rule).
 Priorities drift between events, so users are kept in a `LiveTree`: with x = exp(-(t-T)/tau)
 each c_ir is a line in x and each priority a max of lines (see live_tree.py). Commitments are
 state: `export_state` / `import_state` carry them across daemon restarts.
-Ties: equal priorities go to the user seen first in the pool (`UserState.index`).
+Ties: equal priorities go to the user seen first in the pool (`UserState.index`); in the
+authors' form first to the user whose commitment on its dominant share's resource falls
+fastest (least dc/dt, as their simulator has it), then to the user seen first. The authors'
+form also keeps the pool's arithmetic as their simulator does (`Pool`'s `exact_accounting`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from operator import sub
 from typing import Any
 
 from gridfair.core.pool import RESOURCE_NAMES, Pool, UserState
@@ -90,6 +94,7 @@ class SdrfOrder(DecayingOrder):
         self.resources = check_resources(resources)
         self.level_size = len(self.resources)
         self.form = check_form(form)
+        self.exact_accounting = form == AUTHORS
         self.entitlements = Entitlements(
             weights, equal=equal_shares,
             per_resource=resource_weights if form == AUTHORS and not equal_shares else None)
@@ -103,7 +108,9 @@ class SdrfOrder(DecayingOrder):
 
     def attach(self, pool: Pool) -> None:
         self.entitlements.attach(pool)
-        self._users = self.entitlements.users()
+        self._set_users(self.entitlements.users())
+        # The authors' form: user name -> e_ir, until the entitlements move.
+        self._entitled: dict[str, tuple[float, ...]] = {}
         super().attach(pool)
 
     # ------------------------------------------------------------ the rule
@@ -112,11 +119,12 @@ class SdrfOrder(DecayingOrder):
         shares = resource_shares(user.usage, self.pool.capacity, self.resources)
         if self.form == PAPER:
             return (*shares, *[self.entitlements.of(user)] * len(shares))
-        entitled = (self.entitlements.of_resources(user, self.resources)
-                    if self.entitlements.per_resource is not None else [0.0] * len(shares))
-        fair = 1.0 / self.entitlements.users()
-        return (*[share - e for share, e in zip(shares, entitled, strict=True)],
-                *[fair] * len(shares))
+        entitled = self._entitled.get(user.name)
+        if entitled is None:
+            entitled = self._entitled[user.name] = (
+                tuple(self.entitlements.of_resources(user, self.resources))
+                if self.entitlements.per_resource is not None else (0.0,) * len(shares))
+        return (*map(sub, shares, entitled), *self._fair)
 
     def target(self, user: UserState, basis: tuple) -> list[float]:
         size = self.level_size
@@ -136,13 +144,32 @@ class SdrfOrder(DecayingOrder):
         return [(share + excess, c - excess)
                 for share, c, excess in zip(shares, level, target, strict=True)]
 
+    def rank(self, basis: tuple, level: list[float], target: list[float]) -> float:
+        # The authors' simulator breaks equal priorities by the rate of change of the
+        # commitment on the resource of the largest share term (the last such on ties), lower
+        # first: dc_r/dt = (target_r - c_r) / tau. The paper's form leaves ties to the index.
+        if self.form == PAPER:
+            return 0.0
+        shares = basis[:self.level_size]
+        resource = len(shares) - 1 - shares[::-1].index(max(shares))
+        return target[resource] - level[resource]
+
     def targets_moved(self) -> bool:
         moved = self.entitlements.changed()
-        if self.form == AUTHORS:  # the target's C_r / n moves with n
+        # The authors' target's C_r / n moves with n, unless n is the configured users'.
+        if self.form == AUTHORS and self.entitlements.configured is None:
             users = self.entitlements.users()
-            moved = moved or users != self._users
-            self._users = users
+            if users != self._users:
+                self._set_users(users)
+                moved = True
+        if moved:
+            self._entitled.clear()
         return moved
+
+    def _set_users(self, users: int) -> None:
+        """n, and the fair share 1/n of each resource the authors' target subtracts."""
+        self._users = users
+        self._fair = (1.0 / users,) * self.level_size if users else ()
 
     def extra_state(self) -> dict[str, Any]:
         return {"resources": [RESOURCE_NAMES[r] for r in self.resources]}

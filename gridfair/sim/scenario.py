@@ -150,7 +150,8 @@ def run_scenario(
         policy, order=order, preempt=preempt, admit=admit,
         options={**scenario.policy_options, **(policy_options or {})},
     )
-    pool = Pool(task_key=stages.order.task_key, checkpointing=checkpointing)
+    pool = Pool(task_key=stages.order.task_key, checkpointing=checkpointing,
+                exact_accounting=stages.order.exact_accounting)
     negotiator = Negotiator(pool, stages.order, stages.preempt, stages.admit,
                             explain=keep_decisions,
                             allocation=allocation if allocation is not None else

@@ -18,6 +18,7 @@ user's mean wait, the SDRF paper's figure) and the load average of the shared ma
     .venv/bin/python bench/google_month.py                       # SDRF, 30 days
     .venv/bin/python bench/google_month.py --policy wdrf --days 7 --json
     .venv/bin/python bench/google_month.py --days 1 --baseline /tmp/base   # side by side
+    .venv/bin/python bench/google_month.py --queued-bytes 1000000   # bytes per queued task
 
 `--baseline DIR` runs the same command afterwards on the gridfair package of another checkout
 (`git worktree add --detach /tmp/base main`), in a fresh process, so both figures come from one
@@ -35,6 +36,7 @@ import resource
 import subprocess
 import sys
 import time
+from itertools import islice
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,9 +45,11 @@ ROOT = Path(__file__).resolve().parent.parent
 CODE = Path(sys.argv[sys.argv.index("--code") + 1]) if "--code" in sys.argv[:-1] else ROOT
 sys.path.insert(0, str(CODE))
 
+from gridfair.core.pool import Pool  # noqa: E402
 from gridfair.sim.metrics import UserWaits  # noqa: E402
 from gridfair.sim.scenario import run_scenario  # noqa: E402
-from gridfair.sim.workloads.repeat import repeated_trace_scenario  # noqa: E402
+from gridfair.sim.workloads.repeat import RepeatedTasks, repeated_trace_scenario  # noqa: E402
+from gridfair.sim.workloads.taskcsv import read_tasks  # noqa: E402
 
 TRACE = ROOT.parent / "shared" / "data" / "google" / "derived" / "tasks_parts00000-00001.csv.gz"
 
@@ -81,6 +85,34 @@ def run(trace: Path, policy: str, days: float, capacity_ratio: float, delta: flo
     }
 
 
+def queued_bytes(trace: Path, count: int) -> dict:
+    """Bytes of memory per queued task: `count` copies of the trace submitted to one pool with
+    no node (all stay queued), as Tasks (`Pool.submit`) and as handles (`submit_deferred`)."""
+    tasks = read_tasks(trace)
+    figures = {}
+    kept = []  # both pools stay alive: the second may not reuse the first's freed memory
+    for deferred in (False, True):
+        copies = RepeatedTasks(tasks.tasks, tasks.span, 1e12)
+        pool = Pool()
+        pool.make_task = copies.make_task
+        before = _rss_bytes()
+        if deferred:
+            for submit, user, handle in islice(copies.arrivals(), count):
+                pool.submit_deferred(user, handle, submit)
+        else:
+            for task in islice(copies, count):
+                pool.submit(task, task.submit_time)
+        figures["deferred" if deferred else "tasks"] = round((_rss_bytes() - before) / count, 1)
+        kept.append(pool)
+    return figures
+
+
+def _rss_bytes() -> int:
+    """The resident set now (Linux), in bytes."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--policy", choices=("sdrf", "wdrf"), default="sdrf")
@@ -94,11 +126,18 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, default=None,
                         help="then run the same command on this checkout (e.g. a worktree of "
                              "main) in a fresh process, and print both")
+    parser.add_argument("--queued-bytes", type=int, default=0, metavar="N",
+                        help="instead of a run: memory per queued task, N queued as Tasks and "
+                             "as deferred handles (this checkout only)")
     args = parser.parse_args()
     if not args.trace.exists():
         parser.error(f"no trace at {args.trace} (the derived Google task list of ../shared/data)")
     if args.code is not None and not (args.code / "gridfair").is_dir():
         parser.error(f"--code {args.code}: no gridfair package there")
+    if args.queued_bytes:
+        print(json.dumps({"queued_tasks": args.queued_bytes,
+                          "bytes_per_queued_task": queued_bytes(args.trace, args.queued_bytes)}))
+        return
     row = run(args.trace, args.policy, args.days, args.capacity_ratio, args.delta)
     if not args.json:
         _print(row)  # now, not after the baseline: a month takes a while

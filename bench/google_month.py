@@ -45,11 +45,9 @@ ROOT = Path(__file__).resolve().parent.parent
 CODE = Path(sys.argv[sys.argv.index("--code") + 1]) if "--code" in sys.argv[:-1] else ROOT
 sys.path.insert(0, str(CODE))
 
-from gridfair.core.pool import Pool  # noqa: E402
 from gridfair.sim.metrics import UserWaits  # noqa: E402
 from gridfair.sim.scenario import run_scenario  # noqa: E402
-from gridfair.sim.workloads.repeat import RepeatedTasks, repeated_trace_scenario  # noqa: E402
-from gridfair.sim.workloads.taskcsv import read_tasks  # noqa: E402
+from gridfair.sim.workloads.repeat import repeated_trace_scenario  # noqa: E402
 
 TRACE = ROOT.parent / "shared" / "data" / "google" / "derived" / "tasks_parts00000-00001.csv.gz"
 
@@ -88,6 +86,11 @@ def run(trace: Path, policy: str, days: float, capacity_ratio: float, delta: flo
 def queued_bytes(trace: Path, count: int) -> dict:
     """Bytes of memory per queued task: `count` copies of the trace submitted to one pool with
     no node (all stay queued), as Tasks (`Pool.submit`) and as handles (`submit_deferred`)."""
+    # Imported here: a baseline checkout (`--code`) may not have deferred queues.
+    from gridfair.core.pool import Pool
+    from gridfair.sim.workloads.repeat import RepeatedTasks
+    from gridfair.sim.workloads.taskcsv import read_tasks
+
     tasks = read_tasks(trace)
     figures = {}
     kept = []  # both pools stay alive: the second may not reuse the first's freed memory
@@ -167,8 +170,10 @@ def _baseline(args: argparse.Namespace) -> dict:
                "--policy", args.policy, "--days", str(args.days),
                "--capacity-ratio", str(args.capacity_ratio), "--delta", repr(args.delta),
                "--trace", str(args.trace)]
-    return json.loads(subprocess.run(command, check=True, capture_output=True,
-                                     text=True).stdout)
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"google_month.py: the baseline run on {args.baseline} failed:\n{done.stderr}")
+    return json.loads(done.stdout)
 
 
 if __name__ == "__main__":

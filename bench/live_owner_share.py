@@ -2,29 +2,34 @@
 
 The HOSEP paper's Table 1 grid (`hosep-table1`: 12 machines, owners User1-User4, MFlops) as a
 personal pool of 12 static slots. Users 2-4 fill it (6 long jobs each), then User1 (who owns
-45.76 % of the power) submits 6. Each side runs on a fresh pool:
+45.76 % of the power) submits `--late-jobs` (18 by default). Each side runs on a fresh pool:
 
 - gridfair: the real daemon (`python -m gridfair.daemon`, CycleRunner, `htcondor` backend) with
-  the HOSEP policy (or OSEP) every `--interval` seconds, on a pool configured with
-  configs/htcondor-pool.config and `PREEMPTION_REQUIREMENTS = False` (HTCondor's negotiator
-  starts jobs in its usual order but never preempts; gridfair's vacates and steering decide);
-- htcondor: the same pool configured as an administrator would for owner share without
-  gridfair: one accounting group per owner whose quota is the power it provides
-  (`SLOT_WEIGHT = MFlops`; for OSEP, `SLOT_WEIGHT = 1` and quotas in machines),
-  `GROUP_ACCEPT_SURPLUS = True`, and negotiator preemption of over-quota groups for under-quota
-  ones (`PREEMPTION_REQUIREMENTS`).
+  the HOSEP policy (or OSEP) every `--interval` seconds, `landing_timeout` = two negotiation
+  cycles, on a pool configured with configs/htcondor-pool.config,
+  `GRIDFAIR_DECIDES_ALL_STARTS = True` (`--shared-starts`: False) and
+  `PREEMPTION_REQUIREMENTS = False` (HTCondor never preempts; gridfair's vacates and steering,
+  or `--condor-now` handovers, decide);
+- htcondor (`--htcondor groups`): one accounting group per owner whose quota is the power it
+  provides (`SLOT_WEIGHT = MFlops`; for OSEP, `SLOT_WEIGHT = 1` and quotas in machines),
+  `GROUP_ACCEPT_SURPLUS = True`, and negotiator preemption of over-quota groups for
+  under-quota ones (`PREEMPTION_REQUIREMENTS`); or (`--htcondor rank`) every slot ranks its
+  owner's jobs first, so the negotiator preempts for the owner by rank.
 
 Every job writes one event log; from its execute / evicted events the bench rebuilds each
 owner's allocated share (MFlops, or machines for OSEP) over time and reports: seconds from
 User1's arrival until every owner with demand is within 10 % of its provided share and stays
 so to the end of the run (`seconds_to_share`; `seconds_to_user1_share` for User1 alone),
-vacates (evicted runs), the work they discarded (`lost_work_seconds`, run seconds of evicted
-runs: no checkpointing) and, for gridfair, `landed_fraction` (confirmed allocations whose next
-start was on the slot gridfair chose). The daemon's store and log stay in the directory printed
-as `daemon_directory`, for `gridfair` inspection.
+vacates (evicted runs) and the work they discarded (`lost_work_seconds`, run seconds of
+evicted runs: no checkpointing), also from User1's arrival on, and for gridfair
+`landed_fraction` (allocations the pool accepted, each attempt, whose job's next start was on
+the slot gridfair chose), how many of them started within two negotiation cycles, and the
+daemon's own journal verdicts. The daemon's store and log stay in the directory printed as
+`daemon_directory`, for `gridfair` inspection. Load averages are printed with each side.
 
     .venv/bin/python bench/live_owner_share.py [--policy hosep|osep] [--duration 90]
-        [--interval 2] [--json] [--plot FILE]
+        [--interval 2] [--htcondor groups|rank] [--sides gridfair,htcondor] [--late-jobs 18]
+        [--condor-now] [--shared-starts] [--json] [--plot FILE]
 
 Needs HTCondor (GRIDFAIR_HTCONDOR, condor_master on PATH, or ../shared/htcondor).
 """
@@ -36,6 +41,7 @@ import json
 import os
 import signal
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -132,7 +138,7 @@ def read_runs(event_log: Path, users: Mapping[str, str], until: float) -> list[R
     return runs
 
 
-def htcondor_config(owner_weight: Mapping[str, float], power: bool) -> list[str]:
+def group_quota_config(owner_weight: Mapping[str, float], power: bool) -> list[str]:
     """An administrator's owner-share configuration: a group per owner, quota = what it
     provides, surplus shared, over-quota groups preempted for under-quota ones."""
     from gridfair.daemon.backends.personal_pool import ACCOUNTING_PREFIX
@@ -151,7 +157,24 @@ def htcondor_config(owner_weight: Mapping[str, float], power: bool) -> list[str]
     ]
 
 
-def daemon_config(directory: Path, collector: str, policy: str, interval: float) -> Path:
+#: Owner share by the slots' own preference: each startd ranks its owner's jobs first, and
+#: the negotiator preempts a running job for an idle one the slot ranks higher ("rank
+#: preemption", which PREEMPTION_REQUIREMENTS does not govern; it is switched off here, so
+#: user priorities never preempt). Owners get their own slots back; surplus is first come.
+RANK_CONFIG = [
+    "RANK = 1000 * (TARGET.AcctGroupUser =?= MY.GridOwner)",
+    "NEGOTIATOR_CONSIDER_PREEMPTION = True",
+    "PREEMPTION_REQUIREMENTS = False",
+]
+
+
+def htcondor_config(kind: str, owner_weight: Mapping[str, float], power: bool) -> list[str]:
+    """The HTCondor-alone side's configuration: `groups` (quotas per owner) or `rank`."""
+    return group_quota_config(owner_weight, power) if kind == "groups" else RANK_CONFIG
+
+
+def daemon_config(directory: Path, collector: str, policy: str, interval: float,
+                  landing_timeout: float, condor_now: str = "") -> Path:
     path = directory / "gridfair.toml"
     path.write_text(f"""
 [daemon]
@@ -164,28 +187,56 @@ min_runtime = 0
 max_vacates_per_cycle = 12
 preempt_cooldown = 0
 max_snapshot_age = 60
+landing_timeout = {landing_timeout}
 [backend]
 kind = "htcondor"
 [backend.htcondor]
 collector = "{collector}"
+condor_now = "{condor_now}"
 """)
     return path
 
 
-def landed_fraction(store: Path, runs: Sequence[Run]) -> tuple[int, int]:
-    """(landed, decided): confirmed allocations whose next start was on the chosen slot."""
+@dataclass(frozen=True, slots=True)
+class Landing:
+    """How the daemon's carried-out allocations fared, from its journal and the event log."""
+
+    decided: int  # allocations the pool accepted (each attempt of an action counts)
+    landed: int  # whose job's next start was on the chosen slot
+    landed_in_time: int  # ... within `within` seconds of the pool accepting it
+    latencies: tuple[float, ...]  # acceptance -> start on the chosen slot, of the landed
+    journal: Mapping[str, int]  # the daemon's own verdicts: landed / not landed / in flight
+
+
+def landing(store: Path, runs: Sequence[Run], within: float) -> Landing:
+    """Every allocation the daemon carried out (each `confirmed` entry of its action log),
+    against the job's next start in the event log."""
     with sqlite3.connect(store) as db:
-        rows = list(db.execute("select job, machine, planned_at from actions "
-                               "where kind = 'allocate' and state = 'confirmed'"))
-    landed = 0
-    for job, machine, planned_at in rows:
+        accepted = list(db.execute(
+            "select a.job, a.machine, l.time from action_log l join actions a on a.key = l.key "
+            "where a.kind = 'allocate' and l.state = 'confirmed'"))
+        verdicts = dict(db.execute(
+            "select case when state = 'landed' then 'landed' when error like 'not landed%' "
+            "then 'not landed' when state = 'confirmed' then 'in flight' else state end, "
+            "count(*) from actions where kind = 'allocate' group by 1"))
+    landed = in_time = 0
+    latencies = []
+    for job, machine, at in accepted:
+        # Event log times are whole seconds: a start in the acceptance's second counts.
         starts = sorted((run.start, run.slot) for run in runs
-                        if run.job == job and run.start >= int(planned_at))
-        landed += bool(starts) and starts[0][1] == machine
-    return landed, len(rows)
+                        if run.job == job and run.start >= int(at))
+        if starts and starts[0][1] == machine:
+            landed += 1
+            latency = max(0.0, starts[0][0] - at)
+            latencies.append(latency)
+            in_time += latency <= within
+    return Landing(len(accepted), landed, in_time, tuple(latencies), verdicts)
 
 
-def run_side(side: str, policy: str, duration: float, interval: float) -> dict[str, object]:
+def run_side(side: str, policy: str, duration: float, interval: float,
+             htcondor: str = "groups", all_starts: bool = True,
+             late_jobs: int = len(FILLERS) * JOBS_PER_USER,
+             condor_now: bool = False) -> dict[str, object]:
     from gridfair.daemon.backends.personal_pool import JobSpec, PersonalPool, slots_of_grid
 
     slots = slots_of_grid(GRID)
@@ -195,21 +246,28 @@ def run_side(side: str, policy: str, duration: float, interval: float) -> dict[s
         owner_weight[slot.owner] = owner_weight.get(slot.owner, 0.0) + (slot.mflops if power
                                                                          else 1.0)
     config = (ROOT / "configs" / "htcondor-pool.config").read_text().splitlines()
-    config += (["PREEMPTION_REQUIREMENTS = False"] if side == "gridfair"
-               else htcondor_config(owner_weight, power))
+    config += ([f"GRIDFAIR_DECIDES_ALL_STARTS = {all_starts}",
+                "PREEMPTION_REQUIREMENTS = False"] if side == "gridfair"
+               else htcondor_config(htcondor, owner_weight, power))
     work = Path(tempfile.mkdtemp(prefix="gridfair-showcase-")) if side == "gridfair" else None
     with PersonalPool(slots, extra_config=config) as pool:
+        # Two of the pool's negotiation cycles: the issue's bound for an allocation to start.
+        two_cycles = 2.0 * pool.interval
         weight = {name: (float(mflops) if power else 1.0)
                   for name, mflops in pool.status("Name", "MFlops")}
         event_log = pool.directory / "local" / "jobs" / "events.log"
         submit_extra = [f"log = {event_log}"]
         daemon = None
         if work is not None:
-            toml = daemon_config(work, pool.collector_host, policy, interval)
+            toml = daemon_config(work, pool.collector_host, policy, interval, two_cycles,
+                                 pool.tool("condor_now") if condor_now else "")
             with open(work / "daemon.log", "w") as daemon_log:
+                # The pool's configuration in the environment, as on a pool's own host, for
+                # condor_now.
                 daemon = subprocess.Popen(
                     [sys.executable, "-m", "gridfair.daemon", "--config", str(toml)],
-                    cwd=work, stdout=subprocess.DEVNULL, stderr=daemon_log)
+                    cwd=work, stdout=subprocess.DEVNULL, stderr=daemon_log,
+                    env=pool.environment)
         try:
             users: dict[str, str] = {}
             for user in FILLERS:
@@ -219,7 +277,7 @@ def run_side(side: str, policy: str, duration: float, interval: float) -> dict[s
             pool.wait_until(lambda: len(pool.running()) == len(slots), 90)
             time.sleep(2 * interval)
             arrival = time.time()
-            for job in pool.submit([JobSpec(LATE_OWNER, JOB_WORK)] * JOBS_PER_USER,
+            for job in pool.submit([JobSpec(LATE_OWNER, JOB_WORK)] * late_jobs,
                                    extra=submit_extra):
                 users[job] = LATE_OWNER
             time.sleep(duration)
@@ -239,16 +297,29 @@ def run_side(side: str, policy: str, duration: float, interval: float) -> dict[s
         "seconds_to_user1_share": seconds_to_share(timeline, provided, [LATE_OWNER], arrival),
         "vacates": len(evicted),
         "lost_work_seconds": sum(run.end - run.start for run in evicted if run.end),
+        # The same from User1's arrival on (HTCondor's RANK also preempts while Users 2-4 fill).
+        "vacates_after_arrival": sum(1 for run in evicted if run.end and run.end >= arrival),
+        "lost_work_seconds_after_arrival": sum(run.end - run.start for run in evicted
+                                               if run.end and run.end >= arrival),
         "final_shares": timeline[-1][1] if timeline else {},
         "provided_shares": provided,
         "timeline": [(round(moment - arrival, 1), shares) for moment, shares in timeline],
     }
     if work is not None:
-        landed, decided = landed_fraction(work / "state.db", runs)
+        landed = landing(work / "state.db", runs, two_cycles)
         figures["daemon_directory"] = str(work)
-        figures["allocations"] = decided
-        figures["allocations_landed"] = landed
-        figures["landed_fraction"] = landed / decided if decided else None
+        figures["allocations"] = landed.decided
+        figures["allocations_landed"] = landed.landed
+        figures["landed_fraction"] = landed.landed / landed.decided if landed.decided else None
+        figures["landed_within_two_cycles"] = landed.landed_in_time
+        figures["two_cycles_seconds"] = two_cycles
+        figures["landing_latency_median_s"] = (statistics.median(landed.latencies)
+                                               if landed.latencies else None)
+        figures["journal"] = dict(landed.journal)
+        figures["decides_all_starts"] = all_starts
+        figures["condor_now"] = condor_now
+    else:
+        figures["htcondor_config"] = htcondor
     return figures
 
 
@@ -258,7 +329,9 @@ def plot(results: Mapping[str, Mapping[str, object]], path: str, duration: float
     matplotlib.use("Agg")
     from matplotlib import pyplot
 
-    figure, axes = pyplot.subplots(1, len(results), figsize=(6 * len(results), 4), sharey=True)
+    figure, axes = pyplot.subplots(1, len(results), figsize=(6 * len(results), 4), sharey=True,
+                                   squeeze=False)
+    axes = axes[0]
     for axis, (side, figures) in zip(axes, results.items(), strict=True):
         timeline = figures["timeline"]
         for owner, share in figures["provided_shares"].items():
@@ -280,11 +353,32 @@ def main() -> None:
                         help="seconds each side runs after User1 arrives")
     parser.add_argument("--interval", type=float, default=2.0,
                         help="seconds between gridfair's cycles")
+    parser.add_argument("--htcondor", choices=("groups", "rank"), default="groups",
+                        help="HTCondor's own owner-share configuration: accounting groups "
+                        "with quotas and group preemption, or startd RANK of the owner's jobs")
+    parser.add_argument("--late-jobs", type=int, default=len(FILLERS) * JOBS_PER_USER,
+                        help=f"jobs {LATE_OWNER} submits (default: enough for the whole pool)")
+    parser.add_argument("--condor-now", action="store_true",
+                        help="gridfair side: each vacate + allocation of its slot as one "
+                        "condor_now (backend.htcondor.condor_now)")
+    parser.add_argument("--shared-starts", action="store_true",
+                        help="gridfair side: HTCondor also starts jobs gridfair did not steer "
+                        "(GRIDFAIR_DECIDES_ALL_STARTS = False)")
+    parser.add_argument("--sides", default="gridfair,htcondor",
+                        help="comma-separated: gridfair, htcondor")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--plot", metavar="FILE")
     args = parser.parse_args()
-    results = {side: run_side(side, args.policy, args.duration, args.interval)
-               for side in ("gridfair", "htcondor")}
+    sides = [side for side in ("gridfair", "htcondor") if side in args.sides.split(",")]
+    if not sides:
+        parser.error(f"--sides {args.sides!r}: name gridfair and/or htcondor")
+    results = {}
+    for side in sides:
+        load_before = os.getloadavg()
+        results[side] = run_side(side, args.policy, args.duration, args.interval, args.htcondor,
+                                 not args.shared_starts, args.late_jobs, args.condor_now)
+        results[side]["loadavg_before"] = load_before
+        results[side]["loadavg_after"] = os.getloadavg()
     if args.plot:
         plot(results, args.plot, args.duration)
     if args.json:
@@ -292,11 +386,11 @@ def main() -> None:
                                  if key != "timeline"} for side, figures in results.items()},
                          indent=2))
         return
-    print(f"policy {args.policy}; {args.duration:g} s after {LATE_OWNER} arrives; "
-          f"load average {os.getloadavg()}")
+    print(f"policy {args.policy}; {args.duration:g} s after {LATE_OWNER} arrives")
     for side, figures in results.items():
         settle = figures["seconds_to_share"]
-        print(f"{side}:")
+        print(f"{side}{'' if side == 'gridfair' else ' (' + args.htcondor + ')'}: load "
+              f"average {figures['loadavg_before']} before, {figures['loadavg_after']} after")
         print(f"  every owner within 10 % of its share after: "
               f"{'not reached' if settle is None else f'{settle:.0f} s'}")
         user1 = figures["seconds_to_user1_share"]
@@ -304,7 +398,9 @@ def main() -> None:
         print(f"  vacates {figures['vacates']}, work lost {figures['lost_work_seconds']:.0f} s")
         if "landed_fraction" in figures:
             print(f"  allocations landed on the chosen slot: {figures['allocations_landed']} "
-                  f"of {figures['allocations']}")
+                  f"of {figures['allocations']}, {figures['landed_within_two_cycles']} within "
+                  f"two negotiation cycles ({figures['two_cycles_seconds']:g} s); "
+                  f"daemon's journal: {figures['journal']}")
             print(f"  daemon store and log: {figures['daemon_directory']}")
         final = ", ".join(f"{owner} {share:.1%}/{figures['provided_shares'][owner]:.1%}"
                           for owner, share in figures["final_shares"].items())

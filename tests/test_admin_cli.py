@@ -93,7 +93,9 @@ def test_explain_user_gives_position_figures_and_decisions(store):
     assert "max_vacates_per_cycle" in text  # the hold-back of the second vacate
     assert "vacate 3." in text and "[confirmed]" in text
     data = json.loads(invoke("explain", BT, "--db", str(store), "--format", "json"))
-    assert data["shares"]["running"] == 6
+    # Six running in the dumps; one of them vacated in cycle 1 for an allocation still in
+    # flight (the dumps never change), whose slot the later cycles hold for its job.
+    assert data["shares"]["running"] == 5
     assert data["decisions"] and all("reason" in d for d in data["decisions"])
     assert invoke("explain", BT, "--db", str(store), "--format", "csv").startswith("cycle,")
 

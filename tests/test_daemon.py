@@ -135,9 +135,13 @@ def test_sim_daemon_runs_cycles_and_moves_shares_towards_owners(tmp_path):
     assert daemon.run() == 0
     outcomes = rows(tmp_path, "select outcome from cycles")
     assert outcomes == [("ok",)] * 8
-    confirmed = rows(tmp_path, "select kind, count(*) from actions where state = 'confirmed' "
-                               "group by kind order by kind")
+    # An allocation is confirmed when carried out and landed once seen running (the sim
+    # starts it at once, so it has landed by the next cycle).
+    confirmed = rows(tmp_path, "select kind, count(*) from actions where state in "
+                               "('confirmed', 'landed') group by kind order by kind")
     assert dict(confirmed)["allocate"] >= 12
+    landed = rows(tmp_path, "select count(*) from actions where state = 'landed'")[0][0]
+    assert landed >= 12
     assert dict(confirmed).get("vacate", 0) >= 1  # User1 arrives late and reclaims its share
     history = rows(tmp_path, "select count(distinct cycle) from usage")
     assert history == [(8,)]
@@ -349,6 +353,34 @@ def test_make_backend_builds_each_kind(tmp_path):
     assert make_backend(validate({}, base=tmp_path)).name == "sim"
 
 
+def test_condor_now_that_is_no_program_is_a_config_error(tmp_path):
+    raw = {"backend": {"kind": "htcondor",
+                       "htcondor": {"condor_now": str(tmp_path / "no-such-condor_now")}}}
+    with pytest.raises(ConfigError, match="config key backend.htcondor.condor_now: no program"):
+        make_backend(validate(raw, base=tmp_path))
+
+
+def test_handovers_pair_each_vacate_with_the_allocation_of_its_slot():
+    from gridfair.daemon.cycle import PlannedAction, pair_handovers
+    from gridfair.model import Job, JobStatus, Machine
+
+    def action(kind: str, job: str, slot: str) -> PlannedAction:
+        return PlannedAction(f"{kind}:{job}@{slot}", kind, Job(job, "u", JobStatus.IDLE, 0.0),
+                             Machine(slot, "o", 1.0))
+
+    vacates = [action("vacate", "1.0", "a"), action("vacate", "2.0", "b")]
+    allocations = [action("allocate", "9.0", "c"), action("allocate", "8.0", "b"),
+                   action("allocate", "7.0", "b")]
+    pairs, rest_vacates, rest_allocations = pair_handovers(vacates, allocations,
+                                                           lambda machine: True)
+    assert [(v.job.id, a.job.id) for v, a in pairs] == [("2.0", "8.0")]
+    assert [v.job.id for v in rest_vacates] == ["1.0"]  # vacated for no allocation: a vacate
+    assert [a.job.id for a in rest_allocations] == ["9.0", "7.0"]
+    # Slots the backend cannot hand over (HTCondor: static ones) keep vacate + allocate.
+    assert pair_handovers(vacates, allocations, lambda machine: machine.name != "b") == (
+        [], vacates, allocations)
+
+
 def test_cycle_runner_reports_pool_unavailable(tmp_path):
     raw = files_config(tmp_path)
     config = validate(raw, base=tmp_path)
@@ -418,9 +450,11 @@ def test_sim_restarted_on_the_same_store_is_a_new_world(tmp_path):
     raw = {"daemon": {"interval": 0.02, "store": "state.db"}, "backend": {"kind": "sim"}}
     for started in (1_000_000.0, 1_000_600.0):  # two starts, ten minutes apart
         make_daemon(tmp_path, raw, backend=SimBackend(origin=started)).run_once()
-    confirmed = rows(tmp_path, "select cycle, count(*) from actions where state = 'confirmed' "
-                               "group by cycle")
-    assert confirmed == [(1, 12), (2, 12)]  # the second run's jobs are not the first's
+    # The second run's jobs are not the first's: 12 new allocations, and the first run's,
+    # never seen running in the new world, end as not landed.
+    states = rows(tmp_path, "select state, error like 'not landed: not started within%', "
+                            "count(*) from actions group by state")
+    assert states == [("confirmed", 0, 12), ("failed", 1, 12)]
 
 
 # Job 2.0 runs on slot1@ingwe.cs.wisc.edu in the test pool since JobCurrentStartDate 1417808259.

@@ -68,7 +68,7 @@ def render_shares(report: SharesReport) -> str:
     """The report as text: the condor_userprio-like table, decisions, skipped ads."""
     stamp = datetime.fromtimestamp(report.time, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     lines = [f"Shares at {stamp} ({report.policy})", _table(report.users, report.totals)]
-    unmapped = [row["user"] for row in report.users if not row["provided_mflops"]]
+    unmapped = unmapped_submitters(report)
     if unmapped:
         lines.append("Unmapped submitters (own no slot; see --uid-domain, --submitter-map): "
                      + ", ".join(unmapped))
@@ -98,11 +98,18 @@ def render_shares(report: SharesReport) -> str:
     return "\n".join(lines)
 
 
+def unmapped_submitters(report: SharesReport) -> list[str]:
+    """Submitters that own no slot: their names did not map to an owner (or they are users
+    who provide nothing)."""
+    return [row["user"] for row in report.users if not row["provided_mflops"]]
+
+
 def shares_json(report: SharesReport) -> str:
     return to_json({
         "time": report.time,
         "policy": report.policy,
         "users": list(report.users),
+        "unmapped": unmapped_submitters(report),
         "totals": dict(report.totals),
         "decisions": list(report.decisions),
         "skipped": list(report.skipped),

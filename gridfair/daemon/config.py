@@ -62,6 +62,9 @@ SCHEMA: dict[str, dict[str, Key]] = {
                                 "spared further vacates"),
         "max_snapshot_age": Key(float, 300.0, minimum=0.0, help="no action on an older snapshot"),
         "max_retries": Key(int, 2, minimum=0, help="retries of a failed action"),
+        "landing_timeout": Key(float, 120.0, minimum=0.0, help="seconds an allocation holds "
+                               "its slot before it starts: two of the pool's negotiation "
+                               "cycles (2 x NEGOTIATOR_INTERVAL)"),
     },
     "backend": {
         "kind": Key(str, "sim", choices=BACKENDS),
@@ -91,6 +94,9 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "uid_domain": Key(str, "*", help="submitter domain dropped to name the owner ('*': "
                           "any, '': none)"),
         "submitter_map": Key(str, "", path=True, help="file of 'submitter owner' lines"),
+        "condor_now": Key(str, "", help="the condor_now program (a path, or a name on PATH): "
+                          "a vacate and the allocation of the slot it frees run as one "
+                          "`condor_now JOB VICTIM`; empty: vacate, then steer"),
     },
     "metrics": {
         "enabled": Key(bool, False),

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +30,7 @@ from gridfair.classads.to_pool import pool_from_snapshot
 from gridfair.core.pool import CPUS, MEMORY, POWER, Pool, UserState
 from gridfair.core.shares import share_rows
 from gridfair.core.stages import ALLOCATE, VACATE, Decision
+from gridfair.daemon import inflight
 from gridfair.daemon.backends import ActionFailed, PoolBackend, PoolUnavailable
 from gridfair.daemon.config import Config
 from gridfair.daemon.faults import FaultPoints
@@ -195,10 +196,15 @@ class CycleRunner:
         now = self.backend.now()
         store = self.store
         recon = reconcile(snapshot, store.known_jobs(), cycle)
+        # Allocations not yet running hold their slots in the policy's view (inflight.py).
+        flights = inflight.pending(store, snapshot, self.limits.landing_timeout)
+        if not self.dry_run and snapshot_too_old(self.limits, snapshot.time, now) is None:
+            inflight.record(store, flights, cycle, now, self.backend.withdraw)
         stages = stages_from_config(self.config["policy"])
-        loaded = pool_from_snapshot(snapshot, stages)
+        loaded = pool_from_snapshot(flights.view, stages)
         negotiator, pool = loaded.negotiator, loaded.pool
-        negotiator.vacate_guard = VacateGuard(self.limits, snapshot.time, store.last_preempted())
+        negotiator.vacate_guard = VacateGuard(self.limits, snapshot.time, store.last_preempted(),
+                                              flights.held)
         saved = store.policy_state()
         for key, stage in stage_list(stages):
             if key in saved and hasattr(stage, "import_state"):
@@ -409,6 +415,10 @@ class CycleRunner:
         allocations = [a for a in actions if a.kind == ALLOCATE]
         confirmed = failed = 0
         not_freed: set[str] = set()
+        # Each vacate + allocation of its slot as one action, where the backend can.
+        pairs, vacates, allocations = pair_handovers(vacates, allocations,
+                                                     self.backend.can_hand_over)
+        confirmed, failed = self._hand_over(cycle, pairs)
         if vacates:
             self._issue(vacates, cycle)
             self.faults.reached("after_issue", number)
@@ -455,6 +465,37 @@ class CycleRunner:
             confirmed += 1
         return confirmed, failed, 0
 
+    def _hand_over(self, cycle: int,
+                   pairs: list[tuple[PlannedAction, PlannedAction]]) -> tuple[int, int]:
+        """Carry out (vacate, allocation) pairs with `backend.handover`; both actions of a
+        pair share its outcome. Returns (confirmed, failed) actions."""
+        confirmed = failed = 0
+        for vacate, allocation in pairs:
+            if self.stopping.is_set():
+                break  # left planned, like the allocations below
+            self._issue([vacate, allocation], cycle)
+            try:
+                self.backend.handover(vacate.job, allocation.job, allocation.machine)
+                problem = None
+            except Exception as error:  # noqa: BLE001 - recorded as the actions' failure
+                problem = _failure(error)
+            now = self.backend.now()
+            with self.store.transaction("record a handover's outcome") as db:
+                for action in (vacate, allocation):
+                    if problem is None:
+                        self.store.set_action_state(action.key, CONFIRMED, cycle, now,
+                                                    "handed over", db=db)
+                    else:
+                        self.store.set_action_state(action.key, FAILED, cycle, now, problem,
+                                                    retryable=True, db=db)
+                    self.metrics.action(action.kind, CONFIRMED if problem is None else FAILED)
+                if problem is None:
+                    db.execute("update users set last_preempted = ? where name = ?",
+                               [now, vacate.job.user])
+            confirmed += 2 * (problem is None)
+            failed += 2 * (problem is not None)
+        return confirmed, failed
+
     def _issue(self, actions: list[PlannedAction], cycle: int) -> None:
         now = self.backend.now()
         with self.store.transaction("mark actions issued") as db:
@@ -462,6 +503,23 @@ class CycleRunner:
                 self.store.set_action_state(action.key, ISSUED, cycle, now, attempt=True, db=db)
         for action in actions:
             self.metrics.action(action.kind, ISSUED)
+
+
+def pair_handovers(
+    vacates: list[PlannedAction], allocations: list[PlannedAction],
+    can_hand_over: Callable[[Machine], bool],
+) -> tuple[list[tuple[PlannedAction, PlannedAction]], list[PlannedAction], list[PlannedAction]]:
+    """(vacate, allocation of the slot it frees) pairs on slots `can_hand_over` accepts, in
+    the vacates' order; then the vacates and allocations left over."""
+    waiting = {}
+    for allocation in allocations:
+        if can_hand_over(allocation.machine):
+            waiting.setdefault(allocation.machine.name, allocation)
+    pairs = [(vacate, waiting.pop(vacate.machine.name)) for vacate in vacates
+             if vacate.machine.name in waiting]
+    paired = {id(action) for pair in pairs for action in pair}
+    return (pairs, [a for a in vacates if id(a) not in paired],
+            [a for a in allocations if id(a) not in paired])
 
 
 def _failure(error: Exception) -> str:

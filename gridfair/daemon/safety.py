@@ -5,7 +5,11 @@ A preemption the policy wants is held back when:
 - the victim has run less than `min_runtime` seconds (no thrashing of fresh starts);
 - the victim's user was preempted less than `preempt_cooldown` seconds ago (YuniKorn's
   15 s check and YARN's wait before kill are the same idea);
-- the snapshot is older than `max_snapshot_age` seconds (the pool has moved on).
+- the snapshot is older than `max_snapshot_age` seconds (the pool has moved on);
+- the victim is an allocation still in flight (`gridfair.daemon.inflight`): gridfair's own
+  decision, not yet started, is not undone before the pool has carried it out.
+
+`landing_timeout` is how long such an allocation holds its slot.
 
 The negotiator stops the preemption stage at the first hold-back; the rule is recorded in the
 cycle's `held_back` so an administrator sees why a share was not enforced.
@@ -13,7 +17,7 @@ cycle's `held_back` so an administrator sees why a share was not enforced.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +32,7 @@ class SafetyLimits:
     min_runtime: float
     preempt_cooldown: float
     max_snapshot_age: float
+    landing_timeout: float
 
     @classmethod
     def from_config(cls, section: Mapping[str, Any]) -> SafetyLimits:
@@ -36,6 +41,7 @@ class SafetyLimits:
             min_runtime=section["min_runtime"],
             preempt_cooldown=section["preempt_cooldown"],
             max_snapshot_age=section["max_snapshot_age"],
+            landing_timeout=section["landing_timeout"],
         )
 
 
@@ -53,10 +59,12 @@ class VacateGuard:
 
     def __init__(
         self, limits: SafetyLimits, snapshot_time: float, last_preempted: Mapping[str, float],
+        in_flight: Collection[str] = (),
     ) -> None:
         self.limits = limits
         self.snapshot_time = snapshot_time
         self.last_preempted = last_preempted
+        self.in_flight = in_flight
         self.allowed = 0
 
     def __call__(self, choice: Preemption, now: float) -> str | None:
@@ -67,6 +75,9 @@ class VacateGuard:
         if self.allowed >= limits.max_vacates_per_cycle:
             return f"max_vacates_per_cycle: {limits.max_vacates_per_cycle} already this cycle"
         victim = choice.victim
+        if victim.id in self.in_flight:
+            return (f"in_flight: {victim.id} was allocated to {choice.node.name} and has not "
+                    "started yet")
         ran = now - victim.start_time
         if ran < limits.min_runtime:
             return (f"min_runtime: {victim.id} has run {ran:.0f} s "

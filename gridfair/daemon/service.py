@@ -13,6 +13,7 @@ hammered, and the first cycle after it returns runs as usual.
 from __future__ import annotations
 
 import logging
+import shutil
 import signal
 import sys
 import threading
@@ -54,11 +55,18 @@ def make_backend(config: Config) -> PoolBackend:
 
     submitters = (SubmitterMap.from_file(section["submitter_map"], section["uid_domain"])
                   if section["submitter_map"] else SubmitterMap(section["uid_domain"]))
+    condor_now = None
+    if section["condor_now"]:
+        condor_now = shutil.which(section["condor_now"])
+        if condor_now is None:
+            raise ConfigError(f"config key backend.htcondor.condor_now: no program "
+                              f"{section['condor_now']!r} (not executable, not on PATH)")
     return HTCondorBackend.connect(
         section["collector"] or None,
         slot_constraint=section["slot_constraint"], job_constraint=section["job_constraint"],
         owner_attribute=section["owner_attribute"], power_attribute=section["power_attribute"],
         steer_attribute=section["steer_attribute"], submitters=submitters,
+        condor_now=condor_now,
     )
 
 

@@ -12,7 +12,9 @@ Tables (docs/daemon.md has the columns):
 The journal's rule: an action is written `planned` (in the same transaction as its cycle's
 decisions) before it is carried out, marked `issued` (committed) before the backend is
 called, and `confirmed` or `failed` after. A restart therefore never calls the backend for an
-`issued` or `confirmed` action again, and finds every `planned` one.
+`issued` or `confirmed` action again, and finds every `planned` one. A confirmed allocation
+then holds its slot until it is seen running there (`landed`) or not (`failed`, "not landed"):
+`gridfair.daemon.inflight`.
 
 WAL lets the admin commands read while the daemon writes; they open the file read-only.
 """
@@ -36,7 +38,10 @@ SCHEMA_VERSION = 1
 PLANNED, ISSUED, CONFIRMED, FAILED, ABANDONED = (
     "planned", "issued", "confirmed", "failed", "abandoned",
 )
-ACTION_STATES = (PLANNED, ISSUED, CONFIRMED, FAILED, ABANDONED)
+#: An allocation seen running on its slot (`gridfair.daemon.inflight`); one that never
+#: started there ends `failed` ("not landed: ...").
+LANDED = "landed"
+ACTION_STATES = (PLANNED, ISSUED, CONFIRMED, LANDED, FAILED, ABANDONED)
 
 _TABLES: dict[str, tuple[dict[str, type], str | tuple[str, ...]]] = {
     "meta": ({"key": str, "value": str}, "key"),

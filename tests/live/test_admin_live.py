@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from gridfair.daemon.backends.personal_pool import JobSpec, PersonalPool
@@ -22,6 +23,9 @@ def test_shares_reads_the_live_pool_and_names_unmapped_submitters(
     assert rows["User2"][1] == "84510" and rows["User2"][6] == "2"
     assert "Unmapped submitters (own no slot; see --uid-domain, --submitter-map): " \
            "Stranger@gridfair.test" in result.output
+    as_json = gridfair_cli("shares", "--pool", pool.collector_host, "--format", "json")
+    assert as_json.exit_code == 0, as_json.output
+    assert json.loads(as_json.output)["unmapped"] == ["Stranger@gridfair.test"]
 
 
 def test_daemon_once_dry_run_decides_on_the_live_pool(

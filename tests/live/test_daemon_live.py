@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gridfair.daemon.backends.personal_pool import JobSpec, PersonalPool
+from gridfair.daemon.backends.personal_pool import JobSpec, PersonalPool, SlotSpec
 
 LONG = 132250 * 600
 
@@ -68,3 +68,111 @@ collector = "{pool.collector_host}"
     assert len(seen) == len(vacated) and all(int(starts) <= 2 for _, starts in seen)
     others = pool.jobs("ClusterId", constraint=f"!({clusters}) && LastVacateTime =!= undefined")
     assert others == []
+
+
+def test_allocations_land_on_their_slots_and_are_journaled(clean_queue: PersonalPool,
+                                                          tmp_path: Path) -> None:
+    """User2 holds every slot, User1 arrives: the daemon vacates for User1 and steers its jobs
+    to the freed slots; the next cycles see them running there and journal each allocation
+    `landed`."""
+    pool = clean_queue
+    fillers = pool.submit([JobSpec("User2", LONG)] * 4)
+    pool.wait_until(lambda: set(pool.running()) == set(fillers), 30)
+    arrivals = pool.submit([JobSpec("User1", LONG)] * 2)
+    (tmp_path / "gridfair.toml").write_text(f"""
+[daemon]
+store = "state.db"
+interval = 2
+[safety]
+min_runtime = 0
+max_vacates_per_cycle = 4
+preempt_cooldown = 0
+max_snapshot_age = 3600
+landing_timeout = 20
+[backend]
+kind = "htcondor"
+[backend.htcondor]
+collector = "{pool.collector_host}"
+""")
+    done = run_daemon(tmp_path, "--cycles", "6")
+    assert done.returncode == 0, done.output
+    with sqlite3.connect(tmp_path / "state.db") as db:
+        actions = list(db.execute("select kind, job, machine, state, error from actions"))
+    allocations = {job: (machine, state) for kind, job, machine, state, _ in actions
+                   if kind == "allocate"}
+    assert set(allocations) == set(arrivals), actions
+    assert {state for _, state in allocations.values()} == {"landed"}, actions
+    running = pool.running()
+    assert {job: running.get(job) for job in arrivals} == {
+        job: machine for job, (machine, _) in allocations.items()}
+    vacated = [job for kind, job, _, state, _ in actions if kind == "vacate"]
+    assert len(vacated) == 2 and all(state == "confirmed" for kind, *_, state, _ in actions
+                                     if kind == "vacate")
+
+
+def test_a_schedd_refusing_the_edit_is_a_named_journaled_failure(tmp_path: Path) -> None:
+    """A schedd that refuses to change the steering attribute (an administrator listed it in
+    IMMUTABLE_JOB_ATTRS, and the job carries it): the daemon's allocation fails with the
+    schedd's refusal, journaled and retryable, and the job is left as it was. (The attribute is
+    one the slots' START does not read, so the job still matches.)"""
+    pool = PersonalPool([SlotSpec("User1", 100.0)],
+                        extra_config=["IMMUTABLE_JOB_ATTRS = $(IMMUTABLE_JOB_ATTRS) GridfairPin",
+                                      "NEGOTIATOR_JOB_CONSTRAINT = False"])
+    with pool:
+        # NEGOTIATOR_JOB_CONSTRAINT = False: HTCondor matches nothing by itself here.
+        [job] = pool.submit([JobSpec("User1", 100.0 * 600)], extra=['+GridfairPin = "none"'])
+        (tmp_path / "gridfair.toml").write_text(f"""
+[daemon]
+store = "state.db"
+[backend]
+kind = "htcondor"
+[backend.htcondor]
+collector = "{pool.collector_host}"
+steer_attribute = "GridfairPin"
+""")
+        done = run_daemon(tmp_path, "--once")
+        assert done.returncode == 0, done.output
+        with sqlite3.connect(tmp_path / "state.db") as db:
+            actions = list(db.execute("select kind, job, state, retryable, error from actions"))
+        pinned = pool.jobs("GridfairPin", constraint=f"ClusterId == {job.split('.')[0]}")
+    [(kind, job_id, state, retryable, error)] = actions
+    assert (kind, job_id, state, retryable) == ("allocate", job, "failed", 1)
+    assert error.startswith(f"schedd refused the edit of {job}: "), error
+    assert pinned == [["none"]]
+
+
+def test_an_allocation_that_never_starts_is_released_as_not_landed(tmp_path: Path) -> None:
+    """A pool whose negotiator matches nothing (NEGOTIATOR_JOB_CONSTRAINT = False): the
+    daemon's allocation holds its slot for `landing_timeout`, is then journaled "not landed",
+    and its steering is withdrawn (GridfairSlot undefined again), so HTCondor could start the
+    job anywhere."""
+    pool_config = Path(__file__).resolve().parents[2] / "configs" / "htcondor-pool.config"
+    pool = PersonalPool([SlotSpec("User1", 100.0)],
+                        extra_config=[*pool_config.read_text().splitlines(),
+                                      "NEGOTIATOR_JOB_CONSTRAINT = False"])
+    with pool:
+        [job] = pool.submit([JobSpec("User1", 100.0 * 600)])
+        (tmp_path / "gridfair.toml").write_text(f"""
+[daemon]
+store = "state.db"
+interval = 1
+[safety]
+landing_timeout = 3
+max_retries = 0
+[backend]
+kind = "htcondor"
+[backend.htcondor]
+collector = "{pool.collector_host}"
+""")
+        done = run_daemon(tmp_path, "--cycles", "7")
+        assert done.returncode == 0, done.output
+        with sqlite3.connect(tmp_path / "state.db") as db:
+            actions = list(db.execute("select kind, job, state, error from actions"))
+            log = [state for (state,) in db.execute("select state from action_log")]
+        steered = pool.jobs("ClusterId", constraint=f"ClusterId == {job.split('.')[0]} && "
+                            "GridfairSlot =!= undefined")
+    [(kind, job_id, state, error)] = actions
+    assert (kind, job_id, state) == ("allocate", job, "failed")
+    assert error.startswith("not landed: not started within 3 s"), error
+    assert log == ["planned", "issued", "confirmed", "failed"]
+    assert steered == []

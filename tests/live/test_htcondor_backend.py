@@ -12,6 +12,7 @@ from gridfair.daemon.backends import ActionFailed, PoolUnavailable
 from gridfair.daemon.backends.htcondor import HTCondorBackend
 from gridfair.daemon.backends.personal_pool import JobSpec, PersonalPool
 from gridfair.model import JobStatus
+from tests.live.conftest import POOL_CONFIG, SLOTS
 
 LONG = 132250 * 600  # ten minutes on the fastest slot: runs for the whole test
 
@@ -138,3 +139,63 @@ def _read_or_none(live: HTCondorBackend):
     except PoolUnavailable:
         return None
     return snapshot if len(snapshot.machines) == 4 and snapshot.jobs else None
+
+
+def test_condor_now_hands_a_dynamic_slot_over_at_once() -> None:
+    """`handover(victim, job, slot)`: condor_now JOB VICTIM vacates the victim and starts the
+    job on its claim. HTCondor 25 does so only for a dynamic slot whose claim is kept
+    (CLAIM_WORKLIFE not 0): a pool of its own, partitionable, claims kept. The schedd's log has
+    no "coalesce failed" (condor_now exits 0 even then)."""
+    config = [*POOL_CONFIG.read_text().splitlines(), "CLAIM_WORKLIFE = 1200"]
+    with PersonalPool(SLOTS, layout="partitionable", extra_config=config) as pool:
+        victims = pool.submit([JobSpec("User2", LONG)] * 4)
+        pool.wait_until(lambda: set(pool.running()) == set(victims), 30)
+        [job_id] = pool.submit([JobSpec("User1", LONG)])
+        live = backend(pool, condor_now=pool.tool("condor_now"),
+                       tool_environment=pool.environment)
+        snapshot = live.read_snapshot()
+        jobs = {job.id: job for job in snapshot.jobs}
+        slot = next(m for m in snapshot.machines if m.running_job == victims[0])
+        assert live.can_hand_over(slot)
+        live.handover(jobs[victims[0]], jobs[job_id], slot)
+        assert pool.wait_until(lambda: pool.running().get(job_id), 20) == slot.name
+        log = (pool.directory / "local" / "log" / "SchedLog").read_text()
+        assert f"[now job {job_id}]" not in log, log[-2000:]
+        evicted = f"ClusterId == {victims[0].split('.')[0]} && LastVacateTime =!= undefined"
+        assert pool.jobs("ClusterId", constraint=evicted)
+
+
+def test_condor_now_is_not_offered_for_a_static_slot(clean_queue: PersonalPool) -> None:
+    """On a static slot condor_now cannot use the victim's claim ("coalesce failed: given slot
+    is not dynamic"), so the backend does not offer it: the daemon vacates and steers."""
+    live = backend(clean_queue, condor_now=clean_queue.tool("condor_now"))
+    assert not any(live.can_hand_over(m) for m in live.read_snapshot().machines)
+
+
+def test_condor_now_refusal_is_a_named_failure(clean_queue: PersonalPool) -> None:
+    """condor_now of a job that is not idle (it runs): ActionFailed with condor_now's own
+    message, and nothing is vacated."""
+    pool = clean_queue
+    ids = pool.submit([JobSpec("User2", LONG)] * 2)
+    pool.wait_until(lambda: set(pool.running()) == set(ids), 30)
+    live = backend(pool, condor_now=pool.tool("condor_now"),
+                   tool_environment=pool.environment)
+    snapshot = live.read_snapshot()
+    jobs = {job.id: job for job in snapshot.jobs}
+    slot = next(m for m in snapshot.machines if m.running_job == ids[0])
+    with pytest.raises(ActionFailed, match=rf"condor_now {ids[1]} {ids[0]} on {slot.name}: "
+                                           r"exit \d+: \S"):
+        live.handover(jobs[ids[0]], jobs[ids[1]], slot)
+    assert pool.jobs("ClusterId", constraint="LastVacateTime =!= undefined") == []
+
+
+def test_withdraw_lifts_the_steering(clean_queue: PersonalPool) -> None:
+    pool = clean_queue
+    [job_id] = pool.submit([JobSpec("User2", LONG)], extra=["hold = True"])
+    live = backend(pool, **ANY_JOB)
+    snapshot = live.read_snapshot()
+    live.allocate(snapshot.jobs[0], snapshot.machines[0])
+    steered = f"ClusterId == {job_id.split('.')[0]} && GridfairSlot =!= undefined"
+    assert pool.jobs("ClusterId", constraint=steered)
+    live.withdraw(job_id)
+    assert pool.jobs("ClusterId", constraint=steered) == []

@@ -54,6 +54,22 @@ class PoolBackend(ABC):
         Raises `ActionFailed` when it is refused.
         """
 
+    def can_hand_over(self, machine: Machine) -> bool:
+        """Whether `handover` can free `machine` for another job in one action of the pool
+        (HTCondor's condor_now), with no window for another match between (default: no)."""
+        return False
+
+    def handover(self, victim: Job, job: Job, machine: Machine) -> None:
+        """Vacate `victim` and start `job` on the slot it frees (`machine`) at once.
+
+        Raises `ActionFailed` when it is refused.
+        """
+        raise ActionFailed(f"backend {self.name} cannot hand a slot over")
+
+    def withdraw(self, job_id: str) -> None:  # noqa: B027 - optional: most start at once
+        """Lift what `allocate` asked of the pool for a job that did not start there, so the
+        pool may start it anywhere (default: nothing to lift). Raises `ActionFailed`."""
+
     def now(self) -> float:
         """The pool's clock: wall time for real pools, simulated time for `sim`."""
         return time.time()

@@ -14,15 +14,21 @@ Acting:
 - vacate: `Schedd.act(JobAction.Vacate, [job_id])` on the job's own schedd, one job per
   call, because the result ad only has totals (`TotalSuccess`, `TotalNotFound`, ...) and the
   journal needs each job's outcome. A vacate is graceful: the job goes back to idle.
-- allocate: there is no binding for `condor_now`, and HTCondor's negotiator makes the
-  matches. gridfair steers it: the job gets the attribute `GridfairSlot = "<slot name>"`
-  (`Schedd.edit`) and the schedd is asked to reschedule. The pool's configuration makes the
-  negotiator prefer that slot for that job, e.g.
+- handover (optional, `condor_now` configured): a vacate and the allocation of the freed
+  slot decided together run as one `condor_now JOB VICTIM` (the program; there is no
+  binding): the victim is vacated and the job starts on its claim, with no negotiation in
+  between for another job to take the slot.
+- allocate: HTCondor's negotiator makes the matches; gridfair steers it: the job gets the
+  attribute `GridfairSlot = "<slot name>"` (`Schedd.edit`) and the schedd is asked to
+  reschedule. The pool's configuration makes the negotiator prefer that slot for that job,
+  e.g.
   `NEGOTIATOR_PRE_JOB_RANK = 1e15 * (TARGET.GridfairSlot =?= MY.Name) + <the default>`.
   Limits (docs/daemon.md): HTCondor still decides whose turn it is (its own user
   priorities), so an allocation is a strong preference, not a command; a `confirmed`
   allocation means the edit was accepted, and the next snapshot shows whether it ran there.
   The pool configuration that makes steering exact is `configs/htcondor-pool.config`.
+- withdraw: an allocation that did not start within the daemon's `landing_timeout`
+  (`gridfair.daemon.inflight`) has its steering attribute set back to `undefined`.
 
 Submitters: each job's submitter (its accounting principal, `gridfair.classads.views`) and
 each slot's running user are turned into grid owners by a `SubmitterMap` (UID domain, map
@@ -33,8 +39,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import subprocess
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import classad2
@@ -59,6 +66,9 @@ ACT_FAILURES = (
 # The bindings raise HTCondorException for daemon errors, and plain OSError/RuntimeError/
 # ValueError from the lower layers (no route, refused, bad reply).
 POOL_ERRORS = (htcondor2.HTCondorException, OSError, RuntimeError, ValueError)
+
+#: Seconds an HTCondor tool (condor_now) may take before the action counts as failed.
+TOOL_TIMEOUT = 30.0
 
 
 #: Expressions of an ad that matching evaluates, and how many query rounds may be spent
@@ -112,8 +122,15 @@ class HTCondorBackend(PoolBackend):
         power_attribute: str = "",
         steer_attribute: str = "GridfairSlot",
         submitters: SubmitterMap | None = None,
+        condor_now: str | None = None,
+        pool: str | None = None,
+        tool_environment: Mapping[str, str] | None = None,
     ) -> None:
         self.collector = collector
+        # HOSEP's "vacate this, run that there" in one step (handover); None: vacate + steer.
+        self.condor_now = condor_now
+        self.pool = pool  # the collector's address, for the tools (None: COLLECTOR_HOST)
+        self.tool_environment = dict(tool_environment) if tool_environment else None
         self.schedd_factory = schedd_factory
         self.slot_constraint = slot_constraint
         self.job_constraint = job_constraint
@@ -135,7 +152,7 @@ class HTCondorBackend(PoolBackend):
             collector = htcondor2.Collector(pool)
         except POOL_ERRORS as error:
             raise PoolUnavailable(f"collector {pool or 'COLLECTOR_HOST'}: {error}") from None
-        return cls(collector, **options)
+        return cls(collector, pool=pool, **options)
 
     def read_snapshot(self) -> Snapshot:
         taken = time.time()
@@ -223,7 +240,7 @@ class HTCondorBackend(PoolBackend):
                 # to it (seen live: the same job vacated every few cycles, never moved). A job
                 # the edit cannot reach (gone, not permitted) is reported by the vacate below.
                 with contextlib.suppress(*POOL_ERRORS):
-                    schedd.edit([job_id], self.steer_attribute, "undefined")
+                    self._unsteer(schedd, job_id)
                 result = schedd.act(htcondor2.JobAction.Vacate, [job_id])
             except ActionFailed as error:
                 results[job_id] = str(error)
@@ -243,6 +260,59 @@ class HTCondorBackend(PoolBackend):
             raise ActionFailed(f"schedd refused the edit of {job.id}: {error}") from None
         if not edited:
             raise ActionFailed(f"job {job.id} not found by its schedd")
+
+    def can_hand_over(self, machine: Machine) -> bool:
+        """condor_now is configured and the slot is a dynamic one. HTCondor 25 runs the job on
+        the victim's claim only by coalescing dynamic slots: on a static slot the schedd logs
+        "coalesce failed: given slot is not dynamic" (and with CLAIM_WORKLIFE = 0, "given slot
+        is not claimed"), condor_now still exits 0, and the job waits for a negotiation."""
+        return self.condor_now is not None and machine.ad is not None and (
+            machine.ad.get("SlotType") == "Dynamic")
+
+    def handover(self, victim: Job, job: Job, machine: Machine) -> None:
+        """Vacate `victim` and start `job` on its claim at once: `condor_now JOB VICTIM`, run
+        as a program with an argument list (no shell), on the jobs' schedd, which must be
+        the same one; the daemon's account must be a queue super user. Raises ActionFailed
+        with condor_now's own message when it refuses."""
+        if self.condor_now is None:
+            raise ActionFailed("condor_now is not configured (backend.htcondor.condor_now)")
+        location, other = self._schedd_of.get(victim.id), self._schedd_of.get(job.id)
+        if location is None or other is None or _schedd_name(location) != _schedd_name(other):
+            raise ActionFailed(f"condor_now needs {job.id} and {victim.id} on one schedd")
+        # The schedd's address, not its name: condor_now qualifies a short name ("vm") with
+        # the domain and then fails to find it (seen live: "Unable to locate schedd 'vm'").
+        address = str(location.get("MyAddress", _schedd_name(location)))
+        pool = ["-pool", self.pool] if self.pool else []
+        command = [self.condor_now, "-name", address, *pool, job.id, victim.id]
+        # The victim is unsteered, as for a vacate (seen live: a victim still naming its slot
+        # started there again). The job is not steered: the slot condor_now coalesces for it
+        # has another name, and the START clause would refuse it (seen live: "coalesce
+        # failed: Unable to coalesce any slots", the victim not even vacated).
+        try:
+            self._unsteer(self.schedd_factory(location), victim.id)
+        except POOL_ERRORS as error:
+            raise ActionFailed(f"schedd refused the edit of {victim.id}: {error}") from None
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, check=False,
+                                  timeout=TOOL_TIMEOUT, env=self.tool_environment)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            raise ActionFailed(f"condor_now {job.id} {victim.id}: {error}") from None
+        if done.returncode != 0:
+            message = " ".join((done.stderr.strip() or done.stdout.strip()).split())
+            raise ActionFailed(f"condor_now {job.id} {victim.id} on {machine.name}: exit "
+                               f"{done.returncode}: {message or 'no message'}")
+
+    def withdraw(self, job_id: str) -> None:
+        """An allocation that did not land: the job no longer names a slot, so HTCondor may
+        start it anywhere (the slot's START refuses a job steered to another slot)."""
+        schedd = self._schedd(job_id)
+        try:
+            self._unsteer(schedd, job_id)
+        except POOL_ERRORS as error:
+            raise ActionFailed(f"schedd refused the edit of {job_id}: {error}") from None
+
+    def _unsteer(self, schedd: Any, job_id: str) -> None:
+        schedd.edit([job_id], self.steer_attribute, "undefined")
 
 
 def _act_problem(result: classad2.ClassAd | None) -> str | None:

@@ -188,7 +188,8 @@ class PersonalPool:
         """The environment in which tools and bindings talk to this pool."""
         return {**os.environ, "CONDOR_CONFIG": str(self.config_file)}
 
-    def _tool(self, name: str) -> str:
+    def tool(self, name: str) -> str:
+        """The path of one of the install's programs, e.g. "condor_now"."""
         for folder in ("bin", "sbin"):
             path = self.install / folder / name
             if path.is_file():
@@ -204,7 +205,7 @@ class PersonalPool:
     # ---------------------------------------------------------------- lifetime
     def start(self, timeout: float = 60.0) -> PersonalPool:
         self._master = subprocess.Popen(
-            self._unprivileged([self._tool("condor_master"), "-f"]),
+            self._unprivileged([self.tool("condor_master"), "-f"]),
             env=self.environment, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
@@ -270,7 +271,7 @@ class PersonalPool:
     # ---------------------------------------------------------------- tools
     def _run(self, command: list[str], *, check: bool = True, timeout: float = 30,
              unprivileged: bool = False) -> str:
-        full = [self._tool(command[0]), *command[1:]]
+        full = [self.tool(command[0]), *command[1:]]
         if unprivileged:
             full = self._unprivileged(full)
         result = subprocess.run(full, env=self.environment, capture_output=True, text=True,

@@ -1,0 +1,224 @@
+"""Allocations in flight hold their slots until they start (gridfair.daemon.inflight): the
+rules on hand-made snapshots, then the daemon on the files backend, whose dumps are edited to
+show a job started, or left as they are until the landing timeout passes."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from gridfair.core.pool import Node, Task
+from gridfair.core.stages import Preemption
+from gridfair.daemon.backends.files import FilesBackend
+from gridfair.daemon.config import validate
+from gridfair.daemon.cycle import CycleRunner
+from gridfair.daemon.inflight import Flight, on_slot, settle
+from gridfair.daemon.safety import SafetyLimits, VacateGuard
+from gridfair.daemon.store import Store
+from gridfair.model import Job, JobStatus, Machine, Snapshot
+
+ROOT = Path(__file__).resolve().parent.parent
+POOL = ROOT / "tests" / "data" / "daemon" / "pool"
+T0 = 1_000_000.0
+TIMEOUT = 4.0
+
+
+def slot(name: str, job: str | None = None, user: str | None = None) -> Machine:
+    return Machine(name, "User1", 100.0, state="Claimed" if job else "Unclaimed",
+                   activity="Busy" if job else "Idle", running_job=job, running_user=user)
+
+
+def job(job_id: str, user: str, *, on: str | None = None, start: float | None = None) -> Job:
+    return Job(job_id, user, JobStatus.RUNNING if on else JobStatus.IDLE, T0 - 100,
+               start_time=start, machine=on)
+
+
+def flight(job_id: str = "9.0", machine: str = "slot1@h", at: float = T0) -> Flight:
+    return Flight(f"allocate:{job_id}@{machine}:0", job_id, machine, at)
+
+
+def settled(machines, jobs, flights, *, at=T0 + 1, vacated=None):
+    return settle(Snapshot(at, tuple(machines), tuple(jobs)), flights, vacated or {}, TIMEOUT)
+
+
+def test_a_freed_slot_is_held_for_its_job_and_the_victim_shown_leaving():
+    """The snapshot right after vacate 5.0 + allocate 9.0 on slot1: the slot still runs the
+    victim (the pool is slower than the next cycle). The view shows 9.0 running there since
+    the allocation and 5.0 idle; nothing is journaled yet."""
+    result = settled([slot("slot1@h", "5.0", "User2"), slot("slot2@h")],
+                     [job("5.0", "User2", on="slot1@h", start=T0 - 50), job("9.0", "User1")],
+                     [flight()], vacated={("5.0", "slot1@h"): T0})
+    assert list(result.held) == ["9.0"] and not result.landed and not result.missed
+    view_slots = {m.name: m for m in result.view.machines}
+    assert (view_slots["slot1@h"].running_job, view_slots["slot1@h"].running_user) == (
+        "9.0", "User1")
+    assert view_slots["slot2@h"].is_free
+    view_jobs = {j.id: j for j in result.view.jobs}
+    assert (view_jobs["9.0"].status, view_jobs["9.0"].machine, view_jobs["9.0"].start_time) == (
+        JobStatus.RUNNING, "slot1@h", T0)
+    assert view_jobs["5.0"].status is JobStatus.IDLE and view_jobs["5.0"].machine is None
+
+
+@pytest.mark.parametrize(("machines", "jobs", "at", "why"), [
+    ([slot("slot1@h")], [job("9.0", "User1")], T0 + TIMEOUT + 1,
+     "not landed: not started within 4 s (waited 5 s)"),
+    ([slot("slot1@h", "7.0", "User3")], [job("9.0", "User1"), job("7.0", "User3", on="slot1@h")],
+     T0 + 1, "not landed: slot1@h runs 7.0 (User3)"),
+    # The victim matched straight back after its vacate: a new run, holding the slot.
+    ([slot("slot1@h", "5.0", "User2")],
+     [job("9.0", "User1"), job("5.0", "User2", on="slot1@h", start=T0 + 1)], T0 + 2,
+     "not landed: slot1@h runs 5.0 (User2)"),
+    ([slot("slot1@h"), slot("slot2@h", "9.0", "User1")],
+     [job("9.0", "User1", on="slot2@h")], T0 + 1, "not landed: 9.0 started on slot2@h"),
+    ([slot("slot1@h")], [], T0 + 1, "not landed: job 9.0 left the queue"),
+    ([slot("slot2@h")], [job("9.0", "User1")], T0 + 1, "not landed: slot slot1@h is gone"),
+])
+def test_a_flight_that_cannot_land_releases_its_slot_with_the_reason(machines, jobs, at, why):
+    result = settled(machines, jobs, [flight()], at=at, vacated={("5.0", "slot1@h"): T0})
+    assert result.missed == [(flight(), why)] and not result.held
+    assert result.view.machines == tuple(machines)  # nothing held: the snapshot as read
+
+
+def test_a_job_running_on_its_slot_or_a_dynamic_slot_of_it_has_landed():
+    result = settled([slot("slot1@h", "9.0", "User1"), slot("slot2_1@h", "8.0", "User1")],
+                     [job("9.0", "User1", on="slot1@h"), job("8.0", "User1", on="slot2_1@h")],
+                     [flight(), flight("8.0", "slot2@h")])
+    assert result.landed == [flight(), flight("8.0", "slot2@h")]
+    assert on_slot("slot2_1@h", "slot2@h") and not on_slot("slot2_1@g", "slot2@h")
+    assert not on_slot("slot22@h", "slot2@h")
+
+
+def test_a_snapshot_older_than_the_allocation_says_nothing_about_it():
+    result = settled([slot("slot1@h", "7.0", "User3")],
+                     [job("9.0", "User1"), job("7.0", "User3", on="slot1@h")],
+                     [flight(at=T0 + 10)], at=T0 + 1)
+    assert list(result.held) == ["9.0"] and not result.missed
+
+
+def test_two_flights_for_one_static_slot_keep_the_first():
+    first, second = flight("9.0"), flight("9.1", at=T0 + 0.5)
+    result = settled([slot("slot1@h")], [job("9.0", "User1"), job("9.1", "User1")],
+                     [first, second])
+    assert list(result.held) == ["9.0"]
+    assert result.missed == [(second, "not landed: another allocation in flight holds the "
+                                      "job or the slot")]
+
+
+def test_the_guard_spares_a_job_in_flight():
+    limits = SafetyLimits(max_vacates_per_cycle=5, min_runtime=0, preempt_cooldown=0,
+                          max_snapshot_age=60, landing_timeout=TIMEOUT)
+    guard = VacateGuard(limits, T0, {}, in_flight={"9.0"})
+    node = Node("slot1@h", "User1", 100.0, 1, 256)
+    held, other = Task("9.0", "User1", T0), Task("5.0", "User2", T0)
+    held.start_time = other.start_time = T0
+    receiver = Task("1.0", "User4", T0)
+    assert guard(Preemption(held, receiver, node, "", "", {}), T0) == (
+        "in_flight: 9.0 was allocated to slot1@h and has not started yet")
+    assert guard(Preemption(other, receiver, node, "", "", {}), T0) is None
+
+
+# ------------------------------------------------------------ the daemon on the files backend
+def start_job_in_dump(queue: Path, job_id: str, machine: str, start: float) -> None:
+    """Rewrite the job's ad in a condor_q -long dump as running on `machine`."""
+    cluster, proc = job_id.split(".")
+    ads = queue.read_text().split("\n\n")
+    for number, ad in enumerate(ads):
+        lines = ad.splitlines()
+        if f"ClusterId = {cluster}" in lines and f"ProcId = {proc}" in lines:
+            ads[number] = "\n".join(
+                ["JobStatus = 2" if line.startswith("JobStatus =") else line for line in lines]
+                + [f'RemoteHost = "{machine}"', f"JobCurrentStartDate = {start:.0f}"])
+            break
+    else:
+        raise AssertionError(f"no ad of {job_id} in {queue}")
+    queue.write_text("\n\n".join(ads))
+
+
+def touch(directory: Path, when: float) -> None:
+    for dump in directory.iterdir():
+        os.utime(dump, (when, when))
+
+
+def journal(db_path: Path) -> dict[str, tuple]:
+    """action key -> (job, slot, state, attempts, error) of every allocation."""
+    with sqlite3.connect(db_path) as db:
+        return {row[0]: row[1:] for row in db.execute(
+            "select key, job, machine, state, attempts, error from actions "
+            "where kind = 'allocate'")}
+
+
+def test_the_daemon_holds_lands_and_releases_on_the_files_backend(tmp_path):
+    pool = tmp_path / "pool"
+    shutil.copytree(POOL, pool, copy_function=shutil.copy)
+    # Static slots only: a partitionable slot is settled but not held (its own test above).
+    (pool / "partitionable.status").unlink()
+    config = validate({"daemon": {"store": "state.db"},
+                       "backend": {"kind": "files",
+                                   "files": {"directory": "pool", "actions": "a.jsonl"}},
+                       "safety": {"max_snapshot_age": 1e9, "landing_timeout": 60.0,
+                                  "min_runtime": 0}}, base=tmp_path)
+    store = Store(tmp_path / "state.db")
+    runner = CycleRunner(config, FilesBackend(pool, tmp_path / "a.jsonl"), store)
+    first = runner.run()
+    after_first = journal(tmp_path / "state.db")
+    assert first.outcome == "ok" and after_first
+    assert {row[2] for row in after_first.values()} == {"confirmed"}
+    # Cycle 2 on unchanged dumps: every allocation still holds its slot, and no decision of
+    # the cycle gives one of those slots to another job.
+    runner.run()
+    assert journal(tmp_path / "state.db") == after_first
+    with sqlite3.connect(tmp_path / "state.db") as db:
+        second = db.execute("select job, machine from decisions where cycle = 2 and "
+                            "kind = 'allocate'").fetchall()
+    held = {row[1] for row in after_first.values()}
+    assert not {machine for job, machine in second if (job, machine) not in {
+        row[:2] for row in after_first.values()}} & held
+    # One job starts on its slot; the dumps are rewritten later than the landing timeout.
+    landed_key = sorted(after_first)[0]
+    landed_job, landed_slot = after_first[landed_key][:2]
+    with sqlite3.connect(tmp_path / "state.db") as db:
+        [(confirmed_at,)] = db.execute("select updated_at from actions where key = ?",
+                                       [landed_key]).fetchall()
+    later = confirmed_at + 61
+    start_job_in_dump(pool / "jobs.queue", landed_job, landed_slot, later - 31)
+    touch(pool, later)
+    runner.run()
+    third = journal(tmp_path / "state.db")
+    assert third[landed_key][2] == "landed"
+    with sqlite3.connect(tmp_path / "state.db") as db:
+        [(note,)] = db.execute("select note from action_log where key = ? and state = 'landed'",
+                               [landed_key]).fetchall()
+    # Start times are whole seconds: 30 s after, give or take the rounding.
+    assert re.fullmatch(f"running on {landed_slot}, started (30|31) s after the pool "
+                        "accepted it", note), note
+    for key in set(after_first) - {landed_key}:
+        _, _, state, attempts, error = third[key]
+        # Not started within the timeout: failed and retryable, so if decided again on the
+        # same dumps it is carried out again at once (a second attempt).
+        assert error.startswith("not landed: not started within 60 s (waited 61 s)"), error
+        assert (state, attempts) in {("failed", 1), ("confirmed", 2)}
+
+
+def test_a_landed_job_keeps_its_slot_while_the_slot_ad_lags():
+    """The schedd says 9.0 runs on slot1 (landed), the collector's slot ad still says
+    Unclaimed: the view shows the slot taken, so no cycle gives it away meanwhile."""
+    result = settled([slot("slot1@h"), slot("slot2@h")],
+                     [job("9.0", "User1", on="slot1@h", start=T0 + 1)], [flight()], at=T0 + 2)
+    assert result.landed == [flight()] and not result.held
+    view_slots = {m.name: m for m in result.view.machines}
+    assert view_slots["slot1@h"].running_job == "9.0" and view_slots["slot2@h"].is_free
+    assert result.view.jobs[0].start_time == T0 + 1
+
+
+def test_a_job_running_where_no_ad_says_yet_keeps_holding():
+    """The schedd calls the job running before its RemoteHost (and the slot ad) say where:
+    no evidence either way, so the slot stays held until the timeout."""
+    running_nowhere = Job("9.0", "User1", JobStatus.RUNNING, T0 - 100)
+    assert list(settled([slot("slot1@h")], [running_nowhere], [flight()]).held) == ["9.0"]
+    late = settled([slot("slot1@h")], [running_nowhere], [flight()], at=T0 + TIMEOUT + 1)
+    assert late.missed == [(flight(), "not landed: not started within 4 s (waited 5 s)")]

@@ -17,6 +17,14 @@ user's mean wait, the SDRF paper's figure) and the load average of the shared ma
 
     .venv/bin/python bench/google_month.py                       # SDRF, 30 days
     .venv/bin/python bench/google_month.py --policy wdrf --days 7 --json
+    .venv/bin/python bench/google_month.py --days 1 --baseline /tmp/base   # side by side
+    .venv/bin/python bench/google_month.py --queued-bytes 1000000   # bytes per queued task
+
+`--baseline DIR` runs the same command afterwards on the gridfair package of another checkout
+(`git worktree add --detach /tmp/base main`), in a fresh process, so both figures come from one
+command under much the same load; `--code DIR` runs only that checkout. Tasks/s are per wall
+second; CPU seconds (user + system, getrusage) and tasks per CPU second are printed beside them,
+since the machine is shared.
 """
 
 from __future__ import annotations
@@ -25,12 +33,17 @@ import argparse
 import json
 import os
 import resource
+import subprocess
 import sys
 import time
+from itertools import islice
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+# `--code DIR` runs the same benchmark on the gridfair package of another checkout (the
+# baseline): it must be on the path before the first import.
+CODE = Path(sys.argv[sys.argv.index("--code") + 1]) if "--code" in sys.argv[:-1] else ROOT
+sys.path.insert(0, str(CODE))
 
 from gridfair.sim.metrics import UserWaits  # noqa: E402
 from gridfair.sim.scenario import run_scenario  # noqa: E402
@@ -49,6 +62,7 @@ def run(trace: Path, policy: str, days: float, capacity_ratio: float, delta: flo
     wall = time.perf_counter() - started
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return {
+        "code": str(CODE),
         "policy": policy,
         "days": days,
         "capacity_ratio": capacity_ratio,
@@ -56,7 +70,9 @@ def run(trace: Path, policy: str, days: float, capacity_ratio: float, delta: flo
         "tasks": result.submitted,
         "completed": waits.completed,
         "wall_seconds": round(wall, 1),
+        "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 1),
         "tasks_per_second": round(result.submitted / wall),
+        "tasks_per_cpu_second": round(result.submitted / (usage.ru_utime + usage.ru_stime)),
         "peak_rss_mb": round(usage.ru_maxrss / 1024),
         "swap_events_per_1000_tasks": round(1000 * usage.ru_majflt / result.submitted, 4),
         "users_mean_wait": waits.users_mean_wait(),
@@ -67,6 +83,39 @@ def run(trace: Path, policy: str, days: float, capacity_ratio: float, delta: flo
     }
 
 
+def queued_bytes(trace: Path, count: int) -> dict:
+    """Bytes of memory per queued task: `count` copies of the trace submitted to one pool with
+    no node (all stay queued), as Tasks (`Pool.submit`) and as handles (`submit_deferred`)."""
+    # Imported here: a baseline checkout (`--code`) may not have deferred queues.
+    from gridfair.core.pool import Pool
+    from gridfair.sim.workloads.repeat import RepeatedTasks
+    from gridfair.sim.workloads.taskcsv import read_tasks
+
+    tasks = read_tasks(trace)
+    figures = {}
+    kept = []  # both pools stay alive: the second may not reuse the first's freed memory
+    for deferred in (False, True):
+        copies = RepeatedTasks(tasks.tasks, tasks.span, 1e12)
+        pool = Pool()
+        pool.make_task = copies.make_task
+        before = _rss_bytes()
+        if deferred:
+            for submit, user, handle in islice(copies.arrivals(), count):
+                pool.submit_deferred(user, handle, submit)
+        else:
+            for task in islice(copies, count):
+                pool.submit(task, task.submit_time)
+        figures["deferred" if deferred else "tasks"] = round((_rss_bytes() - before) / count, 1)
+        kept.append(pool)
+    return figures
+
+
+def _rss_bytes() -> int:
+    """The resident set now (Linux), in bytes."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--policy", choices=("sdrf", "wdrf"), default="sdrf")
@@ -75,20 +124,56 @@ def main() -> None:
     parser.add_argument("--delta", type=float, default=1 - 1e-6)
     parser.add_argument("--trace", type=Path, default=TRACE)
     parser.add_argument("--json", action="store_true", help="print the figures as one object")
+    parser.add_argument("--code", type=Path, default=None,
+                        help="run on the gridfair package of this checkout (default: this one)")
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="then run the same command on this checkout (e.g. a worktree of "
+                             "main) in a fresh process, and print both")
+    parser.add_argument("--queued-bytes", type=int, default=0, metavar="N",
+                        help="instead of a run: memory per queued task, N queued as Tasks and "
+                             "as deferred handles (this checkout only)")
     args = parser.parse_args()
     if not args.trace.exists():
         parser.error(f"no trace at {args.trace} (the derived Google task list of ../shared/data)")
-    row = run(args.trace, args.policy, args.days, args.capacity_ratio, args.delta)
-    if args.json:
-        print(json.dumps(row))
+    if args.code is not None and not (args.code / "gridfair").is_dir():
+        parser.error(f"--code {args.code}: no gridfair package there")
+    if args.queued_bytes:
+        print(json.dumps({"queued_tasks": args.queued_bytes,
+                          "bytes_per_queued_task": queued_bytes(args.trace, args.queued_bytes)}))
         return
-    print(f"{row['policy']}  {row['days']:g} days (r={row['capacity_ratio']:g})  "
-          f"{row['tasks']:,} tasks ({row['completed']:,} completed)  "
-          f"{row['wall_seconds']:.1f} s  {row['tasks_per_second']:,} tasks/s  "
-          f"peak RSS {row['peak_rss_mb']:,} MB  "
+    row = run(args.trace, args.policy, args.days, args.capacity_ratio, args.delta)
+    if not args.json:
+        _print(row)  # now, not after the baseline: a month takes a while
+    baseline = _baseline(args) if args.baseline is not None else None
+    if args.json:
+        print(json.dumps(row if baseline is None else {"this": row, "baseline": baseline}))
+    elif baseline is not None:
+        _print(baseline)
+
+
+def _print(row: dict) -> None:
+    print(f"{row['code']}: {row['policy']}  {row['days']:g} days (r={row['capacity_ratio']:g})"
+          f"  {row['tasks']:,} tasks ({row['completed']:,} completed)  "
+          f"{row['wall_seconds']:.1f} s wall, {row['cpu_seconds']:.1f} s CPU  "
+          f"{row['tasks_per_second']:,} tasks/s ({row['tasks_per_cpu_second']:,} per CPU "
+          f"second)  peak RSS {row['peak_rss_mb']:,} MB  "
           f"swap events {row['swap_events_per_1000_tasks']:g} per 1,000 tasks  "
           f"users' mean wait {row['users_mean_wait']:.1f} s ({row['users']} users)  "
-          f"load average {row['load_average']}")
+          f"load average {row['load_average']}", flush=True)
+
+
+def _baseline(args: argparse.Namespace) -> dict:
+    """The same run on the baseline checkout, in its own process (its own peak RSS)."""
+    if not (args.baseline / "gridfair").is_dir():
+        sys.exit(f"google_month.py: --baseline {args.baseline}: no gridfair package there")
+    command = [sys.executable, __file__, "--json", "--code", str(args.baseline),
+               "--policy", args.policy, "--days", str(args.days),
+               "--capacity-ratio", str(args.capacity_ratio), "--delta", repr(args.delta),
+               "--trace", str(args.trace)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"google_month.py: the baseline run on {args.baseline} failed:\n{done.stderr}")
+    return json.loads(done.stdout)
 
 
 if __name__ == "__main__":

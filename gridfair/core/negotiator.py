@@ -138,16 +138,18 @@ class Negotiator:
         explain = self.explain
         stop_when_blocked = self.allocation == STOP
         parked: dict[int, int] = {}
-        while pool.has_free():
-            user = order.first(now)
+        # Bound once: this loop runs about twice per simulated task.
+        has_free, first, head, best_node = pool.has_free, order.first, pool.head, pool.best_node
+        while has_free():
+            user = first(now)
             if user is None:
                 return
             assert user.idle_count > 0, f"{name} chose {user.name}, who has no idle task"
-            task = pool.head(user)
+            task = head(user)
             if task is None:  # what it has left was set aside in this phase
                 pool.block(user, now)
                 continue
-            node = pool.best_node(task)
+            node = best_node(task)
             if node is None:
                 if stop_when_blocked:
                     return

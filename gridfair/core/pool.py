@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_left, insort
+from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -123,7 +124,7 @@ class UserState:
 
     __slots__ = (
         "name", "provided_power", "provided_nodes", "allocated_power", "running",
-        "usage", "idle", "idle_count", "blocked", "index", "submitted",
+        "usage", "idle", "idle_count", "blocked", "index", "submitted", "deferred",
     )
 
     def __init__(self, name: str, index: int) -> None:
@@ -138,6 +139,9 @@ class UserState:
         self.blocked = False  # nothing of its fits this cycle: skipped until the cycle ends
         self.index = index  # stable tie-break: order of first appearance
         self.submitted = 0
+        # Queued tasks not yet made into Task objects (`Pool.submit_deferred`), oldest first,
+        # flat as seq, handle, seq, handle, ... (no tuple per task); None until the first one.
+        self.deferred: deque[int] | None = None
 
     @property
     def power_diff(self) -> float:
@@ -221,6 +225,9 @@ class Pool:
         self.task_key = task_key
         self.checkpointing = checkpointing
         self.matcher = matcher
+        # Turns the handle of a deferred task into its Task: set by whoever submits deferred
+        # tasks (`submit_deferred`).
+        self.make_task: Callable[[int], Task] | None = None
         self.capacity = [0.0, 0.0, 0.0]
         self.used = [0.0, 0.0, 0.0]
         self.running = 0  # tasks running now
@@ -375,6 +382,29 @@ class Pool:
         for user_changed in self._on_user_changed:
             user_changed(user, now)
 
+    def submit_deferred(self, user_name: str, handle: int, now: float) -> None:
+        """A task arrives that stays a small handle until it reaches its user's queue head,
+        where `make_task(handle)` makes it (with the seq it was given now).
+
+        Same events and order as `submit`; only memory differs: a long backlog costs a
+        handle, not a Task, per queued task. Valid for first-submitted-first queues
+        (`fifo_key`) fed in submit order: then a deferred task never goes ahead of a task
+        already in the queue, so the queue's head is always a Task."""
+        seq = self._seq
+        self._seq += 1
+        user = self.user(user_name)
+        user.submitted += 1
+        user.idle_count += 1
+        if user.idle:
+            if user.deferred is None:
+                user.deferred = deque()
+            user.deferred.append(seq)
+            user.deferred.append(handle)
+        else:
+            self._materialise(user, seq, handle)
+        for user_changed in self._on_user_changed:
+            user_changed(user, now)
+
     def start(self, task: Task, node: Node, now: float) -> None:
         """`task` starts on `node`; the caller has checked that it fits."""
         user = self.users[task.user]
@@ -433,6 +463,14 @@ class Pool:
         self._drop_stale_heads(user)
         for user_changed in self._on_user_changed:
             user_changed(user, now)
+
+    def left_over(self) -> list[Task]:
+        """Every task the pool still holds (deferred ones made into Tasks), in submit order."""
+        for user in self.users.values():
+            deferred = user.deferred
+            while deferred:
+                self._materialise(user, deferred.popleft(), deferred.popleft())
+        return sorted(self.tasks.values(), key=lambda task: task.seq)
 
     def forget(self, task: Task) -> None:
         """Remove a task that has ended from the index (the daemon forgets finished jobs)."""
@@ -541,12 +579,23 @@ class Pool:
         user.idle_count += 1
 
     def _drop_stale_heads(self, user: UserState) -> None:
-        """Pop heap heads that are no longer queued (started, dropped) - lazy deletion."""
+        """Pop heap heads that are no longer queued (started, dropped) - lazy deletion; the
+        oldest deferred task takes the place of the last one."""
         idle = user.idle
         while idle and idle[0][2].state != QUEUED:
             heapq.heappop(idle)
         if user.idle_count == 0:
             idle.clear()
+        elif not idle and user.deferred:
+            deferred = user.deferred
+            self._materialise(user, deferred.popleft(), deferred.popleft())
+
+    def _materialise(self, user: UserState, seq: int, handle: int) -> None:
+        """A deferred task becomes a Task at the head of its user's queue."""
+        task = self.make_task(handle)
+        task.seq = seq
+        self.tasks[task.id] = task
+        heapq.heappush(user.idle, (self.task_key(task), seq, task))
 
     def _take(self, node: Node, cpus: float, memory: float) -> None:
         was_free = node.free_cpus > EPSILON

@@ -10,9 +10,12 @@ Streaming: the workload is a list (sorted once by submit time, stably) or any it
 yields tasks in submit order (checked; out of order is an `InputError`), pulled one arrival
 ahead. With `keep_tasks=False` a task leaves memory when it ends (done, killed or dropped): it is
 handed to `on_task_done` (metrics, records), forgotten by the pool, and not kept in the result;
-tasks still queued at the end are handed over then. Memory then grows with the running and
-queued tasks, not with the workload. Streaming is the `batch` loop's; `sequential` arrivals
-take the workload as a list and keep their tasks.
+tasks still queued at the end are handed over then (in submit order). Memory then grows with
+the running and queued tasks, not with the workload; and with a `DeferredWorkload` (a trace
+repeated end to end) a queued task behind its user's queue head is kept as one integer
+(`Pool.submit_deferred`) and made into a Task when it reaches the head, so a backlog of
+millions of tasks costs tens of bytes a task, not hundreds. Streaming is the `batch` loop's;
+`sequential` arrivals take the workload as a list and keep their tasks.
 
 The simulator drives the same `Negotiator` and `Pool` as the daemon: it only turns the
 workload into submit events and the negotiator's decisions into completion times.
@@ -39,11 +42,14 @@ from __future__ import annotations
 
 import heapq
 import time as wallclock
+from abc import abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter, itemgetter
+from typing import Any
 
 from gridfair.core.negotiator import Negotiator
-from gridfair.core.pool import QUEUED, RUNNING, Node, PoolListener, Task
+from gridfair.core.pool import QUEUED, RUNNING, Node, PoolListener, Task, fifo_key
 from gridfair.core.stages import DROP, KILL, Decision
 from gridfair.errors import InputError
 
@@ -81,6 +87,23 @@ def run_rate(task: Task, node: Node) -> float:
 def task_size(task: Task) -> float:
     """All the progress a task needs: MFlop for work tasks, seconds for timed ones."""
     return task.work if task.work is not None else (task.duration or 0.0)
+
+
+class DeferredWorkload(Iterable[Task]):
+    """A streamed workload that can also hand out its tasks as small handles, made into Tasks
+    only when they reach the head of their user's queue (`Pool.submit_deferred`): a backlog
+    of millions of queued tasks then costs a handle each, not a Task.
+
+    `arrivals()` yields (submit time, user, handle) in the order iteration yields the tasks,
+    and `make_task(handle)` makes the same Task that iteration yields there (a fresh one)."""
+
+    @abstractmethod
+    def arrivals(self) -> Iterator[tuple[float, str, int]]:
+        """(submit time, user, handle) of each task, in submit order."""
+
+    @abstractmethod
+    def make_task(self, handle: int) -> Task:
+        """A fresh Task for `handle`."""
 
 
 class _Execution(PoolListener):
@@ -185,6 +208,7 @@ class Simulation:
         else:
             self.tasks = None  # a stream: its length is known at its end
             self.incoming = iter(tasks)
+        self.workload = tasks
         self.keep_tasks = keep_tasks
         self.on_task_done = on_task_done
         self.interval = interval
@@ -207,7 +231,7 @@ class Simulation:
         heap = execution.heap
         pop = heapq.heappop
         infinity = float("inf")
-        arrivals = self.incoming
+        arrivals, time_of, id_of, submit = self._arrivals()
         kept_tasks: list[Task] = []
         keep_tasks = self.keep_tasks
         on_task_done = self.on_task_done
@@ -218,12 +242,10 @@ class Simulation:
         next_task = next(arrivals, None)
         if next_task is None:
             raise InputError("the workload has no tasks")
-        first_submit = next_task.submit_time
-        next_time = first_submit
+        first_submit = next_time = time_of(next_task)
         known_total = len(self.tasks) if self.tasks is not None else 0
         submitted = 0
         finish = pool.finish
-        submit = negotiator.submit
         cycle = negotiator.cycle
         events = negotiations = finished = 0
         kept: list[Decision] = []
@@ -282,11 +304,11 @@ class Simulation:
                 if next_task is None:
                     next_time = infinity
                 else:
-                    next_time = next_task.submit_time
+                    next_time = time_of(next_task)
                     if next_time < now:
                         raise InputError(
-                            f"the workload is not in submit order: task {next_task.id} is "
-                            f"submitted at {next_time:g}, after task {task.id} at {now:g}")
+                            f"the workload is not in submit order: task {id_of(next_task)} is "
+                            f"submitted at {next_time:g}, after task {id_of(task)} at {now:g}")
                 submitted += 1
                 if keep_tasks:
                     kept_tasks.append(task)
@@ -319,12 +341,39 @@ class Simulation:
             makespan = max(end_times, default=execution.latest_end) - first_submit
         else:
             # Tasks never started (nothing could run them) are still in the pool: hand them out.
-            for task in list(pool.tasks.values()):
+            for task in pool.left_over():
                 if on_task_done is not None:
                     on_task_done(task)
             makespan = (last_end if last_end > -infinity else execution.latest_end) - first_submit
         return self._result(execution, kept_tasks, makespan, submitted, events, negotiations,
                             kept, started)
+
+    def _arrivals(self) -> tuple[Iterator[Any], Callable[[Any], float], Callable[[Any], str],
+                                 Callable[[Any, float], Decision | None]]:
+        """The batch loop's arrivals: an iterator of items, and an item's submit time, task id
+        and how it is submitted. Items are Tasks, or a `DeferredWorkload`'s arrivals when the
+        run may defer them (`deferrable`)."""
+        workload = self.workload
+        if not self.deferrable():
+            return self.incoming, attrgetter("submit_time"), attrgetter("id"), \
+                self.negotiator.submit
+        pool = self.pool
+        pool.make_task = make_task = workload.make_task
+        submit_deferred = pool.submit_deferred
+
+        def submit(arrival: tuple[float, str, int], now: float) -> None:
+            submit_deferred(arrival[1], arrival[2], now)
+
+        return workload.arrivals(), itemgetter(0), lambda arrival: make_task(arrival[2]).id, \
+            submit
+
+    def deferrable(self) -> bool:
+        """Whether arrivals may stay handles until they reach their user's queue head
+        (`Pool.submit_deferred`): a streamed run (no task kept) of a `DeferredWorkload` with
+        first-submitted-first queues and no admission stage (which reads every task on
+        submit)."""
+        return (isinstance(self.workload, DeferredWorkload) and not self.keep_tasks
+                and self.pool.task_key is fifo_key and self.negotiator.admit is None)
 
     def _run_sequential(self, started: float) -> SimulationResult:
         """The published simulator's event loop (`arrivals="sequential"`, module docstring).

@@ -5,9 +5,10 @@ personal pool of 12 static slots. Users 2-4 fill it (6 long jobs each), then Use
 45.76 % of the power) submits `--late-jobs` (18 by default). Each side runs on a fresh pool:
 
 - gridfair: the real daemon (`python -m gridfair.daemon`, CycleRunner, `htcondor` backend) with
-  the HOSEP policy (or OSEP) every `--interval` seconds, `landing_timeout` = two negotiation
-  cycles, on a pool configured with configs/htcondor-pool.config,
-  `GRIDFAIR_DECIDES_ALL_STARTS = True` (`--shared-starts`: False) and
+  the HOSEP policy (or OSEP, or `reclaim`: HOSEP's order with issue 11's preemption, an owner
+  below its share takes back its own machines first) every `--interval` seconds,
+  `landing_timeout` = two negotiation cycles, on a pool configured with
+  configs/htcondor-pool.config, `GRIDFAIR_DECIDES_ALL_STARTS = True` (`--shared-starts`: False) and
   `PREEMPTION_REQUIREMENTS = False` (HTCondor never preempts; gridfair's vacates and steering,
   or `--condor-now` handovers, decide);
 - htcondor (`--htcondor groups`): one accounting group per owner whose quota is the power it
@@ -27,7 +28,7 @@ the slot gridfair chose), how many of them started within two negotiation cycles
 daemon's own journal verdicts. The daemon's store and log stay in the directory printed as
 `daemon_directory`, for `gridfair` inspection. Load averages are printed with each side.
 
-    .venv/bin/python bench/live_owner_share.py [--policy hosep|osep] [--duration 90]
+    .venv/bin/python bench/live_owner_share.py [--policy hosep|reclaim|osep] [--duration 90]
         [--interval 2] [--htcondor groups|rank] [--sides gridfair,htcondor] [--late-jobs 18]
         [--condor-now] [--shared-starts] [--json] [--plot FILE]
 
@@ -240,7 +241,7 @@ def run_side(side: str, policy: str, duration: float, interval: float,
     from gridfair.daemon.backends.personal_pool import JobSpec, PersonalPool, slots_of_grid
 
     slots = slots_of_grid(GRID)
-    power = policy == "hosep"
+    power = policy != "osep"  # HOSEP and reclaim count MFlops; OSEP machines
     owner_weight: dict[str, float] = {}
     for slot in slots:
         owner_weight[slot.owner] = owner_weight.get(slot.owner, 0.0) + (slot.mflops if power
@@ -348,7 +349,7 @@ def plot(results: Mapping[str, Mapping[str, object]], path: str, duration: float
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--policy", choices=("hosep", "osep"), default="hosep")
+    parser.add_argument("--policy", choices=("hosep", "reclaim", "osep"), default="hosep")
     parser.add_argument("--duration", type=float, default=90.0,
                         help="seconds each side runs after User1 arrives")
     parser.add_argument("--interval", type=float, default=2.0,

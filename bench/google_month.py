@@ -77,6 +77,9 @@ def run(trace: Path, policy: str, days: float, capacity_ratio: float, delta: flo
         "swap_events_per_1000_tasks": round(1000 * usage.ru_majflt / result.submitted, 4),
         "users_mean_wait": waits.users_mean_wait(),
         "users": len(waits.by_user),
+        # per user: tasks completed by the end, to count who completes more under another order
+        "completed_by_user": {user: int(totals[3])
+                              for user, totals in sorted(waits.by_user.items())},
         "vacates": result.vacates,
         "makespan_days": round(result.makespan / 86_400, 2),
         "load_average": [round(load, 2) for load in os.getloadavg()],
@@ -118,7 +121,7 @@ def _rss_bytes() -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--policy", choices=("sdrf", "wdrf"), default="sdrf")
+    parser.add_argument("--policy", choices=("sdrf", "wdrf", "drf"), default="sdrf")
     parser.add_argument("--days", type=float, default=30.0)
     parser.add_argument("--capacity-ratio", type=float, default=0.9)
     parser.add_argument("--delta", type=float, default=1 - 1e-6)

@@ -32,13 +32,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.live)
 
 
-def _pool(layout: str) -> Iterator[PersonalPool]:
+def own_pool(slots: tuple[SlotSpec, ...] | list[SlotSpec], **options: object) -> PersonalPool:
+    """A pool of the test's own configuration (not yet started); the test skips with the
+    reason when HTCondor is missing."""
     try:
         install = find_htcondor()
     except HTCondorMissing as missing:
         pytest.skip(str(missing))
-    pool = PersonalPool(SLOTS, layout=layout, install=install,
-                        extra_config=POOL_CONFIG.read_text().splitlines())
+    return PersonalPool(slots, install=install, **options)
+
+
+def _pool(layout: str) -> Iterator[PersonalPool]:
+    pool = own_pool(SLOTS, layout=layout, extra_config=POOL_CONFIG.read_text().splitlines())
     # The bindings reach the pool through its collector's address; they are not pointed at
     # its configuration (loading it would change ClassAd settings for the other tests).
     with pool:

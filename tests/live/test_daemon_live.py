@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from gridfair.daemon.backends.personal_pool import JobSpec, PersonalPool, SlotSpec
+from tests.live.conftest import own_pool
 
 LONG = 132250 * 600
 
@@ -115,7 +116,7 @@ def test_a_schedd_refusing_the_edit_is_a_named_journaled_failure(tmp_path: Path)
     IMMUTABLE_JOB_ATTRS, and the job carries it): the daemon's allocation fails with the
     schedd's refusal, journaled and retryable, and the job is left as it was. (The attribute is
     one the slots' START does not read, so the job still matches.)"""
-    pool = PersonalPool([SlotSpec("User1", 100.0)],
+    pool = own_pool([SlotSpec("User1", 100.0)],
                         extra_config=["IMMUTABLE_JOB_ATTRS = $(IMMUTABLE_JOB_ATTRS) GridfairPin",
                                       "NEGOTIATOR_JOB_CONSTRAINT = False"])
     with pool:
@@ -147,7 +148,7 @@ def test_an_allocation_that_never_starts_is_released_as_not_landed(tmp_path: Pat
     and its steering is withdrawn (GridfairSlot undefined again), so HTCondor could start the
     job anywhere."""
     pool_config = Path(__file__).resolve().parents[2] / "configs" / "htcondor-pool.config"
-    pool = PersonalPool([SlotSpec("User1", 100.0)],
+    pool = own_pool([SlotSpec("User1", 100.0)],
                         extra_config=[*pool_config.read_text().splitlines(),
                                       "NEGOTIATOR_JOB_CONSTRAINT = False"])
     with pool:

@@ -12,7 +12,7 @@ from gridfair.daemon.backends import ActionFailed, PoolUnavailable
 from gridfair.daemon.backends.htcondor import HTCondorBackend
 from gridfair.daemon.backends.personal_pool import JobSpec, PersonalPool
 from gridfair.model import JobStatus
-from tests.live.conftest import POOL_CONFIG, SLOTS
+from tests.live.conftest import POOL_CONFIG, SLOTS, own_pool
 
 LONG = 132250 * 600  # ten minutes on the fastest slot: runs for the whole test
 
@@ -150,7 +150,7 @@ def test_condor_now_hands_a_dynamic_slot_over_at_once() -> None:
     (CLAIM_WORKLIFE not 0): a pool of its own, partitionable, claims kept. The schedd's log has
     no "coalesce failed" (condor_now exits 0 even then)."""
     config = [*POOL_CONFIG.read_text().splitlines(), "CLAIM_WORKLIFE = 1200"]
-    with PersonalPool(SLOTS, layout="partitionable", extra_config=config) as pool:
+    with own_pool(SLOTS, layout="partitionable", extra_config=config) as pool:
         victims = pool.submit([JobSpec("User2", LONG)] * 4)
         pool.wait_until(lambda: set(pool.running()) == set(victims), 30)
         [job_id] = pool.submit([JobSpec("User1", LONG)])

@@ -199,21 +199,10 @@ class HTCondorBackend(PoolBackend):
     def _read_autoclusters(self) -> Snapshot:
         """Slots from the collector; demand as autocluster ads and narrow idle rows."""
         taken = time.time()
-        for _ in range(LEARNING_ROUNDS):
-            slots = self._query_slots()
-            jobs, groups, skipped, locations = self._query_demand()
-            slot_own, slot_other = match_references(slots)
-            job_own, job_other = match_references(groups)
-            grew = _learn(self.slot_projection, slot_own | job_other)
-            # Autocluster ads carry what the schedd finds significant; what the slots read
-            # of a job beyond that is asked of the single job ads fetched.
-            grew = _learn(self.job_projection, job_own | slot_other) or grew
-            if not grew:
-                break
-        if not locations:
-            raise PoolUnavailable("the collector lists no schedd")
-        if len(skipped) == len(locations):
-            raise PoolUnavailable("no schedd answered its job query")
+        # Autocluster ads carry what the schedd finds significant; what the slots read of a
+        # job beyond that is asked of the single job ads fetched.
+        slots, (jobs, groups, skipped, locations) = self._query_learning(
+            self._query_demand, lambda demand: demand[1])
         machines, bad_slots = machines_from_ads(
             [SourcedAd(ad, "collector", index, None) for index, ad in enumerate(slots, 1)],
             self.ad_config, lenient=True)
@@ -298,24 +287,8 @@ class HTCondorBackend(PoolBackend):
     def _read_jobs(self) -> Snapshot:
         """Slots from the collector; every job ad of `job_constraint` from the schedds."""
         taken = time.time()
-        # Matching needs every attribute the Requirements and Rank of either side read, which
-        # only the ads themselves tell: query, learn what is missing, query again. What is
-        # learnt is kept, so after the first cycle one query each is enough.
-        for _ in range(LEARNING_ROUNDS):
-            slots = self._query_slots()
-            job_ads, skipped, locations = self._query_jobs()
-            slot_own, slot_other = match_references(slots)
-            job_own, job_other = match_references(sourced.ad for sourced in job_ads)
-            grew = _learn(self.slot_projection, slot_own | job_other)
-            grew = _learn(self.job_projection, job_own | slot_other) or grew
-            if not grew:
-                break
-        # No schedd at all (all stopped, or not yet advertised) is a partial pool, not an
-        # empty queue: the slots' running jobs would have no job ads to act on.
-        if not locations:
-            raise PoolUnavailable("the collector lists no schedd")
-        if len(skipped) == len(locations):
-            raise PoolUnavailable("no schedd answered its job query")
+        slots, (job_ads, skipped, locations) = self._query_learning(
+            self._query_jobs, lambda demand: (sourced.ad for sourced in demand[0]))
         slot_ads = [SourcedAd(ad, "collector", index, None)
                     for index, ad in enumerate(slots, start=1)]
         snapshot = snapshot_from_ads(taken, slot_ads, job_ads, self.ad_config, skipped)
@@ -334,6 +307,33 @@ class HTCondorBackend(PoolBackend):
             if machine.running_user else machine
             for machine in snapshot.machines)
         return dataclasses.replace(snapshot, machines=machines, jobs=jobs)
+
+    def _query_learning(self, query_demand: Callable[[], tuple],
+                        job_ads_of: Callable[[tuple], Iterable[classad2.ClassAd]],
+                        ) -> tuple[list[classad2.ClassAd], tuple]:
+        """The slots and `query_demand()` (whose last two items are the skipped sources and
+        the schedds' locations), queried until the projections hold what they must.
+
+        Matching needs every attribute the Requirements and Rank of either side read, which
+        only the ads themselves tell: query, learn what is missing, query again. What is learnt
+        is kept, so after the first cycle one query each is enough."""
+        for _ in range(LEARNING_ROUNDS):
+            slots = self._query_slots()
+            demand = query_demand()
+            slot_own, slot_other = match_references(slots)
+            job_own, job_other = match_references(job_ads_of(demand))
+            grew = _learn(self.slot_projection, slot_own | job_other)
+            grew = _learn(self.job_projection, job_own | slot_other) or grew
+            if not grew:
+                break
+        skipped, locations = demand[-2], demand[-1]
+        # No schedd at all (all stopped, or not yet advertised) is a partial pool, not an
+        # empty queue: the slots' running jobs would have no job ads to act on.
+        if not locations:
+            raise PoolUnavailable("the collector lists no schedd")
+        if len(skipped) == len(locations):
+            raise PoolUnavailable("no schedd answered its job query")
+        return slots, demand
 
     def _query_slots(self) -> list[classad2.ClassAd]:
         try:

@@ -323,7 +323,6 @@ class Pool:
             user.idle_count += 1
         for user in self.users.values():
             heapq.heapify(user.idle)
-        used = self.used
         for task, node, started in running:
             task.seq = self._seq
             self._seq += 1
@@ -332,26 +331,12 @@ class Pool:
             user.submitted += 1
             task.state = RUNNING
             task.node = node
-            task.start_time = started
-            if task.first_start is None:
-                task.first_start = started
-            cpus = task.cpus
-            memory = task.memory
-            node.free_cpus -= cpus
-            node.free_memory -= memory
-            node.used_cpus += cpus
-            node.used_memory += memory
-            power = node.power_per_cpu * cpus
-            user.allocated_power += power
-            user.running += 1
-            self.running += 1
-            usage = user.usage
-            usage[CPUS] += cpus
-            usage[MEMORY] += memory
-            usage[POWER] += power
-            used[CPUS] += cpus
-            used[MEMORY] += memory
-            used[POWER] += power
+            # The free list is rebuilt once below, not kept up slot by slot as `_take` does.
+            node.free_cpus -= task.cpus
+            node.free_memory -= task.memory
+            node.used_cpus += task.cpus
+            node.used_memory += task.memory
+            self._charge(user, task, node, started)
         self._free = sorted((-node.power_per_cpu, node.index) for node in self.nodes
                             if node.free_cpus > EPSILON)
 
@@ -414,24 +399,8 @@ class Pool:
             user.idle_count -= 1
             self._drop_stale_heads(user)
         task.node = node
-        task.start_time = now
-        if task.first_start is None:
-            task.first_start = now
-        cpus = task.cpus
-        memory = task.memory
-        self._take(node, cpus, memory)
-        power = node.power_per_cpu * cpus
-        user.allocated_power += power
-        user.running += 1
-        self.running += 1
-        usage = user.usage
-        usage[CPUS] += cpus
-        usage[MEMORY] += memory
-        usage[POWER] += power
-        used = self.used
-        used[CPUS] += cpus
-        used[MEMORY] += memory
-        used[POWER] += power
+        self._take(node, task.cpus, task.memory)
+        self._charge(user, task, node, now)
         for task_started in self._on_task_started:
             task_started(task, now)
         for user_changed in self._on_user_changed:
@@ -596,6 +565,26 @@ class Pool:
         task.seq = seq
         self.tasks[task.id] = task
         heapq.heappush(user.idle, (self.task_key(task), seq, task))
+
+    def _charge(self, user: UserState, task: Task, node: Node, started: float) -> None:
+        """Count `task`, started on `node` at `started`, in its user's and the pool's totals."""
+        task.start_time = started
+        if task.first_start is None:
+            task.first_start = started
+        cpus = task.cpus
+        memory = task.memory
+        power = node.power_per_cpu * cpus
+        user.allocated_power += power
+        user.running += 1
+        self.running += 1
+        usage = user.usage
+        usage[CPUS] += cpus
+        usage[MEMORY] += memory
+        usage[POWER] += power
+        used = self.used
+        used[CPUS] += cpus
+        used[MEMORY] += memory
+        used[POWER] += power
 
     def _take(self, node: Node, cpus: float, memory: float) -> None:
         was_free = node.free_cpus > EPSILON

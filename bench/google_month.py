@@ -77,9 +77,7 @@ def run(trace: Path, policy: str, days: float, capacity_ratio: float, delta: flo
         "swap_events_per_1000_tasks": round(1000 * usage.ru_majflt / result.submitted, 4),
         "users_mean_wait": waits.users_mean_wait(),
         "users": len(waits.by_user),
-        # per user: tasks completed by the end, to count who completes more under another order
-        "completed_by_user": {user: int(totals[3])
-                              for user, totals in sorted(waits.by_user.items())},
+        "mean_wait_by_user": {user: waits.mean_wait(user) for user in sorted(waits.by_user)},
         "vacates": result.vacates,
         "makespan_days": round(result.makespan / 86_400, 2),
         "load_average": [round(load, 2) for load in os.getloadavg()],

@@ -309,14 +309,8 @@ class Pool:
                 owner.provided_power += node.power
                 owner.provided_nodes += 1
         key = self.task_key
-        tasks = self.tasks
-        users = self.users
         for task in queued:
-            task.seq = self._seq
-            self._seq += 1
-            tasks[task.id] = task
-            user = users.get(task.user) or self.user(task.user)
-            user.submitted += 1
+            user = self._enrol(task)
             task.state = QUEUED
             task.node = None
             user.idle.append((key(task), task.seq, task))
@@ -324,11 +318,7 @@ class Pool:
         for user in self.users.values():
             heapq.heapify(user.idle)
         for task, node, started in running:
-            task.seq = self._seq
-            self._seq += 1
-            tasks[task.id] = task
-            user = users.get(task.user) or self.user(task.user)
-            user.submitted += 1
+            user = self._enrol(task)
             task.state = RUNNING
             task.node = node
             # The free list is rebuilt once below, not kept up slot by slot as `_take` does.
@@ -565,6 +555,15 @@ class Pool:
         task.seq = seq
         self.tasks[task.id] = task
         heapq.heappush(user.idle, (self.task_key(task), seq, task))
+
+    def _enrol(self, task: Task) -> UserState:
+        """Give a `load`ed task its sequence number and count it as its user's."""
+        task.seq = self._seq
+        self._seq += 1
+        self.tasks[task.id] = task
+        user = self.users.get(task.user) or self.user(task.user)
+        user.submitted += 1
+        return user
 
     def _charge(self, user: UserState, task: Task, node: Node, started: float) -> None:
         """Count `task`, started on `node` at `started`, in its user's and the pool's totals."""

@@ -454,7 +454,10 @@ class CycleRunner:
         # Each vacate + allocation of its slot as one action, where the backend can.
         pairs, vacates, allocations = pair_handovers(vacates, allocations,
                                                      self.backend.can_hand_over)
-        confirmed, failed = self._hand_over(cycle, pairs)
+        confirmed, failed, unpaired = self._hand_over(cycle, pairs)
+        if self.stopping.is_set():
+            # Left planned: the next start carries them out if it decides them again.
+            return confirmed, failed, 2 * unpaired + len(vacates) + len(allocations)
         if vacates:
             self._issue(vacates, cycle)
             self.faults.reached("after_issue", number)
@@ -467,17 +470,12 @@ class CycleRunner:
             with store.transaction("record vacate outcomes") as db:
                 for action in vacates:
                     problem = results.get(action.job.id, "no result from the backend")
+                    self._record_outcome(db, action, problem, cycle, now)
                     if problem is None:
-                        store.set_action_state(action.key, CONFIRMED, cycle, now, db=db)
-                        db.execute("update users set last_preempted = ? where name = ?",
-                                   [now, action.job.user])
                         confirmed += 1
                     else:
-                        store.set_action_state(action.key, FAILED, cycle, now, problem,
-                                               retryable=True, db=db)
                         not_freed.add(action.machine.name)
                         failed += 1
-                    self.metrics.action(VACATE, CONFIRMED if problem is None else FAILED)
         for done, action in enumerate(allocations):
             if self.stopping.is_set():
                 # Left planned: the next start carries them out if it decides them again.
@@ -502,13 +500,14 @@ class CycleRunner:
         return confirmed, failed, 0
 
     def _hand_over(self, cycle: int,
-                   pairs: list[tuple[PlannedAction, PlannedAction]]) -> tuple[int, int]:
+                   pairs: list[tuple[PlannedAction, PlannedAction]]) -> tuple[int, int, int]:
         """Carry out (vacate, allocation) pairs with `backend.handover`; both actions of a
-        pair share its outcome. Returns (confirmed, failed) actions."""
+        pair share its outcome. Returns (confirmed, failed) actions and the pairs left planned
+        because the daemon is stopping."""
         confirmed = failed = 0
-        for vacate, allocation in pairs:
+        for done, (vacate, allocation) in enumerate(pairs):
             if self.stopping.is_set():
-                break  # left planned, like the allocations below
+                return confirmed, failed, len(pairs) - done
             self._issue([vacate, allocation], cycle)
             try:
                 self.backend.handover(vacate.job, allocation.job, allocation.machine)
@@ -518,19 +517,24 @@ class CycleRunner:
             now = self.backend.now()
             with self.store.transaction("record a handover's outcome") as db:
                 for action in (vacate, allocation):
-                    if problem is None:
-                        self.store.set_action_state(action.key, CONFIRMED, cycle, now,
-                                                    "handed over", db=db)
-                    else:
-                        self.store.set_action_state(action.key, FAILED, cycle, now, problem,
-                                                    retryable=True, db=db)
-                    self.metrics.action(action.kind, CONFIRMED if problem is None else FAILED)
-                if problem is None:
-                    db.execute("update users set last_preempted = ? where name = ?",
-                               [now, vacate.job.user])
+                    self._record_outcome(db, action, problem, cycle, now, "handed over")
             confirmed += 2 * (problem is None)
             failed += 2 * (problem is not None)
-        return confirmed, failed
+        return confirmed, failed, 0
+
+    def _record_outcome(self, db: Any, action: PlannedAction, problem: str | None, cycle: int,
+                        now: float, note: str = "") -> None:
+        """Journal a carried-out action as confirmed (a vacate also marks its user preempted,
+        for the cool-down) or as a retryable failure, inside the caller's transaction."""
+        if problem is None:
+            self.store.set_action_state(action.key, CONFIRMED, cycle, now, note, db=db)
+            if action.kind == VACATE:
+                db.execute("update users set last_preempted = ? where name = ?",
+                           [now, action.job.user])
+        else:
+            self.store.set_action_state(action.key, FAILED, cycle, now, problem,
+                                        retryable=True, db=db)
+        self.metrics.action(action.kind, CONFIRMED if problem is None else FAILED)
 
     def _issue(self, actions: list[PlannedAction], cycle: int) -> None:
         now = self.backend.now()

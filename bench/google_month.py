@@ -13,7 +13,10 @@ users' waits are accumulated online (`metrics.UserWaits`), so memory follows the
 and queued at once, not the month. Printed: tasks, tasks/s (wall, set-up included), peak RSS
 (max RSS of this process), swap events per 1,000 tasks (major page faults: reads from disk or
 swap; near 0 means the run never swapped), the users' mean wait (mean over users of each
-user's mean wait, the SDRF paper's figure) and the load average of the shared machine.
+user's mean wait, the SDRF paper's figure) and the load average of the shared machine;
+`--json` adds each user's mean wait and, per user, the tasks ended by the month's end (the last
+copy's submit horizon, `--days` after the first arrival) and the tasks submitted: the SDRF
+paper's Fig. 5 measure, compared across policies by `bench/month_compare.py`.
 
     .venv/bin/python bench/google_month.py                       # SDRF, 30 days
     .venv/bin/python bench/google_month.py --policy wdrf --days 7 --json
@@ -45,6 +48,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CODE = Path(sys.argv[sys.argv.index("--code") + 1]) if "--code" in sys.argv[:-1] else ROOT
 sys.path.insert(0, str(CODE))
 
+from gridfair.core.pool import Task  # noqa: E402
 from gridfair.sim.metrics import UserWaits  # noqa: E402
 from gridfair.sim.scenario import run_scenario  # noqa: E402
 from gridfair.sim.workloads.repeat import repeated_trace_scenario  # noqa: E402
@@ -56,9 +60,18 @@ def run(trace: Path, policy: str, days: float, capacity_ratio: float, delta: flo
     started = time.perf_counter()
     scenario = repeated_trace_scenario(trace, days, {"capacity_ratio": capacity_ratio})
     waits = UserWaits()
+    month_end = scenario.tasks.last
+    done_by_month_end: dict[str, list[int]] = {}  # user -> [ended by month end, submitted]
+
+    def task_done(task: Task) -> None:
+        waits.add(task)
+        counts = done_by_month_end.setdefault(task.user, [0, 0])
+        counts[0] += task.finish_time is not None and task.finish_time <= month_end
+        counts[1] += 1
+
     options = {"delta": delta} if policy == "sdrf" else {}
     result, _ = run_scenario(scenario, policy=policy, policy_options=options,
-                             keep_tasks=False, on_task_done=waits.add)
+                             keep_tasks=False, on_task_done=task_done)
     wall = time.perf_counter() - started
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return {
@@ -78,6 +91,8 @@ def run(trace: Path, policy: str, days: float, capacity_ratio: float, delta: flo
         "users_mean_wait": waits.users_mean_wait(),
         "users": len(waits.by_user),
         "mean_wait_by_user": {user: waits.mean_wait(user) for user in sorted(waits.by_user)},
+        "done_by_month_end_by_user": {user: done_by_month_end[user]
+                                      for user in sorted(done_by_month_end)},
         "vacates": result.vacates,
         "makespan_days": round(result.makespan / 86_400, 2),
         "load_average": [round(load, 2) for load in os.getloadavg()],

@@ -249,6 +249,10 @@ def test_configured_weights_are_checked_against_the_trace(tmp_path: Path, weight
         (GOOD + "4000000,x,5000000,u,9-0,0.1,0.1\n", "tasks.csv:3: column 2 (start_us) must "
                                                      "be a number"),
         ("5000000,4000000,6000000,u,t,0.1,0.1\n", "tasks.csv:1: times out of order"),
+        ("nan,4000000,6000000,u,t,0.1,0.1\n", "tasks.csv:1: column 1 (submit_us) must be"),
+        ("1,2,3,u,t,-0.1,0.1\n", "tasks.csv:1: column 6 (cpu) must be a number >= 0"),
+        ("1,2,3,u,t,0.1,inf\n", "tasks.csv:1: column 7 (mem) must be a number >= 0"),
+        ("1,2,inf,u,t,0.1,0.1\n", "tasks.csv:1: column 3 (finish_us) must be a number"),
         (GOOD + "2000000,2000000,6000000,u,t,0.1,0.1\n", "tasks.csv:3: submit 2000000 is "
                                                          "before the previous line's"),
     ],

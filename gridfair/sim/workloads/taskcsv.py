@@ -104,27 +104,44 @@ def _number(text: str, column: int, source: str, line: int) -> float:
     return value
 
 
+def _explain_bad_line(fields: list[str], source: str, line: int) -> None:
+    """Raise the first error of a line the fast check refused: a column that is not a number
+    >= 0, then times out of order."""
+    submit, start, finish = (_number(fields[column], column, source, line)
+                             for column in range(3))
+    for column in (5, 6):
+        _number(fields[column], column, source, line)
+    if not submit <= start <= finish:
+        raise InputError(f"times out of order: submit {fields[0]}, start {fields[1]}, "
+                         f"finish {fields[2]} (need submit <= start <= finish)",
+                         source=source, line=line)
+
+
 def _parse(lines: Iterable[str], source: str) -> TaskTrace:
     tasks: list[Task] = []
     user_usage: dict[str, list[float]] = {}
     seen: dict[str, int] = {}
     last_submit = 0.0
     first_start, last_finish = math.inf, -math.inf
+    infinity = math.inf
+    columns = len(COLUMNS)
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         fields = line.rstrip("\r\n").split(",")
-        if len(fields) != len(COLUMNS):
-            raise InputError(f"expected {len(COLUMNS)} columns ({','.join(COLUMNS)}), got "
+        if len(fields) != columns:
+            raise InputError(f"expected {columns} columns ({','.join(COLUMNS)}), got "
                              f"{len(fields)}", source=source, line=number)
-        submit, start, finish = (_number(fields[column], column, source, number)
-                                 for column in range(3))
-        cpu = _number(fields[5], 5, source, number)
-        memory = _number(fields[6], 6, source, number)
-        if not submit <= start <= finish:
-            raise InputError(f"times out of order: submit {fields[0]}, start {fields[1]}, "
-                             f"finish {fields[2]} (need submit <= start <= finish)",
-                             source=source, line=number)
+        # One check for the common, valid line (NaN fails every comparison); a line it refuses
+        # is explained column by column.
+        try:
+            submit, start, finish = float(fields[0]), float(fields[1]), float(fields[2])
+            cpu, memory = float(fields[5]), float(fields[6])
+        except ValueError:
+            submit = math.nan
+        if not (0.0 <= submit <= start <= finish < infinity and 0.0 <= cpu < infinity
+                and 0.0 <= memory < infinity):
+            _explain_bad_line(fields, source, number)
         if submit < last_submit:
             raise InputError(f"submit {fields[0]} is before the previous line's: the file must "
                              "be in submit order", source=source, line=number)
@@ -138,11 +155,15 @@ def _parse(lines: Iterable[str], source: str) -> TaskTrace:
         duration = (finish - start) / MICROSECONDS
         tasks.append(Task(unique_id, user, submit / MICROSECONDS, cpus=cpu, memory=memory,
                           duration=duration, source_index=len(tasks)))
-        usage = user_usage.setdefault(user, [0.0, 0.0])
+        usage = user_usage.get(user)
+        if usage is None:
+            usage = user_usage[user] = [0.0, 0.0]
         usage[0] += cpu * duration
         usage[1] += memory * duration
-        first_start = min(first_start, start)
-        last_finish = max(last_finish, finish)
+        if start < first_start:
+            first_start = start
+        if finish > last_finish:
+            last_finish = finish
     span = (last_finish - first_start) / MICROSECONDS if tasks else 0.0
     mean_usage = [sum(usage[r] for usage in user_usage.values()) / span if span > 0 else 0.0
                   for r in range(2)]

@@ -219,7 +219,11 @@ class RankedShareOrder(OrderPolicy):
         self.ranking = UserRanking()
         # User index -> (usage, key): most events (submits, a user blocked for the rest of a
         # cycle and unblocked at its end) leave the usage, and so the key, as it was.
-        self._keys: dict[int, tuple[tuple[float, ...], tuple[int, float]]] = {}
+        self._keys: dict[int, tuple[list[float], tuple[int, float]]] = {}
+        self.forget_weights()
+
+    def forget_weights(self) -> None:
+        """Hook: weights cached per user are stale (capacity or entitlements moved)."""
 
     @abstractmethod
     def figures(self, user: UserState) -> dict[str, Any]:
@@ -241,16 +245,17 @@ class RankedShareOrder(OrderPolicy):
         """The user's key in the ranking, None when it does not want a slot now."""
         if not user.active:
             return None
-        usage = tuple(user.usage)
+        usage = user.usage
         cached = self._keys.get(user.index)
         if cached is not None and cached[0] == usage:
             return cached[1]
         key = self.rank(user)
-        self._keys[user.index] = (usage, key)
+        self._keys[user.index] = (usage[:], key)
         return key
 
     def rekey_all(self) -> None:
         self._keys.clear()
+        self.forget_weights()
         for other in self.pool.users.values():
             self.ranking.update(other, self.key(other))
 
@@ -319,9 +324,18 @@ class DrfOrder(RankedShareOrder):
             return [1.0] * len(self.resources)
         return self.entitlements.of_resources(user, self.resources)
 
+    def forget_weights(self) -> None:
+        self._weights: dict[int, list[float]] = {}
+
     def rank(self, user: UserState) -> tuple[int, float]:
         shares = resource_shares(user.usage, self.pool.capacity, self.resources)
-        weights = self.weights(user)
+        if not self.weighted:  # every weight is 1: the key is the dominant share itself
+            return (0, max(shares))
+        # A user's weights change only with the capacity or the entitlements, which re-key
+        # every user (`rekey_all`) and forget them.
+        weights = self._weights.get(user.index)
+        if weights is None:
+            weights = self._weights[user.index] = self.weights(user)
         if not any(weight > 0 for weight in weights):
             return (1, max(shares))
         return (0, max(share / weight if weight > 0 else math.inf if share > 0 else 0.0

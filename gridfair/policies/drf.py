@@ -325,7 +325,8 @@ class DrfOrder(RankedShareOrder):
         return self.entitlements.of_resources(user, self.resources)
 
     def forget_weights(self) -> None:
-        self._weights: dict[int, list[float]] = {}
+        # User index -> (whether any weight is positive, the weights).
+        self._weights: dict[int, tuple[bool, list[float]]] = {}
 
     def rank(self, user: UserState) -> tuple[int, float]:
         shares = resource_shares(user.usage, self.pool.capacity, self.resources)
@@ -333,13 +334,16 @@ class DrfOrder(RankedShareOrder):
             return (0, max(shares))
         # A user's weights change only with the capacity or the entitlements, which re-key
         # every user (`rekey_all`) and forget them.
-        weights = self._weights.get(user.index)
-        if weights is None:
-            weights = self._weights[user.index] = self.weights(user)
-        if not any(weight > 0 for weight in weights):
+        cached = self._weights.get(user.index)
+        if cached is None:
+            weights = self.weights(user)
+            cached = self._weights[user.index] = (any(weight > 0 for weight in weights),
+                                                  weights)
+        entitled, weights = cached
+        if not entitled:
             return (1, max(shares))
-        return (0, max(share / weight if weight > 0 else math.inf if share > 0 else 0.0
-                       for share, weight in zip(shares, weights, strict=True)))
+        return (0, max([share / weight if weight > 0 else math.inf if share > 0 else 0.0
+                        for share, weight in zip(shares, weights, strict=True)]))
 
     def why(self, user: UserState, now: float) -> tuple[str, dict[str, Any]]:
         figures = self.figures(user)

@@ -114,22 +114,22 @@ class SdrfOrder(DecayingOrder):
         super().attach(pool)
 
     # ------------------------------------------------------------ the rule
-    def basis(self, user: UserState) -> tuple:
-        """The share terms, then what a share must exceed to add to the commitment."""
+    def basis(self, user: UserState) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """The share terms, and what each share must exceed to add to the commitment."""
         shares = resource_shares(user.usage, self.pool.capacity, self.resources)
         if self.form == PAPER:
-            return (*shares, *[self.entitlements.of(user)] * len(shares))
+            return tuple(shares), (self.entitlements.of(user),) * len(shares)
         entitled = self._entitled.get(user.name)
         if entitled is None:
             entitled = self._entitled[user.name] = (
                 tuple(self.entitlements.of_resources(user, self.resources))
                 if self.entitlements.per_resource is not None else (0.0,) * len(shares))
-        return (*map(sub, shares, entitled), *self._fair)
+        return tuple(map(sub, shares, entitled)), self._fair
 
     def target(self, user: UserState, basis: tuple) -> list[float]:
-        size = self.level_size
+        shares, allowances = basis
         return [max(share - allowance, 0.0)
-                for share, allowance in zip(basis[:size], basis[size:], strict=True)]
+                for share, allowance in zip(shares, allowances, strict=True)]
 
     def initial_level(self) -> list[float]:
         return [0.0] * self.level_size
@@ -137,7 +137,7 @@ class SdrfOrder(DecayingOrder):
     def curve(self, user: UserState, basis: tuple, level: list[float],
               target: list[float]) -> list[Line]:
         # c_r(x) = obar_r + (c_r(now) - obar_r) x: one line per resource.
-        shares = basis[:self.level_size]
+        shares = basis[0]
         if self.priority_rule == "eq5":
             top = max(shares)
             return [(top + excess, c - excess) for c, excess in zip(level, target, strict=True)]
@@ -150,7 +150,7 @@ class SdrfOrder(DecayingOrder):
         # first: dc_r/dt = (target_r - c_r) / tau. The paper's form leaves ties to the index.
         if self.form == PAPER:
             return 0.0
-        shares = basis[:self.level_size]
+        shares = basis[0]
         resource = len(shares) - 1 - shares[::-1].index(max(shares))
         return target[resource] - level[resource]
 
@@ -180,7 +180,7 @@ class SdrfOrder(DecayingOrder):
         return self.levels(user, now)
 
     def describe(self, basis: tuple, level: list[float]) -> dict[str, Any]:
-        shares, allowances = basis[:self.level_size], basis[self.level_size:]
+        shares, allowances = basis
         share, share_resource = dominant(shares, self.resources)
         top_commitment, commitment_resource = dominant(level, self.resources)
         return {

@@ -21,7 +21,6 @@ remember arrival order (DMFA-SRQ) or admit jobs as they are submitted get the re
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -36,6 +35,7 @@ from gridfair.classads.to_pool import (
     queue_order,
     task_from_job,
 )
+from gridfair.core.collector import collector_paused
 from gridfair.core.negotiator import Negotiator
 from gridfair.core.pool import Node, Pool, Task
 from gridfair.model import Job, JobStatus, Machine, Snapshot
@@ -95,14 +95,9 @@ class KeptPool:
         """The negotiator over the snapshot's pool, as `pool_from_snapshot` would make it."""
         # The layout makes a tuple per queued job; the cyclic collector, triggered by them,
         # would scan the kept pool's million objects over and over (a third of the update's
-        # time at 100k jobs). Refcounting frees what the layout drops; cycles wait until after.
-        paused = gc.isenabled()
-        gc.disable()
-        try:
+        # time at 100k jobs). The daemon pauses it for the whole cycle; so does this, alone.
+        with collector_paused():
             return self._update(snapshot, stages)
-        finally:
-            if paused:
-                gc.enable()
 
     def _update(self, snapshot: Snapshot, stages: Stages) -> LoadedPool:
         events = PoolEvents()

@@ -63,9 +63,14 @@ WALK_LIMIT = 16
 
 def value_at(lines: Sequence[Line], x: float) -> float:
     """max_k (a_k + b_k x)."""
-    if len(lines) == 1:
+    count = len(lines)
+    if count == 1:
         a, b = lines[0]
         return a + b * x
+    if count == 2:  # SDRF's usual curve (two resources), without a generator
+        (a1, b1), (a2, b2) = lines
+        first, second = a1 + b1 * x, a2 + b2 * x
+        return second if second > first else first  # as max(): the first of equals
     return max(a + b * x for a, b in lines)
 
 

@@ -24,12 +24,13 @@ class RotatingMemo(Generic[Key, Value]):
         self._current: dict[Key, Value] = {}
 
     def get(self, key: Key) -> Value | None:
-        value = self._current.get(key)
-        if value is None:
-            value = self._previous.get(key)
-            if value is not None:
-                self._current[key] = value
-        return value
+        # Most look-ups of a read find what the last read stored: moved across in one step,
+        # which also lets the last read's copy of the key go as soon as it is used.
+        value = self._previous.pop(key, None)
+        if value is not None:
+            self._current[key] = value
+            return value
+        return self._current.get(key)
 
     def put(self, key: Key, value: Value) -> None:
         self._current[key] = value

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -39,9 +38,10 @@ class AdFormat(StrEnum):
 FORMAT_NAMES = tuple(member.value for member in AdFormat)
 
 
-@dataclass(frozen=True, slots=True)
-class SourcedAd:
-    """A parsed ad and where it came from: its file, 1-based index in it and first line."""
+class SourcedAd(NamedTuple):
+    """A parsed ad and where it came from: its file, 1-based index in it and first line. A
+    tuple: a steady re-read makes one per ad of a dump, and a frozen dataclass costs twice
+    as much to make."""
 
     ad: classad2.ClassAd
     source: str
@@ -189,7 +189,10 @@ def _old_chunks(text: str, source: str) -> list[_Chunk]:
     parts = _BLANK_LINE_RUNS.split(text)
     for position in range(0, len(parts), 2):
         block = parts[position]
-        if block.strip():
+        if block and not block[0].isspace() and block[-1] not in "\r\n":
+            # The usual block: the split left no blank line or space around it.
+            chunks.append(_Chunk(block + "\n", len(chunks) + 1, line))
+        elif block.strip():
             leading = len(block) - len(block.lstrip("\r\n\t "))
             first_line = line + block.count("\n", 0, leading) if leading else line
             chunks.append(_Chunk(block.strip("\r\n") + "\n", len(chunks) + 1, first_line))

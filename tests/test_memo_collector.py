@@ -1,0 +1,56 @@
+"""What a daemon cycle keeps between reads (`RotatingMemo`) and the collector pause around it."""
+
+from __future__ import annotations
+
+import gc
+from pathlib import Path
+
+from gridfair.classads.memo import RotatingMemo
+from gridfair.classads.reader import AdMemo, read_ads
+from gridfair.core.collector import collector_paused
+
+JOB = 'MyType = "Job"\nClusterId = {cluster}\nProcId = 0\nOwner = "alice"\nJobStatus = 1\n\n'
+
+
+def test_a_memo_keeps_what_the_last_read_used_and_drops_the_rest() -> None:
+    memo: RotatingMemo[str, int] = RotatingMemo()
+    memo.put("a", 1)
+    memo.put("b", 2)
+    memo.rotate()
+    assert memo.get("a") == 1  # used by this read: kept for the next
+    assert memo.get("a") == 1  # the same text twice in one read
+    memo.rotate()
+    assert memo.get("a") == 1
+    assert memo.get("b") is None  # not used by the read before: gone
+
+
+def test_a_rewritten_dump_parses_only_its_changed_ads(tmp_path: Path) -> None:
+    dump = tmp_path / "pool.queue"
+    memo = AdMemo()
+    dump.write_text("".join(JOB.format(cluster=c) for c in (1, 2, 3)))
+    first, _ = read_ads(dump, memo=memo)
+    memo.rotate()
+    dump.write_text("".join(JOB.format(cluster=c) for c in (1, 3, 4)))
+    second, _ = read_ads(dump, memo=memo)
+    assert second[0].ad is first[0].ad and second[1].ad is first[2].ad  # reused, not parsed
+    assert all(ad.ad is not before.ad for ad in second[2:] for before in first)
+    assert [(ad.index, ad.line) for ad in second] == [(1, 1), (2, 7), (3, 13)]
+    assert [ad.ad["ClusterId"] for ad in second] == [1, 3, 4]
+
+
+def test_the_collector_is_paused_inside_and_restored_after() -> None:
+    was_enabled = gc.isenabled()
+    gc.enable()
+    try:
+        with collector_paused():
+            assert not gc.isenabled()
+            with collector_paused():
+                assert not gc.isenabled()
+            assert not gc.isenabled()  # the inner block restores the outer's state
+        assert gc.isenabled()
+        gc.disable()
+        with collector_paused():
+            pass
+        assert not gc.isenabled()  # a collector that was off stays off
+    finally:
+        (gc.enable if was_enabled else gc.disable)()

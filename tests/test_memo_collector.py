@@ -6,8 +6,13 @@ import gc
 from pathlib import Path
 
 from gridfair.classads.memo import RotatingMemo
-from gridfair.classads.reader import AdMemo, read_ads
+from gridfair.classads.reader import AdFormat, AdMemo, read_ads
+from gridfair.classads.synthetic import job_ads, machine_ads, write_ads
 from gridfair.core.collector import collector_paused
+from gridfair.daemon.backends.files import FilesBackend
+from gridfair.daemon.config import validate
+from gridfair.daemon.cycle import CycleRunner
+from gridfair.daemon.store import Store
 
 JOB = 'MyType = "Job"\nClusterId = {cluster}\nProcId = 0\nOwner = "alice"\nJobStatus = 1\n\n'
 
@@ -54,3 +59,31 @@ def test_the_collector_is_paused_inside_and_restored_after() -> None:
         assert not gc.isenabled()  # a collector that was off stays off
     finally:
         (gc.enable if was_enabled else gc.disable)()
+
+
+def test_a_daemon_cycle_leaves_its_pool_to_reference_counting(tmp_path: Path) -> None:
+    # Each cycle makes a pool whose stages hold it and which holds them; closed at the end of
+    # the cycle, it is freed at once instead of waiting, with all it holds, for the cyclic
+    # collector (which at 100k jobs costs a fifth of a steady cycle to walk it).
+    directory = tmp_path / "pool"
+    directory.mkdir()
+    machines = machine_ads(20, 4)
+    jobs = job_ads(60, 4, machines, running=10)
+    write_ads(directory / "pool.status", machines, AdFormat.OLD)
+    write_ads(directory / "pool.queue", jobs, AdFormat.OLD)
+    raw = {"daemon": {"store": "state.db"},
+           "backend": {"kind": "files", "files": {"directory": "pool", "actions": "a.jsonl"}},
+           "safety": {"max_snapshot_age": 1e12, "min_runtime": 0.0}}
+    runner = CycleRunner(validate(raw, base=tmp_path),
+                         FilesBackend(directory, tmp_path / "a.jsonl"), Store(tmp_path / "s.db"))
+    assert runner.run().counts["decisions"] > 0  # the pool had work to decide on
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        runner.run()
+        gc.collect()
+        left = {type(item).__name__ for item in gc.garbage}
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert not left & {"Pool", "UserState", "Negotiator"}

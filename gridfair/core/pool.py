@@ -254,6 +254,15 @@ class Pool:
                 methods.append(getattr(listener, hook))
         listener.attach(self)
 
+    def close(self) -> None:
+        """Let go of the listeners. A stage holds its pool and the pool holds the stage: a
+        reference cycle that only the cyclic collector frees, pool and all. A daemon cycle
+        that makes a pool per snapshot closes it when done, so it is freed on the spot."""
+        self._listeners.clear()
+        self._on_user_changed.clear()
+        self._on_task_started.clear()
+        self._on_task_stopped.clear()
+
     def user(self, name: str) -> UserState:
         """The user's state, created on first mention."""
         user = self.users.get(name)

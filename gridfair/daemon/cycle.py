@@ -27,6 +27,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -222,61 +223,63 @@ class CycleRunner:
             inflight.record(store, flights, cycle, now, self.backend.withdraw)
         stages = stages_from_config(self.config["policy"])
         loaded = self._load(flights.view, stages)
-        negotiator, pool = loaded.negotiator, loaded.pool
-        negotiator.vacate_guard = VacateGuard(self.limits, snapshot.time, store.last_preempted(),
-                                              flights.held)
-        saved = store.policy_state()
-        for key, stage in stage_list(stages):
-            if key in saved and hasattr(stage, "import_state"):
-                # Restored after the pool is replayed, so the saved levels (as of the last
-                # finished cycle) win over what the replay of running jobs accrued.
-                stage.import_state(saved[key], source=f"{store.path} policy_state {key}")
-        notes = [f"{item.name}: {item.reason}" for item in loaded.unplaced]
-        usage = self._usage_rows(pool, stages, cycle, now)
-        decisions = list(loaded.admissions) + negotiator.cycle(now)
-        stale = snapshot_too_old(self.limits, snapshot.time, now)
-        held = [{"rule": h.rule, "victim": h.preemption.victim.id,
-                 "victim_user": h.preemption.victim.user, "receiver": h.preemption.receiver.id,
-                 "receiver_user": h.preemption.receiver.user, "machine": h.preemption.node.name}
-                for h in negotiator.held_back]
-        if stale and not self.dry_run and decisions:
-            held.append({"rule": stale, "decisions": len(decisions)})
-        act = not self.dry_run and stale is None
-        counts = {"machines": len(snapshot.machines), "jobs": len(snapshot.jobs),
-                  "running": sum(1 for j in snapshot.jobs if j.status == JobStatus.RUNNING),
-                  "idle": sum(1 for j in snapshot.jobs if j.status == JobStatus.IDLE),
-                  "decisions": len(decisions), "held_back": len(held),
-                  "skipped": len(snapshot.skipped)}
-        to_run = self._record_plan(cycle, snapshot, recon, decisions, usage, held, notes, now,
-                                   act, counts)
-        self._remember_jobs(recon)
-        self.faults.reached("after_plan", number)
-        outcome = "dry-run" if self.dry_run else ("stale" if stale else "ok")
-        if to_run:
-            if self.stopping.is_set():
-                outcome = "abandoned"  # planned actions stay in the journal for the next start
-            else:
-                confirmed, failed, left = self._carry_out(cycle, number, to_run)
-                counts.update(confirmed=confirmed, failed=failed)
-                if left:
-                    outcome = "abandoned"  # stopped part-way: the rest stays planned
-        self.faults.reached("after_actions", number)
-        duration = time.perf_counter() - clock
-        with store.transaction(f"record the outcome of cycle {cycle}") as db:
+        # Closed when the cycle is done with it: freed then, not by the cyclic collector.
+        with closing(loaded.pool):
+            negotiator, pool = loaded.negotiator, loaded.pool
+            negotiator.vacate_guard = VacateGuard(self.limits, snapshot.time,
+                                                  store.last_preempted(), flights.held)
+            saved = store.policy_state()
             for key, stage in stage_list(stages):
-                if hasattr(stage, "export_state"):
-                    db["policy_state"].upsert({"stage": key, "cycle": cycle, "updated": now,
-                                               "state": dumps(stage.export_state(now))},
-                                              pk="stage")
-            self.faults.reached("before_finish", number)
-            db["cycles"].update(cycle, {
-                "finished": time.time(), "duration": duration, "outcome": outcome,
-                "actions_confirmed": counts.get("confirmed", 0),
-                "actions_failed": counts.get("failed", 0),
-            })
-        self.metrics.users((row["user"], row["power_diff"], row["dominant_share"])
-                           for row in usage)
-        return CycleReport(cycle, outcome, duration, counts)
+                if key in saved and hasattr(stage, "import_state"):
+                    # Restored after the pool is replayed, so the saved levels (as of the last
+                    # finished cycle) win over what the replay of running jobs accrued.
+                    stage.import_state(saved[key], source=f"{store.path} policy_state {key}")
+            notes = [f"{item.name}: {item.reason}" for item in loaded.unplaced]
+            usage = self._usage_rows(pool, stages, cycle, now)
+            decisions = list(loaded.admissions) + negotiator.cycle(now)
+            stale = snapshot_too_old(self.limits, snapshot.time, now)
+            held = [{"rule": h.rule, "victim": h.preemption.victim.id,
+                     "victim_user": h.preemption.victim.user, "receiver": h.preemption.receiver.id,
+                     "receiver_user": h.preemption.receiver.user, "machine": h.preemption.node.name}
+                    for h in negotiator.held_back]
+            if stale and not self.dry_run and decisions:
+                held.append({"rule": stale, "decisions": len(decisions)})
+            act = not self.dry_run and stale is None
+            counts = {"machines": len(snapshot.machines), "jobs": len(snapshot.jobs),
+                      "running": sum(1 for j in snapshot.jobs if j.status == JobStatus.RUNNING),
+                      "idle": sum(1 for j in snapshot.jobs if j.status == JobStatus.IDLE),
+                      "decisions": len(decisions), "held_back": len(held),
+                      "skipped": len(snapshot.skipped)}
+            to_run = self._record_plan(cycle, snapshot, recon, decisions, usage, held, notes, now,
+                                       act, counts)
+            self._remember_jobs(recon)
+            self.faults.reached("after_plan", number)
+            outcome = "dry-run" if self.dry_run else ("stale" if stale else "ok")
+            if to_run:
+                if self.stopping.is_set():
+                    outcome = "abandoned"  # planned actions stay in the journal for the next start
+                else:
+                    confirmed, failed, left = self._carry_out(cycle, number, to_run)
+                    counts.update(confirmed=confirmed, failed=failed)
+                    if left:
+                        outcome = "abandoned"  # stopped part-way: the rest stays planned
+            self.faults.reached("after_actions", number)
+            duration = time.perf_counter() - clock
+            with store.transaction(f"record the outcome of cycle {cycle}") as db:
+                for key, stage in stage_list(stages):
+                    if hasattr(stage, "export_state"):
+                        db["policy_state"].upsert({"stage": key, "cycle": cycle, "updated": now,
+                                                   "state": dumps(stage.export_state(now))},
+                                                  pk="stage")
+                self.faults.reached("before_finish", number)
+                db["cycles"].update(cycle, {
+                    "finished": time.time(), "duration": duration, "outcome": outcome,
+                    "actions_confirmed": counts.get("confirmed", 0),
+                    "actions_failed": counts.get("failed", 0),
+                })
+            self.metrics.users((row["user"], row["power_diff"], row["dominant_share"])
+                               for row in usage)
+            return CycleReport(cycle, outcome, duration, counts)
 
     def _load(self, snapshot: Snapshot, stages: Stages) -> LoadedPool:
         """The negotiator over the snapshot's pool: the kept pool with the snapshot's changes

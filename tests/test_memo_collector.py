@@ -1,4 +1,5 @@
-"""What a daemon cycle keeps between reads (`RotatingMemo`) and the collector pause around it."""
+"""What a daemon cycle keeps between reads (`RotatingMemo`, `reread`) and the collector
+around it."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import gc
 from pathlib import Path
 
 from gridfair.classads.memo import RotatingMemo
-from gridfair.classads.reader import AdFormat, AdMemo, read_ads
+from gridfair.classads.reader import AdFormat, AdMemo, read_ads, reread
 from gridfair.classads.synthetic import job_ads, machine_ads, write_ads
+from gridfair.classads.views import machine_view, machines_from_ads, skipped_ad
 from gridfair.core.collector import collector_paused
 from gridfair.daemon.backends.files import FilesBackend
 from gridfair.daemon.config import validate
@@ -87,3 +89,58 @@ def test_a_daemon_cycle_leaves_its_pool_to_reference_counting(tmp_path: Path) ->
         gc.set_debug(0)
         gc.garbage.clear()
     assert not left & {"Pool", "UserState", "Negotiator"}
+
+
+SLOT = ('MyType = "Machine"\nName = "slot{n}@a"\nGridOwner = "u{owner}@grid"\nMFlops = 1000\n'
+        'Cpus = 1\nMemory = 1024\nState = "Unclaimed"\nActivity = "Idle"\n')
+
+
+def _the_long_way(path: Path) -> tuple[list, list]:
+    """Every ad parsed and viewed, as a cold read does (`read_ads`, `machines_from_ads`)."""
+    ads, unparsed = read_ads(path, lenient=True)
+    machines, refused = machines_from_ads(ads, lenient=True)
+    return machines, unparsed + refused
+
+
+def test_a_reread_builds_what_the_long_way_does_however_the_ads_move(tmp_path: Path) -> None:
+    # Blank text first, a comment, spaces on a blank line, an ad that does not parse, an ad
+    # with no owner, and no newline at the end: every line number of a skipped ad must be the
+    # one a cold read gives, on the first read and after ads above them come and go.
+    broken, ownerless = 'Name = "bad"\nCpus = (((\n', 'Name = "slot9@a"\nCpus = 1\n'
+    layouts = [
+        ["\n\n", SLOT.format(n=1, owner=1), "# a comment\n", SLOT.format(n=2, owner=2),
+         broken, ownerless, SLOT.format(n=3, owner=1).rstrip("\n")],
+        [SLOT.format(n=0, owner=3), SLOT.format(n=2, owner=2), " \t", broken,
+         SLOT.format(n=4, owner=2), ownerless, SLOT.format(n=3, owner=1)],
+        ["\n", SLOT.format(n=2, owner=2), broken, SLOT.format(n=3, owner=2)],
+    ]
+    dump = tmp_path / "pool.status"
+    memo: RotatingMemo = RotatingMemo()
+    reused = 0
+    for layout in layouts:
+        dump.write_text("\n".join(layout))
+        before = dict(memo._previous)
+        read = reread(dump.read_text(), str(dump), memo, machine_view, skipped_ad)
+        memo.rotate()
+        machines, skipped = _the_long_way(dump)
+        assert read.values == machines
+        assert read.unparsed + read.refused == sorted(skipped, key=lambda ad: ad.index)
+        assert any("line" in ad.reason for ad in read.unparsed)
+        reused += sum(1 for view in read.values if view in before.values())
+    assert reused >= 2  # unchanged ads were taken from the memo, not built again
+
+
+def test_a_name_used_twice_is_skipped_as_the_long_way_skips_it(tmp_path: Path) -> None:
+    directory = tmp_path / "pool"
+    directory.mkdir()
+    status = directory / "pool.status"
+    status.write_text("\n".join(SLOT.format(n=n, owner=1) for n in (1, 2, 1)))
+    (directory / "pool.queue").write_text(JOB.format(cluster=1).replace("\n\n", "\nQDate = 1\n"))
+    backend = FilesBackend(directory, tmp_path / "a.jsonl")
+    for _ in range(2):  # cold, then with the memo warm
+        snapshot = backend.read_snapshot()
+        machines, skipped = _the_long_way(status)
+        assert list(snapshot.machines) == machines and len(machines) == 2
+        assert list(snapshot.skipped) == skipped
+        assert "duplicate machine name (also ad #1" in skipped[0].reason
+        status.touch()

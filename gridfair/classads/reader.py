@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from enum import StrEnum
+from itertools import accumulate
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -111,7 +113,7 @@ def read_text(path: str | Path) -> str:
                          source=source) from None
     except OSError as error:
         raise InputError(f"cannot read: {error.strerror}", source=source) from None
-    if not text.strip():
+    if text.isspace() or not text:  # not strip(): it would copy a big dump to test it
         raise InputError("empty: no ads in it", source=source)
     return text
 
@@ -172,6 +174,62 @@ def _parse_remembered(chunk: _Chunk, source: str, parse: Any,
     return ad
 
 
+class Reread(NamedTuple):
+    """What `reread` made of a file: what `build` made of each usable ad, in file order, the
+    ads that did not parse, and the ads `build` refused."""
+
+    values: list[Any]
+    unparsed: list[SkippedAd]
+    refused: list[SkippedAd]
+
+
+def reread(text: str, source: str, memo: RotatingMemo[str, Any],
+           build: Callable[[SourcedAd], Any],
+           refuse: Callable[[SourcedAd, InputError], SkippedAd]) -> Reread:
+    """`build` of every ad of `text` (a view, say), reusing what was built from an ad whose
+    text the last read saw (`memo`: ad text -> what was built; rotate it after each read).
+
+    A steady pool's dump differs from the last in a few ads: an unchanged ad then costs one
+    look-up, not framing, a `SourcedAd` and a parsed ad's look-up. Old syntax (`condor_q
+    -long`) is framed by one split, and only ads built anew have their first line counted.
+    An ad that does not parse is skipped, as is one `build` refuses (an InputError), made into
+    a skipped ad by `refuse`; lenient, as `parse_ads(lenient=True)` is."""
+    chosen = detect_format(text)
+    parse = _FORMATS[chosen][1]
+    keys: list[str | None]
+    if chosen is AdFormat.OLD:
+        keys, chunk_at = _old_blocks(text)
+    else:
+        chunks = _FORMATS[chosen][0](text, source)
+        # JSON chunks are loaded values, not text: built every time.
+        keys = [chunk.payload if isinstance(chunk.payload, str) else None for chunk in chunks]
+        chunk_at = chunks.__getitem__
+    result = Reread([], [], [])
+    get, put, append = memo.get, memo.put, result.values.append
+    for position, key in enumerate(keys):
+        value = get(key) if key is not None else None
+        if value is None:
+            chunk = chunk_at(position)
+            if chunk is None:
+                continue
+            try:
+                sourced = SourcedAd(parse(chunk, source), source, chunk.index, chunk.line)
+            except InputError as error:
+                result.unparsed.append(SkippedAd(source, chunk.index, None, skip_reason(error)))
+                continue
+            try:
+                value = build(sourced)
+            except InputError as error:
+                result.refused.append(refuse(sourced, error))
+                continue
+            if key is not None:
+                put(key, value)
+        append(value)
+    if not result.values and not result.unparsed and not result.refused:
+        raise InputError(f"no ads found ({chosen.value} syntax)", source=source)
+    return result
+
+
 def skip_reason(error: InputError) -> str:
     """An error as a skipped ad's reason: the message, with its attribute and line if known
     (the file and ad index are the skipped ad's own fields)."""
@@ -189,17 +247,49 @@ def _old_chunks(text: str, source: str) -> list[_Chunk]:
     parts = _BLANK_LINE_RUNS.split(text)
     for position in range(0, len(parts), 2):
         block = parts[position]
-        if block and not block[0].isspace() and block[-1] not in "\r\n":
-            # The usual block: the split left no blank line or space around it.
-            chunks.append(_Chunk(block + "\n", len(chunks) + 1, line))
-        elif block.strip():
-            leading = len(block) - len(block.lstrip("\r\n\t "))
-            first_line = line + block.count("\n", 0, leading) if leading else line
-            chunks.append(_Chunk(block.strip("\r\n") + "\n", len(chunks) + 1, first_line))
+        chunk = _old_chunk(block, len(chunks) + 1, line)
+        if chunk is not None:
+            chunks.append(chunk)
         line += block.count("\n")
         if position + 1 < len(parts):
             line += parts[position + 1].count("\n")
     return chunks
+
+
+def _old_chunk(block: str, index: int, line: int) -> _Chunk | None:
+    """The ad of one old-syntax block that starts on `line`, or None for a blank block."""
+    if block and not block[0].isspace() and block[-1] not in "\r\n":
+        # The usual block: the split left no blank line or space around it.
+        return _Chunk(block + "\n", index, line)
+    if not block.strip():
+        return None
+    leading = len(block) - len(block.lstrip("\r\n\t "))
+    first_line = line + block.count("\n", 0, leading) if leading else line
+    return _Chunk(block.strip("\r\n") + "\n", index, first_line)
+
+
+def _old_blocks(text: str) -> tuple[list[str], Callable[[int], _Chunk | None]]:
+    """Old-syntax text framed lazily: each ad's block of text, and the `_Chunk` of the ad at
+    a position, for positions asked in increasing order. A block's first line is counted only
+    when its chunk is asked for: a reader that reuses most ads never needs theirs."""
+    parts = _BLANK_LINE_RUNS.split(text)
+    blocks = parts[0::2]
+    first = 1 if not blocks[0].strip() else 0  # blank text before the first ad
+    offsets: list[int] = []  # where each part starts in `text`, made on the first ask
+    counted = [0, 1]  # the offset lines are counted up to, and the line there
+
+    def chunk_at(position: int) -> _Chunk | None:
+        if not offsets:
+            offsets.extend(accumulate(map(len, parts), initial=0))
+        part = 2 * (position + first)
+        start = offsets[part]
+        if start < counted[0]:
+            counted[:] = [0, 1]
+        line = counted[1] + text.count("\n", counted[0], start)
+        counted[:] = [start, line]
+        return _old_chunk(parts[part], position + 1, line)
+
+    return blocks[first:], chunk_at
 
 
 def _attribute_lines(lines: list[str]) -> int:

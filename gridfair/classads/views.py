@@ -195,7 +195,7 @@ def machines_from_ads(
         except InputError as error:
             if not lenient:
                 raise
-            skipped.append(_skipped(sourced, error))
+            skipped.append(skipped_ad(sourced, error))
     return machines, skipped
 
 
@@ -317,11 +317,12 @@ def jobs_from_ads(
         except InputError as error:
             if not lenient:
                 raise
-            skipped.append(_skipped(sourced, error))
+            skipped.append(skipped_ad(sourced, error))
     return jobs, skipped
 
 
-def _skipped(sourced: SourcedAd, error: InputError) -> SkippedAd:
+def skipped_ad(sourced: SourcedAd, error: InputError) -> SkippedAd:
+    """The skipped ad of a view refused with `error`."""
     name = error.ad.partition(" ")[2] if error.ad else ""
     return SkippedAd(sourced.source, sourced.index, name or None, skip_reason(error))
 

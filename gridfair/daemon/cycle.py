@@ -33,7 +33,7 @@ from typing import Any
 
 from gridfair.classads.kept_pool import KeptPool, unsupported
 from gridfair.classads.to_pool import LoadedPool, pool_from_snapshot
-from gridfair.core.collector import collector_paused
+from gridfair.core.collector import CycleCollector
 from gridfair.core.pool import CPUS, MEMORY, POWER, Pool, UserState
 from gridfair.core.shares import share_rows
 from gridfair.core.stages import ALLOCATE, VACATE, Decision
@@ -165,6 +165,7 @@ class CycleRunner:
         self.timeout = config["daemon"]["query_timeout"]
         self.label = " ".join(name for name, _ in stage_list(stages_from_config(config["policy"])))
         self.cycles_run = 0
+        self.collector = CycleCollector()
         self.incremental = bool(config["daemon"]["incremental"])
         self.kept: KeptPool | None = None
         # The store's `jobs` table as of the last recorded cycle: read once, then kept current
@@ -175,7 +176,7 @@ class CycleRunner:
     def run(self) -> CycleReport:
         # A big pool's cycle would spend half its time in the cyclic collector walking what
         # the daemon keeps between cycles (`gridfair.core.collector`).
-        with collector_paused():
+        with self.collector.cycle():
             return self._run()
 
     def _run(self) -> CycleReport:

@@ -5,7 +5,9 @@ Each cycle reads every `*.status` file (`condor_status -long` output, or new syn
 directory, in name order, with `gridfair.classads`. One malformed ad is skipped with its reason
 (file and line) and the rest are used. A dump whose inode, size and modification time (ns) are
 those of the last read is not read again, and in a dump that changed only the ads whose text
-changed are parsed again (`AdMemo`): a steady pool costs what changed, not what it holds.
+changed are parsed and viewed again (`reread`): a steady pool costs what changed, not what it
+holds. A name (slot Name, job id) used twice sends the read the long way, every ad parsed, so
+the views' rules say which ad is skipped and why.
 The snapshot's time is the newest file's modification time: a stale dump is recognised as
 stale by the safety rules.
 
@@ -18,14 +20,17 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
+from typing import Any
 
-from gridfair.classads.reader import AdMemo, SourcedAd, read_ads
-from gridfair.classads.views import AdConfig, ViewMemo
+from gridfair.classads.memo import RotatingMemo
+from gridfair.classads.reader import Reread, SourcedAd, read_ads, read_text, reread
+from gridfair.classads.views import AdConfig, job_view, machine_view, skipped_ad
 from gridfair.daemon.backends import ActionFailed, PoolBackend, PoolUnavailable
-from gridfair.daemon.backends.ads import snapshot_from_ads
+from gridfair.daemon.backends.ads import snapshot_from_ads, snapshot_of
 from gridfair.errors import InputError
 from gridfair.model import Job, JobStatus, Machine, SkippedAd, Snapshot
 
@@ -35,12 +40,12 @@ JOB_SUFFIX = ".queue"
 
 @dataclass
 class DumpRead:
-    """What one dump gave when last read, and the stat identity it had then."""
+    """What one dump gave when last read, and the stat identity it had then: the views built
+    from its ads, the ads skipped, and the views by ad text for the next read (`reread`)."""
 
     identity: tuple[int, int, int] | None = None
-    ads: list[SourcedAd] = field(default_factory=list)
-    skipped: list[SkippedAd] = field(default_factory=list)
-    memo: AdMemo = field(default_factory=AdMemo)
+    read: Reread = field(default_factory=lambda: Reread([], [], []))
+    memo: RotatingMemo[str, Any] = field(default_factory=RotatingMemo)
 
 
 def _identity(path: Path) -> tuple[int, int, int]:
@@ -51,30 +56,57 @@ def _identity(path: Path) -> tuple[int, int, int]:
     return status.st_ino, status.st_size, status.st_mtime_ns
 
 
-def read_dumps(paths: Sequence[Path], skipped: list[SkippedAd],
-               reads: dict[Path, DumpRead]) -> list[SourcedAd]:
-    """The ads of the dumps, in order; malformed ads go to `skipped`, and so does a dump with
-    nothing usable in it (empty, not text), so one bad file does not fail the cycle.
+def _unreadable(path: Path, error: InputError) -> SkippedAd:
+    """A dump with nothing usable in it (empty, not text) is skipped, not the cycle failed;
+    one that vanished fails the cycle."""
+    if not path.exists():
+        raise PoolUnavailable(f"dump vanished while reading: {path}") from None
+    return SkippedAd(str(path), 0, None, error.message)
+
+
+def read_dumps(paths: Sequence[Path], build: Callable[[SourcedAd], Any],
+               reads: dict[Path, DumpRead]) -> Reread:
+    """`build` (a view) of every ad of the dumps, in order, with the ads skipped.
 
     `reads` holds the last reads, updated in place: an unchanged dump is not read again and a
-    changed one re-parses only its changed ads."""
-    ads: list[SourcedAd] = []
+    changed one builds only its changed ads anew."""
+    views: list[Any] = []
+    unparsed: list[SkippedAd] = []
+    refused: list[SkippedAd] = []
     for path in paths:
         identity = _identity(path)
         last = reads.setdefault(path, DumpRead())
         if last.identity != identity:
             try:
-                last.ads, last.skipped = read_ads(path, lenient=True, memo=last.memo)
+                last.read = reread(read_text(path), str(path), last.memo, build, skipped_ad)
             except InputError as error:
-                if not path.exists():
-                    raise PoolUnavailable(f"dump vanished while reading: {path}") from None
-                last.ads, last.skipped = [], [SkippedAd(str(path), 0, None, error.message)]
+                last.read = Reread([], [_unreadable(path, error)], [])
             last.memo.rotate()
             # Taken before the read: a dump rewritten during it is read again next cycle.
             last.identity = identity
-        ads.extend(last.ads)
-        skipped.extend(last.skipped)
+        views.extend(last.read.values)
+        unparsed.extend(last.read.unparsed)
+        refused.extend(last.read.refused)
+    return Reread(views, unparsed, refused)
+
+
+def read_afresh(paths: Sequence[Path], skipped: list[SkippedAd]) -> list[SourcedAd]:
+    """The ads of the dumps, every one parsed; dumps and ads that cannot be read go to
+    `skipped`."""
+    ads: list[SourcedAd] = []
+    for path in paths:
+        try:
+            read, unparsed = read_ads(path, lenient=True)
+        except InputError as error:
+            read, unparsed = [], [_unreadable(path, error)]
+        ads.extend(read)
+        skipped.extend(unparsed)
     return ads
+
+
+def _repeats(names: Iterable[str]) -> bool:
+    listed = list(names)
+    return len(set(listed)) != len(listed)
 
 
 class FilesBackend(PoolBackend):
@@ -95,7 +127,7 @@ class FilesBackend(PoolBackend):
         self._running: set[str] = set()
         self._idle: set[str] = set()
         self._reads: dict[Path, DumpRead] = {}
-        self._views = ViewMemo()
+        self._machine_view = partial(machine_view, config=self.ad_config)
 
     def _dumps(self) -> tuple[list[Path], list[Path]]:
         try:
@@ -116,15 +148,20 @@ class FilesBackend(PoolBackend):
             taken = max(p.stat().st_mtime for p in slot_files + job_files)
         except OSError as error:
             raise PoolUnavailable(f"dump vanished while reading: {error.filename}") from None
-        skipped: list[SkippedAd] = []
         # Dumps gone from the directory are forgotten with their ads.
         present = set(slot_files) | set(job_files)
         self._reads = {path: read for path, read in self._reads.items() if path in present}
-        slot_ads = read_dumps(slot_files, skipped, self._reads)
-        job_ads = read_dumps(job_files, skipped, self._reads)
-        snapshot = snapshot_from_ads(taken, slot_ads, job_ads, self.ad_config, skipped,
-                                     self._views)
-        self._views.rotate()
+        slots = read_dumps(slot_files, self._machine_view, self._reads)
+        jobs = read_dumps(job_files, job_view, self._reads)
+        if _repeats(machine.name for machine in slots.values) or _repeats(
+                job.id for job in jobs.values):
+            # A name used twice: the views' own rules say which ad is skipped and why.
+            skipped: list[SkippedAd] = []
+            slot_ads, job_ads = read_afresh(slot_files, skipped), read_afresh(job_files, skipped)
+            snapshot = snapshot_from_ads(taken, slot_ads, job_ads, self.ad_config, skipped)
+        else:
+            snapshot = snapshot_of(taken, slots.values, jobs.values, (
+                *slots.unparsed, *jobs.unparsed, *slots.refused, *jobs.refused))
         self._running = {j.id for j in snapshot.jobs if j.status == JobStatus.RUNNING}
         self._idle = {j.id for j in snapshot.jobs if j.status == JobStatus.IDLE}
         return snapshot

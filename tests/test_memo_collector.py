@@ -10,7 +10,7 @@ from gridfair.classads.memo import RotatingMemo
 from gridfair.classads.reader import AdFormat, AdMemo, read_ads, reread
 from gridfair.classads.synthetic import job_ads, machine_ads, write_ads
 from gridfair.classads.views import machine_view, machines_from_ads, skipped_ad
-from gridfair.core.collector import collector_paused
+from gridfair.core.collector import CycleCollector, collector_paused
 from gridfair.daemon.backends.files import FilesBackend
 from gridfair.daemon.config import validate
 from gridfair.daemon.cycle import CycleRunner
@@ -144,3 +144,21 @@ def test_a_name_used_twice_is_skipped_as_the_long_way_skips_it(tmp_path: Path) -
         assert list(snapshot.skipped) == skipped
         assert "duplicate machine name (also ad #1" in skipped[0].reason
         status.touch()
+
+
+def test_a_big_cycles_survivors_are_frozen_and_handed_back_on_the_sweep() -> None:
+    collector = CycleCollector(freeze_after=5_000, sweep_every=3)
+    kept: list[list[int]] = []
+    gc.unfreeze()
+    try:
+        with collector.cycle():  # a small cycle: left to the collector
+            kept.append([1])
+        assert gc.get_freeze_count() == 0 and gc.isenabled()
+        with collector.cycle():  # a big one: what it made is out of the collector's sight
+            kept.extend([n] for n in range(10_000))
+        assert gc.get_freeze_count() >= 10_000 and collector.frozen == 1
+        with collector.cycle():  # the sweep: everything handed back
+            pass
+        assert gc.get_freeze_count() == 0 and gc.isenabled()
+    finally:
+        gc.unfreeze()

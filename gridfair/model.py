@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import IntEnum
+from functools import cached_property
 from typing import Any
 
 
@@ -73,11 +74,28 @@ class SkippedAd:
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Snapshot:
-    """The pool at one time: what a negotiation cycle reads."""
+    """The pool at one time: what a negotiation cycle reads. Its indexes are made on first
+    use and kept (a cycle looks jobs up by id in several places; at 100k jobs each index
+    costs a pass)."""
 
     time: float
     machines: tuple[Machine, ...]
     jobs: tuple[Job, ...]
     skipped: tuple[SkippedAd, ...] = ()
+
+    @cached_property
+    def jobs_by_id(self) -> dict[str, Job]:
+        return {job.id: job for job in self.jobs}
+
+    @cached_property
+    def machines_by_name(self) -> dict[str, Machine]:
+        return {machine.name: machine for machine in self.machines}
+
+    @cached_property
+    def job_slots(self) -> dict[str, str]:
+        """Job id -> the slot it runs on, as the slot ads say (more reliable than a job's
+        RemoteHost)."""
+        return {machine.running_job: machine.name for machine in self.machines
+                if machine.running_job}

@@ -42,7 +42,7 @@ from gridfair.daemon.backends import ActionFailed, PoolBackend, PoolUnavailable
 from gridfair.daemon.config import Config
 from gridfair.daemon.faults import FaultPoints
 from gridfair.daemon.metrics import NullMetrics
-from gridfair.daemon.reconcile import Reconciliation, reconcile, running_machine
+from gridfair.daemon.reconcile import Reconciliation, reconcile
 from gridfair.daemon.safety import SafetyLimits, VacateGuard, snapshot_too_old
 from gridfair.daemon.store import (
     ABANDONED,
@@ -246,9 +246,10 @@ class CycleRunner:
             if stale and not self.dry_run and decisions:
                 held.append({"rule": stale, "decisions": len(decisions)})
             act = not self.dry_run and stale is None
+            statuses = [job.status for job in snapshot.jobs]
             counts = {"machines": len(snapshot.machines), "jobs": len(snapshot.jobs),
-                      "running": sum(1 for j in snapshot.jobs if j.status == JobStatus.RUNNING),
-                      "idle": sum(1 for j in snapshot.jobs if j.status == JobStatus.IDLE),
+                      "running": statuses.count(JobStatus.RUNNING),
+                      "idle": statuses.count(JobStatus.IDLE),
                       "decisions": len(decisions), "held_back": len(held),
                       "skipped": len(snapshot.skipped)}
             to_run = self._record_plan(cycle, snapshot, recon, decisions, usage, held, notes, now,
@@ -327,8 +328,8 @@ class CycleRunner:
         """Write everything the cycle learnt and decided in one transaction; returns the
         actions to carry out now."""
         store = self.store
-        machines = {m.name: m for m in snapshot.machines}
-        jobs = {j.id: j for j in snapshot.jobs}
+        machines = snapshot.machines_by_name
+        jobs = snapshot.jobs_by_id
         to_run: list[PlannedAction] = []
         decision_rows = []
         new_actions = []
@@ -418,8 +419,8 @@ class CycleRunner:
         """Journal entries a killed daemon left open: never re-issue `issued` ones; carry
         out `planned` ones only if decided again (`adopted`), else abandon them."""
         store = self.store
-        on_slot = running_machine(snapshot)
-        jobs = {job.id: job for job in snapshot.jobs}
+        on_slot = snapshot.job_slots
+        jobs = snapshot.jobs_by_id
         for action in store.actions_in(ISSUED, PLANNED):
             key = action["key"]
             if action["state"] == PLANNED:

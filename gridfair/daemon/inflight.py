@@ -107,9 +107,9 @@ def partitionable(machine: Machine | None) -> bool:
 def settle(snapshot: Snapshot, flights: Iterable[Flight],
            vacated: Mapping[tuple[str, str], float], timeout: float) -> Settlement:
     """Sort the flights into landed, missed and held; build the view with the held slots."""
-    jobs = {job.id: job for job in snapshot.jobs}
-    machines = {machine.name: machine for machine in snapshot.machines}
-    where = {m.running_job: m.name for m in snapshot.machines if m.running_job}
+    jobs = snapshot.jobs_by_id
+    machines = snapshot.machines_by_name
+    where = snapshot.job_slots
     settlement = Settlement(snapshot)
     held_slots: set[str] = set()
     for flight in flights:
@@ -193,7 +193,7 @@ def hold_slots(snapshot: Snapshot, held: Mapping[str, Flight]) -> Snapshot:
     if not by_slot:
         return snapshot
     held = {flight.job: flight for flight in by_slot.values()}
-    jobs = {job.id: job for job in snapshot.jobs}
+    jobs = snapshot.jobs_by_id
     leaving = {m.running_job for m in snapshot.machines
                if m.name in by_slot and m.running_job is not None}
     machines = []

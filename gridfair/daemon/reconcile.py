@@ -47,17 +47,12 @@ class Reconciliation:
         return counts
 
 
-def running_machine(snapshot: Snapshot) -> dict[str, str]:
-    """job id -> the slot it runs on, as the slot ads say (more reliable than RemoteHost)."""
-    return {m.running_job: m.name for m in snapshot.machines if m.running_job}
-
-
 def reconcile(
     snapshot: Snapshot, known: Mapping[str, Mapping[str, Any]], cycle: int,
 ) -> Reconciliation:
     """What changed between the stored jobs (`known`) and the snapshot."""
     result = Reconciliation()
-    on_slot = running_machine(snapshot)
+    on_slot = snapshot.job_slots
     seen: set[str] = set()
     for job in snapshot.jobs:
         seen.add(job.id)

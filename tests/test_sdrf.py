@@ -18,6 +18,7 @@ from gridfair.policies.drf import DrfOrder
 from gridfair.policies.registry import build_stages
 from gridfair.policies.sdrf import SdrfOrder
 from gridfair.sim.scenario import run_scenario
+from gridfair.sim.workloads.registry import write_tasks
 from gridfair.sim.workloads.taskcsv import trace_scenario
 
 CPU_MEMORY = ("cpus", "memory")
@@ -220,7 +221,7 @@ def test_task_list_pool_entitlements_and_tasks_out(tmp_path: Path) -> None:
     assert [task.duration for task in scenario.tasks] == [3.0, 1.0]
     result, _ = run_scenario(scenario, policy="sdrf")
     out = tmp_path / "out.csv"
-    scenario.task_writer(result.tasks, out)
+    write_tasks(scenario.task_writer, result.tasks, out)
     assert out.read_text() == ("1000000,1000000,4000000,u1,7-0,0.5,0.25\n"
                                "3000000,3000000,4000000,u2,8-0,0.25,0.5\n")
     equal = trace_scenario(write(tmp_path, GOOD), None,

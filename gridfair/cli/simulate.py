@@ -4,22 +4,25 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 
 from gridfair.cli.group import cli
 from gridfair.cli.output import FORMATS, render_table, to_csv, to_json
+from gridfair.core.pool import Task
 from gridfair.core.stages import ALLOCATION_RULES
 from gridfair.policies.drf import FORMS
 from gridfair.policies.hosep import PREEMPTION_TESTS
 from gridfair.policies.registry import policy_names
 from gridfair.sim.deadline_metrics import deadline_summary
 from gridfair.sim.engine import ARRIVALS
-from gridfair.sim.metrics import SATISFACTION_BASES, run_summary, user_metrics
+from gridfair.sim.metrics import SATISFACTION_BASES, RunMetrics
 from gridfair.sim.records import RunRecorder, check_conservation, owner_share_violations
-from gridfair.sim.results_db import save_run
-from gridfair.sim.scenario import build_scenario, run_scenario
+from gridfair.sim.results_db import RunWriter
+from gridfair.sim.scenario import build_scenario, run_streamed, simulation_of
+from gridfair.sim.task_stream import InOrder, arrival_key
 from gridfair.sim.workloads.common import UNMAPPED
 from gridfair.sim.workloads.swf_grid import SWF_PROCS, SWF_STATUSES
 
@@ -142,28 +145,51 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
         click.echo(f"gridfair: warning: skipped {count}: {reason}", err=True)
     progress = None if quiet or not sys.stderr.isatty() else _progress_bar()
     recorder = RunRecorder() if check else None
-    result, negotiator = run_scenario(
+    # Runs stream their tasks out as they end (records written, metrics added, the task let
+    # go) unless something needs them all at the end: the checks, the published simulator's
+    # event loop, deadline figures.
+    deadlines_in_play = isinstance(scenario.tasks, list) and any(
+        task.deadline is not None for task in scenario.tasks)
+    keep_tasks = check or arrivals == "sequential" or deadlines_in_play
+    metrics = RunMetrics(scenario.nodes, satisfaction_base)
+    in_arrival_order = InOrder(arrival_key, metrics.add)
+    simulation = simulation_of(
         scenario, policy=policy, order=order, preempt=preempt, admit=admit,
         policy_options=policy_options, checkpointing=checkpoint, interval=interval,
         vacate_delay=vacate_delay, progress=progress, recorder=recorder, arrivals=arrivals,
-        allocation=allocation,
+        allocation=allocation, keep_tasks=keep_tasks,
     )
-    if tasks_out:
-        scenario.task_writer(result.tasks, Path(tasks_out))
-    users = user_metrics(result, satisfaction_base)
-    summary = run_summary(result, users)
-    if db_path:
-        save_run(db_path, description={
-            "grid": grid, "workload": workload, "policy": negotiator.stages,
-            "allocation": negotiator.allocation, "seed": seed,
-            "checkpointing": checkpoint, "interval": interval, "vacate_delay": vacate_delay,
-            "arrivals": arrivals, "satisfaction_base": satisfaction_base,
-            "options": {key: value for key, value in {
-                **workload_options, "delta": delta, "form": form,
-                "hosep_test": hosep_test}.items()
-                        if value not in (None, False)},
-        }, summary=summary, users=users, tasks=result.tasks)
-    deadlines_in_play = any(task.deadline is not None for task in result.tasks)
+    negotiator = simulation.negotiator
+    # Opened before the run: an unwritable file is an error before any work is done.
+    task_file = scenario.task_writer(Path(tasks_out)) if tasks_out else None
+    run_writer = RunWriter(db_path, description={
+        "grid": grid, "workload": workload, "policy": negotiator.stages,
+        "allocation": negotiator.allocation, "seed": seed,
+        "checkpointing": checkpoint, "interval": interval, "vacate_delay": vacate_delay,
+        "arrivals": arrivals, "satisfaction_base": satisfaction_base,
+        "options": {key: value for key, value in {
+            **workload_options, "delta": delta, "form": form,
+            "hosep_test": hosep_test}.items()
+                    if value not in (None, False)},
+    }) if db_path else None
+    outputs: list[Callable[[Task], None]] = [in_arrival_order.add]
+    if task_file is not None:
+        outputs.append(task_file.write)
+    if run_writer is not None:
+        outputs.append(run_writer.add)
+    try:
+        result = run_streamed(simulation, outputs)
+        in_arrival_order.close()
+        if task_file is not None:
+            task_file.close()
+        users = metrics.users()
+        summary = metrics.summary(result, users)
+        if run_writer is not None:
+            run_writer.finish(summary, users)
+    except BaseException:
+        if run_writer is not None:
+            run_writer.discard()
+        raise
     deadline_figures = deadline_summary(result) if deadlines_in_play else None
     if output_format == "json":
         click.echo(to_json({

@@ -33,8 +33,9 @@ from gridfair.policies.hosep import PREEMPTION_TESTS
 from gridfair.policies.registry import policy_names
 from gridfair.sim.deadline_metrics import deadline_summary
 from gridfair.sim.engine import ARRIVALS
-from gridfair.sim.metrics import SATISFACTION_BASES, run_summary, user_metrics
-from gridfair.sim.scenario import build_scenario, run_scenario
+from gridfair.sim.metrics import SATISFACTION_BASES, RunMetrics
+from gridfair.sim.scenario import build_scenario, run_streamed, simulation_of
+from gridfair.sim.task_stream import InOrder, arrival_key
 
 # Workload readers register their formats when imported. A Dask worker imports only this
 # module, so it imports the readers the scenario module does not import itself.
@@ -222,33 +223,41 @@ def _simulate(spec: RunSpec) -> tuple[list[dict[str, Any]], dict[str, Any], str,
         seed=spec.get("seed"), workload_format_name=spec.get("workload_format"),
         options=spec._options(SCENARIO),
     )
-    result, negotiator = run_scenario(
+    # Streamed (each task let go when it ends) unless the deadline figures need them all.
+    deadlines_in_play = isinstance(scenario.tasks, list) and any(
+        task.deadline is not None for task in scenario.tasks)
+    simulation = simulation_of(
         scenario, policy=spec.get("policy"), policy_options=spec._options(POLICY),
         checkpointing=spec.get("checkpointing"), interval=spec.get("interval"),
         vacate_delay=spec.get("vacate_delay"), arrivals=spec.get("arrivals"),
         allocation=spec.get("allocation"),
+        keep_tasks=deadlines_in_play or spec.get("arrivals") == "sequential",
     )
-    users = user_metrics(result, spec.get("satisfaction_base"))
-    summary = run_summary(result, users).as_dict()
+    metrics = RunMetrics(scenario.nodes, spec.get("satisfaction_base"))
+    in_arrival_order = InOrder(arrival_key, metrics.add)
+    horizon = spec.get("horizon")
+    completed_by_horizon: Counter[str] = Counter()
+
+    def count_completed(task: Task) -> None:
+        # A simulation runs every task to its end; a trace-driven experiment (the SDRF
+        # paper's Fig. 5) counts only what completed within the trace's time span.
+        if task.state == DONE and task.finish_time <= horizon:
+            completed_by_horizon[task.user] += 1
+
+    outputs = [in_arrival_order.add] + ([count_completed] if horizon is not None else [])
+    result = run_streamed(simulation, outputs)
+    in_arrival_order.close()
+    users = metrics.users()
+    summary = metrics.summary(result, users).as_dict()
     # Wall time varies from run to run; everything else in the summary is deterministic.
     summary.pop("wall_seconds", None)
-    if any(task.deadline is not None for task in result.tasks):
+    if deadlines_in_play:
         # As `simulate` reports them: the deadline figures (Justice) over the run-wide ones.
         summary.update(deadline_summary(result).as_dict())
     user_rows = [user.as_dict() for user in users]
-    horizon = spec.get("horizon")
     if horizon is not None:
-        _count_completed_by(result.tasks, horizon, user_rows, summary)
+        for user in user_rows:
+            user["completed_by_horizon"] = completed_by_horizon[user["user"]]
+        summary["completed_by_horizon"] = sum(completed_by_horizon.values())
+    negotiator = simulation.negotiator
     return user_rows, summary, negotiator.stages, negotiator.allocation
-
-
-def _count_completed_by(tasks: Sequence[Task], horizon: float, users: list[dict[str, Any]],
-                        summary: dict[str, Any]) -> None:
-    """Add `completed_by_horizon` per user and in all. A simulation runs every task to its
-    end; a trace-driven experiment (the SDRF paper's Fig. 5) counts only what completed
-    within the trace's time span."""
-    completed = Counter(task.user for task in tasks
-                        if task.state == DONE and task.finish_time <= horizon)
-    for user in users:
-        user["completed_by_horizon"] = completed[user["user"]]
-    summary["completed_by_horizon"] = sum(completed.values())

@@ -106,6 +106,14 @@ class DeferredWorkload(Iterable[Task]):
         """A fresh Task for `handle`."""
 
 
+def _taken(tasks: list[Task]) -> Iterator[Task]:
+    """The tasks in order, each let go by the list as it is taken."""
+    tasks.reverse()
+    take = tasks.pop
+    while tasks:
+        yield take()
+
+
 class _Execution(PoolListener):
     """Turns the pool's start and stop events into completion events and accounting."""
 
@@ -197,18 +205,22 @@ class Simulation:
             raise InputError("sequential arrivals keep their tasks: they do not stream")
         self.negotiator = negotiator
         self.pool = negotiator.pool
+        self.total = 0  # the workload's length, if known before the run
         if isinstance(tasks, Sequence):
             if not tasks:
                 raise InputError("the workload has no tasks")
             # Stable: equal submit times keep the workload's order.
-            self.tasks: Sequence[Task] | None = sorted(tasks, key=lambda task: task.submit_time)
-            self.incoming: Iterator[Task] = iter(self.tasks)
+            ordered = sorted(tasks, key=lambda task: task.submit_time)
+            self.total = len(ordered)
+            self.tasks: Sequence[Task] | None = ordered if keep_tasks else None
+            self.incoming: Iterator[Task] = iter(ordered) if keep_tasks else _taken(ordered)
         elif arrivals == "sequential":
             raise InputError("sequential arrivals take the workload as a list, not a stream")
         else:
             self.tasks = None  # a stream: its length is known at its end
             self.incoming = iter(tasks)
-        self.workload = tasks
+        # A list is not kept: a streamed run lets each task go when it ends.
+        self.workload = tasks if isinstance(tasks, DeferredWorkload) else None
         self.keep_tasks = keep_tasks
         self.on_task_done = on_task_done
         self.interval = interval
@@ -243,7 +255,7 @@ class Simulation:
         if next_task is None:
             raise InputError("the workload has no tasks")
         first_submit = next_time = time_of(next_task)
-        known_total = len(self.tasks) if self.tasks is not None else 0
+        known_total = self.total
         submitted = 0
         finish = pool.finish
         cycle = negotiator.cycle

@@ -17,10 +17,13 @@ Jain's index over users' satisfaction: (sum x)^2 / (n sum x^2).
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
+from functools import reduce
+from operator import add
 
-from gridfair.core.pool import DONE, DROPPED, KILLED, QUEUED, Task
+from gridfair.core.pool import DONE, DROPPED, KILLED, QUEUED, Node, Task
 from gridfair.sim.engine import SimulationResult
 
 SATISFACTION_BASES = ("grid", "own")
@@ -84,70 +87,143 @@ def jain_index(values: Iterable[float | None]) -> float:
 
 
 def _mean(values: Sequence[float]) -> float:
-    return sum(values) / len(values) if values else math.nan
+    # Summed left to right, as `RunMetrics` sums online (builtin sum() compensates on 3.12+).
+    return reduce(add, values, 0.0) / len(values) if values else math.nan
+
+
+class _UserTotals:
+    """One user's running figures, in the order its tasks were added."""
+
+    __slots__ = ("submitted", "counts", "preempted", "lost", "waits", "turnarounds",
+                 "turnaround_sum", "satisfactions", "satisfaction_sum", "slowdowns",
+                 "slowdown_sum")
+
+    def __init__(self) -> None:
+        self.submitted = 0
+        self.counts = {DONE: 0, DROPPED: 0, KILLED: 0, QUEUED: 0}
+        self.preempted = 0
+        self.lost = 0.0
+        self.waits = array("d")  # every wait, for the percentiles
+        self.turnarounds = self.satisfactions = self.slowdowns = 0
+        self.turnaround_sum = self.satisfaction_sum = self.slowdown_sum = 0.0
+
+
+class RunMetrics:
+    """Per-user and run-wide figures accumulated one task at a time (`add`), in arrival order:
+    a kept run's `result.tasks`, or a streamed run's tasks put back in that order
+    (`task_stream.InOrder(arrival_key, ...)`). Sums run in that order, so both give the same
+    figures to the last bit. Memory: a float per task (its wait, for the percentiles) and the
+    totals per user."""
+
+    def __init__(self, nodes: Sequence[Node], base: str = "grid") -> None:
+        if base not in SATISFACTION_BASES:
+            raise ValueError(f"satisfaction base must be one of {SATISFACTION_BASES}, "
+                             f"got {base!r}")
+        self.total_power = sum(node.power for node in nodes)
+        grid_cpu_power = self.total_power / sum(node.cpus for node in nodes)
+        self.provided: dict[str, list[float]] = {}
+        for node in nodes:
+            if node.owner is not None:
+                power_cpus = self.provided.setdefault(node.owner, [0.0, 0.0])
+                power_cpus[0] += node.power
+                power_cpus[1] += node.cpus
+        self.ideal_power = {user: power / cpus if base == "own" and cpus else grid_cpu_power
+                            for user, (power, cpus) in self.provided.items()}
+        self.grid_cpu_power = grid_cpu_power
+        self.by_user: dict[str, _UserTotals] = {}
+        self.tasks = self.completed = self.waited = 0
+        self.wait_sum = 0.0
+
+    def add(self, task: Task) -> None:
+        totals = self.by_user.get(task.user)
+        if totals is None:
+            totals = self.by_user[task.user] = _UserTotals()
+        self.tasks += 1
+        totals.submitted += 1
+        totals.preempted += task.preemptions
+        totals.lost += task.lost_work
+        totals.counts[task.state] = totals.counts.get(task.state, 0) + 1
+        if task.first_start is not None:
+            wait = task.first_start - task.submit_time
+            totals.waits.append(wait)
+            self.wait_sum += wait
+            self.waited += 1
+        if task.state != DONE:
+            return
+        self.completed += 1
+        ideal = (task.work / self.ideal_power.get(task.user, self.grid_cpu_power)
+                 if task.work is not None else task.duration or 0.0)
+        turnaround = task.finish_time - task.submit_time
+        totals.turnarounds += 1
+        totals.turnaround_sum += turnaround
+        if turnaround > 0:
+            totals.satisfactions += 1
+            totals.satisfaction_sum += 100.0 * ideal / turnaround
+            if ideal > 0:
+                totals.slowdowns += 1
+                totals.slowdown_sum += turnaround / ideal
+
+    def users(self) -> list[UserMetrics]:
+        """One row per user, providers first in the order the nodes name them, then the
+        others in order of appearance."""
+        names = list(self.provided) + [user for user in self.by_user if user not in self.provided]
+        rows = []
+        for name in names:
+            totals = self.by_user.get(name) or _UserTotals()
+            power, _ = self.provided.get(name, (0.0, 0.0))
+            waits = sorted(totals.waits)
+            rows.append(UserMetrics(
+                user=name,
+                provided_mflops=power,
+                provided_share=power / self.total_power if self.total_power else 0.0,
+                submitted=totals.submitted,
+                completed=totals.counts[DONE],
+                dropped=totals.counts[DROPPED],
+                killed=totals.counts[KILLED],
+                queued=totals.counts[QUEUED],
+                preempted=totals.preempted,
+                lost_work=totals.lost,
+                satisfaction=_ratio(totals.satisfaction_sum, totals.satisfactions),
+                mean_wait=_mean(waits),
+                p50_wait=percentile(waits, 0.5),
+                p95_wait=percentile(waits, 0.95),
+                mean_turnaround=_ratio(totals.turnaround_sum, totals.turnarounds),
+                mean_slowdown=_ratio(totals.slowdown_sum, totals.slowdowns),
+            ))
+        return rows
+
+    def summary(self, result: SimulationResult, users: Sequence[UserMetrics]) -> RunSummary:
+        capacity_cpus = sum(node.cpus for node in result.nodes)
+        return RunSummary(
+            tasks=self.tasks,
+            completed=self.completed,
+            makespan=result.makespan,
+            utilization=(result.busy_cpu_seconds / (capacity_cpus * result.makespan)
+                         if result.makespan > 0 else math.nan),
+            vacates=result.vacates,
+            jain_satisfaction=jain_index(user.satisfaction for user in users),
+            mean_wait=_ratio(self.wait_sum, self.waited),
+            events=result.events,
+            negotiations=result.negotiations,
+            wall_seconds=result.wall_seconds,
+        )
+
+
+def _ratio(total: float, count: int) -> float:
+    return total / count if count else math.nan
+
+
+def kept_metrics(result: SimulationResult, base: str = "grid") -> RunMetrics:
+    """The metrics of a run that kept its tasks (`result.tasks`, in arrival order)."""
+    metrics = RunMetrics(result.nodes, base)
+    for task in result.tasks:
+        metrics.add(task)
+    return metrics
 
 
 def user_metrics(result: SimulationResult, base: str = "grid") -> list[UserMetrics]:
-    """One row per user, providers first in order of appearance, then the others."""
-    if base not in SATISFACTION_BASES:
-        raise ValueError(f"satisfaction base must be one of {SATISFACTION_BASES}, got {base!r}")
-    nodes = result.nodes
-    total_power = sum(node.power for node in nodes)
-    grid_cpu_power = total_power / sum(node.cpus for node in nodes)
-    provided: dict[str, list[float]] = {}
-    for node in nodes:
-        if node.owner is not None:
-            power_cpus = provided.setdefault(node.owner, [0.0, 0.0])
-            power_cpus[0] += node.power
-            power_cpus[1] += node.cpus
-    by_user: dict[str, list[Task]] = {}
-    for task in result.tasks:
-        by_user.setdefault(task.user, []).append(task)
-    names = list(provided) + [user for user in by_user if user not in provided]
-    rows = []
-    for name in names:
-        tasks = by_user.get(name, [])
-        power, cpus = provided.get(name, (0.0, 0.0))
-        ideal_power = power / cpus if base == "own" and cpus else grid_cpu_power
-        waits, turnarounds, slowdowns, satisfactions = [], [], [], []
-        counts = {DONE: 0, DROPPED: 0, KILLED: 0, QUEUED: 0}
-        preempted = 0
-        lost = 0.0
-        for task in tasks:
-            preempted += task.preemptions
-            lost += task.lost_work
-            counts[task.state] = counts.get(task.state, 0) + 1
-            if task.first_start is not None:
-                waits.append(task.first_start - task.submit_time)
-            if task.state != DONE:
-                continue
-            ideal = task.work / ideal_power if task.work is not None else task.duration or 0.0
-            turnaround = task.finish_time - task.submit_time
-            turnarounds.append(turnaround)
-            if turnaround > 0:
-                satisfactions.append(100.0 * ideal / turnaround)
-                if ideal > 0:
-                    slowdowns.append(turnaround / ideal)
-        waits.sort()
-        rows.append(UserMetrics(
-            user=name,
-            provided_mflops=power,
-            provided_share=power / total_power if total_power else 0.0,
-            submitted=len(tasks),
-            completed=counts[DONE],
-            dropped=counts[DROPPED],
-            killed=counts[KILLED],
-            queued=counts[QUEUED],
-            preempted=preempted,
-            lost_work=lost,
-            satisfaction=_mean(satisfactions),
-            mean_wait=_mean(waits),
-            p50_wait=percentile(waits, 0.5),
-            p95_wait=percentile(waits, 0.95),
-            mean_turnaround=_mean(turnarounds),
-            mean_slowdown=_mean(slowdowns),
-        ))
-    return rows
+    """One row per user of a run that kept its tasks (`RunMetrics.users`)."""
+    return kept_metrics(result, base).users()
 
 
 class UserWaits:
@@ -191,18 +267,5 @@ class UserWaits:
 
 
 def run_summary(result: SimulationResult, users: Sequence[UserMetrics]) -> RunSummary:
-    capacity_cpus = sum(node.cpus for node in result.nodes)
-    waits = [t.first_start - t.submit_time for t in result.tasks if t.first_start is not None]
-    return RunSummary(
-        tasks=len(result.tasks),
-        completed=sum(1 for task in result.tasks if task.state == DONE),
-        makespan=result.makespan,
-        utilization=(result.busy_cpu_seconds / (capacity_cpus * result.makespan)
-                     if result.makespan > 0 else math.nan),
-        vacates=result.vacates,
-        jain_satisfaction=jain_index(user.satisfaction for user in users),
-        mean_wait=_mean(waits),
-        events=result.events,
-        negotiations=result.negotiations,
-        wall_seconds=result.wall_seconds,
-    )
+    """The run-wide figures of a run that kept its tasks (`RunMetrics.summary`)."""
+    return kept_metrics(result).summary(result, users)

@@ -6,7 +6,8 @@ Three tables, through sqlite-utils (created on first use, columns added as they 
 - `users`: one row per user per run (`run_id` -> runs.id): the per-user metrics;
 - `tasks`: one row per task per run: submit, first start, finish, state, preemptions, lost
   work (skipped with `tasks=False`; a million-task run writes a million rows).
-Rows are appended; nothing is updated, so a file holds every run ever written to it.
+Runs are appended, so a file holds every run ever written to it. A run's rows are written
+as it goes (`RunWriter`): its `runs` row first, with the summary filled in at the end.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,7 @@ import sqlite_utils
 from gridfair.core.pool import STATE_NAMES, Task
 from gridfair.errors import InputError
 from gridfair.sim.metrics import RunSummary, UserMetrics
+from gridfair.sim.task_stream import InOrder, arrival_key
 
 BATCH = 10_000  # rows per INSERT batch
 
@@ -33,22 +36,89 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def _task_rows(run_id: int, tasks: Sequence[Task]) -> Iterator[dict[str, Any]]:
-    for task in tasks:
-        yield {
-            "run_id": run_id,
-            "task": task.id,
-            "user": task.user,
-            "state": STATE_NAMES[task.state],
-            "submit": task.submit_time,
-            "first_start": task.first_start,
-            "finish": task.finish_time,
-            "cpus": task.cpus,
-            "work": task.work,
-            "duration": task.duration,
-            "preemptions": task.preemptions,
-            "lost_work": task.lost_work,
-        }
+def _task_row(run_id: int, task: Task) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "task": task.id,
+        "user": task.user,
+        "state": STATE_NAMES[task.state],
+        "submit": task.submit_time,
+        "first_start": task.first_start,
+        "finish": task.finish_time,
+        "cpus": task.cpus,
+        "work": task.work,
+        "duration": task.duration,
+        "preemptions": task.preemptions,
+        "lost_work": task.lost_work,
+    }
+
+
+class RunWriter:
+    """One run being appended to the database at `path`: its `runs` row is written when it is
+    opened (before the simulation: an unusable file is an error before any work is done), its
+    task rows in batches as the run hands tasks on (`add`, any order; written in arrival
+    order), its summary and per-user rows at `finish`. A run that fails is taken out again
+    (`discard`); one killed part-way leaves its `runs` row with no summary (NULL makespan)."""
+
+    def __init__(self, path: str | Path, description: Mapping[str, Any], *,
+                 save_tasks: bool = True) -> None:
+        self.path = path
+        self.pending: list[dict[str, Any]] = []
+        with self._writing():
+            self.db = sqlite_utils.Database(path)
+            runs = self.db.table("runs")
+            runs.insert({key: (json.dumps(value, sort_keys=True)
+                               if isinstance(value, Mapping | list | tuple) else value)
+                         for key, value in description.items()}, pk="id", alter=True)
+            self.run_id = int(runs.last_pk)
+        self.order = InOrder(arrival_key, self._task_row) if save_tasks else None
+
+    def add(self, task: Task) -> None:
+        if self.order is not None:
+            self.order.add(task)
+
+    def finish(self, summary: RunSummary, users: Sequence[UserMetrics]) -> int:
+        """Write what is still held, the summary and the per-user rows; returns the run id."""
+        if self.order is not None:
+            self.order.close()
+        with self._writing():
+            self._flush()
+            self.db.table("runs").update(
+                self.run_id, {key: _clean(value) for key, value in summary.as_dict().items()},
+                alter=True)
+            self.db.table("users").insert_all(
+                ({"run_id": self.run_id, **{k: _clean(v) for k, v in user.as_dict().items()}}
+                 for user in users),
+                alter=True, batch_size=BATCH, foreign_keys=[("run_id", "runs", "id")])
+        return self.run_id
+
+    def discard(self) -> None:
+        """Take the run's rows out again (the run failed)."""
+        with self._writing():
+            for table in ("tasks", "runs"):
+                if self.db.table(table).exists():
+                    column = "id" if table == "runs" else "run_id"
+                    self.db.execute(f"delete from {table} where {column} = ?", [self.run_id])
+            self.db.conn.commit()
+
+    def _task_row(self, task: Task) -> None:
+        self.pending.append(_task_row(self.run_id, task))
+        if len(self.pending) >= BATCH:
+            with self._writing():
+                self._flush()
+
+    def _flush(self) -> None:
+        if self.pending:
+            self.db.table("tasks").insert_all(self.pending, alter=True, batch_size=BATCH,
+                                              foreign_keys=[("run_id", "runs", "id")])
+            self.pending = []
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        try:
+            yield
+        except (sqlite3.DatabaseError, OSError) as error:
+            raise InputError(f"cannot write results: {error}", source=str(self.path)) from None
 
 
 def save_run(
@@ -60,28 +130,8 @@ def save_run(
     tasks: Sequence[Task] = (),
     save_tasks: bool = True,
 ) -> int:
-    """Append one run to the database at `path`; returns its `runs.id`."""
-    try:
-        db = sqlite_utils.Database(path)
-        with db.conn:
-            runs = db.table("runs")
-            row = {key: (json.dumps(value, sort_keys=True)
-                         if isinstance(value, Mapping | list | tuple) else value)
-                   for key, value in description.items()}
-            row.update({key: _clean(value) for key, value in summary.as_dict().items()})
-            runs.insert(row, pk="id", alter=True)
-            run_id = runs.last_pk
-            db.table("users").insert_all(
-                ({"run_id": run_id, **{k: _clean(v) for k, v in user.as_dict().items()}}
-                 for user in users),
-                alter=True, batch_size=BATCH,
-                foreign_keys=[("run_id", "runs", "id")],
-            )
-            if save_tasks and tasks:
-                db.table("tasks").insert_all(
-                    _task_rows(run_id, tasks), alter=True, batch_size=BATCH,
-                    foreign_keys=[("run_id", "runs", "id")],
-                )
-    except (sqlite3.DatabaseError, OSError) as error:
-        raise InputError(f"cannot write results: {error}", source=str(path)) from None
-    return int(run_id)
+    """Append one run that kept its tasks to the database at `path`; returns its `runs.id`."""
+    writer = RunWriter(path, description, save_tasks=save_tasks)
+    for task in tasks:
+        writer.add(task)
+    return writer.finish(summary, users)

@@ -9,7 +9,7 @@ no grid is needed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -123,7 +123,7 @@ def build_scenario(
     return scenario
 
 
-def run_scenario(
+def simulation_of(
     scenario: Scenario,
     *,
     policy: str | None = None,
@@ -141,11 +141,15 @@ def run_scenario(
     arrivals: str = "batch",
     keep_tasks: bool = True,
     on_task_done: Callable[[Task], None] | None = None,
-) -> tuple[SimulationResult, Negotiator]:
-    """Build the stages and the pool for `scenario` and run it to the end; `recorder` keeps
+) -> Simulation:
+    """The stages, the pool and the simulation of `scenario`, ready to run; `recorder` keeps
     the run's records (runs and allocation snapshots) for the checks of `records`.
     `allocation` is the allocation rule; None takes the workload's, then the order's paper's.
-    `keep_tasks=False` streams each task out to `on_task_done` when it ends (`engine`)."""
+    `keep_tasks=False` streams each task out to `on_task_done` when it ends (`engine`), and
+    takes the tasks out of the scenario, so that nothing else holds a task that has ended."""
+    tasks = scenario.tasks
+    if not keep_tasks:
+        scenario.tasks = []
     stages = build_stages(
         policy, order=order, preempt=preempt, admit=admit,
         options={**scenario.policy_options, **(policy_options or {})},
@@ -160,10 +164,31 @@ def run_scenario(
         pool.add_node(node)
     if recorder is not None:
         pool.listen(recorder)
-    simulation = Simulation(negotiator, scenario.tasks, interval=interval,
-                            vacate_delay=vacate_delay, keep_decisions=keep_decisions,
-                            progress=progress, transfer_delay=scenario.transfer_delay,
-                            on_cycle=recorder.after_cycle if recorder is not None else None,
-                            arrivals=arrivals, keep_tasks=keep_tasks,
-                            on_task_done=on_task_done)
-    return simulation.run(), negotiator
+    return Simulation(negotiator, tasks, interval=interval,
+                      vacate_delay=vacate_delay, keep_decisions=keep_decisions,
+                      progress=progress, transfer_delay=scenario.transfer_delay,
+                      on_cycle=recorder.after_cycle if recorder is not None else None,
+                      arrivals=arrivals, keep_tasks=keep_tasks, on_task_done=on_task_done)
+
+
+def run_scenario(scenario: Scenario, **options: Any) -> tuple[SimulationResult, Negotiator]:
+    """Run `scenario` to the end (`simulation_of` takes the options)."""
+    simulation = simulation_of(scenario, **options)
+    return simulation.run(), simulation.negotiator
+
+
+def run_streamed(simulation: Simulation,
+                 outputs: Sequence[Callable[[Task], None]]) -> SimulationResult:
+    """Run `simulation`, handing every task to each of `outputs`: as it ends, in a streamed
+    run (`keep_tasks=False`); all at the end, in arrival order, in a run that keeps them."""
+
+    def hand_on(task: Task) -> None:
+        for output in outputs:
+            output(task)
+
+    if not simulation.keep_tasks:
+        simulation.on_task_done = hand_on
+    result = simulation.run()
+    for task in result.tasks:
+        hand_on(task)
+    return result

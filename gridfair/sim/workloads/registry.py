@@ -9,30 +9,70 @@ way: scenario -> readers -> registry.
 from __future__ import annotations
 
 import csv
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from gridfair.core.pool import STATE_NAMES, Node, Task
+from gridfair.errors import InputError
 from gridfair.sim.grid import Grid
+from gridfair.sim.task_stream import InOrder, input_key
 
-#: Writes every task of a finished run to a file (`--tasks-out`), in the workload's own format.
-TaskWriter = Callable[[Sequence[Task], Path], None]
 #: Seconds `task`'s input needs to reach `node` before it can run there.
 TransferDelay = Callable[[Task, Node], float]
+#: Starts a `--tasks-out` file on its open stream (its header) and returns what writes one
+#: task's line there.
+LineWriter = Callable[[TextIO], Callable[[Task], None]]
 
 
-def write_tasks_csv(tasks: Sequence[Task], path: Path) -> None:
+class TaskFile:
+    """A `--tasks-out` file open for a run: tasks come as they end, in any order, and are
+    written in the input's order (`task_stream.InOrder` on `input_key`), a line each. Opened
+    before the run, so an unwritable path is an error before any work is done."""
+
+    def __init__(self, path: Path, start: LineWriter) -> None:
+        try:
+            self.out = open(path, "w", newline="", encoding="utf-8")  # noqa: SIM115 (close())
+        except OSError as error:
+            raise InputError(f"cannot write the task records: {error.strerror}",
+                             source=str(path)) from None
+        self.order = InOrder(input_key, start(self.out))
+        self.write = self.order.add
+
+    def close(self) -> None:
+        self.order.close()
+        self.out.close()
+
+
+#: Opens `--tasks-out` for a run, in the workload's own format (a trace format keeps its own).
+TaskWriter = Callable[[Path], TaskFile]
+
+
+def write_tasks(writer: TaskWriter, tasks: Iterable[Task], path: Path) -> None:
+    """Every task of a finished run that kept them, through `writer`."""
+    task_file = writer(path)
+    for task in tasks:
+        task_file.write(task)
+    task_file.close()
+
+
+def _csv_lines(out: TextIO) -> Callable[[Task], None]:
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["task_id", "user", "state", "submit", "first_start", "finish", "cpus",
+                     "work", "duration", "preemptions", "lost_work"])
+
+    def line(task: Task) -> None:
+        writer.writerow([task.id, task.user, STATE_NAMES[task.state], task.submit_time,
+                         task.first_start, task.finish_time, task.cpus, task.work,
+                         task.duration, task.preemptions, task.lost_work])
+
+    return line
+
+
+def tasks_csv(path: Path) -> TaskFile:
     """The generic per-task record: one CSV row per task, in the workload's input order."""
-    with open(path, "w", newline="", encoding="utf-8") as out:
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(["task_id", "user", "state", "submit", "first_start", "finish", "cpus",
-                         "work", "duration", "preemptions", "lost_work"])
-        for task in sorted(tasks, key=lambda task: (task.source_index, task.seq)):
-            writer.writerow([task.id, task.user, STATE_NAMES[task.state], task.submit_time,
-                             task.first_start, task.finish_time, task.cpus, task.work,
-                             task.duration, task.preemptions, task.lost_work])
+    return TaskFile(path, _csv_lines)
 
 
 @dataclass
@@ -43,7 +83,7 @@ class Scenario:
     #: Options the scenario supplies to the policies (e.g. entitlements from the trace).
     policy_options: dict[str, Any] = field(default_factory=dict)
     #: How `--tasks-out` writes this workload's tasks (a trace format keeps its own).
-    task_writer: TaskWriter = write_tasks_csv
+    task_writer: TaskWriter = tasks_csv
     #: Input items the reader left out, by reason (reported, never fatal).
     skipped: dict[str, int] = field(default_factory=dict)
     #: Seconds a task's input takes to reach a node before it runs (iSPD links), or None.

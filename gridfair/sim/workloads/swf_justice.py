@@ -13,7 +13,7 @@ Rules:
 - jobs with an unknown or zero run time or an unknown processor count are skipped, and so are
   the reader's malformed lines (the first few named by line number); both are counted in
   `Scenario.skipped`;
-- `--tasks-out` writes the simulated run as an SWF file (`write_simulated_swf`): each job's
+- `--tasks-out` writes the simulated run as an SWF file (`simulated_swf_writer`): each job's
   trace fields, with its trace submit time, its simulated wait (field 3), run time (field 4),
   slots given (field 5) and outcome as SWF status (field 11: 1 finished, 0 killed, 5 dropped or
   never started; wait, run time and slots are -1 for a job that never ran).
@@ -24,16 +24,23 @@ GRID it hands the trace to the grid reader (`swf_grid`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import astuple
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from gridfair.core.pool import DONE, KILLED, Node, Task
 from gridfair.errors import InputError
 from gridfair.sim.deadlines import deadline_factors, deadline_job
 from gridfair.sim.grid import Grid
-from gridfair.sim.workloads.registry import FORMAT_BY_SUFFIX, WORKLOAD_FORMATS, Scenario, TaskWriter
+from gridfair.sim.workloads.registry import (
+    FORMAT_BY_SUFFIX,
+    WORKLOAD_FORMATS,
+    Scenario,
+    TaskFile,
+    TaskWriter,
+)
 from gridfair.sim.workloads.swf import FIELDS, SwfJob, SwfTrace, read_swf
 from gridfair.sim.workloads.swf_grid import swf_scenario as swf_grid_scenario
 from gridfair.sim.workloads.swf_grid import swf_user
@@ -97,21 +104,14 @@ def justice_scenario(trace: SwfTrace, capacity: int, deadlines: str | None,
 
 
 def simulated_swf_writer(jobs: Sequence[SwfJob], source: str, capacity: int) -> TaskWriter:
-    """`--tasks-out` for the jobs built from `jobs` (task `source_index` = position)."""
+    """`--tasks-out` for the jobs built from `jobs` (task `source_index` = position): the
+    simulated run as an SWF file, one line per job in trace order."""
 
-    def write(tasks: Sequence[Task], path: Path) -> None:
-        write_simulated_swf(tasks, jobs, source, capacity, path)
-
-    return write
-
-
-def write_simulated_swf(tasks: Sequence[Task], jobs: Sequence[SwfJob], source: str,
-                        capacity: int, path: Path) -> None:
-    """The simulated run as an SWF file, one line per job in trace order."""
-    with open(path, "w", encoding="utf-8") as out:
+    def start(out: TextIO) -> Callable[[Task], None]:
         out.write(f"; Simulated by gridfair from: {source}\n; MaxProcs: {capacity}\n"
                   "; Status: 1 finished, 0 killed at its deadline, 5 dropped or never started\n")
-        for task in sorted(tasks, key=lambda task: task.source_index):
+
+        def line(task: Task) -> None:
             fields = list(astuple(jobs[task.source_index])[1:])  # without the line number
             ran = task.first_start is not None
             fields[_WAIT] = task.first_start - task.submit_time if ran else -1
@@ -121,6 +121,10 @@ def write_simulated_swf(tasks: Sequence[Task], jobs: Sequence[SwfJob], source: s
             fields[_STATUS] = (SWF_COMPLETED if task.state == DONE else
                                SWF_FAILED if task.state == KILLED else SWF_CANCELLED)
             out.write(" ".join(f"{value:.10g}" for value in fields) + "\n")
+
+        return line
+
+    return partial(TaskFile, start=start)
 
 
 def swf_format(path: Path, grid: Grid | None, options: Mapping[str, Any]) -> Scenario:

@@ -26,17 +26,22 @@ from __future__ import annotations
 import gzip
 import math
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from gridfair.core.pool import Node, Task
 from gridfair.core.stages import STOP
 from gridfair.errors import ConfigError, InputError
 from gridfair.policies.drf import Entitlements
 from gridfair.sim.grid import Grid
-from gridfair.sim.workloads.registry import FORMAT_BY_SUFFIX, WORKLOAD_FORMATS, Scenario
+from gridfair.sim.workloads.registry import (
+    FORMAT_BY_SUFFIX,
+    WORKLOAD_FORMATS,
+    Scenario,
+    TaskFile,
+)
 
 COLUMNS = ("submit_us", "start_us", "finish_us", "user", "task_id", "cpu", "mem")
 MICROSECONDS = 1e6
@@ -216,22 +221,27 @@ def trace_pool_scenario(trace: TaskTrace, options: Mapping[str, Any]) -> Scenari
     return Scenario([node], trace.tasks,
                     policy_options={"resources": ("cpus", "memory"), "weights": weights,
                                     **per_resource},
-                    task_writer=write_tasks, allocation=STOP)
+                    task_writer=tasks_trace, allocation=STOP)
 
 
 def _microseconds(seconds: float | None) -> str:
     return "" if seconds is None else str(round(seconds * MICROSECONDS))
 
 
-def write_tasks(tasks: Sequence[Task], path: Path) -> None:
+def _trace_lines(out: TextIO) -> Callable[[Task], None]:
+    def line(task: Task) -> None:
+        original_id = task.id.partition(_REPEAT)[0]
+        out.write(f"{_microseconds(task.submit_time)},{_microseconds(task.first_start)},"
+                  f"{_microseconds(task.finish_time)},{task.user},{original_id},"
+                  f"{task.cpus!r},{task.memory!r}\n")
+
+    return line
+
+
+def tasks_trace(path: Path) -> TaskFile:
     """Every task in the input's 7-column format and order, with its simulated start and
     finish (empty for a task that never started or finished)."""
-    with open(path, "w", encoding="utf-8") as out:
-        for task in sorted(tasks, key=lambda task: task.source_index):
-            original_id = task.id.partition(_REPEAT)[0]
-            out.write(f"{_microseconds(task.submit_time)},{_microseconds(task.first_start)},"
-                      f"{_microseconds(task.finish_time)},{task.user},{original_id},"
-                      f"{task.cpus!r},{task.memory!r}\n")
+    return TaskFile(path, _trace_lines)
 
 
 WORKLOAD_FORMATS["taskcsv"] = trace_scenario

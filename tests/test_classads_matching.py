@@ -9,11 +9,12 @@ import classad2
 import pytest
 
 from gridfair.classads.matching import AutoclusterMatcher, symmetric_match
-from gridfair.classads.reader import SourcedAd, read_ads
-from gridfair.classads.synthetic import job_ads, machine_ads
+from gridfair.classads.reader import AdFormat, AdText, SourcedAd, read_ads, readable
+from gridfair.classads.synthetic import job_ads, machine_ads, write_ads
 from gridfair.classads.to_pool import pool_from_snapshot
 from gridfair.classads.views import jobs_from_ads, machines_from_ads, read_snapshot
 from gridfair.core.pool import Node, Task
+from gridfair.daemon.backends.files import FilesBackend
 from gridfair.model import JobStatus, Snapshot
 from gridfair.policies.registry import build_stages
 from tests.test_classads_views import REAL, owned, with_lines
@@ -197,3 +198,26 @@ def test_generated_snapshot_totals_and_one_cycle() -> None:
     assert allocated
     for decision in allocated:
         assert symmetric_match(decision.task.ad, decision.node.ad)
+
+
+def test_jobs_kept_as_ad_text_match_as_their_parsed_ads(tmp_path: Path) -> None:
+    # The files backend keeps a job's ad as its text (`AdText`) and the matcher parses it to
+    # classify the job: every pair must match as the parsed ads do, and the job must not keep
+    # a parsed ad.
+    machines = machine_ads(60, 6, seed=5)
+    jobs = job_ads(80, 8, machines, running=0, seed=6)
+    directory = tmp_path / "pool"
+    directory.mkdir()
+    write_ads(directory / "pool.status", machines, AdFormat.OLD)
+    write_ads(directory / "pool.queue", jobs, AdFormat.OLD)
+    snapshot = FilesBackend(directory, tmp_path / "a.jsonl").read_snapshot()
+    assert all(isinstance(job.ad, AdText) for job in snapshot.jobs)
+    matcher = AutoclusterMatcher()
+    tasks = [_task(job.ad, job.id) for job in snapshot.jobs]
+    nodes = [_node(machine.ad, machine.name) for machine in snapshot.machines]
+    answers = [matcher(task, node) for task, node in itertools.product(tasks, nodes)]
+    assert answers == [symmetric_match(readable(task.ad), node.ad)
+                       for task, node in itertools.product(tasks, nodes)]
+    assert answers == [symmetric_match(job, machine)
+                       for job, machine in itertools.product(jobs, machines)]
+    assert 0 < sum(answers) < len(answers)  # some pairs match and some do not

@@ -22,6 +22,7 @@ from typing import Any
 
 import classad2
 
+from gridfair.classads.reader import readable
 from gridfair.core.pool import Node, Task
 
 _TARGET_PREFIX = "target."
@@ -77,6 +78,8 @@ class AutoclusterMatcher:
         jobs, machines = self._jobs, self._machines
         job_group = jobs.group_of.get(task.id)
         machine_group = machines.group_of.get(node.name)
+        if job_group is None:
+            job_ad = readable(job_ad)  # a job kept as text is parsed to be classified
         while job_group is None or machine_group is None:
             # A new group may read attributes of the other side that no group read before,
             # which regroups that side: classify both again until neither changes.

@@ -174,6 +174,29 @@ def _parse_remembered(chunk: _Chunk, source: str, parse: Any,
     return ad
 
 
+class AdText:
+    """An ad kept as the text it was read from, parsed again when it is read (`readable`).
+    A parsed `classad2` job ad weighs about 2.4 KB against ~300 bytes of text, which the
+    `files` backend's memo keeps anyway; a daemon cycle keeps every job but matches few."""
+
+    __slots__ = ("text", "syntax")
+
+    def __init__(self, text: str, syntax: AdFormat) -> None:
+        self.text = text
+        self.syntax = syntax
+
+    def parsed(self) -> classad2.ClassAd:
+        chunk = (_old_chunk(self.text, 1, 1) if self.syntax is AdFormat.OLD
+                 else _Chunk(self.text, 1, 1))
+        assert chunk is not None  # it was an ad when it was read
+        return _FORMATS[self.syntax][1](chunk, "an ad read before")
+
+
+def readable(ad: Any) -> Any:
+    """The ad itself, or the parsed ad of an `AdText`."""
+    return ad.parsed() if isinstance(ad, AdText) else ad
+
+
 class Reread(NamedTuple):
     """What `reread` made of a file: what `build` made of each usable ad, in file order, the
     ads that did not parse, and the ads `build` refused."""
@@ -185,7 +208,8 @@ class Reread(NamedTuple):
 
 def reread(text: str, source: str, memo: RotatingMemo[str, Any],
            build: Callable[[SourcedAd], Any],
-           refuse: Callable[[SourcedAd, InputError], SkippedAd]) -> Reread:
+           refuse: Callable[[SourcedAd, InputError], SkippedAd],
+           keep_text: Callable[[Any, AdText], Any] | None = None) -> Reread:
     """`build` of every ad of `text` (a view, say), reusing what was built from an ad whose
     text the last read saw (`memo`: ad text -> what was built; rotate it after each read).
 
@@ -193,7 +217,9 @@ def reread(text: str, source: str, memo: RotatingMemo[str, Any],
     look-up, not framing, a `SourcedAd` and a parsed ad's look-up. Old syntax (`condor_q
     -long`) is framed by one split, and only ads built anew have their first line counted.
     An ad that does not parse is skipped, as is one `build` refuses (an InputError), made into
-    a skipped ad by `refuse`; lenient, as `parse_ads(lenient=True)` is."""
+    a skipped ad by `refuse`; lenient, as `parse_ads(lenient=True)` is. With `keep_text`,
+    what was built is kept as `keep_text(built, AdText of its ad)` (the view with its ad as
+    text, say), so the parsed ad can go."""
     chosen = detect_format(text)
     parse = _FORMATS[chosen][1]
     keys: list[str | None]
@@ -223,6 +249,8 @@ def reread(text: str, source: str, memo: RotatingMemo[str, Any],
                 result.refused.append(refuse(sourced, error))
                 continue
             if key is not None:
+                if keep_text is not None:
+                    value = keep_text(value, AdText(key, chosen))
                 put(key, value)
         append(value)
     if not result.values and not result.unparsed and not result.refused:

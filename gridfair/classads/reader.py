@@ -207,9 +207,9 @@ class Reread(NamedTuple):
 
 
 def reread(text: str, source: str, memo: RotatingMemo[str, Any],
-           build: Callable[[SourcedAd], Any],
+           build: Callable[..., Any],
            refuse: Callable[[SourcedAd, InputError], SkippedAd],
-           keep_text: Callable[[Any, AdText], Any] | None = None) -> Reread:
+           keep_text: bool = False) -> Reread:
     """`build` of every ad of `text` (a view, say), reusing what was built from an ad whose
     text the last read saw (`memo`: ad text -> what was built; rotate it after each read).
 
@@ -218,8 +218,8 @@ def reread(text: str, source: str, memo: RotatingMemo[str, Any],
     -long`) is framed by one split, and only ads built anew have their first line counted.
     An ad that does not parse is skipped, as is one `build` refuses (an InputError), made into
     a skipped ad by `refuse`; lenient, as `parse_ads(lenient=True)` is. With `keep_text`,
-    what was built is kept as `keep_text(built, AdText of its ad)` (the view with its ad as
-    text, say), so the parsed ad can go."""
+    `build` is given the ad's text too, as an `AdText` (for the view to keep instead of the
+    parsed ad, which can then go)."""
     chosen = detect_format(text)
     parse = _FORMATS[chosen][1]
     keys: list[str | None]
@@ -244,13 +244,12 @@ def reread(text: str, source: str, memo: RotatingMemo[str, Any],
                 result.unparsed.append(SkippedAd(source, chunk.index, None, skip_reason(error)))
                 continue
             try:
-                value = build(sourced)
+                value = (build(sourced, AdText(key, chosen)) if keep_text and key is not None
+                         else build(sourced))
             except InputError as error:
                 result.refused.append(refuse(sourced, error))
                 continue
             if key is not None:
-                if keep_text is not None:
-                    value = keep_text(value, AdText(key, chosen))
                 put(key, value)
         append(value)
     if not result.values and not result.unparsed and not result.refused:

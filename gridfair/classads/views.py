@@ -200,9 +200,10 @@ def machines_from_ads(
 
 
 # ------------------------------------------------------------------------- jobs
-def job_view(sourced: SourcedAd) -> Job:
-    """The job an ad describes; an InputError if it cannot be used."""
-    return grouped_job_view(sourced, sourced)
+def job_view(sourced: SourcedAd, keep_ad: Any = None) -> Job:
+    """The job an ad describes; an InputError if it cannot be used. The job keeps its parsed
+    ad for matching, or `keep_ad` instead (the ad as text, `reader.AdText`)."""
+    return grouped_job_view(sourced, sourced, keep_ad)
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,7 +226,8 @@ def job_request(sourced: SourcedAd, name: str | None = None) -> JobRequest:
                       sourced.ad)
 
 
-def grouped_job_view(sourced: SourcedAd, request: SourcedAd | JobRequest) -> Job:
+def grouped_job_view(sourced: SourcedAd, request: SourcedAd | JobRequest,
+                     keep_ad: Any = None) -> Job:
     """The job of an ad that names it (ids, status, QDate, submitter), asking for what
     `request` says: its own ad, or the `JobRequest` of its autocluster's ad (the `htcondor`
     backend reads idle jobs as narrow rows and one ad per autocluster)."""
@@ -252,7 +254,7 @@ def grouped_job_view(sourced: SourcedAd, request: SourcedAd | JobRequest) -> Job
         start_time=values.optional_number("JobCurrentStartDate"),
         machine=values.text("RemoteHost"),
         requirements=asks.requirements,
-        ad=asks.ad,
+        ad=asks.ad if keep_ad is None else keep_ad,
     )
 
 

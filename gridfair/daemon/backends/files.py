@@ -17,7 +17,6 @@ a snapshot of a real pool and its decisions read afterwards.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import time
@@ -28,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from gridfair.classads.memo import RotatingMemo
-from gridfair.classads.reader import AdText, Reread, SourcedAd, read_ads, read_text, reread
+from gridfair.classads.reader import Reread, SourcedAd, read_ads, read_text, reread
 from gridfair.classads.views import AdConfig, job_view, machine_view, skipped_ad
 from gridfair.daemon.backends import ActionFailed, PoolBackend, PoolUnavailable
 from gridfair.daemon.backends.ads import snapshot_from_ads, snapshot_of
@@ -65,9 +64,8 @@ def _unreadable(path: Path, error: InputError) -> SkippedAd:
     return SkippedAd(str(path), 0, None, error.message)
 
 
-def read_dumps(paths: Sequence[Path], build: Callable[[SourcedAd], Any],
-               reads: dict[Path, DumpRead],
-               keep_text: Callable[[Any, AdText], Any] | None = None) -> Reread:
+def read_dumps(paths: Sequence[Path], build: Callable[..., Any],
+               reads: dict[Path, DumpRead], *, keep_text: bool = False) -> Reread:
     """`build` (a view) of every ad of the dumps, in order, with the ads skipped.
 
     `reads` holds the last reads, updated in place: an unchanged dump is not read again and a
@@ -91,11 +89,6 @@ def read_dumps(paths: Sequence[Path], build: Callable[[SourcedAd], Any],
         unparsed.extend(last.read.unparsed)
         refused.extend(last.read.refused)
     return Reread(views, unparsed, refused)
-
-
-def _job_with_ad_text(job: Job, text: AdText) -> Job:
-    """The job, its ad kept as text: parsed again only to be matched (`AdText`)."""
-    return dataclasses.replace(job, ad=text)
 
 
 def read_afresh(paths: Sequence[Path], skipped: list[SkippedAd]) -> list[SourcedAd]:
@@ -160,7 +153,8 @@ class FilesBackend(PoolBackend):
         present = set(slot_files) | set(job_files)
         self._reads = {path: read for path, read in self._reads.items() if path in present}
         slots = read_dumps(slot_files, self._machine_view, self._reads)
-        jobs = read_dumps(job_files, job_view, self._reads, _job_with_ad_text)
+        # Jobs keep their ads as text, parsed again only to be matched (`AdText`).
+        jobs = read_dumps(job_files, job_view, self._reads, keep_text=True)
         if _repeats(machine.name for machine in slots.values) or _repeats(
                 job.id for job in jobs.values):
             # A name used twice: the views' own rules say which ad is skipped and why.

@@ -61,6 +61,8 @@ log = logging.getLogger("gridfair.daemon")
 
 #: The decisions a backend can carry out; others (drop, kill, resize) are recorded only.
 ACTION_KINDS = (VACATE, ALLOCATE)
+#: Allocations journaled issued, carried out and journaled done together (`_carry_out`).
+ALLOCATION_BATCH = 64
 
 
 @dataclass
@@ -488,27 +490,39 @@ class CycleRunner:
                     else:
                         not_freed.add(action.machine.name)
                         failed += 1
-        for done, action in enumerate(allocations):
+        for start in range(0, len(allocations), ALLOCATION_BATCH):
             if self.stopping.is_set():
                 # Left planned: the next start carries them out if it decides them again.
-                return confirmed, failed, len(allocations) - done
-            if action.machine.name in not_freed:
-                store.set_action_state(action.key, ABANDONED, cycle, self.backend.now(),
-                                       f"{action.machine.name} was not freed: its vacate failed")
-                self.metrics.action(ALLOCATE, ABANDONED)
+                return confirmed, failed, len(allocations) - start
+            batch = []
+            for action in allocations[start:start + ALLOCATION_BATCH]:
+                if action.machine.name in not_freed:
+                    store.set_action_state(action.key, ABANDONED, cycle, self.backend.now(),
+                                           f"{action.machine.name} was not freed: its vacate "
+                                           "failed")
+                    self.metrics.action(ALLOCATE, ABANDONED)
+                else:
+                    batch.append(action)
+            if not batch:
                 continue
-            self._issue([action], cycle)
-            try:
-                self.backend.allocate(action.job, action.machine)
-            except Exception as error:  # noqa: BLE001 - recorded as the action's failure
-                store.set_action_state(action.key, FAILED, cycle, self.backend.now(),
-                                       _failure(error), retryable=True)
-                self.metrics.action(ALLOCATE, FAILED)
-                failed += 1
-                continue
-            store.set_action_state(action.key, CONFIRMED, cycle, self.backend.now())
-            self.metrics.action(ALLOCATE, CONFIRMED)
-            confirmed += 1
+            # Journaled issued together and their outcomes together: two transactions a
+            # batch, not two an allocation. A crash in between leaves the batch issued, and
+            # the restart resolves each from the pool (never issued again).
+            self._issue(batch, cycle)
+            self.faults.reached("after_issue_allocations", number)
+            problems = []
+            for action in batch:
+                try:
+                    self.backend.allocate(action.job, action.machine)
+                    problems.append(None)
+                except Exception as error:  # noqa: BLE001 - recorded as the action's failure
+                    problems.append(_failure(error))
+            now = self.backend.now()
+            with store.transaction("record allocation outcomes") as db:
+                for action, problem in zip(batch, problems, strict=True):
+                    self._record_outcome(db, action, problem, cycle, now)
+            failed += sum(problem is not None for problem in problems)
+            confirmed += sum(problem is None for problem in problems)
         return confirmed, failed, 0
 
     def _hand_over(self, cycle: int,

@@ -15,8 +15,8 @@ from pathlib import Path
 from gridfair.errors import ConfigError
 
 POINTS = (
-    "after_snapshot", "after_plan", "after_issue", "after_vacate", "after_actions",
-    "before_finish",
+    "after_snapshot", "after_plan", "after_issue", "after_vacate", "after_issue_allocations",
+    "after_actions", "before_finish",
 )
 ENV = "GRIDFAIR_FAULT"
 

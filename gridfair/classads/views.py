@@ -55,14 +55,22 @@ class AdConfig:
         )
 
 
+# Looked up once: `_AdValues.value` runs for every attribute of every ad read anew.
+_EXPRESSION = classad2.ExprTree
+_UNDEFINED = classad2.Value.Undefined
+_ERROR = classad2.Value.Error
+_JOB_STATUSES = {int(status): status for status in JobStatus}  # JobStatus(code) is slow
+
+
 class _AdValues:
     """Typed reads of one ad's attributes; every failure names the ad and the attribute."""
 
-    __slots__ = ("sourced", "name")
+    __slots__ = ("sourced", "name", "ad")
 
     def __init__(self, sourced: SourcedAd, name: str | None) -> None:
         self.sourced = sourced
         self.name = name
+        self.ad = sourced.ad
 
     def error(self, message: str, attribute: str | None = None) -> InputError:
         label = f"#{self.sourced.index}" + (f" {self.name}" if self.name else "")
@@ -71,20 +79,20 @@ class _AdValues:
 
     def value(self, attribute: str) -> Any:
         """The evaluated value, or None when the ad lacks it or it evaluates to undefined."""
-        ad = self.sourced.ad
+        ad = self.ad
         try:
             # A literal comes back as its value, anything else as an expression to evaluate:
             # one lookup for the common case.
             value = ad[attribute]
-            if isinstance(value, classad2.ExprTree):
+            if isinstance(value, _EXPRESSION):
                 value = value.eval(ad)
         except KeyError:
             return None
         except (ValueError, TypeError, classad2.ClassAdException):
             raise self.error("cannot be evaluated", attribute) from None
-        if value is classad2.Value.Undefined:
+        if value is _UNDEFINED:
             return None
-        if value is classad2.Value.Error:
+        if value is _ERROR:
             raise self.error(f"evaluates to error ({ad.lookup(attribute)})", attribute)
         return value
 
@@ -112,7 +120,8 @@ class _AdValues:
         value = self.value(attribute)
         if value is None:
             return None
-        if isinstance(value, bool) or not isinstance(value, int | float):
+        kind = type(value)  # exact types: a bool is an int to isinstance, not a number here
+        if kind is not float and kind is not int:
             raise self.error(f"not a number: {value!r}", attribute)
         number = float(value)
         if not math.isfinite(number):
@@ -236,10 +245,9 @@ def grouped_job_view(sourced: SourcedAd, request: SourcedAd | JobRequest,
     proc = _whole(values, "ProcId")
     values.name = f"{cluster}.{proc}"
     status_code = _whole(values, "JobStatus")
-    try:
-        status = JobStatus(status_code)
-    except ValueError:
-        raise values.error(f"unknown job status {status_code}", "JobStatus") from None
+    status = _JOB_STATUSES.get(status_code)
+    if status is None:
+        raise values.error(f"unknown job status {status_code}", "JobStatus")
     user, group = _accounting_principal(values)
     qdate = values.number("QDate")
     asks = request if isinstance(request, JobRequest) else job_request(request, values.name)

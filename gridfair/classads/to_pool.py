@@ -62,7 +62,7 @@ def task_from_job(job: Job) -> Task:
 
 def queue_order(job: Job) -> tuple[float, tuple[int, ...]]:
     """QDate, then the id as numbers (so 10.0 comes after 9.0)."""
-    return job.qdate, tuple(int(part) for part in job.id.split("."))
+    return job.qdate, tuple(map(int, job.id.split(".")))
 
 
 def pool_from_snapshot(

@@ -23,7 +23,7 @@ from gridfair.model import Job, JobStatus, Snapshot
 STATUS_NAMES = {status: status.name.lower() for status in JobStatus}
 
 
-@dataclass
+@dataclass(slots=True)
 class JobEvent:
     job: str
     user: str

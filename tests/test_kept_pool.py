@@ -19,6 +19,7 @@ from gridfair.core.shares import share_rows
 from gridfair.daemon.backends.files import FilesBackend
 from gridfair.daemon.config import validate
 from gridfair.daemon.cycle import CycleRunner
+from gridfair.daemon.reconcile import reconcile
 from gridfair.daemon.store import Store
 from gridfair.model import JobStatus
 from gridfair.policies.registry import build_stages
@@ -271,3 +272,48 @@ def test_daemon_journals_the_same_with_and_without_the_kept_pool(tmp_path):
              "from decisions order by cycle, seq")
     journal = [list(s.db.query(query)) for s in (kept.store, rebuilt.store)]
     assert journal[0] == journal[1] and len(journal[0]) > 20
+
+
+@pytest.mark.parametrize("seed", [3, 11])
+def test_reconcile_passing_over_unchanged_jobs_finds_what_a_full_pass_finds(tmp_path, seed):
+    # The daemon reconciles only jobs whose view or slot changed since the last reconciled
+    # snapshot; a full pass over every job must find the same events, rows and start times.
+    directory = tmp_path / "pool"
+    directory.mkdir()
+    pool = ChurningPool(directory, seed)
+    pool.write()
+    backend = FilesBackend(directory, tmp_path / "a.jsonl")
+    known: dict = {}
+    previous = None
+    passed_over = 0
+    for cycle in range(1, 16):
+        snapshot = backend.read_snapshot()
+        full = reconcile(snapshot, known, cycle)
+        incremental = reconcile(snapshot, known, cycle, previous)
+        assert incremental.events == full.events and incremental.gone == full.gone
+        assert incremental.changed == full.changed
+        assert all(incremental.since_of(job.id) == full.since[job.id] for job in snapshot.jobs)
+        passed_over += len(snapshot.jobs) - len(incremental.since)
+        for row in full.changed:
+            known[row["id"]] = row
+        for job_id in full.gone:
+            del known[job_id]
+        previous = snapshot
+        pool.step()
+        if cycle % 4 == 0:
+            _slot_ads_say_moved(pool)
+    assert passed_over > 1000  # most jobs were passed over, not looked at again
+
+
+def _slot_ads_say_moved(pool: ChurningPool) -> None:
+    """A running job's slot ad moves to a free slot, its job ad unchanged (as when the
+    collector's slot ads and the schedd disagree): the job's view is the same object, its
+    slot is not."""
+    running, slot = pool._running(), pool._free_slot()
+    if running and slot is not None:
+        job = pool.rng.choice(running)
+        old = pool._slot_of(job)
+        slot.update({key: old[key] for key in ("State", "Activity", "JobId", "RemoteUser",
+                                               "RemoteOwner")})
+        pool._release(old)
+        pool.write()

@@ -173,6 +173,8 @@ class CycleRunner:
         # The store's `jobs` table as of the last recorded cycle: read once, then kept current
         # with what each cycle writes (a restart reads it again).
         self._known: dict[str, dict[str, Any]] | None = None
+        # The snapshot `_known` was last reconciled with: its unchanged jobs are passed over.
+        self._reconciled: Snapshot | None = None
 
     # ------------------------------------------------------------------ run
     def run(self) -> CycleReport:
@@ -219,7 +221,8 @@ class CycleRunner:
         store = self.store
         if self._known is None:
             self._known = store.known_jobs()
-        recon = reconcile(snapshot, self._known, cycle)
+            self._reconciled = None
+        recon = reconcile(snapshot, self._known, cycle, self._reconciled)
         # Allocations not yet running hold their slots in the policy's view (inflight.py).
         flights = inflight.pending(store, snapshot, self.limits.landing_timeout)
         if not self.dry_run and snapshot_too_old(self.limits, snapshot.time, now) is None:
@@ -257,6 +260,7 @@ class CycleRunner:
             to_run = self._record_plan(cycle, snapshot, recon, decisions, usage, held, notes, now,
                                        act, counts)
             self._remember_jobs(recon)
+            self._reconciled = snapshot
             self.faults.reached("after_plan", number)
             outcome = "dry-run" if self.dry_run else ("stale" if stale else "ok")
             if to_run:
@@ -348,7 +352,7 @@ class CycleRunner:
             job_id, machine_name = decision.task.id, decision.node.name
             if job_id not in jobs:
                 continue  # a claim with no job behind it (to_pool's stand-in): nothing to act on
-            key = action_key(decision.kind, job_id, machine_name, recon.since[job_id])
+            key = action_key(decision.kind, job_id, machine_name, recon.since_of(job_id))
             row["action"] = key
             existing = store.action(key)
             if existing is not None and not self._may_run_again(existing):

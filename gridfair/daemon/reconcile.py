@@ -33,12 +33,19 @@ class JobEvent:
 
 @dataclass
 class Reconciliation:
-    #: job id -> when its current state began (idle since / running since), for action keys.
+    #: job id -> when its current state began (idle since / running since), for the jobs
+    #: looked at; the others' is their stored row's (`since_of`).
     since: dict[str, float] = field(default_factory=dict)
     events: list[JobEvent] = field(default_factory=list)
     #: rows of the `jobs` table that changed, and ids of jobs that left the pool.
     changed: list[dict[str, Any]] = field(default_factory=list)
     gone: list[str] = field(default_factory=list)
+    known: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def since_of(self, job_id: str) -> float:
+        """When the job's current state began, for action keys."""
+        since = self.since.get(job_id)
+        return since if since is not None else self.known[job_id]["since"]
 
     def counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -49,13 +56,21 @@ class Reconciliation:
 
 def reconcile(
     snapshot: Snapshot, known: Mapping[str, Mapping[str, Any]], cycle: int,
+    previous: Snapshot | None = None,
 ) -> Reconciliation:
-    """What changed between the stored jobs (`known`) and the snapshot."""
-    result = Reconciliation()
+    """What changed between the stored jobs (`known`) and the snapshot.
+
+    `previous` is the snapshot `known` was last reconciled with, if the caller has it: a job
+    whose view is the very object it was then (views are immutable, and a reader hands out
+    the same one for an unchanged ad) and that is on the same slot cannot have changed, and
+    is passed over; its row stands."""
+    result = Reconciliation(known=known)
     on_slot = snapshot.job_slots
-    seen: set[str] = set()
+    unchanged_view = previous.jobs_by_id.get if previous is not None else {}.get
+    slot_before = previous.job_slots.get if previous is not None else {}.get
     for job in snapshot.jobs:
-        seen.add(job.id)
+        if unchanged_view(job.id) is job and on_slot.get(job.id) == slot_before(job.id):
+            continue
         status = STATUS_NAMES[job.status]
         machine = on_slot.get(job.id, job.machine) if job.status == JobStatus.RUNNING else None
         before = known.get(job.id)
@@ -72,10 +87,11 @@ def reconcile(
         result.changed.append({"id": job.id, "user": job.user, "status": status,
                                "machine": machine, "since": since, "last_seen": snapshot.time,
                                "cycle": cycle})
-    for job_id, row in known.items():
-        if job_id not in seen:
-            result.gone.append(job_id)
-            result.events.append(JobEvent(job_id, row["user"], "gone", row["machine"]))
+    present = snapshot.jobs_by_id
+    for job_id in [job_id for job_id in known if job_id not in present]:  # in stored order
+        row = known[job_id]
+        result.gone.append(job_id)
+        result.events.append(JobEvent(job_id, row["user"], "gone", row["machine"]))
     return result
 
 

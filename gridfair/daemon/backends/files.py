@@ -125,8 +125,7 @@ class FilesBackend(PoolBackend):
         self.actions = Path(actions)
         self.ad_config = AdConfig.with_attributes(owner_attribute, power_attribute or None)
         # What the last snapshot showed, to refuse actions on jobs it did not have.
-        self._running: set[str] = set()
-        self._idle: set[str] = set()
+        self._last: Snapshot | None = None
         self._reads: dict[Path, DumpRead] = {}
         self._machine_view = partial(machine_view, config=self.ad_config)
 
@@ -164,9 +163,13 @@ class FilesBackend(PoolBackend):
         else:
             snapshot = snapshot_of(taken, slots.values, jobs.values, (
                 *slots.unparsed, *jobs.unparsed, *slots.refused, *jobs.refused))
-        self._running = {j.id for j in snapshot.jobs if j.status == JobStatus.RUNNING}
-        self._idle = {j.id for j in snapshot.jobs if j.status == JobStatus.IDLE}
+        self._last = snapshot
         return snapshot
+
+    def _status(self, job_id: str) -> JobStatus | None:
+        """The job's status in the last snapshot (None if it had no such job)."""
+        job = self._last.jobs_by_id.get(job_id) if self._last is not None else None
+        return job.status if job is not None else None
 
     def _append(self, records: Sequence[dict]) -> None:
         lines = "".join(json.dumps(record, sort_keys=True) + "\n" for record in records)
@@ -183,7 +186,8 @@ class FilesBackend(PoolBackend):
     def vacate(self, job_ids: Sequence[str]) -> dict[str, str | None]:
         now = time.time()
         results: dict[str, str | None] = {
-            job: None if job in self._running else "not running in the last snapshot"
+            job: None if self._status(job) == JobStatus.RUNNING
+            else "not running in the last snapshot"
             for job in job_ids
         }
         self._append([{"action": "vacate", "job": job, "time": now}
@@ -191,7 +195,7 @@ class FilesBackend(PoolBackend):
         return results
 
     def allocate(self, job: Job, machine: Machine) -> None:
-        if job.id not in self._idle:
+        if self._status(job.id) != JobStatus.IDLE:
             raise ActionFailed(f"job {job.id} is not idle in the last snapshot")
         self._append([{"action": "allocate", "job": job.id, "user": job.user,
                        "machine": machine.name, "time": time.time()}])

@@ -7,7 +7,7 @@ import gc
 from pathlib import Path
 
 from gridfair.classads.memo import RotatingMemo
-from gridfair.classads.reader import AdFormat, AdMemo, read_ads, reread
+from gridfair.classads.reader import AdFormat, read_ads, reread
 from gridfair.classads.synthetic import job_ads, machine_ads, write_ads
 from gridfair.classads.views import machine_view, machines_from_ads, skipped_ad
 from gridfair.core.collector import CycleCollector, collector_paused
@@ -29,20 +29,6 @@ def test_a_memo_keeps_what_the_last_read_used_and_drops_the_rest() -> None:
     memo.rotate()
     assert memo.get("a") == 1
     assert memo.get("b") is None  # not used by the read before: gone
-
-
-def test_a_rewritten_dump_parses_only_its_changed_ads(tmp_path: Path) -> None:
-    dump = tmp_path / "pool.queue"
-    memo = AdMemo()
-    dump.write_text("".join(JOB.format(cluster=c) for c in (1, 2, 3)))
-    first, _ = read_ads(dump, memo=memo)
-    memo.rotate()
-    dump.write_text("".join(JOB.format(cluster=c) for c in (1, 3, 4)))
-    second, _ = read_ads(dump, memo=memo)
-    assert second[0].ad is first[0].ad and second[1].ad is first[2].ad  # reused, not parsed
-    assert all(ad.ad is not before.ad for ad in second[2:] for before in first)
-    assert [(ad.index, ad.line) for ad in second] == [(1, 1), (2, 7), (3, 13)]
-    assert [ad.ad["ClusterId"] for ad in second] == [1, 3, 4]
 
 
 def test_the_collector_is_paused_inside_and_restored_after() -> None:

@@ -1,8 +1,8 @@
 """What was built from the ads of the last read, kept for the next one.
 
 A steady pool changes ~1 % of its ads between two daemon cycles; re-reading a dump should cost
-what changed. The reader keeps parsed ads by their text, and the views keep the `Machine` or
-`Job` built from each parsed ad (the reader hands out the same ad object for the same text).
+what changed. The `files` backend keeps, per dump, the `Machine` or `Job` view built from each
+ad's text (`reader.reread`): an unchanged ad gives the same view object again.
 """
 
 from __future__ import annotations

@@ -51,12 +51,6 @@ class SourcedAd(NamedTuple):
     line: int | None  # None for JSON, whose ads json does not place
 
 
-#: Parsed ads by their text (see `gridfair.classads.memo`). Only successful parses are kept:
-#: an error names the ad's line, which moves with the text around it. The same `ClassAd` is
-#: handed out again, so ads are read-only downstream of the reader.
-AdMemo = RotatingMemo[str, classad2.ClassAd]
-
-
 class _Chunk(NamedTuple):
     """One ad before parsing: its text (a JSON value for JSON), index and first line. A tuple:
     a steady re-read frames every ad of a dump and parses few, so framing is its cost."""
@@ -123,7 +117,6 @@ def read_ads(
     ad_format: str | AdFormat | None = None,
     *,
     lenient: bool = False,
-    memo: AdMemo | None = None,
 ) -> tuple[list[SourcedAd], list[SkippedAd]]:
     """The ads in the file at `path`, in file order, auto-detecting the format unless given.
 
@@ -132,7 +125,7 @@ def read_ads(
     boundaries to go on (no file, an empty file, JSON that does not load, new-syntax text
     outside any ad or a `[` never closed) are raised either way.
     """
-    return parse_ads(read_text(path), str(path), ad_format, lenient=lenient, memo=memo)
+    return parse_ads(read_text(path), str(path), ad_format, lenient=lenient)
 
 
 def parse_ads(
@@ -141,18 +134,15 @@ def parse_ads(
     ad_format: str | AdFormat | None = None,
     *,
     lenient: bool = False,
-    memo: AdMemo | None = None,
 ) -> tuple[list[SourcedAd], list[SkippedAd]]:
-    """As `read_ads`, for text already read; `source` names it in errors. With a `memo`, an
-    ad whose text the memo has seen is not parsed again (see `AdMemo`)."""
+    """As `read_ads`, for text already read; `source` names it in errors."""
     chosen = parse_format(ad_format) or detect_format(text)
     frame, parse = _FORMATS[chosen]
     ads: list[SourcedAd] = []
     skipped: list[SkippedAd] = []
     for chunk in frame(text, source):
         try:
-            ad = _parse_remembered(chunk, source, parse, memo)
-            ads.append(SourcedAd(ad, source, chunk.index, chunk.line))
+            ads.append(SourcedAd(parse(chunk, source), source, chunk.index, chunk.line))
         except InputError as error:
             if not lenient:
                 raise
@@ -160,19 +150,6 @@ def parse_ads(
     if not ads and not skipped:
         raise InputError(f"no ads found ({chosen.value} syntax)", source=source)
     return ads, skipped
-
-
-def _parse_remembered(chunk: _Chunk, source: str, parse: Any,
-                      memo: AdMemo | None) -> classad2.ClassAd:
-    # JSON chunks are already-loaded values, not text: they are parsed every time.
-    if memo is None or not isinstance(chunk.payload, str):
-        return parse(chunk, source)
-    ad = memo.get(chunk.payload)
-    if ad is None:
-        ad = parse(chunk, source)
-        memo.put(chunk.payload, ad)
-    return ad
-
 
 class AdText:
     """An ad kept as the text it was read from, parsed again when it is read (`readable`).

@@ -12,15 +12,13 @@ the first unusable ad; lenient ones return the usable views with a `SkippedAd` f
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import classad2
 
-from gridfair.classads.memo import RotatingMemo
 from gridfair.classads.reader import AdFormat, SourcedAd, read_ads, skip_reason
 from gridfair.errors import InputError
 from gridfair.model import Job, JobStatus, Machine, SkippedAd, Snapshot
@@ -165,35 +163,17 @@ def _power(values: _AdValues, config: AdConfig) -> float:
     raise values.error("no power: the ad has none of " + names, config.power_sources[0][0])
 
 
-#: Views by the ad object they were built from, for ads an `AdMemo` handed out again. Keyed by
-#: `id(ad)` with the ad kept beside the view, so a recycled id never matches another ad.
-ViewMemo = RotatingMemo[int, tuple[Any, Any]]
-
-
-def _remembered(view: Callable[[SourcedAd], Any], sourced: SourcedAd,
-                memo: ViewMemo | None) -> Any:
-    if memo is None:
-        return view(sourced)
-    entry = memo.get(id(sourced.ad))
-    if entry is None or entry[0] is not sourced.ad:
-        entry = (sourced.ad, view(sourced))
-        memo.put(id(sourced.ad), entry)
-    return entry[1]
-
-
 def machines_from_ads(
     ads: Iterable[SourcedAd], config: AdConfig = AdConfig(), *, lenient: bool = False,
-    memo: ViewMemo | None = None,
 ) -> tuple[list[Machine], list[SkippedAd]]:
     """Machine views in ad order. Names must be unique: a repeated Name is an error (or, when
-    lenient, the later ad is skipped). A `memo` (one per `config`) reuses the views of ads
-    seen before."""
+    lenient, the later ad is skipped)."""
     machines: list[Machine] = []
     skipped: list[SkippedAd] = []
     first_seen: dict[str, SourcedAd] = {}
     for sourced in ads:
         try:
-            machine = _remembered(partial(machine_view, config=config), sourced, memo)
+            machine = machine_view(sourced, config)
             earlier = first_seen.setdefault(machine.name, sourced)
             if earlier is not sourced:
                 raise _AdValues(sourced, machine.name).error(
@@ -308,16 +288,15 @@ def _slot_principal(values: _AdValues) -> str | None:
 
 
 def jobs_from_ads(
-    ads: Iterable[SourcedAd], *, lenient: bool = False, memo: ViewMemo | None = None
+    ads: Iterable[SourcedAd], *, lenient: bool = False
 ) -> tuple[list[Job], list[SkippedAd]]:
-    """Job views in ad order. Ids must be unique, as machine names are. A `memo` reuses the
-    views of ads seen before."""
+    """Job views in ad order. Ids must be unique, as machine names are."""
     jobs: list[Job] = []
     skipped: list[SkippedAd] = []
     first_seen: dict[str, SourcedAd] = {}
     for sourced in ads:
         try:
-            job = _remembered(job_view, sourced, memo)
+            job = job_view(sourced)
             earlier = first_seen.setdefault(job.id, sourced)
             if earlier is not sourced:
                 raise _AdValues(sourced, job.id).error(

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from gridfair.classads.reader import SourcedAd
-from gridfair.classads.views import AdConfig, ViewMemo, jobs_from_ads, machines_from_ads
+from gridfair.classads.views import AdConfig, jobs_from_ads, machines_from_ads
 from gridfair.model import Job, JobStatus, Machine, SkippedAd, Snapshot
 
 #: What the daemon reads of a slot ad (the collector query's projection).
@@ -54,12 +54,10 @@ def snapshot_from_ads(
     job_ads: Iterable[SourcedAd],
     config: AdConfig,
     skipped: Iterable[SkippedAd] = (),
-    memo: ViewMemo | None = None,
 ) -> Snapshot:
-    """The pool the ads describe; unusable ads are skipped with their reasons. A `memo` (one per
-    backend) reuses the views of ads seen before; rotate it after each snapshot."""
-    machines, bad_slots = machines_from_ads(slot_ads, config, lenient=True, memo=memo)
-    jobs, bad_jobs = jobs_from_ads(job_ads, lenient=True, memo=memo)
+    """The pool the ads describe; unusable ads are skipped with their reasons."""
+    machines, bad_slots = machines_from_ads(slot_ads, config, lenient=True)
+    jobs, bad_jobs = jobs_from_ads(job_ads, lenient=True)
     return snapshot_of(time, machines, jobs, (*skipped, *bad_slots, *bad_jobs))
 
 

@@ -318,12 +318,19 @@ class Pool:
                 owner.provided_power += node.power
                 owner.provided_nodes += 1
         key = self.task_key
-        for task in queued:
-            user = self._enrol(task)
+        tasks, users = self.tasks, self.users
+        seq = self._seq
+        for task in queued:  # `_enrol`, inlined: this runs for every queued job every cycle
+            task.seq = seq
+            tasks[task.id] = task
+            user = users.get(task.user) or self.user(task.user)
+            user.submitted += 1
             task.state = QUEUED
             task.node = None
-            user.idle.append((key(task), task.seq, task))
+            user.idle.append((key(task), seq, task))
             user.idle_count += 1
+            seq += 1
+        self._seq = seq
         for user in self.users.values():
             heapq.heapify(user.idle)
         for task, node, started in running:

@@ -186,16 +186,18 @@ def hold_slots(snapshot: Snapshot, held: Mapping[str, Flight]) -> Snapshot:
     """The snapshot as it will be once the held allocations start: each held job runs on its
     slot since the allocation (or its start, if it runs); a job vacated for it (still on the
     slot) is idle."""
-    static = {m.name for m in snapshot.machines if not partitionable(m)}
+    machines_by_name = snapshot.machines_by_name
     # A partitionable slot is not held: it has room for more than the job, and its dynamic
     # slot does not exist until the job starts (not modelled; the job stays idle meanwhile).
-    by_slot = {flight.machine: flight for flight in held.values() if flight.machine in static}
+    by_slot = {flight.machine: flight for flight in held.values()
+               if flight.machine in machines_by_name
+               and not partitionable(machines_by_name[flight.machine])}
     if not by_slot:
         return snapshot
     held = {flight.job: flight for flight in by_slot.values()}
     jobs = snapshot.jobs_by_id
-    leaving = {m.running_job for m in snapshot.machines
-               if m.name in by_slot and m.running_job is not None}
+    leaving = {machines_by_name[name].running_job for name in by_slot
+               if machines_by_name[name].running_job is not None}
     machines = []
     for machine in snapshot.machines:
         flight = by_slot.get(machine.name)

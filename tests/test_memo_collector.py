@@ -1,4 +1,4 @@
-"""What a daemon cycle keeps between reads (`RotatingMemo`, `reread`) and the collector
+"""What a daemon cycle keeps between reads (`reread` and its memo) and the collector
 around it."""
 
 from __future__ import annotations
@@ -6,8 +6,10 @@ from __future__ import annotations
 import gc
 from pathlib import Path
 
-from gridfair.classads.memo import RotatingMemo
-from gridfair.classads.reader import AdFormat, read_ads, reread
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from gridfair.classads.reader import AdFormat, parse_ads, read_ads, reread
 from gridfair.classads.synthetic import job_ads, machine_ads, write_ads
 from gridfair.classads.views import machine_view, machines_from_ads, skipped_ad
 from gridfair.core.collector import CycleCollector, collector_paused
@@ -15,20 +17,9 @@ from gridfair.daemon.backends.files import FilesBackend
 from gridfair.daemon.config import validate
 from gridfair.daemon.cycle import CycleRunner
 from gridfair.daemon.store import Store
+from gridfair.errors import InputError
 
 JOB = 'MyType = "Job"\nClusterId = {cluster}\nProcId = 0\nOwner = "alice"\nJobStatus = 1\n\n'
-
-
-def test_a_memo_keeps_what_the_last_read_used_and_drops_the_rest() -> None:
-    memo: RotatingMemo[str, int] = RotatingMemo()
-    memo.put("a", 1)
-    memo.put("b", 2)
-    memo.rotate()
-    assert memo.get("a") == 1  # used by this read: kept for the next
-    assert memo.get("a") == 1  # the same text twice in one read
-    memo.rotate()
-    assert memo.get("a") == 1
-    assert memo.get("b") is None  # not used by the read before: gone
 
 
 def test_the_collector_is_paused_inside_and_restored_after() -> None:
@@ -88,6 +79,21 @@ def _the_long_way(path: Path) -> tuple[list, list]:
     return machines, unparsed + refused
 
 
+def test_a_memo_keeps_this_reads_ads_only_and_an_unchanged_ad_gives_the_same_view(
+        tmp_path: Path) -> None:
+    dump = tmp_path / "pool.status"
+    dump.write_text("\n".join(SLOT.format(n=n, owner=1) for n in (1, 2, 4)))
+    first = reread(dump.read_text(), str(dump), {}, machine_view, skipped_ad)
+    dump.write_text("\n".join(SLOT.format(n=n, owner=1) for n in (0, 2, 3)))
+    second = reread(dump.read_text(), str(dump), first.memo, machine_view, skipped_ad)
+    assert second.values[1] is first.values[1]  # slot 2's ad is unchanged: not built again
+    assert second.values[0] is not first.values[0]
+    assert [machine.name for machine in second.values] == ["slot0@a", "slot2@a", "slot3@a"]
+    # Slots 1 and 4 left the dump: the next read's memo no longer holds them.
+    assert {machine.name for machine in second.memo.values()} <= {"slot0@a", "slot2@a",
+                                                                  "slot3@a"}
+
+
 def test_a_reread_builds_what_the_long_way_does_however_the_ads_move(tmp_path: Path) -> None:
     # Blank text first, a comment, spaces on a blank line, an ad that does not parse, an ad
     # with no owner, and no newline at the end: every line number of a skipped ad must be the
@@ -99,15 +105,17 @@ def test_a_reread_builds_what_the_long_way_does_however_the_ads_move(tmp_path: P
         [SLOT.format(n=0, owner=3), SLOT.format(n=2, owner=2), " \t", broken,
          SLOT.format(n=4, owner=2), ownerless, SLOT.format(n=3, owner=1)],
         ["\n", SLOT.format(n=2, owner=2), broken, SLOT.format(n=3, owner=2)],
+        # Blank lines only between ads, and one each: framed by the fast split.
+        [SLOT.format(n=2, owner=2), broken, ownerless, SLOT.format(n=5, owner=1)],
     ]
     dump = tmp_path / "pool.status"
-    memo: RotatingMemo = RotatingMemo()
+    memo: dict = {}
     reused = 0
     for layout in layouts:
         dump.write_text("\n".join(layout))
-        before = dict(memo._previous)
+        before = memo
         read = reread(dump.read_text(), str(dump), memo, machine_view, skipped_ad)
-        memo.rotate()
+        memo = read.memo
         machines, skipped = _the_long_way(dump)
         assert read.values == machines
         assert read.unparsed + read.refused == sorted(skipped, key=lambda ad: ad.index)
@@ -148,3 +156,44 @@ def test_a_big_cycles_survivors_are_frozen_and_handed_back_on_the_sweep() -> Non
         assert gc.get_freeze_count() == 0 and gc.isenabled()
     finally:
         gc.unfreeze()
+
+
+# Pieces of old-syntax text: attribute lines, a line that does not parse, and every kind of
+# separator the blank-line runs know (longer runs, blanks and carriage returns on them).
+TEXT_PIECES = st.sampled_from(["A = 1", 'B = "x"', "C = A + 1", "D = (((", "\n", "\n\n",
+                               "\n\n\n", "\n \n", "\n\t\n", "\r\n", "\r\n\r\n", " ", "\t"])
+OLD_TEXT = st.lists(TEXT_PIECES, min_size=1, max_size=40).map("".join).filter(str.strip)
+
+
+def _content(sourced):
+    return tuple(sorted((name, str(value)) for name, value in sourced.ad.items()))
+
+
+def _as_read_cold(text: str) -> tuple[list, list]:
+    ads, skipped = parse_ads(text, "dump", AdFormat.OLD, lenient=True)
+    return [_content(sourced) for sourced in ads], [(ad.index, ad.reason) for ad in skipped]
+
+
+@settings(max_examples=1000, deadline=None)
+@given(earlier=OLD_TEXT, before=OLD_TEXT, after=OLD_TEXT)
+# A blank block between two others, a blank line inside a block, at its start, at its end.
+@example(earlier="A = 1", before="B = 2\n\n \n\nD = (((\n", after="")
+@example(earlier="A = 1", before="B = 2\n \nC = 3\n\n", after="")
+@example(earlier="A = 1", before="B = 2\n\n \nD = 4\n\n", after="")
+@example(earlier="A = 1", before="B = 2\n \n\nD = 4\n\n", after="")
+def test_a_reread_after_any_earlier_read_frames_as_a_cold_read_does(earlier, before,
+                                                                     after) -> None:
+    # The cut at "\n\n" and the memo's blocks must give the ads, and the skipped ads' indexes
+    # and lines, of the blank-line runs' framing, whatever the earlier read left in the memo
+    # and wherever its blocks stand now.
+    try:
+        memo = reread(earlier, "dump", {}, _content, skipped_ad).memo
+    except InputError:
+        memo = {}
+    text = before + earlier + after
+    try:
+        read = reread(text, "dump", memo, _content, skipped_ad)
+    except InputError:
+        assert _as_read_cold(text) == ([], [])
+        return
+    assert (read.values, [(ad.index, ad.reason) for ad in read.unparsed]) == _as_read_cold(text)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from enum import StrEnum
 from itertools import accumulate
 from pathlib import Path
@@ -26,7 +26,6 @@ from typing import Any, NamedTuple
 
 import classad2
 
-from gridfair.classads.memo import RotatingMemo
 from gridfair.errors import InputError
 from gridfair.model import SkippedAd
 
@@ -97,16 +96,23 @@ def read_text(path: str | Path) -> str:
     """The file's text; an unreadable, undecodable or empty file is an InputError."""
     source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        data = Path(path).read_bytes()
     except FileNotFoundError:
         raise InputError("no such file", source=source) from None
     except IsADirectoryError:
         raise InputError("is a directory, not a file of ads", source=source) from None
+    except OSError as error:
+        raise InputError(f"cannot read: {error.strerror}", source=source) from None
+    # Decoded in one go, not by text mode's chunked decoder with its newline translation: a
+    # third of a 300 MB dump's re-read went there.
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as error:
         raise InputError(f"not UTF-8 text ({error.reason} at byte {error.start})",
                          source=source) from None
-    except OSError as error:
-        raise InputError(f"cannot read: {error.strerror}", source=source) from None
+    del data
+    if "\r" in text:  # universal newlines, as text mode reads them
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
     if text.isspace() or not text:  # not strip(): it would copy a big dump to test it
         raise InputError("empty: no ads in it", source=source)
     return text
@@ -176,60 +182,63 @@ def readable(ad: Any) -> Any:
 
 class Reread(NamedTuple):
     """What `reread` made of a file: what `build` made of each usable ad, in file order, the
-    ads that did not parse, and the ads `build` refused."""
+    ads that did not parse, the ads `build` refused, and the memo for the next read."""
 
     values: list[Any]
     unparsed: list[SkippedAd]
     refused: list[SkippedAd]
+    #: ad text -> what was built from it (None if nothing was), for the next read.
+    memo: dict[str, Any]
 
 
-def reread(text: str, source: str, memo: RotatingMemo[str, Any],
+def reread(text: str, source: str, memo: Mapping[str, Any],
            build: Callable[..., Any],
            refuse: Callable[[SourcedAd, InputError], SkippedAd],
            keep_text: bool = False) -> Reread:
     """`build` of every ad of `text` (a view, say), reusing what was built from an ad whose
-    text the last read saw (`memo`: ad text -> what was built; rotate it after each read).
+    text the last read saw (`memo`: the last read's `Reread.memo`, ad text -> what was built).
 
-    A steady pool's dump differs from the last in a few ads: an unchanged ad then costs one
-    look-up, not framing, a `SourcedAd` and a parsed ad's look-up. Old syntax (`condor_q
-    -long`) is framed by one split, and only ads built anew have their first line counted.
-    An ad that does not parse is skipped, as is one `build` refuses (an InputError), made into
-    a skipped ad by `refuse`; lenient, as `parse_ads(lenient=True)` is. With `keep_text`,
-    `build` is given the ad's text too, as an `AdText` (for the view to keep instead of the
-    parsed ad, which can then go)."""
+    A steady pool's dump differs from the last in a few ads: the unchanged ones are looked up
+    all at once (one `map` over the ads' texts), and only the others are framed, parsed and
+    built. Old syntax (`condor_q -long`) is framed by one split, and only ads built anew have
+    their first line counted. An ad that does not parse is skipped, as is one `build` refuses
+    (an InputError), made into a skipped ad by `refuse`; lenient, as `parse_ads(lenient=True)`
+    is. With `keep_text`, `build` is given the ad's text too, as an `AdText` (for the view to
+    keep instead of the parsed ad, which can then go)."""
     chosen = detect_format(text)
     parse = _FORMATS[chosen][1]
-    keys: list[str | None]
     if chosen is AdFormat.OLD:
-        keys, chunk_at = _old_blocks(text)
+        keys, values, missing, chunk_at = _old_blocks(text, memo)
     else:
         chunks = _FORMATS[chosen][0](text, source)
-        # JSON chunks are loaded values, not text: built every time.
-        keys = [chunk.payload if isinstance(chunk.payload, str) else None for chunk in chunks]
+        # New syntax is looked up by its text; JSON chunks are loaded values: built every time.
+        keys = [chunk.payload for chunk in chunks] if chosen is AdFormat.NEW else []
+        values = list(map(memo.get, keys)) if keys else [None] * len(chunks)
+        missing = [position for position, value in enumerate(values) if value is None]
         chunk_at = chunks.__getitem__
-    result = Reread([], [], [])
-    get, put, append = memo.get, memo.put, result.values.append
-    for position, key in enumerate(keys):
-        value = get(key) if key is not None else None
-        if value is None:
-            chunk = chunk_at(position)
-            if chunk is None:
-                continue
-            try:
-                sourced = SourcedAd(parse(chunk, source), source, chunk.index, chunk.line)
-            except InputError as error:
-                result.unparsed.append(SkippedAd(source, chunk.index, None, skip_reason(error)))
-                continue
-            try:
-                value = (build(sourced, AdText(key, chosen)) if keep_text and key is not None
-                         else build(sourced))
-            except InputError as error:
-                result.refused.append(refuse(sourced, error))
-                continue
-            if key is not None:
-                put(key, value)
-        append(value)
-    if not result.values and not result.unparsed and not result.refused:
+    result = Reread(values, [], [], {})
+    built = 0
+    for position in missing:
+        chunk = chunk_at(position)
+        if chunk is None:
+            continue
+        try:
+            sourced = SourcedAd(parse(chunk, source), source, chunk.index, chunk.line)
+        except InputError as error:
+            result.unparsed.append(SkippedAd(source, chunk.index, None, skip_reason(error)))
+            continue
+        try:
+            values[position] = (build(sourced, AdText(keys[position], chosen)) if keep_text
+                                and keys else build(sourced))
+        except InputError as error:
+            result.refused.append(refuse(sourced, error))
+            continue
+        built += 1
+    # The next read's memo: this read's ads only, so it never holds more than one dump's worth.
+    result.memo.update(zip(keys, values, strict=False))  # JSON: no keys
+    if built < len(missing):  # blank blocks and skipped ads leave no value
+        values[:] = [value for value in values if value is not None]
+    if not values and not result.unparsed and not result.refused:
         raise InputError(f"no ads found ({chosen.value} syntax)", source=source)
     return result
 
@@ -272,28 +281,72 @@ def _old_chunk(block: str, index: int, line: int) -> _Chunk | None:
     return _Chunk(block.strip("\r\n") + "\n", index, first_line)
 
 
-def _old_blocks(text: str) -> tuple[list[str], Callable[[int], _Chunk | None]]:
-    """Old-syntax text framed lazily: each ad's block of text, and the `_Chunk` of the ad at
-    a position, for positions asked in increasing order. A block's first line is counted only
-    when its chunk is asked for: a reader that reuses most ads never needs theirs."""
-    parts = _BLANK_LINE_RUNS.split(text)
-    blocks = parts[0::2]
+def _old_blocks(text: str, memo: Mapping[str, Any]) -> tuple[
+        list[str], list[Any], list[int], Callable[[int], _Chunk | None]]:
+    """Old-syntax text framed lazily, its ads looked up in `memo`: each ad's block of text,
+    what `memo` holds for it (None if nothing), the positions of the blocks it has nothing
+    for, and the `_Chunk` of the ad at a position, for positions asked in increasing order.
+    A block's first line is counted only when its chunk is asked for: a reader that reuses
+    most ads never needs theirs.
+
+    The blocks are cut at each "\\n\\n", several times faster than the blank-line runs'
+    expression, which gives the same blocks unless a run is longer or holds blanks. Such a run
+    leaves a block the expression would frame otherwise (`_misframed`), and only the blocks
+    the memo has nothing for are checked: a block that has a value was built from a block
+    with no blank line in it, and blank lines around such a block change neither its ad nor
+    the ads' indexes. If one is misframed, the text is framed again by the expression.
+    """
+    parts: list[str] = []
+    blocks = text.split("\n\n")
+    values = list(map(memo.get, blocks))
+    missing = [position for position, value in enumerate(values) if value is None]
+    last = len(blocks) - 1
+    if any(_misframed(blocks[position], position, last) for position in missing):
+        parts = _BLANK_LINE_RUNS.split(text)
+        blocks = parts[0::2]
+        values = list(map(memo.get, blocks))
+        missing = [position for position, value in enumerate(values) if value is None]
     first = 1 if not blocks[0].strip() else 0  # blank text before the first ad
-    offsets: list[int] = []  # where each part starts in `text`, made on the first ask
+    offsets: list[int] = []  # where each block starts in `text`, made on the first ask
     counted = [0, 1]  # the offset lines are counted up to, and the line there
 
     def chunk_at(position: int) -> _Chunk | None:
         if not offsets:
-            offsets.extend(accumulate(map(len, parts), initial=0))
-        part = 2 * (position + first)
-        start = offsets[part]
+            # Cut at "\n\n", block k starts after k separators of two characters.
+            offsets.extend(accumulate(map(len, parts or blocks), initial=0))
+            if parts:
+                del offsets[1::2]  # the separators' starts
+        block = position + first
+        start = offsets[block] if parts else offsets[block] + 2 * block
         if start < counted[0]:
             counted[:] = [0, 1]
         line = counted[1] + text.count("\n", counted[0], start)
         counted[:] = [start, line]
-        return _old_chunk(parts[part], position + 1, line)
+        return _old_chunk(blocks[block], position + 1, line)
 
-    return blocks[first:], chunk_at
+    if first:
+        return (blocks[1:], values[1:], [position - 1 for position in missing if position],
+                chunk_at)
+    return blocks, values, missing, chunk_at
+
+
+# Where a block cut at "\n\n" is not the expression's: a blank line at its start (the run
+# before it goes on), inside it, or at its end (the run after it starts early).
+_BLANK_LINE_AT_START = re.compile(r"[ \t\r]*\n")
+_BLANK_LINE_INSIDE = re.compile(r"\n[ \t\r]*\n")
+_BLANK_LINE_AT_END = re.compile(r"\n[ \t\r]*\Z")
+
+
+def _misframed(block: str, position: int, last: int) -> bool:
+    """Whether the blank-line runs would frame the block at `position` (of blocks 0..`last`
+    cut at each "\\n\\n") otherwise. The first block has no run before it and the last none
+    after it; a blank block between two others is part of a longer run (and would count as an
+    ad in the ads' indexes)."""
+    if 0 < position < last and not block.strip():
+        return True
+    return bool((position > 0 and _BLANK_LINE_AT_START.match(block))
+                or _BLANK_LINE_INSIDE.search(block)
+                or (position < last and _BLANK_LINE_AT_END.search(block)))
 
 
 def _attribute_lines(lines: list[str]) -> int:

@@ -20,13 +20,13 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
-from gridfair.classads.memo import RotatingMemo
 from gridfair.classads.reader import Reread, SourcedAd, read_ads, read_text, reread
 from gridfair.classads.views import AdConfig, job_view, machine_view, skipped_ad
 from gridfair.daemon.backends import ActionFailed, PoolBackend, PoolUnavailable
@@ -44,8 +44,7 @@ class DumpRead:
     from its ads, the ads skipped, and the views by ad text for the next read (`reread`)."""
 
     identity: tuple[int, int, int] | None = None
-    read: Reread = field(default_factory=lambda: Reread([], [], []))
-    memo: RotatingMemo[str, Any] = field(default_factory=RotatingMemo)
+    read: Reread = field(default_factory=lambda: Reread([], [], [], {}))
 
 
 def _identity(path: Path) -> tuple[int, int, int]:
@@ -78,17 +77,16 @@ def read_dumps(paths: Sequence[Path], build: Callable[..., Any],
         last = reads.setdefault(path, DumpRead())
         if last.identity != identity:
             try:
-                last.read = reread(read_text(path), str(path), last.memo, build, skipped_ad,
-                                   keep_text)
+                last.read = reread(read_text(path), str(path), last.read.memo, build,
+                                   skipped_ad, keep_text)
             except InputError as error:
-                last.read = Reread([], [_unreadable(path, error)], [])
-            last.memo.rotate()
+                last.read = Reread([], [_unreadable(path, error)], [], {})
             # Taken before the read: a dump rewritten during it is read again next cycle.
             last.identity = identity
         views.extend(last.read.values)
         unparsed.extend(last.read.unparsed)
         refused.extend(last.read.refused)
-    return Reread(views, unparsed, refused)
+    return Reread(views, unparsed, refused, {})
 
 
 def read_afresh(paths: Sequence[Path], skipped: list[SkippedAd]) -> list[SourcedAd]:
@@ -105,9 +103,9 @@ def read_afresh(paths: Sequence[Path], skipped: list[SkippedAd]) -> list[Sourced
     return ads
 
 
-def _repeats(names: Iterable[str]) -> bool:
-    listed = list(names)
-    return len(set(listed)) != len(listed)
+def _repeats(views: Sequence[Any], name: Callable[[Any], str]) -> bool:
+    """Whether two of the views have the same name (`name` an attrgetter: run in C)."""
+    return len(set(map(name, views))) != len(views)
 
 
 class FilesBackend(PoolBackend):
@@ -154,8 +152,8 @@ class FilesBackend(PoolBackend):
         slots = read_dumps(slot_files, self._machine_view, self._reads)
         # Jobs keep their ads as text, parsed again only to be matched (`AdText`).
         jobs = read_dumps(job_files, job_view, self._reads, keep_text=True)
-        if _repeats(machine.name for machine in slots.values) or _repeats(
-                job.id for job in jobs.values):
+        if _repeats(slots.values, attrgetter("name")) or _repeats(jobs.values,
+                                                                   attrgetter("id")):
             # A name used twice: the views' own rules say which ad is skipped and why.
             skipped: list[SkippedAd] = []
             slot_ads, job_ads = read_afresh(slot_files, skipped), read_afresh(job_files, skipped)

@@ -26,6 +26,12 @@ shared, so the load average is printed too.
 
     .venv/bin/python bench/daemon_cycle.py --slots 10000 --jobs 100000 [--json]
     .venv/bin/python bench/daemon_cycle.py --slots 100000 --jobs 1000000 --sides kept --json
+
+`--baseline DIR` runs each side again, right after, on the gridfair package of another
+checkout (`git worktree add --detach /tmp/base main`), in a fresh process on the same dumps:
+today's numbers and the change's from one command, under much the same load (the machine is
+shared, and its speed moves between sessions by a third or more). `--code DIR` runs only that
+checkout.
 """
 
 from __future__ import annotations
@@ -42,20 +48,26 @@ import tempfile
 import time
 from pathlib import Path
 
-import gridfair.daemon.cycle as cycle_module
-from gridfair.classads.kept_pool import KeptPool
-from gridfair.classads.synthetic import (
+ROOT = Path(__file__).resolve().parent.parent
+# `--code DIR` runs the benchmark on the gridfair package of another checkout (a baseline): it
+# must be on the path before the first import.
+CODE = Path(sys.argv[sys.argv.index("--code") + 1]) if "--code" in sys.argv[:-1] else ROOT
+sys.path.insert(0, str(CODE))
+
+import gridfair.daemon.cycle as cycle_module  # noqa: E402
+from gridfair.classads.kept_pool import KeptPool  # noqa: E402
+from gridfair.classads.synthetic import (  # noqa: E402
     ARCHITECTURES,
     BASE_TIME,
     MEMORY_CHOICES,
     REQUIREMENTS,
     SLOT_START,
 )
-from gridfair.core.negotiator import Negotiator
-from gridfair.daemon.backends.files import FilesBackend
-from gridfair.daemon.config import validate
-from gridfair.daemon.cycle import CycleRunner
-from gridfair.daemon.store import Store
+from gridfair.core.negotiator import Negotiator  # noqa: E402
+from gridfair.daemon.backends.files import FilesBackend  # noqa: E402
+from gridfair.daemon.config import validate  # noqa: E402
+from gridfair.daemon.cycle import CycleRunner  # noqa: E402
+from gridfair.daemon.store import Store  # noqa: E402
 
 IDLE, RUNNING, HELD, GONE = 1, 2, 5, 0
 SIDES = {"kept": True, "rebuild": False}
@@ -278,6 +290,10 @@ def main() -> None:
     parser.add_argument("--phases", action="store_true",
                         help="also time the phases of a steady cycle (CPU seconds, median)")
     parser.add_argument("--side", choices=SIDES, help=argparse.SUPPRESS)
+    parser.add_argument("--code", type=Path, default=None,
+                        help="run on the gridfair package of this checkout instead")
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="run each side again on the gridfair package of this checkout")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
     sides = [side for side in args.sides.split(",") if side]
@@ -285,27 +301,35 @@ def main() -> None:
         parser.error("need 1 <= --slots <= --jobs, 0 < --churn < 1 and --cycles >= 1")
     if not sides or any(side not in SIDES for side in sides):
         parser.error(f"--sides takes a comma-separated list of {', '.join(SIDES)}")
+    for option, checkout in (("--code", args.code), ("--baseline", args.baseline)):
+        if checkout is not None and not (checkout / "gridfair").is_dir():
+            parser.error(f"{option} {checkout}: no gridfair package there")
     if args.side:
         print(json.dumps(run_side(args)))
         return
     result: dict[str, object] = {"slots": args.slots, "jobs": args.jobs, "users": args.users,
                                  "churn": args.churn, "cycles": args.cycles,
                                  "load_average_before": os.getloadavg()[0]}
-    for side in sides:
+    runs = [(side, side, CODE) for side in sides]
+    if args.baseline is not None:
+        runs += [(side, f"{side}@baseline", args.baseline) for side in sides]
+        result["code"], result["baseline"] = str(CODE), str(args.baseline)
+    for side, label, checkout in runs:
         command = [sys.executable, __file__, "--side", side, "--slots", str(args.slots),
                    "--jobs", str(args.jobs), "--users", str(args.users),
                    "--cycles", str(args.cycles), "--churn", str(args.churn),
-                   *(["--phases"] if args.phases else [])]
+                   "--code", str(checkout), *(["--phases"] if args.phases else [])]
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode != 0:
-            sys.exit(f"the {side} side failed:\n{done.stderr}")
-        result[side] = json.loads(done.stdout)
+            sys.exit(f"the {label} side failed:\n{done.stderr}")
+        result[label] = json.loads(done.stdout)
+    labels = [label for _, label, _ in runs]
     result["load_average_after"] = os.getloadavg()[0]
     first = result[sides[0]]
     result.update({key: first[key] for key in ("first_cycle_seconds", "steady_cycle_seconds",
                                                "peak_rss_mb")})
-    if len(sides) > 1:
-        result["same_decisions"] = len({result[s]["decisions_digest"] for s in sides}) == 1
+    if len(labels) > 1:
+        result["same_decisions"] = len({result[s]["decisions_digest"] for s in labels}) == 1
     if args.json:
         print(json.dumps(result, sort_keys=True))
         return
@@ -313,9 +337,9 @@ def main() -> None:
           f"of jobs change state before each of {args.cycles} steady cycles (load average "
           f"{result['load_average_before']:.2f} before, {result['load_average_after']:.2f} "
           "after)")
-    for side in sides:
-        s = result[side]
-        print(f"{side:>8}: first cycle {s['first_cycle_seconds']:.2f} s "
+    for label in labels:
+        s = result[label]
+        print(f"{label:>8}: first cycle {s['first_cycle_seconds']:.2f} s "
               f"({s['first_cycle_cpu_seconds']:.2f} s CPU), steady cycle "
               f"{s['steady_cycle_seconds']:.2f} s median ({s['steady_cycle_cpu_seconds']:.2f} s "
               f"CPU, best {s['steady_cycle_seconds_best']:.2f} s), peak RSS "

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import compress, count, repeat
+from operator import attrgetter, is_, is_not, itemgetter, ne
 from typing import TYPE_CHECKING
 
 from gridfair.classads.matching import AutoclusterMatcher
@@ -49,6 +51,10 @@ KEPT_STAGES = frozenset({
     "order:hosep", "preempt:hosep", "order:osep", "preempt:osep", "preempt:reclaim",
     "order:drf", "order:wdrf",
 })
+
+_ID, _STATUS = attrgetter("id"), attrgetter("status")
+_JOB, _TASK, _QUEUE_KEY = itemgetter(0), itemgetter(1), itemgetter(2)  # of a kept job's entry
+_ABSENT = object()  # a job the last cycle did not have
 
 #: The kinds of change a snapshot can bring, as counted in `PoolEvents`.
 EVENT_KINDS = ("submitted", "started", "vacated", "moved", "finished",
@@ -87,6 +93,7 @@ class KeptPool:
         self._matcher = matcher
         self._machines: dict[str, tuple[Machine, Node]] = {}
         self._jobs: dict[str, tuple[Job, Task, tuple]] = {}  # id -> job, its task, queue key
+        self._views: dict[str, Job] = {}  # id -> the job's view in the last snapshot
         self._where: dict[str, str | None] = {}  # job in the pool -> its slot, None if idle
         self.events = PoolEvents()
         self.cycles = 0
@@ -103,7 +110,7 @@ class KeptPool:
         events = PoolEvents()
         now = snapshot.time
         nodes = self._nodes(snapshot.machines, events)
-        jobs = self._tasks(snapshot.jobs)
+        jobs = self._tasks(snapshot)
         running_jobs = sorted((job for job in snapshot.jobs if job.status is JobStatus.RUNNING),
                               key=lambda job: jobs[job.id][2])
         placed, unplaced = place_running(snapshot.machines, running_jobs)
@@ -135,16 +142,18 @@ class KeptPool:
             # The claim holds the whole slot, whatever the job asked for.
             task.cpus, task.memory = node.cpus, node.memory
             running.append((task, node, started))
-        idle = [entry for entry in jobs.values() if entry[0].status is JobStatus.IDLE]
-        idle.sort(key=lambda entry: entry[2])
-        for job, _, _ in idle:
-            where[job.id] = None
+        # Over every job of the snapshot, so run in C: compress, map, attrgetter.
+        idle_ids = compress(map(_ID, snapshot.jobs),
+                            map(is_, map(_STATUS, snapshot.jobs), repeat(JobStatus.IDLE)))
+        idle = list(map(jobs.__getitem__, idle_ids))
+        idle.sort(key=_QUEUE_KEY)
+        where.update(dict.fromkeys(map(_ID, map(_JOB, idle))))
         self._count_job_events(where, events)
         pool = Pool(task_key=stages.order.task_key,
                     exact_accounting=stages.order.exact_accounting,
                     matcher=self._matcher if self._matcher is not None else AutoclusterMatcher())
         pool.load([nodes[machine.name] for machine in snapshot.machines],
-                  [entry[1] for entry in idle], running)
+                  list(map(_TASK, idle)), running)
         negotiator = Negotiator(pool, stages.order, stages.preempt, stages.admit)
         pool.announce(now)
         self._where = where
@@ -170,27 +179,31 @@ class KeptPool:
         self._machines = current
         return {name: node for name, (_, node) in current.items()}
 
-    def _tasks(self, snapshot_jobs: Iterable[Job]) -> dict[str, tuple[Job, Task, tuple]]:
+    def _tasks(self, snapshot: Snapshot) -> dict[str, tuple[Job, Task, tuple]]:
         """Job id -> (job, its task, queue key) for the snapshot's jobs: the kept task when
-        its job's view is the one of the last cycle, else a new one."""
-        kept = self._jobs
-        current: dict[str, tuple[Job, Task, tuple]] = {}
-        for job in snapshot_jobs:
-            before = kept.get(job.id)
-            if before is not None and before[0] is job:
-                current[job.id] = before
-            else:
-                current[job.id] = (job, task_from_job(job), queue_order(job))
+        its job's view is the one of the last cycle, else a new one. Only the jobs with a new
+        view are visited one by one; the rest is done over all jobs at once, in C."""
+        jobs = snapshot.jobs
+        ids = list(map(_ID, jobs))
+        current = dict(zip(ids, map(self._jobs.get, ids), strict=True))
+        last_views = map(self._views.get, ids)
+        for position in compress(count(), map(is_not, last_views, jobs)):
+            job = jobs[position]
+            current[job.id] = (job, task_from_job(job), queue_order(job))
         self._jobs = current
+        self._views = snapshot.jobs_by_id
         return current
 
     def _count_job_events(self, where: dict[str, str | None], events: PoolEvents) -> None:
         before = self._where
-        for job_id, slot in where.items():
+        # Jobs whose place (slot, or None for the queue) is not the last cycle's, found in C.
+        moved = compress(where, map(ne, map(before.get, where, repeat(_ABSENT)), where.values()))
+        for job_id in moved:
+            slot = where[job_id]
             if job_id not in before:
                 events.add("submitted" if slot is None else "started")
-            elif before[job_id] != slot:
+            else:
                 was = before[job_id]
                 events.add("started" if was is None else ("vacated" if slot is None
                                                           else "moved"))
-        events.add("finished", sum(1 for job_id in before if job_id not in where))
+        events.add("finished", len(before.keys() - where.keys()))

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_left, insort
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable
+from operator import attrgetter
 from typing import Any
 
 # Task states.
@@ -27,6 +28,7 @@ RESOURCE_NAMES = ("cpus", "memory", "power")
 
 # Free capacity below this is treated as none (capacities may be fractional).
 EPSILON = 1e-9
+_TASK_ID, _TASK_USER = attrgetter("id"), attrgetter("user")
 
 
 class Node:
@@ -317,20 +319,26 @@ class Pool:
                 owner = self.user(node.owner)
                 owner.provided_power += node.power
                 owner.provided_nodes += 1
-        key = self.task_key
-        tasks, users = self.tasks, self.users
-        seq = self._seq
-        for task in queued:  # `_enrol`, inlined: this runs for every queued job every cycle
+        # `_enrol` and `_enqueue` for every queued task, the per-task steps left in Python kept
+        # to the attributes a task must carry: the rest runs over all of them at once, as a
+        # big pool has a million queued jobs to lay out every cycle.
+        queued = list(queued)
+        first_seq = self._seq
+        for seq, task in enumerate(queued, first_seq):
             task.seq = seq
-            tasks[task.id] = task
-            user = users.get(task.user) or self.user(task.user)
-            user.submitted += 1
             task.state = QUEUED
             task.node = None
-            user.idle.append((key(task), seq, task))
-            user.idle_count += 1
-            seq += 1
-        self._seq = seq
+        self._seq = first_seq + len(queued)
+        self.tasks.update(zip(map(_TASK_ID, queued), queued, strict=True))
+        owners = list(map(_TASK_USER, queued))
+        for name, tasks in Counter(owners).items():  # users made in order of first mention
+            user = self.user(name)
+            user.submitted += tasks
+            user.idle_count += tasks
+        appends = {name: user.idle.append for name, user in self.users.items()}
+        entries = zip(map(self.task_key, queued), range(first_seq, self._seq), queued, strict=True)
+        for name, entry in zip(owners, entries, strict=True):
+            appends[name](entry)
         for user in self.users.values():
             heapq.heapify(user.idle)
         for task, node, started in running:

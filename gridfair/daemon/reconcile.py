@@ -4,16 +4,18 @@
 turns the differences into job events (submitted, started, vacated, moved, gone): the usage
 history, the `explain` command and the journal's confirmations are built on them.
 
-The negotiator's pool itself is rebuilt from each snapshot (`gridfair.classads.to_pool`,
-replaying it as pool events with the policy stages listening): a fresh pool per cycle keeps
-the daemon's view equal to the pool's, whatever happened in between; what must outlive a
+The negotiator's pool itself is made from each snapshot elsewhere: laid out from the objects
+kept since the last cycle (`gridfair.classads.kept_pool`) or rebuilt by replaying the
+snapshot (`gridfair.classads.to_pool`) for stages that need every event; what must outlive a
 cycle (decayed usage, commitments) is policy state, saved and restored by the daemon.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import compress
+from operator import attrgetter, is_not, ne, not_, or_
 from typing import Any
 
 from gridfair.model import Job, JobStatus, Snapshot
@@ -21,6 +23,7 @@ from gridfair.model import Job, JobStatus, Snapshot
 # Looked up, not computed: reconcile names the status of every job every cycle, and an
 # enum's `.name` is a slow property.
 STATUS_NAMES = {status: status.name.lower() for status in JobStatus}
+_ID = attrgetter("id")
 
 
 @dataclass(slots=True)
@@ -66,11 +69,7 @@ def reconcile(
     is passed over; its row stands."""
     result = Reconciliation(known=known)
     on_slot = snapshot.job_slots
-    unchanged_view = previous.jobs_by_id.get if previous is not None else {}.get
-    slot_before = previous.job_slots.get if previous is not None else {}.get
-    for job in snapshot.jobs:
-        if unchanged_view(job.id) is job and on_slot.get(job.id) == slot_before(job.id):
-            continue
+    for job in _changed_since(snapshot, previous):
         status = STATUS_NAMES[job.status]
         machine = on_slot.get(job.id, job.machine) if job.status == JobStatus.RUNNING else None
         before = known.get(job.id)
@@ -88,11 +87,23 @@ def reconcile(
                                "machine": machine, "since": since, "last_seen": snapshot.time,
                                "cycle": cycle})
     present = snapshot.jobs_by_id
-    for job_id in [job_id for job_id in known if job_id not in present]:  # in stored order
-        row = known[job_id]
+    for job_id in list(compress(known, map(not_, map(present.__contains__, known)))):
+        row = known[job_id]  # in stored order
         result.gone.append(job_id)
         result.events.append(JobEvent(job_id, row["user"], "gone", row["machine"]))
     return result
+
+
+def _changed_since(snapshot: Snapshot, previous: Snapshot | None) -> Iterable[Job]:
+    """The snapshot's jobs, less those that are the very view they were in `previous` and
+    on the same slot; found over every job at once, in C (`map`, `compress`)."""
+    if previous is None:
+        return snapshot.jobs
+    ids = list(map(_ID, snapshot.jobs))
+    new_view = map(is_not, map(previous.jobs_by_id.get, ids), snapshot.jobs)
+    slot_before = previous.job_slots.get
+    moved = map(ne, map(snapshot.job_slots.get, ids), map(slot_before, ids))
+    return compress(snapshot.jobs, map(or_, new_view, moved))
 
 
 def _since(job: Job, before: Mapping[str, Any] | None, now: float) -> float:

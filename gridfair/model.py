@@ -75,8 +75,9 @@ class SkippedAd:
     reason: str
 
 
-# Attribute getters run in C: a snapshot's indexes are made over every job of a big pool.
-_ID, _NAME = attrgetter("id"), attrgetter("name")
+#: A job's id and a machine's name, as getters that run in C: what passes over every job of
+#: a big pool (a snapshot's indexes, the daemon's diffs) maps them rather than loops.
+JOB_ID, MACHINE_NAME = attrgetter("id"), attrgetter("name")
 
 
 @dataclass(frozen=True)
@@ -92,11 +93,11 @@ class Snapshot:
 
     @cached_property
     def jobs_by_id(self) -> dict[str, Job]:
-        return dict(zip(map(_ID, self.jobs), self.jobs, strict=True))
+        return dict(zip(map(JOB_ID, self.jobs), self.jobs, strict=True))
 
     @cached_property
     def machines_by_name(self) -> dict[str, Machine]:
-        return dict(zip(map(_NAME, self.machines), self.machines, strict=True))
+        return dict(zip(map(MACHINE_NAME, self.machines), self.machines, strict=True))
 
     @cached_property
     def job_slots(self) -> dict[str, str]:

@@ -40,7 +40,7 @@ from gridfair.classads.to_pool import (
 from gridfair.core.collector import collector_paused
 from gridfair.core.negotiator import Negotiator
 from gridfair.core.pool import Node, Pool, Task
-from gridfair.model import Job, JobStatus, Machine, Snapshot
+from gridfair.model import JOB_ID, Job, JobStatus, Machine, Snapshot
 
 if TYPE_CHECKING:
     from gridfair.policies.registry import Stages
@@ -52,7 +52,7 @@ KEPT_STAGES = frozenset({
     "order:drf", "order:wdrf",
 })
 
-_ID, _STATUS = attrgetter("id"), attrgetter("status")
+_STATUS = attrgetter("status")
 _JOB, _TASK, _QUEUE_KEY = itemgetter(0), itemgetter(1), itemgetter(2)  # of a kept job's entry
 _ABSENT = object()  # a job the last cycle did not have
 
@@ -143,11 +143,11 @@ class KeptPool:
             task.cpus, task.memory = node.cpus, node.memory
             running.append((task, node, started))
         # Over every job of the snapshot, so run in C: compress, map, attrgetter.
-        idle_ids = compress(map(_ID, snapshot.jobs),
+        idle_ids = compress(map(JOB_ID, snapshot.jobs),
                             map(is_, map(_STATUS, snapshot.jobs), repeat(JobStatus.IDLE)))
         idle = list(map(jobs.__getitem__, idle_ids))
         idle.sort(key=_QUEUE_KEY)
-        where.update(dict.fromkeys(map(_ID, map(_JOB, idle))))
+        where.update(dict.fromkeys(map(JOB_ID, map(_JOB, idle))))
         self._count_job_events(where, events)
         pool = Pool(task_key=stages.order.task_key,
                     exact_accounting=stages.order.exact_accounting,
@@ -184,7 +184,7 @@ class KeptPool:
         its job's view is the one of the last cycle, else a new one. Only the jobs with a new
         view are visited one by one; the rest is done over all jobs at once, in C."""
         jobs = snapshot.jobs
-        ids = list(map(_ID, jobs))
+        ids = list(map(JOB_ID, jobs))
         current = dict(zip(ids, map(self._jobs.get, ids), strict=True))
         last_views = map(self._views.get, ids)
         for position in compress(count(), map(is_not, last_views, jobs)):

@@ -29,10 +29,11 @@ import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import compress, count
 
 from gridfair.core.stages import ALLOCATE, VACATE
 from gridfair.daemon.store import CONFIRMED, FAILED, LANDED, Store
-from gridfair.model import Job, JobStatus, Machine, Snapshot
+from gridfair.model import JOB_ID, Job, JobStatus, Machine, Snapshot
 
 CLAIMED, BUSY = "Claimed", "Busy"
 
@@ -206,17 +207,20 @@ def hold_slots(snapshot: Snapshot, held: Mapping[str, Flight]) -> Snapshot:
             machine = dataclasses.replace(machine, state=CLAIMED, activity=BUSY,
                                           running_job=flight.job, running_user=user)
         machines.append(machine)
-    view_jobs = []
-    for job in snapshot.jobs:
+    view_jobs = list(snapshot.jobs)
+    touched = held.keys() | leaving
+    # The few jobs that change are found over all of them at once, in C.
+    for position in compress(count(), map(touched.__contains__, map(JOB_ID, snapshot.jobs))):
+        job = view_jobs[position]
         flight = held.get(job.id)
         if flight is not None:
             started = job.start_time if job.status is JobStatus.RUNNING else None
-            job = dataclasses.replace(job, status=JobStatus.RUNNING, machine=flight.machine,
-                                      start_time=started or flight.confirmed)
-        elif job.id in leaving:
-            job = dataclasses.replace(job, status=JobStatus.IDLE, machine=None,
-                                      start_time=None)
-        view_jobs.append(job)
+            view_jobs[position] = dataclasses.replace(
+                job, status=JobStatus.RUNNING, machine=flight.machine,
+                start_time=started or flight.confirmed)
+        else:
+            view_jobs[position] = dataclasses.replace(job, status=JobStatus.IDLE, machine=None,
+                                                      start_time=None)
     # A held job no ad lists (started, its slot's ad not caught up): running where it was sent.
     view_jobs.extend(Job(flight.job, flight.user, JobStatus.RUNNING, flight.confirmed,
                          start_time=flight.confirmed, machine=flight.machine)

@@ -15,15 +15,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import compress
-from operator import attrgetter, is_not, ne, not_, or_
+from operator import is_not, ne, not_, or_
 from typing import Any
 
-from gridfair.model import Job, JobStatus, Snapshot
+from gridfair.model import JOB_ID, Job, JobStatus, Snapshot
 
 # Looked up, not computed: reconcile names the status of every job every cycle, and an
 # enum's `.name` is a slow property.
 STATUS_NAMES = {status: status.name.lower() for status in JobStatus}
-_ID = attrgetter("id")
 
 
 @dataclass(slots=True)
@@ -99,7 +98,7 @@ def _changed_since(snapshot: Snapshot, previous: Snapshot | None) -> Iterable[Jo
     on the same slot; found over every job at once, in C (`map`, `compress`)."""
     if previous is None:
         return snapshot.jobs
-    ids = list(map(_ID, snapshot.jobs))
+    ids = list(map(JOB_ID, snapshot.jobs))
     new_view = map(is_not, map(previous.jobs_by_id.get, ids), snapshot.jobs)
     slot_before = previous.job_slots.get
     moved = map(ne, map(snapshot.job_slots.get, ids), map(slot_before, ids))

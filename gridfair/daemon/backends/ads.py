@@ -12,11 +12,10 @@ adds what the daemon needs on top:
 from __future__ import annotations
 
 from collections.abc import Iterable
-from operator import attrgetter
 
 from gridfair.classads.reader import SourcedAd
 from gridfair.classads.views import AdConfig, jobs_from_ads, machines_from_ads
-from gridfair.model import Job, JobStatus, Machine, SkippedAd, Snapshot
+from gridfair.model import JOB_ID, Job, JobStatus, Machine, SkippedAd, Snapshot
 
 #: What the daemon reads of a slot ad (the collector query's projection).
 SLOT_ATTRIBUTES = (
@@ -66,7 +65,7 @@ def snapshot_of(time: float, machines: list[Machine], jobs: list[Job],
                 skipped: Iterable[SkippedAd]) -> Snapshot:
     """The snapshot of these views, with the running jobs known only from their slots'
     ads added (after the jobs read)."""
-    known = set(map(attrgetter("id"), jobs))
+    known = set(map(JOB_ID, jobs))
     for machine in machines:
         if (machine.state == "Claimed" and machine.running_job and machine.running_user
                 and machine.running_job not in known):

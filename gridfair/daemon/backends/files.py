@@ -23,7 +23,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,7 @@ from gridfair.classads.views import AdConfig, job_view, machine_view, skipped_ad
 from gridfair.daemon.backends import ActionFailed, PoolBackend, PoolUnavailable
 from gridfair.daemon.backends.ads import snapshot_from_ads, snapshot_of
 from gridfair.errors import InputError
-from gridfair.model import Job, JobStatus, Machine, SkippedAd, Snapshot
+from gridfair.model import JOB_ID, MACHINE_NAME, Job, JobStatus, Machine, SkippedAd, Snapshot
 
 SLOT_SUFFIX = ".status"
 JOB_SUFFIX = ".queue"
@@ -104,7 +103,7 @@ def read_afresh(paths: Sequence[Path], skipped: list[SkippedAd]) -> list[Sourced
 
 
 def _repeats(views: Sequence[Any], name: Callable[[Any], str]) -> bool:
-    """Whether two of the views have the same name (`name` an attrgetter: run in C)."""
+    """Whether two of the views have the same name (`name` a getter that runs in C)."""
     return len(set(map(name, views))) != len(views)
 
 
@@ -152,8 +151,7 @@ class FilesBackend(PoolBackend):
         slots = read_dumps(slot_files, self._machine_view, self._reads)
         # Jobs keep their ads as text, parsed again only to be matched (`AdText`).
         jobs = read_dumps(job_files, job_view, self._reads, keep_text=True)
-        if _repeats(slots.values, attrgetter("name")) or _repeats(jobs.values,
-                                                                   attrgetter("id")):
+        if _repeats(slots.values, MACHINE_NAME) or _repeats(jobs.values, JOB_ID):
             # A name used twice: the views' own rules say which ad is skipped and why.
             skipped: list[SkippedAd] = []
             slot_ads, job_ads = read_afresh(slot_files, skipped), read_afresh(job_files, skipped)

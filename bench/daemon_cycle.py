@@ -262,7 +262,9 @@ def run_side(args: argparse.Namespace) -> dict[str, object]:
     phases = {label: round(sorted(c["phases"].get(label, 0.0) for c in steady)[middle], 3)
               for label in {label for c in steady for label in c["phases"]}}
     return {
-        **({"steady_phase_cpu_seconds": phases} if args.phases else {}),
+        **({"first_phase_cpu_seconds": {label: round(seconds, 3) for label, seconds
+                                        in sorted(cycles[0]["phases"].items())},
+            "steady_phase_cpu_seconds": phases} if args.phases else {}),
         "first_cycle_seconds": round(cycles[0]["wall"], 3),
         "first_cycle_cpu_seconds": round(cycles[0]["cpu"], 3),
         "steady_cycle_seconds": round(sorted(c["wall"] for c in steady)[middle], 3),
@@ -288,7 +290,8 @@ def main() -> None:
                         help="comma-separated: kept (the daemon now), rebuild (the pool "
                         "rebuilt every cycle); default both, side by side")
     parser.add_argument("--phases", action="store_true",
-                        help="also time the phases of a steady cycle (CPU seconds, median)")
+                        help="also time the phases of the first cycle and of a steady one "
+                             "(CPU seconds; the steady cycles' median)")
     parser.add_argument("--side", choices=SIDES, help=argparse.SUPPRESS)
     parser.add_argument("--code", type=Path, default=None,
                         help="run on the gridfair package of this checkout instead")
@@ -344,10 +347,11 @@ def main() -> None:
               f"{s['steady_cycle_seconds']:.2f} s median ({s['steady_cycle_cpu_seconds']:.2f} s "
               f"CPU, best {s['steady_cycle_seconds_best']:.2f} s), peak RSS "
               f"{s['peak_rss_mb']:.0f} MB, decisions {s['decisions_per_cycle']}")
-        if "steady_phase_cpu_seconds" in s:
-            print(" " * 10 + "steady cycle CPU by phase: " + ", ".join(
-                f"{label} {seconds:.2f} s"
-                for label, seconds in sorted(s["steady_phase_cpu_seconds"].items())))
+        for cycle in ("first", "steady"):
+            if f"{cycle}_phase_cpu_seconds" in s:
+                print(" " * 10 + f"{cycle} cycle CPU by phase: " + ", ".join(
+                    f"{phase} {seconds:.2f} s"
+                    for phase, seconds in sorted(s[f"{cycle}_phase_cpu_seconds"].items())))
     if "same_decisions" in result:
         print("journals identical" if result["same_decisions"] else "JOURNALS DIFFER")
 

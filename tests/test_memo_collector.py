@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from gridfair.classads.reader import AdFormat, parse_ads, read_ads, reread
+from gridfair.classads.reader import STALE_MEMO, AdFormat, parse_ads, read_ads, reread
 from gridfair.classads.synthetic import job_ads, machine_ads, write_ads
 from gridfair.classads.views import machine_view, machines_from_ads, skipped_ad
 from gridfair.core.collector import CycleCollector, collector_paused
@@ -89,9 +89,35 @@ def test_a_memo_keeps_this_reads_ads_only_and_an_unchanged_ad_gives_the_same_vie
     assert second.values[1] is first.values[1]  # slot 2's ad is unchanged: not built again
     assert second.values[0] is not first.values[0]
     assert [machine.name for machine in second.values] == ["slot0@a", "slot2@a", "slot3@a"]
-    # Slots 1 and 4 left the dump: the next read's memo no longer holds them.
-    assert {machine.name for machine in second.memo.values()} <= {"slot0@a", "slot2@a",
+    # Slots 1 and 4 left the dump; kept, the memo would hold 5 ads for a read of 3 (over
+    # STALE_MEMO): it is remade from this read's ads.
+    assert {machine.name for machine in second.memo.values()} == {"slot0@a", "slot2@a",
                                                                   "slot3@a"}
+
+
+def test_a_memo_holds_few_ads_gone_from_the_dump_and_is_remade_past_the_bound(
+        tmp_path: Path) -> None:
+    dump = tmp_path / "pool.status"
+    slots = list(range(20))
+    dump.write_text("\n".join(SLOT.format(n=n, owner=1) for n in slots))
+    read = reread(dump.read_text(), str(dump), {}, machine_view, skipped_ad)
+    sizes = []
+    for step in range(12):  # one slot leaves and one comes each read
+        slots = [*slots[1:], 20 + step]
+        dump.write_text("\n".join(SLOT.format(n=n, owner=1) for n in slots))
+        last = read
+        read = reread(dump.read_text(), str(dump), read.memo, machine_view, skipped_ad)
+        assert [machine.name for machine in read.values] == [f"slot{n}@a" for n in slots]
+        assert read.values[0] is last.values[1]  # unchanged ads are not built again
+        sizes.append(len(read.memo))
+        assert {machine.name for machine in read.memo.values()} >= {
+            f"slot{n}@a" for n in slots}
+    # Two new ad texts per read: the slot that came, and the one that was last (the last ad
+    # of a dump has its newline in its text; once another follows, it reads differently). The
+    # memo is kept and added to while it would hold at most STALE_MEMO times the read's ads
+    # (25), and remade from the read's 20 past that.
+    assert STALE_MEMO * len(slots) == 25
+    assert sizes == [22, 24, 20] * 4
 
 
 def test_a_reread_builds_what_the_long_way_does_however_the_ads_move(tmp_path: Path) -> None:

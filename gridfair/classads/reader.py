@@ -180,6 +180,12 @@ def readable(ad: Any) -> Any:
     return ad.parsed() if isinstance(ad, AdText) else ad
 
 
+#: How big the memo `reread` hands on may grow, against the ads of the read, before it is
+#: remade from them alone: ads gone from the dump (a job that left, an ad that changed) stay in
+#: it until then. At 1 % of the ads changing per read, it is remade every 25 reads.
+STALE_MEMO = 1.25
+
+
 class Reread(NamedTuple):
     """What `reread` made of a file: what `build` made of each usable ad, in file order, the
     ads that did not parse, the ads `build` refused, and the memo for the next read."""
@@ -187,7 +193,8 @@ class Reread(NamedTuple):
     values: list[Any]
     unparsed: list[SkippedAd]
     refused: list[SkippedAd]
-    #: ad text -> what was built from it (None if nothing was), for the next read.
+    #: ad text -> what was built from it (None if nothing was), for the next read: this
+    #: read's ads, and maybe some of the last reads' (`STALE_MEMO`).
     memo: dict[str, Any]
 
 
@@ -196,7 +203,8 @@ def reread(text: str, source: str, memo: Mapping[str, Any],
            refuse: Callable[[SourcedAd, InputError], SkippedAd],
            keep_text: bool = False) -> Reread:
     """`build` of every ad of `text` (a view, say), reusing what was built from an ad whose
-    text the last read saw (`memo`: the last read's `Reread.memo`, ad text -> what was built).
+    text the last read saw (`memo`: the last read's `Reread.memo`, ad text -> what was built;
+    a dict is handed on, updated, as this read's).
 
     A steady pool's dump differs from the last in a few ads: the unchanged ones are looked up
     all at once (one `map` over the ads' texts), and only the others are framed, parsed and
@@ -234,8 +242,14 @@ def reread(text: str, source: str, memo: Mapping[str, Any],
             result.refused.append(refuse(sourced, error))
             continue
         built += 1
-    # The next read's memo: this read's ads only, so it never holds more than one dump's worth.
-    result.memo.update(zip(keys, values, strict=False))  # JSON: no keys
+    # The next read's memo: the last one with this read's new ads added, as long as the ads
+    # it holds that this read no longer has stay few (`STALE_MEMO`); then this read's ads alone.
+    # Remade every read, it would cost a pass over a million ads to drop a few thousand.
+    if keys and isinstance(memo, dict) and len(memo) + len(missing) <= STALE_MEMO * len(keys):
+        result = result._replace(memo=memo)
+        memo.update(zip(map(keys.__getitem__, missing), map(values.__getitem__, missing)))
+    else:
+        result.memo.update(zip(keys, values, strict=False))  # JSON: no keys
     if built < len(missing):  # blank blocks and skipped ads leave no value
         values[:] = [value for value in values if value is not None]
     if not values and not result.unparsed and not result.refused:

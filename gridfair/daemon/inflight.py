@@ -210,8 +210,10 @@ def hold_slots(snapshot: Snapshot, held: Mapping[str, Flight]) -> Snapshot:
     view_jobs = list(snapshot.jobs)
     touched = held.keys() | leaving
     # The few jobs that change are found over all of them at once, in C.
+    changed = []
     for position in compress(count(), map(touched.__contains__, map(JOB_ID, snapshot.jobs))):
         job = view_jobs[position]
+        changed.append((position, job.id))
         flight = held.get(job.id)
         if flight is not None:
             started = job.start_time if job.status is JobStatus.RUNNING else None
@@ -225,7 +227,12 @@ def hold_slots(snapshot: Snapshot, held: Mapping[str, Flight]) -> Snapshot:
     view_jobs.extend(Job(flight.job, flight.user, JobStatus.RUNNING, flight.confirmed,
                          start_time=flight.confirmed, machine=flight.machine)
                      for flight in held.values() if flight.job not in jobs)
-    return dataclasses.replace(snapshot, machines=tuple(machines), jobs=tuple(view_jobs))
+    # The view's index: the snapshot's, with the few jobs that differ (a copy, not a pass).
+    view_index = jobs.copy()
+    view_index.update((job.id, job) for job in view_jobs[len(snapshot.jobs):])
+    view_index.update((job_id, view_jobs[position]) for position, job_id in changed)
+    return Snapshot.indexed(snapshot.time, tuple(machines), tuple(view_jobs), snapshot.skipped,
+                            view_index)
 
 
 def record(store: Store, settlement: Settlement, cycle: int, now: float,

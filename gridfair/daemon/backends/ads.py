@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 from gridfair.classads.reader import SourcedAd
 from gridfair.classads.views import AdConfig, jobs_from_ads, machines_from_ads
-from gridfair.model import JOB_ID, Job, JobStatus, Machine, SkippedAd, Snapshot
+from gridfair.model import Job, JobStatus, Machine, SkippedAd, Snapshot, index_jobs
 
 #: What the daemon reads of a slot ad (the collector query's projection).
 SLOT_ATTRIBUTES = (
@@ -62,13 +62,16 @@ def snapshot_from_ads(
 
 
 def snapshot_of(time: float, machines: list[Machine], jobs: list[Job],
-                skipped: Iterable[SkippedAd]) -> Snapshot:
+                skipped: Iterable[SkippedAd],
+                jobs_by_id: dict[str, Job] | None = None) -> Snapshot:
     """The snapshot of these views, with the running jobs known only from their slots'
-    ads added (after the jobs read)."""
-    known = set(map(JOB_ID, jobs))
+    ads added (after the jobs read). `jobs_by_id`, the caller's `index_jobs(jobs)` if it has
+    it, is completed and becomes the snapshot's index."""
+    known = index_jobs(jobs) if jobs_by_id is None else jobs_by_id
     for machine in machines:
         if (machine.state == "Claimed" and machine.running_job and machine.running_user
                 and machine.running_job not in known):
-            jobs.append(job_of_slot(machine))
-            known.add(machine.running_job)
-    return Snapshot(time, tuple(machines), tuple(jobs), tuple(skipped))
+            job = job_of_slot(machine)
+            jobs.append(job)
+            known[job.id] = job
+    return Snapshot.indexed(time, tuple(machines), tuple(jobs), tuple(skipped), known)

@@ -31,7 +31,15 @@ from gridfair.classads.views import AdConfig, job_view, machine_view, skipped_ad
 from gridfair.daemon.backends import ActionFailed, PoolBackend, PoolUnavailable
 from gridfair.daemon.backends.ads import snapshot_from_ads, snapshot_of
 from gridfair.errors import InputError
-from gridfair.model import JOB_ID, MACHINE_NAME, Job, JobStatus, Machine, SkippedAd, Snapshot
+from gridfair.model import (
+    MACHINE_NAME,
+    Job,
+    JobStatus,
+    Machine,
+    SkippedAd,
+    Snapshot,
+    index_jobs,
+)
 
 SLOT_SUFFIX = ".status"
 JOB_SUFFIX = ".queue"
@@ -102,11 +110,6 @@ def read_afresh(paths: Sequence[Path], skipped: list[SkippedAd]) -> list[Sourced
     return ads
 
 
-def _repeats(views: Sequence[Any], name: Callable[[Any], str]) -> bool:
-    """Whether two of the views have the same name (`name` a getter that runs in C)."""
-    return len(set(map(name, views))) != len(views)
-
-
 class FilesBackend(PoolBackend):
     name = "files"
 
@@ -151,14 +154,16 @@ class FilesBackend(PoolBackend):
         slots = read_dumps(slot_files, self._machine_view, self._reads)
         # Jobs keep their ads as text, parsed again only to be matched (`AdText`).
         jobs = read_dumps(job_files, job_view, self._reads, keep_text=True)
-        if _repeats(slots.values, MACHINE_NAME) or _repeats(jobs.values, JOB_ID):
+        jobs_by_id = index_jobs(jobs.values)
+        if (len(set(map(MACHINE_NAME, slots.values))) != len(slots.values)
+                or len(jobs_by_id) != len(jobs.values)):
             # A name used twice: the views' own rules say which ad is skipped and why.
             skipped: list[SkippedAd] = []
             slot_ads, job_ads = read_afresh(slot_files, skipped), read_afresh(job_files, skipped)
             snapshot = snapshot_from_ads(taken, slot_ads, job_ads, self.ad_config, skipped)
         else:
             snapshot = snapshot_of(taken, slots.values, jobs.values, (
-                *slots.unparsed, *jobs.unparsed, *slots.refused, *jobs.refused))
+                *slots.unparsed, *jobs.unparsed, *slots.refused, *jobs.refused), jobs_by_id)
         self._last = snapshot
         return snapshot
 

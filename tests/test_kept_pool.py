@@ -14,7 +14,7 @@ import pytest
 from gridfair.classads.kept_pool import EVENT_KINDS, KeptPool, unsupported
 from gridfair.classads.reader import AdFormat
 from gridfair.classads.synthetic import job_ads, machine_ads, write_ads
-from gridfair.classads.to_pool import pool_from_snapshot
+from gridfair.classads.to_pool import place_running, pool_from_snapshot, queue_order
 from gridfair.core.shares import share_rows
 from gridfair.daemon.backends.files import FilesBackend
 from gridfair.daemon.config import validate
@@ -49,11 +49,37 @@ def outcome(loaded, now: float) -> tuple[list, tuple]:
                        [u.name for u in loaded.unplaced])
 
 
+def places(snapshot) -> dict[str, str | None]:
+    """Where each job of the snapshot's pool is, its slot or None for the queue, found over
+    every job (as the kept pool once did, and the rebuild does)."""
+    running = sorted((job for job in snapshot.jobs if job.status is JobStatus.RUNNING),
+                     key=queue_order)
+    placed, _ = place_running(snapshot.machines, running)
+    where: dict[str, str | None] = {job.id: slot for job, slot in placed.items()}
+    where.update((job.id, None) for job in snapshot.jobs if job.status is JobStatus.IDLE)
+    return where
+
+
+def job_events(before: dict[str, str | None], after: dict[str, str | None]) -> dict[str, int]:
+    """The job events between two pools' places, counted over every job."""
+    counts = dict.fromkeys(("submitted", "started", "vacated", "moved", "finished"), 0)
+    for job_id, slot in after.items():
+        if job_id not in before:
+            counts["submitted" if slot is None else "started"] += 1
+        elif before[job_id] != slot:
+            was = before[job_id]
+            counts["started" if was is None else ("vacated" if slot is None else "moved")] += 1
+    counts["finished"] = len(before.keys() - after.keys())
+    return counts
+
+
 def compare_along(backend: FilesBackend, steps, order: str, preempt: str | None) -> dict:
-    """Run both paths on the snapshot after each step; returns the kept pool's event counts."""
+    """Run both paths on the snapshot after each step; returns the kept pool's event counts,
+    checked against a count over every job."""
     kept = KeptPool()
     seen = dict.fromkeys(EVENT_KINDS, 0)
     decided = 0
+    where: dict[str, str | None] = {}
     for number, step in enumerate(steps):
         step()
         snapshot = backend.read_snapshot()
@@ -63,6 +89,9 @@ def compare_along(backend: FilesBackend, steps, order: str, preempt: str | None)
                                           snapshot.time)
         assert kept_outcome == fresh, f"cycle {number}: the kept pool decided otherwise"
         decided += len(decisions)
+        where, before = places(snapshot), where
+        expected = job_events(before, where)
+        assert {kind: kept.events.counts[kind] for kind in expected} == expected, number
         for kind, count in kept.events.counts.items():
             seen[kind] += count
     assert decided > 0, "a sequence that decides nothing compares nothing"

@@ -21,10 +21,10 @@ remember arrival order (DMFA-SRQ) or admit jobs as they are submitted get the re
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from itertools import compress, count, repeat
-from operator import attrgetter, is_, is_not, itemgetter, ne
+from itertools import compress, repeat
+from operator import attrgetter, is_, is_not, itemgetter
 from typing import TYPE_CHECKING
 
 from gridfair.classads.matching import AutoclusterMatcher
@@ -53,7 +53,7 @@ KEPT_STAGES = frozenset({
 })
 
 _STATUS = attrgetter("status")
-_JOB, _TASK, _QUEUE_KEY = itemgetter(0), itemgetter(1), itemgetter(2)  # of a kept job's entry
+_TASK, _QUEUE_KEY = itemgetter(1), itemgetter(2)  # of a kept job's entry
 _ABSENT = object()  # a job the last cycle did not have
 
 #: The kinds of change a snapshot can bring, as counted in `PoolEvents`.
@@ -94,7 +94,8 @@ class KeptPool:
         self._machines: dict[str, tuple[Machine, Node]] = {}
         self._jobs: dict[str, tuple[Job, Task, tuple]] = {}  # id -> job, its task, queue key
         self._views: dict[str, Job] = {}  # id -> the job's view in the last snapshot
-        self._where: dict[str, str | None] = {}  # job in the pool -> its slot, None if idle
+        self._running: dict[str, str] = {}  # running job in the pool -> its slot
+        self._in_pool = 0  # jobs in the last pool: running on a slot, or idle
         self.events = PoolEvents()
         self.cycles = 0
 
@@ -110,13 +111,14 @@ class KeptPool:
         events = PoolEvents()
         now = snapshot.time
         nodes = self._nodes(snapshot.machines, events)
-        jobs = self._tasks(snapshot)
+        last_views = self._views
+        jobs, fresh = self._tasks(snapshot)
         running_jobs = sorted((job for job in snapshot.jobs if job.status is JobStatus.RUNNING),
                               key=lambda job: jobs[job.id][2])
         placed, unplaced = place_running(snapshot.machines, running_jobs)
         occupant = {slot: job for job, slot in placed.items()}
         running: list[tuple[Task, Node, float]] = []
-        where: dict[str, str | None] = {}
+        running_on: dict[str, str] = {}  # running job -> its slot
         for machine in snapshot.machines:
             node = nodes[machine.name]
             busy = machine.state == CLAIMED and (machine.name in occupant
@@ -131,7 +133,7 @@ class KeptPool:
             if job is not None:
                 task = jobs[job.id][1]
                 started = job.start_time if job.start_time is not None else now
-                where[job.id] = machine.name
+                running_on[job.id] = machine.name
             elif machine.running_user is not None:
                 known = machine.running_job is None or machine.running_job in jobs
                 task = Task(f"claim@{machine.name}" if known else machine.running_job,
@@ -147,8 +149,7 @@ class KeptPool:
                             map(is_, map(_STATUS, snapshot.jobs), repeat(JobStatus.IDLE)))
         idle = list(map(jobs.__getitem__, idle_ids))
         idle.sort(key=_QUEUE_KEY)
-        where.update(dict.fromkeys(map(JOB_ID, map(_JOB, idle))))
-        self._count_job_events(where, events)
+        self._count_job_events(running_on, len(idle), fresh, last_views, jobs, events)
         pool = Pool(task_key=stages.order.task_key,
                     exact_accounting=stages.order.exact_accounting,
                     matcher=self._matcher if self._matcher is not None else AutoclusterMatcher())
@@ -156,7 +157,6 @@ class KeptPool:
                   list(map(_TASK, idle)), running)
         negotiator = Negotiator(pool, stages.order, stages.preempt, stages.admit)
         pool.announce(now)
-        self._where = where
         self.events = events
         self.cycles += 1
         return LoadedPool(negotiator, (), tuple(unplaced))
@@ -179,31 +179,58 @@ class KeptPool:
         self._machines = current
         return {name: node for name, (_, node) in current.items()}
 
-    def _tasks(self, snapshot: Snapshot) -> dict[str, tuple[Job, Task, tuple]]:
+    def _tasks(self, snapshot: Snapshot) -> tuple[dict[str, tuple[Job, Task, tuple]],
+                                                   list[Job]]:
         """Job id -> (job, its task, queue key) for the snapshot's jobs: the kept task when
-        its job's view is the one of the last cycle, else a new one. Only the jobs with a new
-        view are visited one by one; the rest is done over all jobs at once, in C."""
+        its job's view is the one of the last cycle, else a new one; and the jobs with a new
+        view. Only those are visited one by one; the rest is done over all jobs at once, in C."""
         jobs = snapshot.jobs
         ids = list(map(JOB_ID, jobs))
         current = dict(zip(ids, map(self._jobs.get, ids), strict=True))
         last_views = map(self._views.get, ids)
-        for position in compress(count(), map(is_not, last_views, jobs)):
-            job = jobs[position]
+        fresh = list(compress(jobs, map(is_not, last_views, jobs)))
+        for job in fresh:
             current[job.id] = (job, task_from_job(job), queue_order(job))
         self._jobs = current
         self._views = snapshot.jobs_by_id
-        return current
+        return current, fresh
 
-    def _count_job_events(self, where: dict[str, str | None], events: PoolEvents) -> None:
-        before = self._where
-        # Jobs whose place (slot, or None for the queue) is not the last cycle's, found in C.
-        moved = compress(where, map(ne, map(before.get, where, repeat(_ABSENT)), where.values()))
-        for job_id in moved:
-            slot = where[job_id]
-            if job_id not in before:
-                events.add("submitted" if slot is None else "started")
+    def _count_job_events(self, running_on: dict[str, str], idle: int, fresh: Iterable[Job],
+                          last_views: Mapping[str, Job],
+                          jobs: Mapping[str, tuple[Job, Task, tuple]],
+                          events: PoolEvents) -> None:
+        """Count the jobs whose place (a slot, or the queue) is not the last cycle's.
+
+        Only a job with a new view or running now or then can have moved: an idle job is
+        in the queue because its view says idle, and an unchanged view says what it said.
+        Jobs that left the pool are counted, not found: the last pool's size less the jobs
+        still in it."""
+        running_before = self._running
+
+        def place(job_id: str, running: Mapping[str, str], views: Mapping[str, Job]) -> object:
+            slot = running.get(job_id)
+            if slot is not None:
+                return slot
+            view = views.get(job_id)
+            return None if view is not None and view.status is JobStatus.IDLE else _ABSENT
+
+        now_views = {job_id: entry[0] for job_id, entry in
+                     ((job_id, jobs.get(job_id)) for job_id in running_before)
+                     if entry is not None}
+        now_views.update((job.id, job) for job in fresh)
+        arrived = 0  # jobs in the pool now that were not in it last cycle
+        for job_id in now_views.keys() | running_on.keys():
+            now = place(job_id, running_on, now_views)
+            was = place(job_id, running_before, last_views)
+            if now is _ABSENT or now == was:
+                continue
+            if was is _ABSENT:
+                arrived += 1
+                events.add("submitted" if now is None else "started")
             else:
-                was = before[job_id]
-                events.add("started" if was is None else ("vacated" if slot is None
+                events.add("started" if was is None else ("vacated" if now is None
                                                           else "moved"))
-        events.add("finished", len(before.keys() - where.keys()))
+        in_pool = len(running_on) + idle
+        events.add("finished", self._in_pool - (in_pool - arrived))
+        self._running = running_on
+        self._in_pool = in_pool

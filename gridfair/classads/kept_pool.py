@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import compress, repeat
-from operator import attrgetter, is_, is_not, itemgetter
+from operator import attrgetter, is_, is_not, itemgetter, not_
 from typing import TYPE_CHECKING
 
 from gridfair.classads.matching import AutoclusterMatcher
@@ -181,19 +181,22 @@ class KeptPool:
 
     def _tasks(self, snapshot: Snapshot) -> tuple[dict[str, tuple[Job, Task, tuple]],
                                                    list[Job]]:
-        """Job id -> (job, its task, queue key) for the snapshot's jobs: the kept task when
-        its job's view is the one of the last cycle, else a new one; and the jobs with a new
-        view. Only those are visited one by one; the rest is done over all jobs at once, in C."""
+        """Job id -> (job, its task, queue key) for the snapshot's jobs, kept from the last
+        cycle and updated in place: a new task for each job whose view is not the one of the
+        last cycle (returned too), and the jobs that left dropped. Only those are visited one
+        by one; the rest is done over all jobs at once, in C."""
         jobs = snapshot.jobs
-        ids = list(map(JOB_ID, jobs))
-        current = dict(zip(ids, map(self._jobs.get, ids), strict=True))
-        last_views = map(self._views.get, ids)
-        fresh = list(compress(jobs, map(is_not, last_views, jobs)))
+        index = snapshot.jobs_by_id
+        ids = index if len(index) == len(jobs) else map(JOB_ID, jobs)  # the index's keys
+        fresh = list(compress(jobs, map(is_not, map(self._views.get, ids), jobs)))  # in order
+        kept = self._jobs
         for job in fresh:
-            current[job.id] = (job, task_from_job(job), queue_order(job))
-        self._jobs = current
-        self._views = snapshot.jobs_by_id
-        return current, fresh
+            kept[job.id] = (job, task_from_job(job), queue_order(job))
+        if len(kept) != len(index):  # jobs that left: looked for only when there are some
+            for job_id in list(compress(kept, map(not_, map(index.__contains__, kept)))):
+                del kept[job_id]
+        self._views = index
+        return kept, fresh
 
     def _count_job_events(self, running_on: dict[str, str], idle: int, fresh: Iterable[Job],
                           last_views: Mapping[str, Job],

@@ -247,7 +247,7 @@ def reread(text: str, source: str, memo: Mapping[str, Any],
     # Remade every read, it would cost a pass over a million ads to drop a few thousand.
     if keys and isinstance(memo, dict) and len(memo) + len(missing) <= STALE_MEMO * len(keys):
         result = result._replace(memo=memo)
-        memo.update(zip(map(keys.__getitem__, missing), map(values.__getitem__, missing)))
+        memo.update((keys[position], values[position]) for position in missing)
     else:
         result.memo.update(zip(keys, values, strict=False))  # JSON: no keys
     if built < len(missing):  # blank blocks and skipped ads leave no value

@@ -245,6 +245,7 @@ class Pool:
         self._blocked: list[UserState] = []
         self._parked: list[tuple[UserState, Task]] = []
         self._seq = 0
+        self._loaded_running: list[Task] = []  # what `load` started, in its order
 
     # ----------------------------------------------------------------- set-up
     def listen(self, listener: PoolListener) -> None:
@@ -323,12 +324,6 @@ class Pool:
         # to the attributes a task must carry: the rest runs over all of them at once, as a
         # big pool has a million queued jobs to lay out every cycle.
         queued = list(queued)
-        first_seq = self._seq
-        for seq, task in enumerate(queued, first_seq):
-            task.seq = seq
-            task.state = QUEUED
-            task.node = None
-        self._seq = first_seq + len(queued)
         self.tasks.update(zip(map(_TASK_ID, queued), queued, strict=True))
         owners = list(map(_TASK_USER, queued))
         for name, tasks in Counter(owners).items():  # users made in order of first mention
@@ -336,11 +331,17 @@ class Pool:
             user.submitted += tasks
             user.idle_count += tasks
         appends = {name: user.idle.append for name, user in self.users.items()}
-        entries = zip(map(self.task_key, queued), range(first_seq, self._seq), queued, strict=True)
-        for name, entry in zip(owners, entries, strict=True):
-            appends[name](entry)
+        task_key = self.task_key
+        for seq, task in enumerate(queued, self._seq):  # one visit per task: they are many
+            task.seq = seq
+            task.state = QUEUED
+            task.node = None
+            appends[task.user]((task_key(task), seq, task))
+        self._seq += len(queued)
         for user in self.users.values():
             heapq.heapify(user.idle)
+        running = list(running)
+        self._loaded_running = [task for task, _, _ in running]  # for `announce`
         for task, node, started in running:
             user = self._enrol(task)
             task.state = RUNNING
@@ -361,10 +362,9 @@ class Pool:
         by current totals, running tasks by victim key); not for ones that integrate over the
         events' times."""
         if self._on_task_started:
-            for task in self.tasks.values():
-                if task.state == RUNNING:
-                    for task_started in self._on_task_started:
-                        task_started(task, task.start_time)
+            for task in self._loaded_running:
+                for task_started in self._on_task_started:
+                    task_started(task, task.start_time)
         for user in self.users.values():
             for user_changed in self._on_user_changed:
                 user_changed(user, now)

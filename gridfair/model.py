@@ -76,9 +76,9 @@ class SkippedAd:
     reason: str
 
 
-#: A job's id and a machine's name, as getters that run in C: what passes over every job of
-#: a big pool (a snapshot's indexes, the daemon's diffs) maps them rather than loops.
-JOB_ID, MACHINE_NAME = attrgetter("id"), attrgetter("name")
+#: A job's id and status and a machine's name, as getters that run in C: what passes over
+#: every job of a big pool (a snapshot's indexes, the daemon's diffs) maps them, not loops.
+JOB_ID, JOB_STATUS, MACHINE_NAME = attrgetter("id"), attrgetter("status"), attrgetter("name")
 
 
 def index_jobs(jobs: Sequence[Job]) -> dict[str, Job]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import compress, repeat
-from operator import attrgetter, is_, is_not, itemgetter, not_
+from operator import is_, is_not, itemgetter, not_
 from typing import TYPE_CHECKING
 
 from gridfair.classads.matching import AutoclusterMatcher
@@ -40,7 +40,7 @@ from gridfair.classads.to_pool import (
 from gridfair.core.collector import collector_paused
 from gridfair.core.negotiator import Negotiator
 from gridfair.core.pool import Node, Pool, Task
-from gridfair.model import JOB_ID, Job, JobStatus, Machine, Snapshot
+from gridfair.model import JOB_ID, JOB_STATUS, Job, JobStatus, Machine, Snapshot
 
 if TYPE_CHECKING:
     from gridfair.policies.registry import Stages
@@ -52,7 +52,6 @@ KEPT_STAGES = frozenset({
     "order:drf", "order:wdrf",
 })
 
-_STATUS = attrgetter("status")
 _TASK, _QUEUE_KEY = itemgetter(1), itemgetter(2)  # of a kept job's entry
 _ABSENT = object()  # a job the last cycle did not have
 
@@ -113,8 +112,11 @@ class KeptPool:
         nodes = self._nodes(snapshot.machines, events)
         last_views = self._views
         jobs, fresh = self._tasks(snapshot)
-        running_jobs = sorted((job for job in snapshot.jobs if job.status is JobStatus.RUNNING),
-                              key=lambda job: jobs[job.id][2])
+        # Over every job of the snapshot, so run in C: compress, map, attrgetter.
+        statuses = list(map(JOB_STATUS, snapshot.jobs))
+        running_jobs = sorted(
+            compress(snapshot.jobs, map(is_, statuses, repeat(JobStatus.RUNNING))),
+            key=lambda job: jobs[job.id][2])
         placed, unplaced = place_running(snapshot.machines, running_jobs)
         occupant = {slot: job for job, slot in placed.items()}
         running: list[tuple[Task, Node, float]] = []
@@ -144,10 +146,8 @@ class KeptPool:
             # The claim holds the whole slot, whatever the job asked for.
             task.cpus, task.memory = node.cpus, node.memory
             running.append((task, node, started))
-        # Over every job of the snapshot, so run in C: compress, map, attrgetter.
-        idle_ids = compress(map(JOB_ID, snapshot.jobs),
-                            map(is_, map(_STATUS, snapshot.jobs), repeat(JobStatus.IDLE)))
-        idle = list(map(jobs.__getitem__, idle_ids))
+        idle_jobs = compress(snapshot.jobs, map(is_, statuses, repeat(JobStatus.IDLE)))
+        idle = list(map(jobs.__getitem__, map(JOB_ID, idle_jobs)))
         idle.sort(key=_QUEUE_KEY)
         self._count_job_events(running_on, len(idle), fresh, last_views, jobs, events)
         pool = Pool(task_key=stages.order.task_key,

@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from contextlib import closing
 from dataclasses import dataclass, field
@@ -54,7 +55,7 @@ from gridfair.daemon.store import (
     StoreError,
     dumps,
 )
-from gridfair.model import Job, JobStatus, Machine, Snapshot
+from gridfair.model import JOB_STATUS, Job, JobStatus, Machine, Snapshot
 from gridfair.policies.registry import Stages, build_stages
 
 log = logging.getLogger("gridfair.daemon")
@@ -251,10 +252,10 @@ class CycleRunner:
             if stale and not self.dry_run and decisions:
                 held.append({"rule": stale, "decisions": len(decisions)})
             act = not self.dry_run and stale is None
-            statuses = [job.status for job in snapshot.jobs]
+            statuses = Counter(map(JOB_STATUS, snapshot.jobs))
             counts = {"machines": len(snapshot.machines), "jobs": len(snapshot.jobs),
-                      "running": statuses.count(JobStatus.RUNNING),
-                      "idle": statuses.count(JobStatus.IDLE),
+                      "running": statuses[JobStatus.RUNNING],
+                      "idle": statuses[JobStatus.IDLE],
                       "decisions": len(decisions), "held_back": len(held),
                       "skipped": len(snapshot.skipped)}
             to_run = self._record_plan(cycle, snapshot, recon, decisions, usage, held, notes, now,

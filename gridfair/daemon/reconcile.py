@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import compress
-from operator import is_not, ne, not_, or_
+from operator import is_not, not_, or_
 from typing import Any
 
 from gridfair.model import JOB_ID, Job, JobStatus, Snapshot
@@ -98,11 +98,16 @@ def _changed_since(snapshot: Snapshot, previous: Snapshot | None) -> Iterable[Jo
     on the same slot; found over every job at once, in C (`map`, `compress`)."""
     if previous is None:
         return snapshot.jobs
-    ids = list(map(JOB_ID, snapshot.jobs))
-    new_view = map(is_not, map(previous.jobs_by_id.get, ids), snapshot.jobs)
-    slot_before = previous.job_slots.get
-    moved = map(ne, map(snapshot.job_slots.get, ids), map(slot_before, ids))
-    return compress(snapshot.jobs, map(or_, new_view, moved))
+    jobs = snapshot.jobs
+    ids = list(map(JOB_ID, jobs))
+    new_view = map(is_not, map(previous.jobs_by_id.get, ids), jobs)
+    # Only a job on a slot now or then can have changed slots: found among those alone.
+    slots_now, slots_then = snapshot.job_slots, previous.job_slots
+    moved = {job_id for job_id, slot in slots_now.items() if slots_then.get(job_id) != slot}
+    moved.update(job_id for job_id in slots_then if job_id not in slots_now)
+    if not moved:
+        return compress(jobs, new_view)
+    return compress(jobs, map(or_, new_view, map(moved.__contains__, ids)))
 
 
 def _since(job: Job, before: Mapping[str, Any] | None, now: float) -> float:

@@ -43,7 +43,7 @@ from __future__ import annotations
 import heapq
 import time as wallclock
 from abc import abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
 from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
 from typing import Any
@@ -217,7 +217,8 @@ class Simulation:
         elif arrivals == "sequential":
             raise InputError("sequential arrivals take the workload as a list, not a stream")
         else:
-            self.tasks = None  # a stream: its length is known at its end
+            self.tasks = None  # a stream: its length is known at its end, or if it is sized
+            self.total = len(tasks) if isinstance(tasks, Sized) else 0
             self.incoming = iter(tasks)
         # A list is not kept: a streamed run lets each task go when it ends.
         self.workload = tasks if isinstance(tasks, DeferredWorkload) else None

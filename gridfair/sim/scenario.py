@@ -9,7 +9,7 @@ no grid is needed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence, Sized
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +148,8 @@ def simulation_of(
     `keep_tasks=False` streams each task out to `on_task_done` when it ends (`engine`), and
     takes the tasks out of the scenario, so that nothing else holds a task that has ended."""
     tasks = scenario.tasks
+    if arrivals == "sequential" and isinstance(tasks, Sized) and not isinstance(tasks, Sequence):
+        tasks = list(tasks)  # a file's tasks read as taken (taskcsv): that loop indexes them
     if not keep_tasks:
         scenario.tasks = []
     stages = build_stages(

@@ -9,7 +9,7 @@ way: scenario -> readers -> registry.
 from __future__ import annotations
 
 import csv
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -78,8 +78,9 @@ def tasks_csv(path: Path) -> TaskFile:
 @dataclass
 class Scenario:
     nodes: list[Node]
-    #: A list, or an iterator in submit order that the simulator streams (see `engine`).
-    tasks: list[Task] | Iterator[Task]
+    #: A list, or an iterable in submit order that the simulator streams (see `engine`):
+    #: an iterator, or a sized one read again on each pass (`taskcsv.TaskFileTasks`).
+    tasks: list[Task] | Iterable[Task]
     #: Options the scenario supplies to the policies (e.g. entitlements from the trace).
     policy_options: dict[str, Any] = field(default_factory=dict)
     #: How `--tasks-out` writes this workload's tasks (a trace format keeps its own).

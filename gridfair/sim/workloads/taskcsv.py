@@ -26,7 +26,8 @@ from __future__ import annotations
 import gzip
 import math
 import zlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -57,18 +58,32 @@ def _open_text(path: Path):
         open(path, encoding="utf-8")
 
 
+@dataclass(frozen=True, slots=True)
+class LargestTask:
+    """The first task of the file that asks for the most of one resource."""
+
+    line: int
+    task_id: str
+    cpus: float
+    memory: float
+
+
 @dataclass
 class TaskTrace:
     """A task file: its tasks in file order, and the usage the trace itself recorded."""
 
     source: str
-    tasks: list[Task]
+    #: The tasks: a `TaskFileTasks` that reads them from the file as they are taken
+    #: (`scan_tasks`), or a list (`read_tasks`).
+    tasks: list[Task] | TaskFileTasks
     #: Mean total (cpu, memory) in use between the first start and the last finish.
     mean_usage: list[float]
     #: Each user's (cpu-seconds, memory-seconds) in the trace, users in order of appearance.
     user_usage: dict[str, list[float]] = field(default_factory=dict)
     #: Seconds from the first start to the last finish: the span `mean_usage` is taken over.
     span: float = 0.0
+    #: The task asking for the most cpu, and the one asking for the most memory.
+    largest: tuple[LargestTask, LargestTask] | None = None
 
     def resource_entitlements(self) -> dict[str, dict[str, float]]:
         """Each user's share of the trace's use of each resource: its mean use of r over the
@@ -84,18 +99,155 @@ class TaskTrace:
                 for user, shares in self.resource_entitlements().items()}
 
 
-def read_tasks(path: str | Path) -> TaskTrace:
-    """Parse a 7-column task file (gzip or plain); `Task.source_index` is the line order."""
+def scan_tasks(path: str | Path) -> TaskTrace:
+    """Check every line of a 7-column task file (gzip or plain) and total its usage, keeping
+    no task: the trace's `tasks` read the file again as they are taken, so a simulation
+    holds only the tasks queued and running. `Task.source_index` is the task's order."""
     path = Path(path)
     source = str(path)
+    totals = _Totals(repeat_filter_bits(path))
+    with _reading(path) as lines:
+        for row in _rows(lines, source):
+            totals.add(row)
+    if not totals.count:
+        raise InputError("the task file has no tasks", source=source)
+    span = (totals.last_finish - totals.first_start) / MICROSECONDS
+    user_usage = totals.user_usage
+    mean_usage = [sum(usage[r] for usage in user_usage.values()) / span if span > 0 else 0.0
+                  for r in range(2)]
+    tasks = TaskFileTasks(path, totals.count, totals.maybe_repeated, _stamp(path))
+    return TaskTrace(source, tasks, mean_usage, user_usage, span, totals.largest)
+
+
+def read_tasks(path: str | Path) -> TaskTrace:
+    """`scan_tasks` with the tasks read into a list (a workload that is indexed, such as
+    `repeat.RepeatedTasks`)."""
+    trace = scan_tasks(path)
+    trace.tasks = list(trace.tasks)
+    return trace
+
+
+class TaskFileTasks:
+    """The tasks of a scanned task file, read from it each time they are iterated over, in
+    file (= submit) order. A task id that repeats is made unique as the whole-file read made
+    it (`id#k` for its k-th repeat): the scan found a superset of the repeating ids, and only
+    those are counted here."""
+
+    def __init__(self, path: Path, count: int, maybe_repeated: frozenset[str],
+                 stamp: tuple[int, int]) -> None:
+        self.path, self.count, self.maybe_repeated, self.stamp = \
+            path, count, maybe_repeated, stamp
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self) -> Iterator[Task]:
+        source = str(self.path)
+        if _stamp(self.path) != self.stamp:
+            raise InputError("the task file changed after it was checked", source=source)
+        maybe_repeated = self.maybe_repeated
+        seen: dict[str, int] = {}
+        index = 0
+        with _reading(self.path) as lines:
+            for _, submit, start, finish, user, task_id, cpu, memory in _rows(lines, source):
+                unique_id = task_id
+                if task_id in maybe_repeated:
+                    repeats = seen.get(task_id, 0)
+                    seen[task_id] = repeats + 1
+                    if repeats:
+                        unique_id = f"{task_id}{_REPEAT}{repeats}"
+                yield Task(unique_id, user, submit / MICROSECONDS, cpus=cpu, memory=memory,
+                           duration=(finish - start) / MICROSECONDS, source_index=index)
+                index += 1
+        if index != self.count:
+            raise InputError("the task file changed after it was checked", source=source)
+
+
+@contextmanager
+def _reading(path: Path) -> Iterator[TextIO]:
+    """The file's lines, gzip or plain; an unreadable file is an `InputError` naming it."""
     try:
         with _open_text(path) as lines:
-            trace = _parse(lines, source)
+            yield lines
     except (OSError, EOFError, zlib.error, UnicodeDecodeError) as error:
-        raise InputError(f"cannot read task file: {error}", source=source) from None
-    if not trace.tasks:
-        raise InputError("the task file has no tasks", source=source)
-    return trace
+        raise InputError(f"cannot read task file: {error}", source=str(path)) from None
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    try:
+        status = path.stat()
+    except OSError as error:
+        raise InputError(f"cannot read task file: {error}", source=str(path)) from None
+    return status.st_size, status.st_mtime_ns
+
+
+def repeat_filter_bits(path: Path) -> int:
+    """The size of a scan's repeat filter (`_Totals`), in bits: about 20 per line the file
+    may have, guessed from its size (a line of 32 bytes, a gzip file's text 8 times its
+    size); a wrong guess costs memory, not truth."""
+    size = _stamp(path)[0]
+    with open(path, "rb") as raw:
+        compressed = raw.read(2) == _GZIP_MAGIC
+    expected_lines = (8 * size if compressed else size) // 32
+    return 1 << max(16, (20 * expected_lines).bit_length())
+
+
+class _Totals:
+    """What the scan adds up over the lines: each user's usage, the span, the count, the
+    largest tasks, and the ids that may repeat.
+
+    Repeats are found without keeping every id: each id sets two bits of a filter (its hash's
+    low and high halves); an id whose two bits are both set already may have been seen before
+    and is kept, exactly, in `maybe_repeated`. Every id that repeats is there (its second
+    line finds its bits set); a few that do not are too (a few in a thousand, with the
+    filter sized by `repeat_filter_bits`)."""
+
+    def __init__(self, filter_bits: int) -> None:
+        self.user_usage: dict[str, list[float]] = {}
+        self.first_start, self.last_finish = math.inf, -math.inf
+        self.count = 0
+        self.most_cpu: LargestTask | None = None
+        self.most_memory: LargestTask | None = None
+        self._filter = bytearray(max(filter_bits // 8, 1))
+        self._mask = 8 * len(self._filter) - 1
+        self._maybe_repeated: set[str] = set()
+
+    def add(self, row: tuple) -> None:
+        number, _, start, finish, user, task_id, cpu, memory = row
+        self.count += 1
+        duration = (finish - start) / MICROSECONDS
+        usage = self.user_usage.get(user)
+        if usage is None:
+            usage = self.user_usage[user] = [0.0, 0.0]
+        usage[0] += cpu * duration
+        usage[1] += memory * duration
+        if start < self.first_start:
+            self.first_start = start
+        if finish > self.last_finish:
+            self.last_finish = finish
+        if self.most_cpu is None or cpu > self.most_cpu.cpus:
+            self.most_cpu = LargestTask(number, task_id, cpu, memory)
+        if self.most_memory is None or memory > self.most_memory.memory:
+            self.most_memory = LargestTask(number, task_id, cpu, memory)
+        hashed = hash(task_id)
+        low, high = hashed & self._mask, (hashed >> 32) & self._mask
+        bits = self._filter
+        low_bit, high_bit = 1 << (low & 7), 1 << (high & 7)
+        if bits[low >> 3] & low_bit and bits[high >> 3] & high_bit:
+            self._maybe_repeated.add(task_id)
+        else:
+            bits[low >> 3] |= low_bit
+            bits[high >> 3] |= high_bit
+
+    @property
+    def maybe_repeated(self) -> frozenset[str]:
+        return frozenset(self._maybe_repeated)
+
+    @property
+    def largest(self) -> tuple[LargestTask, LargestTask] | None:
+        if self.most_cpu is None or self.most_memory is None:
+            return None
+        return self.most_cpu, self.most_memory
 
 
 def _number(text: str, column: int, source: str, line: int) -> float:
@@ -122,12 +274,10 @@ def _explain_bad_line(fields: list[str], source: str, line: int) -> None:
                          source=source, line=line)
 
 
-def _parse(lines: Iterable[str], source: str) -> TaskTrace:
-    tasks: list[Task] = []
-    user_usage: dict[str, list[float]] = {}
-    seen: dict[str, int] = {}
+def _rows(lines: Iterable[str], source: str) -> Iterator[tuple]:
+    """Each task line checked: (line number, submit, start, finish, user, task id, cpu,
+    memory), times in microseconds; the first bad line is an `InputError` naming it."""
     last_submit = 0.0
-    first_start, last_finish = math.inf, -math.inf
     infinity = math.inf
     columns = len(COLUMNS)
     for number, line in enumerate(lines, start=1):
@@ -154,25 +304,7 @@ def _parse(lines: Iterable[str], source: str) -> TaskTrace:
         user, task_id = fields[3], fields[4]
         if not user or not task_id:
             raise InputError("empty user or task_id", source=source, line=number)
-        repeats = seen.get(task_id, 0)
-        seen[task_id] = repeats + 1
-        unique_id = task_id if not repeats else f"{task_id}{_REPEAT}{repeats}"
-        duration = (finish - start) / MICROSECONDS
-        tasks.append(Task(unique_id, user, submit / MICROSECONDS, cpus=cpu, memory=memory,
-                          duration=duration, source_index=len(tasks)))
-        usage = user_usage.get(user)
-        if usage is None:
-            usage = user_usage[user] = [0.0, 0.0]
-        usage[0] += cpu * duration
-        usage[1] += memory * duration
-        if start < first_start:
-            first_start = start
-        if finish > last_finish:
-            last_finish = finish
-    span = (last_finish - first_start) / MICROSECONDS if tasks else 0.0
-    mean_usage = [sum(usage[r] for usage in user_usage.values()) / span if span > 0 else 0.0
-                  for r in range(2)]
-    return TaskTrace(source, tasks, mean_usage, user_usage, span)
+        yield number, submit, start, finish, user, task_id, cpu, memory
 
 
 def trace_scenario(path: Path, grid: Grid | None, options: Mapping[str, Any]) -> Scenario:
@@ -180,7 +312,7 @@ def trace_scenario(path: Path, grid: Grid | None, options: Mapping[str, Any]) ->
     mean usage, entitlements from the users' mean usage (or equal), and the stop rule for
     every order, as the authors' simulator has it. No grid is needed."""
     capacity_ratio(options)  # a bad ratio is told before the file is read
-    return trace_pool_scenario(read_tasks(path), options)
+    return trace_pool_scenario(scan_tasks(path), options)
 
 
 def capacity_ratio(options: Mapping[str, Any]) -> float:
@@ -197,12 +329,12 @@ def trace_pool_scenario(trace: TaskTrace, options: Mapping[str, Any]) -> Scenari
     workload with the same mean usage, as `gridfair.sim.workloads.repeat` does)."""
     ratio = capacity_ratio(options)
     cpus, memory = (ratio * usage for usage in trace.mean_usage)
-    for task in trace.tasks:
+    for task in trace.largest or ():
         if task.cpus > cpus or task.memory > memory:
             raise InputError(
-                f"task {task.id} of line {task.source_index + 1} needs ({task.cpus:g} cpu, "
-                f"{task.memory:g} mem), more than the pool's ({cpus:g}, {memory:g}) at "
-                f"--capacity-ratio {ratio:g}", source=trace.source)
+                f"task {task.task_id} needs ({task.cpus:g} cpu, {task.memory:g} mem), more "
+                f"than the pool's ({cpus:g}, {memory:g}) at --capacity-ratio {ratio:g}",
+                source=trace.source, line=task.line)
     per_resource: dict[str, Any] = {}
     configured = options.get("weights")
     if configured is not None:

@@ -1,0 +1,102 @@
+"""The 7-column task list read as a stream (issue 13): checked and totalled in one pass that
+keeps no task, its tasks read again as the simulation takes them."""
+
+from __future__ import annotations
+
+import gc
+import os
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from gridfair.core.pool import Task
+from gridfair.errors import InputError
+from gridfair.sim.scenario import build_scenario, run_scenario
+from gridfair.sim.workloads import taskcsv
+from gridfair.sim.workloads.taskcsv import TaskFileTasks, read_tasks, scan_tasks
+
+
+def write(tmp_path: Path, lines: list[str]) -> Path:
+    path = tmp_path / "tasks.csv"
+    path.write_text("".join(lines))
+    return path
+
+
+def task_line(index: int, task_id: str | None = None) -> str:
+    submit = 1_000_000 * index
+    return (f"{submit},{submit + 500_000},{submit + 4_000_000 + 100_000 * (index % 9)},"
+            f"u{index % 5},{task_id or f'{index}-0'},{0.01 + 0.001 * (index % 7)},0.02\n")
+
+
+def fields(task: Task) -> tuple:
+    return (task.id, task.user, task.submit_time, task.cpus, task.memory, task.duration,
+            task.source_index)
+
+
+def test_a_scanned_trace_holds_no_task_and_reads_the_same_tasks_on_every_pass(tmp_path):
+    path = write(tmp_path, [task_line(index) for index in range(50)])
+    trace = scan_tasks(path)
+    assert isinstance(trace.tasks, TaskFileTasks) and len(trace.tasks) == 50
+    first, second = list(map(fields, trace.tasks)), list(map(fields, trace.tasks))
+    assert first == second
+    assert first[7] == ("7-0", "u2", 7.0, 0.01, 0.02, 4.2, 7)  # 7 mod 7: 0.01 cpu
+
+
+@pytest.mark.parametrize("filter_bits", [None, 8])
+def test_repeated_ids_are_made_unique_exactly_whatever_the_filter_guesses(
+        tmp_path, monkeypatch, filter_bits):
+    # With an 8-bit filter nearly every id is a "may repeat" candidate: only true repeats
+    # may be renamed all the same.
+    if filter_bits:
+        monkeypatch.setattr(taskcsv, "repeat_filter_bits", lambda path: filter_bits)
+    ids = ["a", "b", "a", "c", "d", "a", "b"] + [f"x{index}" for index in range(40)]
+    path = write(tmp_path, [task_line(index, task_id) for index, task_id in enumerate(ids)])
+    trace = scan_tasks(path)
+    assert [task.id for task in trace.tasks][:7] == ["a", "b", "a#1", "c", "d", "a#2", "b#1"]
+    assert [task.id for task in trace.tasks][7:] == ids[7:]
+    if filter_bits == 8:
+        assert len(trace.tasks.maybe_repeated) > 10  # the candidates were many
+    assert [task.id for task in read_tasks(path).tasks] == [task.id for task in trace.tasks]
+
+
+def test_a_file_changed_after_its_scan_is_refused_when_read_again(tmp_path):
+    path = write(tmp_path, [task_line(index) for index in range(5)])
+    trace = scan_tasks(path)
+    path.write_text("".join(task_line(index) for index in range(6)))
+    os.utime(path, ns=(1, 1))  # a new stamp even within the file system's time resolution
+    with pytest.raises(InputError, match="tasks.csv: the task file changed after it was "
+                                         "checked"):
+        list(trace.tasks)
+
+
+def test_a_task_larger_than_the_pool_is_named_with_its_line(tmp_path):
+    lines = [task_line(index) for index in range(20)]
+    lines[12] = "12000000,12000000,13000000,u1,big-0,5.0,0.02\n"
+    with pytest.raises(InputError, match=r"tasks.csv:13: task big-0 needs \(5 cpu, 0.02 mem\)"):
+        build_scenario(None, str(write(tmp_path, lines)))
+
+
+def test_a_task_file_still_runs_with_sequential_arrivals(tmp_path):
+    path = str(write(tmp_path, [task_line(index) for index in range(30)]))
+    sequential, _ = run_scenario(build_scenario(None, path), policy="sdrf",
+                                 arrivals="sequential")
+    assert len(sequential.tasks) == 30 and all(task.finish_time for task in sequential.tasks)
+
+
+def test_reading_a_task_file_as_taken_keeps_memory_flat(tmp_path):
+    # 100k tasks: as a list they take tens of MB; taken one by one and let go, under 2 MB.
+    path = write(tmp_path, [task_line(index) for index in range(100_000)])
+    trace = scan_tasks(path)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        taken = sum(1 for _ in trace.tasks)
+        _, streamed_peak = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        listed = list(trace.tasks)
+        _, listed_peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert taken == len(listed) == 100_000
+    assert streamed_peak < 2_000_000 < 20_000_000 < listed_peak

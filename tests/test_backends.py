@@ -20,7 +20,12 @@ import pytest
 from gridfair.classads.reader import read_ads
 from gridfair.daemon.backends import ActionFailed, PoolBackend
 from gridfair.daemon.backends.files import FilesBackend
-from gridfair.daemon.backends.htcondor import HTCondorBackend, autocluster_requests
+from gridfair.daemon.backends.htcondor import (
+    FETCH_CLUSTERS,
+    HTCondorBackend,
+    autocluster_requests,
+    fetch_constraints,
+)
 from gridfair.daemon.backends.sim import SimBackend
 from gridfair.model import Job, JobStatus, Machine, Snapshot
 
@@ -313,6 +318,42 @@ def test_htcondor_fetches_the_whole_ad_of_a_job_whose_autocluster_is_missing():
     jobs = _idle(snapshot)
     assert len(jobs) == 8 and all("ClusterId" in job.ad for job in jobs)  # whole ads
     assert not snapshot.skipped
+
+
+def test_htcondor_fetch_constraints_select_the_jobs_asked_in_batches_of_clusters():
+    queue = [classad2.ClassAd({"ClusterId": cluster, "ProcId": proc})
+             for cluster in range(1, 121) for proc in range(3)]
+    asked = [f"{cluster}.{proc}" for cluster in range(1, 121) for proc in (0, 2)]
+    batches = list(fetch_constraints(asked))
+    assert [len(ids) for _, ids in batches] == [100, 100, 40]  # 50, 50 and 20 clusters
+    for constraint, ids in batches:
+        # A schedd gave no answer to a chain of a few hundred terms: one term a cluster.
+        assert constraint.count("||") < FETCH_CLUSTERS
+        found = [f"{ad['ClusterId']}.{ad['ProcId']}" for ad in _select(queue, constraint, [])]
+        assert found == ids
+    assert [job_id for _, ids in batches for job_id in ids] == asked
+
+
+def test_htcondor_skips_a_fetched_job_the_schedd_does_not_answer_for():
+    backend = htcondor_backend()
+    real_query = FakeSchedd.query
+
+    def query(self, constraint="True", projection=[], callback=None, limit=-1,  # noqa: B006
+              opts=htcondor2.QueryOpt.Default):
+        answer = real_query(self, constraint, projection, callback, limit, opts)
+        if opts == htcondor2.QueryOpt.AutoCluster:
+            return answer[1:]  # the eight idle jobs' autocluster: their ads are fetched
+        return answer[1:] if "member(ProcId" in str(constraint) else answer  # one left
+
+    FakeSchedd.query = query
+    try:
+        snapshot = backend.read_snapshot()
+    finally:
+        FakeSchedd.query = real_query
+    assert len(_idle(snapshot)) == 7
+    [skipped] = snapshot.skipped
+    assert skipped.name not in {job.id for job in snapshot.jobs}
+    assert "no job ad in the schedd's answer" in skipped.reason
 
 
 def test_htcondor_skips_an_unusable_autocluster_with_its_reason():

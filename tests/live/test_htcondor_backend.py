@@ -228,3 +228,18 @@ def test_idle_demand_read_from_autoclusters(clean_queue: PersonalPool) -> None:
     live.read_snapshot()
     assert live.vacate([running[0]]) == {running[0]: None}
     pool.clear_queue()
+
+
+def test_hundreds_of_jobs_without_an_autocluster_are_all_fetched(clean_queue: PersonalPool
+                                                                 ) -> None:
+    # Held jobs are in no autocluster: the backend fetches each one's ad. A constraint of one
+    # `||` term a job got no answer from the schedd past a few hundred terms (and no error):
+    # the jobs were silently missing from the snapshot.
+    pool = clean_queue
+    [first] = pool.submit([JobSpec("User2", LONG)], extra=["hold = True"], count=600)
+    cluster = first.partition(".")[0]
+    snapshot = backend(pool, **ANY_JOB).read_snapshot()
+    held = [job for job in snapshot.jobs if job.id.partition(".")[0] == cluster]
+    assert len(held) == 600 and all(job.status is JobStatus.HELD for job in held)
+    assert snapshot.skipped == ()
+    pool.clear_queue()

@@ -51,7 +51,7 @@ import contextlib
 import dataclasses
 import subprocess
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import classad2
@@ -94,6 +94,8 @@ POOL_ERRORS = (htcondor2.HTCondorException, OSError, RuntimeError, ValueError)
 TOOL_TIMEOUT = 30.0
 
 
+#: Clusters a query for single job ads names at most (`fetch_constraints`).
+FETCH_CLUSTERS = 50
 #: How the backend reads demand: autocluster ads and narrow idle rows, or every job ad.
 DEMAND_READS = ("autocluster", "jobs")
 #: What the backend reads of each idle job when demand comes from autoclusters.
@@ -249,16 +251,23 @@ class HTCondorBackend(PoolBackend):
 
     def _fetch_jobs(self, schedd: Any, name: str,
                     job_ids: Sequence[str]) -> tuple[list[Job], list[SkippedAd]]:
-        """The whole ads (the job projection) of these jobs, in one query."""
-        constraint = " || ".join(
-            "(ClusterId == {} && ProcId == {})".format(*job_id.split(".")) for job_id in job_ids)
-        try:
-            ads = schedd.query(constraint, list(self.job_projection.values()))
-        except POOL_ERRORS as error:
-            return [], [SkippedAd(f"schedd {name}", 0, job_id, f"job ad query failed: {error}")
-                        for job_id in job_ids]
-        return jobs_from_ads([SourcedAd(ad, f"schedd {name}", index, None)
-                              for index, ad in enumerate(ads, 1)], lenient=True)
+        """The whole ads (the job projection) of these jobs, a query per `FETCH_CLUSTERS`
+        clusters; a job the schedd does not answer for (it left the queue) is skipped."""
+        ads: list[classad2.ClassAd] = []
+        skipped: list[SkippedAd] = []
+        for constraint, asked in fetch_constraints(job_ids):
+            try:
+                ads.extend(schedd.query(constraint, list(self.job_projection.values())))
+            except POOL_ERRORS as error:
+                skipped.extend(SkippedAd(f"schedd {name}", 0, job_id,
+                                         f"job ad query failed: {error}") for job_id in asked)
+        jobs, unusable = jobs_from_ads([SourcedAd(ad, f"schedd {name}", index, None)
+                                        for index, ad in enumerate(ads, 1)], lenient=True)
+        answered = {job.id for job in jobs} | {skip.name for skip in (*skipped, *unusable)}
+        skipped.extend(SkippedAd(f"schedd {name}", 0, job_id, "no job ad in the schedd's "
+                                 "answer (left the queue since its idle row?)")
+                       for job_id in job_ids if job_id not in answered)
+        return jobs, [*skipped, *unusable]
 
     def _schedds_of_running(self, slots: Iterable[classad2.ClassAd],
                             locations: Sequence[classad2.ClassAd]) -> dict[str, classad2.ClassAd]:
@@ -472,6 +481,24 @@ def autocluster_requests(
             skipped.append(SkippedAd(source, index, f"autocluster {cluster}",
                                      skip_reason(error)))
     return requests, skipped
+
+
+def fetch_constraints(job_ids: Iterable[str]) -> Iterator[tuple[str, list[str]]]:
+    """Constraints that select these jobs (ids "cluster.proc"), with the ids each asks for:
+    a cluster's procs as one `member` list, at most `FETCH_CLUSTERS` clusters a constraint.
+    A schedd answers a constraint of a few hundred `||` terms with no ads and no error (a
+    chain of 500 `(ClusterId == c && ProcId == p)` terms, on HTCondor 25), so neither one
+    term a job nor one query for every cluster would do."""
+    procs: dict[str, list[str]] = {}
+    for job_id in job_ids:
+        cluster, _, proc = job_id.partition(".")
+        procs.setdefault(cluster, []).append(proc)
+    clusters = list(procs.items())
+    for start in range(0, len(clusters), FETCH_CLUSTERS):
+        batch = clusters[start:start + FETCH_CLUSTERS]
+        yield (" || ".join(f"(ClusterId == {cluster} && member(ProcId, {{{', '.join(ids)}}}))"
+                           for cluster, ids in batch),
+               [f"{cluster}.{proc}" for cluster, ids in batch for proc in ids])
 
 
 def jobs_of_rows(

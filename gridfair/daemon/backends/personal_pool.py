@@ -293,9 +293,9 @@ class PersonalPool:
         return [line.split() for line in out.splitlines() if line.strip()]
 
     def submit(self, jobs: Sequence[JobSpec], *, scale: float = 1.0,
-               extra: Sequence[str] = ()) -> list[str]:
-        """Submit sleep jobs, one cluster per job (so each has its own accounting group);
-        their ids, in order."""
+               extra: Sequence[str] = (), count: int = 1) -> list[str]:
+        """Submit sleep jobs, one cluster per job (so each has its own accounting group), of
+        `count` identical procs each; the clusters' first job ids, in order."""
         job_dir = self.directory / "local" / "jobs"
         ids = []
         for number, job in enumerate(jobs):
@@ -313,13 +313,13 @@ class PersonalPool:
                 "should_transfer_files = NO",
                 f"+GridfairWork = {job.work:g}",
                 *extra,
-                "queue 1",
+                f"queue {count}",
             ]) + "\n")
             if _as_root():
                 subprocess.run(["chown", ":".join(UNPRIVILEGED), str(submit_file)],
                                check=True)
             out = self._run(["condor_submit", "-terse", str(submit_file)],
-                            unprivileged=True)
+                            unprivileged=True, timeout=30 + count / 100)
             first = out.split()[0]
             ids.append(first.rpartition("-")[0] if "-" in first else first)
         return [job_id if "." in job_id else f"{job_id}.0" for job_id in ids]

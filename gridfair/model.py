@@ -65,6 +65,14 @@ class Job:
     requirements: str | None = None
     ad: Any = field(default=None, compare=False, repr=False)
 
+    def with_user(self, user: str) -> Job:
+        """The same job charged to `user` (`dataclasses.replace`, a few times faster: the
+        `htcondor` backend names every job's submitter as its owner, each read)."""
+        return Job(id=self.id, user=user, status=self.status, qdate=self.qdate,
+                   request_cpus=self.request_cpus, request_memory=self.request_memory,
+                   group=self.group, start_time=self.start_time, machine=self.machine,
+                   requirements=self.requirements, ad=self.ad)
+
 
 @dataclass(frozen=True, slots=True)
 class SkippedAd:

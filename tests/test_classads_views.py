@@ -220,3 +220,71 @@ def test_one_bad_ad_among_thousands_is_found_and_named(
         read_machines(path)
     machines, skipped = read_machines(path, lenient=True)
     assert (len(machines), [item.index for item in skipped]) == (2999, [1235])
+
+
+# ------------------------------------------------- narrow rows (htcondor backend)
+def _row_views(rows, monkeypatch, plain: bool):
+    """Each row's job (or its error) as `grouped_job_view` reads it against one autocluster's
+    request, with the plain-row path on or off."""
+    import classad2
+
+    from gridfair.classads import views
+    from gridfair.classads.reader import SourcedAd
+
+    if not plain:
+        monkeypatch.setattr(views, "_plain_row_job", lambda ad, asks, keep_ad: None)
+    request = views.job_request(SourcedAd(classad2.ClassAd(
+        {"RequestCpus": 2, "RequestMemory": 512, "Requirements": classad2.ExprTree(
+            "TARGET.Memory >= 512")}), "autoclusters", 1, None))
+    seen = []
+    for index, row in enumerate(rows, 1):
+        try:
+            job = views.grouped_job_view(SourcedAd(classad2.ClassAd(row), "rows", index, None),
+                                         request)
+            seen.append((job, job.ad is request.ad))
+        except InputError as error:
+            seen.append(str(error))
+    return seen
+
+
+def test_plain_rows_read_fast_give_the_jobs_and_errors_the_long_way_gives(monkeypatch):
+    import classad2
+
+    base = {"ClusterId": 7, "ProcId": 3, "JobStatus": 1, "QDate": 1_764_000_000,
+            "Owner": "nobody", "User": "User1@gridfair.test",
+            "AccountingGroup": "owners.User1@gridfair.test", "AcctGroup": "owners",
+            "AcctGroupUser": "User1", "AutoClusterId": 4}
+    rows = [
+        base,
+        {**base, "JobStatus": 2, "RemoteHost": "slot1@node1", "JobCurrentStartDate": 17.5},
+        {key: value for key, value in base.items() if not key.startswith("A")},  # User only
+        {"ClusterId": 1, "ProcId": 0, "JobStatus": 1, "QDate": 5.0, "Owner": "alice"},
+        {**base, "ClusterId": 7.0},  # whole, but a float: the long way
+        {**base, "ProcId": 2.5},
+        {**base, "JobStatus": 9},
+        {**base, "QDate": -1},
+        {**base, "JobCurrentStartDate": classad2.ExprTree("QDate + 10")},  # evaluated
+        {**base, "User": classad2.ExprTree("undefined"), "AccountingGroup": ""},
+        {key: value for key, value in base.items() if key not in ("User", "Owner",
+                                                                  "AccountingGroup")},
+        {**base, "User": 12},
+        {**base, "RemoteHost": True},
+    ]
+    fast, slow = _row_views(rows, monkeypatch, True), _row_views(rows, monkeypatch, False)
+    assert fast == slow
+    assert fast[0][0].user == "User1@gridfair.test" and fast[0][0].request_cpus == 2
+    assert fast[0][1] and fast[1][0].start_time == 17.5
+    assert fast[8][0].start_time == 1_764_000_010
+    assert sum(isinstance(outcome, str) for outcome in fast) == 6  # refused, each explained
+
+
+def test_a_job_charged_to_another_user_keeps_every_other_field():
+    import dataclasses
+
+    from gridfair.model import Job
+
+    names = [field.name for field in dataclasses.fields(Job)]
+    job = Job(**{name: object() for name in names})
+    moved = job.with_user("User2")
+    assert moved.user == "User2"
+    assert all(getattr(moved, name) is getattr(job, name) for name in names if name != "user")

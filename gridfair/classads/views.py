@@ -12,7 +12,7 @@ the first unusable ad; lenient ones return the usable views with a `SkippedAd` f
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -220,6 +220,11 @@ def grouped_job_view(sourced: SourcedAd, request: SourcedAd | JobRequest,
     """The job of an ad that names it (ids, status, QDate, submitter), asking for what
     `request` says: its own ad, or the `JobRequest` of its autocluster's ad (the `htcondor`
     backend reads idle jobs as narrow rows and one ad per autocluster)."""
+    asks = request if isinstance(request, JobRequest) else None
+    if asks is not None:
+        job = _plain_row_job(sourced.ad, asks, keep_ad)
+        if job is not None:
+            return job
     values = _AdValues(sourced, None)
     cluster = _whole(values, "ClusterId")
     proc = _whole(values, "ProcId")
@@ -228,9 +233,11 @@ def grouped_job_view(sourced: SourcedAd, request: SourcedAd | JobRequest,
     status = _JOB_STATUSES.get(status_code)
     if status is None:
         raise values.error(f"unknown job status {status_code}", "JobStatus")
-    user, group = _accounting_principal(values)
+    user, group = _accounting_principal(values.text)
+    if user is None:
+        raise values.error("missing: no User or Owner", "User")
     qdate = values.number("QDate")
-    asks = request if isinstance(request, JobRequest) else job_request(request, values.name)
+    asks = asks or job_request(request, values.name)
     return Job(
         id=values.name,
         user=user,
@@ -246,6 +253,39 @@ def grouped_job_view(sourced: SourcedAd, request: SourcedAd | JobRequest,
     )
 
 
+def _plain_row_job(ad: Any, asks: JobRequest, keep_ad: Any) -> Job | None:
+    """The job of a row (the `htcondor` backend's narrow idle rows, tens of thousands a read)
+    whose values are all plain: whole ids and status, numbers >= 0, strings or absent; None
+    for any other row, which `grouped_job_view` reads attribute by attribute (and explains).
+    The same job either way: the checks are those reads' own, for plain values."""
+    get = ad.get
+    cluster, proc, status_code = get("ClusterId"), get("ProcId"), get("JobStatus")
+    qdate, started, machine = get("QDate"), get("JobCurrentStartDate"), get("RemoteHost")
+    if not (type(cluster) is int and type(proc) is int and cluster >= 0 and proc >= 0
+            and type(qdate) in _NUMBER_TYPES and 0 <= qdate < math.inf
+            and (started is None or type(started) in _NUMBER_TYPES and 0 <= started < math.inf)
+            and (machine is None or type(machine) is str)):
+        return None
+    status = _JOB_STATUSES.get(status_code) if type(status_code) is int else None
+    names = {attribute: get(attribute) for attribute in _PRINCIPAL_ATTRIBUTES}
+    if status is None or not all(value is None or type(value) is str
+                                 for value in names.values()):
+        return None
+    user, group = _accounting_principal(names.get)
+    if user is None:
+        return None
+    return Job(id=f"{cluster}.{proc}", user=user, status=status, qdate=float(qdate),
+               request_cpus=asks.cpus, request_memory=asks.memory, group=group,
+               start_time=None if started is None else float(started), machine=machine,
+               requirements=asks.requirements, ad=asks.ad if keep_ad is None else keep_ad)
+
+
+#: Exact types of a plain number (a bool is an int to isinstance, not a number here).
+_NUMBER_TYPES = (int, float)
+#: What names a job's accounting principal (`_accounting_principal`).
+_PRINCIPAL_ATTRIBUTES = ("User", "Owner", "AccountingGroup", "AcctGroup", "AcctGroupUser")
+
+
 def _whole(values: _AdValues, attribute: str) -> int:
     number = values.number(attribute)
     if not number.is_integer():
@@ -253,22 +293,23 @@ def _whole(values: _AdValues, attribute: str) -> int:
     return int(number)
 
 
-def _accounting_principal(values: _AdValues) -> tuple[str, str | None]:
-    """(user, group): the user part of AccountingGroup (`group.user`, HTCondor's accounting
-    principal) if set, else User, else Owner. The user keeps User's `@domain`, so a job's
-    user reads the same however it was submitted, and as RemoteUser names it on a slot."""
-    submitter = values.text("User")
-    owner = values.text("Owner")
+def _accounting_principal(text: Callable[[str], str | None]) -> tuple[str | None, str | None]:
+    """(user, group) from a job's attributes as strings (`text`): the user part of
+    AccountingGroup (`group.user`, HTCondor's accounting principal) if set, else User, else
+    Owner (None if neither). The user keeps User's `@domain`, so a job's user reads the same
+    however it was submitted, and as RemoteUser names it on a slot."""
+    submitter = text("User")
+    owner = text("Owner")
     if submitter is None and owner is None:
-        raise values.error("missing: no User or Owner", "User")
+        return None, None
     domain = submitter.partition("@")[2] if submitter else ""
-    accounting = values.text("AccountingGroup")
-    group = values.text("AcctGroup")
+    accounting = text("AccountingGroup")
+    group = text("AcctGroup")
     if accounting:
         principal, _, accounting_domain = accounting.partition("@")
         group_part, dot, user_part = principal.rpartition(".")
         group = group or (group_part if dot else None)
-        user = values.text("AcctGroupUser") or user_part
+        user = text("AcctGroupUser") or user_part
         domain = accounting_domain or domain
         return (f"{user}@{domain}" if domain else user), group
     return submitter or owner, group

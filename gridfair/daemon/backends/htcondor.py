@@ -306,11 +306,17 @@ class HTCondorBackend(PoolBackend):
     def _as_owners(self, snapshot: Snapshot) -> Snapshot:
         """The snapshot with every submitter named as its grid owner."""
         owners = {machine.owner for machine in snapshot.machines}
+        owner_by_submitter: dict[str, str] = {}  # a few submitters, tens of thousands of jobs
 
         def owner_of(submitter: str) -> str:
-            return self.submitters.owner_of(submitter, owners)
+            owner = owner_by_submitter.get(submitter)
+            if owner is None:
+                owner = owner_by_submitter[submitter] = self.submitters.owner_of(submitter,
+                                                                                 owners)
+            return owner
 
-        jobs = tuple(dataclasses.replace(job, user=owner_of(job.user)) for job in snapshot.jobs)
+        jobs = tuple(job if (owner := owner_of(job.user)) == job.user else job.with_user(owner)
+                     for job in snapshot.jobs)
         machines = tuple(
             dataclasses.replace(machine, running_user=owner_of(machine.running_user))
             if machine.running_user else machine

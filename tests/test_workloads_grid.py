@@ -176,3 +176,58 @@ def test_google_shard_that_is_not_gzip_or_not_text_is_a_clear_error(tmp_path):
         out.write(b"\xff\xfe,bad\n")
     with pytest.raises(InputError, match="cannot read gzip shard: 'utf-8' codec"):
         read_task_events(binary)
+
+
+# ------------------------------------------------------- SWF read as a stream
+def swf_line(job_id: int, submit: float, user: int, *, run: float = 100, procs: int = 1,
+             status: int = 1) -> str:
+    fields = [job_id, submit, 0, run, procs, -1, -1, procs, -1, -1, status, user, 1, -1, -1,
+              -1, -1, -1]
+    return " ".join(map(str, fields)) + "\n"
+
+
+def test_an_swf_trace_is_streamed_the_same_on_every_pass(tmp_path):
+    from gridfair.sim.workloads.swf_grid import SwfGridTasks
+
+    lines = [swf_line(1, 0, 7), swf_line(2, 10, 8, run=0), swf_line(3, 20, 7),
+             swf_line(3, 30, 9), swf_line(-1, 40, 8), swf_line(-1, 50, 8),
+             "; a comment\n", "not a job line\n", swf_line(6, 60, 7, procs=64)]
+    path = tmp_path / "trace.swf"
+    path.write_text("".join(lines))
+    scenario = build_scenario(MODEL, str(path), options={"swf_procs": "cpus"})
+    assert isinstance(scenario.tasks, SwfGridTasks) and len(scenario.tasks) == 5
+    passes = [[(task.id, task.user, task.submit_time, task.source_index)
+               for task in scenario.tasks] for _ in range(2)]
+    assert passes[0] == passes[1]
+    # A repeated id (3, and SWF's unknown -1) is made unique with its line; u7 and u8 are the
+    # busiest users, so they run as the grid's first two owners.
+    assert [(task_id, submit) for task_id, _, submit, _ in passes[0]] == [
+        ("1", 0.0), ("3", 20.0), ("3@4", 30.0), ("-1", 40.0), ("-1@6", 50.0)]
+    assert scenario.skipped == {
+        "malformed SWF line": 1,
+        "job with unknown run time or shorter than --min-run-time": 1,
+        "job asking for unknown processors or more than any machine has (--swf-procs cpus)": 1}
+
+
+def test_an_swf_trace_out_of_submit_order_is_refused_naming_the_line(tmp_path):
+    path = tmp_path / "trace.swf"
+    path.write_text(swf_line(1, 0, 7) + swf_line(2, 30, 7) + swf_line(3, 20, 7))
+    with pytest.raises(InputError, match=r"trace.swf:3: submit time 20 is before the "
+                                         r"previous job's \(30\)"):
+        build_scenario(MODEL, str(path))
+
+
+def test_wide_jobs_of_dropped_users_are_counted_as_dropped_not_as_too_wide(tmp_path):
+    # Five users, four owners: the least busy user (u5) is dropped with its wide job.
+    lines = [swf_line(number, number, user) for number, user in
+             enumerate([1, 1, 1, 1, 2, 2, 2, 3, 3, 4, 4], start=1)]
+    lines.append(swf_line(12, 12, 5, procs=64))
+    lines.append(swf_line(13, 13, 1, procs=64))
+    path = tmp_path / "trace.swf"
+    path.write_text("".join(lines))
+    scenario = build_scenario(MODEL, str(path), options={"swf_procs": "cpus",
+                                                         "unmapped": "drop"})
+    assert len(scenario.tasks) == len(list(scenario.tasks)) == 11
+    assert scenario.skipped == {
+        "job asking for unknown processors or more than any machine has (--swf-procs cpus)": 1,
+        "task of a user mapped to no owner (--unmapped drop)": 1}

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import csv
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +29,9 @@ from gridfair.sim.workloads.registry import Scenario
 USER_MAPS = ("names", "busiest", "round-robin")
 UNMAPPED = ("keep", "drop")
 
-#: Builds the tasks for a user mapping: (user -> account or None) -> (tasks, input Mbit each).
-TaskBuilder = Callable[[Mapping[str, str | None]], tuple[list[Task], list[float]]]
+#: Builds the tasks for a user mapping: (user -> account or None) -> (tasks, input Mbit each);
+#: the tasks a list, or a sized iterable in submit order read as they are taken.
+TaskBuilder = Callable[[Mapping[str, str | None]], tuple[Iterable[Task], list[float]]]
 
 
 def count(skipped: dict[str, int], reason: str, number: int = 1) -> None:
@@ -57,15 +58,15 @@ def _read_map_file(path: Path) -> dict[str, str | None]:
 
 
 def map_users(
-    users: Sequence[str],
+    users: Iterable[str] | Mapping[str, int],
     owners: Sequence[str],
     mode: str,
     *,
     unmapped: str = "keep",
     source: str | None = None,
 ) -> dict[str, str | None]:
-    """Each distinct user of `users` (one entry per task) -> the account it runs as, or None
-    for a user whose tasks are dropped."""
+    """Each distinct user of `users` (one entry per task, or each user's task count) -> the
+    account it runs as, or None for a user whose tasks are dropped."""
     if unmapped not in UNMAPPED:
         raise InputError(f"--unmapped must be one of {', '.join(UNMAPPED)}, got {unmapped!r}")
     tasks_per_user = Counter(users)
@@ -118,12 +119,13 @@ def grid_scenario(
     grid: Grid | None,
     options: Mapping[str, Any],
     *,
-    users: Sequence[str],
+    users: Iterable[str] | Mapping[str, int],
     build: TaskBuilder,
     skipped: Mapping[str, int],
     default_user_map: str,
 ) -> Scenario:
-    """A scenario of a workload's tasks on `grid`'s machines, users mapped to its owners."""
+    """A scenario of a workload's tasks on `grid`'s machines, users mapped to its owners
+    (`users`: each task's user, or each user's task count)."""
     source = str(path)
     if grid is None:
         raise InputError("this workload runs on a grid: give GRID (a .toml grid or an iSPD "
@@ -133,12 +135,14 @@ def grid_scenario(
                          + (f" (skipped: {describe_skipped(skipped)})" if skipped else ""),
                          source=source)
     unmapped = options.get("unmapped") or "keep"
-    mapping = map_users(users, grid.owners(), options.get("user_map") or default_user_map,
-                        unmapped=unmapped, source=source)
+    tasks_per_user = Counter(users)
+    mapping = map_users(tasks_per_user, grid.owners(),
+                        options.get("user_map") or default_user_map, unmapped=unmapped,
+                        source=source)
     tasks, sizes = build(mapping)
     all_skipped = dict(skipped)
     count(all_skipped, "task of a user mapped to no owner (--unmapped drop)",
-          sum(1 for user in users if mapping[user] is None))
+          sum(number for user, number in tasks_per_user.items() if mapping[user] is None))
     if not tasks:
         raise InputError("the workload has no tasks to simulate"
                          + (f" (skipped: {describe_skipped(all_skipped)})" if all_skipped

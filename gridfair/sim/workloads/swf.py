@@ -17,7 +17,8 @@ JPDC 2014; format at https://www.cs.huji.ac.il/labs/parallel/workload/swf.html):
 The reader keeps every field and judges nothing else: whether a job with an unknown run time or
 processor count is usable is the caller's decision (see `SwfJob.processors`).
 
-API: `read_swf(path) -> SwfTrace`; `SwfTrace.jobs` are `SwfJob`s in file order.
+API: `read_swf(path) -> SwfTrace`; `SwfTrace.jobs` are `SwfJob`s in file order. `SwfLines(path)`
+yields them one by one instead, reading the file again on each pass.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from __future__ import annotations
 import gzip
 import math
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -126,40 +127,53 @@ class SwfTrace:
 
 def read_swf(path: str | Path) -> SwfTrace:
     """Parse an SWF file (gzip or plain). Raises `InputError` when no job line is usable."""
-    path = Path(path)
-    source = str(path)
-    try:
-        with open(path, "rb") as raw:
-            compressed = raw.read(2) == _GZIP_MAGIC
-        opener = gzip.open if compressed else open
-        with opener(path, "rt", encoding="utf-8", errors="replace") as text:
-            trace = _parse(text, source)
-    except (OSError, EOFError, zlib.error) as error:  # missing, unreadable, corrupt gzip
-        raise InputError(f"cannot read SWF file: {error}", source=source) from None
+    lines = SwfLines(path)
+    trace = SwfTrace(source=lines.source, jobs=list(lines), header=lines.header,
+                     skipped=lines.skipped)
     if not trace.jobs:
         detail = f" ({trace.skip_summary()})" if trace.skipped else ""
-        raise InputError(f"no usable job line in the SWF file{detail}", source=source)
+        raise InputError(f"no usable job line in the SWF file{detail}", source=trace.source)
     return trace
 
 
-def _parse(lines: Iterable[str], source: str) -> SwfTrace:
-    trace = SwfTrace(source=source, jobs=[])
-    for number, line in enumerate(lines, start=1):
-        stripped = line.strip()
-        if not stripped:
-            continue
-        if stripped.startswith(";"):
-            key, colon, value = stripped[1:].partition(":")
-            key = key.strip()
-            if colon and key and " " not in key:
-                trace.header.setdefault(key, value.strip())
-            continue
-        job_or_reason = _parse_job(stripped.split(), number)
-        if isinstance(job_or_reason, str):
-            trace.skipped.append(SkippedLine(number, job_or_reason))
-        else:
-            trace.jobs.append(job_or_reason)
-    return trace
+class SwfLines:
+    """An SWF file read line by line: iterating yields its jobs in file order (the file is
+    opened again on each pass) and gathers the header and the malformed lines as it goes,
+    so a reader that lets each job go keeps none (`swf_grid` streams them)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.source = str(self.path)
+        self.header: dict[str, str] = {}
+        self.skipped: list[SkippedLine] = []
+
+    def __iter__(self) -> Iterator[SwfJob]:
+        self.header, self.skipped = {}, []
+        try:
+            with open(self.path, "rb") as raw:
+                compressed = raw.read(2) == _GZIP_MAGIC
+            opener = gzip.open if compressed else open
+            with opener(self.path, "rt", encoding="utf-8", errors="replace") as text:
+                yield from self._jobs(text)
+        except (OSError, EOFError, zlib.error) as error:  # missing, unreadable, corrupt gzip
+            raise InputError(f"cannot read SWF file: {error}", source=self.source) from None
+
+    def _jobs(self, lines: Iterable[str]) -> Iterator[SwfJob]:
+        for number, line in enumerate(lines, start=1):
+            stripped = line.strip()
+            if not stripped:
+                continue
+            if stripped.startswith(";"):
+                key, colon, value = stripped[1:].partition(":")
+                key = key.strip()
+                if colon and key and " " not in key:
+                    self.header.setdefault(key, value.strip())
+                continue
+            job_or_reason = _parse_job(stripped.split(), number)
+            if isinstance(job_or_reason, str):
+                self.skipped.append(SkippedLine(number, job_or_reason))
+            else:
+                yield job_or_reason
 
 
 def _parse_job(fields: list[str], number: int) -> SwfJob | str:

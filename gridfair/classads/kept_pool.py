@@ -217,6 +217,12 @@ class KeptPool:
             view = views.get(job_id)
             return None if view is not None and view.status is JobStatus.IDLE else _ABSENT
 
+        in_pool = len(running_on) + idle
+        if not last_views:  # the first cycle: every job in the pool has just come
+            events.add("submitted", idle)
+            events.add("started", len(running_on))
+            self._running, self._in_pool = running_on, in_pool
+            return
         now_views = {job_id: entry[0] for job_id, entry in
                      ((job_id, jobs.get(job_id)) for job_id in running_before)
                      if entry is not None}
@@ -233,7 +239,6 @@ class KeptPool:
             else:
                 events.add("started" if was is None else ("vacated" if now is None
                                                           else "moved"))
-        in_pool = len(running_on) + idle
         events.add("finished", self._in_pool - (in_pool - arrived))
         self._running = running_on
         self._in_pool = in_pool

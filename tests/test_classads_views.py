@@ -223,25 +223,27 @@ def test_one_bad_ad_among_thousands_is_found_and_named(
 
 
 # ------------------------------------------------- narrow rows (htcondor backend)
-def _row_views(rows, monkeypatch, plain: bool):
+def _row_views(rows, monkeypatch, plain: bool, own_request: bool = False):
     """Each row's job (or its error) as `grouped_job_view` reads it against one autocluster's
-    request, with the plain-row path on or off."""
+    request (or, `own_request`, as a whole job ad asking for what it says itself), with the
+    plain path on or off."""
     import classad2
 
     from gridfair.classads import views
     from gridfair.classads.reader import SourcedAd
 
     if not plain:
-        monkeypatch.setattr(views, "_plain_row_job", lambda ad, asks, keep_ad: None)
+        monkeypatch.setattr(views, "_plain_job", lambda ad, request, keep_ad: None)
     request = views.job_request(SourcedAd(classad2.ClassAd(
         {"RequestCpus": 2, "RequestMemory": 512, "Requirements": classad2.ExprTree(
             "TARGET.Memory >= 512")}), "autoclusters", 1, None))
     seen = []
     for index, row in enumerate(rows, 1):
+        sourced = SourcedAd(classad2.ClassAd(row), "rows", index, None)
+        asks = sourced if own_request else request
         try:
-            job = views.grouped_job_view(SourcedAd(classad2.ClassAd(row), "rows", index, None),
-                                         request)
-            seen.append((job, job.ad is request.ad))
+            job = views.grouped_job_view(sourced, asks)
+            seen.append((job, job.ad is (sourced.ad if own_request else request.ad)))
         except InputError as error:
             seen.append(str(error))
     return seen
@@ -276,6 +278,32 @@ def test_plain_rows_read_fast_give_the_jobs_and_errors_the_long_way_gives(monkey
     assert fast[0][1] and fast[1][0].start_time == 17.5
     assert fast[8][0].start_time == 1_764_000_010
     assert sum(isinstance(outcome, str) for outcome in fast) == 6  # refused, each explained
+
+
+def test_whole_job_ads_read_fast_give_the_jobs_and_errors_the_long_way_gives(monkeypatch):
+    import classad2
+
+    base = {"ClusterId": 7, "ProcId": 3, "JobStatus": 2, "QDate": 1_764_000_000,
+            "Owner": "alice", "User": "alice@grid", "RequestCpus": 1, "ImageSize": 3000,
+            "RequestMemory": classad2.ExprTree("(ImageSize + 1023) / 1024"),
+            "Requirements": classad2.ExprTree("TARGET.Arch == \"X86_64\""),
+            "RemoteHost": "slot1@node7", "JobCurrentStartDate": 1_764_000_100}
+    rows = [
+        base,
+        {**base, "RequestCpus": 0},  # refused by the request, after everything else
+        {**base, "RequestMemory": classad2.ExprTree("strcat(\"a\", \"b\")")},  # a string
+        {**base, "RequestCpus": "many", "QDate": -5},  # the QDate is told first
+        {**base, "JobCurrentStartDate": -1, "RequestCpus": 0},
+        {key: value for key, value in base.items() if key != "RequestCpus"},
+        {**base, "ProcId": 3.0},
+    ]
+    fast = _row_views(rows, monkeypatch, True, own_request=True)
+    slow = _row_views(rows, monkeypatch, False, own_request=True)
+    assert fast == slow
+    assert fast[0][0].request_memory == 3 and fast[0][0].machine == "slot1@node7"
+    assert fast[0][1]  # the job keeps its own ad
+    assert "QDate" in fast[3] and "RequestCpus" in fast[1]
+    assert sum(isinstance(outcome, str) for outcome in fast) == 4
 
 
 def test_a_job_charged_to_another_user_keeps_every_other_field():

@@ -220,11 +220,9 @@ def grouped_job_view(sourced: SourcedAd, request: SourcedAd | JobRequest,
     """The job of an ad that names it (ids, status, QDate, submitter), asking for what
     `request` says: its own ad, or the `JobRequest` of its autocluster's ad (the `htcondor`
     backend reads idle jobs as narrow rows and one ad per autocluster)."""
-    asks = request if isinstance(request, JobRequest) else None
-    if asks is not None:
-        job = _plain_row_job(sourced.ad, asks, keep_ad)
-        if job is not None:
-            return job
+    job = _plain_job(sourced.ad, request, keep_ad)
+    if job is not None:
+        return job
     values = _AdValues(sourced, None)
     cluster = _whole(values, "ClusterId")
     proc = _whole(values, "ProcId")
@@ -237,7 +235,7 @@ def grouped_job_view(sourced: SourcedAd, request: SourcedAd | JobRequest,
     if user is None:
         raise values.error("missing: no User or Owner", "User")
     qdate = values.number("QDate")
-    asks = asks or job_request(request, values.name)
+    asks = request if isinstance(request, JobRequest) else job_request(request, values.name)
     return Job(
         id=values.name,
         user=user,
@@ -253,11 +251,13 @@ def grouped_job_view(sourced: SourcedAd, request: SourcedAd | JobRequest,
     )
 
 
-def _plain_row_job(ad: Any, asks: JobRequest, keep_ad: Any) -> Job | None:
-    """The job of a row (the `htcondor` backend's narrow idle rows, tens of thousands a read)
-    whose values are all plain: whole ids and status, numbers >= 0, strings or absent; None
-    for any other row, which `grouped_job_view` reads attribute by attribute (and explains).
-    The same job either way: the checks are those reads' own, for plain values."""
+def _plain_job(ad: Any, request: SourcedAd | JobRequest, keep_ad: Any) -> Job | None:
+    """The job of an ad (or of a narrow row: the `htcondor` backend reads tens of thousands a
+    cycle, the `files` backend a million ads on its first) whose own values are all plain:
+    whole ids and status, numbers >= 0, strings or absent; None for any other, which
+    `grouped_job_view` reads attribute by attribute (and explains). The same job either way:
+    the checks are those reads' own, for plain values, and what the job asks for is read by
+    `job_request` as that path reads it, after everything else it checks."""
     get = ad.get
     cluster, proc, status_code = get("ClusterId"), get("ProcId"), get("JobStatus")
     qdate, started, machine = get("QDate"), get("JobCurrentStartDate"), get("RemoteHost")
@@ -267,14 +267,24 @@ def _plain_row_job(ad: Any, asks: JobRequest, keep_ad: Any) -> Job | None:
             and (machine is None or type(machine) is str)):
         return None
     status = _JOB_STATUSES.get(status_code) if type(status_code) is int else None
-    names = {attribute: get(attribute) for attribute in _PRINCIPAL_ATTRIBUTES}
-    if status is None or not all(value is None or type(value) is str
-                                 for value in names.values()):
+    if status is None:
         return None
-    user, group = _accounting_principal(names.get)
+
+    def text(attribute: str) -> str | None:
+        value = get(attribute)
+        if value is None or type(value) is str:
+            return value
+        raise _NotPlain
+
+    try:
+        user, group = _accounting_principal(text)  # reading only what it needs, as below
+    except _NotPlain:
+        return None
     if user is None:
         return None
-    return Job(id=f"{cluster}.{proc}", user=user, status=status, qdate=float(qdate),
+    job_id = f"{cluster}.{proc}"
+    asks = request if isinstance(request, JobRequest) else job_request(request, job_id)
+    return Job(id=job_id, user=user, status=status, qdate=float(qdate),
                request_cpus=asks.cpus, request_memory=asks.memory, group=group,
                start_time=None if started is None else float(started), machine=machine,
                requirements=asks.requirements, ad=asks.ad if keep_ad is None else keep_ad)
@@ -282,8 +292,10 @@ def _plain_row_job(ad: Any, asks: JobRequest, keep_ad: Any) -> Job | None:
 
 #: Exact types of a plain number (a bool is an int to isinstance, not a number here).
 _NUMBER_TYPES = (int, float)
-#: What names a job's accounting principal (`_accounting_principal`).
-_PRINCIPAL_ATTRIBUTES = ("User", "Owner", "AccountingGroup", "AcctGroup", "AcctGroupUser")
+
+
+class _NotPlain(Exception):
+    """A value `_plain_job` leaves to the attribute-by-attribute path."""
 
 
 def _whole(values: _AdValues, attribute: str) -> int:

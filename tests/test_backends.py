@@ -301,20 +301,23 @@ def test_htcondor_reads_idle_demand_from_autoclusters_as_the_job_ads_say():
     assert not grouped.skipped
 
 
-def test_htcondor_fetches_the_whole_ad_of_a_job_whose_autocluster_is_missing():
-    backend = htcondor_backend()
+def edit_answers(monkeypatch, edit) -> None:
+    """The fake schedds answer `edit(answer, constraint, opts)` instead of their answer."""
     real_query = FakeSchedd.query
 
     def query(self, constraint="True", projection=[], callback=None, limit=-1,  # noqa: B006
               opts=htcondor2.QueryOpt.Default):
-        answer = real_query(self, constraint, projection, callback, limit, opts)
-        return answer[1:] if opts == htcondor2.QueryOpt.AutoCluster else answer
+        return edit(real_query(self, constraint, projection, callback, limit, opts),
+                    str(constraint), opts)
 
-    FakeSchedd.query = query
-    try:
-        snapshot = backend.read_snapshot()
-    finally:
-        FakeSchedd.query = real_query
+    monkeypatch.setattr(FakeSchedd, "query", query)
+
+
+def test_htcondor_fetches_the_whole_ad_of_a_job_whose_autocluster_is_missing(monkeypatch):
+    backend = htcondor_backend()
+    edit_answers(monkeypatch, lambda answer, constraint, opts: answer[1:]
+                 if opts == htcondor2.QueryOpt.AutoCluster else answer)
+    snapshot = backend.read_snapshot()
     jobs = _idle(snapshot)
     assert len(jobs) == 8 and all("ClusterId" in job.ad for job in jobs)  # whole ads
     assert not snapshot.skipped
@@ -334,22 +337,16 @@ def test_htcondor_fetch_constraints_select_the_jobs_asked_in_batches_of_clusters
     assert [job_id for _, ids in batches for job_id in ids] == asked
 
 
-def test_htcondor_skips_a_fetched_job_the_schedd_does_not_answer_for():
+def test_htcondor_skips_a_fetched_job_the_schedd_does_not_answer_for(monkeypatch):
     backend = htcondor_backend()
-    real_query = FakeSchedd.query
 
-    def query(self, constraint="True", projection=[], callback=None, limit=-1,  # noqa: B006
-              opts=htcondor2.QueryOpt.Default):
-        answer = real_query(self, constraint, projection, callback, limit, opts)
+    def edit(answer, constraint, opts):
         if opts == htcondor2.QueryOpt.AutoCluster:
             return answer[1:]  # the eight idle jobs' autocluster: their ads are fetched
-        return answer[1:] if "member(ProcId" in str(constraint) else answer  # one left
+        return answer[1:] if "member(ProcId" in constraint else answer  # one has left
 
-    FakeSchedd.query = query
-    try:
-        snapshot = backend.read_snapshot()
-    finally:
-        FakeSchedd.query = real_query
+    edit_answers(monkeypatch, edit)
+    snapshot = backend.read_snapshot()
     assert len(_idle(snapshot)) == 7
     [skipped] = snapshot.skipped
     assert skipped.name not in {job.id for job in snapshot.jobs}

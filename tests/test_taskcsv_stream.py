@@ -100,3 +100,16 @@ def test_reading_a_task_file_as_taken_keeps_memory_flat(tmp_path):
         tracemalloc.stop()
     assert taken == len(listed) == 100_000
     assert streamed_peak < 2_000_000 < 20_000_000 < listed_peak
+
+
+def test_the_repeat_filter_grows_with_the_file_up_to_its_cap(tmp_path):
+    small = write(tmp_path, [task_line(index) for index in range(10)])
+    assert taskcsv.repeat_filter_bits(small) == 1 << 16
+    huge = tmp_path / "huge.csv"
+    with open(huge, "wb") as out:
+        out.truncate(100 * 2**30)  # 100 GB, sparse: nothing written
+    assert taskcsv.repeat_filter_bits(huge) == taskcsv.MAX_FILTER_BITS
+    middle = tmp_path / "middle.csv"
+    with open(middle, "wb") as out:
+        out.truncate(320 * 2**20)  # ~10M lines of 32 bytes: 20 bits a line
+    assert 20 * 10_000_000 <= taskcsv.repeat_filter_bits(middle) < 2 * 20 * 10_500_000

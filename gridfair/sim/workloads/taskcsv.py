@@ -49,6 +49,9 @@ MICROSECONDS = 1e6
 _GZIP_MAGIC = b"\x1f\x8b"
 # Marks a repeated task id made unique; trace ids are "job-index" and never contain it.
 _REPEAT = "#"
+#: The largest repeat filter (128 MB): about 20 bits a line up to 50M lines; past that the
+#: candidates grow, and stay exact.
+MAX_FILTER_BITS = 1 << 30
 
 
 def _open_text(path: Path):
@@ -184,12 +187,12 @@ def _stamp(path: Path) -> tuple[int, int]:
 def repeat_filter_bits(path: Path) -> int:
     """The size of a scan's repeat filter (`_Totals`), in bits: about 20 per line the file
     may have, guessed from its size (a line of 32 bytes, a gzip file's text 8 times its
-    size); a wrong guess costs memory, not truth."""
+    size), at most `MAX_FILTER_BITS`; a wrong guess costs memory, not truth."""
     size = _stamp(path)[0]
     with open(path, "rb") as raw:
         compressed = raw.read(2) == _GZIP_MAGIC
     expected_lines = (8 * size if compressed else size) // 32
-    return 1 << max(16, (20 * expected_lines).bit_length())
+    return min(1 << max(16, (20 * expected_lines).bit_length()), MAX_FILTER_BITS)
 
 
 class _Totals:

@@ -62,7 +62,8 @@ class Job:
     group: str | None = None
     start_time: float | None = None  # JobCurrentStartDate
     machine: str | None = None  # RemoteHost, when running
-    requirements: str | None = None
+    # The ad matching reads (its Requirements, Rank, ...): the job's own, its autocluster's, or
+    # the job's as text (`classads.reader.AdText`), parsed again when it is matched.
     ad: Any = field(default=None, compare=False, repr=False)
 
     def with_user(self, user: str) -> Job:
@@ -71,7 +72,7 @@ class Job:
         return Job(id=self.id, user=user, status=self.status, qdate=self.qdate,
                    request_cpus=self.request_cpus, request_memory=self.request_memory,
                    group=self.group, start_time=self.start_time, machine=self.machine,
-                   requirements=self.requirements, ad=self.ad)
+                   ad=self.ad)
 
 
 @dataclass(frozen=True, slots=True)

@@ -289,8 +289,9 @@ def test_htcondor_reads_idle_demand_from_autoclusters_as_the_job_ads_say():
                             job_constraint="JobStatus == 1").read_snapshot()
 
     def idle(snapshot):
-        return {j.id: (j.user, j.qdate, j.request_cpus, j.request_memory, j.requirements)
-                for j in _idle(snapshot)}
+        # Requirements as matching reads them: the autocluster's ad, or the job's own.
+        return {j.id: (j.user, j.qdate, j.request_cpus, j.request_memory,
+                       str(j.ad.lookup("Requirements"))) for j in _idle(snapshot)}
 
     assert idle(grouped) == idle(whole) and len(idle(grouped)) == 8
     assert len({id(j.ad) for j in _idle(grouped)}) == 1  # eight identical jobs: one group

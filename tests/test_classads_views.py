@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gridfair.classads.reader import AdFormat
+from gridfair.classads.reader import AdFormat, readable
 from gridfair.classads.synthetic import job_ads, machine_ads, write_ads
 from gridfair.classads.views import AdConfig, read_jobs, read_machines, read_snapshot
 from gridfair.errors import InputError
@@ -72,7 +72,7 @@ def test_real_job_with_memory_expression(tmp_path: Path) -> None:
     assert job.request_memory == 1.0
     assert (job.request_cpus, job.qdate, job.start_time, job.machine) == (1.0, 1357311627.0,
                                                                           None, None)
-    assert job.requirements.startswith('(TARGET.Arch == "X86_64")')
+    assert str(readable(job.ad).lookup("Requirements")).startswith('(TARGET.Arch == "X86_64")')
 
 
 @pytest.mark.parametrize(

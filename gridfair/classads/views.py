@@ -130,10 +130,6 @@ class _AdValues:
             raise self.error(f"must not be negative, is {value!r}", attribute)
         return number
 
-    def expression_text(self, attribute: str) -> str | None:
-        ad = self.sourced.ad
-        return str(ad.lookup(attribute)) if attribute in ad else None
-
 
 # --------------------------------------------------------------------- machines
 def machine_view(sourced: SourcedAd, config: AdConfig = AdConfig()) -> Machine:
@@ -197,12 +193,12 @@ def job_view(sourced: SourcedAd, keep_ad: Any = None) -> Job:
 
 @dataclass(frozen=True, slots=True)
 class JobRequest:
-    """What a job asks for and requires: the part of a job that its autocluster's ad holds
-    for every job of the group."""
+    """What a job asks for, and the ad that says what it requires (matching reads its
+    `Requirements` there): the part of a job that its autocluster's ad holds for every job
+    of the group."""
 
     cpus: float
     memory: float
-    requirements: str | None
     ad: Any
 
 
@@ -211,8 +207,7 @@ def job_request(sourced: SourcedAd, name: str | None = None) -> JobRequest:
     the ad `name`) if it cannot be used."""
     values = _AdValues(sourced, name)
     return JobRequest(values.number("RequestCpus", 1.0, positive=True),
-                      values.number("RequestMemory", 0.0), values.expression_text("Requirements"),
-                      sourced.ad)
+                      values.number("RequestMemory", 0.0), sourced.ad)
 
 
 def grouped_job_view(sourced: SourcedAd, request: SourcedAd | JobRequest,
@@ -246,7 +241,6 @@ def grouped_job_view(sourced: SourcedAd, request: SourcedAd | JobRequest,
         group=group,
         start_time=values.optional_number("JobCurrentStartDate"),
         machine=values.text("RemoteHost"),
-        requirements=asks.requirements,
         ad=asks.ad if keep_ad is None else keep_ad,
     )
 
@@ -287,7 +281,7 @@ def _plain_job(ad: Any, request: SourcedAd | JobRequest, keep_ad: Any) -> Job | 
     return Job(id=job_id, user=user, status=status, qdate=float(qdate),
                request_cpus=asks.cpus, request_memory=asks.memory, group=group,
                start_time=None if started is None else float(started), machine=machine,
-               requirements=asks.requirements, ad=asks.ad if keep_ad is None else keep_ad)
+               ad=asks.ad if keep_ad is None else keep_ad)
 
 
 #: Exact types of a plain number (a bool is an int to isinstance, not a number here).

@@ -113,3 +113,10 @@ def test_the_repeat_filter_grows_with_the_file_up_to_its_cap(tmp_path):
     with open(middle, "wb") as out:
         out.truncate(320 * 2**20)  # ~10M lines of 32 bytes: 20 bits a line
     assert 20 * 10_000_000 <= taskcsv.repeat_filter_bits(middle) < 2 * 20 * 10_500_000
+
+
+def test_a_task_file_that_cannot_be_opened_is_an_input_error(tmp_path):
+    folder = tmp_path / "tasks.csv"
+    folder.mkdir()  # a directory with a task file's name
+    with pytest.raises(InputError, match="tasks.csv: cannot read task file"):
+        scan_tasks(folder)

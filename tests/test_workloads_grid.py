@@ -209,6 +209,17 @@ def test_an_swf_trace_is_streamed_the_same_on_every_pass(tmp_path):
         "job asking for unknown processors or more than any machine has (--swf-procs cpus)": 1}
 
 
+def test_repeated_ids_past_the_dense_range_are_made_unique_too(tmp_path, monkeypatch):
+    from gridfair.sim.workloads import swf_grid
+
+    monkeypatch.setattr(swf_grid, "DENSE_IDS", 2)  # ids above 2 go to the set
+    path = tmp_path / "trace.swf"
+    path.write_text("".join(swf_line(job_id, submit, 7) for submit, job_id in
+                            enumerate([1, 9, 2, 9, 1, 5])))
+    scenario = build_scenario(MODEL, str(path))
+    assert [task.id for task in scenario.tasks] == ["1", "9", "2", "9@4", "1@5", "5"]
+
+
 def test_an_swf_trace_out_of_submit_order_is_refused_naming_the_line(tmp_path):
     path = tmp_path / "trace.swf"
     path.write_text(swf_line(1, 0, 7) + swf_line(2, 30, 7) + swf_line(3, 20, 7))

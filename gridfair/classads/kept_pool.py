@@ -187,8 +187,7 @@ class KeptPool:
         by one; the rest is done over all jobs at once, in C."""
         jobs = snapshot.jobs
         index = snapshot.jobs_by_id
-        ids = index if len(index) == len(jobs) else map(JOB_ID, jobs)  # the index's keys
-        fresh = list(compress(jobs, map(is_not, map(self._views.get, ids), jobs)))  # in order
+        fresh = list(compress(jobs, map(is_not, map(self._views.get, map(JOB_ID, jobs)), jobs)))
         kept = self._jobs
         for job in fresh:
             kept[job.id] = (job, task_from_job(job), queue_order(job))

@@ -40,6 +40,8 @@ COMPLETED = 1  # SWF status of a job that ended normally
 TOO_SHORT = "job with unknown run time or shorter than --min-run-time"
 NOT_COMPLETED = "job that did not complete (--swf-status completed)"
 TOO_WIDE = "job asking for unknown processors or more than any machine has (--swf-procs cpus)"
+#: Job ids kept as a byte each up to this one (16 MB); larger ids go to a set.
+DENSE_IDS = 1 << 24
 
 
 def swf_user(job: SwfJob) -> str:
@@ -137,7 +139,7 @@ class SwfGridTasks:
     """The trace's tasks for a user mapping, read from the file each time they are iterated
     over (in file order, which is submit order): a simulation holds only the tasks queued and
     running. A job id used twice becomes `id@line` for the later ones, as cleaned logs never
-    need (ids seen kept as bits of a bytearray up to the largest id, the rest in a set)."""
+    need (the ids seen: a byte each up to the largest id or `DENSE_IDS`, a set for others)."""
 
     def __init__(self, lines: SwfLines, choice: JobChoice, user_of: Mapping[str, str | None],
                  first_submit: float, count: int, largest_id: int) -> None:
@@ -149,8 +151,8 @@ class SwfGridTasks:
 
     def __iter__(self) -> Iterator[Task]:
         choice, user_of, first = self.choice, self.user_of, self.first_submit
-        seen = bytearray(self.largest_id + 1)
-        seen_elsewhere: set[int] = set()  # ids below 0 (SWF's "unknown", -1)
+        seen = bytearray(min(self.largest_id, DENSE_IDS) + 1)  # SWF numbers jobs 1, 2, ...
+        seen_elsewhere: set[int] = set()  # SWF's "unknown" (-1), and ids past `seen`
         index = 0
         for job, reason in choice.usable(iter(self.lines)):
             if job is None or reason is not None:
@@ -159,7 +161,7 @@ class SwfGridTasks:
             if account is None:
                 continue
             job_id = job.job_id
-            if job_id >= 0:
+            if 0 <= job_id < len(seen):
                 repeated = seen[job_id]
                 seen[job_id] = 1
             else:

@@ -54,10 +54,13 @@ _REPEAT = "#"
 MAX_FILTER_BITS = 1 << 30
 
 
-def _open_text(path: Path):
+def _is_gzip(path: Path) -> bool:
     with open(path, "rb") as raw:
-        compressed = raw.read(2) == _GZIP_MAGIC
-    return gzip.open(path, "rt", encoding="utf-8") if compressed else \
+        return raw.read(2) == _GZIP_MAGIC
+
+
+def _open_text(path: Path):
+    return gzip.open(path, "rt", encoding="utf-8") if _is_gzip(path) else \
         open(path, encoding="utf-8")
 
 
@@ -108,8 +111,9 @@ def scan_tasks(path: str | Path) -> TaskTrace:
     holds only the tasks queued and running. `Task.source_index` is the task's order."""
     path = Path(path)
     source = str(path)
-    totals = _Totals(repeat_filter_bits(path))
+    stamp = _stamp(path)  # before the read: a change made during it is caught too
     with _reading(path) as lines:
+        totals = _Totals(repeat_filter_bits(path))
         for row in _rows(lines, source):
             totals.add(row)
     if not totals.count:
@@ -118,7 +122,7 @@ def scan_tasks(path: str | Path) -> TaskTrace:
     user_usage = totals.user_usage
     mean_usage = [sum(usage[r] for usage in user_usage.values()) / span if span > 0 else 0.0
                   for r in range(2)]
-    tasks = TaskFileTasks(path, totals.count, totals.maybe_repeated, _stamp(path))
+    tasks = TaskFileTasks(path, totals.count, totals.maybe_repeated, stamp)
     return TaskTrace(source, tasks, mean_usage, user_usage, span, totals.largest)
 
 
@@ -189,9 +193,7 @@ def repeat_filter_bits(path: Path) -> int:
     may have, guessed from its size (a line of 32 bytes, a gzip file's text 8 times its
     size), at most `MAX_FILTER_BITS`; a wrong guess costs memory, not truth."""
     size = _stamp(path)[0]
-    with open(path, "rb") as raw:
-        compressed = raw.read(2) == _GZIP_MAGIC
-    expected_lines = (8 * size if compressed else size) // 32
+    expected_lines = (8 * size if _is_gzip(path) else size) // 32
     return min(1 << max(16, (20 * expected_lines).bit_length()), MAX_FILTER_BITS)
 
 

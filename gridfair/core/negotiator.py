@@ -84,6 +84,9 @@ class Negotiator:
         for stage in (order, preempt, admit):
             if stage is not None:
                 pool.listen(stage)
+        # What the allocation loop calls, bound once (after the stages have attached: an order
+        # may bind its `first` then): the loop runs about twice per simulated task.
+        self._allocation_calls = (pool.has_free, order.first, pool.head, pool.best_node)
 
     @property
     def stages(self) -> str:
@@ -110,7 +113,8 @@ class Negotiator:
         event loop, `Simulation(arrivals="sequential")`): a preemption only if no free node
         was given out."""
         decisions: list[Decision] = []
-        self.held_back = []
+        if self.held_back:
+            self.held_back = []
         if self.admit is not None:
             decisions.extend(self._apply_review(now))
         reviewed = len(decisions)
@@ -132,34 +136,30 @@ class Negotiator:
         return decisions
 
     def _allocate_free(self, now: float, decisions: list[Decision], single: bool) -> None:
+        has_free, first, head, best_node = self._allocation_calls
         pool = self.pool
-        order = self.order
-        name = order.name
-        explain = self.explain
-        stop_when_blocked = self.allocation == STOP
         parked: dict[int, int] = {}
-        # Bound once: this loop runs about twice per simulated task.
-        has_free, first, head, best_node = pool.has_free, order.first, pool.head, pool.best_node
         while has_free():
             user = first(now)
             if user is None:
                 return
-            assert user.idle_count > 0, f"{name} chose {user.name}, who has no idle task"
+            assert user.idle_count > 0, f"{self.order.name} chose {user.name}, who has no idle task"
             task = head(user)
             if task is None:  # what it has left was set aside in this phase
                 pool.block(user, now)
                 continue
             node = best_node(task)
             if node is None:
-                if stop_when_blocked:
+                if self.allocation == STOP:
                     return
                 count = parked[user.index] = parked.get(user.index, 0) + 1
                 if count > PARK_LIMIT or pool.park(user, now) is None:
                     pool.block(user, now)
                 continue
-            template, figures = order.why(user, now) if explain else _NOT_EXPLAINED
+            order = self.order
+            template, figures = order.why(user, now) if self.explain else _NOT_EXPLAINED
             pool.start(task, node, now)
-            decisions.append(Decision(ALLOCATE, task, node, name, template, figures))
+            decisions.append(Decision(ALLOCATE, task, node, order.name, template, figures))
             if single:
                 return
 

@@ -71,7 +71,11 @@ def check_resources(resources: Iterable[int | str]) -> tuple[int, ...]:
 def resource_shares(usage: Sequence[float], capacity: Sequence[float],
                     resources: Sequence[int]) -> list[float]:
     """o_r = usage_r / capacity_r for each resource of the set (0 where the pool has none)."""
-    return [usage[r] / capacity[r] if capacity[r] > 0 else 0.0 for r in resources]
+    shares = []  # a plain loop: this runs on every event of the DRF family
+    for resource in resources:
+        total = capacity[resource]
+        shares.append(usage[resource] / total if total > 0 else 0.0)
+    return shares
 
 
 def dominant(shares: Sequence[float], resources: Sequence[int]) -> tuple[float, str]:

@@ -229,7 +229,11 @@ class LiveTree:
             self.advance(now)
         x = self.x
         scale = 1.0 / x  # lines given in the drift since now; stored in the drift since T
-        stored = upper_envelope([(a, b * scale) for a, b in lines], x)
+        stored = []  # a plain loop, and no envelope to find for one line: this runs per event
+        for a, b in lines:
+            stored.append((a, b * scale))
+        if len(stored) > 1:
+            stored = upper_envelope(stored, x)
         rank *= scale
         element = self._elements.get(key)
         if element is None:
@@ -240,16 +244,24 @@ class LiveTree:
         element.rank = rank
         element.payload = payload
         before, after = element.prev, element.next
-        place = (value_at(stored, x), rank, key)
-        if (before is None or (value_at(before.lines, x), before.rank, before.key) < place) and (
-                after is None or place < (value_at(after.lines, x), after.rank, after.key)):
-            # Still between its neighbours (a small change, the common case): only the two
-            # pending swaps that involve it change.
+        value = value_at(stored, x)
+        # Still between its neighbours (a small change, the common case)? Then only the two
+        # pending swaps that involve it change. Order is by (value, rank, key), the tuples
+        # built only on equal values.
+        if before is not None:
+            other = value_at(before.lines, x)
+            still = other < value or (other == value and (before.rank, before.key) < (rank, key))
+        else:
+            still = True
+        if still and after is not None:
+            other = value_at(after.lines, x)
+            still = value < other or (value == other and (rank, key) < (after.rank, after.key))
+        if still:
             if before is not None:
                 self._schedule(before, x)
             self._schedule(element, x)
             return
-        neighbours = self._walk(element, place, x)
+        neighbours = self._walk(element, (value, rank, key), x)
         self._unlink(element)
         self._link(element, neighbours)
 
@@ -550,6 +562,9 @@ class DecayingOrder(OrderPolicy):
         self.pool = pool
         self.tree = LiveTree(self.tau)
         self.first = self.tree.first  # one call less per allocation step
+        # Levels are settled on commit only when a subclass floors them (one call less per
+        # event otherwise).
+        self._settles = type(self).settle is not DecayingOrder.settle
         self.accounts: dict[str, _Account] = {}
         self._pending: dict[str, tuple[list[float], float]] = {}
 
@@ -564,41 +579,56 @@ class DecayingOrder(OrderPolicy):
         if now <= account.since:  # just committed (or a set-up event at an earlier time)
             return account.level
         decay = math.exp(-(now - account.since) / self.tau)
-        return [t + (c - t) * decay for c, t in zip(account.level, account.target, strict=True)]
+        # Each target t becomes t + (c - t) decay, c its level: a plain loop, as this runs on
+        # every event (a comprehension over zip costs twice as much for two levels).
+        level = account.target[:]
+        for position, committed in enumerate(account.level):
+            target = level[position]
+            level[position] = target + (committed - target) * decay
+        return level
 
-    def _account(self, user: UserState, now: float, recheck: bool = False) -> bool:
-        """Bring the user's account up to `now`; True if its priority curve changed.
+    def _account(self, user: UserState, now: float, recheck: bool = False) -> _Account | None:
+        """Bring the user's account up to `now`: the account if its priority curve changed,
+        else None.
 
         Most events (a submit, a block) leave the inputs as they were: then the basis is not
         recomputed, unless `recheck` (capacity or entitlements moved)."""
         account = self.accounts.get(user.name)
         inputs = self.inputs(user)
         if account is not None and not recheck and account.inputs == inputs:
-            return False
+            return None
         basis = self.basis(user)
         if account is None:
             target = self.target(user, basis)
             level, since = self._pending.pop(user.name, (self.initial_level(), now))
-            self.accounts[user.name] = _Account(level, target, since, basis, inputs)
-            return True
+            account = self.accounts[user.name] = _Account(level, target, since, basis, inputs)
+            return account
         account.inputs = inputs
         if basis == account.basis:
-            return False
-        account.level = self.settle(self._level_at(account, now))
+            return None
+        level = self._level_at(account, now)
+        account.level = self.settle(level) if self._settles else level
         account.since = now
         account.basis = basis
         account.target = self.target(user, basis)
-        return True
+        return account
 
-    def _place(self, user: UserState, now: float, changed: bool) -> None:
+    def _place(self, user: UserState, now: float, changed: _Account | None) -> None:
+        """Put the user in the tree with its curve as of `now` (`changed`: its account, when
+        the curve changed), or take it out if it does not wait."""
         tree = self.tree
-        if not user.active:
+        if not (user.idle_count > 0 and not user.blocked and user.idle):  # `active`, inline
             tree.remove(user.index, now)
-        elif changed or user.index not in tree:
+            return
+        account = changed
+        if account is None:
+            if user.index in tree:
+                return
             account = self.accounts[user.name]
-            level = self._level_at(account, now)
-            tree.set(user.index, self.curve(user, account.basis, level, account.target), now,
-                     user, self.rank(account.basis, level, account.target))
+        level = account.level if now <= account.since else self._level_at(account, now)
+        basis, target = account.basis, account.target
+        tree.set(user.index, self.curve(user, basis, level, target), now, user,
+                 self.rank(basis, level, target))
 
     def user_changed(self, user: UserState, now: float) -> None:
         time = self.tree.time
@@ -699,4 +729,4 @@ class DecayingOrder(OrderPolicy):
             self._account(user, time)
             account = self.accounts[name]
             account.level, account.since = level, float(time)
-            self._place(user, max(float(time), self.tree.time), True)
+            self._place(user, max(float(time), self.tree.time), account)

@@ -109,16 +109,22 @@ class SdrfOrder(DecayingOrder):
     def attach(self, pool: Pool) -> None:
         self.entitlements.attach(pool)
         self._set_users(self.entitlements.users())
-        # The authors' form: user name -> e_ir, until the entitlements move.
+        # Until the entitlements move: user name -> e_ir (the authors' form), user index ->
+        # w_i (the paper's).
         self._entitled: dict[str, tuple[float, ...]] = {}
+        self._allowances: dict[int, float] = {}
         super().attach(pool)
 
     # ------------------------------------------------------------ the rule
-    def basis(self, user: UserState) -> tuple[tuple[float, ...], tuple[float, ...]]:
-        """The share terms, and what each share must exceed to add to the commitment."""
+    def basis(self, user: UserState) -> tuple[tuple[float, ...], float]:
+        """The share terms, and what each must exceed to add to the commitment: the same for
+        every resource (w_i in the paper's form, 1/n in the authors')."""
         shares = resource_shares(user.usage, self.pool.capacity, self.resources)
         if self.form == PAPER:
-            return tuple(shares), (self.entitlements.of(user),) * len(shares)
+            allowance = self._allowances.get(user.index)
+            if allowance is None:  # until the entitlements move (`targets_moved`)
+                allowance = self._allowances[user.index] = self.entitlements.of(user)
+            return tuple(shares), allowance
         entitled = self._entitled.get(user.name)
         if entitled is None:
             entitled = self._entitled[user.name] = (
@@ -126,10 +132,14 @@ class SdrfOrder(DecayingOrder):
                 if self.entitlements.per_resource is not None else (0.0,) * len(shares))
         return tuple(map(sub, shares, entitled)), self._fair
 
+    # `target` and `curve` run on every event: plain loops, cheaper than comprehensions here.
     def target(self, user: UserState, basis: tuple) -> list[float]:
-        shares, allowances = basis
-        return [max(share - allowance, 0.0)
-                for share, allowance in zip(shares, allowances, strict=True)]
+        shares, allowance = basis
+        excess = []
+        for share in shares:
+            above = share - allowance
+            excess.append(0.0 if above < 0.0 else above)  # max(above, 0.0), without the call
+        return excess
 
     def initial_level(self) -> list[float]:
         return [0.0] * self.level_size
@@ -138,11 +148,18 @@ class SdrfOrder(DecayingOrder):
               target: list[float]) -> list[Line]:
         # c_r(x) = obar_r + (c_r(now) - obar_r) x: one line per resource.
         shares = basis[0]
+        lines = []
         if self.priority_rule == "eq5":
-            top = max(shares)
-            return [(top + excess, c - excess) for c, excess in zip(level, target, strict=True)]
-        return [(share + excess, c - excess)
-                for share, c, excess in zip(shares, level, target, strict=True)]
+            top = shares[0]  # max(shares), as max() finds it, without the call
+            for share in shares:
+                if share > top:
+                    top = share
+            for position, excess in enumerate(target):
+                lines.append((top + excess, level[position] - excess))
+        else:
+            for position, excess in enumerate(target):
+                lines.append((shares[position] + excess, level[position] - excess))
+        return lines
 
     def rank(self, basis: tuple, level: list[float], target: list[float]) -> float:
         # The authors' simulator breaks equal priorities by the rate of change of the
@@ -164,12 +181,13 @@ class SdrfOrder(DecayingOrder):
                 moved = True
         if moved:
             self._entitled.clear()
+            self._allowances.clear()
         return moved
 
     def _set_users(self, users: int) -> None:
         """n, and the fair share 1/n of each resource the authors' target subtracts."""
         self._users = users
-        self._fair = (1.0 / users,) * self.level_size if users else ()
+        self._fair = 1.0 / users if users else 0.0
 
     def extra_state(self) -> dict[str, Any]:
         return {"resources": [RESOURCE_NAMES[r] for r in self.resources]}
@@ -180,7 +198,7 @@ class SdrfOrder(DecayingOrder):
         return self.levels(user, now)
 
     def describe(self, basis: tuple, level: list[float]) -> dict[str, Any]:
-        shares, allowances = basis
+        shares, allowance = basis
         share, share_resource = dominant(shares, self.resources)
         top_commitment, commitment_resource = dominant(level, self.resources)
         return {
@@ -188,5 +206,5 @@ class SdrfOrder(DecayingOrder):
             "dominant_resource": share_resource,
             "dominant_commitment": top_commitment,
             "commitment_resource": commitment_resource,
-            "entitlement": allowances[0],
+            "entitlement": allowance,
         }

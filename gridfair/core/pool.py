@@ -231,6 +231,10 @@ class Pool:
         # tasks (`submit_deferred`).
         self.make_task: Callable[[int], Task] | None = None
         self.capacity = [0.0, 0.0, 0.0]
+        # Bumped whenever the capacity or the set of users changes (what entitlements and
+        # shares are computed from), so a listener can tell it has nothing to recheck with
+        # one comparison per event.
+        self.generation = 0
         self.used = [0.0, 0.0, 0.0]
         self.running = 0  # tasks running now
         # Nodes with free cpus as (-power per cpu, index): fastest first, then by index. A flat
@@ -271,6 +275,7 @@ class Pool:
         user = self.users.get(name)
         if user is None:
             user = self.users[name] = UserState(name, len(self.users))
+            self.generation += 1
         return user
 
     def add_node(self, node: Node) -> Node:
@@ -282,6 +287,7 @@ class Pool:
         self.capacity[CPUS] += node.cpus
         self.capacity[MEMORY] += node.memory
         self.capacity[POWER] += node.power
+        self.generation += 1
         if node.owner is not None:
             owner = self.user(node.owner)
             owner.provided_power += node.power
@@ -316,6 +322,7 @@ class Pool:
             capacity[CPUS] += node.cpus
             capacity[MEMORY] += node.memory
             capacity[POWER] += node.power
+            self.generation += 1
             if node.owner is not None:
                 owner = self.user(node.owner)
                 owner.provided_power += node.power

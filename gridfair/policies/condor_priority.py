@@ -95,11 +95,12 @@ class CondorPriorityOrder(DecayingOrder):
     def settle(self, level: list[float]) -> list[float]:
         return [max(level[0], MIN_PRIORITY)]
 
-    def curve(self, user: UserState, basis: tuple, level: list[float],
-              target: list[float]) -> list[Line]:
+    def curve(self, user: UserState, basis: tuple, level: list[float], target: list[float],
+              scale: float = 1.0) -> list[Line]:
         usage, next_cpus, factor = basis
-        scale = factor * (usage + next_cpus if self.pie else 1.0)
-        return [(scale * usage, scale * (level[0] - usage)), (scale * MIN_PRIORITY, 0.0)]
+        weight = factor * (usage + next_cpus if self.pie else 1.0)
+        return [(weight * usage, weight * (level[0] - usage) * scale),
+                (weight * MIN_PRIORITY, 0.0 * scale)]
 
     # ------------------------------------------------------- explanations
     why_template = ("free slot to {user}: least effective priority {priority:.4g} (real "

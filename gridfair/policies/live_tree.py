@@ -225,26 +225,33 @@ class LiveTree:
             rank: float = 0.0) -> None:
         """Insert element `key`, or give it a new curve (and tie-break `rank`, in the drift
         since `now` like the lines' slopes), as of time `now`."""
+        scale = self.scale(now)
+        self.place(key, [(a, b * scale) for a, b in lines], payload, rank * scale)
+
+    def scale(self, now: float) -> float:
+        """Move the clock to `now` and return 1/x: a slope (or rank) in the drift since `now`
+        times this is in the drift since the origin, as `place` takes it."""
         if now > self.time:
             self.advance(now)
+        return 1.0 / self.x
+
+    def place(self, key: int, lines: list[Line], payload: Any, rank: float = 0.0) -> None:
+        """`set` at the tree's time, for lines and rank already in the drift since the origin
+        (scaled by `scale()`): a caller that computes its lines per event scales them as it
+        makes them, instead of having them copied here."""
         x = self.x
-        scale = 1.0 / x  # lines given in the drift since now; stored in the drift since T
-        stored = []  # a plain loop, and no envelope to find for one line: this runs per event
-        for a, b in lines:
-            stored.append((a, b * scale))
-        if len(stored) > 1:
-            stored = upper_envelope(stored, x)
-        rank *= scale
+        if len(lines) > 1:
+            lines = upper_envelope(lines, x)
         element = self._elements.get(key)
         if element is None:
-            element = self._elements[key] = _Element(key, stored, rank, payload)
+            element = self._elements[key] = _Element(key, lines, rank, payload)
             self._link(element)
             return
-        element.lines = stored
+        element.lines = lines
         element.rank = rank
         element.payload = payload
         before, after = element.prev, element.next
-        value = value_at(stored, x)
+        value = value_at(lines, x)
         # Still between its neighbours (a small change, the common case)? Then only the two
         # pending swaps that involve it change. Order is by (value, rank, key), the tuples
         # built only on equal values.
@@ -535,9 +542,10 @@ class DecayingOrder(OrderPolicy):
         return level
 
     @abstractmethod
-    def curve(self, user: UserState, basis: tuple, level: list[float],
-              target: list[float]) -> list[Line]:
-        """Priority lines in x = exp(-(t - now)/tau), given the levels at now."""
+    def curve(self, user: UserState, basis: tuple, level: list[float], target: list[float],
+              scale: float = 1.0) -> list[Line]:
+        """Priority lines a + b x in x = exp(-(t - now)/tau), given the levels at now, each
+        slope b multiplied by `scale` (the live tree's, `LiveTree.scale`)."""
 
     @abstractmethod
     def describe(self, basis: tuple, level: list[float]) -> dict[str, Any]:
@@ -550,7 +558,7 @@ class DecayingOrder(OrderPolicy):
 
     def targets_moved(self) -> bool:
         """Whether every user's target may have changed since the last call (capacity,
-        entitlements); checked on every event."""
+        entitlements); checked on an event after the pool's capacity or users changed."""
         return False
 
     def extra_state(self) -> dict[str, Any]:
@@ -565,6 +573,7 @@ class DecayingOrder(OrderPolicy):
         # Levels are settled on commit only when a subclass floors them (one call less per
         # event otherwise).
         self._settles = type(self).settle is not DecayingOrder.settle
+        self._generation = -1  # the pool's generation when targets were last checked
         self.accounts: dict[str, _Account] = {}
         self._pending: dict[str, tuple[list[float], float]] = {}
 
@@ -627,16 +636,20 @@ class DecayingOrder(OrderPolicy):
             account = self.accounts[user.name]
         level = account.level if now <= account.since else self._level_at(account, now)
         basis, target = account.basis, account.target
-        tree.set(user.index, self.curve(user, basis, level, target), now, user,
-                 self.rank(basis, level, target))
+        scale = tree.scale(now)
+        tree.place(user.index, self.curve(user, basis, level, target, scale), user,
+                   self.rank(basis, level, target) * scale)
 
     def user_changed(self, user: UserState, now: float) -> None:
         time = self.tree.time
         if now < time:  # set-up events come at time 0
             now = time
-        if self.targets_moved():
-            for other in self.pool.users.values():
-                self._place(other, now, self._account(other, now, recheck=True))
+        pool = self.pool
+        if pool.generation != self._generation:  # targets move only with capacity or users
+            self._generation = pool.generation
+            if self.targets_moved():
+                for other in pool.users.values():
+                    self._place(other, now, self._account(other, now, recheck=True))
         self._place(user, now, self._account(user, now))
 
     def first(self, now: float) -> UserState | None:

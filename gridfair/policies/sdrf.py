@@ -144,8 +144,8 @@ class SdrfOrder(DecayingOrder):
     def initial_level(self) -> list[float]:
         return [0.0] * self.level_size
 
-    def curve(self, user: UserState, basis: tuple, level: list[float],
-              target: list[float]) -> list[Line]:
+    def curve(self, user: UserState, basis: tuple, level: list[float], target: list[float],
+              scale: float = 1.0) -> list[Line]:
         # c_r(x) = obar_r + (c_r(now) - obar_r) x: one line per resource.
         shares = basis[0]
         lines = []
@@ -155,10 +155,10 @@ class SdrfOrder(DecayingOrder):
                 if share > top:
                     top = share
             for position, excess in enumerate(target):
-                lines.append((top + excess, level[position] - excess))
+                lines.append((top + excess, (level[position] - excess) * scale))
         else:
             for position, excess in enumerate(target):
-                lines.append((shares[position] + excess, level[position] - excess))
+                lines.append((shares[position] + excess, (level[position] - excess) * scale))
         return lines
 
     def rank(self, basis: tuple, level: list[float], target: list[float]) -> float:

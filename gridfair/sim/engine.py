@@ -338,7 +338,7 @@ class Simulation:
                 decisions = cycle(now)
                 if keep:
                     kept.extend(decisions)
-                if not keep_tasks:
+                if admit is not None and not keep_tasks:  # only admission drops or kills
                     for decision in decisions:
                         if decision.kind in (DROP, KILL):
                             task_ended(decision.task)

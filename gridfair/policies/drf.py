@@ -224,6 +224,7 @@ class RankedShareOrder(OrderPolicy):
         # User index -> (usage, key): most events (submits, a user blocked for the rest of a
         # cycle and unblocked at its end) leave the usage, and so the key, as it was.
         self._keys: dict[int, tuple[list[float], tuple[int, float]]] = {}
+        self._generation = -1  # the pool's generation when entitlements were last checked
         self.forget_weights()
 
     def forget_weights(self) -> None:
@@ -264,7 +265,9 @@ class RankedShareOrder(OrderPolicy):
             self.ranking.update(other, self.key(other))
 
     def user_changed(self, user: UserState, now: float) -> None:
-        stale = self.entitlements.changed()
+        # Entitlements move only with the pool's capacity or users (its generation).
+        stale = self.pool.generation != self._generation and self.entitlements.changed()
+        self._generation = self.pool.generation
         if self.arrive(user) or stale:
             self.rekey_all()
         self.ranking.update(user, self.key(user))

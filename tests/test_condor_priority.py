@@ -33,6 +33,21 @@ def test_real_priority_decays_with_the_half_life() -> None:
     assert order.priority(user, 2.25 * HALFLIFE) == pytest.approx(1000 * expected)
 
 
+def test_the_floor_applies_when_real_priority_is_committed() -> None:
+    # Accountant.cpp floors RUP at MinPriority when it updates it, so a user idle long
+    # enough to decay below 0.5 starts its next usage from 0.5, not from where it decayed.
+    order = CondorPriorityOrder(halflife=HALFLIFE)
+    pool = one_node_pool(8, 0)
+    negotiator = Negotiator(pool, order)
+    submit_many(negotiator, "A", 1, 1, 0, now=0.0)  # seen at 0, using nothing: RUP -> 0
+    task = pool.tasks["A.0"]
+    pool.start(task, pool.nodes[0], 10 * HALFLIFE)  # RUP would be 0.5 / 1024: floored, 0.5
+    user = pool.users["A"]
+    # One half-life on 1 cpu from the floor: RUP = 1 + (0.5 - 1) / 2.
+    assert order.real_priority(user, 11 * HALFLIFE) == pytest.approx(0.75)
+    assert order.priority(user, 11 * HALFLIFE) == pytest.approx(750.0)
+
+
 def test_least_effective_priority_goes_first_and_the_pie_follows_1_over_eup() -> None:
     order = CondorPriorityOrder(halflife=HALFLIFE, factors={"C": 2000.0})
     pool = one_node_pool(8, 0)

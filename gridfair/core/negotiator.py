@@ -113,8 +113,7 @@ class Negotiator:
         event loop, `Simulation(arrivals="sequential")`): a preemption only if no free node
         was given out."""
         decisions: list[Decision] = []
-        if self.held_back:
-            self.held_back = []
+        self.held_back = []
         if self.admit is not None:
             decisions.extend(self._apply_review(now))
         reviewed = len(decisions)

@@ -100,7 +100,7 @@ class CondorPriorityOrder(DecayingOrder):
         usage, next_cpus, factor = basis
         weight = factor * (usage + next_cpus if self.pie else 1.0)
         return [(weight * usage, weight * (level[0] - usage) * scale),
-                (weight * MIN_PRIORITY, 0.0 * scale)]
+                (weight * MIN_PRIORITY, 0.0)]
 
     # ------------------------------------------------------- explanations
     why_template = ("free slot to {user}: least effective priority {priority:.4g} (real "

@@ -127,6 +127,7 @@ class Entitlements:
 
     def attach(self, pool: Pool) -> None:
         self.pool = pool
+        self._generation = pool.generation
         self._capacity = list(pool.capacity)
         self._users = len(pool.users)
 
@@ -143,9 +144,13 @@ class Entitlements:
     def changed(self) -> bool:
         """Whether some user's entitlement or normalisation may have changed since the last
         call: the pool's capacity (nodes joined) or, for equal shares, the number of users.
-        Called on every event, so it allocates nothing when nothing changed."""
+        Called on every event: one comparison while the pool's generation (bumped when its
+        capacity or users change) stands."""
         pool = self.pool
         assert pool is not None
+        if pool.generation == self._generation:
+            return False
+        self._generation = pool.generation
         if pool.capacity == self._capacity and (not self.equal or
                                                 len(pool.users) == self._users):
             return False
@@ -224,7 +229,6 @@ class RankedShareOrder(OrderPolicy):
         # User index -> (usage, key): most events (submits, a user blocked for the rest of a
         # cycle and unblocked at its end) leave the usage, and so the key, as it was.
         self._keys: dict[int, tuple[list[float], tuple[int, float]]] = {}
-        self._generation = -1  # the pool's generation when entitlements were last checked
         self.forget_weights()
 
     def forget_weights(self) -> None:
@@ -265,9 +269,7 @@ class RankedShareOrder(OrderPolicy):
             self.ranking.update(other, self.key(other))
 
     def user_changed(self, user: UserState, now: float) -> None:
-        # Entitlements move only with the pool's capacity or users (its generation).
-        stale = self.pool.generation != self._generation and self.entitlements.changed()
-        self._generation = self.pool.generation
+        stale = self.entitlements.changed()
         if self.arrive(user) or stale:
             self.rekey_all()
         self.ranking.update(user, self.key(user))

@@ -626,7 +626,7 @@ class DecayingOrder(OrderPolicy):
         """Put the user in the tree with its curve as of `now` (`changed`: its account, when
         the curve changed), or take it out if it does not wait."""
         tree = self.tree
-        if not (user.idle_count > 0 and not user.blocked and user.idle):  # `active`, inline
+        if not user.active:
             tree.remove(user.index, now)
             return
         account = changed
@@ -634,7 +634,7 @@ class DecayingOrder(OrderPolicy):
             if user.index in tree:
                 return
             account = self.accounts[user.name]
-        level = account.level if now <= account.since else self._level_at(account, now)
+        level = self._level_at(account, now)
         basis, target = account.basis, account.target
         scale = tree.scale(now)
         tree.place(user.index, self.curve(user, basis, level, target, scale), user,

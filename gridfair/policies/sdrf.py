@@ -150,10 +150,7 @@ class SdrfOrder(DecayingOrder):
         shares = basis[0]
         lines = []
         if self.priority_rule == "eq5":
-            top = shares[0]  # max(shares), as max() finds it, without the call
-            for share in shares:
-                if share > top:
-                    top = share
+            top = max(shares)
             for position, excess in enumerate(target):
                 lines.append((top + excess, (level[position] - excess) * scale))
         else:

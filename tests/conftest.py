@@ -22,10 +22,9 @@ def shared_file(relative: str) -> Path:
 
 @pytest.fixture(scope="session")
 def gridfair_cli():
-    """Runs `gridfair ARGS...` in-process, as a user would, with every subcommand registered."""
-    from gridfair.cli import _register, cli
+    """Runs `gridfair ARGS...` in-process, as a user would (subcommands load as they run)."""
+    from gridfair.cli import cli
 
-    _register()
     runner = CliRunner()
 
     def invoke(*args: str) -> Result:

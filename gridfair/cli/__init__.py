@@ -1,5 +1,5 @@
 """The `gridfair` command: one module per subcommand, each adding itself to the group of
-`gridfair.cli.group`; `main` imports them all.
+`gridfair.cli.group`, which imports a subcommand's module only when it runs.
 
 Errors a user can act on (`GridfairError`) print one line and exit 2; a traceback is only
 ever shown for a bug.
@@ -10,20 +10,5 @@ from __future__ import annotations
 from gridfair.cli.group import cli
 
 
-def _register() -> None:
-    # Each subcommand lives in its own module; importing it here adds it to `cli`.
-    from gridfair.cli import (  # noqa: F401
-        admin,
-        compare,
-        daemon,
-        grid,
-        plot,
-        shares,
-        simulate,
-        sweep,
-    )
-
-
 def main() -> None:
-    _register()
     cli()

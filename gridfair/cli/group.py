@@ -1,8 +1,11 @@
-"""The `gridfair` command group. Each subcommand module adds its command to `cli`;
-`gridfair.cli.main` imports them, so the group itself imports none of them (no ring)."""
+"""The `gridfair` command group. Each subcommand module adds its command to `cli`; the group
+imports a module only when one of its commands runs (or its own `--help` is asked), so
+`gridfair --help`, `--version` and `gridfair simulate` start without the store, numpy or the
+experiments code (issue 27; `tests/test_startup.py` holds it)."""
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import click
@@ -14,10 +17,50 @@ from gridfair.errors import GridfairError
 #: when they run, so the base install runs every other command.
 EXTRA_OF = {"dask": "experiments", "distributed": "experiments", "matplotlib": "experiments"}
 
+#: Command -> (the module that defines it, the first paragraph of its help). The group lists
+#: commands from here without importing them; a test checks the summaries against the commands.
+COMMANDS = {
+    "actions": ("gridfair.cli.admin", "The daemon's action journal: what it planned, issued, "
+                                      "confirmed, failed, abandoned."),
+    "compare": ("gridfair.cli.compare", "Run GRID's workloads under each policy and seed; "
+                                        "report the metrics side by side."),
+    "daemon": ("gridfair.cli.daemon", "Negotiate every `interval` seconds: read the pool, "
+                                      "decide, journal, act."),
+    "explain": ("gridfair.cli.admin", "Why USER is where it is, or what happened to JOB "
+                                      "(cluster.proc), and why."),
+    "grid": ("gridfair.cli.grid", "Inspect grids: gridfair TOML grids, iSPD .imsx models, and "
+                                  "the embedded ones."),
+    "history": ("gridfair.cli.admin", "Per-user usage and shares over the daemon's cycles."),
+    "plot": ("gridfair.cli.plot", "Draw a figure of KIND from the results DB of a sweep."),
+    "shares": ("gridfair.cli.shares", "Per-user shares of a pool's ads and the decisions a "
+                                      "policy would take on them now."),
+    "simulate": ("gridfair.cli.simulate", "Simulate GRID under a policy and report per-user "
+                                          "satisfaction, waits and preemptions."),
+    "sweep": ("gridfair.cli.sweep", "Run every combination of SPEC.toml's parameters and "
+                                    "store each run's metrics."),
+}
+
 
 class GridfairGroup(click.Group):
-    """Turns input and configuration errors, and a missing optional extra, into one line on
-    stderr and exit code 2."""
+    """Loads a subcommand's module when the subcommand is asked for. Turns input and
+    configuration errors, and a missing optional extra, into one line on stderr and exit
+    code 2."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS.keys() | self.commands.keys())
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            importlib.import_module(COMMANDS[cmd_name][0])  # its decorators add it to `cli`
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(map(len, names))
+        rows = [(name, click.Command(name, help=COMMANDS[name][1]).get_short_help_str(limit))
+                for name in names]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context):
         try:

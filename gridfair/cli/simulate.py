@@ -20,7 +20,6 @@ from gridfair.sim.deadline_metrics import deadline_summary
 from gridfair.sim.engine import ARRIVALS
 from gridfair.sim.metrics import SATISFACTION_BASES, RunMetrics
 from gridfair.sim.records import RunRecorder, check_conservation, owner_share_violations
-from gridfair.sim.results_db import RunWriter
 from gridfair.sim.scenario import build_scenario, run_streamed, simulation_of
 from gridfair.sim.task_stream import InOrder, arrival_key
 from gridfair.sim.workloads.common import UNMAPPED
@@ -162,7 +161,7 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
     negotiator = simulation.negotiator
     # Opened before the run: an unwritable file is an error before any work is done.
     task_file = scenario.task_writer(Path(tasks_out)) if tasks_out else None
-    run_writer = RunWriter(db_path, description={
+    run_writer = _run_writer(db_path, description={
         "grid": grid, "workload": workload, "policy": negotiator.stages,
         "allocation": negotiator.allocation, "seed": seed,
         "checkpointing": checkpoint, "interval": interval, "vacate_delay": vacate_delay,
@@ -235,6 +234,14 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
             click.echo(f"gridfair: check: {problem}", err=True)
         if problems:
             sys.exit(1)
+
+
+def _run_writer(db_path: str, description: dict):
+    # Imported here: the store pulls sqlite_utils (and numpy, when installed), which a run
+    # without --db does not need (issue 27: start-up).
+    from gridfair.sim.results_db import RunWriter
+
+    return RunWriter(db_path, description=description)
 
 
 def run_problems(result, recorder: RunRecorder, negotiator) -> list[str]:

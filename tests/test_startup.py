@@ -1,0 +1,63 @@
+"""Start-up (issue 27): `gridfair --help`, `--version` and `gridfair simulate` without --db
+load no heavy module; a command loads its module only when it runs. The modules loaded are
+read from `sys.modules` in a fresh interpreter after the command, as a user would run it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import click
+import pytest
+
+from gridfair.cli.group import COMMANDS, cli
+
+#: Top-level packages (or gridfair packages) too heavy for start-up: the store's library (it
+#: pulls numpy when installed), numpy itself, and gridfair's experiments and daemon code.
+HEAVY = ("sqlite_utils", "numpy", "gridfair.experiments", "gridfair.daemon", "dask",
+         "matplotlib")
+
+RUN_AND_LIST_MODULES = """
+import json, sys
+from gridfair.cli import cli
+try:
+    cli(sys.argv[1:])
+except SystemExit:
+    pass
+print("\\nMODULES " + json.dumps(sorted(sys.modules)))
+"""
+
+
+def heavy_modules_after(*args: str) -> list[str]:
+    output = subprocess.run([sys.executable, "-c", RUN_AND_LIST_MODULES, *args], check=True,
+                            capture_output=True, text=True).stdout
+    modules = json.loads(output.rpartition("\nMODULES ")[2])
+    return [name for name in modules
+            if any(name == heavy or name.startswith(heavy + ".") for heavy in HEAVY)]
+
+
+@pytest.mark.parametrize("args", [
+    ("--version",),
+    ("--help",),
+    ("simulate", "hosep-table1", "--policy", "hosep", "--workload", "low", "--quiet"),
+])
+def test_start_up_and_a_plain_simulation_load_no_heavy_module(args):
+    assert heavy_modules_after(*args) == []
+
+
+def test_a_simulation_with_a_db_loads_the_store(tmp_path):
+    # The same check sees the heavy modules when they are needed (it can fail).
+    loaded = heavy_modules_after("simulate", "hosep-table1", "--policy", "hosep",
+                                 "--workload", "low", "--quiet", "--db",
+                                 str(tmp_path / "runs.db"))
+    assert "sqlite_utils" in loaded
+
+
+def test_the_listing_matches_the_commands_it_does_not_load():
+    lazy_help = cli.get_help(click.Context(cli, info_name="gridfair"))
+    eager = click.Group(name="gridfair", help=cli.help, params=cli.params)
+    for name in COMMANDS:
+        eager.add_command(cli.get_command(click.Context(cli), name), name)
+    assert lazy_help == eager.get_help(click.Context(eager, info_name="gridfair"))
+    assert sorted(COMMANDS) == sorted(cli.commands)

@@ -13,6 +13,7 @@ from gridfair.core.negotiator import Negotiator
 from gridfair.core.pool import Node, Task
 from gridfair.core.stages import OrderPolicy
 from gridfair.errors import ConfigError
+from gridfair.policies.authors_ties import python27_dict_order, python27_hash
 from gridfair.policies.drf import DrfOrder
 from gridfair.policies.sdrf import SdrfOrder
 from gridfair.sim.scenario import Scenario, run_scenario
@@ -152,3 +153,48 @@ def test_the_arrivals_of_an_instant_are_all_queued_before_allocating(form) -> No
     starts = schedule([("A.0", "A", 0.0, 2.0, 10.0), ("A.1", "A", 1.0, 2.0, 10.0),
                        ("B.0", "B", 1.0, 2.0, 10.0)], "drf", form, cpus=4.0)
     assert starts == {"A.0": 0.0, "A.1": 10.0, "B.0": 1.0}
+
+
+# ---- The authors' user index (`gridfair.policies.authors_ties`): their weighted DRF and SDRF
+# ---- index the users in the order Python 2.7 dicts walk them. Expected values printed by
+# ---- CPython 2.7.18 (pyenv's, on this machine) for these keys.
+PY27_HASHES = {"a": 12416037344, "bob": 327024216816240890, "user7": -2878283150406289535,
+               "": 0, "2V0B3LFwQ48zIHlDcpiCQTAG+f4Nk64GVADb8vfarvA=": -3759868768641395187}
+# {} filled with user0..user29, alice, bob, "", x in that order (two resizes, collisions).
+PY27_WALK = ["user6", "user7", "user4", "user5", "user2", "user3", "user0", "user1", "user8",
+             "user9", "", "user10", "user11", "user12", "user13", "user14", "user15", "user16",
+             "user17", "user18", "user19", "alice", "user25", "user24", "user27", "user26",
+             "user21", "user20", "user23", "user22", "x", "bob", "user29", "user28"]
+
+
+def test_python_27_string_hashes_and_dict_walks_are_cpythons() -> None:
+    assert {key: python27_hash(key) for key in PY27_HASHES} == PY27_HASHES
+    keys = [f"user{k}" for k in range(30)] + ["alice", "bob", "", "x"]
+    assert python27_dict_order(keys) == PY27_WALK
+    assert python27_dict_order(["alice", "bob"]) == ["bob", "alice"]
+
+
+# One node of 1 cpu; alice is seen first, then bob, each submits one 1-cpu task at t = 0 with
+# equal weights: both at share 0, a tie.
+# paper: the user seen first: alice at 0, bob at 10.
+# authors: their index walks {alice, bob} as Python 2.7 does, bob first: bob at 0, alice at 10.
+@pytest.mark.parametrize("order, options", [
+    ("wdrf", {"weights": {"alice": 1, "bob": 1},
+              "resource_weights": {user: {"cpus": 0.5, "memory": 0.5}
+                                   for user in ("alice", "bob")}}),
+    ("sdrf", {"weights": {"alice": 1, "bob": 1}, "equal_shares": False, "delta": 0.9999}),
+])
+@pytest.mark.parametrize("form, first, second", [("paper", "alice.0", "bob.0"),
+                                                 ("authors", "bob.0", "alice.0")])
+def test_ties_go_in_the_authors_user_index_in_their_form(order, options, form, first,
+                                                         second) -> None:
+    starts = schedule([("alice.0", "alice", 0.0, 1.0, 10.0), ("bob.0", "bob", 0.0, 1.0, 10.0)],
+                      order, form, **options)
+    assert starts == {first: 0.0, second: 10.0}
+
+
+def test_plain_drf_keeps_the_order_of_appearance_in_the_authors_form() -> None:
+    # Their DRF builds no dict of users: its index is the order tasks are read.
+    starts = schedule([("alice.0", "alice", 0.0, 1.0, 10.0), ("bob.0", "bob", 0.0, 1.0, 10.0)],
+                      "drf", "authors")
+    assert starts == {"alice.0": 0.0, "bob.0": 10.0}

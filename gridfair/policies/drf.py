@@ -15,7 +15,9 @@ the pool has none of is left out). Its dominant share is s_i = max_r o_ir.
 
 Keys change only on the user's own events (and when the pool's capacity or the entitlements
 change, which re-keys everyone), so a decision is O(log n) in a sorted ranking.
-Ties: equal keys go to the user seen first in the pool (`UserState.index`).
+Ties: equal keys go to the user seen first in the pool (`UserState.index`); in the authors'
+form weighted DRF first indexes the users its weights name in the authors' order
+(`authors_ties`).
 In the authors' form (DRF too) the pool keeps their simulator's arithmetic: an exact fit test
 and usage as running sums never cleared when a user goes idle (`Pool`'s `exact_accounting`).
 
@@ -33,6 +35,7 @@ from typing import Any
 from gridfair.core.pool import CPUS, MEMORY, POWER, RESOURCE_NAMES, Pool, UserState
 from gridfair.core.stages import OrderPolicy
 from gridfair.errors import ConfigError
+from gridfair.policies.authors_ties import authors_user_order, index_users
 from gridfair.policies.ranking import UserRanking
 
 DEFAULT_RESOURCES = (CPUS, MEMORY, POWER)
@@ -313,6 +316,14 @@ class DrfOrder(RankedShareOrder):
         self.form = form
         self.exact_accounting = form == AUTHORS
         self.name = "wdrf" if weighted else "drf"
+        # The authors' weighted DRF indexes the users of its weights in their own order (ties
+        # go to the lower index); their plain DRF, in order of appearance, as the pool does.
+        self.user_order = (authors_user_order(list(weights)) if weighted and form == AUTHORS
+                           and weights is not None else [])
+
+    def attach(self, pool: Pool) -> None:
+        index_users(pool, self.user_order)
+        super().attach(pool)
 
     def figures(self, user: UserState) -> dict[str, Any]:
         share, resource = self.dominant_share(user)

@@ -31,7 +31,8 @@ each c_ir is a line in x and each priority a max of lines (see live_tree.py). Co
 state: `export_state` / `import_state` carry them across daemon restarts.
 Ties: equal priorities go to the user seen first in the pool (`UserState.index`); in the
 authors' form first to the user whose commitment on its dominant share's resource falls
-fastest (least dc/dt, as their simulator has it), then to the user seen first. The authors'
+fastest (least dc/dt, as their simulator has it), then to the lower index, the users its
+entitlements name being indexed first in the authors' order (`authors_ties`). The authors'
 form also keeps the pool's arithmetic as their simulator does (`Pool`'s `exact_accounting`).
 """
 
@@ -45,6 +46,7 @@ from typing import Any
 from gridfair.core.pool import RESOURCE_NAMES, Pool, UserState
 from gridfair.core.stages import STOP
 from gridfair.errors import ConfigError
+from gridfair.policies.authors_ties import authors_user_order, index_users
 from gridfair.policies.drf import (
     AUTHORS,
     DEFAULT_RESOURCES,
@@ -107,6 +109,10 @@ class SdrfOrder(DecayingOrder):
             "{dominant_commitment:.4g} on {commitment_resource}), ")
 
     def attach(self, pool: Pool) -> None:
+        # The authors' SDRF indexes the users of its entitlements in their own order (ties go
+        # to the lower index, after the rate of change of the commitment).
+        if self.form == AUTHORS and self.entitlements.configured is not None:
+            index_users(pool, authors_user_order(list(self.entitlements.configured)))
         self.entitlements.attach(pool)
         self._set_users(self.entitlements.users())
         # Until the entitlements move: user name -> e_ir (the authors' form), user index ->

@@ -76,13 +76,36 @@ class Job:
 
 
 @dataclass(frozen=True, slots=True)
-class SkippedAd:
-    """An ad that could not be used, and why (reported, never fatal)."""
+class AdNote:
+    """Something to tell the user about one ad: where it is (its source, 1-based index there,
+    or 0 for the whole source, and its Name or job id when known) and what (`reason`, which
+    starts with the line and attribute when known)."""
 
     source: str
     index: int
     name: str | None
     reason: str
+
+    def line(self) -> str:
+        """One line for a log or a report: `source ad #index name: reason`."""
+        return ad_note_line(self.source, self.index, self.name, self.reason)
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedAd(AdNote):
+    """An ad that could not be used, and why (reported, never fatal)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AdWarning(AdNote):
+    """An ad that was used but is suspect, and why (an attribute set twice in it)."""
+
+
+def ad_note_line(source: str, index: int, name: str | None, reason: str) -> str:
+    """A skipped ad or a warning, as `AdNote.line` writes it (also for the rows the daemon's
+    store keeps of them)."""
+    return (source + (f" ad #{index}" if index > 0 else "") + (f" {name}" if name else "")
+            + f": {reason}")
 
 
 #: A job's id and status and a machine's name, as getters that run in C: what passes over
@@ -105,6 +128,7 @@ class Snapshot:
     machines: tuple[Machine, ...]
     jobs: tuple[Job, ...]
     skipped: tuple[SkippedAd, ...] = ()
+    warnings: tuple[AdWarning, ...] = ()
 
     @cached_property
     def jobs_by_id(self) -> dict[str, Job]:
@@ -112,11 +136,12 @@ class Snapshot:
 
     @classmethod
     def indexed(cls, time: float, machines: tuple[Machine, ...], jobs: tuple[Job, ...],
-                skipped: tuple[SkippedAd, ...], jobs_by_id: dict[str, Job]) -> Snapshot:
+                skipped: tuple[SkippedAd, ...], jobs_by_id: dict[str, Job],
+                warnings: tuple[AdWarning, ...] = ()) -> Snapshot:
         """A snapshot whose job index its maker already has (`index_jobs(jobs)`, or one
         made from another snapshot's by the jobs that differ): at a million jobs, a pass
         saved."""
-        snapshot = cls(time, machines, jobs, skipped)
+        snapshot = cls(time, machines, jobs, skipped, warnings)
         snapshot.__dict__["jobs_by_id"] = jobs_by_id  # where `cached_property` keeps it
         return snapshot
 

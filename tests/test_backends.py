@@ -405,6 +405,49 @@ def test_files_backend_skips_a_malformed_ad(tmp_path):
     assert len(snapshot.machines) == 9
 
 
+@pytest.mark.parametrize(
+    ("name", "content", "expected"),
+    [("broken.status", b"\xff\xfe A = 1", "not UTF-8 text"),
+     ("broken.queue", b"A = 1\n\x00\x01", "not text"),
+     ("blank.queue", b"\n", "empty: no ads in it"),  # what a failed condor_q writes
+     ("empty.status", b"", "empty: no ads in it")],
+)
+def test_files_backend_fails_the_read_naming_a_dump_it_cannot_use(tmp_path, name, content,
+                                                                   expected):
+    from gridfair.daemon.backends import PoolUnavailable
+
+    shutil.copytree(POOL, tmp_path / "pool", copy_function=shutil.copy)
+    (tmp_path / "pool" / name).write_bytes(content)
+    with pytest.raises(PoolUnavailable) as caught:
+        FilesBackend(tmp_path / "pool", tmp_path / "a.jsonl").read_snapshot()
+    assert str(caught.value).startswith(f"{tmp_path / 'pool' / name}: {expected}")
+
+
+def test_files_backend_reads_a_job_dump_of_zero_bytes_as_an_empty_queue(tmp_path):
+    # `condor_q -long` (and -json) on an empty queue writes nothing and exits 0 (HTCondor 25,
+    # measured on a personal pool); a failed condor_q writes a blank line (above).
+    shutil.copytree(POOL, tmp_path / "pool", copy_function=shutil.copy)
+    (tmp_path / "pool" / "jobs.queue").write_bytes(b"")
+    snapshot = FilesBackend(tmp_path / "pool", tmp_path / "a.jsonl").read_snapshot()
+    assert len(snapshot.machines) == 9 and not snapshot.skipped
+    # The running jobs are still known from their slots' ads.
+    assert {job.status for job in snapshot.jobs} == {JobStatus.RUNNING}
+
+
+def test_files_backend_warns_about_an_attribute_set_twice_on_every_read(tmp_path):
+    shutil.copytree(POOL, tmp_path / "pool", copy_function=shutil.copy)
+    status = tmp_path / "pool" / "basic4slot.status"
+    text = status.read_text()
+    status.write_text(text.replace("\n\n", "\n", 1))  # ads 1 and 2 run together
+    backend = FilesBackend(tmp_path / "pool", tmp_path / "a.jsonl")
+    first = backend.read_snapshot()
+    assert len(first.machines) == 8
+    assert [(w.source, w.index) for w in first.warnings] == [(str(status), 1)]
+    assert backend.read_snapshot().warnings == first.warnings  # unchanged dump: warned again
+    status.write_text(status.read_text() + "\n")  # changed: the memo keeps no warned ad
+    assert backend.read_snapshot().warnings == first.warnings
+
+
 def test_sim_backend_advances_time_and_finishes_jobs():
     sim = SimBackend(step=3600.0, origin=0.0)
     snapshot = sim.read_snapshot()

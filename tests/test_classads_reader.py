@@ -123,3 +123,91 @@ def test_unreadable_or_empty_files(tmp_path: Path, content: str | bytes | None,
 def test_a_directory_is_not_a_file_of_ads(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="is a directory"):
         read_ads(tmp_path)
+
+
+# ------------------------------------------------ an attribute set twice in one ad
+def test_an_attribute_set_twice_is_a_warning_naming_both_lines_and_the_last_wins() -> None:
+    warnings: list = []
+    ads, skipped = parse_ads('Name = "s1"\nMFlops = 100\nCpus = 1\nMFlops = 200\n', "f",
+                             warnings=warnings)
+    # HTCondor's own parser keeps the last value (`condor_status -ads FILE` of HTCondor 25
+    # prints `MFlops = 200` for this ad); gridfair reads it the same and says so.
+    assert ads[0].ad["MFlops"] == 200 and skipped == []
+    assert [(w.source, w.index, w.name) for w in warnings] == [("f", 1, "s1")]
+    assert warnings[0].reason == ("line 4, attribute MFlops: also set on line 2; the last "
+                                  "value is used, as HTCondor's own parser does")
+    # Names are case-insensitive, as in ClassAds.
+    warnings.clear()
+    parse_ads("A = 1\na = 2\n", "f", warnings=warnings)
+    assert "line 2, attribute a: also set on line 1" in warnings[0].reason
+
+
+def test_two_ads_with_no_blank_line_between_them_are_one_ad_and_a_warning() -> None:
+    # The case: two real slot ads concatenated without a blank line read as one ad
+    # (the second's values win), so the pool loses a slot; the warning names where the
+    # second ad starts and how many attributes repeat.
+    blocks = (REAL / "basic4slot").read_text().strip().split("\n\n")
+    text = blocks[0] + "\n" + blocks[1] + "\n\n" + "\n\n".join(blocks[2:]) + "\n"
+    warnings: list = []
+    ads, skipped = parse_ads(text, "pool", warnings=warnings)
+    assert len(ads) == 3 and skipped == []
+    second = len(blocks[0].splitlines()) + 1
+    assert ads[0].ad["Name"] == "slot2@ingwe.cs.wisc.edu"
+    [warning] = warnings
+    assert warning.index == 1 and warning.name == "slot2@ingwe.cs.wisc.edu"
+    repeated = len(blocks[1].splitlines()) - 1  # the first of them is named
+    assert warning.reason.startswith(f"line {second}, attribute Activity: also set on line 1, "
+                                     f"and {repeated} more attribute(s) set twice (two ads "
+                                     "with no blank line between them?)")
+
+
+def test_new_syntax_and_json_repeats_are_warned_and_nested_ads_are_not() -> None:
+    warnings: list = []
+    ads, _ = parse_ads('[ A = 1; B = [ A = 2; C = 3 ]; D = A == 1 ]\n'
+                       '[ A = "x=y"; B = 2;\n  a = 3 ]\n', "f", warnings=warnings)
+    assert [w.index for w in warnings] == [2]
+    assert warnings[0].reason.startswith("line 3, attribute a: also set on line 2;")
+    assert ads[1].ad["A"] == 3
+    warnings.clear()
+    ads, _ = parse_ads('[{"Name": "s", "MFlops": 1, "MFlops": 2}, {"Name": "t", "B": {"C": 1}}]',
+                       "j", warnings=warnings)
+    assert ads[0].ad["MFlops"] == 2
+    assert [(w.index, w.name) for w in warnings] == [(1, "s")]
+    assert warnings[0].reason.startswith("attribute MFlops: set twice;")  # JSON has no lines
+
+
+def test_an_ad_warned_about_is_warned_about_on_every_read() -> None:
+    # The memo of a steady re-read keeps no ad it warned about: each read warns again.
+    from gridfair.classads.reader import reread
+
+    text = "A = 1\nA = 2\n\nB = 1\n"
+    first = reread(text, "f", {}, lambda sourced: sourced.index, None)
+    assert len(first.warned) == 1
+    second = reread(text + "\nC = 1\n", "f", first.memo, lambda sourced: sourced.index, None)
+    assert [w.index for w in second.warned] == [1] and second.values == [1, 2, 3]
+
+
+def test_a_view_error_names_the_attributes_own_line(tmp_path: Path) -> None:
+    # The case: an attribute on line 158 was reported at line 1, where its ad starts.
+    from gridfair.classads.views import read_machines
+    from tests.test_classads_views import with_lines
+
+    path = with_lines("basic4slot", tmp_path, 'MFlops = 1\nGridOwner = "a"',
+                      'MFlops = "fast"\nGridOwner = "a"', 'MFlops = 1\nGridOwner = "a"',
+                      "MFlops = 1")
+    lines = path.read_text().splitlines()
+    machines, skipped = read_machines(path, lenient=True)
+    assert [s.index for s in skipped] == [2, 4]
+    fast = lines.index('MFlops = "fast"') + 1
+    assert skipped[0].reason == f"line {fast}, attribute MFlops: not a number: 'fast'"
+    # An attribute the ad lacks has no line of its own: the ad's first line is named.
+    fourth = [number for number, line in enumerate(lines, 1) if not line.strip()][2] + 1
+    assert skipped[1].reason == f"line {fourth}, attribute GridOwner: missing"
+
+
+def test_a_binary_file_that_happens_to_be_utf8_is_not_text(tmp_path: Path) -> None:
+    path = tmp_path / "ads"
+    path.write_bytes(b"A = 1\n\x00\x00\x01\x02")
+    with pytest.raises(InputError) as caught:
+        read_ads(path)
+    assert str(caught.value) == f"{path}: not text (a NUL byte at character 6)"

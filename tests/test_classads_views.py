@@ -147,7 +147,8 @@ def test_duplicate_machine_names(tmp_path: Path) -> None:
     path.write_text(one + "\n" + one)
     with pytest.raises(InputError) as caught:
         read_machines(path)
-    assert str(caught.value) == (f"{path}:161, ad #2 ingwe.cs.wisc.edu, attribute Name: "
+    # Ad #2 starts on line 161; its Name is its 92nd line: the error names that line.
+    assert str(caught.value) == (f"{path}:252, ad #2 ingwe.cs.wisc.edu, attribute Name: "
                                  f"duplicate machine name (also ad #1 of {path})")
     machines, skipped = read_machines(path, lenient=True)
     assert len(machines) == 1
@@ -167,7 +168,8 @@ def test_bad_job_ads(tmp_path: Path, extra: str, expected: str) -> None:
     path = with_lines("test.old.ad", tmp_path, extra)  # a later line overrides the original
     with pytest.raises(InputError) as caught:
         read_jobs(path)
-    assert str(caught.value).startswith(f"{path}:1, ")
+    # At line 97, the line added: the ad sets the attribute there the last time.
+    assert str(caught.value).startswith(f"{path}:97, ")
     assert expected in str(caught.value)
 
 
@@ -178,8 +180,8 @@ def test_lenient_snapshot_keeps_the_good_machines(tmp_path: Path) -> None:
     assert [m.owner for m in snapshot.machines] == ["a", "c"]
     assert [(item.index, item.name) for item in snapshot.skipped] == [
         (2, "slot2@ingwe.cs.wisc.edu"), (3, "slot3@ingwe.cs.wisc.edu")]
-    # Line 315 of the original, after the two lines added to the first ad.
-    assert snapshot.skipped[1].reason == "line 317, attribute MFlops: not a number: 'x'"
+    # The attribute's own line (ad #3 starts on line 317), the line added to it.
+    assert snapshot.skipped[1].reason == "line 458, attribute MFlops: not a number: 'x'"
     assert (snapshot.time, len(snapshot.jobs)) == (5.0, 1)
 
 

@@ -76,7 +76,8 @@ def test_skipped_ads_are_listed_and_the_rest_processed(tmp_path: Path) -> None:
     assert "Skipped ads (2):" in result.output
     assert (f"  {machines} ad #2 slot2@ingwe.cs.wisc.edu: line 160, attribute GridOwner: "
             "missing") in result.output
-    assert "ad #3 slot3@ingwe.cs.wisc.edu: line 317, attribute MFlops: must be positive, is -3" \
+    # The attribute's own line (its ad starts on line 317).
+    assert "ad #3 slot3@ingwe.cs.wisc.edu: line 458, attribute MFlops: must be positive, is -3" \
         in result.output
     report = json.loads(run("--machines", str(machines), "--jobs", str(REAL / "test.old.ad"),
                             "--now", NOW, "--format", "json").output)

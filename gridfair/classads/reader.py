@@ -8,6 +8,9 @@ error name the ad's index and first line:
 - old syntax (`condor_status -long`): ads are separated by blank lines, one `Attr = value` a
   line. classad2's old parser drops a line it cannot parse without a word, so each ad's
   attribute count is checked against its lines, and a line it dropped is reported;
+  an attribute set twice in one ad (two ads with no blank line between them read as one) is a
+  warning naming both lines, and the last value is used, as HTCondor's own parser does
+  (`condor_status -ads FILE` of HTCondor 25 shows the last);
 - new syntax (`condor_status -long:new`): one top-level `[ ... ]` per ad; the framing skips
   brackets inside string literals, quoted attribute names and comments;
 - JSON (`condor_status -json`): a list of objects, loaded with `json`; values are set on a
@@ -27,7 +30,7 @@ from typing import Any, NamedTuple
 import classad2
 
 from gridfair.errors import InputError
-from gridfair.model import SkippedAd
+from gridfair.model import AdWarning, SkippedAd
 
 
 class AdFormat(StrEnum):
@@ -40,14 +43,31 @@ FORMAT_NAMES = tuple(member.value for member in AdFormat)
 
 
 class SourcedAd(NamedTuple):
-    """A parsed ad and where it came from: its file, 1-based index in it and first line. A
-    tuple: a steady re-read makes one per ad of a dump, and a frozen dataclass costs twice
-    as much to make."""
+    """A parsed ad and where it came from: its file, 1-based index in it and first line, and
+    the text it was parsed from (to name the line of an attribute in an error). A tuple: a
+    steady re-read makes one per ad of a dump, and a frozen dataclass costs twice as much to
+    make."""
 
     ad: classad2.ClassAd
     source: str
     index: int
     line: int | None  # None for JSON, whose ads json does not place
+    text: str | None = None  # None for JSON and for ads read from a live pool
+
+
+def attribute_line(sourced: SourcedAd, attribute: str) -> int | None:
+    """The line of the file where the ad sets `attribute` (the last time, as that value is
+    the one used; names are case-insensitive), or None if its text does not show one."""
+    if sourced.text is None or sourced.line is None:
+        return None
+    found = None
+    for match in _ASSIGNMENT.finditer(sourced.text):
+        name = match.group(1)
+        if name.strip("'").lower() == attribute.lower():
+            found = match
+    if found is None:
+        return None
+    return sourced.line + sourced.text.count("\n", 0, found.start(1))
 
 
 class _Chunk(NamedTuple):
@@ -64,6 +84,10 @@ class _Chunk(NamedTuple):
 _NEW_SYNTAX_TOKENS = re.compile(
     r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|/\*.*?\*/|//[^\n]*|\[|\]', re.DOTALL
 )
+# An attribute's assignment at a line's start or after `[` or `;` (old and new syntax), its
+# name (plain or quoted) the group; not a comparison (`==`, `=?=`, `=!=`).
+_ASSIGNMENT = re.compile(
+    r"(?:^|[\[;])[ \t]*([A-Za-z_][\w.]*|'(?:[^'\\]|\\.)*')[ \t]*=(?![=?!])", re.MULTILINE)
 # One or more blank lines: what separates old-syntax ads.
 _BLANK_LINE_RUNS = re.compile(r"(\n(?:[ \t\r]*\n)+)")
 _JSON_EXPRESSION = re.compile(r"^/Expr\((.*)\)/$", re.DOTALL)
@@ -111,6 +135,9 @@ def read_text(path: str | Path) -> str:
         raise InputError(f"not UTF-8 text ({error.reason} at byte {error.start})",
                          source=source) from None
     del data
+    nul = text.find("\0")
+    if nul >= 0:  # valid UTF-8 is not always text: a binary file is seldom anything else
+        raise InputError(f"not text (a NUL byte at character {nul})", source=source)
     if "\r" in text:  # universal newlines, as text mode reads them
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     if text.isspace() or not text:  # not strip(): it would copy a big dump to test it
@@ -123,15 +150,18 @@ def read_ads(
     ad_format: str | AdFormat | None = None,
     *,
     lenient: bool = False,
+    warnings: list[AdWarning] | None = None,
 ) -> tuple[list[SourcedAd], list[SkippedAd]]:
     """The ads in the file at `path`, in file order, auto-detecting the format unless given.
 
     A malformed ad is an InputError naming the file, line and ad index; with `lenient`, it is
     returned among the skipped ads instead and the others are read. Errors that leave no ad
     boundaries to go on (no file, an empty file, JSON that does not load, new-syntax text
-    outside any ad or a `[` never closed) are raised either way.
+    outside any ad or a `[` never closed) are raised either way. An ad that sets an attribute
+    twice is used (the last value wins) and warned about in `warnings`, when given.
     """
-    return parse_ads(read_text(path), str(path), ad_format, lenient=lenient)
+    return parse_ads(read_text(path), str(path), ad_format, lenient=lenient,
+                     warnings=warnings)
 
 
 def parse_ads(
@@ -140,6 +170,7 @@ def parse_ads(
     ad_format: str | AdFormat | None = None,
     *,
     lenient: bool = False,
+    warnings: list[AdWarning] | None = None,
 ) -> tuple[list[SourcedAd], list[SkippedAd]]:
     """As `read_ads`, for text already read; `source` names it in errors."""
     chosen = parse_format(ad_format) or detect_format(text)
@@ -148,7 +179,8 @@ def parse_ads(
     skipped: list[SkippedAd] = []
     for chunk in frame(text, source):
         try:
-            ads.append(SourcedAd(parse(chunk, source), source, chunk.index, chunk.line))
+            ads.append(SourcedAd(parse(chunk, source, warnings), source, chunk.index,
+                                 chunk.line, _text_of(chunk)))
         except InputError as error:
             if not lenient:
                 raise
@@ -172,7 +204,7 @@ class AdText:
         chunk = (_old_chunk(self.text, 1, 1) if self.syntax is AdFormat.OLD
                  else _Chunk(self.text, 1, 1))
         assert chunk is not None  # it was an ad when it was read
-        return _FORMATS[self.syntax][1](chunk, "an ad read before")
+        return _FORMATS[self.syntax][1](chunk, "an ad read before", None)
 
 
 def readable(ad: Any) -> Any:
@@ -188,20 +220,27 @@ STALE_MEMO = 1.25
 
 class Reread(NamedTuple):
     """What `reread` made of a file: what `build` made of each usable ad, in file order, the
-    ads that did not parse, the ads `build` refused, and the memo for the next read."""
+    ads that did not parse, the ads `build` refused, the memo for the next read, and the
+    warnings about ads used (an attribute set twice)."""
 
     values: list[Any]
     unparsed: list[SkippedAd]
     refused: list[SkippedAd]
     #: ad text -> what was built from it (None if nothing was), for the next read: this
-    #: read's ads, and maybe some of the last reads' (`STALE_MEMO`).
+    #: read's ads, and maybe some of the last reads' (`STALE_MEMO`). An ad warned about is
+    #: left out, so that every read that has it warns again.
     memo: dict[str, Any]
+    warned: list[AdWarning]
+
+    @classmethod
+    def nothing(cls) -> Reread:
+        return cls([], [], [], {}, [])
 
 
 def reread(text: str, source: str, memo: Mapping[str, Any],
            build: Callable[..., Any],
            refuse: Callable[[SourcedAd, InputError], SkippedAd],
-           keep_text: bool = False) -> Reread:
+           keep_text: bool = False, ad_format: AdFormat | None = None) -> Reread:
     """`build` of every ad of `text` (a view, say), reusing what was built from an ad whose
     text the last read saw (`memo`: the last read's `Reread.memo`, ad text -> what was built;
     a dict is handed on, updated, as this read's).
@@ -212,8 +251,8 @@ def reread(text: str, source: str, memo: Mapping[str, Any],
     their first line counted. An ad that does not parse is skipped, as is one `build` refuses
     (an InputError), made into a skipped ad by `refuse`; lenient, as `parse_ads(lenient=True)`
     is. With `keep_text`, `build` is given the ad's text too, as an `AdText` (for the view to
-    keep instead of the parsed ad, which can then go)."""
-    chosen = detect_format(text)
+    keep instead of the parsed ad, which can then go). The format is detected unless given."""
+    chosen = ad_format or detect_format(text)
     parse = _FORMATS[chosen][1]
     if chosen is AdFormat.OLD:
         keys, values, missing, chunk_at = _old_blocks(text, memo)
@@ -224,17 +263,23 @@ def reread(text: str, source: str, memo: Mapping[str, Any],
         values = list(map(memo.get, keys)) if keys else [None] * len(chunks)
         missing = [position for position, value in enumerate(values) if value is None]
         chunk_at = chunks.__getitem__
-    result = Reread(values, [], [], {})
+    result = Reread(values, [], [], {}, [])
+    warned = result.warned
+    warned_keys = []
     built = 0
     for position in missing:
         chunk = chunk_at(position)
         if chunk is None:
             continue
+        warnings = len(warned)
         try:
-            sourced = SourcedAd(parse(chunk, source), source, chunk.index, chunk.line)
+            sourced = SourcedAd(parse(chunk, source, warned), source, chunk.index, chunk.line,
+                                _text_of(chunk))
         except InputError as error:
             result.unparsed.append(SkippedAd(source, chunk.index, None, skip_reason(error)))
             continue
+        if len(warned) > warnings and keys:
+            warned_keys.append(keys[position])
         try:
             values[position] = (build(sourced, AdText(keys[position], chosen)) if keep_text
                                 and keys else build(sourced))
@@ -250,11 +295,41 @@ def reread(text: str, source: str, memo: Mapping[str, Any],
         memo.update((keys[position], values[position]) for position in missing)
     else:
         result.memo.update(zip(keys, values, strict=False))  # JSON: no keys
+    for key in warned_keys:
+        result.memo.pop(key, None)
     if built < len(missing):  # blank blocks and skipped ads leave no value
         values[:] = [value for value in values if value is not None]
     if not values and not result.unparsed and not result.refused:
         raise InputError(f"no ads found ({chosen.value} syntax)", source=source)
     return result
+
+
+def _text_of(chunk: _Chunk) -> str | None:
+    """The ad's text (None for JSON, whose chunks are loaded values)."""
+    return chunk.payload if isinstance(chunk.payload, str) else None
+
+
+def _ad_name(ad: classad2.ClassAd) -> str | None:
+    """A slot's Name or a job's id, for a warning about the ad (None if it has neither)."""
+    name = ad.get("Name")
+    if isinstance(name, str):
+        return name
+    cluster, proc = ad.get("ClusterId"), ad.get("ProcId")
+    return f"{cluster}.{proc}" if type(cluster) is int and type(proc) is int else None
+
+
+def _repeat_warning(source: str, chunk: _Chunk, ad: classad2.ClassAd,
+                    repeats: list[tuple[str, int | None, int | None]]) -> AdWarning:
+    """The warning about an ad that sets attributes more than once: `repeats` holds (name,
+    first line, last line) of each, lines None where the syntax has none (JSON)."""
+    name, first, last = repeats[0]
+    where = (f"line {last}, " if last is not None else "") + f"attribute {name}: "
+    told = where + (f"also set on line {first}" if first is not None else "set twice")
+    if len(repeats) > 1:
+        told += (f", and {len(repeats) - 1} more attribute(s) set twice (two ads with no "
+                 "blank line between them?)")
+    told += "; the last value is used, as HTCondor's own parser does"
+    return AdWarning(source, chunk.index, _ad_name(ad), told)
 
 
 def skip_reason(error: InputError) -> str:
@@ -368,7 +443,8 @@ def _attribute_lines(lines: list[str]) -> int:
     return sum(1 for line in lines if not line.lstrip().startswith("#"))
 
 
-def _parse_old(chunk: _Chunk, source: str) -> classad2.ClassAd:
+def _parse_old(chunk: _Chunk, source: str,
+               warnings: list[AdWarning] | None) -> classad2.ClassAd:
     text = chunk.payload
     ad = classad2.parseNext(text, classad2.ParserType.Old)
     lines = text.splitlines()
@@ -377,7 +453,7 @@ def _parse_old(chunk: _Chunk, source: str) -> classad2.ClassAd:
         return ad
     # Fewer attributes than lines: find the line the parser dropped (parsing it alone gives
     # nothing). None dropped means a repeated attribute, where the last value wins, as in
-    # HTCondor.
+    # HTCondor: a warning.
     for offset, line in enumerate(lines):
         if line.lstrip().startswith("#"):
             continue
@@ -389,7 +465,29 @@ def _parse_old(chunk: _Chunk, source: str) -> classad2.ClassAd:
             )
     if ad is None:
         raise InputError("malformed ad", source=source, line=chunk.line, ad=f"#{chunk.index}")
+    if warnings is not None:
+        repeats = _repeats(_ASSIGNMENT.finditer(text), text, chunk.line)
+        if repeats:
+            warnings.append(_repeat_warning(source, chunk, ad, repeats))
     return ad
+
+
+def _repeats(assignments: Any, text: str,
+             first_line: int) -> list[tuple[str, int | None, int | None]]:
+    """(name, line set first, line set last) of each attribute the `_ASSIGNMENT` matches of
+    `text` (which starts on `first_line`) set more than once, in the order of their last."""
+    seen: dict[str, int] = {}
+    repeated: dict[str, tuple[str, int | None, int | None]] = {}
+    for match in assignments:
+        name = match.group(1)
+        key = name.strip("'").lower()
+        line = first_line + text.count("\n", 0, match.start(1))
+        if key in seen:
+            repeated.pop(key, None)
+            repeated[key] = (name, seen[key], line)
+        else:
+            seen[key] = line
+    return list(repeated.values())
 
 
 # ------------------------------------------------------------------- new syntax
@@ -436,12 +534,51 @@ def _no_stray_text(between: str, source: str, line: int, index: int) -> None:
                          ad=f"#{index}")
 
 
-def _parse_new(chunk: _Chunk, source: str) -> classad2.ClassAd:
+def _parse_new(chunk: _Chunk, source: str,
+               warnings: list[AdWarning] | None) -> classad2.ClassAd:
+    text = chunk.payload
     try:
-        return classad2.ClassAd(chunk.payload)
+        ad = classad2.ClassAd(text)
     except (ValueError, classad2.ClassAdException):
         raise InputError("malformed ad: classad2 cannot parse it", source=source,
                          line=chunk.line, ad=f"#{chunk.index}") from None
+    if warnings is not None and _assignments_at_most(text) > len(ad):
+        repeats = _repeats(_top_level_assignments(text), text, chunk.line)
+        if repeats:
+            warnings.append(_repeat_warning(source, chunk, ad, repeats))
+    return ad
+
+
+def _assignments_at_most(text: str) -> int:
+    """At least as many as the `=` of the text that assign (the others compare: `==`, `!=`,
+    `<=`, `>=`, `=?=`, `=!=`), counted in C: when it is no more than the ad's attributes,
+    none was set twice, and the text need not be scanned."""
+    return (text.count("=") - 2 * text.count("==") - text.count("!=") - text.count("<=")
+            - text.count(">=") - 2 * text.count("=?=") - text.count("=!="))
+
+
+def _top_level_assignments(text: str) -> list[re.Match[str]]:
+    """The `_ASSIGNMENT` matches of a new-syntax ad's own attributes: not in strings,
+    comments, or nested ads and lists."""
+    # Strings and comments become spaces (newlines kept), so positions stay right.
+    cleaned = _NEW_SYNTAX_TOKENS.sub(
+        lambda m: m.group() if m.group() in "[]" or m.group()[0] == "'"
+        else re.sub(r"[^\n]", " ", m.group()), text)
+    depth = 0
+    found = []
+    for match in _NESTING_OR_ASSIGNMENT.finditer(cleaned):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+        elif token in "]}":
+            depth -= 1
+        elif depth == 1:
+            found.append(match)  # its group 1 is the name, as in `_ASSIGNMENT`
+    return found
+
+
+_NESTING_OR_ASSIGNMENT = re.compile(r"[\[\]{}]|" + _ASSIGNMENT.pattern.replace(
+    "(?:^|[\\[;])", "(?:^|(?<=[\\[;]))"), re.MULTILINE)
 
 
 # ------------------------------------------------------------------------ JSON
@@ -454,14 +591,52 @@ def _json_chunks(text: str, source: str) -> list[_Chunk]:
         values = [values]
     if not isinstance(values, list):
         raise InputError("JSON ads must be a list of objects", source=source)
+    keys = sum(len(value) for value in values if isinstance(value, dict))
+    if len(_JSON_KEY.findall(text)) > keys:
+        # More keys in the text than in the objects loaded: some object (or a nested one)
+        # repeats a key, which `json` drops silently. Loaded again, keeping count.
+        values = json.loads(text, object_pairs_hook=_KeyedObject.of)
+        if isinstance(values, dict):
+            values = [values]
     return [_Chunk(value, index, None) for index, value in enumerate(values, start=1)]
 
 
-def _parse_json(chunk: _Chunk, source: str) -> classad2.ClassAd:
+#: A JSON object key (or a string ending in `":`: never fewer than the keys).
+_JSON_KEY = re.compile(r'"\s*:')
+
+
+class _KeyedObject(dict):
+    """A JSON object that knows the keys its text repeated (the last value is kept)."""
+
+    repeated: list[str]
+
+    @classmethod
+    def of(cls, pairs: list[tuple[str, Any]]) -> _KeyedObject:
+        loaded = cls(pairs)
+        loaded.repeated = []
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key.lower() in seen:
+                loaded.repeated.append(key)
+            seen.add(key.lower())
+        return loaded
+
+
+def _parse_json(chunk: _Chunk, source: str,
+                warnings: list[AdWarning] | None) -> classad2.ClassAd:
     value, index = chunk.payload, chunk.index
     if not isinstance(value, dict):
         raise InputError(f"not a JSON object but {type(value).__name__}", source=source,
                          ad=f"#{index}")
+    ad = _json_ad(value, source, index)
+    repeated = getattr(value, "repeated", None)
+    if repeated and warnings is not None:
+        warnings.append(_repeat_warning(source, chunk, ad,
+                                        [(name, None, None) for name in repeated]))
+    return ad
+
+
+def _json_ad(value: dict, source: str, index: int) -> classad2.ClassAd:
     ad = classad2.ClassAd()
     for name, item in value.items():
         try:

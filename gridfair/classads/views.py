@@ -19,9 +19,9 @@ from typing import Any
 
 import classad2
 
-from gridfair.classads.reader import AdFormat, SourcedAd, read_ads, skip_reason
+from gridfair.classads.reader import AdFormat, SourcedAd, attribute_line, read_ads, skip_reason
 from gridfair.errors import InputError
-from gridfair.model import Job, JobStatus, Machine, SkippedAd, Snapshot
+from gridfair.model import AdWarning, Job, JobStatus, Machine, SkippedAd, Snapshot
 
 #: (attribute, factor to MFlops), tried in order: HTCondor's KFlops is in kilo-flops; Mips is
 #: taken as it is, a relative figure of the same order as MFlops on one core.
@@ -71,9 +71,14 @@ class _AdValues:
         self.ad = sourced.ad
 
     def error(self, message: str, attribute: str | None = None) -> InputError:
-        label = f"#{self.sourced.index}" + (f" {self.name}" if self.name else "")
-        return InputError(message, source=self.sourced.source, line=self.sourced.line,
-                          ad=label, attribute=attribute)
+        """The error, at the line that sets `attribute` if the ad sets it, else at the
+        ad's first line."""
+        sourced = self.sourced
+        label = f"#{sourced.index}" + (f" {self.name}" if self.name else "")
+        line = attribute_line(sourced, attribute) if attribute else None
+        return InputError(message, source=sourced.source,
+                          line=sourced.line if line is None else line, ad=label,
+                          attribute=attribute)
 
     def value(self, attribute: str) -> Any:
         """The evaluated value, or None when the ad lacks it or it evaluates to undefined."""
@@ -367,18 +372,20 @@ def skipped_ad(sourced: SourcedAd, error: InputError) -> SkippedAd:
 def read_machines(
     path: str | Path, config: AdConfig = AdConfig(), *,
     ad_format: str | AdFormat | None = None, lenient: bool = False,
+    warnings: list[AdWarning] | None = None,
 ) -> tuple[list[Machine], list[SkippedAd]]:
     """The machines in a file of machine ads (`condor_status -long`, new syntax or JSON)."""
-    ads, unparsed = read_ads(path, ad_format, lenient=lenient)
+    ads, unparsed = read_ads(path, ad_format, lenient=lenient, warnings=warnings)
     machines, unusable = machines_from_ads(ads, config, lenient=lenient)
     return machines, _in_file_order(unparsed, unusable)
 
 
 def read_jobs(
     path: str | Path, *, ad_format: str | AdFormat | None = None, lenient: bool = False,
+    warnings: list[AdWarning] | None = None,
 ) -> tuple[list[Job], list[SkippedAd]]:
     """The jobs in a file of job ads (`condor_q -long`, new syntax or JSON)."""
-    ads, unparsed = read_ads(path, ad_format, lenient=lenient)
+    ads, unparsed = read_ads(path, ad_format, lenient=lenient, warnings=warnings)
     jobs, unusable = jobs_from_ads(ads, lenient=lenient)
     return jobs, _in_file_order(unparsed, unusable)
 
@@ -394,12 +401,15 @@ def read_snapshot(
     jobs_format: str | AdFormat | None = None,
 ) -> Snapshot:
     """The pool the two files describe, at time `now`. Lenient: unusable ads are in
-    `Snapshot.skipped` (machines' first) and the rest is read."""
-    machines, machines_skipped = read_machines(machines_path, config,
-                                               ad_format=machines_format, lenient=lenient)
-    jobs, jobs_skipped = read_jobs(jobs_path, ad_format=jobs_format, lenient=lenient)
+    `Snapshot.skipped` (machines' first) and the rest is read. Ads that set an attribute
+    twice are in `Snapshot.warnings`."""
+    warnings: list[AdWarning] = []
+    machines, machines_skipped = read_machines(machines_path, config, ad_format=machines_format,
+                                               lenient=lenient, warnings=warnings)
+    jobs, jobs_skipped = read_jobs(jobs_path, ad_format=jobs_format, lenient=lenient,
+                                   warnings=warnings)
     return Snapshot(now, tuple(machines), tuple(jobs),
-                    tuple(machines_skipped) + tuple(jobs_skipped))
+                    tuple(machines_skipped) + tuple(jobs_skipped), tuple(warnings))
 
 
 def _in_file_order(*groups: Sequence[SkippedAd]) -> list[SkippedAd]:

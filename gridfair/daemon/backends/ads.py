@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 from gridfair.classads.reader import SourcedAd
 from gridfair.classads.views import AdConfig, jobs_from_ads, machines_from_ads
-from gridfair.model import Job, JobStatus, Machine, SkippedAd, Snapshot, index_jobs
+from gridfair.model import AdWarning, Job, JobStatus, Machine, SkippedAd, Snapshot, index_jobs
 
 #: What the daemon reads of a slot ad (the collector query's projection).
 SLOT_ATTRIBUTES = (
@@ -54,16 +54,19 @@ def snapshot_from_ads(
     job_ads: Iterable[SourcedAd],
     config: AdConfig,
     skipped: Iterable[SkippedAd] = (),
+    warnings: Iterable[AdWarning] = (),
 ) -> Snapshot:
     """The pool the ads describe; unusable ads are skipped with their reasons."""
     machines, bad_slots = machines_from_ads(slot_ads, config, lenient=True)
     jobs, bad_jobs = jobs_from_ads(job_ads, lenient=True)
-    return snapshot_of(time, machines, jobs, (*skipped, *bad_slots, *bad_jobs))
+    return snapshot_of(time, machines, jobs, (*skipped, *bad_slots, *bad_jobs),
+                       warnings=warnings)
 
 
 def snapshot_of(time: float, machines: list[Machine], jobs: list[Job],
                 skipped: Iterable[SkippedAd],
-                jobs_by_id: dict[str, Job] | None = None) -> Snapshot:
+                jobs_by_id: dict[str, Job] | None = None,
+                warnings: Iterable[AdWarning] = ()) -> Snapshot:
     """The snapshot of these views, with the running jobs known only from their slots'
     ads added (after the jobs read). `jobs_by_id`, the caller's `index_jobs(jobs)` if it has
     it, is completed and becomes the snapshot's index."""
@@ -74,4 +77,5 @@ def snapshot_of(time: float, machines: list[Machine], jobs: list[Job],
             job = job_of_slot(machine)
             jobs.append(job)
             known[job.id] = job
-    return Snapshot.indexed(time, tuple(machines), tuple(jobs), tuple(skipped), known)
+    return Snapshot.indexed(time, tuple(machines), tuple(jobs), tuple(skipped), known,
+                            tuple(warnings))

@@ -2,14 +2,21 @@
 
 Each cycle reads every `*.status` file (`condor_status -long` output, or new syntax, or
 `-json`: slot ads) and every `*.queue` file (`condor_q -long` and the like: job ads) in the
-directory, in name order, with `gridfair.classads`. One malformed ad is skipped with its reason
-(file and line) and the rest are used. A dump whose inode, size and modification time (ns) are
-those of the last read is not read again, and in a dump that changed only the ads whose text
-changed are parsed and viewed again (`reread`): a steady pool costs what changed, not what it
-holds. A name (slot Name, job id) used twice sends the read the long way, every ad parsed, so
-the views' rules say which ad is skipped and why.
-The snapshot's time is the newest file's modification time: a stale dump is recognised as
-stale by the safety rules.
+directory, in name order, with `gridfair.classads`. `gridfair shares` reads its `--machines`
+and `--jobs` files and directories the same way (`AdDumps`).
+
+One malformed ad is skipped with its reason (file and line) and the rest are used; an ad that
+sets an attribute twice is used (the last value wins, as in HTCondor) and warned about. A dump
+that cannot be read or is not text fails the read, naming it, as does a slot dump with no ad in
+it; a job dump of zero bytes is an empty queue (what `condor_q -long` and `-json` write for
+one: HTCondor 25, measured), but one of blank lines is not (a failed `condor_q` writes one).
+
+A dump whose inode, size and modification time (ns) are those of the last read is not read
+again, and in a dump that changed only the ads whose text changed are parsed and viewed again
+(`reread`): a steady pool costs what changed, not what it holds. A name (slot Name, job id)
+used twice sends the read the long way, every ad parsed, so the views' rules say which ad is
+skipped and why. The snapshot's time is the newest file's modification time: a stale dump is
+recognised as stale by the safety rules.
 
 Actions are appended to a JSON-lines file, one object per action, so a policy can be tried on
 a snapshot of a real pool and its decisions read afterwards.
@@ -26,13 +33,21 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from gridfair.classads.reader import Reread, SourcedAd, read_ads, read_text, reread
+from gridfair.classads.reader import (
+    AdFormat,
+    Reread,
+    SourcedAd,
+    parse_ads,
+    read_text,
+    reread,
+)
 from gridfair.classads.views import AdConfig, job_view, machine_view, skipped_ad
 from gridfair.daemon.backends import ActionFailed, PoolBackend, PoolUnavailable
 from gridfair.daemon.backends.ads import snapshot_from_ads, snapshot_of
 from gridfair.errors import InputError
 from gridfair.model import (
     MACHINE_NAME,
+    AdWarning,
     Job,
     JobStatus,
     Machine,
@@ -51,7 +66,7 @@ class DumpRead:
     from its ads, the ads skipped, and the views by ad text for the next read (`reread`)."""
 
     identity: tuple[int, int, int] | None = None
-    read: Reread = field(default_factory=lambda: Reread([], [], [], {}))
+    read: Reread = field(default_factory=Reread.nothing)
 
 
 def _identity(path: Path) -> tuple[int, int, int]:
@@ -62,52 +77,125 @@ def _identity(path: Path) -> tuple[int, int, int]:
     return status.st_ino, status.st_size, status.st_mtime_ns
 
 
-def _unreadable(path: Path, error: InputError) -> SkippedAd:
-    """A dump with nothing usable in it (empty, not text) is skipped, not the cycle failed;
-    one that vanished fails the cycle."""
-    if not path.exists():
-        raise PoolUnavailable(f"dump vanished while reading: {path}") from None
-    return SkippedAd(str(path), 0, None, error.message)
+def _dump_text(path: Path, size: int, jobs: bool) -> str | None:
+    """The dump's text, or None for a job dump of zero bytes (an empty queue); a dump that
+    cannot be read, is not text or holds no ad fails the read, naming it."""
+    if jobs and size == 0:
+        return None
+    try:
+        return read_text(path)
+    except InputError as error:
+        if not path.exists():
+            raise PoolUnavailable(f"dump vanished while reading: {path}") from None
+        raise PoolUnavailable(str(error)) from None
 
 
 def read_dumps(paths: Sequence[Path], build: Callable[..., Any],
-               reads: dict[Path, DumpRead], *, keep_text: bool = False) -> Reread:
-    """`build` (a view) of every ad of the dumps, in order, with the ads skipped.
+               reads: dict[Path, DumpRead], *, jobs: bool = False,
+               ad_format: AdFormat | None = None) -> Reread:
+    """`build` (a view) of every ad of the dumps, in order, with the ads skipped and the
+    warnings; `jobs`: they are job dumps (whose ads are kept as text, `AdText`).
 
     `reads` holds the last reads, updated in place: an unchanged dump is not read again and a
     changed one builds only its changed ads anew."""
-    views: list[Any] = []
-    unparsed: list[SkippedAd] = []
-    refused: list[SkippedAd] = []
+    total = Reread.nothing()
     for path in paths:
         identity = _identity(path)
         last = reads.setdefault(path, DumpRead())
         if last.identity != identity:
-            try:
-                last.read = reread(read_text(path), str(path), last.read.memo, build,
-                                   skipped_ad, keep_text)
-            except InputError as error:
-                last.read = Reread([], [_unreadable(path, error)], [], {})
+            text = _dump_text(path, identity[1], jobs)
+            last.read = Reread.nothing() if text is None else reread(
+                text, str(path), last.read.memo, build, skipped_ad, jobs, ad_format)
             # Taken before the read: a dump rewritten during it is read again next cycle.
             last.identity = identity
-        views.extend(last.read.values)
-        unparsed.extend(last.read.unparsed)
-        refused.extend(last.read.refused)
-    return Reread(views, unparsed, refused, {})
+        total.values.extend(last.read.values)
+        total.unparsed.extend(last.read.unparsed)
+        total.refused.extend(last.read.refused)
+        total.warned.extend(last.read.warned)
+    return total
 
 
-def read_afresh(paths: Sequence[Path], skipped: list[SkippedAd]) -> list[SourcedAd]:
-    """The ads of the dumps, every one parsed; dumps and ads that cannot be read go to
-    `skipped`."""
+def read_afresh(paths: Sequence[Path], skipped: list[SkippedAd], warned: list[AdWarning],
+                *, jobs: bool = False, ad_format: AdFormat | None = None) -> list[SourcedAd]:
+    """The ads of the dumps, every one parsed; ads that cannot be parsed go to `skipped`,
+    warnings to `warned`."""
     ads: list[SourcedAd] = []
     for path in paths:
-        try:
-            read, unparsed = read_ads(path, lenient=True)
-        except InputError as error:
-            read, unparsed = [], [_unreadable(path, error)]
+        text = _dump_text(path, _identity(path)[1], jobs)
+        if text is None:
+            continue
+        read, unparsed = parse_ads(text, str(path), ad_format, lenient=True, warnings=warned)
         ads.extend(read)
         skipped.extend(unparsed)
     return ads
+
+
+def _dump_files(paths: Sequence[Path], suffix: str) -> list[Path]:
+    """The files `paths` name: each file as it is, and each directory's `*suffix` files in
+    name order."""
+    files: list[Path] = []
+    for path in paths:
+        if not path.is_dir():
+            if not path.exists():
+                raise PoolUnavailable(f"{path}: no such file or directory")
+            files.append(path)
+            continue
+        try:
+            entries = sorted(path.iterdir())
+        except OSError as error:
+            raise PoolUnavailable(f"cannot list {path}: {error.strerror or error}") from None
+        files += [entry for entry in entries if entry.name.endswith(suffix)]
+    return files
+
+
+class AdDumps:
+    """A pool described by slot dumps and job dumps: files, or directories whose `*.status`
+    (slots) and `*.queue` (jobs) files are read. Each `read` reads again what changed."""
+
+    def __init__(self, slot_paths: Sequence[str | Path], job_paths: Sequence[str | Path],
+                 ad_config: AdConfig, ad_format: AdFormat | None = None) -> None:
+        self.slot_paths = [Path(path) for path in slot_paths]
+        self.job_paths = [Path(path) for path in job_paths]
+        self.ad_config = ad_config
+        self.ad_format = ad_format
+        self._reads: dict[Path, DumpRead] = {}
+        self._machine_view = partial(machine_view, config=ad_config)
+
+    def dumps(self) -> tuple[list[Path], list[Path]]:
+        """The slot dumps and the job dumps, as they are now."""
+        slots = _dump_files(self.slot_paths, SLOT_SUFFIX)
+        if not slots:
+            where = ", ".join(map(str, self.slot_paths))
+            raise PoolUnavailable(f"no *{SLOT_SUFFIX} dump in {where}")
+        return slots, _dump_files(self.job_paths, JOB_SUFFIX)
+
+    def read(self) -> Snapshot:
+        """The pool the dumps describe, at the newest dump's modification time."""
+        slot_files, job_files = self.dumps()
+        try:
+            taken = max(p.stat().st_mtime for p in slot_files + job_files)
+        except OSError as error:
+            raise PoolUnavailable(f"dump vanished while reading: {error.filename}") from None
+        # Dumps gone are forgotten with their ads.
+        present = set(slot_files) | set(job_files)
+        self._reads = {path: read for path, read in self._reads.items() if path in present}
+        slots = read_dumps(slot_files, self._machine_view, self._reads,
+                           ad_format=self.ad_format)
+        # Jobs keep their ads as text, parsed again only to be matched (`AdText`).
+        jobs = read_dumps(job_files, job_view, self._reads, jobs=True, ad_format=self.ad_format)
+        jobs_by_id = index_jobs(jobs.values)
+        if (len(set(map(MACHINE_NAME, slots.values))) != len(slots.values)
+                or len(jobs_by_id) != len(jobs.values)):
+            # A name used twice: the views' own rules say which ad is skipped and why.
+            skipped: list[SkippedAd] = []
+            warned: list[AdWarning] = []
+            slot_ads = read_afresh(slot_files, skipped, warned, ad_format=self.ad_format)
+            job_ads = read_afresh(job_files, skipped, warned, jobs=True,
+                                  ad_format=self.ad_format)
+            return snapshot_from_ads(taken, slot_ads, job_ads, self.ad_config, skipped, warned)
+        return snapshot_of(taken, slots.values, jobs.values, (
+            *slots.unparsed, *jobs.unparsed, *slots.refused, *jobs.refused), jobs_by_id,
+            (*slots.warned, *jobs.warned))
 
 
 class FilesBackend(PoolBackend):
@@ -124,48 +212,13 @@ class FilesBackend(PoolBackend):
         self.directory = Path(directory)
         self.actions = Path(actions)
         self.ad_config = AdConfig.with_attributes(owner_attribute, power_attribute or None)
+        self.dumps = AdDumps([self.directory], [self.directory], self.ad_config)
         # What the last snapshot showed, to refuse actions on jobs it did not have.
         self._last: Snapshot | None = None
-        self._reads: dict[Path, DumpRead] = {}
-        self._machine_view = partial(machine_view, config=self.ad_config)
-
-    def _dumps(self) -> tuple[list[Path], list[Path]]:
-        try:
-            entries = sorted(self.directory.iterdir())
-        except OSError as error:
-            raise PoolUnavailable(
-                f"cannot list {self.directory}: {error.strerror or error}"
-            ) from None
-        slots = [p for p in entries if p.name.endswith(SLOT_SUFFIX)]
-        jobs = [p for p in entries if p.name.endswith(JOB_SUFFIX)]
-        if not slots:
-            raise PoolUnavailable(f"no *{SLOT_SUFFIX} dump in {self.directory}")
-        return slots, jobs
 
     def read_snapshot(self) -> Snapshot:
-        slot_files, job_files = self._dumps()
-        try:
-            taken = max(p.stat().st_mtime for p in slot_files + job_files)
-        except OSError as error:
-            raise PoolUnavailable(f"dump vanished while reading: {error.filename}") from None
-        # Dumps gone from the directory are forgotten with their ads.
-        present = set(slot_files) | set(job_files)
-        self._reads = {path: read for path, read in self._reads.items() if path in present}
-        slots = read_dumps(slot_files, self._machine_view, self._reads)
-        # Jobs keep their ads as text, parsed again only to be matched (`AdText`).
-        jobs = read_dumps(job_files, job_view, self._reads, keep_text=True)
-        jobs_by_id = index_jobs(jobs.values)
-        if (len(set(map(MACHINE_NAME, slots.values))) != len(slots.values)
-                or len(jobs_by_id) != len(jobs.values)):
-            # A name used twice: the views' own rules say which ad is skipped and why.
-            skipped: list[SkippedAd] = []
-            slot_ads, job_ads = read_afresh(slot_files, skipped), read_afresh(job_files, skipped)
-            snapshot = snapshot_from_ads(taken, slot_ads, job_ads, self.ad_config, skipped)
-        else:
-            snapshot = snapshot_of(taken, slots.values, jobs.values, (
-                *slots.unparsed, *jobs.unparsed, *slots.refused, *jobs.refused), jobs_by_id)
-        self._last = snapshot
-        return snapshot
+        self._last = self.dumps.read()
+        return self._last
 
     def _status(self, job_id: str) -> JobStatus | None:
         """The job's status in the last snapshot (None if it had no such job)."""

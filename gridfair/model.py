@@ -90,6 +90,11 @@ class AdNote:
         """One line for a log or a report: `source ad #index name: reason`."""
         return ad_note_line(self.source, self.index, self.name, self.reason)
 
+    def row(self) -> dict[str, Any]:
+        """As a report's JSON and the daemon's store keep it."""
+        return {"source": self.source, "index": self.index, "name": self.name,
+                "reason": self.reason}
+
 
 @dataclass(frozen=True, slots=True)
 class SkippedAd(AdNote):

@@ -12,8 +12,10 @@ by `render_shares` or `shares_json`, so the table is the same wherever it comes 
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,13 +24,13 @@ import click
 
 from gridfair.classads.reader import FORMAT_NAMES
 from gridfair.classads.to_pool import pool_from_snapshot
-from gridfair.classads.views import AdConfig, read_snapshot
+from gridfair.classads.views import AdConfig
 from gridfair.cli.group import cli
 from gridfair.cli.output import FORMATS, format_cell, to_csv, to_json
 from gridfair.core.shares import SUMMED, SharesReport, share_rows, share_totals
 from gridfair.daemon import reports
 from gridfair.daemon.store import open_readonly
-from gridfair.model import Snapshot
+from gridfair.model import Snapshot, ad_note_line
 from gridfair.policies.registry import build_stages, policy_names
 
 #: (key, the two heading rows, format spec). Text columns (no spec) align left.
@@ -59,8 +61,8 @@ def report_from_snapshot(snapshot: Snapshot, policy: str | None, order: str | No
         users=rows,
         totals=share_totals(rows),
         decisions=[decision.as_dict() for decision in decisions],
-        skipped=[{"source": item.source, "index": item.index, "name": item.name,
-                  "reason": item.reason} for item in skipped],
+        skipped=[item.row() for item in skipped],
+        warnings=[item.row() for item in snapshot.warnings],
     )
 
 
@@ -85,16 +87,10 @@ def render_shares(report: SharesReport) -> str:
         ]
     else:
         lines.append(f"{report.decisions_heading}: none")
-    if report.skipped:
-        lines.append("")
-        lines.append(f"Skipped ads ({len(report.skipped)}):")
-        lines += [
-            f"  {item['source']}"
-            + (f" ad #{item['index']}" if item["index"] > 0 else "")
-            + (f" {item['name']}" if item["name"] else "")
-            + f": {item['reason']}"
-            for item in report.skipped
-        ]
+    for heading, items in (("Skipped ads", report.skipped), ("Warnings", report.warnings)):
+        if items:
+            lines += ["", f"{heading} ({len(items)}):"]
+            lines += [f"  {ad_note_line(**item)}" for item in items]
     return "\n".join(lines)
 
 
@@ -113,6 +109,7 @@ def shares_json(report: SharesReport) -> str:
         "totals": dict(report.totals),
         "decisions": list(report.decisions),
         "skipped": list(report.skipped),
+        "warnings": list(report.warnings),
     })
 
 
@@ -149,10 +146,13 @@ def _table(rows: Sequence[Mapping[str, Any]], totals: Mapping[str, Any]) -> str:
 
 
 @cli.command()
-@click.option("--machines", "machines_path", type=click.Path(dir_okay=False),
-              help="Machine ads: condor_status -long, new syntax or -json.")
-@click.option("--jobs", "jobs_path", type=click.Path(dir_okay=False),
-              help="Job ads: condor_q -long, new syntax or -json.")
+@click.option("--machines", "machines_paths", multiple=True, type=click.Path(),
+              help="Machine (slot) ads: a condor_status -long, new syntax or -json file, or a "
+              "directory whose *.status files are read; repeat for more.")
+@click.option("--jobs", "jobs_paths", multiple=True, type=click.Path(),
+              help="Job ads: a condor_q -long, new syntax or -json file, or a directory whose "
+              "*.queue files are read; repeat for more [default: the *.queue files of the "
+              "--machines directories].")
 @click.option("--policy", "-p", type=click.Choice(policy_names()), default=None,
               help="A named composition of stages (default: hosep, unless --order is given).")
 @click.option("--order", default=None, help="Order stage (who gets the next free slot).")
@@ -179,7 +179,7 @@ def _table(rows: Sequence[Mapping[str, Any]], totals: Mapping[str, Any]) -> str:
               help="Live pool: a file of 'submitter owner' lines, looked up first.")
 @click.option("--format", "output_format", type=click.Choice(FORMATS),
               default="table", show_default=True)
-def shares(machines_path, jobs_path, policy, order, preempt, admit, absolute_power_diff,
+def shares(machines_paths, jobs_paths, policy, order, preempt, admit, absolute_power_diff,
            owner_attr, power_attr, ad_format, now, db_path, pool, uid_domain, submitter_map,
            output_format) -> None:
     """Per-user shares of a pool's ads and the decisions a policy would take on them now."""
@@ -192,21 +192,11 @@ def shares(machines_path, jobs_path, policy, order, preempt, admit, absolute_pow
         policy = "hosep"
     if pool is not None:
         snapshot = _live_snapshot(pool, owner_attr, power_attr, uid_domain, submitter_map)
-        if not snapshot.machines:
-            raise click.ClickException(f"collector {pool}: no usable slot ad "
-                                       f"({_first_reason(snapshot)})")
-    elif machines_path is None or jobs_path is None:
-        raise click.UsageError("give both --machines FILE and --jobs FILE, --pool HOST, "
-                               "or --db FILE")
     else:
-        snapshot = read_snapshot(
-            machines_path, jobs_path, AdConfig.with_attributes(owner_attr, power_attr),
-            time.time() if now is None else now, lenient=True,
-            machines_format=ad_format, jobs_format=ad_format,
-        )
-        if not snapshot.machines:
-            raise click.UsageError(f"{machines_path}: no usable machine ad "
-                                   f"({_first_reason(snapshot)})")
+        snapshot = _dumps_snapshot(machines_paths, jobs_paths, owner_attr, power_attr,
+                                   ad_format)
+    if now is not None or pool is None:
+        snapshot = replace(snapshot, time=time.time() if now is None else now)
     report = report_from_snapshot(snapshot, policy, order, preempt, admit,
                                   {"absolute_power_diff": absolute_power_diff})
     if output_format == "csv":  # the per-user table only, one row per user
@@ -215,28 +205,34 @@ def shares(machines_path, jobs_path, policy, order, preempt, admit, absolute_pow
         click.echo(shares_json(report) if output_format == "json" else render_shares(report))
 
 
-def _first_reason(snapshot: Snapshot) -> str:
-    skipped = [item for item in snapshot.skipped if item.index > 0 or item.name]
-    if not skipped:
-        return "none read"
-    first = skipped[0]
-    return f"{len(skipped)} skipped; ad #{first.index} {first.name or ''}: {first.reason}"
+def _dumps_snapshot(machines_paths: Sequence[str], jobs_paths: Sequence[str],
+                    owner_attr: str | None, power_attr: str | None,
+                    ad_format: str | None) -> Snapshot:
+    """The pool of ad files and directories, read as the daemon's `files` backend reads
+    them (`AdDumps`): a file or ad it cannot use, or no usable machine or job, is an error."""
+    from gridfair.classads.reader import parse_format
+    from gridfair.daemon.backends.files import AdDumps
+
+    if not machines_paths or not (jobs_paths or all(map(os.path.isdir, machines_paths))):
+        raise click.UsageError("give --machines and --jobs (files or directories), "
+                               "--machines DIRECTORY (its *.status and *.queue dumps), "
+                               "--pool HOST, or --db FILE")
+    dumps = AdDumps(machines_paths, jobs_paths or machines_paths,
+                    AdConfig.with_attributes(owner_attr, power_attr), parse_format(ad_format))
+    return dumps.read()
 
 
 def _live_snapshot(pool: str, owner_attr: str | None, power_attr: str | None,
                    uid_domain: str, submitter_map: str | None) -> Snapshot:
     """One read of a live pool through the htcondor backend; nothing is acted on."""
     from gridfair.classads.submitters import SubmitterMap
-    from gridfair.daemon.backends import PoolUnavailable
+    from gridfair.daemon.backends import require_slots
     from gridfair.daemon.backends.htcondor import HTCondorBackend
 
     submitters = (SubmitterMap.from_file(submitter_map, uid_domain) if submitter_map
                   else SubmitterMap(uid_domain))
-    try:
-        backend = HTCondorBackend.connect(None if pool == "-" else pool,
-                                          owner_attribute=owner_attr or "GridOwner",
-                                          power_attribute=power_attr or "",
-                                          submitters=submitters)
-        return backend.read_snapshot()
-    except PoolUnavailable as error:
-        raise click.ClickException(str(error)) from None
+    # A pool it cannot read (PoolUnavailable) is one line and exit 2, as a file is.
+    backend = HTCondorBackend.connect(None if pool == "-" else pool,
+                                      owner_attribute=owner_attr or "GridOwner",
+                                      power_attribute=power_attr or "", submitters=submitters)
+    return require_slots(backend.read_snapshot(), f"collector {pool}")

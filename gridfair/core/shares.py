@@ -20,7 +20,8 @@ SUMMED = ("provided_mflops", "allocated_mflops", "nodes_provided", "nodes_used",
 
 @dataclass(frozen=True, slots=True)
 class SharesReport:
-    """What `shares` shows: per-user rows, their totals, decisions and skipped ads."""
+    """What `shares` shows: per-user rows, their totals, decisions, skipped ads and
+    warnings about ads used."""
 
     time: float
     policy: str
@@ -28,6 +29,8 @@ class SharesReport:
     totals: Mapping[str, Any]
     decisions: Sequence[Mapping[str, Any]] = ()
     skipped: Sequence[Mapping[str, Any]] = ()
+    #: Ads used that are suspect (an attribute set twice), as `skipped` lists them.
+    warnings: Sequence[Mapping[str, Any]] = ()
     #: How the decisions are introduced: from ads, what one cycle would do now; from the
     #: daemon's store, what its latest cycle did (each decision then has its action's state).
     decisions_heading: str = "Decisions now"

@@ -16,11 +16,36 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
 from gridfair.errors import GridfairError
-from gridfair.model import Job, Machine, Snapshot
+from gridfair.model import Job, Machine, SkippedAd, Snapshot
 
 
 class PoolUnavailable(GridfairError):
     """The pool could not be read (unreachable, timed out, files missing): no action is taken."""
+
+
+class UnusablePool(PoolUnavailable):
+    """The pool was read, but nothing in it can be negotiated on: no usable slot ad, or job
+    ads none of which is usable. Keeps the snapshot, whose skipped ads say why."""
+
+    def __init__(self, message: str, snapshot: Snapshot) -> None:
+        super().__init__(message)
+        self.snapshot = snapshot
+
+
+def unusable(kind: str, where: str, skipped: Sequence[SkippedAd]) -> str:
+    """The one line of an `UnusablePool`: no usable `kind` ad in `where`, and the first
+    reason."""
+    line = f"no usable {kind} ad in {where}"
+    if skipped:
+        line += f" ({len(skipped)} skipped; the first: {skipped[0].line()})"
+    return line
+
+
+def require_slots(snapshot: Snapshot, where: str) -> Snapshot:
+    """The snapshot, if it has a machine to negotiate on; an `UnusablePool` otherwise."""
+    if not snapshot.machines:
+        raise UnusablePool(unusable("machine", where, snapshot.skipped), snapshot)
+    return snapshot
 
 
 class ActionFailed(GridfairError):

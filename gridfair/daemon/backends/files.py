@@ -42,7 +42,13 @@ from gridfair.classads.reader import (
     reread,
 )
 from gridfair.classads.views import AdConfig, job_view, machine_view, skipped_ad
-from gridfair.daemon.backends import ActionFailed, PoolBackend, PoolUnavailable
+from gridfair.daemon.backends import (
+    ActionFailed,
+    PoolBackend,
+    PoolUnavailable,
+    UnusablePool,
+    unusable,
+)
 from gridfair.daemon.backends.ads import snapshot_from_ads, snapshot_of
 from gridfair.errors import InputError
 from gridfair.model import (
@@ -148,6 +154,10 @@ def _dump_files(paths: Sequence[Path], suffix: str) -> list[Path]:
     return files
 
 
+def _listed(paths: Sequence[Path]) -> str:
+    return ", ".join(map(str, paths))
+
+
 class AdDumps:
     """A pool described by slot dumps and job dumps: files, or directories whose `*.status`
     (slots) and `*.queue` (jobs) files are read. Each `read` reads again what changed."""
@@ -165,12 +175,12 @@ class AdDumps:
         """The slot dumps and the job dumps, as they are now."""
         slots = _dump_files(self.slot_paths, SLOT_SUFFIX)
         if not slots:
-            where = ", ".join(map(str, self.slot_paths))
-            raise PoolUnavailable(f"no *{SLOT_SUFFIX} dump in {where}")
+            raise PoolUnavailable(f"no *{SLOT_SUFFIX} dump in {_listed(self.slot_paths)}")
         return slots, _dump_files(self.job_paths, JOB_SUFFIX)
 
     def read(self) -> Snapshot:
-        """The pool the dumps describe, at the newest dump's modification time."""
+        """The pool the dumps describe, at the newest dump's modification time. An
+        `UnusablePool` when it has no usable slot ad, or job ads none of which is usable."""
         slot_files, job_files = self.dumps()
         try:
             taken = max(p.stat().st_mtime for p in slot_files + job_files)
@@ -184,6 +194,9 @@ class AdDumps:
         # Jobs keep their ads as text, parsed again only to be matched (`AdText`).
         jobs = read_dumps(job_files, job_view, self._reads, jobs=True, ad_format=self.ad_format)
         jobs_by_id = index_jobs(jobs.values)
+        # The long way below skips the later of two ads of one name: it never makes a
+        # usable set of ads unusable, nor an unusable one usable.
+        no_slots, no_jobs = not slots.values, not jobs.values and (jobs.unparsed or jobs.refused)
         if (len(set(map(MACHINE_NAME, slots.values))) != len(slots.values)
                 or len(jobs_by_id) != len(jobs.values)):
             # A name used twice: the views' own rules say which ad is skipped and why.
@@ -192,10 +205,19 @@ class AdDumps:
             slot_ads = read_afresh(slot_files, skipped, warned, ad_format=self.ad_format)
             job_ads = read_afresh(job_files, skipped, warned, jobs=True,
                                   ad_format=self.ad_format)
-            return snapshot_from_ads(taken, slot_ads, job_ads, self.ad_config, skipped, warned)
-        return snapshot_of(taken, slots.values, jobs.values, (
-            *slots.unparsed, *jobs.unparsed, *slots.refused, *jobs.refused), jobs_by_id,
-            (*slots.warned, *jobs.warned))
+            snapshot = snapshot_from_ads(taken, slot_ads, job_ads, self.ad_config, skipped,
+                                         warned)
+        else:
+            snapshot = snapshot_of(taken, slots.values, jobs.values, (
+                *slots.unparsed, *jobs.unparsed, *slots.refused, *jobs.refused), jobs_by_id,
+                (*slots.warned, *jobs.warned))
+        if no_slots:
+            raise UnusablePool(unusable("machine", _listed(self.slot_paths),
+                                        [*slots.unparsed, *slots.refused]), snapshot)
+        if no_jobs:
+            raise UnusablePool(unusable("job", _listed(self.job_paths),
+                                        [*jobs.unparsed, *jobs.refused]), snapshot)
+        return snapshot
 
 
 class FilesBackend(PoolBackend):

@@ -61,6 +61,9 @@ def rows(tmp_path: Path, sql: str) -> list[tuple]:
 
 
 # ---------------------------------------------------------------- config
+SIM = {"backend": {"kind": "sim"}}
+
+
 @pytest.mark.parametrize(("raw", "message"), [
     ({"daemon": {"intervall": 3}}, "config key daemon.intervall: unknown key"),
     ({"safety": {"min_runtime": "10"}}, "config key safety.min_runtime: expected a number"),
@@ -70,13 +73,17 @@ def rows(tmp_path: Path, sql: str) -> list[tuple]:
     ({"backend": {"kind": "files"}}, "config key backend.files.directory: required"),
     ({"metricz": {}}, "config section [metricz]: unknown section"),
     ({"backend": {"files": {"dir": "x"}}}, "config key backend.files.dir: unknown key"),
-    ({"policy": {"name": "sdrf", "options": {"form": "author"}}},
+    ({"policy": {"name": "sdrf", "options": {"form": "author"}}, **SIM},
      "config section [policy]: unknown form 'author'"),
-    ({"policy": {"name": "sdrf", "options": {"delat": 0.9}}},
+    ({"policy": {"name": "sdrf", "options": {"delat": 0.9}}, **SIM},
      "config key policy.options.delat: not an option of the chosen stages (they read: delta,"),
     # an option real for another stage is still an error: hosep reads no delta
-    ({"policy": {"name": "hosep", "options": {"delta": 0.9}}},
+    ({"policy": {"name": "hosep", "options": {"delta": 0.9}}, **SIM},
      "config key policy.options.delta: not an option of the chosen stages"),
+    # a config must say which pool it drives: no default (it used to be the demo simulation)
+    ({"daemon": {"store": "x.db"}},
+     "config key backend.kind: missing (the pool the daemon drives): write [backend] kind = "
+     "one of sim, files, htcondor"),
 ])
 def test_config_errors_name_the_key(tmp_path, raw, message):
     with pytest.raises(ConfigError) as error:
@@ -85,8 +92,7 @@ def test_config_errors_name_the_key(tmp_path, raw, message):
 
 
 def test_config_defaults_are_safe(tmp_path):
-    config = validate({}, base=tmp_path)
-    assert config.backend == "sim"
+    config = validate({"backend": {"kind": "sim"}}, base=tmp_path)
     assert config["safety"]["max_vacates_per_cycle"] >= 1
     assert config["safety"]["min_runtime"] > 0 and config["safety"]["preempt_cooldown"] > 0
     assert config["metrics"]["enabled"] is False
@@ -105,8 +111,35 @@ def test_cli_bad_config_exits_2_with_one_line(tmp_path):
     result = CliRunner().invoke(cli, ["daemon", "--config", str(config), "--once"])
     assert result.exit_code == 2
     assert result.output.strip().splitlines() == [
-        "gridfair: error: config key safety.min_runtime: must be at least 0, got -1.0"
+        f"gridfair: error: {config}: config key safety.min_runtime: must be at least 0, got -1.0"
     ]
+
+
+@pytest.mark.parametrize(("content", "expected"), [
+    # The cases: a binary config was a 35-line traceback; an empty one, or one of
+    # comments only, silently ran the demo simulation and made ./gridfair.db.
+    (b"\x7fELF\x02\x01\x01\x00\xd0\xd0", "not UTF-8 text (invalid continuation byte at "
+     "byte 8)"),
+    (b"", "empty config (no setting in it); it needs at least [backend] kind = one of sim, "
+     "files, htcondor (configs/ has an example of each)"),
+    (b"# only a comment\n", "empty config (no setting in it)"),
+    (b"[daemon]\nstore = 'x.db'\n", "config key backend.kind: missing (the pool the daemon "
+     "drives): write [backend] kind = one of sim, files, htcondor"),
+    (b"[backend]\nkind = 'sim'\x00\n", "not valid TOML"),
+    (None, "cannot read config: No such file or directory"),
+])
+def test_cli_config_that_says_nothing_usable_is_one_line_and_runs_nothing(
+        tmp_path, monkeypatch, content, expected):
+    monkeypatch.chdir(tmp_path)
+    config = tmp_path / "c.toml"
+    if content is not None:
+        config.write_bytes(content)
+    result = CliRunner().invoke(cli, ["daemon", "--config", str(config), "--once"])
+    assert result.exit_code == 2
+    [line] = result.output.splitlines()
+    assert line.startswith(f"gridfair: error: {config}: {expected}")
+    assert sorted(path.name for path in tmp_path.iterdir()) == (["c.toml"] if content is not None
+                                                                 else [])
 
 
 # ---------------------------------------------------------------- cycles
@@ -280,7 +313,7 @@ def test_store_unwritable_is_a_clear_error(tmp_path):
 
 def test_cli_store_error_exits_2(tmp_path):
     config = tmp_path / "c.toml"
-    config.write_text('[daemon]\nstore = "nowhere/state.db"\n')
+    config.write_text('[daemon]\nstore = "nowhere/state.db"\n[backend]\nkind = "sim"\n')
     result = CliRunner().invoke(cli, ["daemon", "--config", str(config), "--once"])
     assert result.exit_code == 2
     assert "gridfair: error: store" in result.output and "Traceback" not in result.output
@@ -350,7 +383,7 @@ def rows_ready(tmp_path: Path) -> bool:
 def test_make_backend_builds_each_kind(tmp_path):
     raw = files_config(tmp_path)
     assert make_backend(validate(raw, base=tmp_path)).name == "files"
-    assert make_backend(validate({}, base=tmp_path)).name == "sim"
+    assert make_backend(validate({"backend": {"kind": "sim"}}, base=tmp_path)).name == "sim"
 
 
 def test_condor_now_that_is_no_program_is_a_config_error(tmp_path):

@@ -77,3 +77,23 @@ def test_reader_of_something_else_is_a_clear_error(tmp_path):
     sqlite3.connect(other).execute("create table t (x)").connection.commit()
     with pytest.raises(StoreError, match="not a gridfair store"):
         open_readonly(other)
+
+
+def test_a_store_of_an_earlier_gridfair_gets_the_new_columns(tmp_path):
+    # Made before the cycles' warnings and simulated clock and the actions' planning cycle.
+    store = Store(tmp_path / "state.db")
+    store.begin_cycle(0.0, "order:hosep", False)
+    with store.transaction("plan") as db:
+        store.plan_actions(db, [{"key": "k", "kind": "vacate", "job": "1.0", "user": "u",
+                                 "machine": "m", "reason": "r"}], 1, 0.0)
+    store.begin_cycle(1.0, "order:hosep", False)
+    store.set_action_state("k", "confirmed", 2, 1.0)
+    for table, column in (("cycles", "warnings"), ("cycles", "sim_start"),
+                          ("actions", "planned_cycle")):
+        store.db.execute(f"alter table {table} drop column {column}")
+    store.close()
+    store = Store(tmp_path / "state.db")
+    assert {"warnings", "sim_start"} <= store.db["cycles"].columns_dict.keys()
+    # The planning cycle of an action it had is read from the action's log.
+    assert [(row["planned_cycle"], row["cycle"]) for row in store.db["actions"].rows] == [(1, 2)]
+    store.close()

@@ -1,18 +1,21 @@
 """Admin commands over the daemon's store: `explain`, `history`, `actions`. They open the
 store read-only and are safe while the daemon runs. `--format table|json|csv` everywhere.
+
+Times are UTC wall time, said so, or `t+N s` of a simulation (the `sim` backend), never a
+simulated time shown as a wall clock (`gridfair.cli.output.clock`). A table of cycles is
+followed by what went wrong in them: cycles that failed, ads skipped and warnings about ads.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import click
 
 from gridfair.cli.group import cli
-from gridfair.cli.output import FORMATS, format_cell, render_table, to_csv, to_json
+from gridfair.cli.output import FORMATS, clock, format_cell, render_table, to_csv, to_json
 from gridfair.daemon import reports
 from gridfair.daemon.store import ACTION_STATES, open_readonly
 from gridfair.errors import GridfairError
@@ -34,36 +37,45 @@ def format_option(function):
                         default="table", show_default=True)(function)
 
 
-def stamp(seconds: float | None) -> str | None:
-    """A time for a table: a date for epoch times, plain seconds for simulated ones."""
-    if seconds is None:
-        return None
-    if seconds > 1e8:  # after 1973: a wall-clock time, not simulated seconds
-        return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S")
-    return f"t={seconds:g}s"
-
-
 def emit(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, str, str]],
-         output_format: str, *, empty: str) -> None:
+         output_format: str, *, empty: str, notes: Sequence[str] = ()) -> None:
+    """The rows as a table (then `notes`, what went wrong in their cycles), JSON or CSV."""
     if output_format == "json":
         click.echo(to_json(list(rows)))
     elif output_format == "csv":
         click.echo(to_csv(rows), nl=False)
-    elif not rows:
-        click.echo(empty)
     else:
-        click.echo(render_table(columns, rows))
+        click.echo(render_table(columns, rows) if rows else empty)
+        if notes:
+            click.echo("\nWhat went wrong in these cycles:\n"
+                       + "\n".join(f"  {note}" for note in notes))
 
 
 def cycle_actions_text(db_path: Path, cycle: int) -> str:
-    """The actions one cycle planned, as lines (for `gridfair daemon --show`)."""
-    rows = [row for row in reports.actions(open_readonly(db_path), None, None)
-            if row["cycle"] == cycle]
-    if not rows:
-        return f"Actions of cycle {cycle}: none"
-    return "\n".join([f"Actions of cycle {cycle}:"] + [
-        f"  {row['kind']} {row['job']} ({row['user']}) on {row['machine']}: {row['state']}"
-        + (f" - {row['error']}" if row["error"] else "") for row in rows])
+    """The actions one cycle planned, those planned earlier whose state it changed, and the
+    preemptions its safety rules held back with the rule, as lines (for `gridfair daemon
+    --show`)."""
+    db = open_readonly(db_path)
+    rows = reports.actions(db, None, None)
+    planned = [row for row in rows if row["planned_cycle"] == cycle]
+    changed = [row for row in rows if row["cycle"] == cycle and row["planned_cycle"] != cycle]
+    lines = [f"Actions of cycle {cycle}:" if planned else f"Actions of cycle {cycle}: none"]
+    lines += _action_lines(planned)
+    if changed:
+        lines.append(f"Actions of earlier cycles that changed state ({len(changed)}):")
+        lines += _action_lines(changed)
+    held = reports.held_back(db, cycle)
+    if held:
+        lines.append(f"Held back by the safety rules ({len(held)}):")
+        lines += [f"  {line}" for line in held]
+    return "\n".join(lines)
+
+
+def _action_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    return [f"  {row['kind']} {row['job']} ({row['user']}) on {row['machine']}: "
+            f"{row['state']}" + (f" (planned in cycle {row['planned_cycle']})"
+                                 if row["planned_cycle"] != row["cycle"] else "")
+            + (f" - {row['error']}" if row["error"] else "") for row in rows]
 
 
 # --------------------------------------------------------------------- explain
@@ -92,7 +104,8 @@ def _decision_lines(decisions: Sequence[Mapping[str, Any]]) -> list[str]:
     for d in decisions:
         outcome = f" [{d['action_state']}]" if d["action_state"] else (
             " [not carried out]" if d["kind"] in ("vacate", "allocate") else "")
-        lines.append(f"  cycle {d['cycle']} ({stamp(d['time'])}): {d['kind']} {d['job']}"
+        lines.append(f"  cycle {d['cycle']} ({clock(d['time'], d['sim_start'])}): "
+                     f"{d['kind']} {d['job']}"
                      f"{' on ' + d['machine'] if d['machine'] else ''}{outcome}")
         lines.append(f"    {d['policy']}: {d['reason']}")
     return lines or ["  none recorded"]
@@ -100,7 +113,8 @@ def _decision_lines(decisions: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def _user_text(report: Mapping[str, Any]) -> str:
     shares = report["shares"]
-    lines = [f"{report['user']} as of cycle {report['cycle']} ({stamp(report['time'])}, "
+    lines = [f"{report['user']} as of cycle {report['cycle']} "
+             f"({clock(report['time'], report['sim_start'])}, "
              f"{report['policy']}):"]
     if shares is None:
         lines.append("  not in the pool at the latest cycle")
@@ -122,7 +136,8 @@ def _user_text(report: Mapping[str, Any]) -> str:
                 f"{key} {format_cell(value, '.4g') if isinstance(value, float) else value}"
                 for key, value in figures.items()))
     if report["last_preempted"] is not None:
-        lines.append(f"  last preempted at {stamp(report['last_preempted'])}")
+        lines.append("  last preempted at "
+                     f"{clock(report['last_preempted'], report['sim_start'])}")
     if report["held_back"]:
         lines.append("Preemptions involving it that safety rules held back:")
         lines += [f"  cycle {h['cycle']}: {h['rule']}" for h in report["held_back"]]
@@ -136,9 +151,10 @@ def _job_text(report: Mapping[str, Any]) -> str:
     lines = [f"job {report['job']}: " + (
         f"{now['status']} ({now['user']})"
         + (f" on {now['machine']}" if now["machine"] else "")
-        + f" since {stamp(now['since'])}" if now else "no longer in the pool")]
+        + f" since {clock(now['since'], now['sim_start'])}" if now
+        else "no longer in the pool")]
     lines.append("Seen by the daemon:")
-    lines += [f"  cycle {e['cycle']} ({stamp(e['time'])}): {e['event']}"
+    lines += [f"  cycle {e['cycle']} ({clock(e['time'], e['sim_start'])}): {e['event']}"
               + (f" on {e['machine']}" if e["machine"] else "") for e in report["events"]]
     lines.append("Decisions:")
     lines += _decision_lines(report["decisions"])
@@ -175,12 +191,20 @@ HISTORY_COLUMNS = (
 def history(db_path: Path, user: str | None, since: str | None, plot_path: Path | None,
             output_format: str) -> None:
     """Per-user usage and shares over the daemon's cycles."""
-    rows = reports.history(open_readonly(db_path), user, since)
+    db = open_readonly(db_path)
+    rows = reports.history(db, user, since)
     for row in rows:
-        row["when"] = stamp(row["time"])
+        row["when"] = clock(row["time"], row["sim_start"])
     if plot_path is not None:
         plot_history(rows, plot_path)
-    emit(rows, HISTORY_COLUMNS, output_format, empty="no usage recorded in that range")
+    emit(rows, HISTORY_COLUMNS, output_format, empty="no usage recorded in that range",
+         notes=_notes(db, [row["cycle"] for row in rows]))
+
+
+def _notes(db: Any, cycles: Sequence[int | None]) -> list[str]:
+    """What went wrong from the first of `cycles` (the rows shown) to the latest cycle:
+    with no row, in every cycle."""
+    return reports.cycle_notes(db, min(filter(None, cycles), default=None))
 
 
 def plot_history(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
@@ -193,12 +217,13 @@ def plot_history(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
 
     figure, axes = pyplot.subplots(figsize=(8, 4))
     start = min((row["time"] for row in rows), default=0.0)
+    first = min(rows, key=lambda row: row["time"]) if rows else {"sim_start": None}
     for user in dict.fromkeys(row["user"] for row in rows):
         points = [(row["time"] - start, row["power_diff"]) for row in rows
                   if row["user"] == user and row["power_diff"] not in (None, float("inf"))]
         axes.plot([t for t, _ in points], [p for _, p in points], label=user)
     axes.axhline(0.0, color="grey", linewidth=0.5)
-    axes.set_xlabel(f"seconds after {stamp(start)}")
+    axes.set_xlabel(f"seconds after {clock(start, first['sim_start'])}")
     axes.set_ylabel("PowerDiff")
     axes.legend(loc="best", fontsize="small")
     try:
@@ -210,8 +235,11 @@ def plot_history(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
 
 
 # --------------------------------------------------------------------- actions
+#: The cycle that planned an action and the cycle of its last change of state are apart: an
+#: action planned in cycle 3 may be confirmed in 3 and found landed in 5.
 ACTION_COLUMNS = (
-    ("cycle", "Cycle", "d"), ("when", "Planned", ""), ("kind", "Kind", ""), ("job", "Job", ""),
+    ("planned_cycle", "Planned in cycle", "d"), ("when", "Planned at", ""),
+    ("cycle", "State since cycle", "d"), ("kind", "Kind", ""), ("job", "Job", ""),
     ("user", "User", ""), ("machine", "Slot", ""), ("state", "State", ""),
     ("attempts", "Tries", "d"), ("error", "Why not", ""),
 )
@@ -226,7 +254,10 @@ ACTION_COLUMNS = (
 @format_option
 def actions(db_path: Path, since: str | None, state: str | None, output_format: str) -> None:
     """The daemon's action journal: what it planned, issued, confirmed, failed, abandoned."""
-    rows = reports.actions(open_readonly(db_path), since, state)
+    db = open_readonly(db_path)
+    rows = reports.actions(db, since, state)
     for row in rows:
-        row["when"] = stamp(row["planned_at"])
-    emit(rows, ACTION_COLUMNS, output_format, empty="no actions in that range")
+        row["when"] = clock(row["planned_at"], row["sim_start"])
+    emit(rows, ACTION_COLUMNS, output_format, empty="no actions in that range",
+         notes=_notes(db, [cycle for row in rows for cycle in (row["planned_cycle"],
+                                                                row["cycle"])]))

@@ -11,6 +11,7 @@ import io
 import json
 import math
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 FORMATS = ("table", "json", "csv")
@@ -40,6 +41,16 @@ def to_csv(rows: Sequence[Mapping[str, Any]]) -> str:
     for row in rows:
         writer.writerow(clean(dict(row)))
     return buffer.getvalue()
+
+
+def clock(seconds: float | None, sim_start: float | None = None) -> str | None:
+    """A time as every command shows it: UTC wall time, said so, or, on a simulated clock
+    that started at `sim_start`, the simulated seconds since: `t+1234 s`."""
+    if seconds is None:
+        return None
+    if sim_start is not None:
+        return f"t+{seconds - sim_start:.0f} s"
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def format_cell(value: Any, spec: str) -> str:

@@ -16,7 +16,6 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ from gridfair.classads.reader import FORMAT_NAMES
 from gridfair.classads.to_pool import pool_from_snapshot
 from gridfair.classads.views import AdConfig
 from gridfair.cli.group import cli
-from gridfair.cli.output import FORMATS, format_cell, to_csv, to_json
+from gridfair.cli.output import FORMATS, clock, format_cell, to_csv, to_json
 from gridfair.core.shares import SUMMED, SharesReport, share_rows, share_totals
 from gridfair.daemon import reports
 from gridfair.daemon.store import open_readonly
@@ -68,8 +67,12 @@ def report_from_snapshot(snapshot: Snapshot, policy: str | None, order: str | No
 
 def render_shares(report: SharesReport) -> str:
     """The report as text: the condor_userprio-like table, decisions, skipped ads."""
-    stamp = datetime.fromtimestamp(report.time, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    lines = [f"Shares at {stamp} ({report.policy})", _table(report.users, report.totals)]
+    lines = [f"Shares at {clock(report.time, report.sim_start)} ({report.policy})"]
+    if report.status:
+        lines.append(report.status)
+    if not report.users and report.status:  # nothing recorded: the status says why
+        return "\n".join(lines + _ad_notes(report))
+    lines.append(_table(report.users, report.totals))
     unmapped = unmapped_submitters(report)
     if unmapped:
         lines.append("Unmapped submitters (own no slot; see --uid-domain, --submitter-map): "
@@ -87,11 +90,17 @@ def render_shares(report: SharesReport) -> str:
         ]
     else:
         lines.append(f"{report.decisions_heading}: none")
+    return "\n".join(lines + _ad_notes(report))
+
+
+def _ad_notes(report: SharesReport) -> list[str]:
+    """The skipped ads and the warnings about ads, each kind under its heading."""
+    lines = []
     for heading, items in (("Skipped ads", report.skipped), ("Warnings", report.warnings)):
         if items:
             lines += ["", f"{heading} ({len(items)}):"]
             lines += [f"  {ad_note_line(**item)}" for item in items]
-    return "\n".join(lines)
+    return lines
 
 
 def unmapped_submitters(report: SharesReport) -> list[str]:
@@ -103,7 +112,9 @@ def unmapped_submitters(report: SharesReport) -> list[str]:
 def shares_json(report: SharesReport) -> str:
     return to_json({
         "time": report.time,
+        "clock": clock(report.time, report.sim_start),
         "policy": report.policy,
+        "status": report.status,
         "users": list(report.users),
         "unmapped": unmapped_submitters(report),
         "totals": dict(report.totals),

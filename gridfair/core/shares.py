@@ -35,6 +35,12 @@ class SharesReport:
     #: daemon's store, what its latest cycle did (each decision then has its action's state).
     decisions_heading: str = "Decisions now"
     decisions_note: str = "none carried out"
+    #: Where a simulated clock started, `time` being simulated seconds after it (None: `time`
+    #: is wall time).
+    sim_start: float | None = None
+    #: A line on the state of the source, shown under the heading (from the daemon's store:
+    #: the latest cycle failed, and the table is of an earlier one).
+    status: str | None = None
 
 
 def share_rows(pool: Pool) -> list[dict[str, Any]]:

@@ -2,8 +2,10 @@
 
 Every key is declared once in `SCHEMA` with its type, default and bounds; an unknown key, a
 wrong type or a value out of range is a `ConfigError` naming the key (`safety.min_runtime`),
-so a typo never silently falls back to a default. Relative paths are resolved against the
-config file's directory, so a config works from any working directory.
+so a typo never silently falls back to a default. A key with no default (`REQUIRED`) must be
+written: `backend.kind`, so that a config says which pool it drives (an empty or unreadable
+file is never the demo simulation). Relative paths are resolved against the config file's
+directory, so a config works from any working directory.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from gridfair.policies.registry import build_stages
 
 BACKENDS = ("sim", "files", "htcondor")
 LOG_LEVELS = ("debug", "info", "warning", "error")
+#: The default of a key that must be written.
+REQUIRED = None
 
 
 @dataclass(frozen=True)
@@ -69,7 +73,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
                                "cycles (2 x NEGOTIATOR_INTERVAL)"),
     },
     "backend": {
-        "kind": Key(str, "sim", choices=BACKENDS),
+        "kind": Key(str, REQUIRED, choices=BACKENDS, help="the pool the daemon drives"),
     },
     "backend.sim": {
         "grid": Key(str, "", path=True, or_name=True,
@@ -126,16 +130,27 @@ class Config:
 
 
 def load_config(path: Path) -> Config:
-    """Read and validate a TOML config file."""
+    """Read and validate a TOML config file: one that cannot be read, is not text or TOML, or
+    says nothing, is a ConfigError naming it."""
     try:
-        text = path.read_text()
+        text = path.read_bytes().decode("utf-8")
     except OSError as error:
-        raise ConfigError(f"cannot read config {path}: {error.strerror}") from None
+        raise ConfigError(f"{path}: cannot read config: {error.strerror}") from None
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})"
+                          ) from None
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: not valid TOML: {error}") from None
-    return validate(raw, base=path.resolve().parent)
+    if not raw:
+        raise ConfigError(f"{path}: empty config (no setting in it); it needs at least "
+                          f"[backend] kind = one of {', '.join(BACKENDS)} (configs/ has an "
+                          "example of each)")
+    try:
+        return validate(raw, base=path.resolve().parent)
+    except ConfigError as error:
+        raise ConfigError(f"{path}: {error}") from None
 
 
 def validate(raw: Mapping[str, Any], *, base: Path) -> Config:
@@ -156,6 +171,7 @@ def validate(raw: Mapping[str, Any], *, base: Path) -> Config:
         section = sorted(flat)[0]
         known = ", ".join(SCHEMA)
         raise ConfigError(f"config section [{section}]: unknown section (known: {known})")
+    _require_keys(sections)
     kind = sections["backend"]["kind"]
     _require_backend_keys(kind, sections)
     _check_policy(sections["policy"])
@@ -212,7 +228,20 @@ def _flatten_sections(raw: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return flat
 
 
+def _require_keys(sections: Mapping[str, Mapping[str, Any]]) -> None:
+    """A key with no default (`REQUIRED`) that the config does not write is an error naming
+    it and its choices."""
+    for section, keys in SCHEMA.items():
+        for name, key in keys.items():
+            if sections[section][name] is REQUIRED:
+                choices = f"one of {', '.join(key.choices)}" if key.choices else "..."
+                raise ConfigError(f"config key {section}.{name}: missing ({key.help}): "
+                                  f"write [{section}] {name} = {choices}")
+
+
 def _check(name: str, key: Key, value: Any, base: Path) -> Any:
+    if value is REQUIRED:
+        return value  # `_require_keys` names it, after the keys written are checked
     kind = key.kind
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)

@@ -1,7 +1,10 @@
 """One negotiation cycle of the daemon, from snapshot to recorded outcome.
 
 1. read the snapshot (in a thread, bounded by `query_timeout`); a failure records the cycle
-   as failed and takes no action;
+   as failed and takes no action, as does a snapshot with no usable slot ad (or, from the
+   `files` backend, job ads none of which is usable). Each skipped ad and each warning about
+   an ad is logged at WARNING, every cycle (past `LOGGED_ADS`, one line says how many more)
+   and recorded with the cycle, failed or not;
 2. reconcile it with the stored jobs (kept in memory after the first cycle); turn it into the
    negotiator's pool: the pool kept from the last cycle with this snapshot's changes applied
    (`gridfair.classads.kept_pool`; after a start or a failed cycle everything in it is new),
@@ -39,7 +42,13 @@ from gridfair.core.pool import CPUS, MEMORY, POWER, Pool, UserState
 from gridfair.core.shares import share_rows
 from gridfair.core.stages import ALLOCATE, VACATE, Decision
 from gridfair.daemon import inflight
-from gridfair.daemon.backends import ActionFailed, PoolBackend, PoolUnavailable
+from gridfair.daemon.backends import (
+    ActionFailed,
+    PoolBackend,
+    PoolUnavailable,
+    UnusablePool,
+    require_slots,
+)
 from gridfair.daemon.config import Config
 from gridfair.daemon.faults import FaultPoints
 from gridfair.daemon.metrics import NullMetrics
@@ -55,7 +64,8 @@ from gridfair.daemon.store import (
     StoreError,
     dumps,
 )
-from gridfair.model import JOB_STATUS, Job, JobStatus, Machine, Snapshot
+from gridfair.errors import GridfairError
+from gridfair.model import JOB_STATUS, AdNote, Job, JobStatus, Machine, Snapshot
 from gridfair.policies.registry import Stages, build_stages
 
 log = logging.getLogger("gridfair.daemon")
@@ -64,6 +74,8 @@ log = logging.getLogger("gridfair.daemon")
 ACTION_KINDS = (VACATE, ALLOCATE)
 #: Allocations journaled issued, carried out and journaled done together (`_carry_out`).
 ALLOCATION_BATCH = 64
+#: Skipped ads (and warnings) logged one line each per cycle; the others are counted in one.
+LOGGED_ADS = 5
 
 
 @dataclass
@@ -188,13 +200,19 @@ class CycleRunner:
         self.cycles_run += 1
         number = self.cycles_run
         clock = time.perf_counter()
-        cycle = self.store.begin_cycle(time.time(), self.label, self.dry_run)
+        cycle = self.store.begin_cycle(time.time(), self.label, self.dry_run,
+                                       self.backend.simulated_since)
         try:
-            snapshot = read_with_timeout(self.backend, self.timeout)
+            snapshot = require_slots(read_with_timeout(self.backend, self.timeout),
+                                     f"the {self.backend.name} pool")
+        except UnusablePool as error:
+            log_ads(cycle, error.snapshot, self.store.path)
+            return self._failed(cycle, clock, str(error), "snapshot", error.snapshot)
         except Exception as error:  # noqa: BLE001 - any backend failure fails the cycle only
-            message = str(error) if isinstance(error, PoolUnavailable) else (
+            message = str(error) if isinstance(error, GridfairError) else (
                 f"backend error: {type(error).__name__}: {error}")
             return self._failed(cycle, clock, message, "snapshot")
+        log_ads(cycle, snapshot, self.store.path)
         self.faults.reached("after_snapshot", number)
         try:
             report = self._negotiate(cycle, number, snapshot, clock)
@@ -208,10 +226,12 @@ class CycleRunner:
         self.metrics.cycle(report.outcome, report.duration)
         return report
 
-    def _failed(self, cycle: int, clock: float, message: str, where: str) -> CycleReport:
+    def _failed(self, cycle: int, clock: float, message: str, where: str,
+                snapshot: Snapshot | None = None) -> CycleReport:
         duration = time.perf_counter() - clock
+        ads = ad_columns(snapshot) if snapshot is not None else {}
         self.store.update_cycle(cycle, outcome="failed", error=message, finished=time.time(),
-                                duration=duration)
+                                duration=duration, **ads)
         self.metrics.error(where)
         self.metrics.cycle("failed", duration)
         return CycleReport(cycle, "failed", duration, error=message)
@@ -383,9 +403,7 @@ class CycleRunner:
                 "jobs": len(snapshot.jobs), "idle": counts["idle"], "running": counts["running"],
                 "decisions": len(decisions), "actions_planned": len(new_actions),
                 "events": dumps({**recon.counts(), "notes": notes}),
-                "held_back": dumps(held),
-                "skipped": dumps([{"source": s.source, "index": s.index, "name": s.name,
-                                   "reason": s.reason} for s in snapshot.skipped]),
+                "held_back": dumps(held), **ad_columns(snapshot),
             })
         return to_run
 
@@ -574,6 +592,26 @@ class CycleRunner:
                 self.store.set_action_state(action.key, ISSUED, cycle, now, attempt=True, db=db)
         for action in actions:
             self.metrics.action(action.kind, ISSUED)
+
+
+def ad_columns(snapshot: Snapshot) -> dict[str, Any]:
+    """The cycle's columns of the snapshot's skipped ads and warnings about ads."""
+    return {"skipped": dumps([item.row() for item in snapshot.skipped]),
+            "warnings": dumps([item.row() for item in snapshot.warnings])}
+
+
+def log_ads(cycle: int, snapshot: Snapshot, store: Any) -> None:
+    """Each skipped ad and each warning about an ad of the snapshot, at WARNING: one line
+    each, the first `LOGGED_ADS` of each kind, then one line with how many more."""
+    kinds: tuple[tuple[str, str, tuple[AdNote, ...]], ...] = (
+        ("ad skipped", "ads skipped", snapshot.skipped),
+        ("ad warning", "ad warnings", snapshot.warnings))
+    for one, many, items in kinds:
+        for item in items[:LOGGED_ADS]:
+            log.warning("cycle %d: %s: %s", cycle, one, item.line())
+        if len(items) > LOGGED_ADS:
+            log.warning("cycle %d: %d more %s, %d in all (`gridfair shares --db %s` lists "
+                        "them)", cycle, len(items) - LOGGED_ADS, many, len(items), store)
 
 
 def pair_handovers(

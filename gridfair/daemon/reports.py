@@ -4,8 +4,10 @@ Each report reads inside one read transaction, so it sees one consistent state o
 (WAL gives readers a snapshot) even while the daemon commits a cycle.
 
 Times: the store keeps the backend's clock (`cycles.now`): wall time for real pools,
-simulated seconds for `sim`. A relative `--since` (`2h`, `30m`, `1d`) is counted back from the
-latest cycle's clock, so it means the same on both.
+simulated seconds for `sim`, after `cycles.sim_start`. Every row with a time carries the
+`sim_start` of its cycle (None on a wall clock), so that it is shown as UTC wall time or as
+`t+N s` of its simulation, never one as the other. A relative `--since` (`2h`, `30m`, `1d`) is
+counted back from the latest cycle's clock, so it means the same on both.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import sqlite_utils
 from gridfair.core.shares import SharesReport, share_totals
 from gridfair.daemon.store import ACTION_STATES
 from gridfair.errors import GridfairError
+from gridfair.model import ad_note_line
 
 _RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -85,11 +88,30 @@ def _last_cycle_with_usage(db: sqlite_utils.Database) -> dict[str, Any]:
     return rows[0]
 
 
+def cycle_time(cycle: dict[str, Any]) -> float:
+    """When a cycle read the pool, on the backend's clock (a cycle that failed before it
+    read: when it started, on the wall clock; its `sim_start` is then to be ignored)."""
+    return cycle["now"] if cycle["now"] is not None else cycle["started"]
+
+
+def cycle_note(cycle: dict[str, Any]) -> str:
+    """`cycle N failed: why` for a cycle that did not finish as planned."""
+    return (f"cycle {cycle['id']} {cycle['outcome']}"
+            + (f": {cycle['error']}" if cycle["error"] else ""))
+
+
 # --------------------------------------------------------------------- shares
 def shares_report(db: sqlite_utils.Database) -> SharesReport:
-    """The `gridfair shares` report as of the daemon's latest cycle."""
+    """The `gridfair shares` report as of the daemon's latest cycle that recorded shares,
+    with the skipped ads and warnings of the latest cycle, and why it failed if it did."""
     with reading(db):
-        cycle = _last_cycle_with_usage(db)
+        latest = next(iter(db.query(
+            "select * from cycles where outcome != 'running' order by id desc limit 1")), None)
+        if latest is None:
+            raise ReportError("the store has no finished cycle yet")
+        shown = next(iter(db.query(
+            "select * from cycles where id = (select max(cycle) from usage)")), None)
+        cycle = latest if shown is None else shown
         users = [{key: row[key] for key in SHARE_KEYS} for row in db.query(
             "select * from usage where cycle = ? order by rowid", [cycle["id"]])]
         decisions = [
@@ -101,15 +123,24 @@ def shares_report(db: sqlite_utils.Database) -> SharesReport:
                 "select d.*, a.state from decisions d left join actions a on a.key = d.action "
                 "where d.cycle = ? order by d.seq", [cycle["id"]])
         ]
+    status = None
+    if shown is None:
+        status = f"No cycle has recorded shares yet; the latest: {cycle_note(latest)}"
+    elif latest["id"] != shown["id"]:
+        status = (f"The latest cycle recorded no shares ({cycle_note(latest)}); the table "
+                  f"is of cycle {shown['id']}")
     return SharesReport(
-        time=cycle["started"],  # wall time: `now` is simulated seconds on the sim backend
+        time=cycle_time(cycle),
+        sim_start=cycle["sim_start"] if cycle["now"] is not None else None,
         policy=f"{cycle['policy']}, daemon cycle {cycle['id']} {cycle['outcome']}",
         users=users,
         totals=share_totals(users),
         decisions=decisions,
-        skipped=_loads(cycle["skipped"]) or [],
+        skipped=_loads(latest["skipped"]) or [],
+        warnings=_loads(latest["warnings"]) or [],
         decisions_heading=f"Decisions of cycle {cycle['id']}",
         decisions_note="[state] of the action carried out",
+        status=status,
     )
 
 
@@ -132,8 +163,8 @@ def _decisions(db, where: str, args: list, limit: int) -> list[dict[str, Any]]:
     return [
         {**row, "figures": _loads(row["figures"])}
         for row in db.query(
-            "select d.cycle, c.now as time, d.kind, d.job, d.user, d.machine, d.policy, "
-            "d.reason, d.figures, d.action, a.state as action_state "
+            "select d.cycle, c.now as time, c.sim_start, d.kind, d.job, d.user, d.machine, "
+            "d.policy, d.reason, d.figures, d.action, a.state as action_state "
             "from decisions d join cycles c on c.id = d.cycle "
             f"left join actions a on a.key = d.action where {where} "
             "order by d.cycle desc, d.seq limit ?", [*args, limit])
@@ -157,6 +188,7 @@ def _explain_user(db, user: str, limit: int) -> dict[str, Any]:
         "user": user,
         "cycle": cycle["id"],
         "time": cycle["now"],
+        "sim_start": cycle["sim_start"],
         "policy": cycle["policy"],
         "position": position,
         "users": len(usage),
@@ -171,9 +203,11 @@ def _explain_user(db, user: str, limit: int) -> dict[str, Any]:
 
 
 def _explain_job(db, job: str, limit: int) -> dict[str, Any]:
-    rows = list(db.query("select * from jobs where id = ?", [job]))
-    events = list(db.query("select cycle, time, event, machine from job_events where job = ? "
-                           "order by id desc limit ?", [job, limit]))
+    rows = list(db.query("select j.*, c.sim_start from jobs j left join cycles c "
+                         "on c.id = j.cycle where j.id = ?", [job]))
+    events = list(db.query("select e.cycle, e.time, c.sim_start, e.event, e.machine "
+                           "from job_events e left join cycles c on c.id = e.cycle "
+                           "where e.job = ? order by e.id desc limit ?", [job, limit]))
     actions = list(db.query("select key, kind, machine, state, attempts, error, reason "
                             "from actions where job = ? order by planned_at desc limit ?",
                             [job, limit]))
@@ -209,9 +243,10 @@ def _filtered(db: sqlite_utils.Database, select: str, order: str, equal: dict[st
 def history(db: sqlite_utils.Database, user: str | None, since: str | None
             ) -> list[dict[str, Any]]:
     return _filtered(
-        db, "select cycle, time, user, provided_mflops, allocated_mflops, power_diff, "
-        "dominant_share, running, idle from usage", "order by cycle, rowid", {"user": user},
-        "time", since)
+        db, "select u.cycle, u.time, u.user, u.provided_mflops, u.allocated_mflops, "
+        "u.power_diff, u.dominant_share, u.running, u.idle, c.sim_start from usage u "
+        "join cycles c on c.id = u.cycle", "order by u.cycle, u.rowid", {"u.user": user},
+        "u.time", since)
 
 
 def actions(db: sqlite_utils.Database, since: str | None, state: str | None
@@ -219,6 +254,62 @@ def actions(db: sqlite_utils.Database, since: str | None, state: str | None
     if state is not None and state not in ACTION_STATES:
         raise ReportError(f"--state {state!r}: one of {', '.join(ACTION_STATES)}")
     return _filtered(
-        db, "select cycle, planned_at, updated_at, kind, job, user, machine, state, attempts, "
-        "error, reason, key from actions", "order by planned_at, rowid", {"state": state},
-        "updated_at", since)
+        db, "select a.planned_cycle, a.cycle, a.planned_at, a.updated_at, a.kind, a.job, "
+        "a.user, a.machine, a.state, a.attempts, a.error, a.reason, a.key, c.sim_start "
+        "from actions a left join cycles c on c.id = a.planned_cycle",
+        "order by a.planned_at, a.rowid", {"a.state": state}, "a.updated_at", since)
+
+
+def held_back(db: sqlite_utils.Database, cycle: int) -> list[str]:
+    """The preemptions the safety rules held back in `cycle` (and decisions not acted on
+    because the snapshot was stale), each with the rule and its figures."""
+    row = next(iter(db.query("select held_back from cycles where id = ?", [cycle])), None)
+    lines = []
+    for item in (_loads(row["held_back"]) if row else None) or []:
+        if "victim" in item:
+            lines.append(f"vacate {item['victim']} ({item['victim_user']}) on {item['machine']}"
+                         f" for {item['receiver']} ({item['receiver_user']}): {item['rule']}")
+        else:
+            lines.append(f"{item['decisions']} decision(s) not acted on: {item['rule']}")
+    return lines
+
+
+def cycle_notes(db: sqlite_utils.Database, first: int | None) -> list[str]:
+    """What went wrong from cycle `first` (None: the first) to the latest: cycles that
+    failed or were cut short, ads skipped and warnings about ads, each with the cycles it
+    happened in (an ad skipped every cycle is one line, not one a cycle)."""
+    seen: dict[str, list[int]] = {}
+    with reading(db):
+        for cycle in db.query("select id, outcome, error, skipped, warnings from cycles "
+                              "where id >= ? order by id", [first or 0]):
+            if cycle["outcome"] not in ("ok", "dry-run", "running"):
+                what = cycle["outcome"] + (f": {cycle['error']}" if cycle["error"] else "")
+                seen.setdefault(what, []).append(cycle["id"])
+            for kind, column in (("ad skipped", "skipped"), ("ad warning", "warnings")):
+                for item in _loads(cycle[column]) or []:
+                    seen.setdefault(f"{kind}: {ad_note_line(**item)}", []).append(cycle["id"])
+    notes = [f"{_cycle_span(cycles)}: {what}" for what, cycles in seen.items()]
+    if len(notes) > SHOWN_NOTES:
+        notes[SHOWN_NOTES:] = [f"and {len(notes) - SHOWN_NOTES} more (`gridfair shares --db` "
+                               "lists the latest cycle's skipped ads)"]
+    return notes
+
+
+#: Runs of cycles a note lists before it counts the rest; notes listed before they are.
+SHOWN_RUNS, SHOWN_NOTES = 8, 20
+
+
+def _cycle_span(cycles: list[int]) -> str:
+    """`cycle 3`, or `cycles 3-7, 9, 12-15` (runs of consecutive cycles), the runs past
+    `SHOWN_RUNS` counted."""
+    runs: list[list[int]] = []
+    for cycle in cycles:
+        if runs and cycle == runs[-1][-1] + 1:
+            runs[-1].append(cycle)
+        else:
+            runs.append([cycle])
+    shown = ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0])
+                      for run in runs[:SHOWN_RUNS])
+    if len(runs) > SHOWN_RUNS:
+        shown += f" and {sum(map(len, runs[SHOWN_RUNS:]))} more"
+    return ("cycle " if len(cycles) == 1 else "cycles ") + shown

@@ -77,8 +77,11 @@ def setup_logging(config: Config) -> None:
     logger.setLevel(section["log_level"].upper())
     logger.handlers.clear()
     logger.propagate = False
+    # The wall clock in UTC, said so (Z), whatever the host's zone: the times the admin
+    # commands print are UTC too.
     formatter = logging.Formatter("%(asctime)s gridfair %(levelname)s %(message)s",
-                                  "%Y-%m-%dT%H:%M:%S")
+                                  "%Y-%m-%dT%H:%M:%SZ")
+    formatter.converter = time.gmtime
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     if section["log_file"]:
         try:
@@ -147,6 +150,8 @@ class Daemon:
             self._back_off()
             return None
         self.cycles += 1
+        if self.max_cycles and self.cycles >= self.max_cycles:
+            self.stopping.set()
         if report.outcome == "failed":
             log.warning(report.line())
             self._back_off()
@@ -156,19 +161,20 @@ class Daemon:
             self.skip_until = 0.0
         if self.on_cycle is not None:
             self.on_cycle(report)
-        if self.max_cycles and self.cycles >= self.max_cycles:
-            self.stopping.set()
         return report
 
     def _back_off(self) -> None:
         self.failures += 1
         delay = min(self.interval * 2 ** (self.failures - 1), self.backoff_max)
         self.skip_until = time.monotonic() + delay
-        log.info("next cycle in %.0f s at the earliest (%d failure(s) in a row)", delay,
-                 self.failures)
+        if not self.stopping.is_set():  # after its last cycle, the daemon has no next one
+            log.info("next cycle in %.0f s at the earliest (%d failure(s) in a row)", delay,
+                     self.failures)
 
     # ------------------------------------------------------------ the process
     def run_once(self) -> int:
+        """One cycle, whatever its outcome; 0 if it did not fail, 1 if it did."""
+        self.max_cycles = 1
         report = self.tick()
         self.close()
         return 0 if report is not None and report.outcome != "failed" else 1

@@ -1,7 +1,8 @@
 """The daemon's durable state: one SQLite file in WAL mode, through sqlite-utils.
 
 Tables (docs/daemon.md has the columns):
-- `cycles`: one row per cycle (times, counts, outcome, skipped ads, held-back preemptions);
+- `cycles`: one row per cycle (times, counts, outcome, skipped ads and warnings about ads,
+  held-back preemptions);
 - `decisions`: every policy decision with its reason and figures;
 - `actions`: the action journal, one row per idempotency key, and `action_log`, its history;
 - `jobs`: the pool's jobs as last seen (what the next cycle reconciles against);
@@ -50,14 +51,19 @@ _TABLES: dict[str, tuple[dict[str, type], str | tuple[str, ...]]] = {
         "duration": float, "outcome": str, "machines": int, "jobs": int, "idle": int,
         "running": int, "decisions": int, "actions_planned": int, "actions_confirmed": int,
         "actions_failed": int, "events": str, "held_back": str, "skipped": str, "error": str,
-        "policy": str, "dry_run": int,
+        "policy": str, "dry_run": int, "warnings": str,
+        # The sim backend's clock at its start (its times are simulated seconds after it);
+        # NULL for a wall clock.
+        "sim_start": float,
     }, "id"),
     "decisions": ({
         "id": int, "cycle": int, "seq": int, "kind": str, "job": str, "user": str,
         "machine": str, "policy": str, "reason": str, "figures": str, "action": str,
     }, "id"),
     "actions": ({
-        "key": str, "cycle": int, "kind": str, "job": str, "user": str, "machine": str,
+        # `cycle`: of the last change of state; `planned_cycle`: of the first plan.
+        "key": str, "cycle": int, "planned_cycle": int, "kind": str, "job": str, "user": str,
+        "machine": str,
         "state": str, "attempts": int, "retryable": int, "planned_at": float,
         "updated_at": float, "error": str, "reason": str,
     }, "key"),
@@ -149,6 +155,14 @@ class Store:
             table = self.db[name]
             if not table.exists():
                 table.create(columns, pk=pk)
+                continue
+            # A store made by an earlier gridfair gets the columns added since, empty.
+            for column in sorted(columns.keys() - table.columns_dict.keys()):
+                table.add_column(column, columns[column])
+        with self.db.atomic():  # ... but the cycle that first planned an action it has
+            self.db.execute("update actions set planned_cycle = (select min(cycle) from "
+                            "action_log where action_log.key = actions.key) "
+                            "where planned_cycle is null")
         for table, columns in _INDEXES:
             self.db[table].create_index(columns, if_not_exists=True)
 
@@ -164,11 +178,12 @@ class Store:
             yield self.db
 
     # ---------------------------------------------------------------- cycles
-    def begin_cycle(self, started: float, policy: str, dry_run: bool) -> int:
+    def begin_cycle(self, started: float, policy: str, dry_run: bool,
+                    sim_start: float | None = None) -> int:
         with self.transaction("record a new cycle") as db:
             return db["cycles"].insert(
                 {"started": started, "outcome": "running", "policy": policy,
-                 "dry_run": int(dry_run)}
+                 "dry_run": int(dry_run), "sim_start": sim_start}
             ).last_pk
 
     def update_cycle(self, cycle: int, **fields: Any) -> None:
@@ -232,8 +247,9 @@ class Store:
                            [action["reason"], key])
                 self.set_action_state(key, PLANNED, cycle, time, "planned again", db=db)
                 continue
-            row = {**action, "cycle": cycle, "state": PLANNED, "attempts": 0, "retryable": 1,
-                   "planned_at": time, "updated_at": time, "error": ""}
+            row = {**action, "cycle": cycle, "planned_cycle": cycle, "state": PLANNED,
+                   "attempts": 0, "retryable": 1, "planned_at": time, "updated_at": time,
+                   "error": ""}
             db.execute(f"insert into actions ({', '.join(row)}) "
                        f"values ({', '.join('?' * len(row))})", list(row.values()))
             db.execute(_LOG_ACTION, [key, cycle, time, PLANNED, ""])

@@ -56,6 +56,9 @@ class PoolBackend(ABC):
     """A pool the daemon negotiates for."""
 
     name: str = "backend"
+    #: Where a simulated clock started (`now()` is then simulated seconds after it, shown as
+    #: `t+N s`); None for a pool on the wall clock.
+    simulated_since: float | None = None
 
     @abstractmethod
     def read_snapshot(self) -> Snapshot:
@@ -96,7 +99,8 @@ class PoolBackend(ABC):
         pool may start it anywhere (default: nothing to lift). Raises `ActionFailed`."""
 
     def now(self) -> float:
-        """The pool's clock: wall time for real pools, simulated time for `sim`."""
+        """The pool's clock: wall time for real pools, simulated time for `sim` (from
+        `simulated_since`)."""
         return time.time()
 
     def close(self) -> None:  # noqa: B027 - optional hook: most backends hold nothing open

@@ -51,6 +51,7 @@ class SimBackend(PoolBackend):
         # jobs' times (hence the journal's idempotency keys) never repeat an earlier run's
         # kept in the same store.
         self.time = time.time() if origin is None else origin
+        self.simulated_since = self.time
         self._reads = 0
         self.machines = {spec.name: spec for spec in self.grid.machines}
         self.running_on: dict[str, str] = {}  # machine -> job id

@@ -43,8 +43,27 @@ COMMANDS = {
 
 class GridfairGroup(click.Group):
     """Loads a subcommand's module when the subcommand is asked for. Turns input and
-    configuration errors, and a missing optional extra, into one line on stderr and exit
-    code 2."""
+    configuration errors, a missing optional extra, and click's own usage errors, into one
+    line on stderr and exit code 2."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True,
+             **extra):
+        """As click's, but a usage error is one line (click prints four: usage, a hint, a
+        blank line and the error), as every other gridfair error is."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            # Not standalone: click raises its errors here instead of printing them.
+            code = super().main(args, prog_name, complete_var, False, **extra)
+        except click.ClickException as error:
+            click.echo(f"gridfair: error: {one_line(error)}", err=True)
+            sys.exit(error.exit_code)
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        # What click returns here is an exit code (--help, --version: 0) or a command's
+        # value (gridfair's return None): what click would exit with.
+        sys.exit(code if isinstance(code, int) else 0)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS.keys() | self.commands.keys())
@@ -76,6 +95,15 @@ class GridfairGroup(click.Group):
                        f"extra ({error.name} is not installed): pip install "
                        f"'gridfair[{extra}]'", err=True)
             sys.exit(2)
+
+
+def one_line(error: click.ClickException) -> str:
+    """A click error in one line, pointing a usage error to the command's --help."""
+    message = " ".join(error.format_message().split())
+    context = getattr(error, "ctx", None)
+    if isinstance(error, click.UsageError) and context is not None:
+        message += f" (see '{context.command_path} --help')"
+    return message
 
 
 @click.group(cls=GridfairGroup)

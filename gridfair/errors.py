@@ -41,3 +41,9 @@ class InputError(GridfairError):
 
 class ConfigError(GridfairError):
     """A configuration value is missing or invalid; names the key."""
+
+
+def not_text(error: UnicodeDecodeError, *, whole: bool = True) -> str:
+    """What to say of a file that does not decode: not UTF-8 text, and where when the error
+    is of the `whole` file (a stream's decoder counts from its last chunk)."""
+    return f"not UTF-8 text ({error.reason}" + (f" at byte {error.start})" if whole else ")")

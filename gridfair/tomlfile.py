@@ -6,7 +6,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from gridfair.errors import InputError
+from gridfair.errors import InputError, not_text
 
 
 def read_toml(path: Path, what: str) -> dict[str, Any]:
@@ -16,7 +16,10 @@ def read_toml(path: Path, what: str) -> dict[str, Any]:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise InputError(f"no such {what}", source=source) from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise InputError(f"cannot read {what}: {error}", source=source) from None
+    except UnicodeDecodeError as error:
+        raise InputError(f"{what}: {not_text(error)}", source=source) from None
+    except OSError as error:
+        raise InputError(f"cannot read {what}: {error.strerror or error}", source=source
+                         ) from None
     except tomllib.TOMLDecodeError as error:
-        raise InputError(f"not valid TOML: {error}", source=source) from None
+        raise InputError(f"{what}: not valid TOML: {error}", source=source) from None

@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 
 import classad2
 
-from gridfair.errors import InputError
+from gridfair.errors import InputError, not_text
 from gridfair.model import AdWarning, SkippedAd
 
 
@@ -132,8 +132,7 @@ def read_text(path: str | Path) -> str:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise InputError(f"not UTF-8 text ({error.reason} at byte {error.start})",
-                         source=source) from None
+        raise InputError(not_text(error), source=source) from None
     del data
     nul = text.find("\0")
     if nul >= 0:  # valid UTF-8 is not always text: a binary file is seldom anything else

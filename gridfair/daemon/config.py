@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gridfair.errors import ConfigError
+from gridfair.errors import ConfigError, not_text
 from gridfair.policies.registry import build_stages
 
 BACKENDS = ("sim", "files", "htcondor")
@@ -137,8 +137,7 @@ def load_config(path: Path) -> Config:
     except OSError as error:
         raise ConfigError(f"{path}: cannot read config: {error.strerror}") from None
     except UnicodeDecodeError as error:
-        raise ConfigError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})"
-                          ) from None
+        raise ConfigError(f"{path}: {not_text(error)}") from None
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:

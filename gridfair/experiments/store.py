@@ -44,16 +44,16 @@ class ResultsStore:
             raise InputError("no such results DB", source=str(self.path))
         try:
             self.db = sqlite_utils.Database(self.path)
-            self._check_or_create()
+            self._check_or_create(create)
         except sqlite3.DatabaseError as error:
             raise InputError(f"not a gridfair results DB ({error})",
                              source=str(self.path)) from None
 
-    def _check_or_create(self) -> None:
+    def _check_or_create(self, create: bool) -> None:
         tables = set(self.db.table_names())
         if "meta" not in tables:
-            if tables:
-                raise InputError("not a gridfair results DB (it has tables but no meta table)",
+            if tables or not create:  # an empty file to read is not made a results DB
+                raise InputError("not a gridfair results DB (no meta table)",
                                  source=str(self.path))
             self._create()
             return

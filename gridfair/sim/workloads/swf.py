@@ -160,6 +160,8 @@ class SwfLines:
 
     def _jobs(self, lines: Iterable[str]) -> Iterator[SwfJob]:
         for number, line in enumerate(lines, start=1):
+            if "\0" in line:  # no text file has one: a binary file would be read as garbage
+                raise InputError(f"not text (a NUL byte on line {number})", source=self.source)
             stripped = line.strip()
             if not stripped:
                 continue

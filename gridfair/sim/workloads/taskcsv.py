@@ -34,7 +34,7 @@ from typing import Any, TextIO
 
 from gridfair.core.pool import Node, Task
 from gridfair.core.stages import STOP
-from gridfair.errors import ConfigError, InputError
+from gridfair.errors import ConfigError, InputError, not_text
 from gridfair.policies.drf import Entitlements
 from gridfair.sim.grid import Grid
 from gridfair.sim.workloads.registry import (
@@ -176,7 +176,10 @@ def _reading(path: Path) -> Iterator[TextIO]:
     try:
         with _open_text(path) as lines:
             yield lines
-    except (OSError, EOFError, zlib.error, UnicodeDecodeError) as error:
+    except UnicodeDecodeError as error:
+        raise InputError(f"task file: {not_text(error, whole=False)}", source=str(path)
+                         ) from None
+    except (OSError, EOFError, zlib.error) as error:
         raise InputError(f"cannot read task file: {error}", source=str(path)) from None
 
 

@@ -71,7 +71,7 @@ def test_task_lists_stop_for_every_order_and_reports_name_the_rule(gridfair_cli,
         result = gridfair_cli("simulate", "--workload", tasks, "--order", "drf", *args,
                               "--format", "json", "--quiet", "--db", str(tmp_path / "runs.db"))
         assert result.exit_code == 0, result.output
-        assert json.loads(result.output)["allocation"] == rule
+        assert json.loads(result.stdout)["allocation"] == rule
     runs = sqlite_utils.Database(tmp_path / "runs.db")["runs"]
     assert [row["allocation"] for row in runs.rows] == ["stop", "backfill"]
 
@@ -79,10 +79,13 @@ def test_task_lists_stop_for_every_order_and_reports_name_the_rule(gridfair_cli,
 def test_compare_refuses_orders_under_different_rules_unless_one_is_given(gridfair_cli):
     # On a grid, SDRF keeps Algorithm 1's stop and DRF backfills: not like for like.
     mixed = gridfair_cli("compare", TABLE1, "-p", "drf,sdrf", "-w", "low", "--format", "json")
-    assert mixed.exit_code == 2
-    assert mixed.output.strip().count("\n") == 0
-    assert "different allocation rules (order=drf: backfill, order=sdrf: stop)" in mixed.output
+    assert mixed.exit_code == 2 and mixed.stdout == ""
+    # The runs' progress lines, then the error in one line.
+    assert [line.startswith("gridfair compare: run ") for line in mixed.stderr.splitlines()
+            ] == [True, True, False]
+    assert "different allocation rules (order=drf: backfill, order=sdrf: stop)" in \
+        mixed.stderr.splitlines()[-1]
     chosen = gridfair_cli("compare", TABLE1, "-p", "drf,sdrf", "-w", "low", "--format", "json",
                           "--param", "allocation=stop")
     assert chosen.exit_code == 0, chosen.output
-    assert json.loads(chosen.output)["allocation"] == "stop"
+    assert json.loads(chosen.stdout)["allocation"] == "stop"

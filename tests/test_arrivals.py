@@ -72,7 +72,7 @@ def test_the_cli_records_the_semantics_in_json_and_the_db(gridfair_cli, tmp_path
                     "--arrivals", "sequential", "--hosep-test", "ispd2014", "--format", "json",
                     "--db", str(db))
     assert result.exit_code == 0, result.output
-    report = json.loads(result.output)
+    report = json.loads(result.stdout)
     assert report["arrivals"] == "sequential"
     satisfaction = {row["user"]: row["satisfaction"] for row in report["users"]}
     assert set(sorted(satisfaction, key=satisfaction.get)[-2:]) == {"User1", "User2"}

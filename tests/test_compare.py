@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import struct
 
 import pytest
@@ -44,7 +45,7 @@ def test_compare_json_has_every_user_under_every_policy_over_the_seeds():
     result = invoke(GRID, "--policies", "osep,hosep", "-w", "low", "-w", "high",
                     "--seeds", "1-3", "--format", "json")
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)
     assert data["seeds"] == [1, 2, 3]
     assert [block["workload"] for block in data["results"]] == ["low", "high"]
     for block in data["results"]:
@@ -66,8 +67,20 @@ def test_compare_json_has_every_user_under_every_policy_over_the_seeds():
 
 def test_compare_output_is_byte_for_byte_repeatable():
     args = (GRID, "--policies", "hosep,osep", "-w", "medium", "--seeds", "1-2")
-    assert invoke(*args, "--format", "json").output == invoke(*args, "--format", "json").output
-    assert invoke(*args).output == invoke(*args).output
+    assert invoke(*args, "--format", "json").stdout == invoke(*args, "--format", "json").stdout
+    assert invoke(*args).stdout == invoke(*args).stdout
+
+
+def test_compare_says_each_run_as_it_finishes_when_not_on_a_terminal():
+    result = invoke(GRID, "-p", "hosep,osep", "-w", "low", "--seeds", "1-2")
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.splitlines()
+    assert [re.sub(r", \d+ s$", "", line) for line in lines] == [
+        "gridfair compare: run 1/4 done (policy=hosep workload=low)",
+        "gridfair compare: run 2/4 done (policy=hosep seed=2 workload=low)",
+        "gridfair compare: run 3/4 done (policy=osep workload=low)",
+        "gridfair compare: run 4/4 done (policy=osep seed=2 workload=low)"]
+    assert invoke(GRID, "-p", "hosep", "-w", "low", "--quiet").stderr == ""
 
 
 def test_compare_table_and_csv():
@@ -77,7 +90,7 @@ def test_compare_table_and_csv():
     assert "checkpointing=on" in table.output
     assert "User4  hosep" in table.output
     csv_out = invoke(GRID, "-p", "osep,hosep", "-w", "low", "--seeds", "1-2", "--format", "csv")
-    lines = csv_out.output.splitlines()
+    lines = csv_out.stdout.splitlines()
     assert lines[0] == "workload,policy,user,metric,mean,std,min,max,n"
     assert any(line.startswith("low,hosep,User1,satisfaction,") for line in lines)
     assert any(line.startswith("low,osep,,makespan,") for line in lines)

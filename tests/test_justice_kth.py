@@ -85,7 +85,7 @@ def test_cli_json_summary_has_the_deadline_keys_and_is_repeatable(run):
     first, second = run(*args), run(*args)
     assert first.exit_code == 0, first.output
     assert first.output == second.output
-    summary = json.loads(first.output)["summary"]
+    summary = json.loads(first.stdout)["summary"]
     assert set(summary) >= SUMMARY_KEYS
     assert summary["deadlines_met"] + summary["jobs_dropped"] + summary["jobs_killed"] + \
         summary["deadlines_missed"] + summary["jobs_unfinished"] == 300
@@ -148,7 +148,7 @@ def test_tasks_out_is_an_swf_file_of_the_simulated_run(run, tmp_path):
                  "reactive-fs", "--deadlines", "Fixed2x", "--tasks-out", str(out), "--format",
                  "json", "--quiet")
     assert result.exit_code == 0, result.output
-    summary = json.loads(result.output)["summary"]
+    summary = json.loads(result.stdout)["summary"]
     simulated = read_swf(out)
     original = read_swf(SLICE)
     assert simulated.header_int("MaxProcs") == 25 and simulated.skipped == []

@@ -27,7 +27,7 @@ def _requirement_name(requirement: str) -> str:
 def test_the_embedded_grids_are_listed_by_name(gridfair_cli):
     result = gridfair_cli("grid", "list", "--format", "json")
     assert result.exit_code == 0
-    listed = {row["name"]: row for row in json.loads(result.output)}
+    listed = {row["name"]: row for row in json.loads(result.stdout)}
     assert listed["hosep-table1"]["machines"] == 12
     assert listed["hosep-table1"]["workloads"] == "high, low, medium"
     assert listed["multi-owner-hosep"]["machines"] == 20
@@ -39,7 +39,7 @@ def test_a_grid_name_works_from_any_directory(gridfair_cli, tmp_path, monkeypatc
     result = gridfair_cli("simulate", "hosep-table1", "--policy", "hosep", "--workload", "low",
                           "--format", "json")
     assert result.exit_code == 0, result.output
-    users = {row["user"]: row for row in json.loads(result.output)["users"]}
+    users = {row["user"]: row for row in json.loads(result.stdout)["users"]}
     # Table 1's shares of the grid's power (paper 004; the paper prints 16.6 for User3).
     assert [round(users[name]["provided_share"] * 100, 2)
             for name in ("User1", "User2", "User3", "User4")] == [45.76, 27.88, 16.06, 10.29]

@@ -22,7 +22,7 @@ def test_json_has_the_documented_fields_and_is_repeatable(run):
     first, second = run(*args), run(*args)
     assert first.exit_code == 0, first.output
     assert first.output == second.output  # byte for byte
-    data = json.loads(first.output)
+    data = json.loads(first.stdout)
     for row in data["users"]:
         assert {"user", "provided_share", "satisfaction", "mean_wait", "completed",
                 "preempted"} <= set(row)
@@ -36,7 +36,7 @@ def test_table_output_and_both_satisfaction_bases(run):
     own = run("simulate", TABLE1, "-p", "osep", "-w", "low", "-q", "--satisfaction-base", "own",
               "--format", "json")
     assert grid.exit_code == 0 and "Satisfaction %" in grid.output and "makespan" in grid.output
-    assert json.loads(own.output)["satisfaction_base"] == "own"
+    assert json.loads(own.stdout)["satisfaction_base"] == "own"
 
 
 @pytest.mark.parametrize("args, message", [
@@ -119,3 +119,20 @@ def test_kept_decisions_are_explained_and_unkept_runs_skip_the_work():
     # Same schedule either way: explanations never change a decision.
     assert [(t.id, t.first_start, t.finish_time) for t in kept.tasks] == \
         [(t.id, t.first_start, t.finish_time) for t in unkept.tasks]
+
+
+def test_a_long_simulation_writes_a_line_each_tenth_when_not_on_a_terminal(capsys):
+    from gridfair.cli.progress import tasks_progress
+
+    now = [0.0]
+    update = tasks_progress(clock=lambda: now[0])
+    update(10, 100)  # under SHOW_AFTER seconds: nothing
+    now[0] = 5.0
+    for done in (10, 15, 20, 95, 100):
+        update(done, 100)
+    assert capsys.readouterr().err.splitlines() == [
+        "gridfair simulate: 10/100 tasks done (10%), 5 s",
+        "gridfair simulate: 20/100 tasks done (20%), 5 s",
+        "gridfair simulate: 95/100 tasks done (95%), 5 s",
+        "gridfair simulate: 100/100 tasks done (100%), 5 s"]
+    assert tasks_progress(quiet=True) is None

@@ -131,10 +131,16 @@ def test_sweep_stores_every_run_in_order_and_resume_skips_finished_runs(tmp_path
 def test_a_failed_run_is_recorded_and_the_others_go_on(tmp_path):
     spec = write_spec(tmp_path, 'workload = ["low", "nosuch", "high"]\npolicy = "hosep"\n')
     db = str(tmp_path / "r.db")
-    result = sweep(str(spec), "--in-process", "--db", db)
+    result = CliRunner().invoke(cli, ["sweep", str(spec), "--in-process", "--db", db])
     assert result.exit_code == 1
     assert "3 runs, 2 done now, 0 already done, 1 failed" in result.output
     assert "workload=nosuch" in result.output
+    # Off a terminal, a line per run as it finishes (a sweep was silent until its end).
+    progress = [line for line in result.stderr.splitlines() if line.startswith("gridfair sweep")]
+    assert [line.rpartition(",")[0] for line in progress] == [
+        "gridfair sweep: run 1/3 done (policy=hosep workload=low)",
+        "gridfair sweep: run 2/3 FAILED (policy=hosep workload=nosuch)",
+        "gridfair sweep: run 3/3 done (policy=hosep workload=high)"]
     with ResultsStore(db) as store:
         [(failed, error)] = store.failures()
         assert failed.get("workload") == "nosuch"

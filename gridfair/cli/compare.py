@@ -11,6 +11,7 @@ import click
 
 from gridfair.cli.group import cli
 from gridfair.cli.output import FORMATS, render_table, to_csv, to_json
+from gridfair.cli.progress import runs_progress
 from gridfair.errors import InputError
 from gridfair.experiments.compare import (
     Results,
@@ -76,8 +77,10 @@ def parse_param(text: str) -> tuple[str, Any]:
               default=None, help="Also draw per-user satisfaction bars (.png or .svg).")
 @click.option("--format", "output_format", type=click.Choice(FORMATS), default="table",
               show_default=True)
+@click.option("--quiet", "-q", is_flag=True,
+              help="No progress (a bar on a terminal, else a line per finished run).")
 def compare(grid, policies, workloads, seeds, checkpoint, satisfaction_base, params, plot_path,
-            output_format) -> None:
+            output_format, quiet) -> None:
     """Run GRID's workloads under each policy and seed; report the metrics side by side.
 
     GRID is a grid file or an embedded grid's name (`gridfair grid list`)."""
@@ -87,7 +90,13 @@ def compare(grid, policies, workloads, seeds, checkpoint, satisfaction_base, par
     seed_list = parse_seeds(seeds)
     specs = comparison_specs(grid, policy_list, list(workloads), seed_list, extra)
     results: list[tuple[RunSpec, RunOutcome]] = []
-    run_in_process(specs, lambda spec, outcome: results.append((spec, outcome)))
+    with runs_progress("compare", len(specs), quiet) as advance:
+
+        def record(spec: RunSpec, outcome: RunOutcome) -> None:
+            results.append((spec, outcome))
+            advance(spec.describe(), outcome.ok)
+
+        run_in_process(specs, record)
     failed = [(spec, outcome) for spec, outcome in results if not outcome.ok]
     if failed:
         spec, outcome = failed[0]

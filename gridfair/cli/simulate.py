@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import click
 
 from gridfair.cli.group import cli
 from gridfair.cli.output import FORMATS, render_table, to_csv, to_json
+from gridfair.cli.progress import tasks_progress
 from gridfair.core.pool import Task
 from gridfair.core.stages import ALLOCATION_RULES
 from gridfair.policies.drf import FORMS
@@ -121,7 +121,9 @@ USER_COLUMNS = (
 @click.option("--db", "db_path", type=click.Path(dir_okay=False), default=None,
               help="Append the run, its per-user results and per-task records to this SQLite "
                    "file.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@click.option("--quiet", "-q", is_flag=True,
+              help="No progress (a bar on a terminal, else a line at each tenth of the tasks, "
+              "once a run takes over 2 s).")
 def simulate(grid, workload, workload_format, policy, order, preempt, admit, checkpoint,
              allocation, seed, interval, vacate_delay, arrivals, absolute_power_diff, hosep_test,
              satisfaction_base, output_format,
@@ -142,7 +144,7 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
                               options=workload_options)
     for reason, count in scenario.skipped.items():
         click.echo(f"gridfair: warning: skipped {count}: {reason}", err=True)
-    progress = None if quiet or not sys.stderr.isatty() else _progress_bar()
+    progress = tasks_progress(quiet)
     recorder = RunRecorder() if check else None
     # Runs stream their tasks out as they end (records written, metrics added, the task let
     # go) unless something needs them all at the end: the checks, the published simulator's
@@ -263,27 +265,3 @@ def _deterministic(summary: dict) -> dict:
     summary.pop("wall_seconds", None)
     return summary
 
-
-#: A run shorter than this shows no progress bar (it would only flicker).
-PROGRESS_AFTER_SECONDS = 2.0
-
-
-def _progress_bar():
-    from rich.progress import Progress
-
-    progress = Progress(transient=True)
-    task_id = None
-    started = time.monotonic()
-
-    def update(done: int, total: int) -> None:
-        nonlocal task_id
-        if task_id is None:
-            if done >= total or time.monotonic() - started < PROGRESS_AFTER_SECONDS:
-                return
-            progress.start()
-            task_id = progress.add_task("simulating", total=total)
-        progress.update(task_id, completed=done)
-        if done >= total:
-            progress.stop()
-
-    return update

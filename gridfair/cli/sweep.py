@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 
 import click
 
 from gridfair.cli.group import cli
+from gridfair.cli.progress import runs_progress
 from gridfair.errors import InputError
 from gridfair.experiments.compare import check_one_allocation_rule
 from gridfair.experiments.runner import (
@@ -37,7 +36,8 @@ from gridfair.experiments.store import ResultsStore
               help="Results DB (default: the sweep file's name with .db, here).")
 @click.option("--resume", is_flag=True,
               help="Continue a sweep in an existing DB: finished runs are not run again.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@click.option("--quiet", "-q", is_flag=True,
+              help="No progress (a bar on a terminal, else a line per finished run).")
 def sweep(spec_file, workers, scheduler, in_process, connect_timeout, db_path, resume,
           quiet) -> None:
     """Run every combination of SPEC.toml's parameters and store each run's metrics.
@@ -62,13 +62,13 @@ def sweep(spec_file, workers, scheduler, in_process, connect_timeout, db_path, r
         todo = [spec for spec in plan.runs if spec.key not in done]
         skipped = len(plan.runs) - len(todo)
         failures = 0
-        with _progress(len(todo), quiet) as advance:
+        with runs_progress("sweep", len(todo), quiet) as advance:
 
             def record(spec: RunSpec, outcome: RunOutcome) -> None:
                 nonlocal failures
                 store.record(positions[spec.key], spec, outcome)
                 failures += not outcome.ok
-                advance()
+                advance(spec.describe(), outcome.ok)
 
             if in_process:
                 run_in_process(todo, record)
@@ -87,25 +87,3 @@ def sweep(spec_file, workers, scheduler, in_process, connect_timeout, db_path, r
         # Every other run is stored; the exit status tells scripts that some are not.
         sys.exit(1)
 
-
-@contextmanager
-def _progress(total: int, quiet: bool) -> Iterator[Callable[[], None]]:
-    """A rich progress bar over runs on stderr (only on a terminal); yields `advance()`."""
-    if quiet or not sys.stderr.isatty() or not total:
-        yield lambda: None
-        return
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    columns: Sequence = (TextColumn("runs"), BarColumn(), MofNCompleteColumn(),
-                         TimeElapsedColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
-        task = progress.add_task("runs", total=total)
-        yield lambda: progress.advance(task)

@@ -1,7 +1,7 @@
 """A million-task run: 1,000 machines, 500 users, SDRF ordering with HOSEP preemption.
 
 The grid and the workload are synthetic and seeded (no real trace is that large with owners):
-- machines of 1,000, 2,000, 4,000 or 8,000 MFlop/s (one core each, drawn with weights
+- machines of 1,000, 2,000, 4,000 or 8,000 MFlops (one core each, drawn with weights
   4:3:2:1), machine m owned by user m mod 400: 400 owners of 2-3 machines each, plus 100
   users who provide nothing;
 - users submit with Zipf-like popularity (user k weighs 1 / (k + 1)^0.8, user order shuffled),

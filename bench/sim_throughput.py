@@ -2,7 +2,7 @@
 
 1. HOSEP on the 4-owner iSPD model (embedded `multi-owner-hosep`: 20 machines, 4 owners) with the
    first 15,000 jobs of KTH-SP2 (PWA, cleaned 2.1), inter-arrival times divided by 50, run time
-   x the grid's mean power per cpu (5,200 MFlop/s) as work, the log's users mapped onto the 4
+   x the grid's mean power per cpu (5,200 MFlops) as work, the log's users mapped onto the 4
    owners in turn (`--user-map round-robin`), and again with the 4 busiest users as owners and
    the others as guests who provide nothing (`busiest`, the default: more preemption).
 2. SDRF on the Google derived file (51,307 tasks, 72 users; capacity = r x the trace's mean

@@ -162,7 +162,7 @@ def test_transfer_delay_is_latency_plus_size_over_bandwidth_per_hop(tmp_path):
     scenario = build_scenario(str(model), str(trace), options={"transfer": True})
     result, _ = run_scenario(scenario, policy="hosep")
     task = result.tasks[0]
-    # m1: 2 cores of 500 MFlop/s at load 0.5 -> 250 MFlop/s for a 1-cpu task: 1 s computing;
+    # m1: 2 cores of 500 MFlops at load 0.5 -> 250 MFlops for a 1-cpu task: 1 s computing;
     # its input crosses l0: 0.5 s + 100 Mbit / 100 Mbit/s.
     assert task.finish_time == pytest.approx(0.5 + 1.0 + 1.0)
     plain, _ = run_scenario(build_scenario(str(model), str(trace)), policy="hosep")
@@ -200,7 +200,7 @@ def test_vacated_task_loses_no_computation_while_its_input_was_in_transit(tmp_pa
 
     # bo's task on its own slow machine is the victim (HOSEP takes the least powerful slot).
     assert vacated({"transfer": True}) == [("b2", 0.0)]
-    # Without transfers it had computed 1 s x 10 MFlop/s when vacated, and loses that.
+    # Without transfers it had computed 1 s x 10 MFlops when vacated, and loses that.
     assert vacated({}) == [("b2", 10.0)]
 
 

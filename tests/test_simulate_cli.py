@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from gridfair.sim.grid_loader import embedded_grids
 
@@ -136,3 +138,42 @@ def test_a_long_simulation_writes_a_line_each_tenth_when_not_on_a_terminal(capsy
         "gridfair simulate: 95/100 tasks done (95%), 5 s",
         "gridfair simulate: 100/100 tasks done (100%), 5 s"]
     assert tasks_progress(quiet=True) is None
+
+
+def test_every_column_is_defined_in_the_help_and_the_docs():
+    from gridfair.cli import cli
+    from gridfair.cli.compare import SUMMARY_COLUMNS
+    from gridfair.cli.compare import USER_COLUMNS as COMPARE_COLUMNS
+    from gridfair.cli.shares import SHARE_COLUMNS
+    from gridfair.cli.simulate import USER_COLUMNS
+    from gridfair.cli.terms import TERMS
+
+    # Each column heading of simulate, compare and shares -> the term that defines it (None:
+    # a name). A new column fails here until it is defined.
+    defined_by = {
+        "User": None, "User Name": None, "Provided": "Provided",
+        "Provided MFlops": "Provided", "Allocated MFlops": "Allocated",
+        "Power Diff": "PowerDiff", "Nodes Provided": "Nodes", "Nodes Used": "Nodes",
+        "Running Jobs": "Running Jobs, Idle Jobs", "Idle Jobs": "Running Jobs, Idle Jobs",
+        "Satisfaction %": "Satisfaction %", "Mean wait s": "Mean wait s, P95 wait s",
+        "P95 wait s": "Mean wait s, P95 wait s",
+        "Completed": "Completed, Submitted, Preempted",
+        "Submitted": "Completed, Submitted, Preempted",
+        "Preempted": "Completed, Submitted, Preempted", "Makespan s": "makespan",
+        "Utilization": "utilization", "Vacates": "vacates", "Jain(sat)": "Jain(satisfaction)",
+    }
+    headings = {heading for _, heading, _ in USER_COLUMNS + COMPARE_COLUMNS + SUMMARY_COLUMNS}
+    headings |= {" ".join(heading).strip() for _, heading, _ in SHARE_COLUMNS}
+    assert headings == set(defined_by)
+    assert {term for term in defined_by.values() if term} <= set(TERMS)
+    docs = (Path(__file__).parent.parent / "docs" / "terms.md").read_text()
+    for name, text in TERMS.items():
+        assert f"| {name} | {text} |" in docs, name
+    for command, names in (("simulate", ("Satisfaction %", "PowerDiff", "omega",
+                                         "Jain(satisfaction)", "Provided")),
+                           ("shares", ("PowerDiff", "omega", "Nodes"))):
+        help_text = CliRunner().invoke(cli, [command, "--help"]).stdout
+        terms = help_text[help_text.index("\nTerms:\n"):]
+        bare = "".join(terms.split())  # the help wraps the definitions to the terminal
+        for name in names:
+            assert f"\n  {name}" in terms and "".join(TERMS[name].split()) in bare, name

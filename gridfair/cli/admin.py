@@ -16,6 +16,7 @@ import click
 
 from gridfair.cli.group import cli
 from gridfair.cli.output import FORMATS, clock, format_cell, render_table, to_csv, to_json
+from gridfair.cli.terms import WithTerms
 from gridfair.daemon import reports
 from gridfair.daemon.store import ACTION_STATES, open_readonly
 from gridfair.errors import GridfairError
@@ -79,7 +80,7 @@ def _action_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 # --------------------------------------------------------------------- explain
-@cli.command()
+@cli.command(cls=WithTerms, terms=("PowerDiff", "omega", "Dominant share", "MFlops"))
 @click.argument("name")
 @db_option
 @click.option("--last", type=click.IntRange(min=1), default=10, show_default=True,
@@ -180,7 +181,8 @@ HISTORY_COLUMNS = (
 )
 
 
-@cli.command()
+@cli.command(cls=WithTerms, terms=("Provided", "Allocated", "PowerDiff", "Dominant share",
+                                   "MFlops"))
 @db_option
 @click.option("--user", default=None, help="Only this user.")
 @click.option("--since", default=None, help="Epoch seconds, ISO time (UTC), or 2h / 30m / 1d "

@@ -12,6 +12,7 @@ import click
 from gridfair.cli.group import cli
 from gridfair.cli.output import FORMATS, render_table, to_csv, to_json
 from gridfair.cli.progress import runs_progress
+from gridfair.cli.terms import WithTerms
 from gridfair.errors import InputError
 from gridfair.experiments.compare import (
     Results,
@@ -60,7 +61,9 @@ def parse_param(text: str) -> tuple[str, Any]:
     return name, value
 
 
-@cli.command()
+@cli.command(cls=WithTerms, terms=(
+    "Provided", "Satisfaction %", "Mean wait s, P95 wait s", "Completed, Submitted, Preempted",
+    "makespan", "utilization", "vacates", "Jain(satisfaction)", "MFlops"))
 @click.argument("grid", required=False, type=click.Path(dir_okay=False))
 @click.option("--policies", "-p", required=True,
               help="Comma-separated policy names, e.g. osep,hosep.")

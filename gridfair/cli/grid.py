@@ -17,7 +17,7 @@ from gridfair.sim.workloads.common import describe_skipped
 MACHINE_COLUMNS = (
     ("name", "Machine", ""),
     ("owner", "Owner", ""),
-    ("mflops", "MFlop/s", ".0f"),
+    ("mflops", "MFlops", ".0f"),
     ("cpus", "Cpus", "g"),
     ("load", "Load", ".0%"),
 )
@@ -25,7 +25,7 @@ OWNER_COLUMNS = (
     ("owner", "Owner", ""),
     ("machines", "Machines", "d"),
     ("cpus", "Cpus", "g"),
-    ("mflops", "MFlop/s", ".0f"),
+    ("mflops", "MFlops", ".0f"),
     ("share", "Share of power", ".2%"),
 )
 EMBEDDED_COLUMNS = (
@@ -115,7 +115,7 @@ def show(path: str, machines: bool, output_format: str) -> None:
     total_cpus = sum(m.cpus for m in loaded.machines)
     total_power = sum(m.mflops for m in loaded.machines)
     click.echo(f"{loaded.name}: {len(loaded.machines)} machines, {total_cpus:g} cpus, "
-               f"{total_power:,.0f} MFlop/s ({loaded.source})")
+               f"{total_power:,.0f} MFlops ({loaded.source})")
     if machines:
         click.echo(render_table(MACHINE_COLUMNS, machine_rows))
         click.echo("")

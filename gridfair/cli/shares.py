@@ -26,6 +26,7 @@ from gridfair.classads.to_pool import pool_from_snapshot
 from gridfair.classads.views import AdConfig
 from gridfair.cli.group import cli
 from gridfair.cli.output import FORMATS, clock, format_cell, to_csv, to_json
+from gridfair.cli.terms import WithTerms
 from gridfair.core.shares import SUMMED, SharesReport, share_rows, share_totals
 from gridfair.daemon import reports
 from gridfair.daemon.store import open_readonly
@@ -156,7 +157,8 @@ def _table(rows: Sequence[Mapping[str, Any]], totals: Mapping[str, Any]) -> str:
     return "\n".join(out)
 
 
-@cli.command()
+@cli.command(cls=WithTerms, terms=("Provided", "Allocated", "PowerDiff", "omega", "Nodes",
+                                   "Running Jobs, Idle Jobs", "MFlops"))
 @click.option("--machines", "machines_paths", multiple=True, type=click.Path(),
               help="Machine (slot) ads: a condor_status -long, new syntax or -json file, or a "
               "directory whose *.status files are read; repeat for more.")

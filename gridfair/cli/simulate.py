@@ -11,6 +11,7 @@ import click
 from gridfair.cli.group import cli
 from gridfair.cli.output import FORMATS, render_table, to_csv, to_json
 from gridfair.cli.progress import tasks_progress
+from gridfair.cli.terms import WithTerms
 from gridfair.core.pool import Task
 from gridfair.core.stages import ALLOCATION_RULES
 from gridfair.policies.drf import FORMS
@@ -37,7 +38,10 @@ USER_COLUMNS = (
 )
 
 
-@cli.command()
+@cli.command(cls=WithTerms, terms=(
+    "Provided", "Satisfaction %", "Mean wait s, P95 wait s", "Completed, Submitted, Preempted",
+    "makespan", "utilization", "vacates", "Jain(satisfaction)", "PowerDiff", "omega",
+    "MFlops"))
 @click.argument("grid", required=False, type=click.Path(dir_okay=False))
 @click.option("--workload", "-w", required=True,
               help="A workload the grid defines (low, medium, high) or a workload file.")
@@ -101,7 +105,7 @@ USER_COLUMNS = (
 @click.option("--compress", type=float, default=None,
               help="SWF on a grid: divide inter-arrival times by this factor.")
 @click.option("--reference-power", type=float, default=None,
-              help="SWF on a grid: MFlop/s that turn run time into work (default: the grid's "
+              help="SWF on a grid: MFlops that turn run time into work (default: the grid's "
                    "mean power per cpu).")
 @click.option("--min-run-time", type=float, default=None,
               help="SWF on a grid: skip jobs shorter than this many seconds.")

@@ -78,7 +78,7 @@ class SimulationResult:
 
 
 def run_rate(task: Task, node: Node) -> float:
-    """Progress per second of `task` on `node`: MFlop/s for work tasks, 1 for timed ones."""
+    """Progress per second of `task` on `node`: MFlops for work tasks, 1 for timed ones."""
     if task.work is None:
         return 1.0
     return node.power_per_cpu * task.cpus * (1.0 - node.load)

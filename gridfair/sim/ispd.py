@@ -1,7 +1,7 @@
 """iSPD iconic models (`.imsx`) as gridfair grids, with the loads they define.
 
 Format notes: ../shared/data/ispd/README.md (iSPD's DTD `iSPD.dtd`). What is read:
-- `<machine id power load owner>`: a machine of `power` MFlop/s in all, `load` (0..1) taken by
+- `<machine id power load owner>`: a machine of `power` MFlops in all, `load` (0..1) taken by
   background work, owned by `owner`; `<characteristic><process number=N/>` gives it N cores
   (each core runs a task at power/N). A machine with a `<master>` child is a scheduler: it holds
   the queue and sends tasks to its `<slave id>`s (global icon ids); it runs no task itself, and

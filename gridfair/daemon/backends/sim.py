@@ -3,7 +3,7 @@
 The grid file's machines (`gridfair.sim.grid`) and one of its synthetic workloads
 (`gridfair.sim.workloads.hosep`) make a small in-process world. Every snapshot read after the
 first advances simulated time by `step` seconds: running jobs progress at their machine's
-power (MFlop/s) and finish, submitted jobs arrive. The daemon's vacates put jobs back in the
+power (MFlops) and finish, submitted jobs arrive. The daemon's vacates put jobs back in the
 queue (their progress is lost, no checkpointing) and its allocations start them. Nothing else
 schedules jobs here, so what runs is exactly what the daemon decided.
 

@@ -14,7 +14,16 @@ power order, User1's mean satisfaction, and the total vacates. Last, the 4-owner
 with the KTH trace (`../shared/data/ispd/multi_owner`, skipped when absent): Spearman's rank
 correlation between provided share and satisfaction, HOSEP and reclaim under batch.
 
-    .venv/bin/python bench/fig4.py [--json]
+`--ispd CLASSPATH` also runs iSPD 2014 (github gspd-unesp/ispd 196cdf6, the HOSEP paper's
+code) on the same tasks: gridfair writes each run's tasks (`--tasks-out`), `ispd_inputs.py`
+turns them into an iSPD trace and a model of the Table 1 grid, and the class `Fig4Driver` on
+CLASSPATH (a driver of your own beside iSPD's classes, outside the project: for each model
+file given, it runs iSPD's sequential simulation and prints one line, the file then
+`User=satisfaction` pairs from `Metricas.getSatisfacaoDesempenho`) gives each user's
+satisfaction there. Prints each user's mean per workload beside gridfair's sequential
+configurations, and the largest gap (target: 8 points).
+
+    .venv/bin/python bench/fig4.py [--ispd CLASSPATH] [--json]
 
 `--json` prints {"runs": [{"semantics", "preempt", "workload", "seed", "checkpoint",
 "satisfaction": {user: %}, "vacates"}, ...], "summary": [...], "kth_top4": [...]}.
@@ -25,32 +34,43 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
+import tempfile
 from pathlib import Path
 
-from gridfair.sim.grid_loader import embedded_grids
+from ispd_inputs import star_model, tasks_of, write_wmsx
+
+from gridfair.sim.grid_loader import embedded_grids, load_grid
 from gridfair.sim.metrics import user_metrics
 from gridfair.sim.scenario import build_scenario, run_scenario
+from gridfair.sim.workloads.registry import write_tasks
 
 TABLE1 = str(embedded_grids()["hosep-table1"])
 WORKLOADS = ("low", "medium", "high")
 SEEDS = range(1, 6)
 POWER_ORDER = ["User1", "User2", "User3", "User4"]
 MULTI_OWNER = Path(__file__).resolve().parent.parent.parent / "shared/data/ispd/multi_owner"
-#: (label, semantics, preempt stage, HOSEP preemption test or None)
+#: iSPD 2014's HOSEP refreshes its machines' status every 15 s (`HOSEP.getTempoAtualizar`).
+ISPD_REFRESH = 15.0
+#: (label, semantics, preempt stage, HOSEP preemption test or None, status refresh or None)
 CONFIGURATIONS = (
-    ("hosep batch", "batch", "hosep", None),
-    ("hosep sequential ispd2014", "sequential", "hosep", "ispd2014"),
-    ("hosep sequential fig2", "sequential", "hosep", "fig2"),
-    ("reclaim batch", "batch", "reclaim", None),
+    ("hosep batch", "batch", "hosep", None, None),
+    ("hosep sequential ispd2014", "sequential", "hosep", "ispd2014", None),
+    ("hosep seq. ispd2014 15 s", "sequential", "hosep", "ispd2014", ISPD_REFRESH),
+    ("hosep sequential fig2", "sequential", "hosep", "fig2", None),
+    ("reclaim batch", "batch", "reclaim", None, None),
 )
+USERS = ("User1", "User2", "User3", "User4")
+ISPD_TARGET_POINTS = 8.0
 
 
 def run(grid: str, workload: str, seed: int, semantics: str, preempt: str, test: str | None,
-        checkpoint: bool) -> tuple[dict[str, float], dict[str, float], int]:
+        checkpoint: bool, refresh: float | None = None
+        ) -> tuple[dict[str, float], dict[str, float], int]:
     """Satisfaction and provided share per user, and the run's vacates."""
     scenario = build_scenario(grid, workload, seed=seed)
     result, _ = run_scenario(scenario, order="hosep", preempt=preempt, arrivals=semantics,
-                             checkpointing=checkpoint,
+                             checkpointing=checkpoint, status_refresh=refresh,
                              policy_options={"hosep_test": test} if test else None)
     rows = user_metrics(result, "grid")
     return ({row.user: row.satisfaction for row in rows},
@@ -97,19 +117,71 @@ def summarise(label: str, checkpoint: bool, runs: list[dict]) -> dict:
     }
 
 
+def ispd_satisfaction(classpath: str, folder: Path) -> dict[tuple[str, int], dict[str, float]]:
+    """iSPD 2014's satisfaction per user on the tasks gridfair gives each Table 1 run (the
+    tasks do not depend on the policy: gridfair writes them as its workload made them)."""
+    grid = load_grid("hosep-table1")
+    models = {}
+    for workload in WORKLOADS:
+        for seed in SEEDS:
+            tasks_out = folder / f"{workload}{seed}.csv"
+            scenario = build_scenario(TABLE1, workload, seed=seed)
+            write_tasks(scenario.task_writer, scenario.tasks, tasks_out)
+            tasks = tasks_of(tasks_out)
+            trace = folder / f"{workload}{seed}.wmsx"
+            write_wmsx(tasks, trace)
+            model = folder / f"{workload}{seed}.imsx"
+            model.write_text(star_model(grid, trace, len(tasks)), encoding="iso-8859-1")
+            models[str(model)] = (workload, seed)
+    output = subprocess.run(["java", "-Djava.awt.headless=true", "-cp", classpath, "Fig4Driver",
+                             *models], check=True, capture_output=True, text=True).stdout
+    satisfaction = {}
+    for line in output.splitlines():
+        path, *pairs = line.split()
+        if path in models:
+            satisfaction[models[path]] = {user: float(value) for user, value in
+                                          (pair.split("=") for pair in pairs)}
+    return satisfaction
+
+
+def side_by_side(runs: list[dict], ispd: dict[tuple[str, int], dict[str, float]]) -> list[dict]:
+    """Per configuration of the sequential semantics (checkpointing off) and workload, each
+    user's mean satisfaction here and in iSPD 2014, and the largest gap."""
+    rows = []
+    for label, semantics, _, _, _ in CONFIGURATIONS:
+        if semantics != "sequential":
+            continue
+        for workload in WORKLOADS:
+            ours = [r for r in runs if r["configuration"] == label and not r["checkpoint"]
+                    and r["workload"] == workload]
+            means = {user: sum(r["satisfaction"][user] for r in ours) / len(ours)
+                     for user in USERS}
+            theirs = {user: sum(ispd[workload, seed][user] for seed in SEEDS) / len(SEEDS)
+                      for user in USERS}
+            rows.append({"configuration": label, "workload": workload,
+                         "gridfair": {u: round(means[u], 1) for u in USERS},
+                         "ispd2014": {u: round(theirs[u], 1) for u in USERS},
+                         "largest_gap": round(max(abs(means[u] - theirs[u]) for u in USERS),
+                                              1)})
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print the runs as JSON")
+    parser.add_argument("--ispd", metavar="CLASSPATH", default=None,
+                        help="iSPD 2014's classes and jars and a Fig4Driver class")
     args = parser.parse_args()
     runs, summary = [], []
-    for label, semantics, preempt, test in CONFIGURATIONS:
+    for label, semantics, preempt, test, refresh in CONFIGURATIONS:
         for checkpoint in (False, True):
             these = []
             for workload in WORKLOADS:
                 for seed in SEEDS:
                     satisfaction, _, vacates = run(TABLE1, workload, seed, semantics, preempt,
-                                                   test, checkpoint)
+                                                   test, checkpoint, refresh)
                     these.append({
+                        "configuration": label,
                         "semantics": semantics,
                         "preempt": preempt if test is None else f"{preempt}:{test}",
                         "workload": workload, "seed": seed, "checkpoint": checkpoint,
@@ -131,14 +203,19 @@ def main() -> None:
                             [share[u] for u in users], [satisfaction[u] for u in users]), 3),
                         "satisfaction": {u: round(satisfaction[u], 2) for u in users},
                         "provided_share": {u: round(share[u], 4) for u in users}})
+    against = []
+    if args.ispd:
+        with tempfile.TemporaryDirectory(prefix="gridfair-fig4-") as folder:
+            against = side_by_side(runs, ispd_satisfaction(args.ispd, Path(folder)))
     if args.json:
-        print(json.dumps({"runs": runs, "summary": summary, "kth_top4": kth}, indent=1))
+        print(json.dumps({"runs": runs, "summary": summary, "kth_top4": kth,
+                          "ispd2014": against}, indent=1))
         return
     print(f"load average {os.getloadavg()[0]:.2f} (figures are deterministic; load only slows)")
-    print("semantics   preempt          workload seed ckpt  User1  User2  User3  User4 vacates")
+    print("configuration              workload seed ckpt  User1  User2  User3  User4 vacates")
     for r in runs:
         s = r["satisfaction"]
-        print(f"{r['semantics']:<11} {r['preempt']:<16} {r['workload']:<8} {r['seed']:>4} "
+        print(f"{r['configuration']:<26} {r['workload']:<8} {r['seed']:>4} "
               f"{'on' if r['checkpoint'] else 'off':<4} {s['User1']:6.1f} {s['User2']:6.1f} "
               f"{s['User3']:6.1f} {s['User4']:6.1f} {r['vacates']:7d}")
     print("\nconfiguration              ckpt  U1+U2 top2  U1 first  1>2>3>4  2>3>4  "
@@ -154,6 +231,14 @@ def main() -> None:
         print(f"\n4-owner iSPD model + kth_top4_400, {row['preempt']} (batch): Spearman(share, "
               f"satisfaction) {row['spearman_share_satisfaction']:+.3f}, vacates "
               f"{row['vacates']}, satisfaction {row['satisfaction']}")
+    if against:
+        print(f"\nmean satisfaction per user, gridfair / iSPD 2014 on the same tasks "
+              f"(checkpointing off; target: within {ISPD_TARGET_POINTS:g} points)")
+        for row in against:
+            pairs = "  ".join(f"{u} {row['gridfair'][u]:5.1f}/{row['ispd2014'][u]:5.1f}"
+                              for u in USERS)
+            print(f"{row['configuration']:<26} {row['workload']:<7} {pairs}  largest gap "
+                  f"{row['largest_gap']:4.1f}")
 
 
 if __name__ == "__main__":

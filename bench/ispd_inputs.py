@@ -7,7 +7,7 @@ Only input files are written here; iSPD itself is found by the benches that run 
 iSPD 2014 reads a trace line by line, splitting on '"': five header lines, then tasks with the
 attributes id, arr, sts, cpsz, cmsz, usr in that order. Communication sizes are 0 here (gridfair
 models no transfer unless asked), and its model parser wants an `energy` attribute on every
-machine (HOSEP does not use it).
+machine (HOSEP does not use it; the metrics divide by the energy used, so it is 1).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def ispd2014_model(model: Path, trace: Path, count: int) -> str:
     """The iSPD model file MODEL with its load replaced by TRACE (COUNT tasks), and an energy
     attribute on every machine."""
     text = model.read_text(encoding="iso-8859-1")
-    text = re.sub(r"<machine (?![^>]*energy=)", '<machine energy="0.0" ', text)
+    text = re.sub(r"<machine (?![^>]*energy=)", '<machine energy="1.0" ', text)
     return re.sub(r"<load>.*?</load>", lambda _: _trace_load(trace, count), text, flags=re.S)
 
 
@@ -65,7 +65,7 @@ def star_model(grid: Grid, trace: Path, count: int) -> str:
     parts += [f'    <owner id="{owner}" powerlimit="100.0"/>' for owner in owners]
     link = 2 * len(machines) + 1
     for number, machine in enumerate(machines, start=1):
-        parts.append(f'    <machine energy="0.0" id="{machine.name}" load="0.0" '
+        parts.append(f'    <machine energy="1.0" id="{machine.name}" load="0.0" '
                      f'owner="{machine.owner}" power="{machine.mflops!r}">\n'
                      f'        <position x="{100 * number}" y="300"/>\n'
                      f'        <icon_id global="{number}" local="{number}"/>\n    </machine>')
@@ -78,7 +78,7 @@ def star_model(grid: Grid, trace: Path, count: int) -> str:
                          f'        <icon_id global="{link}" local="{link}"/>\n    </link>')
             link += 1
     slaves = "\n".join(f'            <slave id="{n}"/>' for n in range(1, len(machines) + 1))
-    parts.append(f'    <machine energy="0.0" id="master" load="0.0" owner="{owners[0]}" '
+    parts.append(f'    <machine energy="1.0" id="master" load="0.0" owner="{owners[0]}" '
                  'power="1000.0">\n        <position x="100" y="100"/>\n'
                  '        <icon_id global="0" local="0"/>\n'
                  f'        <master scheduler="HOSEP">\n{slaves}\n        </master>\n'

@@ -81,3 +81,50 @@ def test_the_cli_records_the_semantics_in_json_and_the_db(gridfair_cli, tmp_path
     assert json.loads(row["options"])["hosep_test"] == "ispd2014"
     assert invoke("simulate", "hosep-table1", "-w", "low", "--policy", "hosep",
                   "--arrivals", "one-by-one").exit_code == 2
+
+
+def run_refreshed(machines, tasks, refresh: float | None) -> dict[str, Task]:
+    pool = Pool(task_key=HosepOrder.task_key)
+    negotiator = Negotiator(pool, HosepOrder(), HosepPreempt(test="ispd2014"))
+    for owner, power in machines:
+        pool.add_node(Node(f"{owner}-node", owner, power))
+    Simulation(negotiator, tasks, arrivals="sequential", status_refresh=refresh).run()
+    return {task.id: task for task in tasks}
+
+
+@pytest.mark.parametrize("refresh, a1_starts", [(None, 2.0), (15.0, 100.0)])
+def test_a_machine_given_a_task_is_not_free_until_the_second_status_refresh(refresh,
+                                                                            a1_starts):
+    # A and B own one 100 MFlop/s node each. At 0 A.0 (2 s) and B.0 (100 s) start, one on
+    # each; A.1 arrives at 1 and waits. A.0 ends at 2. Without refreshes A-node is free at once
+    # and A.1 starts at 2. With refreshes every 15 s, A-node got its task at 0: uncertain at
+    # 15, known free at 30, and a refresh wakes no negotiation, so A.1 waits for the next
+    # event, B.0's end at 100.
+    tasks = [Task("A.0", "A", 0.0, work=200.0), Task("B.0", "B", 0.0, work=10_000.0),
+             Task("A.1", "A", 1.0, work=200.0)]
+    done = run_refreshed([("A", 100.0), ("B", 100.0)], tasks, refresh)
+    assert done["A.1"].first_start == a1_starts
+
+
+@pytest.mark.parametrize("refresh, a0_starts, b0_preempted", [(None, 1.0, True),
+                                                               (15.0, 50.0, False)])
+def test_a_machine_given_a_task_is_no_victim_until_the_second_status_refresh(
+        refresh, a0_starts, b0_preempted):
+    # A owns the only node; B.0 (50 s) takes it at 0 and A.0 arrives at 1. Without refreshes
+    # HOSEP vacates B.0 for its owner at 1. With refreshes the node, given B.0 at 0, is no
+    # victim before 30; nothing happens between 1 and B.0's end at 50, when A.0 starts.
+    tasks = [Task("B.0", "B", 0.0, work=5000.0), Task("A.0", "A", 1.0, work=100.0)]
+    done = run_refreshed([("A", 100.0)], tasks, refresh)
+    assert done["A.0"].first_start == a0_starts
+    assert (done["B.0"].preemptions > 0) is b0_preempted
+
+
+def test_a_status_refresh_needs_sequential_arrivals_and_a_positive_period():
+    pool = Pool()
+    pool.add_node(Node("n", "A", 1.0))
+    negotiator = Negotiator(pool, HosepOrder())
+    tasks = [Task("A.0", "A", 0.0, work=1.0)]
+    with pytest.raises(InputError, match="status refresh is an option of sequential"):
+        Simulation(negotiator, tasks, status_refresh=15.0)
+    with pytest.raises(InputError, match="status refresh must be positive"):
+        Simulation(negotiator, tasks, arrivals="sequential", status_refresh=0.0)

@@ -67,6 +67,11 @@ USER_COLUMNS = (
               help="batch: negotiate once per instant on all it brought (the daemon's way); "
                    "sequential: reproduce the published simulator (iSPD): arrivals one at a "
                    "time, one decision per negotiation event.")
+@click.option("--status-refresh", type=click.FloatRange(min=0, min_open=True), default=None,
+              metavar="SECONDS",
+              help="Sequential arrivals: iSPD's periodic machine status (its HOSEP: 15): a "
+                   "machine given a task is neither free nor a victim until the second status "
+                   "refresh after.")
 @click.option("--absolute-power-diff", is_flag=True,
               help="HOSEP: compare omega with |PowerDiff| (Eq. 6) instead of PowerDiff (Fig. 2).")
 @click.option("--hosep-test", type=click.Choice(PREEMPTION_TESTS), default=None,
@@ -129,7 +134,8 @@ USER_COLUMNS = (
               help="No progress (a bar on a terminal, else a line at each tenth of the tasks, "
               "once a run takes over 2 s).")
 def simulate(grid, workload, workload_format, policy, order, preempt, admit, checkpoint,
-             allocation, seed, interval, vacate_delay, arrivals, absolute_power_diff, hosep_test,
+             allocation, seed, interval, vacate_delay, arrivals, status_refresh,
+             absolute_power_diff, hosep_test,
              satisfaction_base, output_format,
              tasks_out, capacity_ratio, equal_shares, form, delta, capacity, deadlines,
              check, db_path, quiet, **grid_workload_options) -> None:
@@ -162,7 +168,7 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
         scenario, policy=policy, order=order, preempt=preempt, admit=admit,
         policy_options=policy_options, checkpointing=checkpoint, interval=interval,
         vacate_delay=vacate_delay, progress=progress, recorder=recorder, arrivals=arrivals,
-        allocation=allocation, keep_tasks=keep_tasks,
+        allocation=allocation, keep_tasks=keep_tasks, status_refresh=status_refresh,
     )
     negotiator = simulation.negotiator
     # Opened before the run: an unwritable file is an error before any work is done.
@@ -174,7 +180,7 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
         "arrivals": arrivals, "satisfaction_base": satisfaction_base,
         "options": {key: value for key, value in {
             **workload_options, "delta": delta, "form": form,
-            "hosep_test": hosep_test}.items()
+            "hosep_test": hosep_test, "status_refresh": status_refresh}.items()
                     if value not in (None, False)},
     }) if db_path else None
     outputs: list[Callable[[Task], None]] = [in_arrival_order.add]
@@ -204,6 +210,7 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
             "seed": seed,
             "checkpointing": checkpoint,
             "arrivals": arrivals,
+            **({"status_refresh": status_refresh} if status_refresh is not None else {}),
             "satisfaction_base": satisfaction_base,
             "users": [user.as_dict() for user in users],
             "summary": _deterministic({
@@ -216,7 +223,8 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
         click.echo(f"{negotiator.stages}  allocation={negotiator.allocation}  "
                    f"workload={workload}  seed={seed}  "
                    f"checkpointing={'on' if checkpoint else 'off'}  arrivals={arrivals}  "
-                   f"satisfaction base={satisfaction_base}")
+                   + (f"status refresh={status_refresh:g} s  " if status_refresh else "")
+                   + f"satisfaction base={satisfaction_base}")
         click.echo(render_table(USER_COLUMNS, [user.as_dict() for user in users]))
         click.echo(
             f"makespan {summary.makespan:.0f} s  utilization {summary.utilization:.1%}  "

@@ -36,11 +36,19 @@ arrival wakes the negotiator only when no task was waiting; a negotiation event 
 one decision (an allocation, or a preemption when no free node is given out), and the next one
 is chained after it, at the same time, while work waits; a completion wakes the negotiator
 when work waits. At equal times completions and chained negotiations come before arrivals.
+
+`status_refresh` (sequential only; iSPD 2014's HOSEP refreshes every 15 s) adds iSPD's
+periodic machine status: its HOSEP sees a machine's state only through status messages sent
+every `status_refresh` seconds (at S, 2S, ..., after everything else at that instant). A
+machine given a task, by allocation or preemption, is blocked, uncertain at the next refresh
+and known free or busy only at the one after; until then it is neither a free machine nor a
+preemption victim, even if its task has ended. A refresh wakes no negotiation.
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 import time as wallclock
 from abc import abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
@@ -53,8 +61,8 @@ from gridfair.core.pool import QUEUED, RUNNING, Node, PoolListener, Task, fifo_k
 from gridfair.core.stages import DROP, KILL, Decision
 from gridfair.errors import InputError
 
-# Event kinds, in the order they run at equal times.
-_FINISH, _DEADLINE, _NEGOTIATE = range(3)
+# Event kinds, in the order they run at equal times (a status refresh after arrivals too).
+_FINISH, _DEADLINE, _NEGOTIATE, _REFRESH = range(4)
 
 #: The simulator's arrival semantics (see the module docstring).
 ARRIVALS = ("batch", "sequential")
@@ -175,6 +183,34 @@ class _Execution(PoolListener):
                 self.cleaning_until[node.index] = now + self.vacate_delay
 
 
+
+class _StatusRefresh(PoolListener):
+    """iSPD's periodic machine status (`status_refresh`, module docstring): a machine that
+    starts a task is held until the second refresh after; held machines fit no task (the
+    pool's matcher says no), so they are neither given out nor vacated."""
+
+    def __init__(self, pool, heap: list[tuple], period: float) -> None:
+        self.heap = heap
+        self.period = period
+        self.held: dict[int, float] = {}  # node index -> the refresh that releases it
+        matcher = pool.matcher
+        held = self.held
+        pool.matcher = lambda task, node: node.index not in held and (
+            matcher is None or matcher(task, node))
+
+    def task_started(self, task: Task, now: float) -> None:
+        # The first refresh at or after now (refreshes run after all else at their instant,
+        # so one at `now` comes after this start), and the one after it.
+        release = self.period * (max(1, math.ceil(now / self.period)) + 1)
+        index = task.node.index
+        if release > self.held.get(index, -math.inf):
+            self.held[index] = release
+            heapq.heappush(self.heap, (release, _REFRESH, index, None, 0))
+
+    def refreshed(self, index: int, now: float) -> None:
+        if self.held.get(index) == now:
+            del self.held[index]
+
 class Simulation:
     """Runs a workload through a negotiator to completion."""
 
@@ -192,6 +228,7 @@ class Simulation:
         arrivals: str = "batch",
         keep_tasks: bool = True,
         on_task_done: Callable[[Task], None] | None = None,
+        status_refresh: float | None = None,
     ) -> None:
         if arrivals not in ARRIVALS:
             raise InputError(f"arrivals must be one of {', '.join(ARRIVALS)}, got {arrivals!r}")
@@ -203,6 +240,10 @@ class Simulation:
             raise InputError(f"vacate delay must be zero or positive, got {vacate_delay}")
         if arrivals == "sequential" and not keep_tasks:
             raise InputError("sequential arrivals keep their tasks: they do not stream")
+        if status_refresh is not None and arrivals != "sequential":
+            raise InputError("a status refresh is an option of sequential arrivals")
+        if status_refresh is not None and not status_refresh > 0:
+            raise InputError(f"status refresh must be positive, got {status_refresh}")
         self.negotiator = negotiator
         self.pool = negotiator.pool
         self.total = 0  # the workload's length, if known before the run
@@ -231,6 +272,7 @@ class Simulation:
         self.transfer_delay = transfer_delay
         self.on_cycle = on_cycle  # told the time after every negotiation cycle (records)
         self.arrivals = arrivals
+        self.status_refresh = status_refresh
 
     def run(self) -> SimulationResult:
         started = wallclock.perf_counter()
@@ -395,6 +437,10 @@ class Simulation:
         execution = _Execution(self)
         pool.listen(execution)
         heap = execution.heap
+        refresh = None
+        if self.status_refresh is not None:
+            refresh = _StatusRefresh(pool, heap, self.status_refresh)
+            pool.listen(refresh)
         total = len(tasks)
         users = pool.users.values()
         keep = self.keep_decisions
@@ -420,9 +466,15 @@ class Simulation:
 
         next_arrival = 0
         while next_arrival < total or heap:
-            if heap and (next_arrival == total or heap[0][0] <= tasks[next_arrival].submit_time):
-                now, kind, _, task, epoch = heapq.heappop(heap)
+            if heap and (next_arrival == total or heap[0][0] < tasks[next_arrival].submit_time
+                         or heap[0][0] == tasks[next_arrival].submit_time
+                         and heap[0][1] != _REFRESH):
+                now, kind, index, task, epoch = heapq.heappop(heap)
                 events += 1
+                if kind == _REFRESH:
+                    assert refresh is not None
+                    refresh.refreshed(index, now)
+                    continue
                 if kind == _NEGOTIATE:
                     chained = False
                     negotiate(now)

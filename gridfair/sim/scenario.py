@@ -141,6 +141,7 @@ def simulation_of(
     arrivals: str = "batch",
     keep_tasks: bool = True,
     on_task_done: Callable[[Task], None] | None = None,
+    status_refresh: float | None = None,
 ) -> Simulation:
     """The stages, the pool and the simulation of `scenario`, ready to run; `recorder` keeps
     the run's records (runs and allocation snapshots) for the checks of `records`.
@@ -170,7 +171,8 @@ def simulation_of(
                       vacate_delay=vacate_delay, keep_decisions=keep_decisions,
                       progress=progress, transfer_delay=scenario.transfer_delay,
                       on_cycle=recorder.after_cycle if recorder is not None else None,
-                      arrivals=arrivals, keep_tasks=keep_tasks, on_task_done=on_task_done)
+                      arrivals=arrivals, keep_tasks=keep_tasks, on_task_done=on_task_done,
+                      status_refresh=status_refresh)
 
 
 def run_scenario(scenario: Scenario, **options: Any) -> tuple[SimulationResult, Negotiator]:

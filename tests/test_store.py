@@ -6,6 +6,7 @@ import sqlite3
 
 import pytest
 
+from gridfair.daemon import reports
 from gridfair.daemon.store import (
     CONFIRMED,
     FAILED,
@@ -92,6 +93,13 @@ def test_a_store_of_an_earlier_gridfair_gets_the_new_columns(tmp_path):
                           ("actions", "planned_cycle")):
         store.db.execute(f"alter table {table} drop column {column}")
     store.close()
+    # Read as it is (the admin commands open it read-only, and write nothing)...
+    db = open_readonly(tmp_path / "state.db")
+    assert [(row["planned_cycle"], row["cycle"]) for row in reports.actions(db, None, None)
+            ] == [(1, 2)]
+    assert reports.cycle_notes(db, None) == []
+    db.conn.close()
+    # ... and brought up to date when the daemon opens it.
     store = Store(tmp_path / "state.db")
     assert {"warnings", "sim_start"} <= store.db["cycles"].columns_dict.keys()
     # The planning cycle of an action it had is read from the action's log.

@@ -84,6 +84,12 @@ _TABLES: dict[str, tuple[dict[str, type], str | tuple[str, ...]]] = {
     }, ("cycle", "user")),
     "policy_state": ({"stage": str, "cycle": int, "updated": float, "state": str}, "stage"),
 }
+#: Columns added since the first schema whose value in an older store can be worked out:
+#: (table, column) -> the SQL of it for a row of `table` (else it is NULL).
+_DERIVED = {
+    ("actions", "planned_cycle"): "(select min(cycle) from main.action_log "
+                                  "where action_log.key = actions.key)",
+}
 _INDEXES = (
     ("decisions", ["cycle"]), ("decisions", ["job"]), ("decisions", ["user"]),
     ("actions", ["state"]), ("actions", ["job"]), ("action_log", ["key"]),
@@ -156,13 +162,14 @@ class Store:
             if not table.exists():
                 table.create(columns, pk=pk)
                 continue
-            # A store made by an earlier gridfair gets the columns added since, empty.
+            # A store made by an earlier gridfair gets the columns added since: empty, or
+            # worked out from what it has.
             for column in sorted(columns.keys() - table.columns_dict.keys()):
                 table.add_column(column, columns[column])
-        with self.db.atomic():  # ... but the cycle that first planned an action it has
-            self.db.execute("update actions set planned_cycle = (select min(cycle) from "
-                            "action_log where action_log.key = actions.key) "
-                            "where planned_cycle is null")
+                if (name, column) in _DERIVED:
+                    with self.db.atomic():
+                        self.db.execute(f"update {name} set {column} = "
+                                        f"{_DERIVED[name, column]}")
         for table, columns in _INDEXES:
             self.db[table].create_index(columns, if_not_exists=True)
 
@@ -280,6 +287,22 @@ def open_readonly(path: str | Path) -> sqlite_utils.Database:
         db = sqlite_utils.Database(connection)
         if not db["cycles"].exists():
             raise StoreError(f"store {path}: not a gridfair store (no cycles table)")
+        _newer_columns(db)
     except sqlite3.Error as error:
         raise StoreError(f"store {path}: cannot read it: {error}") from None
     return db
+
+
+def _newer_columns(db: sqlite_utils.Database) -> None:
+    """A store made by an earlier gridfair, which the daemon has not opened since, read as a
+    current one: each table lacking columns is shadowed by a view of it (in the connection's
+    own temp schema; the file is not written) that adds them, worked out or NULL."""
+    for name, (columns, _) in _TABLES.items():
+        table = db[name]
+        if not table.exists():
+            continue
+        missing = [column for column in columns if column not in table.columns_dict]
+        if missing:
+            added = ", ".join(f"{_DERIVED.get((name, column), 'NULL')} as {column}"
+                              for column in missing)
+            db.execute(f"create temp view {name} as select *, {added} from main.{name}")

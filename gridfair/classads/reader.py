@@ -188,6 +188,20 @@ def parse_ads(
         raise InputError(f"no ads found ({chosen.value} syntax)", source=source)
     return ads, skipped
 
+def parse_one(payload: Any, syntax: AdFormat, source: str, index: int,
+              line: int | None = None) -> SourcedAd:
+    """One ad framed by the caller: old-syntax text whose first line is `line` of `source`,
+    new-syntax text, or a JSON object (a dict) as `json` loaded it. An InputError names the
+    file, line and ad index, as `parse_ads` does."""
+    if syntax is AdFormat.OLD:
+        chunk = _old_chunk(payload, index, line or 1)
+        if chunk is None:
+            raise InputError("empty ad", source=source, line=line, ad=f"#{index}")
+    else:
+        chunk = _Chunk(payload, index, line)
+    return SourcedAd(_FORMATS[syntax][1](chunk, source), source, index, chunk.line)
+
+
 class AdText:
     """An ad kept as the text it was read from, parsed again when it is read (`readable`).
     A parsed `classad2` job ad weighs about 2.4 KB against ~300 bytes of text, which the

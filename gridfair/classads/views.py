@@ -12,6 +12,7 @@ the first unusable ad; lenient ones return the usable views with a `SkippedAd` f
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,14 +54,14 @@ class AdConfig:
         )
 
 
-# Looked up once: `_AdValues.value` runs for every attribute of every ad read anew.
+# Looked up once: `AdValues.value` runs for every attribute of every ad read anew.
 _EXPRESSION = classad2.ExprTree
 _UNDEFINED = classad2.Value.Undefined
 _ERROR = classad2.Value.Error
 _JOB_STATUSES = {int(status): status for status in JobStatus}  # JobStatus(code) is slow
 
 
-class _AdValues:
+class AdValues:
     """Typed reads of one ad's attributes; every failure names the ad and the attribute."""
 
     __slots__ = ("sourced", "name", "ad")
@@ -139,7 +140,7 @@ class _AdValues:
 # --------------------------------------------------------------------- machines
 def machine_view(sourced: SourcedAd, config: AdConfig = AdConfig()) -> Machine:
     """The machine an ad describes; an InputError if it cannot be used."""
-    values = _AdValues(sourced, None)
+    values = AdValues(sourced, None)
     values.name = values.text("Name", required=True)
     owner = values.text(config.owner_attr, required=True)
     return Machine(
@@ -156,12 +157,23 @@ def machine_view(sourced: SourcedAd, config: AdConfig = AdConfig()) -> Machine:
     )
 
 
-def _power(values: _AdValues, config: AdConfig) -> float:
+def _power(values: AdValues, config: AdConfig) -> float:
     for attribute, factor in config.power_sources:
         if attribute in values.sourced.ad:
             return values.number(attribute, positive=True) * factor
     names = ", ".join(attribute for attribute, _ in config.power_sources)
     raise values.error("no power: the ad has none of " + names, config.power_sources[0][0])
+
+
+#: A dynamic slot's name (slot1_3@host) and the partitionable slot it is cut from (slot1@host).
+_DYNAMIC_SLOT = re.compile(r"^(slot\d+)_\d+@(.*)$")
+
+
+def whole_slot(name: str) -> str:
+    """The partitionable slot a dynamic slot is cut from (by HTCondor's naming,
+    `slot1_3@host` -> `slot1@host`), or the name itself for any other slot."""
+    dynamic = _DYNAMIC_SLOT.match(name)
+    return f"{dynamic.group(1)}@{dynamic.group(2)}" if dynamic else name
 
 
 def machines_from_ads(
@@ -177,7 +189,7 @@ def machines_from_ads(
             machine = machine_view(sourced, config)
             earlier = first_seen.setdefault(machine.name, sourced)
             if earlier is not sourced:
-                raise _AdValues(sourced, machine.name).error(
+                raise AdValues(sourced, machine.name).error(
                     f"duplicate machine name (also ad #{earlier.index} of {earlier.source})",
                     "Name",
                 )
@@ -190,6 +202,14 @@ def machines_from_ads(
 
 
 # ------------------------------------------------------------------------- jobs
+#: Every attribute `job_view` reads of a job ad: a reader that parses only part of an ad (the
+#: history reader) parses these, so that it reads a job as the daemon does.
+JOB_VIEW_ATTRIBUTES = (
+    "ClusterId", "ProcId", "JobStatus", "QDate", "JobCurrentStartDate", "RemoteHost", "User",
+    "Owner", "AccountingGroup", "AcctGroup", "AcctGroupUser", "RequestCpus", "RequestMemory",
+)
+
+
 def job_view(sourced: SourcedAd, keep_ad: Any = None) -> Job:
     """The job an ad describes; an InputError if it cannot be used. The job keeps its parsed
     ad for matching, or `keep_ad` instead (the ad as text, `reader.AdText`)."""
@@ -210,7 +230,7 @@ class JobRequest:
 def job_request(sourced: SourcedAd, name: str | None = None) -> JobRequest:
     """What the jobs of an ad (a job's, or an autocluster's) ask for; an InputError (naming
     the ad `name`) if it cannot be used."""
-    values = _AdValues(sourced, name)
+    values = AdValues(sourced, name)
     return JobRequest(values.number("RequestCpus", 1.0, positive=True),
                       values.number("RequestMemory", 0.0), sourced.ad)
 
@@ -223,7 +243,7 @@ def grouped_job_view(sourced: SourcedAd, request: SourcedAd | JobRequest,
     job = _plain_job(sourced.ad, request, keep_ad)
     if job is not None:
         return job
-    values = _AdValues(sourced, None)
+    values = AdValues(sourced, None)
     cluster = _whole(values, "ClusterId")
     proc = _whole(values, "ProcId")
     values.name = f"{cluster}.{proc}"
@@ -297,7 +317,7 @@ class _NotPlain(Exception):
     """A value `_plain_job` leaves to the attribute-by-attribute path."""
 
 
-def _whole(values: _AdValues, attribute: str) -> int:
+def _whole(values: AdValues, attribute: str) -> int:
     number = values.number(attribute)
     if not number.is_integer():
         raise values.error(f"not a whole number: {number:g}", attribute)
@@ -326,7 +346,7 @@ def _accounting_principal(text: Callable[[str], str | None]) -> tuple[str | None
     return submitter or owner, group
 
 
-def _slot_principal(values: _AdValues) -> str | None:
+def _slot_principal(values: AdValues) -> str | None:
     """Who a slot's job is charged to: the user part of the slot's `AccountingGroup` (a
     claimed slot publishes its job's), as a job's principal reads, else RemoteUser."""
     remote = values.text("RemoteUser") or values.text("RemoteOwner")
@@ -351,7 +371,7 @@ def jobs_from_ads(
             job = job_view(sourced)
             earlier = first_seen.setdefault(job.id, sourced)
             if earlier is not sourced:
-                raise _AdValues(sourced, job.id).error(
+                raise AdValues(sourced, job.id).error(
                     f"duplicate job id (also ad #{earlier.index} of {earlier.source})", "ProcId"
                 )
             jobs.append(job)

@@ -24,7 +24,7 @@ from gridfair.experiments.compare import (
     parse_seeds,
 )
 from gridfair.experiments.runner import run_in_process
-from gridfair.experiments.runs import RunOutcome, RunSpec
+from gridfair.experiments.runs import RECORDED, RunOutcome, RunSpec
 from gridfair.sim.metrics import SATISFACTION_BASES
 
 SPREAD_NOTE = "mean ± sample standard deviation (n - 1) over seeds"
@@ -44,6 +44,7 @@ SUMMARY_COLUMNS = (
     ("jain_satisfaction", "Jain(sat)", ".3f"),
     ("mean_wait", "Mean wait s", ".0f"),
     ("completed", "Completed", ".1f"),
+    ("share_error", "Share error", ".3f"),
 )
 
 
@@ -74,6 +75,10 @@ def parse_param(text: str) -> tuple[str, Any]:
               help="Vacated tasks keep their work (default: they start over).")
 @click.option("--satisfaction-base", type=click.Choice(SATISFACTION_BASES), default="grid",
               show_default=True, help="Def. 5's ideal machine: the grid's mean or the user's own.")
+@click.option("--machines", type=click.Path(dir_okay=False), default=None,
+              help="The grid is a pool's slots: a condor_status -long or -json dump.")
+@click.option("--pool", default=None, metavar="HOST[:PORT]",
+              help="A live pool's collector: its slots are the grid unless --machines.")
 @click.option("--param", "params", multiple=True, metavar="NAME=VALUE",
               help="Any other run parameter (delta=0.999999, capacity_ratio=0.8, ...).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, writable=True),
@@ -82,14 +87,21 @@ def parse_param(text: str) -> tuple[str, Any]:
               show_default=True)
 @click.option("--quiet", "-q", is_flag=True,
               help="No progress (a bar on a terminal, else a line per finished run).")
-def compare(grid, policies, workloads, seeds, checkpoint, satisfaction_base, params, plot_path,
-            output_format, quiet) -> None:
+def compare(grid, policies, workloads, seeds, checkpoint, satisfaction_base, machines, pool,
+            params, plot_path, output_format, quiet) -> None:
     """Run GRID's workloads under each policy and seed; report the metrics side by side.
 
-    GRID is a grid file or an embedded grid's name (`gridfair grid list`)."""
+    GRID is a grid file or an embedded grid's name (`gridfair grid list`). A pool's HTCondor
+    history (with --machines or --pool for its slots) is also reported as it happened, in
+    the row `as-it-happened`, beside the policies replayed on it."""
     policy_list = [name.strip() for name in policies.split(",") if name.strip()]
     extra = dict(parse_param(text) for text in params)
     extra.update(checkpointing=checkpoint, satisfaction_base=satisfaction_base)
+    extra.update({name: value for name, value in (("machines", machines), ("pool", pool))
+                  if value is not None})
+    if RECORDED not in policy_list and any(
+            _is_history(workload, extra.get("workload_format")) for workload in workloads):
+        policy_list.insert(0, RECORDED)
     seed_list = parse_seeds(seeds)
     specs = comparison_specs(grid, policy_list, list(workloads), seed_list, extra)
     results: list[tuple[RunSpec, RunOutcome]] = []
@@ -118,9 +130,26 @@ def compare(grid, policies, workloads, seeds, checkpoint, satisfaction_base, par
     else:
         click.echo(_tables(header, results, seeds))
     if plot_path:
-        from gridfair.experiments.plots import satisfaction_bars
+        from gridfair.experiments.plots import history_panels, satisfaction_bars
 
-        satisfaction_bars(results, Path(plot_path))
+        if any(outcome.series for _, outcome in results):
+            history_panels(results, Path(plot_path))
+        else:
+            satisfaction_bars(results, Path(plot_path))
+
+
+def _is_history(workload: str, format_name: str | None) -> bool:
+    """Whether `workload` is a file of a recorded workload (an HTCondor job history)."""
+    from gridfair.sim.scenario import workload_format
+    from gridfair.sim.workloads.condor_history import FORMAT
+
+    path = Path(workload)
+    if not path.exists():
+        return False
+    try:
+        return workload_format(path, format_name) == FORMAT
+    except InputError:
+        return False
 
 
 def _plain(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -175,7 +204,8 @@ def _tables(header: Mapping[str, Any], results: Results, seeds_text: str) -> str
                     ("provided_share", "Provided", ".2%")]
     user_columns += [(name, heading, ">") for name, heading, _ in USER_COLUMNS]
     summary_columns = [("policy", "Policy", "")]
-    summary_columns += [(name, heading, ">") for name, heading, _ in SUMMARY_COLUMNS]
+    summary_columns += [(name, heading, ">") for name, heading, _ in SUMMARY_COLUMNS
+                        if any(row.get(name) is not None for row in summaries)]
     for workload in dict.fromkeys(row["workload"] for row in summaries):
         user_rows = [{"user": row["user"], "policy": row["policy"],
                       "provided_share": row["provided_share"],

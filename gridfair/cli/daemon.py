@@ -16,11 +16,14 @@ from gridfair.daemon.config import load_config
               help="TOML configuration (examples in configs/).")
 @click.option("--once", is_flag=True, help="Run one cycle and exit (1 if it failed).")
 @click.option("--dry-run", is_flag=True, help="Record decisions; carry out none.")
+@click.option("--shadow", is_flag=True,
+              help="A dry run that also records what the pool did instead, cycle by cycle, "
+                   "for `gridfair shadow` to compare with gridfair's decisions.")
 @click.option("--cycles", type=click.IntRange(min=1), default=None,
               help="Stop after this many cycles (overrides daemon.max_cycles).")
 @click.option("--show", is_flag=True,
               help="After each cycle, print the shares table and the cycle's actions.")
-def daemon(config_path: Path, once: bool, dry_run: bool, cycles: int | None,
+def daemon(config_path: Path, once: bool, dry_run: bool, shadow: bool, cycles: int | None,
            show: bool) -> None:
     """Negotiate every `interval` seconds: read the pool, decide, journal, act."""
     from gridfair.daemon.cycle import CycleReport
@@ -39,6 +42,6 @@ def daemon(config_path: Path, once: bool, dry_run: bool, cycles: int | None,
             click.echo(cycle_actions_text(store, report.cycle))
             click.echo()
 
-    service = Daemon(config, dry_run=dry_run, max_cycles=cycles,
+    service = Daemon(config, dry_run=dry_run, shadow=shadow, max_cycles=cycles,
                      on_cycle=show_cycle if show else None)
     sys.exit(service.run_once() if once else service.run())

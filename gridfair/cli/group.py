@@ -32,6 +32,11 @@ COMMANDS = {
                                   "the embedded ones."),
     "history": ("gridfair.cli.admin", "Per-user usage and shares over the daemon's cycles."),
     "plot": ("gridfair.cli.plot", "Draw a figure of KIND from the results DB of a sweep."),
+    "shadow": ("gridfair.cli.shadow", "Report a shadow daemon's store: share error of the "
+                                      "pool as it ran and of gridfair's decisions, gridfair's "
+                                      "allocations the pool made anyway, the vacates it would "
+                                      "have issued, and the jobs it would have started sooner "
+                                      "or later."),
     "shares": ("gridfair.cli.shares", "Per-user shares of a pool's ads and the decisions a "
                                       "policy would take on them now."),
     "simulate": ("gridfair.cli.simulate", "Simulate GRID under a policy and report per-user "

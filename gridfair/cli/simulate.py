@@ -43,9 +43,33 @@ USER_COLUMNS = (
     "makespan", "utilization", "vacates", "Jain(satisfaction)", "PowerDiff", "omega",
     "MFlops"))
 @click.argument("grid", required=False, type=click.Path(dir_okay=False))
-@click.option("--workload", "-w", required=True,
-              help="A workload the grid defines (low, medium, high) or a workload file.")
-@click.option("--workload-format", default=None, help="Override the format the file name implies.")
+@click.option("--workload", "-w", default=None,
+              help="A workload the grid defines (low, medium, high) or a workload file "
+                   "(an HTCondor history: a history file or directory, condor_history "
+                   "-long or -json). Without it, --pool replays the pool's own history.")
+@click.option("--workload-format", default=None,
+              help="Override the format the file's name or content implies "
+                   "(e.g. condor-history).")
+@click.option("--machines", type=click.Path(dir_okay=False), default=None,
+              help="The grid is a pool's slots: a condor_status -long or -json dump, read as "
+                   "the daemon reads slots (instead of GRID).")
+@click.option("--pool", default=None, metavar="HOST[:PORT]",
+              help="A live pool's collector: its slots are the grid (unless --machines), and "
+                   "without --workload its schedds' history is the workload.")
+@click.option("--since", default=None,
+              help="HTCondor history: jobs submitted from then (epoch, ISO date, or 7d ago).")
+@click.option("--until", default=None,
+              help="HTCondor history: jobs submitted before then (epoch, ISO date, or 1d ago).")
+@click.option("--uid-domain", default=None,
+              help="HTCondor history: the pool's UID_DOMAIN, dropped from submitters to name "
+                   "owners ('*', the default: any).")
+@click.option("--submitter-map", type=click.Path(dir_okay=False), default=None,
+              help="HTCondor history: a file of 'submitter owner' lines, as the daemon's.")
+@click.option("--owner-attr", default=None,
+              help="--machines/--pool: the slot attribute naming the owner (GridOwner).")
+@click.option("--power-attr", default=None,
+              help="--machines/--pool: the slot attribute giving MFlops (default: MFlops, "
+                   "else KFlops / 1000, else Mips).")
 @click.option("--policy", "-p", type=click.Choice(policy_names()), default=None,
               help="A named composition of stages.")
 @click.option("--order", default=None, help="Order stage (who gets the next free slot).")
@@ -63,6 +87,10 @@ USER_COLUMNS = (
               help="Negotiate every N simulated seconds (default: on every arrival/completion).")
 @click.option("--vacate-delay", type=float, default=0.0, show_default=True,
               help="Seconds a vacated node needs before its new task starts.")
+@click.option("--claim-worklife", type=float, default=None,
+              help="Reuse a finished task's claim for its user's next task, with no "
+                   "negotiation, for this many seconds (HTCondor's CLAIM_WORKLIFE, 1200 by "
+                   "default in a pool; negative: forever). Default: no reuse.")
 @click.option("--arrivals", type=click.Choice(ARRIVALS), default="batch", show_default=True,
               help="batch: negotiate once per instant on all it brought (the daemon's way); "
                    "sequential: reproduce the published simulator (iSPD): arrivals one at a "
@@ -134,9 +162,8 @@ USER_COLUMNS = (
               help="No progress (a bar on a terminal, else a line at each tenth of the tasks, "
               "once a run takes over 2 s).")
 def simulate(grid, workload, workload_format, policy, order, preempt, admit, checkpoint,
-             allocation, seed, interval, vacate_delay, arrivals, status_refresh,
-             absolute_power_diff, hosep_test,
-             satisfaction_base, output_format,
+             allocation, seed, interval, vacate_delay, claim_worklife, arrivals, status_refresh,
+             absolute_power_diff, hosep_test, satisfaction_base, output_format,
              tasks_out, capacity_ratio, equal_shares, form, delta, capacity, deadlines,
              check, db_path, quiet, **grid_workload_options) -> None:
     """Simulate GRID under a policy and report per-user satisfaction, waits and preemptions.
@@ -144,6 +171,8 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
     GRID is a grid file or an embedded grid's name (`gridfair grid list`)."""
     if policy is None and order is None:
         raise click.UsageError("give --policy NAME, or --order (with --preempt/--admit)")
+    if workload is None and grid_workload_options["pool"] is None:
+        raise click.UsageError("give --workload, or --pool HOST to replay the pool's history")
     policy_options = {"absolute_power_diff": absolute_power_diff, "hosep_test": hosep_test,
                       "delta": delta, "form": form}
     workload_options = {"capacity_ratio": capacity_ratio, **grid_workload_options,
@@ -154,6 +183,8 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
                               options=workload_options)
     for reason, count in scenario.skipped.items():
         click.echo(f"gridfair: warning: skipped {count}: {reason}", err=True)
+    for note, count in scenario.notes.items():
+        click.echo(f"gridfair: note: {count} {note}", err=True)
     progress = tasks_progress(quiet)
     recorder = RunRecorder() if check else None
     # Runs stream their tasks out as they end (records written, metrics added, the task let
@@ -169,6 +200,7 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
         policy_options=policy_options, checkpointing=checkpoint, interval=interval,
         vacate_delay=vacate_delay, progress=progress, recorder=recorder, arrivals=arrivals,
         allocation=allocation, keep_tasks=keep_tasks, status_refresh=status_refresh,
+        claim_worklife=claim_worklife,
     )
     negotiator = simulation.negotiator
     # Opened before the run: an unwritable file is an error before any work is done.
@@ -177,6 +209,7 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
         "grid": grid, "workload": workload, "policy": negotiator.stages,
         "allocation": negotiator.allocation, "seed": seed,
         "checkpointing": checkpoint, "interval": interval, "vacate_delay": vacate_delay,
+        "claim_worklife": claim_worklife,
         "arrivals": arrivals, "satisfaction_base": satisfaction_base,
         "options": {key: value for key, value in {
             **workload_options, "delta": delta, "form": form,

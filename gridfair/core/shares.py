@@ -7,7 +7,7 @@ are the same wherever they come from; the CLI renders either.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,3 +77,15 @@ def share_totals(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     for key in SUMMED:
         totals[key] = sum(row[key] for row in rows)
     return totals
+
+
+def share_error(users: Iterable[tuple[float, float, float]], power_per_cpu: float,
+                total_power: float) -> float:
+    """The owner-share error of a pool at one moment: the power owners were owed and waited
+    for, over the pool's power. `users` are (provided MFlops, allocated MFlops, cpus of its
+    jobs waiting): each owner below its share with jobs waiting adds the smaller of what it
+    lacks and what its waiting jobs could use (at `power_per_cpu`, the pool's mean); 0 is a
+    pool whose owners never waited below their share."""
+    owed = sum(min(provided - allocated, waiting * power_per_cpu)
+               for provided, allocated, waiting in users if provided > allocated and waiting)
+    return owed / total_power if total_power > 0 else 0.0

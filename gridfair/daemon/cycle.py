@@ -41,7 +41,7 @@ from gridfair.core.collector import CycleCollector
 from gridfair.core.pool import CPUS, MEMORY, POWER, Pool, UserState
 from gridfair.core.shares import share_rows
 from gridfair.core.stages import ALLOCATE, VACATE, Decision
-from gridfair.daemon import inflight
+from gridfair.daemon import inflight, shadow
 from gridfair.daemon.backends import (
     ActionFailed,
     PoolBackend,
@@ -164,6 +164,7 @@ class CycleRunner:
         store: Store,
         *,
         dry_run: bool = False,
+        shadow: bool = False,
         faults: FaultPoints | None = None,
         metrics: NullMetrics | None = None,
         stopping: threading.Event | None = None,
@@ -171,7 +172,9 @@ class CycleRunner:
         self.config = config
         self.backend = backend
         self.store = store
-        self.dry_run = dry_run
+        # A shadow daemon is a dry run that also records the pool against its decisions.
+        self.shadow = shadow
+        self.dry_run = dry_run or shadow
         self.faults = faults or FaultPoints(None, store.path)
         self.metrics = metrics or NullMetrics()
         self.stopping = stopping or threading.Event()
@@ -263,6 +266,7 @@ class CycleRunner:
                     stage.import_state(saved[key], source=f"{store.path} policy_state {key}")
             notes = [f"{item.name}: {item.reason}" for item in loaded.unplaced]
             usage = self._usage_rows(pool, stages, cycle, now)
+            as_run = shadow.side_rows(pool, cycle, shadow.POOL) if self.shadow else []
             decisions = list(loaded.admissions) + negotiator.cycle(now)
             stale = snapshot_too_old(self.limits, snapshot.time, now)
             held = [{"rule": h.rule, "victim": h.preemption.victim.id,
@@ -282,6 +286,10 @@ class CycleRunner:
                                        act, counts)
             self._remember_jobs(recon)
             self._reconciled = snapshot
+            if self.shadow:
+                store.record_shadow(shadow.capacity_row(pool, cycle),
+                                    as_run + shadow.side_rows(pool, cycle, shadow.GRIDFAIR),
+                                    shadow.start_rows(recon, snapshot, cycle, now))
             self.faults.reached("after_plan", number)
             outcome = "dry-run" if self.dry_run else ("stale" if stale else "ok")
             if to_run:

@@ -13,21 +13,18 @@ counted back from the latest cycle's clock, so it means the same on both.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from typing import Any
 
 import sqlite_utils
 
 from gridfair.core.shares import SharesReport, share_totals
 from gridfair.daemon.store import ACTION_STATES
-from gridfair.errors import GridfairError
+from gridfair.errors import GridfairError, InputError
 from gridfair.model import ad_note_line
+from gridfair.moments import is_relative, parse_moment
 
-_RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 #: The per-user columns of `usage` that `gridfair shares` shows.
 SHARE_KEYS = ("user", "provided_mflops", "allocated_mflops", "power_diff", "nodes_provided",
               "nodes_used", "running", "idle")
@@ -56,24 +53,13 @@ def parse_since(text: str | None, db: sqlite_utils.Database) -> float | None:
     """`--since`: epoch seconds, an ISO date/time (UTC unless it says), or `N[smhd]` ago."""
     if text is None:
         return None
-    match = _RELATIVE.match(text.strip())
-    if match:
-        latest = latest_now(db)
-        if latest is None:
-            return None
-        return latest - float(match.group(1)) * _UNITS[match.group(2)]
+    latest = latest_now(db)
+    if is_relative(text) and latest is None:
+        return None
     try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        raise ReportError(f"--since {text!r}: expected epoch seconds, an ISO date/time or "
-                          "N followed by s, m, h or d (e.g. 2h)") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.timestamp()
+        return parse_moment(text, latest or 0.0)
+    except InputError as error:
+        raise ReportError(error.message) from None
 
 
 def _loads(text: str | None) -> Any:

@@ -100,6 +100,7 @@ class Daemon:
         config: Config,
         *,
         dry_run: bool = False,
+        shadow: bool = False,
         max_cycles: int | None = None,
         backend: PoolBackend | None = None,
         on_cycle: Callable[[CycleReport], None] | None = None,
@@ -129,7 +130,7 @@ class Daemon:
                                   f"{metrics['address']}:{metrics['port']}: {error}") from None
         self.backend = backend or make_backend(config)
         self.runner = CycleRunner(
-            config, self.backend, self.store, dry_run=dry_run,
+            config, self.backend, self.store, dry_run=dry_run, shadow=shadow,
             faults=FaultPoints.from_environment(store_path), metrics=self.metrics,
             stopping=self.stopping,
         )

@@ -8,7 +8,9 @@ Tables (docs/daemon.md has the columns):
 - `jobs`: the pool's jobs as last seen (what the next cycle reconciles against);
 - `job_events`: what reconciliation saw happen to jobs between cycles;
 - `users`, `usage`: per-user totals now and per cycle (the history);
-- `policy_state`: each stateful stage's exported state, so a restart keeps the shares.
+- `policy_state`: each stateful stage's exported state, so a restart keeps the shares;
+- `shadow_cycles`, `shadow_usage`, `shadow_starts`: a shadow daemon's record of the pool
+  as it ran against its decisions (`gridfair.daemon.shadow`).
 
 The journal's rule: an action is written `planned` (in the same transaction as its cycle's
 decisions) before it is carried out, marked `issued` (committed) before the backend is
@@ -83,6 +85,14 @@ _TABLES: dict[str, tuple[dict[str, type], str | tuple[str, ...]]] = {
         "figures": str,
     }, ("cycle", "user")),
     "policy_state": ({"stage": str, "cycle": int, "updated": float, "state": str}, "stage"),
+    # A shadow daemon's record of the pool against its decisions (gridfair.daemon.shadow).
+    "shadow_cycles": ({"cycle": int, "cpus": float, "power": float}, "cycle"),
+    "shadow_usage": ({
+        "cycle": int, "side": str, "user": str, "provided_mflops": float,
+        "allocated_mflops": float, "running": int, "waiting_cpus": float,
+    }, ("cycle", "side", "user")),
+    "shadow_starts": ({"id": int, "cycle": int, "job": str, "user": str, "machine": str,
+                       "started": float}, "id"),
 }
 #: Columns added since the first schema whose value in an older store can be worked out:
 #: (table, column) -> the SQL of it for a row of `table` (else it is NULL).
@@ -94,6 +104,7 @@ _INDEXES = (
     ("decisions", ["cycle"]), ("decisions", ["job"]), ("decisions", ["user"]),
     ("actions", ["state"]), ("actions", ["job"]), ("action_log", ["key"]),
     ("job_events", ["job"]), ("usage", ["user"]), ("cycles", ["started"]),
+    ("shadow_starts", ["job"]), ("shadow_starts", ["cycle"]),
 )
 
 
@@ -260,6 +271,15 @@ class Store:
             db.execute(f"insert into actions ({', '.join(row)}) "
                        f"values ({', '.join('?' * len(row))})", list(row.values()))
             db.execute(_LOG_ACTION, [key, cycle, time, PLANNED, ""])
+
+    def record_shadow(self, capacity: dict[str, Any], usage: list[dict[str, Any]],
+                      starts: list[dict[str, Any]]) -> None:
+        """A shadow cycle's rows (`gridfair.daemon.shadow`), in one transaction."""
+        with self.transaction("record the shadow cycle") as db:
+            db["shadow_cycles"].insert(capacity, replace=True)
+            db["shadow_usage"].insert_all(usage, replace=True)
+            if starts:
+                db["shadow_starts"].insert_all(starts)
 
     # --------------------------------------------------------- pool knowledge
     def known_jobs(self) -> dict[str, dict[str, Any]]:

@@ -105,6 +105,99 @@ def satisfaction_bars(results: Results, out: str | Path) -> None:
     _save(figure, out)
 
 
+def history_panels(results: Results, out: str | Path) -> None:
+    """A pool's history as it happened beside the policies replayed on it (one workload, the
+    first seed): each user's mean wait by policy, the share error over time by policy, and
+    one panel per policy of each user's share of the grid's power over time."""
+    runs = [(spec, outcome) for spec, outcome in _ok(results) if outcome.series]
+    if not runs:
+        raise InputError("no run of a recorded workload (an HTCondor history) to plot")
+    workload = runs[0][0].get("workload")
+    first: dict[str, RunOutcome] = {}
+    for spec, outcome in runs:
+        if spec.get("workload") == workload:
+            first.setdefault(spec.get("policy"), outcome)
+    policies = list(first)
+    rows = aggregate_users([(spec, outcome) for spec, outcome in runs
+                            if spec.get("workload") == workload], ("policy",))
+    users = list(dict.fromkeys(row["user"] for row in rows))
+    panels = 2 + len(policies)
+    columns = 2
+    figure = Figure(figsize=(11, 3.4 * math.ceil(panels / columns)), dpi=DPI)
+    axes = figure.subplots(math.ceil(panels / columns), columns, squeeze=False).flatten()
+    waits = axes[0]
+    _grouped_bars(waits, rows, users, lambda row: row["user"], policies, "mean_wait")
+    waits.set_xticks(range(len(users)), users, fontsize=8)
+    waits.set_ylabel("mean wait s")
+    waits.set_title(f"{Path(str(workload)).name}: mean wait by user", fontsize=10)
+    waits.legend(fontsize=8)
+    errors = axes[1]
+    longest = max(outcome.series["times"][-1] for outcome in first.values())
+    scale, unit = next((scale, unit) for scale, unit, up_to in _TIME_UNITS if longest < up_to)
+    for policy, outcome in first.items():
+        series = outcome.series
+        errors.step([time / scale for time in series["times"]], series["share_error"],
+                    where="post", label=f"{policy} (mean {series['mean_share_error']:.3f})")
+    errors.set_ylabel("share error")
+    errors.set_xlabel(f"{unit} from the first submission")
+    errors.set_title("power owed to waiting owners, over the grid's power", fontsize=10)
+    errors.legend(fontsize=8)
+    for ax, (policy, outcome) in zip(axes[2:], first.items(), strict=False):
+        series = outcome.series
+        for user in users:
+            if user in series["shares"]:
+                ax.step([time / scale for time in series["times"]], series["shares"][user],
+                        where="post", label=user)
+        ax.set_title(f"{policy}: share of the grid's power", fontsize=10)
+        ax.set_ylim(0, 1)
+        ax.set_xlabel(f"{unit} from the first submission")
+        ax.legend(fontsize=7)
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    for ax in axes[panels:]:
+        ax.set_visible(False)
+    _save(figure, out)
+
+
+def shadow_shares(report: Mapping[str, Any], out: str | Path) -> None:
+    """A shadow report's shares over time: each user's share of the pool's power as the pool
+    ran (solid) and after gridfair's decisions (dashed), and the share error of each."""
+    series = report["series"]
+    start = series["times"][0]
+    times = [time - start for time in series["times"]]
+    scale, unit = next((scale, unit) for scale, unit, up_to in _TIME_UNITS
+                       if (times[-1] if times else 0.0) < up_to)
+    times = [time / scale for time in times]
+    figure = Figure(figsize=(9, 7), dpi=DPI)
+    shares, errors = figure.subplots(2, 1, sharex=True)
+    colors = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
+    for index, user in enumerate(series["pool"]["shares"]):
+        color = colors[index % len(colors)]
+        shares.step(times, series["pool"]["shares"][user], where="post", color=color,
+                    label=f"{user} (pool)")
+        shares.step(times, series["gridfair"]["shares"][user], where="post", color=color,
+                    linestyle="--", label=f"{user} (gridfair)")
+    shares.set_ylabel("share of the pool's power")
+    shares.set_ylim(0, 1)
+    shares.set_title(f"shadow: {report['cycles']} cycles, policy {report['policy']}",
+                     fontsize=10)
+    shares.legend(fontsize=7, ncols=2)
+    for side, style in (("pool", "-"), ("gridfair", "--")):
+        errors.step(times, series[side]["share_error"], where="post", linestyle=style,
+                    label=f"{side} (mean {report['share_error'][side]:.3f})")
+    errors.set_ylabel("share error")
+    errors.set_xlabel(f"{unit} from the first cycle")
+    errors.legend(fontsize=8)
+    for ax in (shares, errors):
+        ax.grid(alpha=0.3)
+    _save(figure, out)
+
+
+#: (seconds per unit, unit, used for spans shorter than) for the time axes.
+_TIME_UNITS = ((1.0, "seconds", 600.0), (60.0, "minutes", 6 * 3600.0),
+               (3600.0, "hours", 4 * 86400.0), (86400.0, "days", math.inf))
+
+
 def _context(spec: RunSpec) -> tuple:
     """What a run and its baseline share: every parameter but the policy and its options."""
     return tuple((name, value) for name, value in sorted(spec.params.items())

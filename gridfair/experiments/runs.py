@@ -35,7 +35,9 @@ from gridfair.sim.deadline_metrics import deadline_summary
 from gridfair.sim.engine import ARRIVALS
 from gridfair.sim.metrics import SATISFACTION_BASES, RunMetrics
 from gridfair.sim.scenario import build_scenario, run_streamed, simulation_of
+from gridfair.sim.share_curve import ShareCurve
 from gridfair.sim.task_stream import InOrder, arrival_key
+from gridfair.sim.workloads.registry import Scenario
 
 # Workload readers register their formats when imported. A Dask worker imports only this
 # module, so it imports the readers the scenario module does not import itself.
@@ -45,6 +47,16 @@ from gridfair.sim.task_stream import InOrder, arrival_key
 RUN, POLICY, SCENARIO, METRICS = "run", "policy", "scenario", "metrics"
 # What a run is (`experiment`): see `gridfair.experiments.allocation` for the second.
 SIMULATION, ALLOCATION = "simulation", "allocation"
+#: The "policy" of a recorded workload as it happened (a pool's history): no simulation, the
+#: history's own times, reported as a run is.
+RECORDED = "as-it-happened"
+#: Scenario parameters that name files, resolved as the grid and workload are.
+PATH_PARAMETERS = ("machines", "submitter_map")
+
+
+def run_policies() -> list[str]:
+    """What a run's `policy` may be: a named composition, or the history as it happened."""
+    return [RECORDED, *policy_names()]
 
 
 @dataclass(frozen=True)
@@ -63,12 +75,15 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
     Parameter("grid", RUN, (str,), None, "grid file (TOML or iSPD .imsx)"),
     Parameter("workload", RUN, (str,), None, "a workload the grid defines, or a workload file"),
     Parameter("workload_format", RUN, (str,), None, "override the format the file name implies"),
-    Parameter("policy", RUN, (str,), None, "a named composition of policy stages",
-              policy_names),
+    Parameter("policy", RUN, (str,), None, "a named composition of policy stages, or "
+              f"{RECORDED} (a pool's history as it happened)", run_policies),
     Parameter("seed", RUN, (int,), 1, "seed of the synthetic workload and of random choices"),
     Parameter("checkpointing", RUN, (bool,), False, "vacated tasks keep their work"),
     Parameter("interval", RUN, (int, float), None, "negotiate every N simulated seconds"),
     Parameter("vacate_delay", RUN, (int, float), 0.0, "seconds a vacated node needs"),
+    Parameter("claim_worklife", RUN, (int, float), None,
+              "reuse claims for the user's next task for this long (HTCondor's "
+              "CLAIM_WORKLIFE; negative: forever)"),
     Parameter("arrivals", RUN, (str,), "batch",
               "batch, or sequential: the published simulator's event loop", lambda: ARRIVALS),
     Parameter("satisfaction_base", METRICS, (str,), "grid", "Def. 5's ideal machine",
@@ -100,6 +115,18 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
               "a simulation over time, or the DMFA-SRQ paper's allocation experiment",
               lambda: (SIMULATION, ALLOCATION)),
     Parameter("users", RUN, (int,), None, "allocation experiment: users drawn from the shard"),
+    Parameter("machines", SCENARIO, (str,), None,
+              "the grid is a pool's slots: a condor_status -long or -json dump"),
+    Parameter("pool", SCENARIO, (str,), None,
+              "a live pool's collector: its slots, and its schedds' history"),
+    Parameter("since", SCENARIO, (str,), None, "HTCondor history: jobs submitted from then"),
+    Parameter("until", SCENARIO, (str,), None, "HTCondor history: jobs submitted before then"),
+    Parameter("uid_domain", SCENARIO, (str,), None,
+              "HTCondor history: the pool's UID_DOMAIN ('*': any)"),
+    Parameter("submitter_map", SCENARIO, (str,), None,
+              "HTCondor history: a file of 'submitter owner' lines"),
+    Parameter("owner_attr", SCENARIO, (str,), None, "slot attribute naming the owner"),
+    Parameter("power_attr", SCENARIO, (str,), None, "slot attribute giving MFlops"),
 )}
 
 REQUIRED = ("workload", "policy")
@@ -192,6 +219,9 @@ class RunOutcome:
     allocation: str = ""
     error: str = ""
     wall_seconds: float = 0.0  # kept apart from `summary`, which is deterministic
+    #: The curve of shares over time of a run of a recorded workload
+    #: (`gridfair.sim.share_curve.ShareCurve.series`); empty for others, never stored.
+    series: dict[str, Any] = field(default_factory=dict)
 
 
 def execute(spec: RunSpec) -> RunOutcome:
@@ -204,8 +234,11 @@ def execute(spec: RunSpec) -> RunOutcome:
             summary = allocate(spec.get("policy"), spec._path(spec.get("workload")),
                                spec.get("users"), spec.get("seed"))
             stages, allocation = f"allocation {spec.get('policy')}", ""
+        elif spec.get("policy") == RECORDED:
+            users, summary, series = _recorded(spec)
+            stages, allocation = RECORDED, ""
         else:
-            users, summary, stages, allocation = _simulate(spec)
+            users, summary, stages, allocation, series = _simulate(spec)
     except GridfairError as error:
         return RunOutcome(spec.key, False, error=f"{type(error).__name__}: {error}",
                           wall_seconds=time.perf_counter() - started)
@@ -213,16 +246,47 @@ def execute(spec: RunSpec) -> RunOutcome:
         return RunOutcome(spec.key, False, error=traceback.format_exc(),
                           wall_seconds=time.perf_counter() - started)
     return RunOutcome(spec.key, True, users=users, summary=summary, stages=stages,
-                      allocation=allocation, wall_seconds=time.perf_counter() - started)
+                      allocation=allocation, wall_seconds=time.perf_counter() - started,
+                      series=series)
 
 
-def _simulate(spec: RunSpec) -> tuple[list[dict[str, Any]], dict[str, Any], str, str]:
-    """Per-user rows, run-wide metrics, policy stages and allocation rule of one simulation."""
-    scenario = build_scenario(
+def _scenario(spec: RunSpec) -> Scenario:
+    options = spec._options(SCENARIO)
+    for name in PATH_PARAMETERS:
+        if name in options:
+            options[name] = spec._path(options[name])
+    return build_scenario(
         spec._path(spec.get("grid")), spec._path(spec.get("workload")),
         seed=spec.get("seed"), workload_format_name=spec.get("workload_format"),
-        options=spec._options(SCENARIO),
+        options=options,
     )
+
+
+def _recorded(spec: RunSpec) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+    """Per-user rows, run-wide metrics and curve of a recorded workload as it happened."""
+    scenario = _scenario(spec)
+    if scenario.recorded is None:
+        raise InputError(f"policy {RECORDED} needs a recorded workload (an HTCondor job "
+                         f"history), not {spec.get('workload')}")
+    tasks, result, curve = scenario.recorded()
+    metrics = RunMetrics(scenario.nodes, spec.get("satisfaction_base"))
+    for task in tasks:
+        metrics.add(task)
+    users = metrics.users()
+    summary = metrics.summary(result, users).as_dict()
+    summary.pop("wall_seconds", None)
+    series = curve.series(result.makespan)
+    summary["share_error"] = series["mean_share_error"]
+    return [user.as_dict() for user in users], summary, series
+
+
+def _simulate(spec: RunSpec) -> tuple[list[dict[str, Any]], dict[str, Any], str, str,
+                                      dict[str, Any]]:
+    """Per-user rows, run-wide metrics, policy stages, allocation rule and curve of shares
+    (for a recorded workload; else empty) of one simulation."""
+    scenario = _scenario(spec)
+    curve = (ShareCurve(scenario.nodes, scenario.curve_width)
+             if scenario.curve_width is not None else None)
     # Streamed (each task let go when it ends) unless the deadline figures need them all.
     deadlines_in_play = isinstance(scenario.tasks, list) and any(
         task.deadline is not None for task in scenario.tasks)
@@ -230,8 +294,9 @@ def _simulate(spec: RunSpec) -> tuple[list[dict[str, Any]], dict[str, Any], str,
         scenario, policy=spec.get("policy"), policy_options=spec._options(POLICY),
         checkpointing=spec.get("checkpointing"), interval=spec.get("interval"),
         vacate_delay=spec.get("vacate_delay"), arrivals=spec.get("arrivals"),
-        allocation=spec.get("allocation"),
+        allocation=spec.get("allocation"), claim_worklife=spec.get("claim_worklife"),
         keep_tasks=deadlines_in_play or spec.get("arrivals") == "sequential",
+        listeners=[curve] if curve is not None else [],
     )
     metrics = RunMetrics(scenario.nodes, spec.get("satisfaction_base"))
     in_arrival_order = InOrder(arrival_key, metrics.add)
@@ -244,7 +309,8 @@ def _simulate(spec: RunSpec) -> tuple[list[dict[str, Any]], dict[str, Any], str,
         if task.state == DONE and task.finish_time <= horizon:
             completed_by_horizon[task.user] += 1
 
-    outputs = [in_arrival_order.add] + ([count_completed] if horizon is not None else [])
+    outputs = [in_arrival_order.add] + ([count_completed] if horizon is not None else []) + (
+        [curve.add_task_wait] if curve is not None else [])
     result = run_streamed(simulation, outputs)
     in_arrival_order.close()
     users = metrics.users()
@@ -259,5 +325,9 @@ def _simulate(spec: RunSpec) -> tuple[list[dict[str, Any]], dict[str, Any], str,
         for user in user_rows:
             user["completed_by_horizon"] = completed_by_horizon[user["user"]]
         summary["completed_by_horizon"] = sum(completed_by_horizon.values())
+    series: dict[str, Any] = {}
+    if curve is not None:
+        series = curve.series(result.makespan)
+        summary["share_error"] = series["mean_share_error"]
     negotiator = simulation.negotiator
-    return user_rows, summary, negotiator.stages, negotiator.allocation
+    return user_rows, summary, negotiator.stages, negotiator.allocation, series

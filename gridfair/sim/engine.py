@@ -28,6 +28,12 @@ new task back for that long (the victim's clean-up time), and an optional transf
 links) holds a task back while its input reaches the node; the node is taken meanwhile, and a
 vacate during either delay loses no computation.
 
+Claim reuse (`claim_worklife`, HTCondor's CLAIM_WORKLIFE; off by default): a finished task's
+resources go straight to its user's next waiting task when that asks for no more, with no
+negotiation, while the claim is younger than the work life (`_ClaimReuse`). A pool's history
+replayed under HTCondor's priority needs it: with claims reused, HTCondor keeps a slot with
+its submitter from job to job.
+
 Arrival semantics (`arrivals`). `batch` (the default, and the daemon's way): all that happens
 at one instant is applied, then one negotiation cycle decides everything it can.
 `sequential` reproduces the published simulator, iSPD (the HOSEP paper's figures; its
@@ -57,8 +63,17 @@ from operator import attrgetter, itemgetter
 from typing import Any
 
 from gridfair.core.negotiator import Negotiator
-from gridfair.core.pool import QUEUED, RUNNING, Node, PoolListener, Task, fifo_key
-from gridfair.core.stages import DROP, KILL, Decision
+from gridfair.core.pool import (
+    EPSILON,
+    QUEUED,
+    RUNNING,
+    Node,
+    Pool,
+    PoolListener,
+    Task,
+    fifo_key,
+)
+from gridfair.core.stages import ALLOCATE, DROP, KILL, Decision
 from gridfair.errors import InputError
 
 # Event kinds, in the order they run at equal times (a status refresh after arrivals too).
@@ -211,6 +226,42 @@ class _StatusRefresh(PoolListener):
         if self.held.get(index) == now:
             del self.held[index]
 
+
+class _ClaimReuse:
+    """HTCondor's claim reuse (`CLAIM_WORKLIFE`): when a task finishes, its user's next
+    waiting task starts at once on the resources it frees, with no negotiation, if it asks
+    for no more than the finished one (the claimed slot's size) and the claim is younger than
+    the work life (negative: forever). A claim begins at a negotiated start and passes from
+    task to task while it is reused."""
+
+    def __init__(self, pool: Pool, worklife: float) -> None:
+        self.pool = pool
+        self.worklife = worklife
+        # Task seq -> (its claim's beginning, the start of the run that holds it).
+        self.claims: dict[int, tuple[float, float]] = {}
+
+    def finished(self, task: Task, node: Node, now: float) -> Decision | None:
+        """Start the user's next task on the claim `task` held, if the claim allows."""
+        began, run = self.claims.pop(task.seq, (task.start_time, task.start_time))
+        if run != task.start_time:
+            began = task.start_time  # the claim of an earlier run, since vacated
+        if 0 <= self.worklife <= now - began:
+            return None
+        pool = self.pool
+        following = pool.head(pool.users[task.user])
+        if following is None or following.cpus > task.cpus + EPSILON or (
+                following.memory > task.memory + EPSILON) or (
+                pool.matcher is not None and not pool.matcher(following, node)):
+            return None
+        pool.start(following, node, now)
+        self.claims[following.seq] = (began, now)
+        return Decision(ALLOCATE, following, node, "claim-reuse",
+                        "{job} of {user} onto {machine}: the claim of {finished}, which "
+                        "finished, is reused (claim {age:.0f} s old)",
+                        {"job": following.id, "user": following.user, "machine": node.name,
+                         "finished": task.id, "age": now - began})
+
+
 class Simulation:
     """Runs a workload through a negotiator to completion."""
 
@@ -229,6 +280,7 @@ class Simulation:
         keep_tasks: bool = True,
         on_task_done: Callable[[Task], None] | None = None,
         status_refresh: float | None = None,
+        claim_worklife: float | None = None,
     ) -> None:
         if arrivals not in ARRIVALS:
             raise InputError(f"arrivals must be one of {', '.join(ARRIVALS)}, got {arrivals!r}")
@@ -244,6 +296,8 @@ class Simulation:
             raise InputError("a status refresh is an option of sequential arrivals")
         if status_refresh is not None and not status_refresh > 0:
             raise InputError(f"status refresh must be positive, got {status_refresh}")
+        if arrivals == "sequential" and claim_worklife is not None:
+            raise InputError("claim reuse (--claim-worklife) takes batch arrivals")
         self.negotiator = negotiator
         self.pool = negotiator.pool
         self.total = 0  # the workload's length, if known before the run
@@ -273,6 +327,8 @@ class Simulation:
         self.on_cycle = on_cycle  # told the time after every negotiation cycle (records)
         self.arrivals = arrivals
         self.status_refresh = status_refresh
+        self.claims = (_ClaimReuse(self.pool, claim_worklife) if claim_worklife is not None
+                       else None)
 
     def run(self) -> SimulationResult:
         started = wallclock.perf_counter()
@@ -308,6 +364,7 @@ class Simulation:
         interval = self.interval
         progress = self.progress
         on_cycle = self.on_cycle
+        claims = self.claims
         report_every = max(known_total // 100, 1) if known_total else 100_000
         if interval is not None:
             heapq.heappush(heap, (first_submit, _NEGOTIATE, -1, None, 0))
@@ -337,9 +394,14 @@ class Simulation:
                 if task.epoch != epoch or task.state != RUNNING:
                     continue  # an event of a run that has since been vacated
                 if kind == _FINISH:
+                    node = task.node
                     finish(task, now)
                     finished += 1
                     changed = True
+                    if claims is not None:
+                        reused = claims.finished(task, node, now)
+                        if reused is not None and keep:
+                            kept.append(reused)
                     if not keep_tasks:
                         task_ended(task)
                     if progress is not None and finished % report_every == 0:

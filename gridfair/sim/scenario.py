@@ -13,16 +13,20 @@ from collections.abc import Callable, Iterator, Mapping, Sequence, Sized
 from pathlib import Path
 from typing import Any
 
+from gridfair.classads.views import AdConfig
 from gridfair.core.negotiator import Negotiator
-from gridfair.core.pool import Pool, Task
+from gridfair.core.pool import Pool, PoolListener, Task
 from gridfair.errors import InputError
+from gridfair.model import SkippedAd
 from gridfair.policies.registry import build_stages
 from gridfair.sim import ispd  # noqa: F401 - registers the iSPD model's own load
 from gridfair.sim.engine import Simulation, SimulationResult
 from gridfair.sim.grid import Grid
 from gridfair.sim.grid_loader import load_grid
+from gridfair.sim.pool_grid import read_pool_grid
 from gridfair.sim.records import RunRecorder
 from gridfair.sim.workloads import (  # noqa: F401 - each registers its formats
+    condor_history,
     google,
     ispd_trace,
     swf_grid,
@@ -32,6 +36,7 @@ from gridfair.sim.workloads import (  # noqa: F401 - each registers its formats
 from gridfair.sim.workloads.hosep import hosep_workload
 from gridfair.sim.workloads.registry import (
     FORMAT_BY_SUFFIX,
+    FORMAT_SNIFFERS,
     GRID_WORKLOADS,
     WORKLOAD_FORMATS,
     Scenario,
@@ -56,9 +61,14 @@ def workload_format(path: Path, override: str | None) -> str:
     for suffix, format_name in sorted(FORMAT_BY_SUFFIX.items(), key=lambda kv: -len(kv[0])):
         if name.endswith(suffix):
             return format_name
+    for format_name, recognises in FORMAT_SNIFFERS.items():
+        if recognises(path):
+            return format_name
     known = ", ".join(sorted(FORMAT_BY_SUFFIX)) or "none"
+    content = ", ".join(sorted(FORMAT_SNIFFERS)) or "none"
     raise InputError(f"cannot tell the workload format from the file name (known endings: "
-                     f"{known}); give --workload-format", source=str(path))
+                     f"{known}) or its content (known: {content}); give --workload-format",
+                     source=str(path))
 
 
 class _ReadOptions(Mapping[str, Any]):
@@ -87,7 +97,7 @@ class _ReadOptions(Mapping[str, Any]):
 
 def build_scenario(
     grid_path: str | None,
-    workload: str,
+    workload: str | None,
     *,
     seed: int = 1,
     workload_format_name: str | None = None,
@@ -96,10 +106,21 @@ def build_scenario(
 ) -> Scenario:
     """The scenario of `workload` (on `grid_path`, if given). With `strict_options`, an option
     given (not None or False) that the workload's reader never reads is an error, so a user
-    who asks for `--capacity` on a workload that has no use for it is told so."""
-    grid = load_grid(grid_path) if grid_path else None
+    who asks for `--capacity` on a workload that has no use for it is told so.
+
+    The grid is GRID (`grid_path`), else the pool's slots (`options["machines"]`, a slot
+    dump, or the collector of `options["pool"]`). No `workload` with a pool: the pool's own
+    job history, read from its schedds."""
     read_options = _ReadOptions({"seed": seed, **(options or {})})
-    if grid is not None and workload in grid.workloads:
+    grid, unusable_slots = (load_grid(grid_path), []) if grid_path else _pool_grid(
+        read_options)
+    if workload is None:
+        if read_options.get("pool") is None:
+            raise InputError("give a workload (--workload), or --pool HOST to replay the "
+                             "pool's own job history")
+        scenario = WORKLOAD_FORMATS[condor_history.FORMAT](None, grid, read_options)
+        described = "a pool's live history"
+    elif grid is not None and workload in grid.workloads:
         kind = grid.workloads[workload].get("kind")
         builder = GRID_WORKLOADS.get(kind, GRID_WORKLOADS["hosep-synthetic"])
         scenario = builder(grid, workload, read_options)
@@ -115,12 +136,25 @@ def build_scenario(
         format_name = workload_format(path, workload_format_name)
         scenario = WORKLOAD_FORMATS[format_name](path, grid, read_options)
         described = f"a {format_name} workload" + (" on a grid" if grid is not None else "")
+    if unusable_slots:
+        first = unusable_slots[0]
+        scenario.skipped = {f"slot ad the daemon would not read (first: {first.source} ad "
+                            f"#{first.index}: {first.reason})": len(unusable_slots),
+                            **scenario.skipped}
     if strict_options:
         unused = read_options.given_but_unread()
         if unused:
             names = ", ".join("--" + key.replace("_", "-") for key in unused)
             raise InputError(f"{names} does not apply to {described}")
     return scenario
+
+
+def _pool_grid(options: _ReadOptions) -> tuple[Grid | None, list[SkippedAd]]:
+    """The grid of the pool's slots, if the options name them, and the slot ads it left out."""
+    if options.get("machines") is None and options.get("pool") is None:
+        return None, []
+    config = AdConfig.with_attributes(options.get("owner_attr"), options.get("power_attr"))
+    return read_pool_grid(options.get("machines"), options.get("pool"), config)
 
 
 def simulation_of(
@@ -142,12 +176,16 @@ def simulation_of(
     keep_tasks: bool = True,
     on_task_done: Callable[[Task], None] | None = None,
     status_refresh: float | None = None,
+    listeners: Sequence[PoolListener] = (),
+    claim_worklife: float | None = None,
 ) -> Simulation:
     """The stages, the pool and the simulation of `scenario`, ready to run; `recorder` keeps
     the run's records (runs and allocation snapshots) for the checks of `records`.
     `allocation` is the allocation rule; None takes the workload's, then the order's paper's.
     `keep_tasks=False` streams each task out to `on_task_done` when it ends (`engine`), and
-    takes the tasks out of the scenario, so that nothing else holds a task that has ended."""
+    takes the tasks out of the scenario, so that nothing else holds a task that has ended.
+    `listeners` (a curve of shares) hear the pool's events, as the recorder does.
+    `claim_worklife` reuses claims as HTCondor does (`engine._ClaimReuse`)."""
     tasks = scenario.tasks
     if arrivals == "sequential" and isinstance(tasks, Sized) and not isinstance(tasks, Sequence):
         tasks = list(tasks)  # a file's tasks read as taken (taskcsv): that loop indexes them
@@ -157,22 +195,25 @@ def simulation_of(
         policy, order=order, preempt=preempt, admit=admit,
         options={**scenario.policy_options, **(policy_options or {})},
     )
+    matcher = scenario.matcher
     pool = Pool(task_key=stages.order.task_key, checkpointing=checkpointing,
-                exact_accounting=stages.order.exact_accounting)
+                exact_accounting=stages.order.exact_accounting, matcher=matcher)
     negotiator = Negotiator(pool, stages.order, stages.preempt, stages.admit,
                             explain=keep_decisions,
                             allocation=allocation if allocation is not None else
                             scenario.allocation)
     for node in scenario.nodes:
         pool.add_node(node)
-    if recorder is not None:
-        pool.listen(recorder)
+    if isinstance(matcher, PoolListener):
+        pool.listen(matcher)
+    for listener in (*listeners, *([recorder] if recorder is not None else [])):
+        pool.listen(listener)
     return Simulation(negotiator, tasks, interval=interval,
                       vacate_delay=vacate_delay, keep_decisions=keep_decisions,
                       progress=progress, transfer_delay=scenario.transfer_delay,
                       on_cycle=recorder.after_cycle if recorder is not None else None,
                       arrivals=arrivals, keep_tasks=keep_tasks, on_task_done=on_task_done,
-                      status_refresh=status_refresh)
+                      status_refresh=status_refresh, claim_worklife=claim_worklife)
 
 
 def run_scenario(scenario: Scenario, **options: Any) -> tuple[SimulationResult, Negotiator]:

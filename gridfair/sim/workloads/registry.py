@@ -92,14 +92,27 @@ class Scenario:
     #: The allocation rule the workload's own papers use for every order, or None for the
     #: order's paper rule (see `gridfair.core.stages.ALLOCATION_RULES`).
     allocation: str | None = None
+    #: Input items used with a caveat, by what it is (reported, never fatal).
+    notes: dict[str, int] = field(default_factory=dict)
+    #: Whether a task fits a node beyond cpus and memory (`Pool(matcher=...)`); a
+    #: `PoolListener` also listens to the pool (to count what its tasks hold).
+    matcher: Callable[[Task, Node], bool] | None = None
+    #: The workload as it happened, for a recorded workload (a pool's history): its tasks
+    #: with their recorded times, the run's totals and its curve of shares.
+    recorded: Callable[[], tuple[list[Task], Any, Any]] | None = None
+    #: Seconds per bin of the curve of shares a run of this workload keeps (None: none).
+    curve_width: float | None = None
 
 
-#: Builds a scenario from a workload file: (path, grid or None, options) -> Scenario.
-WorkloadReader = Callable[[Path, Grid | None, Mapping[str, Any]], Scenario]
+#: Builds a scenario from a workload file: (path, grid or None, options) -> Scenario; a
+#: reader of a live source takes None for the path.
+WorkloadReader = Callable[[Path | None, Grid | None, Mapping[str, Any]], Scenario]
 
-#: Workload formats by name, and the file endings that select them.
+#: Workload formats by name, the file endings that select them, and the tests that tell a
+#: format from a file's content (for files whose name says nothing, e.g. `history`).
 WORKLOAD_FORMATS: dict[str, WorkloadReader] = {}
 FORMAT_BY_SUFFIX: dict[str, str] = {}
+FORMAT_SNIFFERS: dict[str, Callable[[Path], bool]] = {}
 
 #: Builds a scenario from a workload a grid defines: (grid, name, options) -> Scenario, by the
 #: workload's `kind` (the HOSEP paper's synthetic sets; an iSPD model's own load).

@@ -1,0 +1,450 @@
+"""HTCondor job history: the schedd's history file, `condor_history -long` / `-json` output
+and `Schedd.history()` answers, read as one `HistoryJob` per job that left the queue.
+
+Formats, recognised from the text (`detect_history_format`):
+- the schedd's history file (`HISTORY`; rotated as `history.<YYYYMMDDTHHMMSS>`): old-syntax
+  ads, each followed by a banner line `*** Offset = ... ClusterId = ... ProcId = ... Owner =
+  ... CompletionDate = ...`. Text after the last banner is an ad cut while it was being
+  written (the schedd appends an ad, then its banner): skipped as truncated. A banner that
+  names a type (`*** EPOCH Offset = ...`: the epoch history, one record per run) is not a
+  finished job: skipped and counted;
+- `condor_history -long`: the same ads separated by blank lines (newest first);
+- `condor_history -json` (a list of objects) and `-jsonl` (an object a line).
+Files may be gzip-compressed. They are read in chunks (a busy pool's history is gigabytes),
+and only the attributes read here are parsed (`history_attributes`), about a third of a
+whole ad's classad2 work; an ad whose values are expressions is parsed whole, so that what
+they reference is there.
+
+Each ad is read by `gridfair.classads.views.job_view` (ids, status, submit time, requests and
+the submitter, exactly as the daemon reads a queued job) and then for the history's own
+figures: first start (`JobStartDate`), last start (`JobCurrentStartDate`), end
+(`CompletionDate`, or `EnteredCurrentStatus` for a job removed without completing), the last
+run's slot (`LastRemoteHost`) and the slot's power if the ad recorded it at the match
+(`MachineAttr<power>0`, the pool's `SYSTEM_JOB_MACHINE_ATTRS`), starts (`NumJobStarts`),
+the wall time of all runs (`RemoteWallClockTime`) and GPUs (`RequestGpus`). An ad that cannot
+be read, or whose times run backwards (started before it was submitted, ended before it
+started), is a `SkippedAd` naming the file, line and why: never a job with wrong times.
+"""
+
+from __future__ import annotations
+
+import codecs
+import gzip
+import json
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from functools import lru_cache
+from pathlib import Path
+from typing import IO, Any, NamedTuple
+
+import classad2
+
+from gridfair.classads.reader import AdFormat, SourcedAd, parse_one, skip_reason
+from gridfair.classads.views import (
+    DEFAULT_POWER_SOURCES,
+    JOB_VIEW_ATTRIBUTES,
+    AdValues,
+    job_view,
+    skipped_ad,
+)
+from gridfair.errors import InputError
+from gridfair.model import JobStatus, SkippedAd
+
+#: What a job's history adds to what `job_view` reads.
+HISTORY_ONLY_ATTRIBUTES = (
+    "GlobalJobId", "JobStartDate", "CompletionDate", "EnteredCurrentStatus", "LastRemoteHost",
+    "NumJobStarts", "RemoteWallClockTime", "LastRemoteWallClockTime", "RequestGpus",
+    "MachineAttrCpus0",
+)
+#: Bytes read at a time.
+CHUNK = 1 << 20
+#: A JSON object still undecoded after this many characters is corrupt, not incomplete.
+LONGEST_JSON_AD = 8 << 20
+#: Where the file names its format: the text looked at to tell which it is.
+HEAD = 64 << 10
+
+
+class HistoryFormat(StrEnum):
+    FILE = "file"  # the schedd's history file: ads followed by *** banners
+    LONG = "long"  # condor_history -long: ads separated by blank lines
+    JSON = "json"  # condor_history -json / -jsonl
+
+
+def machine_attributes(power_sources: Sequence[tuple[str, float]]) -> tuple[str, ...]:
+    """The job attributes that record a slot's power at the match (`MachineAttr<X>0`)."""
+    return tuple(f"MachineAttr{name}0" for name, _ in power_sources)
+
+
+def history_attributes(
+    power_sources: Sequence[tuple[str, float]] = DEFAULT_POWER_SOURCES,
+) -> tuple[str, ...]:
+    """Every attribute read of a history ad (a `Schedd.history()` projection)."""
+    return (*JOB_VIEW_ATTRIBUTES, *HISTORY_ONLY_ATTRIBUTES, *machine_attributes(power_sources))
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryJob:
+    """A job as the history records it. Times are epoch seconds; None when never set."""
+
+    id: str  # ClusterId.ProcId
+    global_id: str | None  # schedd#cluster.proc#qdate: the same job in two files
+    user: str  # the accounting principal, as `job_view` reads it
+    status: JobStatus
+    qdate: float
+    first_start: float | None
+    last_start: float | None
+    end: float | None  # CompletionDate, else EnteredCurrentStatus (removed)
+    last_run: float | None  # seconds of the last run (end - last start)
+    wall_time: float  # seconds of all runs, evicted ones included
+    starts: int
+    slot: str | None  # LastRemoteHost: the slot of the last run
+    slot_power: float | None  # MFlops of that slot at the match (MachineAttr<power>0)
+    slot_cpus: float | None  # its cpus at the match (MachineAttrCpus0)
+    cpus: float
+    memory: float
+    gpus: float
+    source: str
+    line: int | None
+
+
+# ------------------------------------------------------------------------ sources
+def history_files(path: str | Path) -> list[Path]:
+    """The files of a history: the file itself, or a directory's `history` and its rotated
+    copies `history.*`, oldest first (rotation stamps sort by time; `history` is newest)."""
+    path = Path(path)
+    if not path.is_dir():
+        return [path]
+    rotated = sorted(item for item in path.glob("history.*") if item.is_file())
+    current = [path / "history"] if (path / "history").is_file() else []
+    files = rotated + current
+    if not files:
+        raise InputError("no history files in the directory (expected history, "
+                         "history.<date>)", source=str(path))
+    return files
+
+
+def detect_history_format(head: str) -> HistoryFormat | None:
+    """The history format `head` (a file's first characters) is in, or None if it does not
+    look like job history: JSON objects, or old-syntax job ads with or without banners."""
+    stripped = head.lstrip()
+    if stripped[:1] in ("[", "{"):
+        return HistoryFormat.JSON if '"ClusterId"' in head or '"QDate"' in head else None
+    if not re.search(r"^(?:ClusterId|QDate)\s*=", head, re.M | re.I):
+        return None
+    return HistoryFormat.FILE if re.search(r"^\*\*\*", head, re.M) else HistoryFormat.LONG
+
+
+def looks_like_history(path: Path) -> bool:
+    """Whether the file (or directory) at `path` holds HTCondor job history."""
+    try:
+        files = history_files(path)
+        with _open(files[0]) as stream:
+            head = _decode(stream.read(HEAD))
+    except (InputError, OSError):
+        return False
+    return detect_history_format(head) is not None
+
+
+def read_history(paths: Iterable[str | Path],
+                 power_sources: Sequence[tuple[str, float]] = DEFAULT_POWER_SOURCES,
+                 ) -> Iterator[HistoryJob | SkippedAd]:
+    """Every job of the history files (a directory: its files, `history_files`), in file
+    order; unusable ads as SkippedAds. A file that is not job history is an InputError."""
+    for path in paths:
+        for file in history_files(path):
+            yield from _read_file(file, power_sources)
+
+
+def history_of_ads(ads: Iterable[Any], source: str,
+                   power_sources: Sequence[tuple[str, float]] = DEFAULT_POWER_SOURCES,
+                   ) -> Iterator[HistoryJob | SkippedAd]:
+    """The jobs of ads already parsed (`Schedd.history()`'s answer)."""
+    for index, ad in enumerate(ads, start=1):
+        yield _job_or_skip(SourcedAd(ad, source, index, None), power_sources)
+
+
+# ------------------------------------------------------------------------ reading
+class _Framed(NamedTuple):
+    """One ad as framed: its text (a dict for JSON), index, first line, and why it cannot
+    be read (None if it can)."""
+
+    payload: Any
+    index: int
+    line: int | None
+    problem: str | None = None
+
+
+def _open(path: Path) -> IO[bytes]:
+    try:
+        stream = open(path, "rb")  # noqa: SIM115 - the caller closes it
+        if stream.peek(2)[:2] == b"\x1f\x8b":
+            return gzip.open(stream)  # type: ignore[return-value]
+        return stream
+    except FileNotFoundError:
+        raise InputError("no such file", source=str(path)) from None
+    except IsADirectoryError:
+        raise InputError("is a directory", source=str(path)) from None
+    except OSError as error:
+        raise InputError(f"cannot read: {error.strerror}", source=str(path)) from None
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace").replace("\r\n", "\n")
+
+
+def _chunks(stream: IO[bytes], first: bytes, source: str) -> Iterator[str]:
+    """The file's text, chunk by chunk (undecodable bytes as U+FFFD, which makes the ad that
+    holds them unusable), starting with the bytes already read."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    data = first
+    try:
+        while data:
+            yield decoder.decode(data).replace("\r\n", "\n")
+            data = stream.read(CHUNK)
+    except (OSError, EOFError, gzip.BadGzipFile) as error:
+        raise InputError(f"cannot read: {error}", source=source) from None
+    tail = decoder.decode(b"", final=True)
+    if tail:
+        yield tail
+
+
+def _read_file(path: Path, power_sources: Sequence[tuple[str, float]],
+               ) -> Iterator[HistoryJob | SkippedAd]:
+    source = str(path)
+    with _open(path) as stream:
+        try:
+            first = stream.read(HEAD)
+        except (OSError, EOFError, gzip.BadGzipFile) as error:
+            raise InputError(f"cannot read: {error}", source=source) from None
+        if not first.strip():
+            raise InputError("empty: no job ads in it", source=source)
+        history_format = detect_history_format(_decode(first))
+        if history_format is None:
+            raise InputError("not HTCondor job history (no ClusterId or QDate in its first "
+                             "ads: expected the schedd's history file, condor_history -long "
+                             "or -json)", source=source)
+        framer = _FRAMERS[history_format]
+        syntax = AdFormat.JSON if history_format is HistoryFormat.JSON else AdFormat.OLD
+        for framed in framer(_chunks(stream, first, source)):
+            if framed.problem is not None:
+                yield SkippedAd(source, framed.index, None, framed.problem)
+                continue
+            try:
+                sourced = _parse(framed, syntax, source, power_sources)
+            except InputError as error:
+                yield SkippedAd(source, framed.index, None, skip_reason(error))
+                continue
+            yield _job_or_skip(sourced, power_sources)
+
+
+def _parse(framed: _Framed, syntax: AdFormat, source: str,
+           power_sources: Sequence[tuple[str, float]]) -> SourcedAd:
+    """The ad of `framed` with only the attributes read here, or whole when any of them is an
+    expression (or the short parse is in doubt: then the whole ad's errors name the line)."""
+    payload = framed.payload
+    if syntax is AdFormat.JSON:
+        wanted = _wanted_names(power_sources)
+        reduced = {name: value for name, value in payload.items() if name.lower() in wanted}
+        if not any(isinstance(value, str) and value.startswith("/Expr(")
+                   for value in reduced.values()):
+            payload = reduced
+        return parse_one(payload, syntax, source, framed.index, framed.line)
+    if "\ufffd" in payload:
+        raise InputError("not UTF-8 text (undecodable bytes)", source=source,
+                         line=framed.line, ad=f"#{framed.index}")
+    lines = _wanted_lines(power_sources).findall(payload)
+    ad = classad2.parseNext("\n".join(lines) + "\n", classad2.ParserType.Old) if lines else None
+    if ad is not None and len(ad) == len(lines) and not any(
+            isinstance(value, classad2.ExprTree) for _, value in ad.items()):
+        return SourcedAd(ad, source, framed.index, framed.line)
+    return parse_one(payload, syntax, source, framed.index, framed.line)
+
+
+@lru_cache(maxsize=8)
+def _wanted_names(power_sources: tuple[tuple[str, float], ...]) -> frozenset[str]:
+    return frozenset(name.lower() for name in history_attributes(power_sources))
+
+
+@lru_cache(maxsize=8)
+def _wanted_lines(power_sources: tuple[tuple[str, float], ...]) -> re.Pattern[str]:
+    names = "|".join(history_attributes(power_sources))
+    return re.compile(rf"^[ \t]*(?:{names})[ \t]*=[^\n]*", re.M | re.I)
+
+
+# ------------------------------------------------------------------------ framing
+_BANNER = re.compile(r"^\*\*\*[^\n]*\n", re.M)
+_BLANK_LINES = re.compile(r"\n(?:[ \t]*\n)+")
+
+
+def _complete_lines(chunks: Iterable[str]) -> Iterator[str]:
+    """The text in pieces that end at a line's end (the last may not)."""
+    rest = ""
+    for chunk in chunks:
+        text = rest + chunk
+        cut = text.rfind("\n") + 1
+        rest = text[cut:]
+        if cut:
+            yield text[:cut]
+    if rest:
+        yield rest
+
+
+def _history_file_ads(chunks: Iterable[str]) -> Iterator[_Framed]:
+    """Ads each followed by its banner; what follows the last banner was cut short."""
+    pending, line, index = "", 1, 0  # the ad read so far, and the line it starts on
+    for text in _complete_lines(chunks):
+        text = pending + text
+        start = 0
+        for banner in _BANNER.finditer(text):
+            ad = text[start:banner.start()]
+            index += 1
+            offset = len(ad) - len(ad.lstrip("\n"))
+            words = banner.group().split()
+            kind = words[1] if len(words) > 1 and words[1] != "Offset" else None
+            if not ad.strip():
+                yield _Framed(None, index, line, "a *** banner with no ad before it")
+            elif kind is not None:
+                yield _Framed(None, index, line + offset,
+                              f"a {kind} record (job epoch history), not a finished job")
+            else:
+                yield _Framed(ad, index, line + offset)
+            line += ad.count("\n") + 1
+            start = banner.end()
+        pending = text[start:]
+    if pending.strip():
+        offset = len(pending) - len(pending.lstrip("\n"))
+        yield _Framed(None, index + 1, line + offset,
+                      "truncated: no *** banner after the last ad (cut while being written?)")
+
+
+def _long_ads(chunks: Iterable[str]) -> Iterator[_Framed]:
+    """Ads separated by blank lines (`condor_history -long`)."""
+    pending, line, index = "", 1, 0
+    for text in _complete_lines(chunks):
+        text = pending + text
+        start = 0
+        for gap in _BLANK_LINES.finditer(text):
+            if gap.end() == len(text):
+                break  # a run of blank lines may go on in the next piece
+            ad = text[start:gap.start() + 1]
+            offset = len(ad) - len(ad.lstrip("\n"))
+            if ad.strip():
+                index += 1
+                yield _Framed(ad, index, line + offset)
+            line += text.count("\n", start, gap.end())
+            start = gap.end()
+        pending = text[start:]
+    if pending.strip():
+        offset = len(pending) - len(pending.lstrip("\n"))
+        yield _Framed(pending, index + 1, line + offset)
+
+
+_JSON_GAP = re.compile(r"[\s,\[\]]*")
+_NEXT_OBJECT = re.compile(r"^\{", re.M)
+
+
+def _json_ads(chunks: Iterable[str]) -> Iterator[_Framed]:
+    """Top-level objects of a JSON list or of JSON lines. An object that does not decode is
+    skipped, and reading goes on at the next line that opens an object."""
+    decoder = json.JSONDecoder()
+    pieces = iter(chunks)
+    text, position, line, index, done = "", 0, 1, 0, False
+    while True:
+        gap = _JSON_GAP.match(text, position)
+        line += text.count("\n", position, gap.end())
+        position = gap.end()
+        if position == len(text):
+            if done:
+                return
+            text, position = text[position:] + next(pieces, ""), 0
+            done = done or not text
+            continue
+        try:
+            value, end = decoder.raw_decode(text, position)
+        except json.JSONDecodeError as error:
+            if not done and len(text) - position < LONGEST_JSON_AD:
+                more = next(pieces, "")
+                done = not more
+                text, position = text[position:] + more, 0
+                continue
+            index += 1
+            follow = _NEXT_OBJECT.search(text, position + 1)
+            end = follow.start() if follow else len(text)
+            cut = "truncated" if follow is None else "corrupted"
+            yield _Framed(None, index, line, f"{cut} JSON ad: {error.msg} (line "
+                                             f"{line + text.count(chr(10), position, error.pos)})")
+            line += text.count("\n", position, end)
+            position = end
+            continue
+        index += 1
+        if isinstance(value, dict):
+            yield _Framed(value, index, line)
+        else:
+            yield _Framed(None, index, line, f"not a JSON object but {type(value).__name__}")
+        line += text.count("\n", position, end)
+        position = end
+
+
+_FRAMERS = {HistoryFormat.FILE: _history_file_ads, HistoryFormat.LONG: _long_ads,
+            HistoryFormat.JSON: _json_ads}
+
+
+# ------------------------------------------------------------------------ jobs
+def _job_or_skip(sourced: SourcedAd, power_sources: Sequence[tuple[str, float]],
+                 ) -> HistoryJob | SkippedAd:
+    try:
+        return history_job(sourced, power_sources)
+    except InputError as error:
+        return skipped_ad(sourced, error)
+
+
+def history_job(sourced: SourcedAd,
+                power_sources: Sequence[tuple[str, float]] = DEFAULT_POWER_SOURCES,
+                ) -> HistoryJob:
+    """The job of one history ad; an InputError (naming the ad and attribute) if it cannot be
+    read or its times run backwards."""
+    job = job_view(sourced)
+    values = AdValues(sourced, job.id)
+
+    def moment(attribute: str) -> float | None:
+        value = values.optional_number(attribute)
+        return value if value else None  # HTCondor writes 0 for "never"
+
+    first_start = moment("JobStartDate")
+    last_start = job.start_time or None
+    end, end_name = moment("CompletionDate"), "CompletionDate"
+    if end is None and job.status is not JobStatus.COMPLETED:
+        end, end_name = moment("EnteredCurrentStatus"), "EnteredCurrentStatus"
+    _in_order(values, ("QDate", job.qdate), ("JobStartDate", first_start),
+              ("JobCurrentStartDate", last_start), (end_name, end))
+    # A job held, then removed, stopped running before it left: its last run's own time.
+    last_run = values.optional_number("LastRemoteWallClockTime") if (
+        job.status is not JobStatus.COMPLETED) else None
+    if last_run is None and last_start is not None and end is not None:
+        last_run = end - last_start
+    power = None
+    for (_, factor), attribute in zip(power_sources, machine_attributes(power_sources),
+                                      strict=True):
+        recorded = values.optional_number(attribute, positive=True)
+        if recorded is not None:
+            power = recorded * factor
+            break
+    return HistoryJob(
+        id=job.id, global_id=values.text("GlobalJobId"), user=job.user, status=job.status,
+        qdate=job.qdate, first_start=first_start, last_start=last_start, end=end,
+        last_run=last_run, wall_time=values.number("RemoteWallClockTime", 0.0),
+        starts=int(values.number("NumJobStarts", 0.0)), slot=values.text("LastRemoteHost"),
+        slot_power=power, slot_cpus=values.optional_number("MachineAttrCpus0", positive=True),
+        cpus=job.request_cpus, memory=job.request_memory,
+        gpus=values.number("RequestGpus", 0.0), source=sourced.source, line=sourced.line)
+
+
+def _in_order(values: AdValues, *moments: tuple[str, float | None]) -> None:
+    """Times that are set must not run backwards; an InputError names the two attributes."""
+    known = [(name, moment) for name, moment in moments if moment is not None]
+    for (before, earlier), (after, later) in zip(known, known[1:], strict=False):
+        if later < earlier:
+            raise values.error(f"times run backwards: {after} {later:.0f} is before "
+                               f"{before} {earlier:.0f}", after)

@@ -258,7 +258,7 @@ def _parse(framed: _Framed, syntax: AdFormat, source: str,
     ad = classad2.parseNext("\n".join(lines) + "\n", classad2.ParserType.Old) if lines else None
     if ad is not None and len(ad) == len(lines) and not any(
             isinstance(value, classad2.ExprTree) for _, value in ad.items()):
-        return SourcedAd(ad, source, framed.index, framed.line)
+        return SourcedAd(ad, source, framed.index, framed.line, payload)
     return parse_one(payload, syntax, source, framed.index, framed.line)
 
 

@@ -188,6 +188,7 @@ def parse_ads(
         raise InputError(f"no ads found ({chosen.value} syntax)", source=source)
     return ads, skipped
 
+
 def parse_one(payload: Any, syntax: AdFormat, source: str, index: int,
               line: int | None = None) -> SourcedAd:
     """One ad framed by the caller: old-syntax text whose first line is `line` of `source`,
@@ -199,7 +200,9 @@ def parse_one(payload: Any, syntax: AdFormat, source: str, index: int,
             raise InputError("empty ad", source=source, line=line, ad=f"#{index}")
     else:
         chunk = _Chunk(payload, index, line)
-    return SourcedAd(_FORMATS[syntax][1](chunk, source), source, index, chunk.line)
+    return SourcedAd(_FORMATS[syntax][1](chunk, source, None), source, index, chunk.line,
+                     _text_of(chunk))
+
 
 
 class AdText:

@@ -64,7 +64,7 @@ def parse_param(text: str) -> tuple[str, Any]:
 
 @cli.command(cls=WithTerms, terms=(
     "Provided", "Satisfaction %", "Mean wait s, P95 wait s", "Completed, Submitted, Preempted",
-    "makespan", "utilization", "vacates", "Jain(satisfaction)", "MFlops"))
+    "makespan", "utilization", "vacates", "Jain(satisfaction)", "Share error", "MFlops"))
 @click.argument("grid", required=False, type=click.Path(dir_okay=False))
 @click.option("--policies", "-p", required=True,
               help="Comma-separated policy names, e.g. osep,hosep.")

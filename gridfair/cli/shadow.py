@@ -8,15 +8,16 @@ from typing import Any
 
 import click
 
-from gridfair.cli.admin import db_option, stamp
+from gridfair.cli.admin import db_option
 from gridfair.cli.group import cli
-from gridfair.cli.output import render_table, to_json
+from gridfair.cli.output import clock, render_table, to_json
+from gridfair.cli.terms import WithTerms
 
 USER_COLUMNS = (("user", "User", ""), ("provided_mflops", "Provided MFlops", ".0f"),
                 ("pool_share", "Pool share", ".1%"), ("gridfair_share", "gridfair share", ".1%"))
 
 
-@cli.command("shadow")
+@cli.command("shadow", cls=WithTerms, terms=("Share error", "Provided", "MFlops"))
 @db_option
 @click.option("--since", default=None,
               help="From then: epoch, ISO date/time, or N[smhd] before the latest cycle.")
@@ -50,9 +51,10 @@ def report_text(report: dict[str, Any]) -> str:
     vacates, starts = report["vacates"], report["starts"]
     decided = allocations["decided"]
     lines = [
-        f"Shadow report: {report['cycles']} cycles from {stamp(report['since'])} to "
-        f"{stamp(report['until'])} UTC, every {report['interval']:.1f} s; policy "
-        f"{report['policy']}",
+        f"Shadow report: {report['cycles']} cycles from "
+        f"{clock(report['since'], report['sim_start'])} to "
+        f"{clock(report['until'], report['sim_start'])}, every {report['interval']:.1f} s; "
+        f"policy {report['policy']}",
         f"Share error (power owed to waiting owners over the pool's, mean over cycles): "
         f"pool as it ran {errors['pool']:.3f}, gridfair's decisions {errors['gridfair']:.3f}",
         f"Allocations gridfair decided (distinct job and slot): {decided}"

@@ -41,6 +41,11 @@ TERMS: dict[str, str] = {
     "Jain(satisfaction)": "Jain's fairness index over the users' satisfaction, "
                           "(sum x)^2 / (n x sum x^2): 1 when all are equal, 1/n when one user "
                           "has it all.",
+    "Share error": "the power owners were owed and waited for, over the grid's power: the "
+                   "sum over owners below their share with jobs waiting of min(Provided - "
+                   "Allocated, waiting cpus x the grid's mean MFlops per cpu), / the grid's "
+                   "MFlops; 0 when owners never wait below their share. compare gives its "
+                   "mean over the run (a pool's history), shadow its mean over cycles.",
     "Dominant share": "the largest fraction of any pool resource (cpus, memory, power) a user "
                       "holds (DRF).",
 }

@@ -47,6 +47,7 @@ class ShadowReport:
     cycles: int
     interval: float  # median seconds between cycles
     policy: str
+    sim_start: float | None  # where a simulated clock began (None: wall time)
     share_error: dict[str, float]  # side -> mean over cycles
     allocations: dict[str, int]
     vacates: dict[str, int]
@@ -79,7 +80,8 @@ def _report(db: sqlite_utils.Database, since: float | None,
     if not db["shadow_cycles"].exists():
         raise ReportError("the store has no shadow cycles: run gridfair daemon --shadow")
     cycles = [row for row in db.query(
-        "select c.id, c.now, c.policy, s.cpus, s.power from cycles c join shadow_cycles s "
+        "select c.id, c.now, c.policy, c.sim_start, s.cpus, s.power from cycles c join "
+        "shadow_cycles s "
         "on s.cycle = c.id where c.now is not null order by c.id")
         if (since is None or row["now"] >= since) and (until is None or row["now"] <= until)]
     if not cycles:
@@ -109,7 +111,8 @@ def _report(db: sqlite_utils.Database, since: float | None,
     allocations, judged = _allocations(decisions, starts, last)
     return ShadowReport(
         since=when[first], until=when[last], cycles=len(cycles), interval=interval,
-        policy=cycles[-1]["policy"] or "", share_error=errors, allocations=allocations,
+        policy=cycles[-1]["policy"] or "", sim_start=cycles[-1]["sim_start"],
+        share_error=errors, allocations=allocations,
         vacates={**_vacates(decisions, db, last), "held_back": held},
         starts=_starts(decisions, starts, events, when, first),
         users=users, series=series, judged=judged)

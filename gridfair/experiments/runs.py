@@ -233,7 +233,7 @@ def execute(spec: RunSpec) -> RunOutcome:
             users: list[dict[str, Any]] = []
             summary = allocate(spec.get("policy"), spec._path(spec.get("workload")),
                                spec.get("users"), spec.get("seed"))
-            stages, allocation = f"allocation {spec.get('policy')}", ""
+            stages, allocation, series = f"allocation {spec.get('policy')}", "", {}
         elif spec.get("policy") == RECORDED:
             users, summary, series = _recorded(spec)
             stages, allocation = RECORDED, ""

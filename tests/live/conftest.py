@@ -1,6 +1,7 @@
 """Personal HTCondor pools for the live tests: one per layout per session, always stopped.
 
-Without HTCondor (GRIDFAIR_HTCONDOR, condor_master on PATH or ../shared/htcondor) every live
+Without HTCondor (GRIDFAIR_HTCONDOR, condor_master on PATH or ../shared/htcondor), or without
+root (the pools run as production pools do, with jobs from real Unix accounts), every live
 test skips with the reason."""
 
 from __future__ import annotations
@@ -36,10 +37,9 @@ def own_pool(slots: tuple[SlotSpec, ...] | list[SlotSpec], **options: object) ->
     """A pool of the test's own configuration (not yet started); the test skips with the
     reason when HTCondor is missing."""
     try:
-        install = find_htcondor()
+        return PersonalPool(slots, install=find_htcondor(), **options)
     except HTCondorMissing as missing:
         pytest.skip(str(missing))
-    return PersonalPool(slots, install=install, **options)
 
 
 def _pool(layout: str) -> Iterator[PersonalPool]:

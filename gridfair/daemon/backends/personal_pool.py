@@ -11,17 +11,25 @@ SIGTERM/SIGINT, and kills what `condor_off` leaves behind.
 HTCondor is found through `GRIDFAIR_HTCONDOR` (an install tree with `sbin/condor_master`),
 else `condor_master` on PATH, else `../shared/htcondor` beside the repository (as in CI).
 
-Run as root, the daemons run as `nobody` (HTCondor refuses jobs owned by root): the master is
-started through `setpriv`, jobs are submitted by `condor_submit` as `nobody`, and root, a
-queue super user, acts on them through the bindings. Several submitters from one account are
-accounting groups: `accounting_group = owners`, `accounting_group_user = <user>`.
+The pool is set up as a production pool is, so that what is tested of its security holds
+there: it needs root. The master runs as root with `nobody` as HTCondor's own account
+(`CONDOR_IDS`), every connection is authenticated (`FS`, the local file-system method: a
+client proves its Unix account; no `CLAIMTOBE`), administration is HTCondor's own account's
+alone, and jobs are submitted by real Unix accounts, one per submitter (`JobSpec.user` is the
+account's name; `ensure_account` creates it, no home, no login shell), so each job's `Owner`
+and `User` are the identity the schedd authenticated. Jobs also name the accounting group
+`owners.<account>`, as a site's jobs often do (HTCondor's own accounting uses it; gridfair
+trusts it only when told to). Root's tools and bindings act as HTCondor's own account, a queue
+super user.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import grp
 import os
+import pwd
 import shutil
 import signal
 import socket
@@ -33,14 +41,39 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-#: Unprivileged account the daemons and jobs run as when the harness runs as root.
-UNPRIVILEGED = ("nobody", "nogroup")
+#: HTCondor's own account (`CONDOR_IDS`): its daemons' files, and who root acts as.
+CONDOR_ACCOUNT = ("nobody", "nogroup")
 UID_DOMAIN = "gridfair.test"
 ACCOUNTING_PREFIX = "owners"
 
 
 class HTCondorMissing(RuntimeError):
-    """No HTCondor install was found."""
+    """No HTCondor install was found, or it cannot be run as a production pool here (not
+    root): the message says which."""
+
+
+def ensure_account(name: str) -> None:
+    """A Unix account `name` (with a group of its name): created if missing, as a system
+    account with no home and no login shell (`useradd --badname`: grid owners are named
+    `User1`, ...)."""
+    with contextlib.suppress(KeyError):
+        pwd.getpwnam(name)
+        return
+    try:
+        grp.getgrnam(name)
+        group = ["-g", name]
+    except KeyError:
+        group = ["-U"]
+    done = subprocess.run(["useradd", "--badname", "-r", "-M", "-s", "/usr/sbin/nologin",
+                           *group, name], capture_output=True, text=True, check=False)
+    if done.returncode != 0 and done.returncode != 9:  # 9: created meanwhile by another run
+        raise RuntimeError(f"useradd {name}: exit {done.returncode}: {done.stderr.strip()}")
+
+
+def as_account(name: str, command: Sequence[str]) -> list[str]:
+    """`command` run as the account `name` (its own group and supplementary groups)."""
+    return ["setpriv", f"--reuid={name}", f"--regid={pwd.getpwnam(name).pw_gid}",
+            "--init-groups", *command]
 
 
 def find_htcondor(repo_root: Path | None = None) -> Path:
@@ -91,10 +124,6 @@ class JobSpec:
     memory: int = 64
 
 
-def _as_root() -> bool:
-    return os.geteuid() == 0
-
-
 def _slot_config(layout: str, slots: Sequence[SlotSpec], owner_attr: str,
                  power_attr: str) -> list[str]:
     # One slot type per slot, so each carries its own owner and power; HTCondor allows 10
@@ -130,6 +159,9 @@ class PersonalPool:
         install: Path | None = None,
         directory: Path | None = None,
     ) -> None:
+        if os.geteuid() != 0:
+            raise HTCondorMissing("a personal pool runs as a production pool does, with jobs "
+                                  "from real Unix accounts (useradd, setpriv): it needs root")
         self.install = install or find_htcondor()
         self.slots = tuple(slots)
         self.layout = layout
@@ -150,6 +182,7 @@ class PersonalPool:
         local = self.directory / "local"
         for name in ("log", "spool", "execute", "lock", "run", "jobs"):
             (local / name).mkdir(parents=True, exist_ok=True)
+        condor = "@".join((CONDOR_ACCOUNT[0], UID_DOMAIN))
         lines = [
             f"RELEASE_DIR = {self.install}",
             f"LOCAL_DIR = {local}",
@@ -169,19 +202,29 @@ class PersonalPool:
             f"SCHEDD_INTERVAL = {self.interval}", f"UPDATE_INTERVAL = {self.interval}",
             "STARTER_UPDATE_INTERVAL = 2", "SHADOW_QUEUE_UPDATE_INTERVAL = 2",
             "MASTER_UPDATE_INTERVAL = 5", "SCHEDD_MIN_INTERVAL = 0",
-            "ALLOW_READ = *", "ALLOW_WRITE = *", "ALLOW_NEGOTIATOR = *",
-            "ALLOW_ADMINISTRATOR = *", "ALLOW_DAEMON = *", "ALLOW_OWNER = *",
-            "SEC_DEFAULT_AUTHENTICATION_METHODS = FS, CLAIMTOBE",
-            "QUEUE_SUPER_USERS = root, nobody, condor",
+            # Every connection authenticated, by the account that makes it (FS on one
+            # machine); root's tools act as HTCondor's own account.
+            f"CONDOR_IDS = {pwd.getpwnam(CONDOR_ACCOUNT[0]).pw_uid}."
+            f"{grp.getgrnam(CONDOR_ACCOUNT[1]).gr_gid}",
+            "SEC_DEFAULT_AUTHENTICATION = REQUIRED",
+            "SEC_DEFAULT_AUTHENTICATION_METHODS = FS",
+            "SEC_CLIENT_AUTHENTICATION_METHODS = FS",
+            # Anyone authenticated reads and submits; only HTCondor's own account administers
+            # or runs daemons.
+            "ALLOW_READ = *", "ALLOW_WRITE = *",
+            f"ALLOW_ADMINISTRATOR = {condor}", "ALLOW_OWNER = $(ALLOW_ADMINISTRATOR)",
+            f"ALLOW_CONFIG = {condor}", f"ALLOW_DAEMON = {condor}",
+            f"ALLOW_NEGOTIATOR = {condor}",
+            "QUEUE_SUPER_USERS = root, nobody",
             *_slot_config(self.layout, self.slots, self.owner_attr, self.power_attr),
+            *extra_config,
         ]
-        if _as_root():
-            lines.append("CONDOR_IDS = 65534.65534")
-        lines += list(extra_config)
         self.config_file.write_text("\n".join(lines) + "\n")
-        if _as_root():
-            subprocess.run(["chown", "-R", ":".join(UNPRIVILEGED), str(self.directory)],
-                           check=True)
+        # Jobs run as their submitters, in the jobs folder: every account reaches it.
+        subprocess.run(["chown", "-R", ":".join(CONDOR_ACCOUNT), str(local)], check=True)
+        for folder in (self.directory, local):
+            folder.chmod(0o755)
+        (local / "jobs").chmod(0o1777)
 
     @property
     def environment(self) -> dict[str, str]:
@@ -196,16 +239,10 @@ class PersonalPool:
                 return str(path)
         raise HTCondorMissing(f"{name} not found in {self.install}")
 
-    def _unprivileged(self, command: list[str]) -> list[str]:
-        if not _as_root():
-            return command
-        user, group = UNPRIVILEGED
-        return ["setpriv", f"--reuid={user}", f"--regid={group}", "--init-groups", *command]
-
     # ---------------------------------------------------------------- lifetime
     def start(self, timeout: float = 60.0) -> PersonalPool:
         self._master = subprocess.Popen(
-            self._unprivileged([self.tool("condor_master"), "-f"]),
+            [self.tool("condor_master"), "-f"],
             env=self.environment, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
@@ -269,17 +306,22 @@ class PersonalPool:
         self.stop()
 
     # ---------------------------------------------------------------- tools
-    def _run(self, command: list[str], *, check: bool = True, timeout: float = 30,
-             unprivileged: bool = False) -> str:
+    def run_tool(self, command: Sequence[str], *, account: str | None = None,
+                 check: bool = True, timeout: float = 30) -> subprocess.CompletedProcess:
+        """One of the install's tools against this pool, as root (acting as HTCondor's own
+        account) or as `account`; a RuntimeError with its message if it fails and `check`."""
         full = [self.tool(command[0]), *command[1:]]
-        if unprivileged:
-            full = self._unprivileged(full)
+        if account is not None:
+            full = as_account(account, full)
         result = subprocess.run(full, env=self.environment, capture_output=True, text=True,
                                 timeout=timeout, check=False)
         if check and result.returncode != 0:
             raise RuntimeError(f"{' '.join(command)}: exit {result.returncode}: "
                                f"{result.stderr.strip() or result.stdout.strip()}")
-        return result.stdout
+        return result
+
+    def _run(self, command: list[str], *, check: bool = True, timeout: float = 30) -> str:
+        return self.run_tool(command, check=check, timeout=timeout).stdout
 
     def status(self, *attributes: str, constraint: str = "true") -> list[list[str]]:
         """condor_status -af over the slots: one row of values per slot."""
@@ -294,14 +336,11 @@ class PersonalPool:
 
     def submit(self, jobs: Sequence[JobSpec], *, scale: float = 1.0,
                extra: Sequence[str] = (), count: int = 1) -> list[str]:
-        """Submit sleep jobs, one cluster per job (so each has its own accounting group), of
-        `count` identical procs each; the clusters' first job ids, in order."""
-        job_dir = self.directory / "local" / "jobs"
+        """Submit sleep jobs, each by its user's own account, one cluster per job, of `count`
+        identical procs each; the clusters' first job ids, in order."""
         ids = []
-        for number, job in enumerate(jobs):
-            submit_file = job_dir / f"job{time.monotonic_ns()}_{number}.sub"
-            submit_file.write_text("\n".join([
-                "universe = vanilla",
+        for job in jobs:
+            done = self.submit_as(job.user, [
                 "executable = /bin/sleep",
                 # The slot's power is substituted when the job is matched: the run takes
                 # work / MFlops / scale seconds on whichever slot it lands.
@@ -310,19 +349,41 @@ class PersonalPool:
                 f"request_memory = {job.memory}",
                 f"accounting_group = {ACCOUNTING_PREFIX}",
                 f"accounting_group_user = {job.user}",
-                "should_transfer_files = NO",
                 f"+GridfairWork = {job.work:g}",
                 *extra,
-                f"queue {count}",
-            ]) + "\n")
-            if _as_root():
-                subprocess.run(["chown", ":".join(UNPRIVILEGED), str(submit_file)],
-                               check=True)
-            out = self._run(["condor_submit", "-terse", str(submit_file)],
-                            unprivileged=True, timeout=30 + count / 100)
-            first = out.split()[0]
+            ], count=count)
+            if done.returncode != 0:
+                raise RuntimeError(f"condor_submit as {job.user}: exit {done.returncode}: "
+                                   f"{done.stderr.strip() or done.stdout.strip()}")
+            first = done.stdout.split()[0]
             ids.append(first.rpartition("-")[0] if "-" in first else first)
         return [job_id if "." in job_id else f"{job_id}.0" for job_id in ids]
+
+    def submit_as(self, account: str, commands: Sequence[str],
+                  count: int = 1) -> subprocess.CompletedProcess:
+        """`condor_submit -terse` of a vanilla job with these submit commands, run by the Unix
+        account `account` (created if missing): the outcome, refused or not, as it is."""
+        ensure_account(account)
+        submit_file = self.directory / "local" / "jobs" / f"job{time.monotonic_ns()}.sub"
+        submit_file.write_text("\n".join(["universe = vanilla", "should_transfer_files = NO",
+                                          *commands, f"queue {count}"]) + "\n")
+        submit_file.chmod(0o644)
+        return self.run_tool(["condor_submit", "-terse", str(submit_file)], account=account,
+                             check=False, timeout=30 + count / 100)
+
+    def shared_file(self, name: str) -> Path:
+        """An empty file in the jobs folder that every account may write (a job event log
+        that jobs of several submitters share)."""
+        path = self.directory / "local" / "jobs" / name
+        path.touch()
+        path.chmod(0o666)
+        return path
+
+    def add_queue_user(self, user: str) -> None:
+        """Give `user` (`name@UID_DOMAIN`) a user record at the schedd, as `condor_qusers -add`
+        does: HTCondor 25 refuses a queue super user's edits of other users' jobs until the
+        schedd has a record of it, which it makes only when a user first submits."""
+        self.schedd().addUserRec(user)
 
     def switch(self, subsystem: str, on: bool) -> None:
         """Stop (`condor_off`) or start (`condor_on`) one daemon of the pool, e.g. "collector",
@@ -340,7 +401,7 @@ class PersonalPool:
 
     def clear_queue(self, timeout: float = 30.0) -> None:
         """Remove every job and wait until the queue is empty."""
-        self._run(["condor_rm", "-all"], check=False, unprivileged=True)
+        self._run(["condor_rm", "-all"], check=False)
         self.wait_until(lambda: not self.jobs("ClusterId"), timeout)
 
     def running(self) -> dict[str, str]:

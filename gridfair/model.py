@@ -40,7 +40,8 @@ class Machine:
     state: str = "Unclaimed"
     activity: str = "Idle"
     running_job: str | None = None  # "ClusterId.ProcId"
-    running_user: str | None = None
+    running_user: str | None = None  # who HTCondor authenticated (RemoteUser)
+    running_group: str | None = None  # the running job's accounting group, as the slot says
     load: float = 0.0  # background occupancy, 0..1 (iSPD's machine load)
     ad: Any = field(default=None, compare=False, repr=False)  # classad2.ClassAd, for matching
 
@@ -54,25 +55,54 @@ class Job:
     """One job (one task) as the schedd describes it."""
 
     id: str  # "ClusterId.ProcId"
-    user: str  # the accounting principal: AccountingGroup's user, else User, else Owner
+    # Who the job is charged to: the user HTCondor authenticated (User, else Owner), named as
+    # the grid owner it maps to once a backend has charged it (`classads.submitters`).
+    user: str
     status: JobStatus
     qdate: float
     request_cpus: float = 1.0
     request_memory: float = 0.0
-    group: str | None = None
+    group: str | None = None  # the accounting group the job names (trusted or not)
     start_time: float | None = None  # JobCurrentStartDate
     machine: str | None = None  # RemoteHost, when running
+    # The identity the job was charged as (`Charge.identity`), once a backend charged it.
+    identity: str | None = None
     # The ad matching reads (its Requirements, Rank, ...): the job's own, its autocluster's, or
     # the job's as text (`classads.reader.AdText`), parsed again when it is matched.
     ad: Any = field(default=None, compare=False, repr=False)
 
-    def with_user(self, user: str) -> Job:
-        """The same job charged to `user` (`dataclasses.replace`, a few times faster: the
-        `htcondor` backend names every job's submitter as its owner, each read)."""
+    def with_user(self, user: str, identity: str | None = None) -> Job:
+        """The same job charged to `user` as `identity` (`dataclasses.replace`, a few times
+        faster: the `htcondor` backend charges every job, each read)."""
         return Job(id=self.id, user=user, status=self.status, qdate=self.qdate,
                    request_cpus=self.request_cpus, request_memory=self.request_memory,
                    group=self.group, start_time=self.start_time, machine=self.machine,
-                   ad=self.ad)
+                   identity=identity, ad=self.ad)
+
+
+@dataclass(frozen=True, slots=True)
+class Charge:
+    """Who the jobs of one identity are charged to, and why (`gridfair.classads.submitters`;
+    shown by `gridfair shares` and `gridfair explain`)."""
+
+    identity: str  # the authenticated user ("alice@pool"), or "group <name>" when trusted
+    owner: str  # a grid owner, or the identity itself when it maps to none
+    rule: str  # how the owner was found, or why none was
+    mapped: bool
+    ignored_groups: tuple[str, ...] = ()  # accounting groups its jobs named, not trusted
+
+    @property
+    def reason(self) -> str:
+        """The rule, and the groups it did not go by."""
+        if not self.ignored_groups:
+            return self.rule
+        return f"{self.rule}; accounting group {', '.join(self.ignored_groups)} not trusted"
+
+    def merged(self, other: Charge) -> Charge:
+        """This charge with `other`'s ignored groups too (jobs of one identity that named
+        different groups)."""
+        groups = tuple(sorted({*self.ignored_groups, *other.ignored_groups}))
+        return Charge(self.identity, self.owner, self.rule, self.mapped, groups)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +164,7 @@ class Snapshot:
     jobs: tuple[Job, ...]
     skipped: tuple[SkippedAd, ...] = ()
     warnings: tuple[AdWarning, ...] = ()
+    charges: tuple[Charge, ...] = ()  # one per identity seen, when a backend charged jobs
 
     @cached_property
     def jobs_by_id(self) -> dict[str, Job]:

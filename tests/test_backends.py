@@ -185,7 +185,9 @@ def test_fakes_have_the_real_htcondor2_signatures(fake, real):
 def htcondor_backend() -> HTCondorBackend:
     FakeSchedd.queues = _queues()
     FakeSchedd.acted, FakeSchedd.edits = [], []
-    return HTCondorBackend(FakeCollector(), schedd_factory=FakeSchedd)
+    # No lease: it is a negotiator's runtime configuration, proven live
+    # (tests/live/test_failopen_live.py).
+    return HTCondorBackend(FakeCollector(), schedd_factory=FakeSchedd, lease_knob="")
 
 
 # ------------------------------------------------------------ the contract

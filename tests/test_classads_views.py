@@ -76,19 +76,20 @@ def test_real_job_with_memory_expression(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("extra", "user", "group"),
+    ("extra", "group"),
     [
-        ('AccountingGroup = "group_physics.alice"', "alice@users.opensciencegrid.org",
-         "group_physics"),
-        ('AccountingGroup = "group_physics.alice@other.org"', "alice@other.org",
-         "group_physics"),
-        ('AcctGroup = "hep"\nAcctGroupUser = "dave"\nAccountingGroup = "hep.dave"',
-         "dave@users.opensciencegrid.org", "hep"),
-        ("", "bbockelm@users.opensciencegrid.org", None),
+        ('AccountingGroup = "group_physics.alice"', "group_physics"),
+        ('AccountingGroup = "group_physics.alice@other.org"', "group_physics"),
+        ('AcctGroup = "hep"\nAcctGroupUser = "dave"\nAccountingGroup = "hep.dave"', "hep"),
+        ('AccountingGroup = "physics"', "physics"),
+        ("", None),
     ],
 )
-def test_job_user_is_the_accounting_principal(tmp_path: Path, extra: str, user: str,
-                                              group: str | None) -> None:
+def test_job_user_is_who_htcondor_authenticated_whatever_group_it_names(
+        tmp_path: Path, extra: str, group: str | None) -> None:
+    """The submitter writes the accounting group (and its user part); the schedd writes User
+    from the account that submitted. The group is kept for pools that validate it."""
+    user = "bbockelm@users.opensciencegrid.org"
     jobs, _ = read_jobs(with_lines("test.old.ad", tmp_path, extra))
     assert (jobs[0].user, jobs[0].group) == (user, group)
 
@@ -315,6 +316,7 @@ def test_a_job_charged_to_another_user_keeps_every_other_field():
 
     names = [field.name for field in dataclasses.fields(Job)]
     job = Job(**{name: object() for name in names})
-    moved = job.with_user("User2")
-    assert moved.user == "User2"
-    assert all(getattr(moved, name) is getattr(job, name) for name in names if name != "user")
+    moved = job.with_user("User2", "user2@pool")
+    assert (moved.user, moved.identity) == ("User2", "user2@pool")
+    assert all(getattr(moved, name) is getattr(job, name) for name in names
+               if name not in ("user", "identity"))

@@ -1,4 +1,8 @@
-"""The submitter-to-owner mapping (accounting-group jobs of one Unix account, UID domains)."""
+"""Charging: from the identity HTCondor authenticated to a grid owner, and why.
+
+Every case here is an identity a pool's user could present: their own account, an accounting
+group they named in their submit file, or a user of another UID domain (a schedd of their own
+advertising to the pool's collector sets `User` with the domain it likes)."""
 
 from __future__ import annotations
 
@@ -6,34 +10,64 @@ from pathlib import Path
 
 import pytest
 
-from gridfair.classads.submitters import SubmitterMap
+from gridfair.classads.submitters import ANY_DOMAIN, SubmitterMap
 from gridfair.errors import InputError
 
-OWNERS = {"User1", "User2", "carol", "dave@lab.org"}
+OWNERS = {"User1", "User2", "carol", "dave@lab.org", "physics"}
+POOL = SubmitterMap("gridfair.test")
 
 
-def test_the_uid_domain_is_dropped_when_it_is_the_pools() -> None:
-    assert SubmitterMap().owner_of("User1@gridfair.test", OWNERS) == "User1"
-    pool = SubmitterMap(uid_domain="gridfair.test")
-    assert pool.owner_of("User1@gridfair.test", OWNERS) == "User1"
-    assert pool.owner_of("User1@elsewhere.org", OWNERS) == "User1@elsewhere.org"
-    kept = SubmitterMap(uid_domain="")
-    assert kept.owner_of("User1@gridfair.test", OWNERS) == "User1@gridfair.test"
+def test_an_authenticated_user_of_the_pools_domain_is_the_owner_of_its_name() -> None:
+    charge = POOL.charge("User1@gridfair.test", None, OWNERS)
+    assert (charge.owner, charge.identity, charge.mapped) == ("User1", "User1@gridfair.test",
+                                                              True)
+    assert charge.rule == "authenticated user of the pool's UID_DOMAIN gridfair.test"
+
+
+def test_a_user_of_another_domain_is_not_the_owner_of_its_name() -> None:
+    """The old default (`uid_domain = "*"`) charged `User1@evil.example` to User1."""
+    charge = POOL.charge("User1@evil.example", None, OWNERS)
+    assert (charge.owner, charge.mapped) == ("User1@evil.example", False)
+    assert charge.rule == "owns no slot: evil.example is not the pool's UID_DOMAIN gridfair.test"
+    assert SubmitterMap(ANY_DOMAIN).owner_of("User1@evil.example", OWNERS) == "User1"
+
+
+def test_a_named_accounting_group_is_ignored_unless_the_pool_validates_groups() -> None:
+    """`accounting_group_user = User1` in anyone's submit file once made them User1."""
+    charge = POOL.charge("mallory@gridfair.test", "User1", OWNERS)
+    assert (charge.owner, charge.mapped) == ("mallory@gridfair.test", False)
+    assert charge.reason == "owns no slot; accounting group User1 not trusted"
+    merged = charge.merged(POOL.charge("mallory@gridfair.test", "User2", OWNERS))
+    assert merged.reason == "owns no slot; accounting group User1, User2 not trusted"
+    trusting = SubmitterMap("gridfair.test", trust_groups=True)
+    charge = trusting.charge("alice@gridfair.test", "physics", OWNERS)
+    assert (charge.identity, charge.owner, charge.mapped) == ("group physics", "physics", True)
+    assert charge.rule.startswith("accounting group (trusted: the pool validates groups)")
+    # No group named: the authenticated user, as without trust.
+    assert trusting.charge("User2@gridfair.test", None, OWNERS).owner == "User2"
 
 
 def test_owners_named_with_a_domain_and_unknown_names_are_kept() -> None:
-    assert SubmitterMap().owner_of("dave@lab.org", OWNERS) == "dave@lab.org"
-    assert SubmitterMap().owner_of("erin@gridfair.test", OWNERS) == "erin@gridfair.test"
+    assert POOL.owner_of("dave@lab.org", OWNERS) == "dave@lab.org"
+    charge = POOL.charge("erin@gridfair.test", None, OWNERS)
+    assert (charge.owner, charge.rule, charge.mapped) == ("erin@gridfair.test",
+                                                          "owns no slot", False)
 
 
-def test_a_map_file_comes_first_whole_name_then_bare_name(tmp_path: Path) -> None:
+def test_a_map_file_comes_first_whole_name_then_bare_name_of_the_pools_domain(
+        tmp_path: Path) -> None:
     path = tmp_path / "owners.map"
-    path.write_text("# submitter owner\nalice@lab.org User1\nbob User2  # any domain\n")
-    mapping = SubmitterMap.from_file(path, uid_domain="gridfair.test")
+    path.write_text("# submitter owner\nalice@lab.org User1\nbob User2  # the pool's bob\n"
+                    "group_hep physics\n")
+    mapping = SubmitterMap.from_file(path, "gridfair.test")
     assert mapping.owner_of("alice@lab.org", OWNERS) == "User1"
-    assert mapping.owner_of("bob@anywhere", OWNERS) == "User2"
+    assert mapping.charge("bob@gridfair.test", None, OWNERS).rule == "submitter map owners.map:3"
+    # A bare name stands for the pool's own user: another domain's bob is not it.
+    assert mapping.owner_of("bob@anywhere", OWNERS) == "bob@anywhere"
     assert mapping.owner_of("carol@gridfair.test", OWNERS) == "carol"
     assert mapping.owner_of("carol@lab.org", OWNERS) == "carol@lab.org"  # unmapped: kept
+    groups = SubmitterMap.from_file(path, "gridfair.test", trust_groups=True)
+    assert groups.charge("x@gridfair.test", "group_hep", OWNERS).owner == "physics"
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -44,9 +78,9 @@ def test_a_bad_map_file_names_file_and_line(tmp_path: Path, text: str, message: 
     path = tmp_path / "owners.map"
     path.write_text(text)
     with pytest.raises(InputError, match=message):
-        SubmitterMap.from_file(path)
+        SubmitterMap.from_file(path, "gridfair.test")
 
 
 def test_a_missing_map_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="missing.map: cannot read"):
-        SubmitterMap.from_file(tmp_path / "missing.map")
+        SubmitterMap.from_file(tmp_path / "missing.map", "gridfair.test")

@@ -1,19 +1,26 @@
-"""Which grid owner a job's submitter is: the explicit submitter-to-owner mapping.
+"""Who a job is charged to: from the identity HTCondor authenticated to a grid owner.
 
-A job's submitter is read from its ad (`gridfair.classads.views`): the user part of
-`AccountingGroup` (`group.user@domain`, set by `accounting_group` / `accounting_group_user`),
-else `User` (`owner@UID_DOMAIN`), else `Owner`. Slots name their owner in `GridOwner`, without
-a domain. `SubmitterMap.owner_of` turns one into the other, knowing the pool's owners:
+Every attribute a user writes is untrusted. What a job's submitter cannot forge is its `User`
+(`owner@UID_DOMAIN`) and `Owner`: the schedd sets both from the account that authenticated
+the submit, and refuses a submit or edit that changes them. `AccountingGroup`, `AcctGroup` and
+`AcctGroupUser` are the submitter's own words (`accounting_group = ...`) unless the pool
+checks them (HTCondor's `use FEATURE : AssignAccountingGroup(map)`, which refuses a group the
+account may not use and makes them immutable: `configs/htcondor-accounting-groups.config`).
 
-0. a submitter that is an owner's name as it is stays so (slots may name owners with domains);
-1. a map file, if given, is looked up first, by the whole submitter (`User1@cs.example`) and
-   then by its name without the domain (`User1`): one `submitter owner` pair a line, `#`
-   comments; a name not in the file falls through to rule 2;
-2. the `@domain` is dropped when it is the pool's UID domain (`uid_domain`; `*`, the
-   default, accepts any domain; an empty value keeps every domain) and the rest names an
-   owner.
+So a job is charged, by default, to its authenticated user, and to its accounting group only
+when the pool is declared to validate groups (`trust_groups`). `SubmitterMap.charge` turns
+that identity into a grid owner (slots name their owner in `GridOwner`), and says how:
 
-A submitter that names no owner afterwards is kept as it is: it provides no power, and
+0. an identity that is an owner's name as it is stays so (slots may name owners with domains);
+1. a map file, if given: one `identity owner` pair a line, `#` comments, looked up by the whole
+   identity (`alice@cs.example`), then, for a user of the pool's own UID domain, by the name
+   without it (`alice`);
+2. a user of the pool's UID domain whose name is an owner's is that owner (`User1@pool` ->
+   `User1`). Only the pool's own domain: another schedd advertising to the same collector
+   (a user's personal one, say) sets `User` with a domain of its choosing. `*` accepts any
+   domain, for a pool whose collector admits only trusted schedds.
+
+An identity that names no owner afterwards is charged as it is: it provides no power, and
 `gridfair shares` lists it as unmapped.
 """
 
@@ -24,19 +31,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gridfair.errors import InputError
+from gridfair.model import Charge
 
 ANY_DOMAIN = "*"
 
 
 @dataclass(frozen=True, slots=True)
 class SubmitterMap:
-    uid_domain: str = ANY_DOMAIN
-    names: Mapping[str, str] = field(default_factory=dict)
+    uid_domain: str
+    names: Mapping[str, tuple[str, str]] = field(default_factory=dict)  # -> (owner, "file:line")
+    trust_groups: bool = False
 
     @classmethod
-    def from_file(cls, path: str | Path, uid_domain: str = ANY_DOMAIN) -> SubmitterMap:
-        """A map file of `submitter owner` lines; an InputError names the file and line."""
-        names: dict[str, str] = {}
+    def from_file(cls, path: str | Path, uid_domain: str,
+                  trust_groups: bool = False) -> SubmitterMap:
+        """A map file of `identity owner` lines; an InputError names the file and line."""
+        names: dict[str, tuple[str, str]] = {}
         try:
             text = Path(path).read_text()
         except OSError as error:
@@ -50,18 +60,40 @@ class SubmitterMap:
                                  f"got {line.strip()!r}")
             if words[0] in names:
                 raise InputError(f"{path}:{number}: submitter {words[0]!r} mapped twice")
-            names[words[0]] = words[1]
-        return cls(uid_domain, names)
+            names[words[0]] = (words[1], f"{Path(path).name}:{number}")
+        return cls(uid_domain, names, trust_groups)
 
-    def owner_of(self, submitter: str, owners: Collection[str]) -> str:
-        """The owner `submitter` maps to, or `submitter` itself if it maps to none of
-        `owners` (an unmapped submitter)."""
-        if submitter in owners:
-            return submitter
-        name, at, domain = submitter.partition("@")
-        for key in (submitter, name):
+    def charge(self, user: str, group: str | None, owners: Collection[str]) -> Charge:
+        """Who a job of authenticated `user`, claiming accounting group `group` (None: none),
+        is charged to, among the pool's `owners`."""
+        if self.trust_groups and group:
+            charge = self._owner_of(group, f"group {group}", owners, domain_rule=False)
+            return Charge(charge.identity, charge.owner,
+                          f"accounting group (trusted: the pool validates groups); "
+                          f"{charge.rule}", charge.mapped)
+        charge = self._owner_of(user, user, owners, domain_rule=True)
+        if group:
+            charge = Charge(charge.identity, charge.owner, charge.rule, charge.mapped, (group,))
+        return charge
+
+    def owner_of(self, user: str, owners: Collection[str]) -> str:
+        """The owner an authenticated `user` maps to, or `user` itself if none."""
+        return self._owner_of(user, user, owners, domain_rule=True).owner
+
+    def _owner_of(self, name: str, identity: str, owners: Collection[str], *,
+                  domain_rule: bool) -> Charge:
+        if name in owners:
+            return Charge(identity, name, "names an owner", True)
+        bare, at, domain = name.partition("@")
+        ours = domain_rule and at and self.uid_domain in (ANY_DOMAIN, domain)
+        for key in (name, bare) if ours else (name,):
             if key in self.names:
-                return self.names[key]
-        if at and name in owners and self.uid_domain in (ANY_DOMAIN, domain):
-            return name
-        return submitter
+                owner, line = self.names[key]
+                return Charge(identity, owner, f"submitter map {line}", True)
+        if ours and bare in owners:
+            return Charge(identity, bare, f"authenticated user of the pool's UID_DOMAIN "
+                          f"{domain}", True)
+        if domain_rule and at and not ours:
+            return Charge(identity, name, f"owns no slot: {domain} is not the pool's "
+                          f"UID_DOMAIN {self.uid_domain}", False)
+        return Charge(identity, name, "owns no slot", False)

@@ -152,7 +152,8 @@ def machine_view(sourced: SourcedAd, config: AdConfig = AdConfig()) -> Machine:
         state=values.text("State") or "Unclaimed",
         activity=values.text("Activity") or "Idle",
         running_job=values.text("JobId"),
-        running_user=_slot_principal(values),
+        running_user=values.text("RemoteUser") or values.text("RemoteOwner"),
+        running_group=_group_of(values.text("AccountingGroup")),
         ad=sourced.ad,
     )
 
@@ -325,38 +326,24 @@ def _whole(values: AdValues, attribute: str) -> int:
 
 
 def _accounting_principal(text: Callable[[str], str | None]) -> tuple[str | None, str | None]:
-    """(user, group) from a job's attributes as strings (`text`): the user part of
-    AccountingGroup (`group.user`, HTCondor's accounting principal) if set, else User, else
-    Owner (None if neither). The user keeps User's `@domain`, so a job's user reads the same
-    however it was submitted, and as RemoteUser names it on a slot."""
-    submitter = text("User")
-    owner = text("Owner")
-    if submitter is None and owner is None:
+    """(user, group) from a job's attributes as strings (`text`): the user HTCondor
+    authenticated, `User` (`owner@UID_DOMAIN`, set by the schedd) else `Owner` (None if
+    neither), and the accounting group the job names (`AcctGroup`, else the group part of
+    `AccountingGroup`; None if none), which only the pool can vouch for
+    (`gridfair.classads.submitters`)."""
+    user = text("User") or text("Owner")
+    if user is None:
         return None, None
-    domain = submitter.partition("@")[2] if submitter else ""
-    accounting = text("AccountingGroup")
-    group = text("AcctGroup")
-    if accounting:
-        principal, _, accounting_domain = accounting.partition("@")
-        group_part, dot, user_part = principal.rpartition(".")
-        group = group or (group_part if dot else None)
-        user = text("AcctGroupUser") or user_part
-        domain = accounting_domain or domain
-        return (f"{user}@{domain}" if domain else user), group
-    return submitter or owner, group
+    return user, text("AcctGroup") or _group_of(text("AccountingGroup"))
 
 
-def _slot_principal(values: AdValues) -> str | None:
-    """Who a slot's job is charged to: the user part of the slot's `AccountingGroup` (a
-    claimed slot publishes its job's), as a job's principal reads, else RemoteUser."""
-    remote = values.text("RemoteUser") or values.text("RemoteOwner")
-    accounting = values.text("AccountingGroup")
-    if not accounting or remote is None:
-        return remote
-    principal, _, domain = accounting.partition("@")
-    user = principal.rpartition(".")[2]
-    domain = domain or remote.partition("@")[2]
-    return f"{user}@{domain}" if domain else user
+def _group_of(accounting_group: str | None) -> str | None:
+    """The group of an `AccountingGroup` (`group.user`, `group.user@domain` on a slot), or
+    the whole name when it has no user part."""
+    if not accounting_group:
+        return None
+    principal = accounting_group.partition("@")[0]
+    return principal.rpartition(".")[0] or principal
 
 
 def jobs_from_ads(

@@ -136,6 +136,9 @@ def _user_text(report: Mapping[str, Any]) -> str:
             lines.append("  policy figures: " + ", ".join(
                 f"{key} {format_cell(value, '.4g') if isinstance(value, float) else value}"
                 for key, value in figures.items()))
+    if report["charged_as"]:
+        lines.append("  charged for the jobs of: " + "; ".join(
+            f"{charge['identity']} ({charge['rule']})" for charge in report["charged_as"]))
     if report["last_preempted"] is not None:
         lines.append("  last preempted at "
                      f"{clock(report['last_preempted'], report['sim_start'])}")
@@ -154,6 +157,9 @@ def _job_text(report: Mapping[str, Any]) -> str:
         + (f" on {now['machine']}" if now["machine"] else "")
         + f" since {clock(now['since'], now['sim_start'])}" if now
         else "no longer in the pool")]
+    charge = report["charge"]
+    if charge is not None:
+        lines.append(f"Charged to {charge['owner']} as {charge['identity']}: {charge['rule']}")
     lines.append("Seen by the daemon:")
     lines += [f"  cycle {e['cycle']} ({clock(e['time'], e['sim_start'])}): {e['event']}"
               + (f" on {e['machine']}" if e["machine"] else "") for e in report["events"]]

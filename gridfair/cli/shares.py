@@ -63,6 +63,8 @@ def report_from_snapshot(snapshot: Snapshot, policy: str | None, order: str | No
         decisions=[decision.as_dict() for decision in decisions],
         skipped=[item.row() for item in skipped],
         warnings=[item.row() for item in snapshot.warnings],
+        charges=[{"identity": charge.identity, "owner": charge.owner, "rule": charge.reason,
+                  "mapped": charge.mapped} for charge in snapshot.charges],
     )
 
 
@@ -78,6 +80,10 @@ def render_shares(report: SharesReport) -> str:
     if unmapped:
         lines.append("Unmapped submitters (own no slot; see --uid-domain, --submitter-map): "
                      + ", ".join(unmapped))
+    if report.charges:
+        lines.append("Charged identities (who HTCondor authenticated -> the owner charged):")
+        lines += [f"  {charge['identity']} -> {charge['owner']}: {charge['rule']}"
+                  for charge in report.charges]
     lines.append("")
     if report.decisions:
         lines.append(f"{report.decisions_heading} ({len(report.decisions)}, "
@@ -118,6 +124,7 @@ def shares_json(report: SharesReport) -> str:
         "status": report.status,
         "users": list(report.users),
         "unmapped": unmapped_submitters(report),
+        "charges": list(report.charges),
         "totals": dict(report.totals),
         "decisions": list(report.decisions),
         "skipped": list(report.skipped),
@@ -186,15 +193,20 @@ def _table(rows: Sequence[Mapping[str, Any]], totals: Mapping[str, Any]) -> str:
 @click.option("--pool", "pool", default=None, metavar="HOST[:PORT]",
               help="Read a live HTCondor pool through this collector ('-': COLLECTOR_HOST), "
               "read-only, instead of ad files.")
-@click.option("--uid-domain", default="*", show_default=True,
-              help="Live pool: the submitter domain dropped to name a slot owner ('*': any).")
+@click.option("--uid-domain", default=None,
+              help="Live pool: the pool's UID domain; an authenticated user of it is the "
+              "owner of its name ('*': any domain) [default: UID_DOMAIN from HTCondor's "
+              "configuration here].")
 @click.option("--submitter-map", type=click.Path(dir_okay=False), default=None,
               help="Live pool: a file of 'submitter owner' lines, looked up first.")
+@click.option("--trust-accounting-groups", is_flag=True,
+              help="Live pool: charge jobs to the accounting group they name (only where the "
+              "pool validates groups).")
 @click.option("--format", "output_format", type=click.Choice(FORMATS),
               default="table", show_default=True)
 def shares(machines_paths, jobs_paths, policy, order, preempt, admit, absolute_power_diff,
            owner_attr, power_attr, ad_format, now, db_path, pool, uid_domain, submitter_map,
-           output_format) -> None:
+           trust_accounting_groups, output_format) -> None:
     """Per-user shares of a pool's ads and the decisions a policy would take on them now."""
     # The report comes from ad files; another source of the same figures (the daemon's
     # store) builds a SharesReport of its own and shares the rendering below.
@@ -204,7 +216,8 @@ def shares(machines_paths, jobs_paths, policy, order, preempt, admit, absolute_p
     if policy is None and order is None:
         policy = "hosep"
     if pool is not None:
-        snapshot = _live_snapshot(pool, owner_attr, power_attr, uid_domain, submitter_map)
+        snapshot = _live_snapshot(pool, owner_attr, power_attr, uid_domain, submitter_map,
+                                  trust_accounting_groups)
     else:
         snapshot = _dumps_snapshot(machines_paths, jobs_paths, owner_attr, power_attr,
                                    ad_format)
@@ -236,14 +249,16 @@ def _dumps_snapshot(machines_paths: Sequence[str], jobs_paths: Sequence[str],
 
 
 def _live_snapshot(pool: str, owner_attr: str | None, power_attr: str | None,
-                   uid_domain: str, submitter_map: str | None) -> Snapshot:
+                   uid_domain: str | None, submitter_map: str | None,
+                   trust_groups: bool) -> Snapshot:
     """One read of a live pool through the htcondor backend; nothing is acted on."""
     from gridfair.classads.submitters import SubmitterMap
     from gridfair.daemon.backends import require_slots
-    from gridfair.daemon.backends.htcondor import HTCondorBackend
+    from gridfair.daemon.backends.htcondor import HTCondorBackend, pool_uid_domain
 
-    submitters = (SubmitterMap.from_file(submitter_map, uid_domain) if submitter_map
-                  else SubmitterMap(uid_domain))
+    uid_domain = uid_domain or pool_uid_domain()
+    submitters = (SubmitterMap.from_file(submitter_map, uid_domain, trust_groups)
+                  if submitter_map else SubmitterMap(uid_domain, trust_groups=trust_groups))
     # A pool it cannot read (PoolUnavailable) is one line and exit 2, as a file is.
     backend = HTCondorBackend.connect(None if pool == "-" else pool,
                                       owner_attribute=owner_attr or "GridOwner",

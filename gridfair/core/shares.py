@@ -31,6 +31,9 @@ class SharesReport:
     skipped: Sequence[Mapping[str, Any]] = ()
     #: Ads used that are suspect (an attribute set twice), as `skipped` lists them.
     warnings: Sequence[Mapping[str, Any]] = ()
+    #: Who each identity's jobs are charged to and why (identity, owner, rule, mapped), when
+    #: the source charged them (a live pool, the daemon's store).
+    charges: Sequence[Mapping[str, Any]] = ()
     #: How the decisions are introduced: from ads, what one cycle would do now; from the
     #: daemon's store, what its latest cycle did (each decision then has its action's state).
     decisions_heading: str = "Decisions now"

@@ -51,6 +51,9 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "backoff_max": Key(float, 600.0, minimum=0.0, help="longest wait after failed cycles"),
         "incremental": Key(bool, True, help="keep the pool between cycles and apply each "
                            "snapshot's changes to it (false: rebuild it every cycle)"),
+        "lease": Key(float, 0.0, minimum=0.0, help="seconds HTCondor waits for gridfair's "
+                     "next cycle before starting jobs on its own (the htcondor backend's "
+                     "lease); 0: two intervals"),
         "log_file": Key(str, "", path=True, help="also log to this file"),
         "log_level": Key(str, "info", choices=LOG_LEVELS),
     },
@@ -100,9 +103,16 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "power_attribute": Key(str, "", help="slot power in MFlops; empty: MFlops, else "
                                "KFlops / 1000, else Mips"),
         "steer_attribute": Key(str, "GridfairSlot", help="job attribute naming the chosen slot"),
-        "uid_domain": Key(str, "*", help="submitter domain dropped to name the owner ('*': "
-                          "any, '': none)"),
+        "uid_domain": Key(str, "", help="the pool's UID domain: an authenticated user of it "
+                          "is the owner of its name; empty: UID_DOMAIN from HTCondor's "
+                          "configuration here; '*': any domain (trusts every schedd)"),
         "submitter_map": Key(str, "", path=True, help="file of 'submitter owner' lines"),
+        "trust_accounting_groups": Key(bool, False, help="charge jobs to the accounting "
+                                       "group they name: only where the pool validates "
+                                       "groups (configs/htcondor-accounting-groups.config)"),
+        "lease_knob": Key(str, "GRIDFAIR_LEASE_UNTIL", help="negotiator knob gridfair renews "
+                          "each cycle so that only its steered jobs start (fail-open when it "
+                          "stops); empty: hold no lease"),
         "condor_now": Key(str, "", help="the condor_now program (a path, or a name on PATH): "
                           "a vacate and the allocation of the slot it frees run as one "
                           "`condor_now JOB VICTIM`; empty: vacate, then steer"),
@@ -174,7 +184,19 @@ def validate(raw: Mapping[str, Any], *, base: Path) -> Config:
     kind = sections["backend"]["kind"]
     _require_backend_keys(kind, sections)
     _check_policy(sections["policy"])
+    _check_lease(sections["daemon"])
     return Config(sections)
+
+
+def _check_lease(daemon: dict[str, Any]) -> None:
+    """The lease defaults to two intervals; one no longer than an interval would let the pool
+    start jobs on its own between every two cycles."""
+    if not daemon["lease"]:
+        daemon["lease"] = 2 * daemon["interval"]
+    elif daemon["lease"] <= daemon["interval"]:
+        raise ConfigError(f"config key daemon.lease: must be longer than daemon.interval "
+                          f"({daemon['interval']:g} s), got {daemon['lease']:g}: HTCondor would "
+                          "start jobs on its own between cycles")
 
 
 class _ReadOptions(dict):

@@ -181,6 +181,7 @@ class CycleRunner:
         self.limits = SafetyLimits.from_config(config["safety"])
         self.max_retries = config["safety"]["max_retries"]
         self.timeout = config["daemon"]["query_timeout"]
+        self.lease = config["daemon"]["lease"]
         self.label = " ".join(name for name, _ in stage_list(stages_from_config(config["policy"])))
         self.cycles_run = 0
         self.collector = CycleCollector()
@@ -292,6 +293,7 @@ class CycleRunner:
                                     shadow.start_rows(recon, snapshot, cycle, now))
             self.faults.reached("after_plan", number)
             outcome = "dry-run" if self.dry_run else ("stale" if stale else "ok")
+            lease = self._hold_pool(cycle) if act else {}
             if to_run:
                 if self.stopping.is_set():
                     outcome = "abandoned"  # planned actions stay in the journal for the next start
@@ -312,11 +314,39 @@ class CycleRunner:
                 db["cycles"].update(cycle, {
                     "finished": time.time(), "duration": duration, "outcome": outcome,
                     "actions_confirmed": counts.get("confirmed", 0),
-                    "actions_failed": counts.get("failed", 0),
+                    "actions_failed": counts.get("failed", 0), **lease,
                 })
             self.metrics.users((row["user"], row["power_diff"], row["dominant_share"])
                                for row in usage)
             return CycleReport(cycle, outcome, duration, counts)
+
+    def _hold_pool(self, cycle: int) -> dict[str, Any]:
+        """Renew the lease on the pool's starts, before acting: gridfair has just read the
+        pool and decided. Never on a dry run, a stale snapshot or a failed cycle, so a daemon
+        that cannot decide lets the pool start jobs on its own once the lease runs out.
+        Returns the cycle's lease columns."""
+        if not self.backend.leases:
+            return {}
+        until = time.time() + self.lease
+        try:
+            self.backend.hold_starts(until)
+        except ActionFailed as error:
+            log.warning("cycle %d: lease not renewed, the pool starts jobs on its own once the "
+                        "last one runs out: %s", cycle, error)
+            self.metrics.error("lease")
+            return {"lease_error": str(error)}
+        return {"lease_until": until}
+
+    def release_pool(self) -> None:
+        """End the lease: a daemon that stops hands the starts back to the pool at once."""
+        if not self.backend.leases or self.dry_run:
+            return
+        try:
+            self.backend.release_starts()
+        except ActionFailed as error:
+            log.warning("lease not released (it runs out by itself): %s", error)
+            return
+        log.info("lease released: the pool starts jobs on its own")
 
     def _load(self, snapshot: Snapshot, stages: Stages) -> LoadedPool:
         """The negotiator over the snapshot's pool: the kept pool with the snapshot's changes
@@ -399,6 +429,7 @@ class CycleRunner:
         with store.transaction(f"record the decisions of cycle {cycle}") as db:
             self._write_jobs(db, recon, cycle, now)
             self._write_users(db, usage, now)
+            self._write_charges(db, snapshot, cycle)
             if decision_rows:
                 db["decisions"].insert_all(decision_rows)
             if act:  # a dry run or a stale snapshot tells nothing about what actions did
@@ -428,13 +459,24 @@ class CycleRunner:
         # Plain executemany: the first cycle on a big pool writes every job, and sqlite-utils'
         # generic upsert costs several times more per row.
         db.conn.executemany(
-            "insert or replace into jobs (id, user, status, machine, since, last_seen, cycle) "
-            "values (:id, :user, :status, :machine, :since, :last_seen, :cycle)", recon.changed)
+            "insert or replace into jobs (id, user, status, machine, since, last_seen, cycle, "
+            "identity) values (:id, :user, :status, :machine, :since, :last_seen, :cycle, "
+            ":identity)", recon.changed)
         db.conn.executemany("delete from jobs where id = ?", [(job,) for job in recon.gone])
         db.conn.executemany(
             "insert into job_events (cycle, time, job, user, event, machine) "
             "values (?, ?, ?, ?, ?, ?)",
             [(cycle, now, e.job, e.user, e.event, e.machine) for e in recon.events])
+
+    @staticmethod
+    def _write_charges(db, snapshot: Snapshot, cycle: int) -> None:
+        db.conn.executemany(
+            "insert into identities (identity, owner, rule, mapped, first_cycle, last_cycle) "
+            "values (?, ?, ?, ?, ?, ?) on conflict(identity) do update set owner = "
+            "excluded.owner, rule = excluded.rule, mapped = excluded.mapped, "
+            "last_cycle = excluded.last_cycle",
+            [(charge.identity, charge.owner, charge.reason, int(charge.mapped), cycle, cycle)
+             for charge in snapshot.charges])
 
     @staticmethod
     def _write_users(db, usage: list[dict[str, Any]], now: float) -> None:

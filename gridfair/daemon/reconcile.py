@@ -84,7 +84,7 @@ def reconcile(
             result.events.append(JobEvent(job.id, job.user, event, machine))
         result.changed.append({"id": job.id, "user": job.user, "status": status,
                                "machine": machine, "since": since, "last_seen": snapshot.time,
-                               "cycle": cycle})
+                               "cycle": cycle, "identity": job.identity})
     present = snapshot.jobs_by_id
     for job_id in list(compress(known, map(not_, map(present.__contains__, known)))):
         row = known[job_id]  # in stored order

@@ -109,6 +109,7 @@ def shares_report(db: sqlite_utils.Database) -> SharesReport:
                 "select d.*, a.state from decisions d left join actions a on a.key = d.action "
                 "where d.cycle = ? order by d.seq", [cycle["id"]])
         ]
+        charges = _charges(db, "last_cycle >= ?", [cycle["id"]])
     status = None
     if shown is None:
         status = f"No cycle has recorded shares yet; the latest: {cycle_note(latest)}"
@@ -124,6 +125,7 @@ def shares_report(db: sqlite_utils.Database) -> SharesReport:
         decisions=decisions,
         skipped=_loads(latest["skipped"]) or [],
         warnings=_loads(latest["warnings"]) or [],
+        charges=charges,
         decisions_heading=f"Decisions of cycle {cycle['id']}",
         decisions_note="[state] of the action carried out",
         status=status,
@@ -143,6 +145,13 @@ def explain(db: sqlite_utils.Database, name: str, limit: int = 10) -> dict[str, 
         if db.execute("select 1 from users where name = ?", [name]).fetchone():
             return _explain_user(db, name, limit)
     raise ReportError(f"no user or job named {name!r} in the store")
+
+
+def _charges(db, where: str, args: list) -> list[dict[str, Any]]:
+    """Rows of the `identities` table (identity, owner, rule, mapped), by identity."""
+    return [{**row, "mapped": bool(row["mapped"])} for row in db.query(
+        f"select identity, owner, rule, mapped from identities where {where} "
+        "order by identity", args)]
 
 
 def _decisions(db, where: str, args: list, limit: int) -> list[dict[str, Any]]:
@@ -184,6 +193,7 @@ def _explain_user(db, user: str, limit: int) -> dict[str, Any]:
         "first_seen": record["first_seen"],
         "last_preempted": record["last_preempted"],
         "held_back": held,
+        "charged_as": _charges(db, "owner = ?", [user]),
         "decisions": _decisions(db, involved, patterns, limit),
     }
 
@@ -200,9 +210,11 @@ def _explain_job(db, job: str, limit: int) -> dict[str, Any]:
     for action in actions:
         action["log"] = list(db.query("select cycle, time, state, note from action_log "
                                       "where key = ? order by id", [action["key"]]))
+    identity = rows[0]["identity"] if rows else None
     return {
         "job": job,
         "now": rows[0] if rows else None,
+        "charge": next(iter(_charges(db, "identity = ?", [identity])), None),
         "events": events,
         "decisions": _decisions(db, "d.job = ? or d.figures like ?",
                                 [job, f'%"{job}"%'], limit),

@@ -51,10 +51,16 @@ def make_backend(config: Config) -> PoolBackend:
                             owner_attribute=section["owner_attribute"],
                             power_attribute=section["power_attribute"])
     from gridfair.classads.submitters import SubmitterMap
-    from gridfair.daemon.backends.htcondor import HTCondorBackend
+    from gridfair.daemon.backends.htcondor import HTCondorBackend, pool_uid_domain
 
-    submitters = (SubmitterMap.from_file(section["submitter_map"], section["uid_domain"])
-                  if section["submitter_map"] else SubmitterMap(section["uid_domain"]))
+    uid_domain = section["uid_domain"] or pool_uid_domain()
+    trust = section["trust_accounting_groups"]
+    submitters = (SubmitterMap.from_file(section["submitter_map"], uid_domain, trust)
+                  if section["submitter_map"] else SubmitterMap(uid_domain, trust_groups=trust))
+    log.info("charging jobs to %s of UID_DOMAIN %s%s", "their accounting groups (trusted) or "
+             "authenticated users" if trust else "the users HTCondor authenticated",
+             uid_domain, f", submitter map {section['submitter_map']}"
+             if section["submitter_map"] else "")
     condor_now = None
     if section["condor_now"]:
         condor_now = shutil.which(section["condor_now"])
@@ -67,7 +73,7 @@ def make_backend(config: Config) -> PoolBackend:
         job_constraint=section["job_constraint"] or None, demand=section["demand"],
         owner_attribute=section["owner_attribute"], power_attribute=section["power_attribute"],
         steer_attribute=section["steer_attribute"], submitters=submitters,
-        condor_now=condor_now,
+        condor_now=condor_now, lease_knob=section["lease_knob"],
     )
 
 
@@ -200,6 +206,7 @@ class Daemon:
             scheduler.shutdown(wait=True)  # lets the running cycle reach a clean stop
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+            self.runner.release_pool()
             self.close()
         log.info("daemon stopped after %d cycle(s)", self.cycles)
         return 0

@@ -5,7 +5,9 @@ Tables (docs/daemon.md has the columns):
   held-back preemptions);
 - `decisions`: every policy decision with its reason and figures;
 - `actions`: the action journal, one row per idempotency key, and `action_log`, its history;
-- `jobs`: the pool's jobs as last seen (what the next cycle reconciles against);
+- `jobs`: the pool's jobs as last seen (what the next cycle reconciles against), each with the
+  identity it is charged as;
+- `identities`: who each identity's jobs are charged to, and why;
 - `job_events`: what reconciliation saw happen to jobs between cycles;
 - `users`, `usage`: per-user totals now and per cycle (the history);
 - `policy_state`: each stateful stage's exported state, so a restart keeps the shares;
@@ -57,6 +59,8 @@ _TABLES: dict[str, tuple[dict[str, type], str | tuple[str, ...]]] = {
         # The sim backend's clock at its start (its times are simulated seconds after it);
         # NULL for a wall clock.
         "sim_start": float,
+        # gridfair's lease on the pool's starts as renewed this cycle, or why it was not.
+        "lease_until": float, "lease_error": str,
     }, "id"),
     "decisions": ({
         "id": int, "cycle": int, "seq": int, "kind": str, "job": str, "user": str,
@@ -72,7 +76,10 @@ _TABLES: dict[str, tuple[dict[str, type], str | tuple[str, ...]]] = {
     "action_log": ({"id": int, "key": str, "cycle": int, "time": float, "state": str,
                     "note": str}, "id"),
     "jobs": ({"id": str, "user": str, "status": str, "machine": str, "since": float,
-              "last_seen": float, "cycle": int}, "id"),
+              "last_seen": float, "cycle": int, "identity": str}, "id"),
+    # Who each identity's jobs are charged to and why (`gridfair.classads.submitters`).
+    "identities": ({"identity": str, "owner": str, "rule": str, "mapped": int,
+                    "first_cycle": int, "last_cycle": int}, "identity"),
     "job_events": ({"id": int, "cycle": int, "time": float, "job": str, "user": str,
                     "event": str, "machine": str}, "id"),
     "users": ({"name": str, "first_seen": float, "last_seen": float, "provided_power": float,

@@ -7,24 +7,32 @@ test skips with the reason."""
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from gridfair.daemon.backends.personal_pool import (
+    DAEMON_ACCOUNT,
     HTCondorMissing,
     PersonalPool,
     SlotSpec,
+    as_account,
     find_htcondor,
+    install_daemon,
 )
+
+REPOSITORY = Path(__file__).resolve().parents[2]
 
 #: Two owners, unequal power: slot1-2 User1, slot3-4 User2.
 SLOTS = (SlotSpec("User1", 132250), SlotSpec("User1", 132250),
          SlotSpec("User2", 54760), SlotSpec("User2", 29750))
 
 #: gridfair's pool knobs, as shipped: a steered job starts on its slot; no claim reuse.
-POOL_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "htcondor-pool.config"
+POOL_CONFIG = REPOSITORY / "configs" / "htcondor-pool.config"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -66,3 +74,52 @@ def clean_queue(static_pool: PersonalPool) -> Iterator[PersonalPool]:
     static_pool.clear_queue()
     yield static_pool
     static_pool.clear_queue()
+
+
+@pytest.fixture(scope="session")
+def daemon_python() -> Iterator[Path]:
+    """gridfair installed for its daemon's account as an administrator would: a wheel built
+    from this tree in a venv every account can read (`install_daemon`)."""
+    directory = Path(tempfile.mkdtemp(prefix="gridfair-install-", dir="/var/tmp"))
+    try:
+        python = install_daemon(REPOSITORY, directory)
+    except HTCondorMissing as missing:
+        shutil.rmtree(directory, ignore_errors=True)
+        pytest.skip(str(missing))
+    yield python
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture
+def daemon_dir() -> Iterator[Path]:
+    """The daemon's own directory (its config, store and log), owned by its account and
+    closed to others, as systemd's StateDirectory makes it."""
+    directory = Path(tempfile.mkdtemp(prefix="gridfair-state-", dir="/var/tmp"))
+    shutil.chown(directory, DAEMON_ACCOUNT, DAEMON_ACCOUNT)
+    directory.chmod(0o700)
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def daemon_command(python: Path, *args: str) -> list[str]:
+    """`python -m gridfair.daemon --config gridfair.toml ARGS` as the daemon's account."""
+    return as_account(DAEMON_ACCOUNT, [str(python), "-m", "gridfair.daemon", "--config",
+                                       "gridfair.toml", *args])
+
+
+def daemon_environment(pool: PersonalPool, fault: str | None = None) -> dict[str, str]:
+    """The daemon's environment on the pool's central manager: HTCondor's configuration
+    (so its UID_DOMAIN and client security are the pool's), and an optional fault point."""
+    environment = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                   "CONDOR_CONFIG": str(pool.config_file)}
+    if fault:
+        environment["GRIDFAIR_FAULT"] = fault
+    return environment
+
+
+def run_daemon(python: Path, pool: PersonalPool, directory: Path, *args: str,
+               fault: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """The daemon run to its end (`--once`, `--cycles N`) in `directory` as its account."""
+    return subprocess.run(daemon_command(python, *args), cwd=directory,
+                          env=daemon_environment(pool, fault), capture_output=True, text=True,
+                          timeout=timeout, check=False)

@@ -15,7 +15,8 @@ def test_shares_reads_the_live_pool_and_names_unmapped_submitters(
     pool = clean_queue
     ids = pool.submit([JobSpec("User2", LONG), JobSpec("User2", LONG), JobSpec("Stranger", LONG)])
     pool.wait_until(lambda: set(pool.running()) == set(ids), 30)
-    result = gridfair_cli("shares", "--pool", pool.collector_host)
+    result = gridfair_cli("shares", "--pool", pool.collector_host, "--uid-domain",
+                          "gridfair.test")
     assert result.exit_code == 0, result.output
     rows = {line.split()[0]: line.split() for line in result.output.splitlines()
             if line.startswith(("User", "Stranger"))}
@@ -23,7 +24,10 @@ def test_shares_reads_the_live_pool_and_names_unmapped_submitters(
     assert rows["User2"][1] == "84510" and rows["User2"][6] == "2"
     assert "Unmapped submitters (own no slot; see --uid-domain, --submitter-map): " \
            "Stranger@gridfair.test" in result.output
-    as_json = gridfair_cli("shares", "--pool", pool.collector_host, "--format", "json")
+    assert ("  Stranger@gridfair.test -> Stranger@gridfair.test: owns no slot; accounting "
+            "group owners not trusted") in result.output
+    as_json = gridfair_cli("shares", "--pool", pool.collector_host, "--uid-domain",
+                           "gridfair.test", "--format", "json")
     assert as_json.exit_code == 0, as_json.output
     assert json.loads(as_json.output)["unmapped"] == ["Stranger@gridfair.test"]
 
@@ -46,6 +50,7 @@ min_runtime = 0
 kind = "htcondor"
 [backend.htcondor]
 collector = "{pool.collector_host}"
+uid_domain = "gridfair.test"
 """)
     result = gridfair_cli("daemon", "--config", str(config), "--once", "--dry-run")
     assert result.exit_code == 0, result.output

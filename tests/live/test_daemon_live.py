@@ -5,36 +5,23 @@ the same slot: the job's newer start is the evidence)."""
 
 from __future__ import annotations
 
-import os
 import signal
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 from gridfair.daemon.backends.personal_pool import JobSpec, PersonalPool, SlotSpec
-from tests.live.conftest import own_pool
+from tests.live.conftest import POOL_CONFIG, own_pool, run_daemon
 
 LONG = 132250 * 600
 
 
-def run_daemon(directory: Path, *args: str, fault: str | None = None) -> subprocess.Popen:
-    env = {key: value for key, value in os.environ.items() if key != "GRIDFAIR_FAULT"}
-    if fault:
-        env["GRIDFAIR_FAULT"] = fault
-    process = subprocess.Popen(
-        [sys.executable, "-m", "gridfair.daemon", "--config", "gridfair.toml", *args],
-        cwd=directory, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    process.output = process.communicate(timeout=120)
-    return process
-
-
-def test_sigkill_after_a_vacate_then_restart(clean_queue: PersonalPool, tmp_path: Path) -> None:
+def test_sigkill_after_a_vacate_then_restart(clean_queue: PersonalPool, daemon_python: Path,
+                                             daemon_dir: Path) -> None:
     pool = clean_queue
     ids = pool.submit([JobSpec("User2", LONG)] * 4)  # User2 holds every slot, User1's too
     pool.wait_until(lambda: set(pool.running()) == set(ids), 30)
     pool.submit([JobSpec("User1", LONG)] * 2)
-    (tmp_path / "gridfair.toml").write_text(f"""
+    (daemon_dir / "gridfair.toml").write_text(f"""
 [daemon]
 store = "state.db"
 interval = 1
@@ -48,16 +35,16 @@ kind = "htcondor"
 [backend.htcondor]
 collector = "{pool.collector_host}"
 """)
-    crashed = run_daemon(tmp_path, "--once", fault="crash:after_vacate")
+    crashed = run_daemon(daemon_python, pool, daemon_dir, "--once", fault="crash:after_vacate")
     assert crashed.returncode == -signal.SIGKILL
-    with sqlite3.connect(tmp_path / "state.db") as db:
+    with sqlite3.connect(daemon_dir / "state.db") as db:
         before = {row[0] for row in db.execute("select key from actions")}
-    restarted = run_daemon(tmp_path, "--cycles", "1")
-    assert restarted.returncode == 0, restarted.stderr.read()
-    with sqlite3.connect(tmp_path / "state.db") as db:
+    restarted = run_daemon(daemon_python, pool, daemon_dir, "--cycles", "1")
+    assert restarted.returncode == 0, restarted.stderr
+    with sqlite3.connect(daemon_dir / "state.db") as db:
         actions = list(db.execute("select key, kind, job, state, error from actions"))
     assert before <= {key for key, *_ in actions}  # none lost
-    assert actions, restarted.output
+    assert actions, restarted.stderr
     assert {state for *_, state, _ in actions} <= {"confirmed", "failed", "abandoned"}
     vacated = [job for _, kind, job, *_ in actions if kind == "vacate"]
     assert vacated and len(vacated) == len(set(vacated)), actions  # none issued twice
@@ -71,8 +58,8 @@ collector = "{pool.collector_host}"
     assert others == []
 
 
-def test_allocations_land_on_their_slots_and_are_journaled(clean_queue: PersonalPool,
-                                                          tmp_path: Path) -> None:
+def test_allocations_land_on_their_slots_and_are_journaled(
+        clean_queue: PersonalPool, daemon_python: Path, daemon_dir: Path) -> None:
     """User2 holds every slot, User1 arrives: the daemon vacates for User1 and steers its jobs
     to the freed slots; the next cycles see them running there and journal each allocation
     `landed`."""
@@ -80,7 +67,7 @@ def test_allocations_land_on_their_slots_and_are_journaled(clean_queue: Personal
     fillers = pool.submit([JobSpec("User2", LONG)] * 4)
     pool.wait_until(lambda: set(pool.running()) == set(fillers), 30)
     arrivals = pool.submit([JobSpec("User1", LONG)] * 2)
-    (tmp_path / "gridfair.toml").write_text(f"""
+    (daemon_dir / "gridfair.toml").write_text(f"""
 [daemon]
 store = "state.db"
 interval = 2
@@ -95,9 +82,9 @@ kind = "htcondor"
 [backend.htcondor]
 collector = "{pool.collector_host}"
 """)
-    done = run_daemon(tmp_path, "--cycles", "6")
-    assert done.returncode == 0, done.output
-    with sqlite3.connect(tmp_path / "state.db") as db:
+    done = run_daemon(daemon_python, pool, daemon_dir, "--cycles", "6")
+    assert done.returncode == 0, done.stderr
+    with sqlite3.connect(daemon_dir / "state.db") as db:
         actions = list(db.execute("select kind, job, machine, state, error from actions"))
     allocations = {job: (machine, state) for kind, job, machine, state, _ in actions
                    if kind == "allocate"}
@@ -111,18 +98,20 @@ collector = "{pool.collector_host}"
                                      if kind == "vacate")
 
 
-def test_a_schedd_refusing_the_edit_is_a_named_journaled_failure(tmp_path: Path) -> None:
+def test_a_schedd_refusing_the_edit_is_a_named_journaled_failure(daemon_python: Path,
+                                                                  daemon_dir: Path) -> None:
     """A schedd that refuses to change the steering attribute (an administrator listed it in
     IMMUTABLE_JOB_ATTRS, and the job carries it): the daemon's allocation fails with the
     schedd's refusal, journaled and retryable, and the job is left as it was. (The attribute is
     one the slots' START does not read, so the job still matches.)"""
     pool = own_pool([SlotSpec("User1", 100.0)],
-                        extra_config=["IMMUTABLE_JOB_ATTRS = $(IMMUTABLE_JOB_ATTRS) GridfairPin",
-                                      "NEGOTIATOR_JOB_CONSTRAINT = False"])
+                    extra_config=[*POOL_CONFIG.read_text().splitlines(),
+                                  "IMMUTABLE_JOB_ATTRS = $(IMMUTABLE_JOB_ATTRS) GridfairPin",
+                                  "NEGOTIATOR_JOB_CONSTRAINT = False"])
     with pool:
         # NEGOTIATOR_JOB_CONSTRAINT = False: HTCondor matches nothing by itself here.
         [job] = pool.submit([JobSpec("User1", 100.0 * 600)], extra=['+GridfairPin = "none"'])
-        (tmp_path / "gridfair.toml").write_text(f"""
+        (daemon_dir / "gridfair.toml").write_text(f"""
 [daemon]
 store = "state.db"
 [backend]
@@ -131,9 +120,9 @@ kind = "htcondor"
 collector = "{pool.collector_host}"
 steer_attribute = "GridfairPin"
 """)
-        done = run_daemon(tmp_path, "--once")
-        assert done.returncode == 0, done.output
-        with sqlite3.connect(tmp_path / "state.db") as db:
+        done = run_daemon(daemon_python, pool, daemon_dir, "--once")
+        assert done.returncode == 0, done.stderr
+        with sqlite3.connect(daemon_dir / "state.db") as db:
             actions = list(db.execute("select kind, job, state, retryable, error from actions"))
         pinned = pool.jobs("GridfairPin", constraint=f"ClusterId == {job.split('.')[0]}")
     [(kind, job_id, state, retryable, error)] = actions
@@ -142,18 +131,18 @@ steer_attribute = "GridfairPin"
     assert pinned == [["none"]]
 
 
-def test_an_allocation_that_never_starts_is_released_as_not_landed(tmp_path: Path) -> None:
+def test_an_allocation_that_never_starts_is_released_as_not_landed(daemon_python: Path,
+                                                                    daemon_dir: Path) -> None:
     """A pool whose negotiator matches nothing (NEGOTIATOR_JOB_CONSTRAINT = False): the
     daemon's allocation holds its slot for `landing_timeout`, is then journaled "not landed",
     and its steering is withdrawn (GridfairSlot undefined again), so HTCondor could start the
     job anywhere."""
-    pool_config = Path(__file__).resolve().parents[2] / "configs" / "htcondor-pool.config"
     pool = own_pool([SlotSpec("User1", 100.0)],
-                        extra_config=[*pool_config.read_text().splitlines(),
-                                      "NEGOTIATOR_JOB_CONSTRAINT = False"])
+                    extra_config=[*POOL_CONFIG.read_text().splitlines(),
+                                  "NEGOTIATOR_JOB_CONSTRAINT = False"])
     with pool:
         [job] = pool.submit([JobSpec("User1", 100.0 * 600)])
-        (tmp_path / "gridfair.toml").write_text(f"""
+        (daemon_dir / "gridfair.toml").write_text(f"""
 [daemon]
 store = "state.db"
 interval = 1
@@ -165,9 +154,9 @@ kind = "htcondor"
 [backend.htcondor]
 collector = "{pool.collector_host}"
 """)
-        done = run_daemon(tmp_path, "--cycles", "7")
-        assert done.returncode == 0, done.output
-        with sqlite3.connect(tmp_path / "state.db") as db:
+        done = run_daemon(daemon_python, pool, daemon_dir, "--cycles", "7")
+        assert done.returncode == 0, done.stderr
+        with sqlite3.connect(daemon_dir / "state.db") as db:
             actions = list(db.execute("select kind, job, state, error from actions"))
             log = [state for (state,) in db.execute("select state from action_log")]
         steered = pool.jobs("ClusterId", constraint=f"ClusterId == {job.split('.')[0]} && "

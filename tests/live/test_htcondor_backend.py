@@ -10,7 +10,7 @@ import pytest
 from gridfair.classads.submitters import SubmitterMap
 from gridfair.daemon.backends import ActionFailed, PoolUnavailable
 from gridfair.daemon.backends.htcondor import HTCondorBackend
-from gridfair.daemon.backends.personal_pool import JobSpec, PersonalPool
+from gridfair.daemon.backends.personal_pool import UID_DOMAIN, JobSpec, PersonalPool
 from gridfair.model import JobStatus
 from tests.live.conftest import POOL_CONFIG, SLOTS, own_pool
 
@@ -18,7 +18,10 @@ LONG = 132250 * 600  # ten minutes on the fastest slot: runs for the whole test
 
 
 def backend(pool: PersonalPool, **options: object) -> HTCondorBackend:
-    return HTCondorBackend.connect(pool.collector_host, **options)
+    """The backend as the daemon makes it on the pool's central manager (the test process
+    does not read the pool's configuration, so the UID domain is given)."""
+    return HTCondorBackend.connect(pool.collector_host,
+                                   **{"submitters": SubmitterMap(UID_DOMAIN), **options})
 
 
 #: Held jobs too: tests hold jobs so HTCondor cannot match them before gridfair steers them.
@@ -34,21 +37,24 @@ def test_snapshot_of_static_slots(clean_queue: PersonalPool) -> None:
         ("User1", 132250), ("User1", 132250), ("User2", 54760), ("User2", 29750)]
     assert snapshot.skipped == ()
     jobs = {job.id: job for job in snapshot.jobs}
-    # Accounting-group submitters of one Unix account, named as the slots' owners.
-    assert {jobs[i].user for i in ids} == {"User1", "User2"}
+    # Each job charged to the account that submitted it, named as the slots' owner.
+    assert {(jobs[i].user, jobs[i].identity) for i in ids} == {
+        ("User1", "User1@gridfair.test"), ("User2", "User2@gridfair.test")}
+    assert {charge.reason for charge in snapshot.charges} == {
+        "authenticated user of the pool's UID_DOMAIN gridfair.test; accounting group owners "
+        "not trusted"}
     assert all(jobs[i].status is JobStatus.RUNNING for i in ids)
-    # Running jobs are read from their slots (which name no group); the job ads name it.
+    # Running jobs are read from their slots, which name their group as the job ads do.
     whole = {job.id: job for job in backend(pool, demand="jobs").read_snapshot().jobs}
     assert all(whole[i].group == "owners" and whole[i].user == jobs[i].user for i in ids)
     running_on = {m.running_job: m.name for m in snapshot.machines if m.running_job}
     assert running_on == pool.running()
 
 
-def test_submitters_keep_their_domain_when_the_map_says_so(clean_queue: PersonalPool) -> None:
+def test_users_of_another_uid_domain_are_charged_as_they_are(clean_queue: PersonalPool) -> None:
     pool = clean_queue
     ids = pool.submit([JobSpec("User2", LONG)], extra=["hold = True"])
-    live = HTCondorBackend.connect(pool.collector_host, submitters=SubmitterMap(uid_domain=""),
-                                   **ANY_JOB)
+    live = backend(pool, submitters=SubmitterMap("another.domain"), **ANY_JOB)
     assert [job.user for job in live.read_snapshot().jobs if job.id == ids[0]] == [
         "User2@gridfair.test"]
 

@@ -59,6 +59,9 @@ class PoolBackend(ABC):
     #: Where a simulated clock started (`now()` is then simulated seconds after it, shown as
     #: `t+N s`); None for a pool on the wall clock.
     simulated_since: float | None = None
+    #: Whether `hold_starts` holds anything (a pool that starts only what gridfair steered
+    #: while its lease lasts).
+    leases: bool = False
 
     @abstractmethod
     def read_snapshot(self) -> Snapshot:
@@ -97,6 +100,14 @@ class PoolBackend(ABC):
     def withdraw(self, job_id: str) -> None:  # noqa: B027 - optional: most start at once
         """Lift what `allocate` asked of the pool for a job that did not start there, so the
         pool may start it anywhere (default: nothing to lift). Raises `ActionFailed`."""
+
+    def hold_starts(self, until: float) -> None:  # noqa: B027 - optional: most pools have no lease
+        """Renew gridfair's lease on the pool's starts until `until` (wall time): only the
+        jobs gridfair steered start until then, and the pool starts jobs on its own once it
+        runs out (a daemon that died). Default: the pool has no lease. Raises `ActionFailed`."""
+
+    def release_starts(self) -> None:  # noqa: B027 - optional, as above
+        """End the lease now: the pool starts jobs on its own again (a daemon that stops)."""
 
     def now(self) -> float:
         """The pool's clock: wall time for real pools, simulated time for `sim` (from

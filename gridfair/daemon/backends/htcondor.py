@@ -40,15 +40,17 @@ Acting:
 - withdraw: an allocation that did not start within the daemon's `landing_timeout`
   (`gridfair.daemon.inflight`) has its steering attribute set back to `undefined`.
 
-Submitters: each job's submitter (its accounting principal, `gridfair.classads.views`) and
-each slot's running user are turned into grid owners by a `SubmitterMap` (UID domain, map
-file: `gridfair.classads.submitters`) before the snapshot is used.
+Charging: each job and each slot's running job is charged to a grid owner by a `SubmitterMap`
+(`gridfair.classads.submitters`: the user HTCondor authenticated, with the pool's UID domain,
+a map file, accounting groups only where the pool validates them) before the snapshot is
+used; the snapshot lists each identity's charge and why.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -75,7 +77,7 @@ from gridfair.daemon.backends.ads import (
     snapshot_of,
 )
 from gridfair.errors import ConfigError, InputError
-from gridfair.model import Job, Machine, SkippedAd, Snapshot
+from gridfair.model import Charge, Job, Machine, SkippedAd, Snapshot
 
 #: The result attributes of `Schedd.act` that explain a failure, in the order checked.
 ACT_FAILURES = (
@@ -161,6 +163,7 @@ class HTCondorBackend(PoolBackend):
         condor_now: str | None = None,
         pool: str | None = None,
         tool_environment: Mapping[str, str] | None = None,
+        lease_knob: str = "GRIDFAIR_LEASE_UNTIL",
     ) -> None:
         if demand not in DEMAND_READS:
             raise ConfigError(f"demand must be one of {', '.join(DEMAND_READS)}, not {demand!r}")
@@ -175,7 +178,12 @@ class HTCondorBackend(PoolBackend):
         self.job_constraint = job_constraint or DEFAULT_JOB_CONSTRAINTS[demand]
         self.ad_config = AdConfig.with_attributes(owner_attribute, power_attribute or None)
         self.steer_attribute = steer_attribute
-        self.submitters = submitters or SubmitterMap()
+        # The negotiator knob holding gridfair's lease on starts ("": hold none).
+        self.lease_knob = lease_knob
+        self.leases = bool(lease_knob)
+        # Charging (None: authenticated users of the UID domain HTCondor's configuration here
+        # names, no map file, no accounting group trusted).
+        self.submitters = submitters or SubmitterMap(pool_uid_domain())
         power = [name for name, _ in self.ad_config.power_sources]
         # lower-case name -> name: ClassAd attribute names are case-insensitive.
         self.slot_projection: dict[str, str] = {}
@@ -183,6 +191,7 @@ class HTCondorBackend(PoolBackend):
         _learn(self.slot_projection, {*SLOT_ATTRIBUTES, owner_attribute, *power})
         _learn(self.job_projection, set(JOB_ATTRIBUTES))
         self._schedd_of: dict[str, classad2.ClassAd] = {}  # job id -> its schedd's location
+        self._known_negotiators: list[classad2.ClassAd] = []
 
     @classmethod
     def connect(cls, pool: str | None, **options: Any) -> HTCondorBackend:
@@ -304,24 +313,30 @@ class HTCondorBackend(PoolBackend):
         return self._as_owners(snapshot)
 
     def _as_owners(self, snapshot: Snapshot) -> Snapshot:
-        """The snapshot with every submitter named as its grid owner."""
+        """The snapshot with every job and every slot's running job charged to a grid owner
+        (`SubmitterMap.charge`), and the charges it made."""
         owners = {machine.owner for machine in snapshot.machines}
-        owner_by_submitter: dict[str, str] = {}  # a few submitters, tens of thousands of jobs
+        charges: dict[tuple[str, str | None], Charge] = {}  # a few identities, many jobs
 
-        def owner_of(submitter: str) -> str:
-            owner = owner_by_submitter.get(submitter)
-            if owner is None:
-                owner = owner_by_submitter[submitter] = self.submitters.owner_of(submitter,
-                                                                                 owners)
-            return owner
+        def charge(user: str, group: str | None) -> Charge:
+            found = charges.get((user, group))
+            if found is None:
+                found = charges[user, group] = self.submitters.charge(user, group, owners)
+            return found
 
-        jobs = tuple(job if (owner := owner_of(job.user)) == job.user else job.with_user(owner)
+        jobs = tuple(job.with_user((made := charge(job.user, job.group)).owner, made.identity)
                      for job in snapshot.jobs)
         machines = tuple(
-            dataclasses.replace(machine, running_user=owner_of(machine.running_user))
+            dataclasses.replace(machine, running_user=charge(machine.running_user,
+                                                              machine.running_group).owner)
             if machine.running_user else machine
             for machine in snapshot.machines)
-        return dataclasses.replace(snapshot, machines=machines, jobs=jobs)
+        by_identity: dict[str, Charge] = {}
+        for made in charges.values():
+            known = by_identity.get(made.identity)
+            by_identity[made.identity] = made if known is None else known.merged(made)
+        return dataclasses.replace(snapshot, machines=machines, jobs=jobs, charges=tuple(
+            by_identity[identity] for identity in sorted(by_identity)))
 
     def _query_learning(self, query_demand: Callable[[], tuple],
                         job_ads_of: Callable[[tuple], Iterable[classad2.ClassAd]],
@@ -456,6 +471,48 @@ class HTCondorBackend(PoolBackend):
             raise ActionFailed(f"condor_now {job.id} {victim.id} on {machine.name}: exit "
                                f"{done.returncode}: {message or 'no message'}")
 
+    def hold_starts(self, until: float) -> None:
+        """Set the lease knob (`GRIDFAIR_LEASE_UNTIL`, which the pool's
+        NEGOTIATOR_JOB_CONSTRAINT compares with `time()`) on every negotiator, as runtime
+        configuration, and have each reconfigure: the account needs ADMINISTRATOR there, and
+        the knob must be in SETTABLE_ATTRS_ADMINISTRATOR (configs/htcondor-pool.config)."""
+        self._set_lease(str(math.ceil(until)))
+
+    def release_starts(self) -> None:
+        self._set_lease("0")
+
+    def _set_lease(self, value: str) -> None:
+        if not self.lease_knob:
+            return
+        for ad in self._negotiators():
+            name = ad.get("Name", "negotiator")
+            try:
+                htcondor2.RemoteParam(ad)[self.lease_knob] = value
+                htcondor2.send_command(ad, htcondor2.DaemonCommand.Reconfig)
+            except POOL_ERRORS as error:
+                raise ActionFailed(f"lease: negotiator {name} refused {self.lease_knob} = "
+                                   f"{value} ({error}; is the daemon's account its "
+                                   "ADMINISTRATOR, the knob in SETTABLE_ATTRS_ADMINISTRATOR, "
+                                   "ENABLE_RUNTIME_CONFIG on?)") from None
+
+    def _negotiators(self) -> list[classad2.ClassAd]:
+        """The negotiators' ads from the collector, else the last ones it listed: a collector
+        that restarts hears from the negotiator again only at NEGOTIATOR_UPDATE_INTERVAL
+        (5 minutes by default), and the lease must not lapse for that."""
+        try:
+            found = self.collector.query(htcondor2.AdType.Negotiator)
+        except POOL_ERRORS as error:
+            found, problem = [], f"collector query failed: {error}"
+        else:
+            problem = "the collector lists no negotiator"
+        if found:
+            self._known_negotiators = found
+        elif self._known_negotiators:
+            found = self._known_negotiators
+        else:
+            raise ActionFailed(f"lease: {problem}")
+        return found
+
     def withdraw(self, job_id: str) -> None:
         """An allocation that did not land: the job no longer names a slot, so HTCondor may
         start it anywhere (the slot's START refuses a job steered to another slot)."""
@@ -467,6 +524,16 @@ class HTCondorBackend(PoolBackend):
 
     def _unsteer(self, schedd: Any, job_id: str) -> None:
         schedd.edit([job_id], self.steer_attribute, "undefined")
+
+
+def pool_uid_domain() -> str:
+    """The pool's UID_DOMAIN, as HTCondor's configuration where gridfair runs names it (the
+    central manager's: `htcondor2.param`, read through CONDOR_CONFIG)."""
+    try:
+        return str(htcondor2.param["UID_DOMAIN"])
+    except KeyError:
+        raise ConfigError("HTCondor's configuration here names no UID_DOMAIN: set "
+                          "backend.htcondor.uid_domain to the pool's") from None
 
 
 def autocluster_requests(

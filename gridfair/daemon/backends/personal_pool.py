@@ -34,6 +34,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -43,6 +44,8 @@ from typing import Any
 
 #: HTCondor's own account (`CONDOR_IDS`): its daemons' files, and who root acts as.
 CONDOR_ACCOUNT = ("nobody", "nogroup")
+#: The account gridfair's daemon runs as (configs/htcondor-pool.config, GRIDFAIR_ACCOUNT).
+DAEMON_ACCOUNT = "gridfair"
 UID_DOMAIN = "gridfair.test"
 ACCOUNTING_PREFIX = "owners"
 
@@ -158,6 +161,7 @@ class PersonalPool:
         power_attr: str = "MFlops",
         install: Path | None = None,
         directory: Path | None = None,
+        daemon_account: str | None = DAEMON_ACCOUNT,
     ) -> None:
         if os.geteuid() != 0:
             raise HTCondorMissing("a personal pool runs as a production pool does, with jobs "
@@ -168,6 +172,7 @@ class PersonalPool:
         self.interval = interval
         self.owner_attr = owner_attr
         self.power_attr = power_attr
+        self.daemon_account = daemon_account
         self._own_directory = directory is None
         self.directory = Path(directory or tempfile.mkdtemp(prefix="gridfair-pool-"))
         self.port = free_port()
@@ -198,6 +203,7 @@ class PersonalPool:
             "START = True", "SUSPEND = False", "PREEMPT = False", "KILL = False",
             "WANT_SUSPEND = False", "WANT_VACATE = False",
             f"NEGOTIATOR_INTERVAL = {self.interval}", "NEGOTIATOR_CYCLE_DELAY = 1",
+            f"NEGOTIATOR_UPDATE_INTERVAL = {self.interval}",
             "NEGOTIATOR_MIN_INTERVAL = 1",
             f"SCHEDD_INTERVAL = {self.interval}", f"UPDATE_INTERVAL = {self.interval}",
             "STARTER_UPDATE_INTERVAL = 2", "SHADOW_QUEUE_UPDATE_INTERVAL = 2",
@@ -251,6 +257,10 @@ class PersonalPool:
             self._previous_handlers[number] = signal.signal(number, self._on_signal)
         try:
             self.wait_for_slots(timeout)
+            if self.daemon_account:
+                # The administrator's install step for gridfair's account (htcondor-pool.config).
+                ensure_account(self.daemon_account)
+                self.add_queue_user(f"{self.daemon_account}@{UID_DOMAIN}")
         except BaseException:
             self.stop()
             raise
@@ -419,6 +429,39 @@ class PersonalPool:
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"not reached within {timeout:g} s")
             time.sleep(every)
+
+
+def install_daemon(source_tree: Path, directory: Path,
+                   account: str = DAEMON_ACCOUNT) -> Path:
+    """gridfair as an administrator installs it for its daemon: a wheel built from
+    `source_tree`, installed in a new venv in `directory` that every account can read, made
+    with a Python interpreter `account` may run (not one under root's home). Returns the venv's
+    python. HTCondorMissing when no such interpreter is found."""
+    ensure_account(account)
+    interpreter = next((candidate for candidate in _interpreters() if subprocess.run(
+        as_account(account, [candidate, "-c", "import sys, venv; "
+                             "sys.exit(sys.version_info < (3, 11))"]),
+        capture_output=True, check=False).returncode == 0), None)
+    if interpreter is None:
+        raise HTCondorMissing(f"no Python >= 3.11 with venv that the account {account} may "
+                              f"run (tried {', '.join(_interpreters())})")
+    wheels = directory / "wheel"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
+                    "--wheel-dir", str(wheels), str(source_tree)], check=True,
+                   capture_output=True)
+    venv = directory / "venv"
+    subprocess.run([interpreter, "-m", "venv", str(venv)], check=True, capture_output=True)
+    subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet",
+                    *map(str, wheels.glob("gridfair-*.whl"))], check=True, capture_output=True)
+    subprocess.run(["chmod", "-R", "a+rX", str(directory)], check=True)
+    return venv / "bin" / "python"
+
+
+def _interpreters() -> list[str]:
+    found = [sys._base_executable, shutil.which("python3.11"), shutil.which("python3"),
+             "/usr/bin/python3", "/usr/local/bin/python3"]
+    return list(dict.fromkeys(str(Path(path).resolve()) for path in found
+                              if path and Path(path).is_file()))
 
 
 def slots_of_grid(grid_name: str | Path) -> list[SlotSpec]:

@@ -1,0 +1,254 @@
+"""Attacks on gridfair by a pool's ordinary users, against the shipped pool configuration
+(configs/htcondor-pool.config), live.
+
+Each attacker is a real Unix account, neither a queue super user nor an administrator, that
+submits and edits its own jobs with HTCondor's tools, authenticated as itself (FS). For each
+attack the test checks the outcome: the pool refuses it, or it changes nothing about who runs
+where, and the job is charged to the attacker's real identity."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from gridfair.classads.submitters import SubmitterMap
+from gridfair.daemon.backends.htcondor import HTCondorBackend
+from gridfair.daemon.backends.personal_pool import (
+    UID_DOMAIN,
+    JobSpec,
+    PersonalPool,
+    SlotSpec,
+    as_account,
+    ensure_account,
+)
+from tests.live.conftest import POOL_CONFIG, own_pool
+
+LONG = 132250 * 600
+ATTACKER = "mallory"  # owns no slot
+REFUSED = "GridfairSlot is set by gridfair only"
+
+
+def backend(pool: PersonalPool, **options: object) -> HTCondorBackend:
+    return HTCondorBackend.connect(pool.collector_host,
+                                   **{"submitters": SubmitterMap(UID_DOMAIN), **options})
+
+
+def sleep_job(*commands: str) -> list[str]:
+    return ["executable = /bin/sleep", "arguments = 600", *commands]
+
+
+def first_job(done: subprocess.CompletedProcess) -> str:
+    """The first job id `condor_submit -terse` printed ("12.0 - 12.1")."""
+    return re.split(r"\s|-", done.stdout.strip())[0]
+
+
+def attribute(pool: PersonalPool, job: str, name: str) -> str:
+    cluster, proc = job.split(".")
+    [[value]] = pool.jobs(name, constraint=f"ClusterId == {cluster} && ProcId == {proc}")
+    return value
+
+
+@pytest.mark.parametrize("steering", [
+    '+GridfairSlot = "slot1@vm"',
+    'MY.gridfairslot = "slot1@vm"',  # attribute names are not case-sensitive
+    '+GridfairSlot = strcat("slot", "1@vm")',
+])
+@pytest.mark.parametrize("materialize", [False, True])
+def test_a_user_cannot_steer_a_job_at_submit(clean_queue: PersonalPool, steering: str,
+                                             materialize: bool) -> None:
+    pool = clean_queue
+    late = ["max_materialize = 1"] if materialize else []  # the cluster ad, proc ads later
+    done = pool.submit_as(ATTACKER, sleep_job(steering, *late), count=2)
+    assert done.returncode != 0
+    assert REFUSED in done.stderr + done.stdout
+    assert pool.jobs("ClusterId") == []
+
+
+def test_a_user_cannot_steer_or_backdate_a_queued_job(clean_queue: PersonalPool) -> None:
+    """condor_qedit of the job, of its cluster ad (which its procs inherit), by constraint, by
+    another spelling: all refused. The queue date the submitter wrote is replaced by the
+    schedd's clock, and cannot be edited either. gridfair (a queue super user) still steers."""
+    pool = clean_queue
+    before = time.time()
+    done = pool.submit_as(ATTACKER, sleep_job("+QDate = 1", "hold = True"))
+    assert done.returncode == 0, done.stderr
+    job = first_job(done)
+    cluster = job.split(".")[0]
+    assert before - 5 <= float(attribute(pool, job, "QDate")) <= time.time() + 5
+    for edit in ([job, "GridfairSlot", '"slot1@vm"'], [cluster, "GridfairSlot", '"slot1@vm"'],
+                 ["-constraint", "true", "GridfairSlot", '"slot1@vm"'],
+                 [job, "gridfairslot", '"slot1@vm"'], [job, "QDate", "1"]):
+        edited = pool.run_tool(["condor_qedit", *edit], account=ATTACKER, check=False)
+        assert edited.returncode != 0, (edit, edited.stdout)
+    assert attribute(pool, job, "GridfairSlot") == "undefined"
+    assert float(attribute(pool, job, "QDate")) > before - 5
+    live = backend(pool, job_constraint="JobStatus <= 5")
+    snapshot = live.read_snapshot()
+    [held] = [candidate for candidate in snapshot.jobs if candidate.id == job]
+    live.allocate(held, snapshot.machines_by_name["slot1@vm"])
+    assert attribute(pool, job, "GridfairSlot") == "slot1@vm"
+
+
+def test_a_steering_attempt_changes_nothing_about_who_runs_while_gridfair_holds_the_pool(
+        clean_queue: PersonalPool) -> None:
+    """With gridfair's lease held, the attacker's refused edit leaves its job idle on an empty
+    pool for three negotiation cycles; the job gridfair steers starts on its slot."""
+    pool = clean_queue
+    live = backend(pool)
+    live.hold_starts(time.time() + 60)
+    try:
+        [job] = pool.submit([JobSpec(ATTACKER, LONG)])
+        refused = pool.run_tool(["condor_qedit", job, "GridfairSlot", '"slot2@vm"'],
+                                account=ATTACKER, check=False)
+        assert refused.returncode != 0
+        time.sleep(3 * pool.interval + 2)
+        assert job not in pool.running()
+        [steered] = pool.submit([JobSpec("User1", LONG)])
+        snapshot = live.read_snapshot()
+        live.allocate(snapshot.jobs_by_id[steered], snapshot.machines_by_name["slot3@vm"])
+        assert pool.wait_until(lambda: pool.running().get(steered), 30) == "slot3@vm"
+        assert job not in pool.running()
+    finally:
+        live.release_starts()
+    assert pool.wait_until(lambda: job in pool.running(), 30)  # the pool runs it on its own
+
+
+def test_a_claimed_accounting_group_is_charged_to_the_real_identity(
+        clean_queue: PersonalPool, gridfair_cli) -> None:
+    """`accounting_group_user = User1` once made anyone User1, the owner of the fastest slots.
+    The shipped pool does not validate groups, so gridfair charges the account that submitted,
+    and says so."""
+    pool = clean_queue
+    done = pool.submit_as(ATTACKER, sleep_job("accounting_group = owners",
+                                              "accounting_group_user = User1"))
+    assert done.returncode == 0, done.stderr
+    job = first_job(done)
+    assert attribute(pool, job, "AccountingGroup") == "owners.User1"
+    snapshot = backend(pool).read_snapshot()
+    charged = snapshot.jobs_by_id[job]
+    assert (charged.user, charged.identity) == ("mallory@gridfair.test", "mallory@gridfair.test")
+    result = gridfair_cli("shares", "--pool", pool.collector_host, "--uid-domain", UID_DOMAIN)
+    assert result.exit_code == 0, result.output
+    assert ("  mallory@gridfair.test -> mallory@gridfair.test: owns no slot; accounting "
+            "group owners not trusted") in result.output
+    rows = {line.split()[0]: line.split() for line in result.output.splitlines()
+            if line.startswith(("User1 ", "mallory"))}
+    assert int(rows["mallory@gridfair.test"][-1]) + int(rows["mallory@gridfair.test"][-2]) == 1
+    assert rows["User1"][-2:] == ["0", "0"]  # User1 has no job
+
+
+def test_an_ordinary_user_cannot_renew_or_cancel_the_lease(clean_queue: PersonalPool,
+                                                           daemon_python: Path) -> None:
+    """Only gridfair's account administers the negotiator: a user's own lease (to stop the
+    pool) or its own priority factor is refused."""
+    pool = clean_queue
+    ensure_account(ATTACKER)
+    script = ("import htcondor2, sys\n"
+              f"collector = htcondor2.Collector({pool.collector_host!r})\n"
+              "[negotiator] = collector.query(htcondor2.AdType.Negotiator)\n"
+              "htcondor2.RemoteParam(negotiator)['GRIDFAIR_LEASE_UNTIL'] = '9999999999'\n")
+    attempt = subprocess.run(as_account(ATTACKER, [str(daemon_python), "-c", script]),
+                             env=pool.environment, capture_output=True, text=True, check=False)
+    assert attempt.returncode != 0
+    assert "Failed to set remote daemon parameter" in attempt.stderr
+    factor = pool.run_tool(["condor_userprio", "-setfactor", f"{ATTACKER}@{UID_DOMAIN}", "1"],
+                           account=ATTACKER, check=False)
+    assert factor.returncode != 0 or "denied" in (factor.stdout + factor.stderr).lower()
+
+
+def test_a_users_own_schedd_cannot_pass_its_jobs_off_as_an_owners(tmp_path: Path) -> None:
+    """A user starts a schedd of their own that claims another UID domain and names its jobs'
+    owner as they like (`User1@evil.example`). A pool that lets any account advertise a schedd
+    (ALLOW_ADVERTISE_SCHEDD = *) lists it, and gridfair reads its jobs: they are charged to
+    `User1@evil.example`, which owns nothing, not to User1. (The shipped configuration leaves
+    HTCondor's default, which refuses the advertisement: checked first.)"""
+    attacker_dir = Path("/var/tmp") / f"gridfair-rogue-{time.monotonic_ns()}"
+    for admits in (False, True):
+        extra = ["ALLOW_ADVERTISE_SCHEDD = *"] if admits else []
+        pool = own_pool([SlotSpec("User1", 132250)],
+                        extra_config=[*POOL_CONFIG.read_text().splitlines(), *extra])
+        with pool, RogueSchedd(pool, attacker_dir) as rogue:
+            listed = rogue.listed()
+            if not admits:
+                assert not listed  # refused by the pool
+                continue
+            assert listed
+            job = rogue.submit_as_user("User1")
+            snapshot = backend(pool).read_snapshot()
+            [charged] = [candidate for candidate in snapshot.jobs if candidate.id == job]
+            assert charged.user == "User1@evil.example"
+            [charge] = [c for c in snapshot.charges if c.identity == "User1@evil.example"]
+            assert not charge.mapped
+            assert charge.rule == ("owns no slot: evil.example is not the pool's UID_DOMAIN "
+                                   "gridfair.test")
+
+
+class RogueSchedd:
+    """A schedd an ordinary account runs by itself (a personal HTCondor of one daemon),
+    advertising to the pool's collector with UID_DOMAIN evil.example; it lets its own account
+    claim any user name (CLAIMTOBE), so its jobs name whatever owner it likes."""
+
+    def __init__(self, pool: PersonalPool, directory: Path) -> None:
+        self.pool = pool
+        self.directory = directory
+        self.config = directory / "condor_config"
+        self.master: subprocess.Popen | None = None
+
+    def __enter__(self) -> RogueSchedd:
+        ensure_account(ATTACKER)
+        local = self.directory / "local"
+        for name in ("log", "spool", "execute", "lock", "run"):
+            (local / name).mkdir(parents=True, exist_ok=True)
+        self.config.write_text("\n".join([
+            f"RELEASE_DIR = {self.pool.install}", f"LOCAL_DIR = {local}",
+            "LOG = $(LOCAL_DIR)/log", "SPOOL = $(LOCAL_DIR)/spool",
+            "EXECUTE = $(LOCAL_DIR)/execute", "LOCK = $(LOCAL_DIR)/lock",
+            "RUN = $(LOCAL_DIR)/run", "DAEMON_LIST = MASTER, SCHEDD",
+            "CONDOR_HOST = 127.0.0.1", "NETWORK_INTERFACE = 127.0.0.1",
+            f"COLLECTOR_HOST = {self.pool.collector_host}", "USE_SHARED_PORT = False",
+            "UID_DOMAIN = evil.example", "SCHEDD_NAME = rogue", "SCHEDD_INTERVAL = 2",
+            "SEC_DEFAULT_AUTHENTICATION_METHODS = FS, CLAIMTOBE",
+            "SEC_CLIENT_AUTHENTICATION_METHODS = FS",
+            "ALLOW_READ = *", "ALLOW_WRITE = *", "QUEUE_ALL_USERS_TRUSTED = True",
+        ]) + "\n")
+        subprocess.run(["chown", "-R", f"{ATTACKER}:{ATTACKER}", str(self.directory)],
+                       check=True)
+        self.master = subprocess.Popen(
+            as_account(ATTACKER, [self.pool.tool("condor_master"), "-f"]),
+            env={"CONDOR_CONFIG": str(self.config), "PATH": "/usr/bin:/bin"},
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        return self
+
+    def listed(self, timeout: float = 20) -> bool:
+        try:
+            return bool(self.pool.wait_until(lambda: "rogue@" in self.pool.run_tool(
+                ["condor_status", "-schedd", "-af", "Name"]).stdout, timeout))
+        except TimeoutError:
+            return False
+
+    def submit_as_user(self, user: str) -> str:
+        """A job submitted to the rogue schedd by its account, claiming to be `user`."""
+        submit = self.directory / "job.sub"
+        submit.write_text("universe = vanilla\nexecutable = /bin/sleep\narguments = 600\n"
+                          "should_transfer_files = NO\nqueue\n")
+        submit.chmod(0o644)
+        done = subprocess.run(
+            as_account(ATTACKER, [self.pool.tool("condor_submit"), "-terse", "-name",
+                                  "rogue@vm", str(submit)]),
+            env={"CONDOR_CONFIG": str(self.config), "PATH": "/usr/bin:/bin",
+                 "_CONDOR_SEC_CLIENT_AUTHENTICATION_METHODS": "CLAIMTOBE",
+                 "_CONDOR_SEC_CLAIMTOBE_USER": user,
+                 "_CONDOR_SEC_CLAIMTOBE_INCLUDE_DOMAIN": "false"},
+            capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr
+        return first_job(done)
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.master is not None:
+            subprocess.run(["pkill", "-KILL", "-s", str(self.master.pid)], check=False)
+            self.master.wait()
+        subprocess.run(["rm", "-rf", str(self.directory)], check=False)

@@ -100,15 +100,15 @@ def _intervene(pool: PersonalPool, step: int) -> dict[str, str]:
     idle = sorted(row[0] for row in pool.jobs("GlobalJobId", constraint="JobStatus == 1"))
     idle = [job.split("#")[1] for job in idle]
     if step == 6 and running:
-        pool._run(["condor_rm", running[0]], check=False, unprivileged=True)
+        pool._run(["condor_rm", running[0]], check=False)
         return {running[0]: "removed while running"}
     if step == 9 and idle:
-        pool._run(["condor_rm", idle[-1]], check=False, unprivileged=True)
+        pool._run(["condor_rm", idle[-1]], check=False)
         return {idle[-1]: "removed while idle"}
     if step == 12 and idle:
-        pool._run(["condor_hold", idle[-1]], check=False, unprivileged=True)
+        pool._run(["condor_hold", idle[-1]], check=False)
         time.sleep(3)
-        pool._run(["condor_rm", idle[-1]], check=False, unprivileged=True)
+        pool._run(["condor_rm", idle[-1]], check=False)
         return {idle[-1]: "held, then removed"}
     if step == 15 and running:
         pool._run(["condor_vacate_job", running[-1]], check=False)

@@ -29,7 +29,7 @@ from gridfair.daemon.config import Config
 from gridfair.daemon.cycle import CycleReport, CycleRunner
 from gridfair.daemon.faults import FaultPoints
 from gridfair.daemon.metrics import NullMetrics, PrometheusMetrics
-from gridfair.daemon.store import Store, StoreError
+from gridfair.daemon.store import Store, StoreError, private_file
 from gridfair.errors import ConfigError
 
 log = logging.getLogger("gridfair.daemon")
@@ -91,6 +91,7 @@ def setup_logging(config: Config) -> None:
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     if section["log_file"]:
         try:
+            private_file(Path(section["log_file"]))
             handlers.append(logging.FileHandler(section["log_file"]))
         except OSError as error:
             raise ConfigError(f"config key daemon.log_file: cannot open "

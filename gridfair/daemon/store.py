@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -127,6 +128,17 @@ def dumps(value: Any) -> str:
     return json.dumps(value, default=str, allow_nan=True)
 
 
+def private_file(path: Path) -> None:
+    """Make `path` (if missing) readable and writable by the daemon's account alone, and
+    close it to others if it exists: the journal, its lock and log name every user's jobs.
+    SQLite gives the -wal and -shm files the database's permissions."""
+    descriptor = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o600)
+    try:
+        os.fchmod(descriptor, 0o600)
+    finally:
+        os.close(descriptor)
+
+
 @contextmanager
 def _guard(path: Path, doing: str) -> Iterator[None]:
     try:
@@ -144,6 +156,11 @@ class Store:
             if not self.path.parent.exists():
                 raise StoreError(f"store {self.path}: directory {self.path.parent} does not exist")
             self._lock = self._take_lock()
+        try:
+            private_file(self.path)
+        except OSError as error:
+            self._lock.close()
+            raise StoreError(f"store {self.path}: cannot create it: {error.strerror}") from None
         try:
             with _guard(self.path, "open it for writing"):
                 # The scheduler runs cycles in its worker thread; one thread uses it at a time.
@@ -163,6 +180,7 @@ class Store:
         The lock is the kernel's (flock), so a killed daemon never leaves it held."""
         lock_path = self.path.with_name(self.path.name + ".lock")
         try:
+            private_file(lock_path)
             handle = lock_path.open("a")
         except OSError as error:
             raise StoreError(f"store {self.path}: cannot create {lock_path}: "

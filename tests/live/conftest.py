@@ -20,7 +20,7 @@ from gridfair.daemon.backends.personal_pool import (
     HTCondorMissing,
     PersonalPool,
     SlotSpec,
-    as_account,
+    as_service,
     find_htcondor,
     install_daemon,
 )
@@ -102,8 +102,9 @@ def daemon_dir() -> Iterator[Path]:
 
 
 def daemon_command(python: Path, *args: str) -> list[str]:
-    """`python -m gridfair.daemon --config gridfair.toml ARGS` as the daemon's account."""
-    return as_account(DAEMON_ACCOUNT, [str(python), "-m", "gridfair.daemon", "--config",
+    """`python -m gridfair.daemon --config gridfair.toml ARGS` as its systemd unit runs it:
+    its own account, no new privileges, a private /tmp (`as_service`)."""
+    return as_service(DAEMON_ACCOUNT, [str(python), "-m", "gridfair.daemon", "--config",
                                        "gridfair.toml", *args])
 
 

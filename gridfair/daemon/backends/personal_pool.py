@@ -174,7 +174,9 @@ class PersonalPool:
         self.power_attr = power_attr
         self.daemon_account = daemon_account
         self._own_directory = directory is None
-        self.directory = Path(directory or tempfile.mkdtemp(prefix="gridfair-pool-"))
+        # Not under /tmp: a daemon with a private /tmp (its systemd unit's) reads the config.
+        self.directory = Path(directory or tempfile.mkdtemp(prefix="gridfair-pool-",
+                                                            dir="/var/tmp"))
         self.port = free_port()
         self.collector_host = f"127.0.0.1:{self.port}"
         self.config_file = self.directory / "condor_config"
@@ -185,7 +187,7 @@ class PersonalPool:
     # ---------------------------------------------------------------- configuration
     def _write_config(self, extra_config: Sequence[str]) -> None:
         local = self.directory / "local"
-        for name in ("log", "spool", "execute", "lock", "run", "jobs"):
+        for name in ("log", "spool", "execute", "lock", "run", "jobs", "fs-auth"):
             (local / name).mkdir(parents=True, exist_ok=True)
         condor = "@".join((CONDOR_ACCOUNT[0], UID_DOMAIN))
         lines = [
@@ -222,6 +224,8 @@ class PersonalPool:
             f"ALLOW_CONFIG = {condor}", f"ALLOW_DAEMON = {condor}",
             f"ALLOW_NEGOTIATOR = {condor}",
             "QUEUE_SUPER_USERS = root, nobody",
+            # FS authentication's rendezvous, outside /tmp (configs/htcondor-pool.config).
+            f"GRIDFAIR_FS_DIR = {local / 'fs-auth'}",
             *_slot_config(self.layout, self.slots, self.owner_attr, self.power_attr),
             *extra_config,
         ]
@@ -231,6 +235,8 @@ class PersonalPool:
         for folder in (self.directory, local):
             folder.chmod(0o755)
         (local / "jobs").chmod(0o1777)
+        os.chown(local / "fs-auth", 0, 0)
+        (local / "fs-auth").chmod(0o1777)
 
     @property
     def environment(self) -> dict[str, str]:
@@ -431,6 +437,16 @@ class PersonalPool:
             time.sleep(every)
 
 
+def as_service(account: str, command: Sequence[str]) -> list[str]:
+    """`command` run as configs/gridfair-daemon.service runs the daemon, as far as that goes
+    without systemd: as `account`, with no new privileges (NoNewPrivileges), files private
+    to it (UMask=0077), and a /tmp of its own in a mount namespace of its own (PrivateTmp)."""
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+            'mount -t tmpfs -o mode=1777 private-tmp /tmp && umask 077 && exec "$@"', "sh",
+            "setpriv", f"--reuid={account}", f"--regid={pwd.getpwnam(account).pw_gid}",
+            "--init-groups", "--no-new-privs", *command]
+
+
 def install_daemon(source_tree: Path, directory: Path,
                    account: str = DAEMON_ACCOUNT) -> Path:
     """gridfair as an administrator installs it for its daemon: a wheel built from
@@ -451,8 +467,10 @@ def install_daemon(source_tree: Path, directory: Path,
                    capture_output=True)
     venv = directory / "venv"
     subprocess.run([interpreter, "-m", "venv", str(venv)], check=True, capture_output=True)
+    # Not from the source tree: pip would take its gridfair.egg-info for an installed gridfair.
     subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet",
-                    *map(str, wheels.glob("gridfair-*.whl"))], check=True, capture_output=True)
+                    *map(str, wheels.glob("gridfair-*.whl"))], check=True, capture_output=True,
+                   cwd=directory)
     subprocess.run(["chmod", "-R", "a+rX", str(directory)], check=True)
     return venv / "bin" / "python"
 

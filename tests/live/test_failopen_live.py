@@ -1,0 +1,130 @@
+"""A dead gridfair never stops the pool, live: the daemon, as its own account from a
+wheel-built venv, holds the lease on the pool's starts; SIGKILLed with jobs waiting, the pool
+starts them on its own once the lease runs out; restarted, it takes the starts back, and its
+journal shows every action carried out once. And what its account may not do is a named,
+journaled failure, not a crash."""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+
+from gridfair.daemon.backends.personal_pool import JobSpec, PersonalPool
+from tests.live.conftest import (
+    POOL_CONFIG,
+    SLOTS,
+    daemon_command,
+    daemon_environment,
+    own_pool,
+    run_daemon,
+)
+
+LONG = 132250 * 600
+LANDING_TIMEOUT = 4.0  # two negotiation cycles of the harness's pools (2 s)
+
+
+def write_config(directory: Path, pool: PersonalPool, **safety: float) -> None:
+    settings = {"min_runtime": 0, "max_snapshot_age": 3600, "landing_timeout": LANDING_TIMEOUT,
+                "preempt_cooldown": 0, "max_vacates_per_cycle": 4, **safety}
+    (directory / "gridfair.toml").write_text("\n".join([
+        "[daemon]", 'store = "state.db"', "interval = 1", "[safety]",
+        *(f"{key} = {value}" for key, value in settings.items()),
+        "[backend]", 'kind = "htcondor"', "[backend.htcondor]",
+        f'collector = "{pool.collector_host}"']) + "\n")
+
+
+def start_daemon(python: Path, pool: PersonalPool, directory: Path) -> subprocess.Popen:
+    return subprocess.Popen(daemon_command(python), cwd=directory,
+                            env=daemon_environment(pool), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def holds_lease(directory: Path) -> bool:
+    """Whether the daemon has renewed its lease on the pool's starts (its store says so)."""
+    try:  # read-only: made by root, the store would be closed to the daemon
+        with sqlite3.connect(f"file:{directory / 'state.db'}?mode=ro", uri=True) as db:
+            return bool(db.execute("select 1 from cycles where lease_until > ?",
+                                   [time.time()]).fetchone())
+    except sqlite3.Error:  # not made yet
+        return False
+
+
+def journal(directory: Path) -> tuple[list[tuple], Counter]:
+    with sqlite3.connect(directory / "state.db") as db:
+        actions = list(db.execute("select key, kind, job, machine, state, attempts "
+                                  "from actions"))
+        issued = Counter(key for (key,) in db.execute(
+            "select key from action_log where state = 'issued'"))
+    return actions, issued
+
+
+def test_a_killed_daemon_never_stops_the_pool(daemon_python: Path, daemon_dir: Path) -> None:
+    pool = own_pool(SLOTS, extra_config=POOL_CONFIG.read_text().splitlines())
+    with pool:
+        write_config(daemon_dir, pool)
+        daemon = start_daemon(daemon_python, pool, daemon_dir)
+        try:
+            pool.wait_until(lambda: holds_lease(daemon_dir), 30)
+            # Up: the two jobs start where gridfair sends them, and nothing else starts.
+            first = pool.submit([JobSpec("User2", LONG)] * 2)
+            pool.wait_until(lambda: set(first) <= set(pool.running()), 30)
+            # Killed with jobs waiting: the pool starts them itself once the lease runs out.
+            daemon.send_signal(signal.SIGKILL)
+            died = time.time()
+            daemon.wait()
+            waiting = pool.submit([JobSpec("User1", LONG)])
+            pool.wait_until(lambda: set(waiting) <= set(pool.running()),
+                            3 * LANDING_TIMEOUT + 10)
+            outage_start = time.time() - died
+            assert outage_start <= 2 * LANDING_TIMEOUT + 2, outage_start
+            actions_before, _ = journal(daemon_dir)
+            assert not any(job in waiting for _, _, job, *_ in actions_before)
+            # Restarted: the next job starts by its decision again.
+            daemon = start_daemon(daemon_python, pool, daemon_dir)
+            pool.wait_until(lambda: holds_lease(daemon_dir), 30)
+            [last] = pool.submit([JobSpec("User1", LONG)])
+            pool.wait_until(lambda: last in pool.running(), 30)
+            pool.wait_until(lambda: any(job == last and state == "landed"
+                                        for _, _, job, _, state, _ in journal(daemon_dir)[0]),
+                            20)
+        finally:
+            daemon.send_signal(signal.SIGTERM)
+            stderr = daemon.communicate(timeout=60)[1]
+        assert daemon.returncode == 0, stderr
+        assert "lease released: the pool starts jobs on its own" in stderr
+        actions, issued = journal(daemon_dir)
+        allocations = {job: (machine, state) for _, kind, job, machine, state, _ in actions
+                       if kind == "allocate"}
+        running = pool.running()
+        assert {job: allocations[job] for job in (*first, last)} == {
+            job: (running[job], "landed") for job in (*first, last)}
+        # Every action carried out once: one 'issued' entry per attempt, none repeated.
+        assert all(issued[key] == attempts for key, *_, attempts in actions), (actions, issued)
+        assert all(attempts == 1 for *_, state, attempts in actions if state == "landed")
+
+
+def test_a_vacate_its_account_may_not_make_is_a_named_journaled_failure(
+        daemon_python: Path, daemon_dir: Path) -> None:
+    """The daemon's account is no longer a queue super user: its vacate of another user's job
+    fails with the schedd's answer in the journal, and the daemon goes on."""
+    pool = own_pool(SLOTS, extra_config=[*POOL_CONFIG.read_text().splitlines(),
+                                         "QUEUE_SUPER_USERS = root, nobody"])
+    with pool:
+        fillers = pool.submit([JobSpec("User2", LONG)] * 4)
+        pool.wait_until(lambda: set(fillers) == set(pool.running()), 30)
+        pool.submit([JobSpec("User1", LONG)])
+        write_config(daemon_dir, pool)
+        done = run_daemon(daemon_python, pool, daemon_dir, "--cycles", "3")
+        assert done.returncode == 0, done.stderr
+        actions, _ = journal(daemon_dir)
+        with sqlite3.connect(daemon_dir / "state.db") as db:
+            errors = [error for (error,) in db.execute(
+                "select error from actions where kind = 'vacate'")]
+        assert set(pool.running()) == set(fillers)  # nothing vacated
+    assert errors and all(error == "permission denied" or error.startswith("schedd refused")
+                          for error in errors), errors
+    assert {state for _, kind, _, _, state, _ in actions if kind == "vacate"} == {"failed"}

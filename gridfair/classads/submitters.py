@@ -20,8 +20,8 @@ that identity into a grid owner (slots name their owner in `GridOwner`), and say
    (a user's personal one, say) sets `User` with a domain of its choosing. `*` accepts any
    domain, for a pool whose collector admits only trusted schedds.
 
-An identity that names no owner afterwards is charged as it is: it provides no power, and
-`gridfair shares` lists it as unmapped.
+An identity that names no owner afterwards is charged as it is (a group as `group <name>`): it
+provides no power, and `gridfair shares` lists it as unmapped.
 """
 
 from __future__ import annotations
@@ -94,6 +94,6 @@ class SubmitterMap:
             return Charge(identity, bare, f"authenticated user of the pool's UID_DOMAIN "
                           f"{domain}", True)
         if domain_rule and at and not ours:
-            return Charge(identity, name, f"owns no slot: {domain} is not the pool's "
+            return Charge(identity, identity, f"owns no slot: {domain} is not the pool's "
                           f"UID_DOMAIN {self.uid_domain}", False)
-        return Charge(identity, name, "owns no slot", False)
+        return Charge(identity, identity, "owns no slot", False)

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from gridfair.daemon.backends.personal_pool import (
-    DAEMON_ACCOUNT,
     HTCondorMissing,
     PersonalPool,
     SlotSpec,
-    as_service,
+    daemon_command,
+    daemon_directory,
     find_htcondor,
     install_daemon,
 )
@@ -94,33 +94,14 @@ def daemon_python() -> Iterator[Path]:
 def daemon_dir() -> Iterator[Path]:
     """The daemon's own directory (its config, store and log), owned by its account and
     closed to others, as systemd's StateDirectory makes it."""
-    directory = Path(tempfile.mkdtemp(prefix="gridfair-state-", dir="/var/tmp"))
-    shutil.chown(directory, DAEMON_ACCOUNT, DAEMON_ACCOUNT)
-    directory.chmod(0o700)
+    directory = daemon_directory()
     yield directory
     shutil.rmtree(directory, ignore_errors=True)
-
-
-def daemon_command(python: Path, *args: str) -> list[str]:
-    """`python -m gridfair.daemon --config gridfair.toml ARGS` as its systemd unit runs it:
-    its own account, no new privileges, a private /tmp (`as_service`)."""
-    return as_service(DAEMON_ACCOUNT, [str(python), "-m", "gridfair.daemon", "--config",
-                                       "gridfair.toml", *args])
-
-
-def daemon_environment(pool: PersonalPool, fault: str | None = None) -> dict[str, str]:
-    """The daemon's environment on the pool's central manager: HTCondor's configuration
-    (so its UID_DOMAIN and client security are the pool's), and an optional fault point."""
-    environment = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-                   "CONDOR_CONFIG": str(pool.config_file)}
-    if fault:
-        environment["GRIDFAIR_FAULT"] = fault
-    return environment
 
 
 def run_daemon(python: Path, pool: PersonalPool, directory: Path, *args: str,
                fault: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
     """The daemon run to its end (`--once`, `--cycles N`) in `directory` as its account."""
     return subprocess.run(daemon_command(python, *args), cwd=directory,
-                          env=daemon_environment(pool, fault), capture_output=True, text=True,
+                          env=pool.daemon_environment(fault), capture_output=True, text=True,
                           timeout=timeout, check=False)

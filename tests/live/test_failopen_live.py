@@ -13,15 +13,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from gridfair.daemon.backends.personal_pool import JobSpec, PersonalPool
-from tests.live.conftest import (
-    POOL_CONFIG,
-    SLOTS,
-    daemon_command,
-    daemon_environment,
-    own_pool,
-    run_daemon,
-)
+from gridfair.daemon.backends.personal_pool import JobSpec, PersonalPool, daemon_command
+from tests.live.conftest import POOL_CONFIG, SLOTS, own_pool, run_daemon
 
 LONG = 132250 * 600
 LANDING_TIMEOUT = 4.0  # two negotiation cycles of the harness's pools (2 s)
@@ -39,7 +32,7 @@ def write_config(directory: Path, pool: PersonalPool, **safety: float) -> None:
 
 def start_daemon(python: Path, pool: PersonalPool, directory: Path) -> subprocess.Popen:
     return subprocess.Popen(daemon_command(python), cwd=directory,
-                            env=daemon_environment(pool), stdout=subprocess.DEVNULL,
+                            env=pool.daemon_environment(), stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
 
 

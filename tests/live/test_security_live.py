@@ -255,3 +255,43 @@ class RogueSchedd:
             subprocess.run(["pkill", "-KILL", "-s", str(self.master.pid)], check=False)
             self.master.wait()
         subprocess.run(["rm", "-rf", str(self.directory)], check=False)
+
+
+GROUPS_CONFIG = POOL_CONFIG.with_name("htcondor-accounting-groups.config")
+
+
+def test_a_pool_that_validates_groups_refuses_a_borrowed_one_and_gridfair_trusts_it(
+        tmp_path: Path) -> None:
+    """configs/htcondor-accounting-groups.config with a map giving each owner's account its
+    own group and any other account `guests`: an account asking for an owner's group is
+    refused, a group cannot be edited afterwards, and gridfair told to trust groups charges
+    each job to the group the schedd assigned."""
+    group_map = Path("/var/tmp") / f"gridfair-groups-{time.monotonic_ns()}.map"
+    group_map.write_text("* User1 User1\n* User2 User2\n* /.*/ guests\n")
+    group_map.chmod(0o644)
+    pool = own_pool([SlotSpec("User1", 132250), SlotSpec("User2", 54760)], extra_config=[
+        *POOL_CONFIG.read_text().splitlines(), f"GRIDFAIR_GROUP_MAP = {group_map}",
+        *GROUPS_CONFIG.read_text().splitlines()])
+    try:
+        with pool:
+            refused = pool.submit_as(ATTACKER, sleep_job("accounting_group = User1",
+                                                         "hold = True"))
+            assert refused.returncode != 0
+            assert "Permission denied setting accounting_group to User1" in refused.stderr
+            own = first_job(pool.submit_as("User1", sleep_job("hold = True")))
+            guest = first_job(pool.submit_as(ATTACKER, sleep_job("hold = True")))
+            assert attribute(pool, guest, "AccountingGroup") == f"guests.{ATTACKER}"
+            edited = pool.run_tool(["condor_qedit", guest, "AcctGroup", '"User1"'],
+                                   account=ATTACKER, check=False)
+            assert edited.returncode != 0
+            live = backend(pool, job_constraint="JobStatus <= 5",
+                           submitters=SubmitterMap(UID_DOMAIN, trust_groups=True))
+            snapshot = live.read_snapshot()
+    finally:
+        group_map.unlink()
+    jobs = snapshot.jobs_by_id
+    assert (jobs[own].user, jobs[own].identity) == ("User1", "group User1")
+    assert (jobs[guest].user, jobs[guest].identity) == ("group guests", "group guests")
+    charges = {charge.identity: charge for charge in snapshot.charges}
+    assert charges["group guests"].reason == ("accounting group (trusted: the pool validates "
+                                              "groups); owns no slot")

@@ -238,6 +238,16 @@ class PersonalPool:
         os.chown(local / "fs-auth", 0, 0)
         (local / "fs-auth").chmod(0o1777)
 
+    def daemon_environment(self, fault: str | None = None) -> dict[str, str]:
+        """The daemon's environment on this pool's central manager: HTCondor's configuration
+        (so its UID_DOMAIN and client security are the pool's), and an optional fault point
+        (`gridfair.daemon.faults`)."""
+        environment = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                       "CONDOR_CONFIG": str(self.config_file)}
+        if fault:
+            environment["GRIDFAIR_FAULT"] = fault
+        return environment
+
     @property
     def environment(self) -> dict[str, str]:
         """The environment in which tools and bindings talk to this pool."""
@@ -445,6 +455,22 @@ def as_service(account: str, command: Sequence[str]) -> list[str]:
             'mount -t tmpfs -o mode=1777 private-tmp /tmp && umask 077 && exec "$@"', "sh",
             "setpriv", f"--reuid={account}", f"--regid={pwd.getpwnam(account).pw_gid}",
             "--init-groups", "--no-new-privs", *command]
+
+
+def daemon_command(python: Path, *args: str) -> list[str]:
+    """`python -m gridfair.daemon --config gridfair.toml ARGS` run as its systemd unit runs
+    it (`as_service`), by gridfair's account; `python` is `install_daemon`'s."""
+    return as_service(DAEMON_ACCOUNT, [str(python), "-m", "gridfair.daemon", "--config",
+                                       "gridfair.toml", *args])
+
+
+def daemon_directory() -> Path:
+    """A new directory for the daemon's config, store and log, its account's alone, as
+    systemd's StateDirectory makes it (under /var/tmp: the daemon's /tmp is its own)."""
+    directory = Path(tempfile.mkdtemp(prefix="gridfair-state-", dir="/var/tmp"))
+    shutil.chown(directory, DAEMON_ACCOUNT, DAEMON_ACCOUNT)
+    directory.chmod(0o700)
+    return directory
 
 
 def install_daemon(source_tree: Path, directory: Path,

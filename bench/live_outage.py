@@ -15,11 +15,12 @@ seconds, restarted, and stopped (SIGTERM) `--up` seconds later. Per mechanism:
 - `shared`: GRIDFAIR_DECIDES_ALL_STARTS = False, HTCondor matches every idle job itself too.
 
 Figures, from the schedd's job event log (not the daemon's word) and the daemon's journal:
-`death_to_first_start_s` (the pool's first start of a job gridfair did not allocate, after the
-SIGKILL; null if none in the outage), `starts_during_outage` (such starts), `restart_to_landed_s` (restart until the first allocation planned
-after it starts on its slot), `landed_fraction` (allocations the pool accepted whose job next
-started on the chosen slot, over the whole run), and `starts_not_gridfairs_while_up` (starts
-while the daemon was up that no allocation of its explains).
+`death_to_first_start_s` (the pool's first start of a job gridfair did not allocate, after
+the SIGKILL; null if none in the outage), `starts_during_outage` (such starts),
+`restart_to_landed_s` (restart until the first allocation planned after it starts on its
+slot), `landed_fraction` (allocations the pool accepted whose job next started on the chosen
+slot, over the whole run), and `starts_not_gridfairs_while_up` (starts while the daemon was
+up that no allocation of its explains).
 
     .venv/bin/python bench/live_outage.py [--mechanisms lease,no-lease,shared] [--up 60]
         [--outage 60] [--seeds 1] [--json]

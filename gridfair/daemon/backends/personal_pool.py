@@ -426,9 +426,10 @@ class PersonalPool:
         return htcondor2.Schedd(collector.locate(htcondor2.DaemonType.Schedd))
 
     def clear_queue(self, timeout: float = 30.0) -> None:
-        """Remove every job and wait until the queue is empty."""
+        """Remove every job and wait until the queue is empty and no slot ad still shows a
+        job (slot ads catch up an update interval later)."""
         self._run(["condor_rm", "-all"], check=False)
-        self.wait_until(lambda: not self.jobs("ClusterId"), timeout)
+        self.wait_until(lambda: not self.jobs("ClusterId") and not self.running(), timeout)
 
     def running(self) -> dict[str, str]:
         """job id -> the slot it runs on, from the slots' ads."""

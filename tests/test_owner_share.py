@@ -56,7 +56,7 @@ class VacateAudit(PoolListener):
                 nodes += (user.provided_nodes - user.running) ** 2
             else:
                 guests += user.allocated_power
-        return (round(guests, 6), round(phi, 6), nodes)
+        return (guests, phi, nodes)
 
     def task_started(self, task: Task, now: float) -> None:
         self.trail.append(("start", self.potential()))
@@ -284,26 +284,56 @@ def test_invariants_on_random_pools(policy, machines, first, second):
     measure = ((lambda p: (p[0], p[1])) if policy in ("hosep", "reclaim")
                else (lambda p: (p[0], p[2])))
     for index, (kind, _) in enumerate(audit.trail):
-        if kind == "vacate" and policy != "hosep-ispd2014":
-            before = measure(audit.trail[index - 1][1]) if index else None
+        if kind == "vacate" and policy != "hosep-ispd2014" and index:
+            before = measure(audit.trail[index - 1][1])
             after = measure(audit.trail[index + 1][1])
-            assert before is None or after < before, (before, after)
+            assert falls(before, after), (before, after)
     assert negotiator.cycle(1.0) == []
     assert negotiator.cycle(2.0) == []
 
 
-@pytest.mark.parametrize("policy", sorted(POLICIES))
-def test_a_task_that_fits_nowhere_does_not_starve_the_users_other_tasks(policy):
-    order_class, preempt_class = POLICIES[policy]
-    pool = Pool(task_key=order_class.task_key)
-    negotiator = Negotiator(pool, order_class(), preempt_class())
-    pool.add_node(Node("small", "A", 100, memory=1000))
-    big = Task("A.0", "A", 0.0, work=1.0, memory=5000)  # first in the queue under any key
-    small = Task("A.1", "A", 0.0, work=2.0, memory=100)
-    negotiator.submit(big, 0.0)
-    negotiator.submit(small, 0.0)
-    decisions = negotiator.cycle(0.0)
-    assert [(d.kind, d.task.id) for d in decisions] == [("allocate", "A.1")]
-    # The big task is still queued, first in line again for the next cycle.
-    assert big.state == QUEUED and pool.head(pool.users["A"]) is big
-    assert pool.users["A"].idle_count == 1 and not pool.users["A"].blocked
+def falls(before: tuple[float, float], after: tuple[float, float]) -> bool:
+    """The potential falls lexicographically, each part by more than a rounding error (a
+    part that moves by less is unchanged)."""
+    for was, now in zip(before, after, strict=True):
+        if now < was - 1e-9:
+            return True
+        if now > was + 1e-9:
+            return False
+    return False
+
+
+# Pools hypothesis found where a preemption left Phi where it was: the guard's sum rounded a
+# tie into a fall (0.4 + -0.6 is -0.19999999999999996, not -0.2). reclaim: B at -0.2 takes
+# its own 25 MFlops machine back from A at +0.4, who would fall to -0.6 (B at 0.0 after).
+TIES_ROUNDED_TO_FALLS = {
+    "reclaim": ([("B", 25), ("A", 25), ("B", 100), ("C", 10)],
+                {"A": 2, "B": 1, "C": 1}, {"A": 0, "B": 1}),
+    "hosep": ([("A", 10), ("A", 40), ("A", 100), ("B", 10), ("B", 40), ("C", 100), ("D", 130)],
+              {"C": 2, "A": 3}, {"A": 0, "B": 2, "C": 0, "D": 2}),
+}
+
+
+@pytest.mark.parametrize("policy", sorted(TIES_ROUNDED_TO_FALLS))
+def test_a_preemption_that_leaves_phi_where_it_was_is_not_made(policy):
+    machines, first, second = TIES_ROUNDED_TO_FALLS[policy]
+    test_invariants_on_random_pools.hypothesis.inner_test(policy, machines, first, second)
+
+
+def test_reclaim_does_not_trade_a_tie_of_phi():
+    machines, first, second = TIES_ROUNDED_TO_FALLS["reclaim"]
+    pool, negotiator = make_pool("reclaim", machines)
+    for user, count in sorted(first.items()):
+        submit(negotiator, user, count, 0.0)
+    negotiator.cycle(0.0)
+    assert (pool.users["A"].power_diff, pool.users["B"].power_diff) == (
+        pytest.approx(0.4), pytest.approx(-0.2))
+    submit(negotiator, "B", 1, 1.0)
+    # B's own 25 MFlops machine back from A would leave Phi where it was (B 125 x 0.04 + A
+    # 25 x 0.16 before, B 0 + A 25 x 0.36 after); A's 10 MFlops machine lowers it (to
+    # 125 x 0.12^2 + 0): that is the move.
+    vacate, allocate = negotiator.cycle(1.0)
+    assert (vacate.task.user, vacate.node.name, vacate.figures["reason"]) == (
+        "A", "m3", "closest to its share")
+    assert allocate.task.user == "B" and allocate.node is vacate.node
+    assert negotiator.cycle(2.0) == []

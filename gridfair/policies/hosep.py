@@ -21,11 +21,12 @@ owed little may overshoot on a large machine (A at -0.4 takes a 100 MFlops machi
 100 of and lands at +0.6), after which the same rule hands the machine back. gridfair allows a
 preemption only if it also lowers Phi = sum_x Provided_x * PowerDiff_x^2, which for a move of
 power p between receiver a and victim b means
-    PowerDiff_a + PowerDiff_a' < PowerDiff_b + PowerDiff_b'   (primes: after the move).
-Phi falls strictly with every preemption and the pool has finitely many states, so repeated
-cycles on an unchanging pool stop acting. The guard only bites on overshoots; every preemption
-of the paper's Table 1 runs passes it. (iSPD's HOSEP has a stricter clause of the same kind:
-the victim after must stay at or above the receiver after.)
+    PowerDiff_a + PowerDiff_a' < PowerDiff_b + PowerDiff_b'   (primes: after the move),
+by more than a rounding error (`owner_share.PHI_TOLERANCE`: a tie in exact arithmetic can
+round to a fall). Phi falls strictly with every preemption and the pool has finitely many
+states, so repeated cycles on an unchanging pool stop acting. The guard only bites on
+overshoots; every preemption of the paper's Table 1 runs passes it. (iSPD's HOSEP has a
+stricter clause of the same kind: the victim after must stay at or above the receiver after.)
 
 iSPD 2014's test (`test="ispd2014"`, the paper's own simulator, `src/ispd/externo/HOSEP.java`
 at gspd-unesp/ispd 196cdf6): instead of step 3 and the guard, the preemption is allowed when the
@@ -49,7 +50,7 @@ from typing import Any
 from gridfair.core.pool import Node, Task, UserState, least_demand_key, power_diff
 from gridfair.core.stages import OrderPolicy, Preemption
 from gridfair.errors import ConfigError
-from gridfair.policies.owner_share import VICTIM_CANDIDATES, OwnerSharePreempt
+from gridfair.policies.owner_share import VICTIM_CANDIDATES, OwnerSharePreempt, phi_falls
 from gridfair.policies.ranking import UserRanking
 
 #: The preemption tests HOSEP offers: Fig. 2's with the Phi guard, or iSPD 2014's.
@@ -163,7 +164,7 @@ class HosepPreempt(OwnerSharePreempt):
                 allowed = omega >= receiver_after or omega > 0
             else:
                 allowed = (omega > threshold
-                           and receiver_diff + receiver_after < victim_diff + omega)
+                           and phi_falls(receiver_diff, receiver_after, victim_diff, omega))
             if not allowed:
                 # Victims come least powerful first: omega only falls and the receiver's
                 # gain only grows from here, so no later victim passes either test.

@@ -18,6 +18,21 @@ from gridfair.policies.ranking import RunningTasks, UserRanking
 # first one's machine (memory, Requirements); bounds the cost of a decision.
 VICTIM_CANDIDATES = 16
 
+#: How much the convergence guard's sum must fall by, at least. A move that leaves
+#: Phi = sum_x Provided_x PowerDiff_x^2 where it was in exact arithmetic (B takes back 25 MFlops
+#: from A: -0.2 + 0.0 against 0.4 + -0.6) can round to a fall in floating point (0.4 + -0.6 is
+#: -0.19999999999999996), and a move that does not lower Phi can be undone by the next.
+PHI_TOLERANCE = 1e-9
+
+
+def phi_falls(receiver_diff: float, receiver_after: float, victim_diff: float,
+              victim_after: float) -> bool:
+    """HOSEP's convergence guard for a move of one machine's power between receiver a and
+    victim b: PowerDiff_a + PowerDiff_a' < PowerDiff_b + PowerDiff_b' (primes: after the
+    move), which is Phi falling, by more than `PHI_TOLERANCE` (a tie does not pass). A victim
+    who provides nothing has PowerDiff +inf: always passes."""
+    return (victim_diff + victim_after) - (receiver_diff + receiver_after) > PHI_TOLERANCE
+
 
 class OwnerSharePreempt(PreemptPolicy):
     """Keeps `deficit` (receivers, most deprived first) and `excess` (victims, most over

@@ -39,7 +39,7 @@ from collections.abc import Iterator, Mapping
 from gridfair.core.pool import Node, Pool, Task, UserState, power_diff
 from gridfair.core.stages import Preemption
 from gridfair.policies.hosep import HosepPreempt, hosep_figures, remaining_power
-from gridfair.policies.owner_share import VICTIM_CANDIDATES
+from gridfair.policies.owner_share import VICTIM_CANDIDATES, phi_falls
 
 #: How many over-share users step 3 looks at, most over first.
 VICTIM_USERS = 4
@@ -123,7 +123,7 @@ class ReclaimPreempt(HosepPreempt):
             receiver_user.allocated_power + node.power_per_cpu * receiver.cpus,
             receiver_user.provided_power)
         if ((own_machine or omega >= receiver_after)
-                and receiver_diff + receiver_after < victim_diff + omega):
+                and phi_falls(receiver_diff, receiver_after, victim_diff, omega)):
             return (victim_user, victim, receiver_after, omega)
         return None
 

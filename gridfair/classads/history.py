@@ -39,8 +39,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
-import classad2
-
 from gridfair.classads.reader import AdFormat, SourcedAd, parse_one, skip_reason
 from gridfair.classads.views import (
     DEFAULT_POWER_SOURCES,
@@ -241,25 +239,58 @@ def _read_file(path: Path, power_sources: Sequence[tuple[str, float]],
 
 def _parse(framed: _Framed, syntax: AdFormat, source: str,
            power_sources: Sequence[tuple[str, float]]) -> SourcedAd:
-    """The ad of `framed` with only the attributes read here, or whole when any of them is an
-    expression (or the short parse is in doubt: then the whole ad's errors name the line)."""
+    """The ad of `framed`: its values of the attributes read here, when each is a plain
+    literal (`_plain_values`); else the whole ad, parsed by classad2 (an expression may read
+    any other attribute, and the whole ad's errors name the line)."""
     payload = framed.payload
     if syntax is AdFormat.JSON:
         wanted = _wanted_names(power_sources)
-        reduced = {name: value for name, value in payload.items() if name.lower() in wanted}
-        if not any(isinstance(value, str) and value.startswith("/Expr(")
-                   for value in reduced.values()):
-            payload = reduced
+        plain = {name: value for name, value in payload.items()
+                 if name.lower() in wanted and value is not None}
+        if all(type(value) in _PLAIN_TYPES and not (
+                type(value) is str and value.startswith("/Expr(")) for value in plain.values()):
+            return SourcedAd(plain, source, framed.index, None)
         return parse_one(payload, syntax, source, framed.index, framed.line)
     if "\ufffd" in payload:
         raise InputError("not UTF-8 text (undecodable bytes)", source=source,
                          line=framed.line, ad=f"#{framed.index}")
-    lines = _wanted_lines(power_sources).findall(payload)
-    ad = classad2.parseNext("\n".join(lines) + "\n", classad2.ParserType.Old) if lines else None
-    if ad is not None and len(ad) == len(lines) and not any(
-            isinstance(value, classad2.ExprTree) for _, value in ad.items()):
-        return SourcedAd(ad, source, framed.index, framed.line, payload)
+    plain = _plain_values(_assignments(payload, _exact_names(power_sources)))
+    if plain is not None and plain.keys() >= _REQUIRED:
+        return SourcedAd(plain, source, framed.index, framed.line, payload)
     return parse_one(payload, syntax, source, framed.index, framed.line)
+
+
+#: Python types of plain ClassAd literals (as `json` loads them, or `_plain_values` reads).
+_PLAIN_TYPES = (int, float, str, bool)
+#: Without these the short read defers to classad2, whose error names what is wrong.
+_REQUIRED = frozenset(("ClusterId", "ProcId", "QDate", "JobStatus"))
+_INTEGER = re.compile(r"-?\d+")
+_REAL = re.compile(r"-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+
+
+def _plain_values(lines: list[tuple[str, str]]) -> dict[str, Any] | None:
+    """Attribute -> value of `Name = value` lines whose values are all plain literals
+    (integers, reals, strings without escapes, true, false; undefined is left out), the last
+    line of a name winning as in classad2; None if any value is something else. The same
+    values classad2 gives such lines (`test_the_short_parse_reads_each_job_as_the_daemon_does`
+    compares them on a real history), without building a ClassAd: that was most of a read."""
+    values: dict[str, Any] = {}
+    for name, text in lines:
+        if text[:1] == '"':
+            if text[-1:] != '"' or "\\" in text or '"' in text[1:-1]:
+                return None
+            values[name] = text[1:-1]
+        elif _INTEGER.fullmatch(text):
+            values[name] = int(text)
+        elif _REAL.fullmatch(text):
+            values[name] = float(text)
+        elif text in ("true", "false"):
+            values[name] = text == "true"
+        elif text == "undefined":
+            values.pop(name, None)
+        else:
+            return None
+    return values
 
 
 @lru_cache(maxsize=8)
@@ -268,13 +299,24 @@ def _wanted_names(power_sources: tuple[tuple[str, float], ...]) -> frozenset[str
 
 
 @lru_cache(maxsize=8)
-def _wanted_lines(power_sources: tuple[tuple[str, float], ...]) -> re.Pattern[str]:
-    names = "|".join(history_attributes(power_sources))
-    return re.compile(rf"^[ \t]*(?:{names})[ \t]*=[^\n]*", re.M | re.I)
+def _exact_names(power_sources: tuple[tuple[str, float], ...]) -> frozenset[str]:
+    return frozenset(history_attributes(power_sources))
+
+
+def _assignments(ad: str, names: frozenset[str]) -> list[tuple[str, str]]:
+    """(name, value text) of the lines of `ad` that set an attribute of `names`, as HTCondor
+    writes them (`Name = value`, the name in its own case), in order. A line written
+    otherwise is not seen: a required attribute not seen, or a value with blanks after it,
+    sends the ad to classad2."""
+    found = []
+    for line in ad.split("\n"):
+        name, _, value = line.partition(" = ")
+        if name in names:
+            found.append((name, value))
+    return found
 
 
 # ------------------------------------------------------------------------ framing
-_BANNER = re.compile(r"^\*\*\*[^\n]*\n", re.M)
 _BLANK_LINES = re.compile(r"\n(?:[ \t]*\n)+")
 
 
@@ -295,28 +337,46 @@ def _history_file_ads(chunks: Iterable[str]) -> Iterator[_Framed]:
     """Ads each followed by its banner; what follows the last banner was cut short."""
     pending, line, index = "", 1, 0  # the ad read so far, and the line it starts on
     for text in _complete_lines(chunks):
-        text = pending + text
+        text = pending + text if pending else text
         start = 0
-        for banner in _BANNER.finditer(text):
-            ad = text[start:banner.start()]
+        for banner_start, banner_end in _banners(text):
+            ad = text[start:banner_start]
             index += 1
-            offset = len(ad) - len(ad.lstrip("\n"))
-            words = banner.group().split()
+            words = text[banner_start:banner_end].split(None, 2)
             kind = words[1] if len(words) > 1 and words[1] != "Offset" else None
-            if not ad.strip():
+            if not ad or ad.isspace():
                 yield _Framed(None, index, line, "a *** banner with no ad before it")
             elif kind is not None:
-                yield _Framed(None, index, line + offset,
+                yield _Framed(None, index, line + _leading_lines(ad),
                               f"a {kind} record (job epoch history), not a finished job")
             else:
-                yield _Framed(ad, index, line + offset)
+                yield _Framed(ad, index, line + _leading_lines(ad))
             line += ad.count("\n") + 1
-            start = banner.end()
+            start = banner_end
         pending = text[start:]
-    if pending.strip():
-        offset = len(pending) - len(pending.lstrip("\n"))
-        yield _Framed(None, index + 1, line + offset,
+    if pending and not pending.isspace():
+        yield _Framed(None, index + 1, line + _leading_lines(pending),
                       "truncated: no *** banner after the last ad (cut while being written?)")
+
+
+def _banners(text: str) -> Iterator[tuple[int, int]]:
+    """(start, end) of each banner line of `text` (a line that opens with `***`; `text`
+    ends at a line's end), found with `str.find`."""
+    at = 0 if text.startswith("***") else _next_banner(text, 0)
+    while at is not None:
+        end = text.find("\n", at) + 1 or len(text)
+        yield at, end
+        at = _next_banner(text, end - 1)
+
+
+def _next_banner(text: str, after: int) -> int | None:
+    found = text.find("\n***", after)
+    return None if found < 0 else found + 1
+
+
+def _leading_lines(text: str) -> int:
+    """How many blank lines `text` opens with (an ad's first line is after them)."""
+    return len(text) - len(text.lstrip("\n")) if text[:1] == "\n" else 0
 
 
 def _long_ads(chunks: Iterable[str]) -> Iterator[_Framed]:
@@ -329,16 +389,14 @@ def _long_ads(chunks: Iterable[str]) -> Iterator[_Framed]:
             if gap.end() == len(text):
                 break  # a run of blank lines may go on in the next piece
             ad = text[start:gap.start() + 1]
-            offset = len(ad) - len(ad.lstrip("\n"))
-            if ad.strip():
+            if ad and not ad.isspace():
                 index += 1
-                yield _Framed(ad, index, line + offset)
+                yield _Framed(ad, index, line + _leading_lines(ad))
             line += text.count("\n", start, gap.end())
             start = gap.end()
         pending = text[start:]
-    if pending.strip():
-        offset = len(pending) - len(pending.lstrip("\n"))
-        yield _Framed(pending, index + 1, line + offset)
+    if pending and not pending.isspace():
+        yield _Framed(pending, index + 1, line + _leading_lines(pending))
 
 
 _JSON_GAP = re.compile(r"[\s,\[\]]*")

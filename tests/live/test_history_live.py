@@ -1,0 +1,56 @@
+"""A live pool's own history replayed: the schedd's history file, `condor_history -json` and
+`Schedd.history()` (through `--pool`) read the same jobs, and `gridfair simulate --pool`
+replays them on the collector's slots."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from gridfair.classads.history import HistoryJob, read_history
+from gridfair.cli import cli
+from gridfair.daemon.backends.personal_pool import JobSpec, PersonalPool
+
+FAST = 132250.0
+
+
+def test_the_live_history_is_read_as_the_files_are(clean_queue: PersonalPool,
+                                                   tmp_path: Path) -> None:
+    pool = clean_queue
+    since = int(time.time())
+    ids = pool.submit([JobSpec("User1", 3 * FAST), JobSpec("User2", 4 * FAST),
+                       JobSpec("guest", 2 * FAST)], count=2)
+    clusters = {job.split(".")[0] for job in ids}
+    pool.wait_until(lambda: not pool.jobs("ClusterId"), 120, every=1)
+    (tmp_path / "history.json").write_text(pool._run(["condor_history", "-json"]))
+    ours = {f"{cluster}.{proc}" for cluster in clusters for proc in (0, 1)}
+
+    def read(path: Path) -> dict[str, tuple]:
+        return {job.id: (job.user, job.qdate, job.first_start, job.end, job.slot)
+                for job in read_history([path])
+                if isinstance(job, HistoryJob) and job.id in ours}
+
+    from_file = read(pool.directory / "local" / "spool" / "history")
+    assert len(from_file) == 6 and read(tmp_path / "history.json") == from_file
+
+    runner = CliRunner()
+    result = runner.invoke(cli, ["simulate", "--pool", pool.collector_host, "--since",
+                                 str(since), "--policy", "condor", "--interval", "2",
+                                 "--format", "json", "-q"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["summary"]["tasks"] == 6
+    users = {row["user"]: row["submitted"] for row in report["users"]}
+    assert users == {"User1": 2, "User2": 2, "guest@gridfair.test": 2}
+    assert "guest@gridfair.test (2)" in result.stderr  # mapped to no owner: a note
+
+
+def test_an_unreachable_pool_is_one_line(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["simulate", "--pool", "127.0.0.1:9", "--policy",
+                                      "condor"])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("gridfair: error: ") and "collector" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1

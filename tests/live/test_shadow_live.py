@@ -1,0 +1,115 @@
+"""Shadow mode on a live pool: HTCondor schedules alone (its own priorities, claims reused)
+while `gridfair daemon --shadow` decides with HOSEP every 2 s, acts on nothing, and records
+what the pool did. The report's figures are then worked out again from the pool's own event
+log (its execute and evict events) and must be the same.
+
+`GRIDFAIR_SHADOW_SECONDS` sets how long the daemon shadows the pool (90 s by default; the
+figures in docs/live-pool.md come from 360 s). `pytest -s` prints the report."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import htcondor2
+
+from gridfair.cli.shadow import report_text
+from gridfair.daemon.backends.personal_pool import JobSpec
+from gridfair.daemon.config import validate
+from gridfair.daemon.service import Daemon
+from gridfair.daemon.shadow_report import HORIZON, shadow_report
+from gridfair.daemon.store import open_readonly
+from tests.live.conftest import SLOTS, own_pool
+
+SECONDS = float(os.environ.get("GRIDFAIR_SHADOW_SECONDS", "90"))
+FAST = 132250.0  # MFlops of the fastest slot: work is seconds there times this
+
+
+def test_shadow_report_matches_the_pool_event_log(tmp_path: Path) -> None:
+    pool = own_pool(SLOTS, extra_config=["EVENT_LOG = $(LOG)/EventLog",
+                                         "EVENT_LOG_MAX_SIZE = 0"])
+    raw = {"daemon": {"interval": 2.0, "store": "shadow.db"},
+           "policy": {"name": "hosep"},
+           "safety": {"min_runtime": 0.0, "preempt_cooldown": 0.0, "max_vacates_per_cycle": 4},
+           "backend": {"kind": "htcondor", "htcondor": {"collector": pool.collector_host}}}
+    with pool:
+        # User2 fills the pool first; User1, who owns the fast slots, and guest, who owns
+        # none, come after: HOSEP would vacate for User1, HTCondor lets jobs finish.
+        pool.submit([JobSpec("User2", 30 * FAST)], count=6)
+        daemon = Daemon(validate(raw, base=tmp_path), shadow=True)
+        deadline = time.monotonic() + SECONDS
+        arrivals = [(10, "User1", 12 * FAST, 5), (25, "guest", 8 * FAST, 4),
+                    (40, "User1", 6 * FAST, 6), (60, "User2", 10 * FAST, 4)]
+        began = time.monotonic()
+        try:
+            while time.monotonic() < deadline:
+                while arrivals and time.monotonic() - began >= arrivals[0][0]:
+                    _, user, work, count = arrivals.pop(0)
+                    pool.submit([JobSpec(user, work)], count=count)
+                report = daemon.tick()
+                assert report is not None and report.outcome == "dry-run", report
+                time.sleep(2.0)
+        finally:
+            daemon.close()
+        log = pool.directory / "local" / "log" / "EventLog"
+        executes, evictions = _events(log)
+    store = tmp_path / "shadow.db"
+    report = shadow_report(str(store))
+    print("\n" + report_text(report.as_dict()))
+    db = open_readonly(store)
+    cycles = {row["id"]: row["snapshot_time"]
+              for row in db.query("select id, snapshot_time from cycles order by id")}
+    decisions = list(db.query("select cycle, kind, job, machine from decisions "
+                              "where kind in ('allocate', 'vacate') order by cycle, seq"))
+    first, last = min(cycles), max(cycles)
+    starts = list(db.query("select job, machine, started from shadow_starts where cycle > ?",
+                           [first]))
+    db.conn.close()
+    assert report.cycles == len(cycles) and report.cycles >= SECONDS / 3
+
+    # The starts the shadow recorded after its first snapshot are the execute events after
+    # it and by its last: the same jobs on the same slots at the same times (the shadow
+    # writes the event up to a second after the start the schedd records). An event within
+    # a second of either snapshot may fall on either side.
+    assert report.starts["pool_starts"] == len(starts) > 0
+    window = [(job, slot, when) for job, slot, when in executes
+              if cycles[first] - 1 <= when <= cycles[last] + 1]
+    for row in starts:
+        assert any(job == row["job"] and slot == row["machine"] and
+                   0 <= when - row["started"] <= 1 for job, slot, when in window), row
+    recorded = {(row["job"], row["machine"]) for row in starts}
+    missed = [(job, slot) for job, slot, when in window if (job, slot) not in recorded
+              and cycles[first] + 1 < when < cycles[last] - 1]
+    assert missed == []
+
+    # Each judged allocation, judged again from the event log: did the pool start that job,
+    # on that slot or another, after the decision's snapshot and by the snapshot two cycles on.
+    for row in report.judged:
+        start, end = cycles[row["cycle"]], cycles[row["cycle"] + HORIZON] + 1
+        runs = [slot for job, slot, when in executes
+                if job == row["job"] and start - 1 <= when <= end]
+        expected = ("made_anyway" if row["slot"] in runs else
+                    "other_slot" if runs else "not_started")
+        assert row["outcome"] == expected, (row, runs)
+
+    # The vacates gridfair would have issued: the pool evicted none of those jobs (HTCondor
+    # preempts nothing in this pool), as the event log says.
+    vacated = {row["job"] for row in decisions if row["kind"] == "vacate"}
+    assert report.vacates["decided"] == len(vacated)
+    assert report.vacates["pool_vacated"] == len(vacated & {job for job, _ in evictions}) == 0
+    assert report.vacates["decided"] > 0  # User1 waited below its share: HOSEP preempts
+    assert report.allocations["decided"] > 0
+    assert report.share_error["gridfair"] < report.share_error["pool"]
+
+
+def _events(path: Path) -> tuple[list[tuple[str, str, float]], list[tuple[str, float]]]:
+    """(job, slot, time) of every execute event and (job, time) of every eviction."""
+    executes, evictions = [], []
+    for event in htcondor2.JobEventLog(str(path)).events(stop_after=0):
+        job = f"{event.cluster}.{event.proc}"
+        if event.type == htcondor2.JobEventType.EXECUTE:
+            executes.append((job, event["SlotName"], float(event.timestamp)))
+        elif event.type == htcondor2.JobEventType.JOB_EVICTED:
+            evictions.append((job, float(event.timestamp)))
+    return executes, evictions

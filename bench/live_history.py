@@ -44,6 +44,8 @@ SUBMITTERS = ("User1", "User2", "guest")
 #: Seconds between submissions, and procs per submission, drawn uniformly.
 GAP = (2.0, 8.0)
 PROCS = (1, 4)
+#: How long the queue may take to drain, as a multiple of the submitting time.
+DRAIN = 10
 #: The reference slot the work is measured on: a job of `mean_work` seconds there.
 REFERENCE = 132250.0
 
@@ -72,8 +74,14 @@ def record(out: Path, minutes: float, seed: int, mean_work: float,
             if interventions_on and step in (6, 9, 12, 15):
                 interventions.update(_intervene(pool, step))
             time.sleep(rng.uniform(*GAP))
-        # Let the queue drain: every job then has a complete record in the history.
-        pool.wait_until(lambda: not pool.jobs("ClusterId"), 60 * minutes + 600, every=5)
+        # Let the queue drain: every job then has a complete record in the history. A queue
+        # that does not drain in time leaves its jobs out of the history, said in pool.json.
+        try:
+            pool.wait_until(lambda: not pool.jobs("ClusterId"), DRAIN * 60 * minutes + 600,
+                            every=5)
+            drained = True
+        except TimeoutError:
+            drained = False
         local = pool.directory / "local"
         shutil.copy(local / "spool" / "history", out / "history")
         shutil.copy(local / "log" / "EventLog", out / "EventLog")
@@ -86,7 +94,7 @@ def record(out: Path, minutes: float, seed: int, mean_work: float,
         "htcondor": version, "slots": [dataclasses.asdict(slot) for slot in SLOTS],
         "negotiator_interval": pool.interval, "claim_worklife": claim_worklife,
         "minutes": minutes, "seed": seed, "mean_work_seconds_on_reference": mean_work,
-        "submitted_jobs": submitted, "interventions": interventions,
+        "submitted_jobs": submitted, "drained": drained, "interventions": interventions,
         "started": started, "finished": time.time(), "load_average": os.getloadavg(),
     }
     (out / "pool.json").write_text(json.dumps(settings, indent=2) + "\n")

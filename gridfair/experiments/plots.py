@@ -134,21 +134,29 @@ def history_panels(results: Results, out: str | Path) -> None:
     errors = axes[1]
     longest = max(outcome.series["times"][-1] for outcome in first.values())
     scale, unit = next((scale, unit) for scale, unit, up_to in _TIME_UNITS if longest < up_to)
-    for policy, outcome in first.items():
+    # The first (as it happened) drawn wide under the others: equal curves stay visible.
+    for order, (policy, outcome) in enumerate(first.items()):
         series = outcome.series
         errors.step([time / scale for time in series["times"]], series["share_error"],
-                    where="post", label=f"{policy} (mean {series['mean_share_error']:.3f})")
+                    where="post", linewidth=4 if order == 0 else 1.5,
+                    alpha=0.5 if order == 0 else 1.0,
+                    label=f"{policy} (mean {series['mean_share_error']:.3f})")
     errors.set_ylabel("share error")
     errors.set_xlabel(f"{unit} from the first submission")
     errors.set_title("power owed to waiting owners, over the grid's power", fontsize=10)
     errors.legend(fontsize=8)
+    colors = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, (policy, outcome) in zip(axes[2:], first.items(), strict=False):
         series = outcome.series
-        for user in users:
+        for index, user in enumerate(users):
+            color = colors[index % len(colors)]
             if user in series["shares"]:
                 ax.step([time / scale for time in series["times"]], series["shares"][user],
-                        where="post", label=user)
-        ax.set_title(f"{policy}: share of the grid's power", fontsize=10)
+                        where="post", color=color, label=user)
+            if series["provided"].get(user):
+                ax.axhline(series["provided"][user], color=color, linestyle=":",
+                           linewidth=1)
+        ax.set_title(f"{policy}: share of the grid's power (dotted: provided)", fontsize=10)
         ax.set_ylim(0, 1)
         ax.set_xlabel(f"{unit} from the first submission")
         ax.legend(fontsize=7)

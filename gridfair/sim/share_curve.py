@@ -113,7 +113,9 @@ class ShareCurve(PoolListener):
         mean = sum(error * span for error, span in zip(errors, covered, strict=True)) / sum(
             covered)
         return {"width": width, "times": [index * width for index in range(bins)],
-                "shares": shares, "share_error": errors, "mean_share_error": mean}
+                "shares": shares, "share_error": errors, "mean_share_error": mean,
+                "provided": {user: power / self.total_power
+                             for user, power in self.provided.items()}}
 
 
 def _at(series: list[float] | None, index: int) -> float:

@@ -1,0 +1,155 @@
+"""How closely a replay reproduces what the pool did: a recorded live history replayed under
+HTCondor's priority with the pool's own settings, each job's simulated first start against
+its recorded one.
+
+The history is a directory written by `bench/live_history.py` (default: the recording in
+tests/data/condor_history): its history file, its slots and `pool.json` (the pool's
+settings). The replay is `gridfair simulate --policy condor --interval NEGOTIATOR_INTERVAL
+--claim-worklife CLAIM_WORKLIFE` (1200 s, HTCondor's default, when the recording left it
+alone) on the recorded slots; and, to show what claim reuse is worth, the same without it.
+For every job that ran, as replayed and as recorded (time 0 at the first QDate):
+
+- the share whose simulated first start is within one negotiation interval of the recorded
+  one (and within 2 intervals, 10 s, 60 s), and the share that ran on the same slot;
+- the first disagreement in time: the earliest recorded start the replay does not reproduce,
+  with the pool's event log's last events on that slot before it (the history keeps only a
+  job's last slot; the log has every run and eviction), and how many of the other
+  disagreements start after it (what follows a divergence on a busy pool diverges too).
+
+    .venv/bin/python bench/replay_agreement.py [--history DIR] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from gridfair.classads.history import HistoryJob, read_history  # noqa: E402
+from gridfair.sim.records import RunRecorder  # noqa: E402
+from gridfair.sim.scenario import build_scenario, simulation_of  # noqa: E402
+
+DEFAULT = ROOT / "tests" / "data" / "condor_history"
+#: HTCondor's CLAIM_WORKLIFE when a pool leaves it alone.
+DEFAULT_CLAIM_WORKLIFE = 1200.0
+
+
+def history_file(directory: Path, scratch: Path) -> Path:
+    plain, packed = directory / "history", directory / "history.gz"
+    if plain.exists():
+        return plain
+    target = scratch / "history"
+    target.write_bytes(gzip.decompress(packed.read_bytes()))
+    return target
+
+
+def replay(history: Path, slots: Path, interval: float,
+           claim_worklife: float | None) -> dict[str, tuple[float, str]]:
+    """Job id -> (simulated first start, the slot of its first run)."""
+    scenario = build_scenario(None, str(history), options={"machines": str(slots)})
+    recorder = RunRecorder(snapshots=False)
+    simulation = simulation_of(scenario, policy="condor", interval=interval,
+                               claim_worklife=claim_worklife, recorder=recorder)
+    result = simulation.run()
+    names = [node.name for node in result.nodes]
+    first_slot: dict[str, str] = {}
+    for run in recorder.runs:
+        first_slot.setdefault(run.task, names[run.node])
+    return {task.id: (task.first_start, first_slot[task.id]) for task in result.tasks}
+
+
+def slot_runs(directory: Path, scratch: Path) -> list[tuple[float, str, str, str]]:
+    """(time, slot, job, "execute" or "evicted") from the recording's event log, in order;
+    empty without one. The history keeps only a job's last slot; the log has every run."""
+    log = directory / "EventLog"
+    if not log.exists() and (directory / "EventLog.gz").exists():
+        log = scratch / "EventLog"
+        log.write_bytes(gzip.decompress((directory / "EventLog.gz").read_bytes()))
+    if not log.exists():
+        return []
+    import htcondor2
+
+    events, slot_of = [], {}
+    for event in htcondor2.JobEventLog(str(log)).events(stop_after=0):
+        job = f"{event.cluster}.{event.proc}"
+        if event.type == htcondor2.JobEventType.EXECUTE:
+            slot_of[job] = event["SlotName"]
+            events.append((float(event.timestamp), slot_of[job], job, "execute"))
+        elif event.type == htcondor2.JobEventType.JOB_EVICTED and job in slot_of:
+            events.append((float(event.timestamp), slot_of[job], job, "evicted"))
+    return events
+
+
+def agreement(recorded: dict[str, HistoryJob], simulated: dict[str, tuple[float, str]],
+              start: float, interval: float,
+              log: list[tuple[float, str, str, str]]) -> dict:
+    jobs = sorted(simulated, key=lambda job: (recorded[job].first_start, job))
+    gaps = {job: simulated[job][0] - (recorded[job].first_start - start) for job in jobs}
+    within = {f"within_{label}": round(sum(abs(gap) <= tolerance for gap in gaps.values())
+                                       / len(jobs), 3)
+              for label, tolerance in (("one_interval", interval),
+                                       ("two_intervals", 2 * interval), ("10s", 10.0),
+                                       ("60s", 60.0))}
+    # The slot of the job's first run as recorded is its last slot when it ran once.
+    once = [job for job in jobs if recorded[job].starts == 1]
+    same_slot = sum(simulated[job][1] == recorded[job].slot for job in once) / len(once)
+    off = [job for job in jobs if abs(gaps[job]) > interval]
+    report = {"jobs": len(jobs), **within, "same_slot_of_jobs_run_once": round(same_slot, 3),
+              "disagreeing": len(off)}
+    if off:
+        first = off[0]
+        job = recorded[first]
+        report["first_disagreement"] = {
+            "job": first, "user": job.user, "recorded_start": job.first_start - start,
+            "simulated_start": simulated[first][0], "recorded_slot": job.slot,
+            "simulated_slot": simulated[first][1],
+            "before_it_on_that_slot": [
+                {"time": when - start, "job": other, "event": kind}
+                for when, slot, other, kind in log
+                if slot == job.slot and when < job.first_start][-3:],
+            "disagreeing_after_it": sum(recorded[other].first_start > job.first_start
+                                        for other in off)}
+    return report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--history", type=Path, default=DEFAULT,
+                        help="a directory written by bench/live_history.py")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args()
+    settings = json.loads((args.history / "pool.json").read_text())
+    interval = float(settings["negotiator_interval"])
+    worklife = settings.get("claim_worklife")
+    worklife = DEFAULT_CLAIM_WORKLIFE if worklife is None else float(worklife)
+    scratch = Path(tempfile.mkdtemp(prefix="gridfair-agreement-"))
+    try:
+        history = history_file(args.history, scratch)
+        recorded = {job.id: job for job in read_history([history])
+                    if isinstance(job, HistoryJob) and job.first_start is not None}
+        start = min(job.qdate for job in read_history([history])
+                    if isinstance(job, HistoryJob))
+        report = {"history": str(args.history), "negotiator_interval": interval,
+                  "claim_worklife": worklife, "load_average": os.getloadavg()[0]}
+        log = slot_runs(args.history, scratch)
+        for name, claims in (("with_claim_reuse", worklife), ("without_claim_reuse", None)):
+            simulated = replay(history, args.history / "slots.long", interval, claims)
+            report[name] = agreement(recorded, simulated, start, interval, log)
+    finally:
+        shutil.rmtree(scratch)
+    if args.json:
+        print(json.dumps(report, sort_keys=True))
+        return
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -24,16 +24,19 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import math
 import os
 import shutil
 import sys
 import tempfile
+from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from gridfair.classads.history import HistoryJob, read_history  # noqa: E402
+from gridfair.daemon.pool_record import read_runs  # noqa: E402
 from gridfair.sim.records import RunRecorder  # noqa: E402
 from gridfair.sim.scenario import build_scenario, simulation_of  # noqa: E402
 
@@ -90,17 +93,10 @@ def slot_runs(directory: Path, scratch: Path) -> list[tuple[float, str, str, str
         log.write_bytes(gzip.decompress((directory / "EventLog.gz").read_bytes()))
     if not log.exists():
         return []
-    import htcondor2
-
-    events, slot_of = [], {}
-    for event in htcondor2.JobEventLog(str(log)).events(stop_after=0):
-        job = f"{event.cluster}.{event.proc}"
-        if event.type == htcondor2.JobEventType.EXECUTE:
-            slot_of[job] = event["SlotName"]
-            events.append((float(event.timestamp), slot_of[job], job, "execute"))
-        elif event.type == htcondor2.JobEventType.JOB_EVICTED and job in slot_of:
-            events.append((float(event.timestamp), slot_of[job], job, "evicted"))
-    return events
+    runs = read_runs(log, defaultdict(str), math.inf)
+    events = [(run.start, run.slot, run.job, "execute") for run in runs]
+    events += [(run.end, run.slot, run.job, "evicted") for run in runs if run.evicted]
+    return sorted(events)
 
 
 def agreement(recorded: dict[str, HistoryJob], simulated: dict[str, tuple[float, str]],

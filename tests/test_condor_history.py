@@ -195,7 +195,7 @@ def test_what_the_rules_leave_out_and_note():
     dropped = build_scenario(None, str(DATA / "history.gz"),
                              options={"machines": str(SLOTS), "unmapped": "drop"})
     assert dropped.skipped[
-        "job of a submitter mapped to no owner (--unmapped drop)"] == GUEST_JOBS
+        "job of an identity charged to no owner (--unmapped drop)"] == GUEST_JOBS
     assert len(dropped.tasks) == JOBS - 2 - GUEST_JOBS
 
 
@@ -361,3 +361,19 @@ def test_gpu_jobs_wait_for_a_slot_with_gpus_free(tmp_path):
     assert [slot for _, _, slot in gpu_runs] == ["slot4@vm", "slot4@vm"]
     assert gpu_runs[0][1] <= gpu_runs[1][0]  # one GPU: one job at a time
     assert {node.name: node.cpus for node in scenario.nodes}["slot4@vm"] == 2
+
+
+def test_jobs_are_charged_as_the_daemon_charges_them(tmp_path):
+    """By default to the authenticated user (User1@gridfair.test is User1); with trusted
+    accounting groups to the group the jobs name (`owners`), here mapped to User2 by a map
+    file; a user of another UID domain than the one given owns nothing."""
+    history = str(DATA / "history.gz")
+    (tmp_path / "map").write_text("owners User2\n")
+    trusted = build_scenario(None, history, options={
+        "machines": str(SLOTS), "trust_accounting_groups": True,
+        "submitter_map": str(tmp_path / "map")})
+    assert {task.user for task in trusted.tasks} == {"User2"}
+    foreign = build_scenario(None, history, options={"machines": str(SLOTS),
+                                                     "uid_domain": "elsewhere.example"})
+    assert {task.user for task in foreign.tasks} == {
+        "User1@gridfair.test", "User2@gridfair.test", "guest@gridfair.test"}

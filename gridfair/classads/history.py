@@ -88,7 +88,8 @@ class HistoryJob:
 
     id: str  # ClusterId.ProcId
     global_id: str | None  # schedd#cluster.proc#qdate: the same job in two files
-    user: str  # the accounting principal, as `job_view` reads it
+    user: str  # the authenticated submitter, as `job_view` reads it
+    group: str | None  # the accounting group the job names (trusted only if the pool says)
     status: JobStatus
     qdate: float
     first_start: float | None
@@ -490,7 +491,8 @@ def history_job(sourced: SourcedAd,
             power = recorded * factor
             break
     return HistoryJob(
-        id=job.id, global_id=values.text("GlobalJobId"), user=job.user, status=job.status,
+        id=job.id, global_id=values.text("GlobalJobId"), user=job.user, group=job.group,
+        status=job.status,
         qdate=job.qdate, first_start=first_start, last_start=last_start, end=end,
         last_run=last_run, wall_time=values.number("RemoteWallClockTime", 0.0),
         starts=int(values.number("NumJobStarts", 0.0)), slot=values.text("LastRemoteHost"),

@@ -61,10 +61,13 @@ USER_COLUMNS = (
 @click.option("--until", default=None,
               help="HTCondor history: jobs submitted before then (epoch, ISO date, or 1d ago).")
 @click.option("--uid-domain", default=None,
-              help="HTCondor history: the pool's UID_DOMAIN, dropped from submitters to name "
-                   "owners ('*', the default: any).")
+              help="HTCondor history: the pool's UID_DOMAIN; its users are named as owners "
+                   "(default '*': any domain, a history being the pool's own schedds').")
 @click.option("--submitter-map", type=click.Path(dir_okay=False), default=None,
-              help="HTCondor history: a file of 'submitter owner' lines, as the daemon's.")
+              help="HTCondor history: a file of 'identity owner' lines, as the daemon's.")
+@click.option("--trust-accounting-groups", is_flag=True,
+              help="HTCondor history: charge jobs to the accounting group they name, as a "
+                   "daemon with trust_accounting_groups does (the pool validates groups).")
 @click.option("--owner-attr", default=None,
               help="--machines/--pool: the slot attribute naming the owner (GridOwner).")
 @click.option("--power-attr", default=None,

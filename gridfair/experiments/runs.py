@@ -124,7 +124,9 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
     Parameter("uid_domain", SCENARIO, (str,), None,
               "HTCondor history: the pool's UID_DOMAIN ('*': any)"),
     Parameter("submitter_map", SCENARIO, (str,), None,
-              "HTCondor history: a file of 'submitter owner' lines"),
+              "HTCondor history: a file of 'identity owner' lines"),
+    Parameter("trust_accounting_groups", SCENARIO, (bool,), False,
+              "HTCondor history: charge jobs to the accounting group they name"),
     Parameter("owner_attr", SCENARIO, (str,), None, "slot attribute naming the owner"),
     Parameter("power_attr", SCENARIO, (str,), None, "slot attribute giving MFlops"),
 )}

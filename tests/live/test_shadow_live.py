@@ -8,15 +8,16 @@ figures in docs/live-pool.md come from 360 s). `pytest -s` prints the report."""
 
 from __future__ import annotations
 
+import math
 import os
 import time
+from collections import defaultdict
 from pathlib import Path
 
-import htcondor2
-
 from gridfair.cli.shadow import report_text
-from gridfair.daemon.backends.personal_pool import JobSpec
+from gridfair.daemon.backends.personal_pool import UID_DOMAIN, JobSpec
 from gridfair.daemon.config import validate
+from gridfair.daemon.pool_record import read_runs
 from gridfair.daemon.service import Daemon
 from gridfair.daemon.shadow_report import HORIZON, shadow_report
 from gridfair.daemon.store import open_readonly
@@ -39,7 +40,8 @@ def test_shadow_report_matches_the_pool_event_log(tmp_path: Path) -> None:
     raw = {"daemon": {"interval": 2.0, "store": "shadow.db"},
            "policy": {"name": "hosep"},
            "safety": {"min_runtime": 0.0, "preempt_cooldown": 0.0, "max_vacates_per_cycle": 4},
-           "backend": {"kind": "htcondor", "htcondor": {"collector": pool.collector_host}}}
+           "backend": {"kind": "htcondor", "htcondor": {"collector": pool.collector_host,
+                                                        "uid_domain": UID_DOMAIN}}}
     with pool:
         # User2 fills the pool first; User1, who owns the fast slots, and guest, who owns
         # none, come after: HOSEP would vacate for User1, HTCondor lets jobs finish.
@@ -60,8 +62,10 @@ def test_shadow_report_matches_the_pool_event_log(tmp_path: Path) -> None:
                 time.sleep(2.0)
         finally:
             daemon.close()
-        log = pool.directory / "local" / "log" / "EventLog"
-        executes, evictions = _events(log)
+        runs = read_runs(pool.directory / "local" / "log" / "EventLog", defaultdict(str),
+                         math.inf)
+    executes = [(run.job, run.slot, run.start) for run in runs]
+    evictions = [(run.job, run.end) for run in runs if run.evicted]
     store = tmp_path / "shadow.db"
     report = shadow_report(str(store))
     print("\n" + report_text(report.as_dict()))
@@ -118,15 +122,3 @@ def test_shadow_report_matches_the_pool_event_log(tmp_path: Path) -> None:
 
 def _outcome(slot: str, runs: list[str]) -> str:
     return "made_anyway" if slot in runs else "other_slot" if runs else "not_started"
-
-
-def _events(path: Path) -> tuple[list[tuple[str, str, float]], list[tuple[str, float]]]:
-    """(job, slot, time) of every execute event and (job, time) of every eviction."""
-    executes, evictions = [], []
-    for event in htcondor2.JobEventLog(str(path)).events(stop_after=0):
-        job = f"{event.cluster}.{event.proc}"
-        if event.type == htcondor2.JobEventType.EXECUTE:
-            executes.append((job, event["SlotName"], float(event.timestamp)))
-        elif event.type == htcondor2.JobEventType.JOB_EVICTED:
-            evictions.append((job, float(event.timestamp)))
-    return executes, evictions

@@ -7,10 +7,12 @@ every schedd's history live, within `--since` / `--until`. SLOTS is a `condor_st
 `-json` dump, or the live collector of `--pool` (`gridfair.sim.pool_grid`).
 
 How a history becomes tasks (each rule that leaves a job out counts it, by reason):
-- who: the job's submitter read as the daemon reads it (`views.job_view`), mapped to a grid
-  owner by the pool's submitter map (`SubmitterMap`: `--uid-domain`, `--submitter-map`).
-  A submitter that maps to no owner runs as itself, providing nothing (a note names them);
-  `--unmapped drop` leaves its jobs out;
+- who: the job's submitter read as the daemon reads it (`views.job_view`: the authenticated
+  User, and the accounting group it names), charged to a grid owner as the daemon charges it
+  (`SubmitterMap.charge`: `--uid-domain`, default any domain, since a history is the pool's
+  own schedds'; `--submitter-map`; `--trust-accounting-groups`). An identity that maps to no
+  owner runs as itself, providing nothing (a note names them); `--unmapped drop` leaves its
+  jobs out;
 - which: a completed job (JobStatus 4) is a task; a job removed after it ran (JobStatus 3, a
   start recorded) is a task of the work its last run did (it held its slot that long); a job
   removed before it ever ran, and any other status, is left out; the same job twice (the
@@ -53,7 +55,7 @@ from gridfair.classads.history import (
     read_history,
 )
 from gridfair.classads.live_reads import schedd_history
-from gridfair.classads.submitters import SubmitterMap
+from gridfair.classads.submitters import ANY_DOMAIN, SubmitterMap
 from gridfair.classads.views import AdConfig
 from gridfair.core.pool import DONE, KILLED, Node, PoolListener, Task
 from gridfair.errors import InputError
@@ -73,7 +75,7 @@ NEVER_RAN = "job removed before it ever ran"
 NO_RUN = "job with no run recorded (no JobCurrentStartDate or run time)"
 REPEATED = "repeated record of a job (same GlobalJobId)"
 TOO_BIG = "job asking for more cpus, memory or GPUs than any slot has"
-DROPPED = "job of a submitter mapped to no owner (--unmapped drop)"
+DROPPED = "job of an identity charged to no owner (--unmapped drop)"
 #: Notes: jobs used, with a caveat.
 POWER_FROM_AD = "job that ran on a slot not in the machines snapshot: its power from the " \
                 "job ad's MachineAttr"
@@ -179,10 +181,11 @@ def history_scenario(path: Path | None, grid: Grid | None,
                          "(condor_status -long or -json) or --pool HOST (its collector)",
                          source=source)
     config = AdConfig.with_attributes(options.get("owner_attr"), options.get("power_attr"))
-    submitters = (SubmitterMap.from_file(options["submitter_map"], options.get("uid_domain")
-                                         or "*")
-                  if options.get("submitter_map") else SubmitterMap(options.get("uid_domain")
-                                                                    or "*"))
+    uid_domain = options.get("uid_domain") or ANY_DOMAIN
+    trust = bool(options.get("trust_accounting_groups"))
+    submitters = (SubmitterMap.from_file(options["submitter_map"], uid_domain, trust)
+                  if options.get("submitter_map") else SubmitterMap(uid_domain,
+                                                                    trust_groups=trust))
     now = time.time()
     since = parse_moment(options["since"], now, "--since") if options.get("since") else None
     until = parse_moment(options["until"], now, "--until") if options.get("until") else None
@@ -236,7 +239,7 @@ class _Reading:
         self.missing_slots: Counter[str] = Counter()
         self.unmapped_users: Counter[str] = Counter()
         self.power_from_ad = 0
-        self.owner_of: dict[str, str] = {}
+        self.owner_of: dict[tuple[str, str | None], str] = {}
 
     def collect(self, records: Iterator[HistoryJob | SkippedAd], config: AdConfig) -> _Jobs:
         jobs = _Jobs()
@@ -255,7 +258,7 @@ class _Reading:
             if rate is None:
                 self.missing_slots[record.slot or "none"] += 1
                 continue
-            user = self._owner(record.user)
+            user = self._owner(record.user, record.group)
             if user is None:
                 count(self.skipped, DROPPED)
                 continue
@@ -309,12 +312,13 @@ class _Reading:
         self.power_from_ad += 1
         return job.slot_power / (job.slot_cpus or job.cpus) * job.cpus
 
-    def _owner(self, submitter: str) -> str | None:
-        """The owner the submitter maps to, itself if none (None: dropped)."""
-        owner = self.owner_of.get(submitter)
+    def _owner(self, user: str, group: str | None) -> str | None:
+        """The owner a job of `user` naming `group` is charged to, the identity itself if
+        none (None: dropped)."""
+        owner = self.owner_of.get((user, group))
         if owner is None:
-            owner = self.owner_of[submitter] = self.submitters.owner_of(submitter,
-                                                                        self.owner_set)
+            owner = self.owner_of[user, group] = self.submitters.charge(
+                user, group, self.owner_set).owner
         if owner in self.owner_set:
             return owner
         if self.unmapped == "drop":
@@ -327,7 +331,7 @@ class _Reading:
         if self.unmapped_users:
             shown = ", ".join(f"{user} ({number})"
                               for user, number in self.unmapped_users.most_common(5))
-            count(notes, f"job of a submitter mapped to no owner, run as itself and "
+            count(notes, f"job of an identity charged to no owner, run as itself and "
                          f"providing nothing: {shown}", sum(self.unmapped_users.values()))
         count(notes, POWER_FROM_AD, self.power_from_ad)
         return notes

@@ -34,6 +34,9 @@ import tempfile
 import time
 from pathlib import Path
 
+# The CLI run as a side, its peak RSS and CPU printed after: task_file_stream.py's.
+from task_file_stream import SIDE
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "condor_history"
 #: The attributes that hold times (moved by a copy's offset) in an ad.
@@ -45,18 +48,6 @@ _TIME_LINE = re.compile(rf"^({'|'.join(TIMES)}) = (\d+)$", re.M)
 _CLUSTER_LINE = re.compile(r"^ClusterId = (\d+)$", re.M)
 _GLOBAL_LINE = re.compile(r'^GlobalJobId = "([^#]*)#(\d+)\.(\d+)#(\d+)"$', re.M)
 _BANNER = re.compile(r"ClusterId = (\d+)(.*)CompletionDate = (\d+)(.*)")
-# A side: the CLI of this checkout, its peak RSS and CPU printed after.
-SIDE = """
-import resource, sys
-from gridfair.cli import main
-sys.argv[0] = "gridfair"
-try:
-    main()
-finally:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    print(f"{usage.ru_maxrss / 1024:.1f} {usage.ru_utime + usage.ru_stime:.2f}",
-          file=sys.stderr)
-"""
 READ_ONLY = """
 import resource, sys
 from gridfair.classads.history import HistoryJob, read_history

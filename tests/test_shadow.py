@@ -139,3 +139,14 @@ def test_a_store_without_shadow_cycles_is_a_clear_error(tmp_path):
     result = CliRunner().invoke(cli, ["shadow", "--db", str(tmp_path / "state.db")])
     assert result.exit_code == 2
     assert "no shadow cycles: run gridfair daemon --shadow" in result.stderr
+
+
+def test_the_window_selects_cycles_and_bad_times_are_one_line(shadowed):
+    whole = shadow_report(str(shadowed))
+    later = shadow_report(str(shadowed), since=str(whole.series["times"][2]))
+    assert later.cycles == 3 and later.since == whole.series["times"][2]
+    for since, message in (("2099-01-01", "no shadow cycle in the window"),
+                           ("yesterday", "expected epoch seconds, an ISO date/time")):
+        result = CliRunner().invoke(cli, ["shadow", "--db", str(shadowed), "--since", since])
+        assert result.exit_code == 2 and message in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1

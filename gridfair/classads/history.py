@@ -11,9 +11,12 @@ Formats, recognised from the text (`detect_history_format`):
 - `condor_history -long`: the same ads separated by blank lines (newest first);
 - `condor_history -json` (a list of objects) and `-jsonl` (an object a line).
 Files may be gzip-compressed. They are read in chunks (a busy pool's history is gigabytes),
-and only the attributes read here are parsed (`history_attributes`), about a third of a
-whole ad's classad2 work; an ad whose values are expressions is parsed whole, so that what
-they reference is there.
+and only the attributes read here are read (`history_attributes`): when each is a plain
+literal (a number, a string, true or false) as HTCondor writes them, they are read as such,
+without building a ClassAd (`_plain_values`: most of the cost of a read was classad2's);
+any other ad (an expression, an escaped string, an attribute written otherwise, a required
+one missing) is parsed whole by classad2, so that what an expression references is there
+and an error names its line.
 
 Each ad is read by `gridfair.classads.views.job_view` (ids, status, submit time, requests and
 the submitter, exactly as the daemon reads a queued job) and then for the history's own

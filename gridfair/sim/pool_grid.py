@@ -5,9 +5,10 @@ else `KFlops / 1000`, else `Mips`, taken as the power of the whole slot; `--owne
 `--power-attr` change which).
 
 - A static slot is a node of its `Cpus` and `Memory`.
-- A partitionable slot is one node of its whole size (`TotalSlotCpus`, `TotalSlotMemory`),
-  with the slot's power; its dynamic slots (`slot1_3@host`, `SlotType = "Dynamic"`) are parts
-  of it, not nodes: a job that ran on one ran on that node (`SlotIndex.node_of`).
+- A partitionable slot is one node of its whole size (`TotalSlotCpus`, `TotalSlotMemory`:
+  its `Cpus` and `Memory` are what its dynamic slots leave, 0 when they take it all), with
+  the slot's power; its dynamic slots (`slot1_3@host`, `SlotType = "Dynamic"`) are parts of
+  it, not nodes: a job that ran on one ran on that node (`SlotIndex.node_of`).
 - GPUs (`TotalSlotGPUs`, else `GPUs`) are kept per node for the jobs that ask for them.
 - A slot the daemon would skip (no owner, no power) is not in the grid; it is reported with
   the reason, and jobs that ran there are the history reader's to count.
@@ -20,8 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import classad2
+
 from gridfair.classads.live_reads import collector_slots
-from gridfair.classads.reader import read_ads
+from gridfair.classads.reader import SourcedAd, read_ads
 from gridfair.classads.views import AdConfig, machines_from_ads, whole_slot
 from gridfair.errors import InputError
 from gridfair.model import Machine, SkippedAd
@@ -55,24 +58,46 @@ def read_pool_grid(machines: str | None, pool: str | None,
         power = [name for name, _ in config.power_sources]
         ads, skipped = collector_slots(pool, [config.owner_attr, *power]), []
         source = f"collector {pool or 'COLLECTOR_HOST'}"
-    views, unusable = machines_from_ads(ads, config, lenient=True)
+    whole = [_whole(sourced) for sourced in ads if not _is_dynamic(sourced.ad,
+                                                                     _name(sourced.ad))]
+    views, unusable = machines_from_ads(whole, config, lenient=True)
     return pool_grid(views, source), [*skipped, *unusable]
 
 
+def _whole(sourced: SourcedAd) -> SourcedAd:
+    """A partitionable slot's ad as the whole slot (its totals as its Cpus and Memory);
+    any other ad as it is."""
+    ad = sourced.ad
+    if not _is_partitionable(ad):
+        return sourced
+    whole = classad2.ClassAd()
+    whole.update(ad)
+    for attribute, total in (("Cpus", "TotalSlotCpus"), ("Memory", "TotalSlotMemory")):
+        if _number(ad, total):
+            whole[attribute] = ad[total]
+    return sourced._replace(ad=whole)
+
+
+def _name(ad: Any) -> str:
+    name = ad.get("Name")
+    return name if isinstance(name, str) else ""
+
+
+def _is_partitionable(ad: Any) -> bool:
+    return bool(ad.get("PartitionableSlot")) or ad.get("SlotType") == "Partitionable"
+
+
 def pool_grid(machines: Sequence[Machine], source: str) -> Grid:
-    """The grid of slot views: a node per static or partitionable slot, in slot order."""
+    """The grid of slot views (static slots, and whole partitionable slots: `_whole`), a node
+    each, in slot order."""
     specs: list[MachineSpec] = []
     gpus: dict[str, float] = {}
     for machine in machines:
         ad = machine.ad if machine.ad is not None else {}
-        if _is_dynamic(ad, machine.name):
-            continue
-        whole = bool(ad.get("PartitionableSlot")) or ad.get("SlotType") == "Partitionable"
-        cpus = _number(ad, "TotalSlotCpus") if whole else None
-        memory = _number(ad, "TotalSlotMemory") if whole else None
-        specs.append(MachineSpec(machine.name, machine.owner, machine.power,
-                                 cpus or machine.cpus, memory or machine.memory, machine.load))
-        slot_gpus = (_number(ad, "TotalSlotGPUs") if whole else None) or _number(ad, "GPUs")
+        specs.append(MachineSpec(machine.name, machine.owner, machine.power, machine.cpus,
+                                 machine.memory, machine.load))
+        slot_gpus = (_number(ad, "TotalSlotGPUs") if _is_partitionable(ad) else None) or \
+            _number(ad, "GPUs")
         if slot_gpus:
             gpus[machine.name] = slot_gpus
     if not specs:

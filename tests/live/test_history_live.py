@@ -54,3 +54,23 @@ def test_an_unreachable_pool_is_one_line(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert result.stderr.startswith("gridfair: error: ") and "collector" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_jobs_of_dynamic_slots_replay_on_their_partitionable_slots(
+        partitionable_pool: PersonalPool) -> None:
+    """Jobs ran on dynamic slots (slot1_1@vm, ...) that are gone when the history is read;
+    each is replayed on the partitionable slot it was cut from, with that slot's power."""
+    pool = partitionable_pool
+    pool.clear_queue()
+    since = int(time.time())
+    pool.submit([JobSpec("User1", 2 * FAST), JobSpec("User2", 3 * FAST)], count=2)
+    pool.wait_until(lambda: not pool.jobs("ClusterId"), 120, every=1)
+    result = CliRunner().invoke(cli, ["simulate", "--pool", pool.collector_host, "--since",
+                                      str(since), "--policy", "condor", "--format", "json",
+                                      "-q"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["summary"]["tasks"] == 4, result.stderr
+    assert "skipped" not in result.stderr  # every slot named by a job was found
+    slots = {job.slot for job in read_history([pool.directory / "local" / "spool" / "history"])
+             if isinstance(job, HistoryJob) and job.qdate >= since}
+    assert slots and all("_" in slot.partition("@")[0] for slot in slots)

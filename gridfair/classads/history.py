@@ -10,6 +10,10 @@ Formats, recognised from the text (`detect_history_format`):
   finished job: skipped and counted;
 - `condor_history -long`: the same ads separated by blank lines (newest first);
 - `condor_history -json` (a list of objects) and `-jsonl` (an object a line).
+(HTCondor's own test of condor_history, `src/condor_tests/test_condor_history.py`, writes
+history files the same way: each ad then its banner, typed banners for epoch records,
+rotated copies named `<file>.<YYYYMMDDTHHMMSS>`, and attribute lines as `Name=value`, which
+are read here by classad2 as any ad written otherwise is.)
 Files may be gzip-compressed. They are read in chunks (a busy pool's history is gigabytes),
 and only the attributes read here are read (`history_attributes`): when each is a plain
 literal (a number, a string, true or false) as HTCondor writes them, they are read as such,

@@ -108,6 +108,10 @@ USER_COLUMNS = (
 @click.option("--hosep-test", type=click.Choice(PREEMPTION_TESTS), default=None,
               help="HOSEP's preemption test: Fig. 2's with the Phi guard (fig2, default) or "
                    "iSPD 2014's (victim after >= receiver after, or victim after > 0).")
+@click.option("--slot-weight", default=None, metavar="EXPR",
+              help="HTCondor priority (condor): a job's weight in its user's usage, as "
+                   "HTCondor's SLOT_WEIGHT (default Cpus), linear in Cpus, Memory and GPUs, "
+                   "e.g. 'Cpus + 10 * GPUs'.")
 @click.option("--satisfaction-base", type=click.Choice(SATISFACTION_BASES), default="grid",
               show_default=True, help="Def. 5's ideal machine: the grid's mean or the user's own.")
 @click.option("--format", "output_format", type=click.Choice(FORMATS), default="table",
@@ -166,7 +170,7 @@ USER_COLUMNS = (
               "once a run takes over 2 s).")
 def simulate(grid, workload, workload_format, policy, order, preempt, admit, checkpoint,
              allocation, seed, interval, vacate_delay, claim_worklife, arrivals, status_refresh,
-             absolute_power_diff, hosep_test, satisfaction_base, output_format,
+             absolute_power_diff, hosep_test, slot_weight, satisfaction_base, output_format,
              tasks_out, capacity_ratio, equal_shares, form, delta, capacity, deadlines,
              check, db_path, quiet, **grid_workload_options) -> None:
     """Simulate GRID under a policy and report per-user satisfaction, waits and preemptions.
@@ -177,7 +181,7 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
     if workload is None and grid_workload_options["pool"] is None:
         raise click.UsageError("give --workload, or --pool HOST to replay the pool's history")
     policy_options = {"absolute_power_diff": absolute_power_diff, "hosep_test": hosep_test,
-                      "delta": delta, "form": form}
+                      "delta": delta, "form": form, "slot_weight": slot_weight}
     workload_options = {"capacity_ratio": capacity_ratio, **grid_workload_options,
                         "equal_shares": equal_shares, "capacity": capacity,
                         "deadlines": deadlines}
@@ -216,7 +220,8 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
         "arrivals": arrivals, "satisfaction_base": satisfaction_base,
         "options": {key: value for key, value in {
             **workload_options, "delta": delta, "form": form,
-            "hosep_test": hosep_test, "status_refresh": status_refresh}.items()
+            "hosep_test": hosep_test, "status_refresh": status_refresh,
+            "slot_weight": slot_weight}.items()
                     if value not in (None, False)},
     }) if db_path else None
     outputs: list[Callable[[Task], None]] = [in_arrival_order.add]

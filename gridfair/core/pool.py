@@ -23,8 +23,8 @@ QUEUED, RUNNING, DONE, DROPPED, KILLED = range(5)
 STATE_NAMES = ("queued", "running", "done", "dropped", "killed")
 
 # Indexes of the per-user usage vector (`UserState.usage`) and of `Pool.capacity`.
-CPUS, MEMORY, POWER = range(3)
-RESOURCE_NAMES = ("cpus", "memory", "power")
+CPUS, MEMORY, POWER, GPUS = range(4)
+RESOURCE_NAMES = ("cpus", "memory", "power", "gpus")
 
 # Free capacity below this is treated as none (capacities may be fractional).
 EPSILON = 1e-9
@@ -32,11 +32,14 @@ _TASK_ID, _TASK_USER = attrgetter("id"), attrgetter("user")
 
 
 class Node:
-    """A machine (or slot) at run time. `power` is MFlops of the whole node."""
+    """A machine (or slot) at run time. `power` is MFlops of the whole node's cpus; a
+    partitionable machine is one node running as many tasks as its cpus, memory and GPUs hold.
+    GPUs add nothing to power: they are a resource tasks ask for and users are charged for."""
 
     __slots__ = (
-        "name", "owner", "power", "cpus", "memory", "load", "power_per_cpu",
-        "free_cpus", "free_memory", "used_cpus", "used_memory", "index", "ad",
+        "name", "owner", "power", "cpus", "memory", "gpus", "load", "power_per_cpu",
+        "free_cpus", "free_memory", "free_gpus", "used_cpus", "used_memory", "used_gpus",
+        "index", "ad",
     )
 
     def __init__(
@@ -48,19 +51,24 @@ class Node:
         memory: float = 0.0,
         load: float = 0.0,
         ad: Any = None,
+        *,
+        gpus: float = 0.0,
     ) -> None:
         self.name = name
         self.owner = owner
         self.power = power
         self.cpus = cpus
         self.memory = memory
+        self.gpus = gpus
         self.load = load
         self.power_per_cpu = power / cpus
         self.free_cpus = cpus
         self.free_memory = memory
+        self.free_gpus = gpus
         # What runs here, as running sums (the exact fit test compares against them).
         self.used_cpus = 0.0
         self.used_memory = 0.0
+        self.used_gpus = 0.0
         self.index = -1  # set by Pool.add_node: the stable tie-break
         self.ad = ad
 
@@ -76,7 +84,7 @@ class Task:
     """
 
     __slots__ = (
-        "id", "user", "cpus", "memory", "work", "duration", "submit_time", "deadline",
+        "id", "user", "cpus", "memory", "gpus", "work", "duration", "submit_time", "deadline",
         "requested_cpus", "state", "node", "start_time", "first_start", "finish_time",
         "done_work", "lost_work", "preemptions", "epoch", "seq", "ad", "source_index",
     )
@@ -89,6 +97,7 @@ class Task:
         *,
         cpus: float = 1.0,
         memory: float = 0.0,
+        gpus: float = 0.0,
         work: float | None = None,
         duration: float | None = None,
         deadline: float | None = None,
@@ -99,6 +108,7 @@ class Task:
         self.user = user
         self.cpus = cpus
         self.memory = memory
+        self.gpus = gpus
         self.work = work
         self.duration = duration
         self.submit_time = submit_time
@@ -135,7 +145,7 @@ class UserState:
         self.provided_nodes = 0
         self.allocated_power = 0.0
         self.running = 0  # running tasks (OSEP counts these as used nodes)
-        self.usage = [0.0, 0.0, 0.0]  # cpus, memory, power held now
+        self.usage = [0.0, 0.0, 0.0, 0.0]  # cpus, memory, power, gpus held now
         self.idle: list[tuple[Any, int, Task]] = []  # heap by the pool's task key
         self.idle_count = 0
         self.blocked = False  # nothing of its fits this cycle: skipped until the cycle ends
@@ -230,12 +240,12 @@ class Pool:
         # Turns the handle of a deferred task into its Task: set by whoever submits deferred
         # tasks (`submit_deferred`).
         self.make_task: Callable[[int], Task] | None = None
-        self.capacity = [0.0, 0.0, 0.0]
+        self.capacity = [0.0, 0.0, 0.0, 0.0]
         # Bumped whenever the capacity or the set of users changes (what entitlements and
         # shares are computed from), so a listener can tell it has nothing to recheck with
         # one comparison per event.
         self.generation = 0
-        self.used = [0.0, 0.0, 0.0]
+        self.used = [0.0, 0.0, 0.0, 0.0]
         self.running = 0  # tasks running now
         # Nodes with free cpus as (-power per cpu, index): fastest first, then by index. A flat
         # sorted list: pools have up to thousands of nodes, where it beats a SortedList.
@@ -287,6 +297,7 @@ class Pool:
         self.capacity[CPUS] += node.cpus
         self.capacity[MEMORY] += node.memory
         self.capacity[POWER] += node.power
+        self.capacity[GPUS] += node.gpus
         self.generation += 1
         if node.owner is not None:
             owner = self.user(node.owner)
@@ -322,6 +333,7 @@ class Pool:
             capacity[CPUS] += node.cpus
             capacity[MEMORY] += node.memory
             capacity[POWER] += node.power
+            capacity[GPUS] += node.gpus
             self.generation += 1
             if node.owner is not None:
                 owner = self.user(node.owner)
@@ -358,6 +370,9 @@ class Pool:
             node.free_memory -= task.memory
             node.used_cpus += task.cpus
             node.used_memory += task.memory
+            if task.gpus:
+                node.free_gpus -= task.gpus
+                node.used_gpus += task.gpus
             self._charge(user, task, node, started)
         self._free = sorted((-node.power_per_cpu, node.index) for node in self.nodes
                             if node.free_cpus > EPSILON)
@@ -420,7 +435,7 @@ class Pool:
             user.idle_count -= 1
             self._drop_stale_heads(user)
         task.node = node
-        self._take(node, task.cpus, task.memory)
+        self._take(node, task)
         self._charge(user, task, node, now)
         for task_started in self._on_task_started:
             task_started(task, now)
@@ -485,12 +500,16 @@ class Pool:
         """The fastest node with room for `task` that matches it, or None."""
         nodes = self.nodes
         matcher = self.matcher
+        # GPUs are tested only for a task that asks for some: a pool without GPUs pays
+        # nothing for them here, where every allocation passes.
+        gpus = task.gpus
         if self.exact_accounting:  # demand <= capacity - consumed, no tolerance
             cpus, memory = task.cpus, task.memory
             for _, index in self._free:
                 node = nodes[index]
                 if cpus <= node.cpus - node.used_cpus and \
                         memory <= node.memory - node.used_memory and (
+                            not gpus or gpus <= node.gpus - node.used_gpus) and (
                             matcher is None or matcher(task, node)):
                     return node
             return None
@@ -499,6 +518,7 @@ class Pool:
         for _, index in self._free:
             node = nodes[index]
             if node.free_cpus >= cpus and node.free_memory >= memory and (
+                not gpus or node.free_gpus >= gpus - EPSILON) and (
                 matcher is None or matcher(task, node)
             ):
                 return node
@@ -511,6 +531,7 @@ class Pool:
         return (
             node.free_cpus + victim.cpus >= task.cpus - EPSILON
             and node.free_memory + victim.memory >= task.memory - EPSILON
+            and node.free_gpus + victim.gpus >= task.gpus - EPSILON
             and (self.matcher is None or self.matcher(task, node))
         )
 
@@ -615,23 +636,35 @@ class Pool:
         used[CPUS] += cpus
         used[MEMORY] += memory
         used[POWER] += power
+        gpus = task.gpus
+        if gpus:
+            usage[GPUS] += gpus
+            used[GPUS] += gpus
 
-    def _take(self, node: Node, cpus: float, memory: float) -> None:
+    def _take(self, node: Node, task: Task) -> None:
         was_free = node.free_cpus > EPSILON
+        cpus, memory = task.cpus, task.memory
         node.free_cpus -= cpus
         node.free_memory -= memory
         node.used_cpus += cpus
         node.used_memory += memory
+        if task.gpus:
+            node.free_gpus -= task.gpus
+            node.used_gpus += task.gpus
         if was_free and node.free_cpus <= EPSILON:
             free = self._free
             del free[bisect_left(free, (-node.power_per_cpu, node.index))]
 
-    def _give_back(self, node: Node, cpus: float, memory: float) -> None:
+    def _give_back(self, node: Node, task: Task) -> None:
         was_free = node.free_cpus > EPSILON
+        cpus, memory = task.cpus, task.memory
         node.free_cpus += cpus
         node.free_memory += memory
         node.used_cpus -= cpus
         node.used_memory -= memory
+        if task.gpus:
+            node.free_gpus += task.gpus
+            node.used_gpus -= task.gpus
         if not was_free and node.free_cpus > EPSILON:
             insort(self._free, (-node.power_per_cpu, node.index))
 
@@ -643,7 +676,7 @@ class Pool:
         user = self.users[task.user]
         cpus = task.cpus
         memory = task.memory
-        self._give_back(node, cpus, memory)
+        self._give_back(node, task)
         power = node.power_per_cpu * cpus
         user.allocated_power -= power
         user.running -= 1
@@ -652,11 +685,15 @@ class Pool:
         usage[CPUS] -= cpus
         usage[MEMORY] -= memory
         usage[POWER] -= power
+        used = self.used
+        gpus = task.gpus
+        if gpus:
+            usage[GPUS] -= gpus
+            used[GPUS] -= gpus
         if user.running == 0 and not self.exact_accounting:
             # Clear float drift: an idle user holds exactly nothing.
             user.allocated_power = 0.0
-            usage[CPUS] = usage[MEMORY] = usage[POWER] = 0.0
-        used = self.used
+            usage[CPUS] = usage[MEMORY] = usage[POWER] = usage[GPUS] = 0.0
         used[CPUS] -= cpus
         used[MEMORY] -= memory
         used[POWER] -= power

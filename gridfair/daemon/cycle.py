@@ -38,7 +38,7 @@ from typing import Any
 from gridfair.classads.kept_pool import KeptPool, unsupported
 from gridfair.classads.to_pool import LoadedPool, pool_from_snapshot
 from gridfair.core.collector import CycleCollector
-from gridfair.core.pool import CPUS, MEMORY, POWER, Pool, UserState
+from gridfair.core.pool import CPUS, GPUS, MEMORY, POWER, Pool, UserState
 from gridfair.core.shares import share_rows
 from gridfair.core.stages import ALLOCATE, VACATE, Decision
 from gridfair.daemon import inflight, shadow
@@ -696,8 +696,8 @@ def _decision_columns(decision: Decision) -> dict[str, Any]:
 
 def dominant_share(user: UserState, capacity: list[float]) -> float:
     """DRF's dominant share: the largest fraction of any pool resource the user holds."""
-    return max((user.usage[i] / capacity[i] for i in (CPUS, MEMORY, POWER) if capacity[i] > 0),
-               default=0.0)
+    return max((user.usage[i] / capacity[i] for i in (CPUS, MEMORY, POWER, GPUS)
+                if capacity[i] > 0), default=0.0)
 
 
 def policy_figures(stages: Stages, user: UserState, now: float) -> dict[str, Any]:

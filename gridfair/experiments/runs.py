@@ -94,6 +94,9 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
     Parameter("hosep_test", POLICY, (str,), None, "HOSEP: preemption test, fig2 or ispd2014",
               lambda: PREEMPTION_TESTS),
     Parameter("delta", POLICY, (int, float), None, "SDRF: commitment decay per second"),
+    Parameter("slot_weight", POLICY, (str,), None,
+              "HTCondor priority: a job's weight, as SLOT_WEIGHT (default Cpus), linear in "
+              "Cpus, Memory and GPUs"),
     Parameter("allocation", RUN, (str,), None,
               "allocation rule when the first user's task does not fit: stop (Algorithm 1) or "
               "backfill (default: task lists stop, others take the order's paper rule)",

@@ -3,7 +3,11 @@
 Real user priority (Accountant.cpp, UpdatePriorities):
     beta = 0.5 ^ (dt / PRIORITY_HALFLIFE)
     RUP(t) = beta RUP(t - dt) + (1 - beta) RecentUsage,   floored at MinPriority = 0.5
-RecentUsage is the user's weighted resources in use (SLOT_WEIGHT = Cpus: cpus held now).
+RecentUsage is the user's weighted resources in use: each running job weighs its slot's
+SLOT_WEIGHT, by default Cpus (cpus held now). `slot_weight` takes another weight as HTCondor's
+config writes one, a linear expression in the job's Cpus, Memory (MiB) and GPUs, e.g.
+"Cpus + 10 * GPUs" (`SlotWeight`): linear, so a user's weighted usage is the weight of its
+summed usage and stays O(1) per event.
 Usage changes only on the user's own events, so the update is taken in closed form between
 them (exactly the formula above with dt the time since the last event), and the floor is
 applied whenever RUP is committed or read. A new user starts at MinPriority.
@@ -29,17 +33,104 @@ Ties: equal keys go to the user seen first in the pool (`UserState.index`).
 
 from __future__ import annotations
 
+import ast
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from gridfair.core.pool import CPUS, UserState
+from gridfair.core.pool import CPUS, GPUS, MEMORY, Task, UserState
 from gridfair.errors import ConfigError
 from gridfair.policies.live_tree import DecayingOrder, Line
 
 DEFAULT_HALFLIFE = 86400.0
 DEFAULT_PRIORITY_FACTOR = 1000.0
 MIN_PRIORITY = 0.5
+
+
+@dataclass(frozen=True)
+class SlotWeight:
+    """A job's weight: cpus x Cpus + memory x Memory + gpus x GPUs + slot (per job), the
+    coefficients >= 0. `parse` reads it from an expression as HTCondor's SLOT_WEIGHT is
+    written (attribute names in any case, + - * / and parentheses, numbers)."""
+
+    cpus: float = 1.0
+    memory: float = 0.0
+    gpus: float = 0.0
+    slot: float = 0.0
+    text: str = "Cpus"
+
+    #: The attribute names a weight may read, as HTCondor spells them (matched in any case).
+    ATTRIBUTES = ("Cpus", "Memory", "GPUs")
+
+    @property
+    def is_cpus(self) -> bool:
+        """HTCondor's default, Cpus."""
+        return (self.cpus, self.memory, self.gpus, self.slot) == (1.0, 0.0, 0.0, 0.0)
+
+    def of_usage(self, user: UserState) -> float:
+        """The weight of everything the user runs now."""
+        usage = user.usage
+        return (self.cpus * usage[CPUS] + self.memory * usage[MEMORY] + self.gpus * usage[GPUS]
+                + self.slot * user.running)
+
+    def of_task(self, task: Task) -> float:
+        return self.cpus * task.cpus + self.memory * task.memory + self.gpus * task.gpus + \
+            self.slot
+
+    @classmethod
+    def parse(cls, text: str) -> SlotWeight:
+        """The weight an expression gives; a ConfigError names what is not linear in Cpus,
+        Memory and GPUs with coefficients >= 0."""
+        if not isinstance(text, str):
+            raise ConfigError(f"slot_weight must be an expression (a string), not {text!r}")
+        try:
+            tree = ast.parse(text.strip(), mode="eval")
+        except SyntaxError:
+            raise ConfigError(f"slot_weight {text!r} is not an expression") from None
+        terms = _linear(tree.body, text)
+        coefficients = [terms.get(name.lower(), 0.0) for name in cls.ATTRIBUTES]
+        slot = terms.get("", 0.0)
+        if any(value < 0 or not math.isfinite(value) for value in (*coefficients, slot)):
+            raise ConfigError(f"slot_weight {text!r}: every coefficient must be finite and "
+                              ">= 0 (a job never weighs less than nothing)")
+        if not any(coefficients):
+            raise ConfigError(f"slot_weight {text!r} reads none of "
+                              f"{', '.join(cls.ATTRIBUTES)}")
+        return cls(*coefficients, slot, text.strip())
+
+
+def _linear(node: ast.expr, text: str) -> dict[str, float]:
+    """An expression as {attribute (lower case), "" for the constant: coefficient}."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and \
+            not isinstance(node.value, bool):
+        return {"": float(node.value)}
+    if isinstance(node, ast.Name):
+        name = node.id.lower()
+        if name not in {attribute.lower() for attribute in SlotWeight.ATTRIBUTES}:
+            raise ConfigError(f"slot_weight {text!r}: unknown attribute {node.id!r} (known: "
+                              f"{', '.join(SlotWeight.ATTRIBUTES)})")
+        return {name: 1.0}
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        sign = -1.0 if isinstance(node.op, ast.USub) else 1.0
+        return {key: sign * value for key, value in _linear(node.operand, text).items()}
+    if isinstance(node, ast.BinOp):
+        left, right = _linear(node.left, text), _linear(node.right, text)
+        if isinstance(node.op, ast.Add | ast.Sub):
+            sign = 1.0 if isinstance(node.op, ast.Add) else -1.0
+            return {key: left.get(key, 0.0) + sign * right.get(key, 0.0)
+                    for key in {**left, **right}}
+        constant = right if isinstance(node.op, ast.Div) else (
+            right if set(right) <= {""} else left if set(left) <= {""} else None)
+        if constant is not None and set(constant) <= {""}:
+            factor = constant.get("", 0.0)
+            other = left if constant is right else right
+            if isinstance(node.op, ast.Mult):
+                return {key: value * factor for key, value in other.items()}
+            if isinstance(node.op, ast.Div) and factor != 0:
+                return {key: value / factor for key, value in other.items()}
+    raise ConfigError(f"slot_weight {text!r}: only sums of Cpus, Memory and GPUs times or "
+                      "over numbers are supported (a weight linear in what a job holds)")
 
 
 def _positive(name: str, value: Any) -> float:
@@ -62,6 +153,7 @@ class CondorPriorityOrder(DecayingOrder):
         factor: float = DEFAULT_PRIORITY_FACTOR,
         factors: Mapping[str, float] | None = None,
         pie: bool = False,
+        slot_weight: str = "Cpus",
     ) -> None:
         self.halflife = _positive("PRIORITY_HALFLIFE", halflife)
         super().__init__(self.halflife / math.log(2.0))
@@ -69,11 +161,16 @@ class CondorPriorityOrder(DecayingOrder):
         self.factors = {name: _positive(f"the priority factor of {name!r}", value)
                         for name, value in (factors or {}).items()}
         self.pie = pie
+        self.slot_weight = SlotWeight.parse(slot_weight)
+        # The default weight is read straight from the usage: the same figures, bit for bit,
+        # and no arithmetic per event.
+        self.weighs_cpus = self.slot_weight.is_cpus
         if pie:
+            held = "cpus" if self.weighs_cpus else "weighted use (SLOT_WEIGHT {slot_weight})"
             self.why_template = (
-                "free slot to {user}: least-filled pie slice, (cpus in use {cpus_in_use:g} + "
-                "next job's {next_cpus:g}) x effective priority {effective_priority:.4g} = "
-                "{priority:.4g}, ")
+                "free slot to {user}: least-filled pie slice, (" + held + " in use "
+                "{cpus_in_use:g} + next job's {next_cpus:g}) x effective priority "
+                "{effective_priority:.4g} = {priority:.4g}, ")
 
     def factor_of(self, user: UserState) -> float:
         return self.factors.get(user.name, self.factor)
@@ -81,7 +178,10 @@ class CondorPriorityOrder(DecayingOrder):
     # ------------------------------------------------------------ the rule
     def inputs(self, user: UserState) -> tuple[float, float]:
         head = self.pool.head(user) if self.pie else None
-        return (user.usage[CPUS], head.cpus if head is not None else 0.0)
+        if self.weighs_cpus:
+            return (user.usage[CPUS], head.cpus if head is not None else 0.0)
+        weight = self.slot_weight
+        return (weight.of_usage(user), weight.of_task(head) if head is not None else 0.0)
 
     def basis(self, user: UserState) -> tuple:
         return (*self.inputs(user), self.factor_of(user))
@@ -126,8 +226,10 @@ class CondorPriorityOrder(DecayingOrder):
             "real_priority": real,
             "priority_factor": factor,
             "effective_priority": real * factor,
-            "cpus_in_use": usage,
+            "cpus_in_use": usage,  # weighted by SLOT_WEIGHT, when it is not Cpus
         }
+        if not self.weighs_cpus:
+            figures["slot_weight"] = self.slot_weight.text
         if self.pie:
             figures["next_cpus"] = next_cpus
         return figures

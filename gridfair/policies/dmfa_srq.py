@@ -31,7 +31,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from gridfair.core.pool import CPUS, MEMORY, POWER, Pool, Task, UserState
+from gridfair.core.pool import CPUS, GPUS, MEMORY, POWER, Pool, Task, UserState
 from gridfair.errors import ConfigError
 from gridfair.policies.drf import RankedShareOrder, resource_shares
 
@@ -122,10 +122,11 @@ def task_demand(task: Task, pool: Pool, resources: Sequence[int]) -> list[float]
     """A task's share of each resource of the pool (its MFlops at the pool's mean speed)."""
     capacity = pool.capacity
     per_cpu = capacity[POWER] / capacity[CPUS] if capacity[CPUS] > 0 else 0.0
-    usage = [0.0, 0.0, 0.0]
+    usage = [0.0] * len(capacity)
     usage[CPUS] = task.cpus
     usage[MEMORY] = task.memory
     usage[POWER] = task.cpus * per_cpu
+    usage[GPUS] = task.gpus
     return resource_shares(usage, capacity, resources)
 
 

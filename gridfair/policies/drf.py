@@ -1,8 +1,11 @@
 """DRF and weighted DRF (Ghodsi et al.; restated in papers/003, section 4.4).
 
 User i holds o_ir of resource r, normalised by the pool's total of r (`Pool.capacity`), over a
-configurable set of resources (indexes of `UserState.usage`: cpus, memory, power; a resource
-the pool has none of is left out). Its dominant share is s_i = max_r o_ir.
+configurable set of resources (indexes of `UserState.usage`: cpus, memory, power, gpus; a
+resource the pool has none of is left out). Its dominant share is s_i = max_r o_ir. The default
+set is cpus, memory, power and GPUs, GPUs counted only while the pool has some
+(`counted_resources`): a pool without GPUs computes exactly what it did before they existed,
+at no cost.
 - DRF: progressive filling: the next free slot goes to the waiting user of least s_i.
 - Weighted DRF: least max_r o_ir / w_ir. In the equation-as-printed form (`form="paper"`)
   w_ir = w_i, the user's entitlement, so the key is s_i / w_i: by default the share of the
@@ -32,13 +35,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from itertools import islice
 from typing import Any
 
-from gridfair.core.pool import CPUS, MEMORY, POWER, RESOURCE_NAMES, Pool, UserState
+from gridfair.core.pool import CPUS, GPUS, MEMORY, POWER, RESOURCE_NAMES, Pool, UserState
 from gridfair.core.stages import OrderPolicy
 from gridfair.errors import ConfigError
 from gridfair.policies.authors_ties import authors_user_order, index_users
 from gridfair.policies.ranking import UserRanking
 
-DEFAULT_RESOURCES = (CPUS, MEMORY, POWER)
+DEFAULT_RESOURCES = (CPUS, MEMORY, POWER, GPUS)
 #: Forms of weighted DRF and SDRF: the equations as the papers print them, or as the SDRF
 #: authors' simulator computes them (per-resource weights and entitlements).
 PAPER, AUTHORS = "paper", "authors"
@@ -67,8 +70,17 @@ def check_resources(resources: Iterable[int | str]) -> tuple[int, ...]:
             raise ConfigError(f"resource {RESOURCE_NAMES[resource]!r} given twice")
         checked.append(resource)
     if not checked:
-        raise ConfigError("the resource set is empty: give at least one of cpus, memory, power")
+        raise ConfigError("the resource set is empty: give at least one of "
+                          f"{', '.join(RESOURCE_NAMES)}")
     return tuple(checked)
+
+
+def counted_resources(resources: Sequence[int], capacity: Sequence[float]) -> tuple[int, ...]:
+    """The resources of the set a share is taken over in a pool of `capacity`: all of them
+    but GPUs when the pool has none (a GPU share would be 0 for everyone, and only cost)."""
+    if GPUS in resources and capacity[GPUS] <= 0 and len(resources) > 1:
+        return tuple(resource for resource in resources if resource != GPUS)
+    return tuple(resources)
 
 
 def resource_shares(usage: Sequence[float], capacity: Sequence[float],
@@ -222,12 +234,15 @@ class RankedShareOrder(OrderPolicy):
                  equal_shares: bool = False,
                  resource_weights: Mapping[str, Mapping[str, float]] | None = None) -> None:
         self.resources = check_resources(resources)
+        #: What shares are taken over in the pool as it is (`counted_resources`).
+        self.counted = self.resources
         self.entitlements = Entitlements(weights, equal=equal_shares,
                                          per_resource=resource_weights)
 
     def attach(self, pool: Pool) -> None:
         self.pool = pool
         self.entitlements.attach(pool)
+        self.counted = counted_resources(self.resources, pool.capacity)
         self.ranking = UserRanking()
         # User index -> (usage, key): most events (submits, a user blocked for the rest of a
         # cycle and unblocked at its end) leave the usage, and so the key, as it was.
@@ -246,8 +261,8 @@ class RankedShareOrder(OrderPolicy):
         """(class, value): lower classes first, then lower values."""
 
     def dominant_share(self, user: UserState) -> tuple[float, str]:
-        return dominant(resource_shares(user.usage, self.pool.capacity, self.resources),
-                        self.resources)
+        return dominant(resource_shares(user.usage, self.pool.capacity, self.counted),
+                        self.counted)
 
     def arrive(self, user: UserState) -> bool:
         """Hook for state a user's events add to; True if every key must be recomputed."""
@@ -267,6 +282,7 @@ class RankedShareOrder(OrderPolicy):
 
     def rekey_all(self) -> None:
         self._keys.clear()
+        self.counted = counted_resources(self.resources, self.pool.capacity)
         self.forget_weights()
         for other in self.pool.users.values():
             self.ranking.update(other, self.key(other))
@@ -339,17 +355,17 @@ class DrfOrder(RankedShareOrder):
         }
 
     def weights(self, user: UserState) -> list[float]:
-        """w_ir for the resources of the set (1 for plain DRF)."""
+        """w_ir for the resources counted (1 for plain DRF)."""
         if not self.weighted:
-            return [1.0] * len(self.resources)
-        return self.entitlements.of_resources(user, self.resources)
+            return [1.0] * len(self.counted)
+        return self.entitlements.of_resources(user, self.counted)
 
     def forget_weights(self) -> None:
         # User index -> (whether any weight is positive, the weights).
         self._weights: dict[int, tuple[bool, list[float]]] = {}
 
     def rank(self, user: UserState) -> tuple[int, float]:
-        shares = resource_shares(user.usage, self.pool.capacity, self.resources)
+        shares = resource_shares(user.usage, self.pool.capacity, self.counted)
         if not self.weighted:  # every weight is 1: the key is the dominant share itself
             return (0, max(shares))
         # A user's weights change only with the capacity or the entitlements, which re-key

@@ -54,7 +54,7 @@ ORDERS: dict[str, Callable[[Options], OrderPolicy]] = {
         options, resources="resources", weights="weights")),
     "condor": lambda options: CondorPriorityOrder(**_given(
         options, halflife="halflife", factor="priority_factor", factors="priority_factors",
-        pie="condor_pie")),
+        pie="condor_pie", slot_weight="slot_weight")),
     "justice": lambda options: JusticeOrder(),
     "fair-share": lambda options: FairShareOrder(),
     "oracle": lambda options: OracleOrder(),

@@ -1,6 +1,7 @@
 """SDRF: Stateful Dominant Resource Fairness (papers/003 and 000, sections 4.2-6.3).
 
-User i holds o_ir of resource r (normalised by the pool's total of r) and is entitled to w_i of
+User i holds o_ir of resource r (normalised by the pool's total of r; by default cpus, memory,
+power and, while the pool has any, GPUs: `drf.counted_resources`) and is entitled to w_i of
 the pool: configured weights, equal shares 1/n (n = users the pool knows), or by default the
 share of the pool's MFlops it provides. Its commitment to each resource is an exponential
 moving average of its use above its entitlement, in continuous time (Eq. 6):
@@ -39,7 +40,7 @@ form also keeps the pool's arithmetic as their simulator does (`Pool`'s `exact_a
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from operator import sub
 from typing import Any
 
@@ -54,6 +55,7 @@ from gridfair.policies.drf import (
     Entitlements,
     check_form,
     check_resources,
+    counted_resources,
     dominant,
     resource_shares,
 )
@@ -94,7 +96,10 @@ class SdrfOrder(DecayingOrder):
                               f"{', '.join(PRIORITIES)})")
         self.delta = delta
         self.resources = check_resources(resources)
-        self.level_size = len(self.resources)
+        #: The resources of the set counted in the pool as it is (`counted_resources`): one
+        #: share term and one commitment each.
+        self.counted = self.resources
+        self.level_size = len(self.counted)
         self.form = check_form(form)
         self.exact_accounting = form == AUTHORS
         self.entitlements = Entitlements(
@@ -114,6 +119,8 @@ class SdrfOrder(DecayingOrder):
         if self.form == AUTHORS and self.entitlements.configured is not None:
             index_users(pool, authors_user_order(list(self.entitlements.configured)))
         self.entitlements.attach(pool)
+        self.counted = counted_resources(self.resources, pool.capacity)
+        self.level_size = len(self.counted)
         self._set_users(self.entitlements.users())
         # Until the entitlements move: user name -> e_ir (the authors' form), user index ->
         # w_i (the paper's).
@@ -125,7 +132,7 @@ class SdrfOrder(DecayingOrder):
     def basis(self, user: UserState) -> tuple[tuple[float, ...], float]:
         """The share terms, and what each must exceed to add to the commitment: the same for
         every resource (w_i in the paper's form, 1/n in the authors')."""
-        shares = resource_shares(user.usage, self.pool.capacity, self.resources)
+        shares = resource_shares(user.usage, self.pool.capacity, self.counted)
         if self.form == PAPER:
             allowance = self._allowances.get(user.index)
             if allowance is None:  # until the entitlements move (`targets_moved`)
@@ -134,7 +141,7 @@ class SdrfOrder(DecayingOrder):
         entitled = self._entitled.get(user.name)
         if entitled is None:
             entitled = self._entitled[user.name] = (
-                tuple(self.entitlements.of_resources(user, self.resources))
+                tuple(self.entitlements.of_resources(user, self.counted))
                 if self.entitlements.per_resource is not None else (0.0,) * len(shares))
         return tuple(map(sub, shares, entitled)), self._fair
 
@@ -176,6 +183,8 @@ class SdrfOrder(DecayingOrder):
 
     def targets_moved(self) -> bool:
         moved = self.entitlements.changed()
+        if self._count_resources():
+            moved = True
         # The authors' target's C_r / n moves with n, unless n is the configured users'.
         if self.form == AUTHORS and self.entitlements.configured is None:
             users = self.entitlements.users()
@@ -187,13 +196,46 @@ class SdrfOrder(DecayingOrder):
             self._allowances.clear()
         return moved
 
+    def _count_resources(self) -> bool:
+        """Count the resources the pool has now; when that changes (its first GPU), every
+        user's commitments are laid out again by resource, a resource new to the count at 0
+        (nobody held any of it). True if it changed."""
+        counted = counted_resources(self.resources, self.pool.capacity)
+        if counted == self.counted:
+            return False
+        relay = _relayer(self.counted, counted)
+        for account in self.accounts.values():
+            account.level, account.target = relay(account.level), relay(account.target)
+        self._pending = {name: (relay(level), since)
+                         for name, (level, since) in self._pending.items()}
+        self.counted = counted
+        self.level_size = len(counted)
+        return True
+
     def _set_users(self, users: int) -> None:
         """n, and the fair share 1/n of each resource the authors' target subtracts."""
         self._users = users
         self._fair = 1.0 / users if users else 0.0
 
     def extra_state(self) -> dict[str, Any]:
-        return {"resources": [RESOURCE_NAMES[r] for r in self.resources]}
+        return {"resources": [RESOURCE_NAMES[r] for r in self.counted]}
+
+    def import_state(self, state: Mapping[str, Any], source: str = "state") -> None:
+        """As `DecayingOrder.import_state`, but commitments saved over other resources of
+        this order's set (before the pool had GPUs, or after it lost them) are laid out by
+        resource as the pool counts them now."""
+        self._count_resources()
+        saved = state.get("resources")
+        configured = {RESOURCE_NAMES[r] for r in self.resources}
+        levels = state.get(self.state_name)
+        if (isinstance(saved, list) and saved != self.extra_state()["resources"]
+                and all(isinstance(name, str) and name in configured for name in saved)
+                and len(set(saved)) == len(saved) and isinstance(levels, Mapping)
+                and all(isinstance(v, list) and len(v) == len(saved) for v in levels.values())):
+            relay = _relayer(tuple(RESOURCE_NAMES.index(name) for name in saved), self.counted)
+            state = {**state, **self.extra_state(),
+                     self.state_name: {name: relay(v) for name, v in levels.items()}}
+        super().import_state(state, source)
 
     # ------------------------------------------------------- explanations
     def commitments(self, user: UserState, now: float) -> list[float]:
@@ -202,8 +244,8 @@ class SdrfOrder(DecayingOrder):
 
     def describe(self, basis: tuple, level: list[float]) -> dict[str, Any]:
         shares, allowance = basis
-        share, share_resource = dominant(shares, self.resources)
-        top_commitment, commitment_resource = dominant(level, self.resources)
+        share, share_resource = dominant(shares, self.counted)
+        top_commitment, commitment_resource = dominant(level, self.counted)
         return {
             "dominant_share": share,
             "dominant_resource": share_resource,
@@ -211,3 +253,13 @@ class SdrfOrder(DecayingOrder):
             "commitment_resource": commitment_resource,
             "entitlement": allowance,
         }
+
+
+def _relayer(before: tuple[int, ...], after: tuple[int, ...]
+             ) -> Callable[[list[float]], list[float]]:
+    """Values by resource `before` -> values by resource `after` (0 for a resource new)."""
+    position = {resource: index for index, resource in enumerate(before)}
+
+    def relay(values: list[float]) -> list[float]:
+        return [values[position[r]] if r in position else 0.0 for r in after]
+    return relay

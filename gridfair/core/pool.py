@@ -500,16 +500,14 @@ class Pool:
         """The fastest node with room for `task` that matches it, or None."""
         nodes = self.nodes
         matcher = self.matcher
-        # GPUs are tested only for a task that asks for some: a pool without GPUs pays
-        # nothing for them here, where every allocation passes.
-        gpus = task.gpus
+        if task.gpus:
+            return self._best_gpu_node(task)
         if self.exact_accounting:  # demand <= capacity - consumed, no tolerance
             cpus, memory = task.cpus, task.memory
             for _, index in self._free:
                 node = nodes[index]
                 if cpus <= node.cpus - node.used_cpus and \
                         memory <= node.memory - node.used_memory and (
-                            not gpus or gpus <= node.gpus - node.used_gpus) and (
                             matcher is None or matcher(task, node)):
                     return node
             return None
@@ -518,11 +516,28 @@ class Pool:
         for _, index in self._free:
             node = nodes[index]
             if node.free_cpus >= cpus and node.free_memory >= memory and (
-                not gpus or node.free_gpus >= gpus - EPSILON) and (
                 matcher is None or matcher(task, node)
             ):
                 return node
         return None
+
+    def _best_gpu_node(self, task: Task) -> Node | None:
+        """`best_node` for a task asking for GPUs, apart so that a pool without them pays
+        nothing for them where every allocation passes."""
+        return next((node for node in self.free_nodes() if self.fits_free(task, node)), None)
+
+    def fits_free(self, task: Task, node: Node) -> bool:
+        """Whether `task` fits what is free on `node` now (the exact test of the SDRF
+        authors' arithmetic, else with `EPSILON`'s tolerance), Requirements included."""
+        if self.exact_accounting:
+            fits = (task.cpus <= node.cpus - node.used_cpus
+                    and task.memory <= node.memory - node.used_memory
+                    and task.gpus <= node.gpus - node.used_gpus)
+        else:
+            fits = (node.free_cpus >= task.cpus - EPSILON
+                    and node.free_memory >= task.memory - EPSILON
+                    and node.free_gpus >= task.gpus - EPSILON)
+        return fits and (self.matcher is None or self.matcher(task, node))
 
     def fits_after_vacate(self, task: Task, victim: Task) -> bool:
         """Whether `task` fits on the victim's node once the victim has left it."""

@@ -7,6 +7,11 @@ rest of the phase (the `backfill` rule), or the phase ends there (the `stop` rul
 Algorithm 1). The rule belongs to the run, so that every order of a comparison uses the same.
 Phase 2 runs only when phase 1 is done: the preemption stage vacates tasks for entitled users
 while its rule allows, so free nodes are always used before any preemption (OSEP, HOSEP 3.3).
+A preemption may vacate several tasks of one partitionable machine (one VACATE each, then the
+ALLOCATE); the receiver always fits once they are gone. When the stage stops by its own rule it
+may say why (`declined`, recorded apart from the decisions). A task too big for every node is
+never a reason to vacate: the preemption stage sets it aside (`Pool.placeable_head`) and the
+negotiator reports it once (`unplaceable`).
 
 Decisions are applied to the pool as they are made, because each changes what the next one
 sees. The daemon journals them and carries them out afterwards; the simulator schedules the
@@ -81,6 +86,13 @@ class Negotiator:
         self.admit = admit
         self.vacate_guard = vacate_guard
         self.held_back: list[HeldBack] = []
+        #: Why the preemption stage stopped in the last cycle, by its own rule (DECLINE
+        #: decisions: never acted on, kept apart from the cycle's decisions).
+        self.declined: list[Decision] = []
+        #: Tasks first found in the last cycle to be too big for every node, with why; each
+        #: task is reported once (`_reported`).
+        self.unplaceable: list[tuple[Task, str]] = []
+        self._reported: set[int] = set()
         for stage in (order, preempt, admit):
             if stage is not None:
                 pool.listen(stage)
@@ -114,6 +126,8 @@ class Negotiator:
         was given out."""
         decisions: list[Decision] = []
         self.held_back = []
+        self.declined = []
+        self.unplaceable = []
         if self.admit is not None:
             decisions.extend(self._apply_review(now))
         reviewed = len(decisions)
@@ -122,7 +136,16 @@ class Negotiator:
         self.pool.unblock_all(now)
         if self.preempt is not None and not (single and len(decisions) > reviewed):
             self._preempt(now, decisions, single)
+        self._report_unplaceable()
         return decisions
+
+    def _report_unplaceable(self) -> None:
+        found = self.pool.found_too_big
+        for task, reason in found:
+            if task.seq not in self._reported:
+                self._reported.add(task.seq)
+                self.unplaceable.append((task, reason))
+        found.clear()
 
     def _apply_review(self, now: float) -> list[Decision]:
         assert self.admit is not None
@@ -173,15 +196,26 @@ class Negotiator:
                 if rule is not None:
                     self.held_back.append(HeldBack(choice, rule))
                     return
+            node = choice.node
             pool.vacate(choice.victim, now)
-            pool.start(choice.receiver, choice.node, now)
+            decisions.append(Decision(VACATE, choice.victim, node, name,
+                                      choice.vacate_template, choice.figures))
+            for victim, figures in choice.more:
+                pool.vacate(victim, now)
+                decisions.append(Decision(VACATE, victim, node, name, choice.vacate_template,
+                                          figures))
+            assert pool.fits_free(choice.receiver, node), (
+                f"{name} vacated {len(choice.victims)} task(s) on {node.name} and "
+                f"{choice.receiver.id} still does not fit")
+            pool.start(choice.receiver, node, now)
             decisions.append(
-                Decision(VACATE, choice.victim, choice.node, name, choice.vacate_template,
-                         choice.figures)
-            )
-            decisions.append(
-                Decision(ALLOCATE, choice.receiver, choice.node, name,
+                Decision(ALLOCATE, choice.receiver, node, name,
                          choice.allocate_template, choice.figures)
             )
             if single:
                 return
+        # Asked only of a run that explains: a simulation keeping no decisions makes
+        # thousands of cycles whose stops nobody reads.
+        declined = preempt.declined(now) if self.explain else None
+        if declined is not None:
+            self.declined.append(declined)

@@ -246,6 +246,12 @@ class Pool:
         # one comparison per event.
         self.generation = 0
         self.used = [0.0, 0.0, 0.0, 0.0]
+        # The most cpus, memory and GPUs any one node has: a task asking for more can never
+        # run here (`too_big`), and is never a reason to vacate.
+        self.largest = [0.0, 0.0, 0.0]
+        #: Tasks found too big for every node (`placeable_head`), with why, as found; whoever
+        #: reports them (the negotiator) takes them out.
+        self.found_too_big: list[tuple[Task, str]] = []
         self.running = 0  # tasks running now
         # Nodes with free cpus as (-power per cpu, index): fastest first, then by index. A flat
         # sorted list: pools have up to thousands of nodes, where it beats a SortedList.
@@ -298,6 +304,7 @@ class Pool:
         self.capacity[MEMORY] += node.memory
         self.capacity[POWER] += node.power
         self.capacity[GPUS] += node.gpus
+        self._note_size(node)
         self.generation += 1
         if node.owner is not None:
             owner = self.user(node.owner)
@@ -334,6 +341,7 @@ class Pool:
             capacity[MEMORY] += node.memory
             capacity[POWER] += node.power
             capacity[GPUS] += node.gpus
+            self._note_size(node)
             self.generation += 1
             if node.owner is not None:
                 owner = self.user(node.owner)
@@ -539,6 +547,42 @@ class Pool:
                     and node.free_gpus >= task.gpus - EPSILON)
         return fits and (self.matcher is None or self.matcher(task, node))
 
+    def room(self, node: Node) -> tuple[float, float, float]:
+        """What is free on `node` (cpus, memory, GPUs) as the fit tests count it: capacity
+        minus what runs there under the SDRF authors' arithmetic, else the running free."""
+        if self.exact_accounting:
+            return (node.cpus - node.used_cpus, node.memory - node.used_memory,
+                    node.gpus - node.used_gpus)
+        return (node.free_cpus, node.free_memory, node.free_gpus)
+
+    @property
+    def fit_tolerance(self) -> float:
+        """How much a fit may fall short by: none in the SDRF authors' arithmetic."""
+        return 0.0 if self.exact_accounting else EPSILON
+
+    def too_big(self, task: Task) -> str | None:
+        """Why no node of the pool could ever hold `task` (it asks for more cpus, memory or
+        GPUs than the largest node has), or None."""
+        tolerance = self.fit_tolerance
+        for name, asked, most in zip(("cpus", "MiB of memory", "GPUs"),
+                                     (task.cpus, task.memory, task.gpus), self.largest,
+                                     strict=True):
+            if asked - tolerance > most:
+                return f"asks for {asked:g} {name}; the largest machine has {most:g}"
+        return None
+
+    def placeable_head(self, user: UserState, now: float) -> Task | None:
+        """The user's next idle task that some node could hold: heads too big for every
+        node are set aside (`park`, until `unblock_all`) and listed in `found_too_big`."""
+        task = self.head(user)
+        while task is not None:
+            reason = self.too_big(task)
+            if reason is None:
+                return task
+            self.found_too_big.append((task, reason))
+            task = self.park(user, now)
+        return None
+
     def fits_after_vacate(self, task: Task, victim: Task) -> bool:
         """Whether `task` fits on the victim's node once the victim has left it."""
         node = victim.node
@@ -598,6 +642,12 @@ class Pool:
         return 0.0 if self.checkpointing else now - task.start_time
 
     # ------------------------------------------------------------- internals
+    def _note_size(self, node: Node) -> None:
+        largest = self.largest
+        largest[0] = max(largest[0], node.cpus)
+        largest[1] = max(largest[1], node.memory)
+        largest[2] = max(largest[2], node.gpus)
+
     def _enqueue(self, user: UserState, task: Task) -> None:
         task.state = QUEUED
         task.node = None

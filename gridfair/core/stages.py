@@ -7,7 +7,8 @@ scheduler framework has one interface per extension point):
   kill running ones (Justice);
 - `OrderPolicy`: who gets the next free slot (DRF, SDRF, DMFA-SRQ, HTCondor priority, and the
   allocation order of OSEP/HOSEP);
-- `PreemptPolicy`: which running task to vacate for whom when no free slot fits (OSEP, HOSEP).
+- `PreemptPolicy`: which running task(s) to vacate for whom when no free slot fits (OSEP,
+  HOSEP, reclaim); on a partitionable machine a receiver may need several (`victims.py`).
 
 Every stage is a `PoolListener`: it keeps its own incremental state current from the pool's
 events, so a decision costs O(log n), not a pass over the pool. Every `Decision` names the
@@ -27,6 +28,9 @@ VACATE = "vacate"
 DROP = "drop"
 KILL = "kill"
 RESIZE = "resize"
+#: A preemption a stage looked at and did not make, by its own rule, with why: recorded (the
+#: negotiator's `declined`), never acted on.
+DECLINE = "decline"
 
 # Allocation rules: what a cycle does when the first user's next task fits no free node.
 #: Stop allocating until the next arrival or completion (SDRF's Algorithm 1; the SDRF authors'
@@ -68,7 +72,13 @@ class Decision(NamedTuple):
 
 
 class Preemption(NamedTuple):
-    """A preemption stage's choice: vacate `victim` and start `receiver` on `node`."""
+    """A preemption stage's choice: vacate `victim` (and the tasks of `more`) and start
+    `receiver` on `node`.
+
+    `victim` is the stage's own choice; `more` are further victims on the same node, each with
+    its figures for `vacate_template`, when the victim alone does not free enough of the
+    receiver's cpus, memory and GPUs (`victims.complete`; empty on a one-cpu slot). The
+    allocation's figures are `figures`, which then also list every victim ("victims")."""
 
     victim: Task
     receiver: Task
@@ -76,6 +86,12 @@ class Preemption(NamedTuple):
     vacate_template: str
     allocate_template: str
     figures: Mapping[str, Any]
+    more: tuple[tuple[Task, Mapping[str, Any]], ...] = ()
+
+    @property
+    def victims(self) -> tuple[Task, ...]:
+        """Every task the preemption vacates, the stage's own choice first."""
+        return (self.victim, *(task for task, _ in self.more))
 
 
 class OrderPolicy(PoolListener, ABC):
@@ -112,6 +128,12 @@ class PreemptPolicy(PoolListener, ABC):
     @abstractmethod
     def choose(self, now: float) -> Preemption | None:
         """The next preemption the policy allows now, or None when it allows none."""
+
+    def declined(self, now: float) -> Decision | None:
+        """Why the last `choose` allowed none although a receiver waited, when the stage's
+        own rule stopped it (a DECLINE naming the receiver's task, the victim's machine and
+        the figures), or None (default: not told)."""
+        return None
 
     def key_figures(self, user: UserState, now: float) -> Mapping[str, float]:
         return {}

@@ -72,19 +72,27 @@ class VacateGuard:
         stale = snapshot_too_old(limits, self.snapshot_time, now)
         if stale:
             return stale
+        # A preemption on a partitionable machine may vacate several tasks: each is a vacate,
+        # and each must pass every rule.
+        victims = choice.victims
         if self.allowed >= limits.max_vacates_per_cycle:
             return f"max_vacates_per_cycle: {limits.max_vacates_per_cycle} already this cycle"
-        victim = choice.victim
-        if victim.id in self.in_flight:
-            return (f"in_flight: {victim.id} was allocated to {choice.node.name} and has not "
-                    "started yet")
-        ran = now - victim.start_time
-        if ran < limits.min_runtime:
-            return (f"min_runtime: {victim.id} has run {ran:.0f} s "
-                    f"(minimum {limits.min_runtime:.0f} s)")
-        preempted = self.last_preempted.get(victim.user)
-        if preempted is not None and now - preempted < limits.preempt_cooldown:
-            return (f"preempt_cooldown: {victim.user} was preempted {now - preempted:.0f} s "
-                    f"ago (cool-down {limits.preempt_cooldown:.0f} s)")
-        self.allowed += 1
+        if self.allowed + len(victims) > limits.max_vacates_per_cycle:
+            return (f"max_vacates_per_cycle: {self.allowed} already this cycle, and this "
+                    f"preemption vacates {len(victims)} (limit "
+                    f"{limits.max_vacates_per_cycle})")
+        for victim in victims:
+            if victim.id in self.in_flight:
+                return (f"in_flight: {victim.id} was allocated to {choice.node.name} and has "
+                        "not started yet")
+            ran = now - victim.start_time
+            if ran < limits.min_runtime:
+                return (f"min_runtime: {victim.id} has run {ran:.0f} s "
+                        f"(minimum {limits.min_runtime:.0f} s)")
+            preempted = self.last_preempted.get(victim.user)
+            if preempted is not None and now - preempted < limits.preempt_cooldown:
+                return (f"preempt_cooldown: {victim.user} was preempted "
+                        f"{now - preempted:.0f} s ago (cool-down "
+                        f"{limits.preempt_cooldown:.0f} s)")
+        self.allowed += len(victims)
         return None

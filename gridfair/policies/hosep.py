@@ -48,13 +48,32 @@ from collections.abc import Mapping
 from typing import Any
 
 from gridfair.core.pool import Node, Task, UserState, least_demand_key, power_diff
-from gridfair.core.stages import OrderPolicy, Preemption
+from gridfair.core.stages import DECLINE, Decision, OrderPolicy, Preemption
 from gridfair.errors import ConfigError
-from gridfair.policies.owner_share import VICTIM_CANDIDATES, OwnerSharePreempt, phi_falls
+from gridfair.policies.owner_share import (
+    VICTIM_CANDIDATES,
+    OwnerSharePreempt,
+    move_lowers_potential,
+    power_losses,
+)
 from gridfair.policies.ranking import UserRanking
 
 #: The preemption tests HOSEP offers: Fig. 2's with the Phi guard, or iSPD 2014's.
 PREEMPTION_TESTS = ("fig2", "ispd2014")
+
+_STOPPED = ("HOSEP stops: {receiver_job} of {receiver} waits below its share (PowerDiff "
+            "{receiver_power_diff:+.3f}); the victim would be {victim_job} of {victim_user} on "
+            "{machine} ({machine_mflops:.0f} MFlops), the least powerful machine of the user "
+            "furthest above its share (PowerDiff {victim_power_diff:+.3f}), ")
+#: Why Fig. 2 stopped, by the clause that refused the move (`HosepPreempt.declined`).
+_STOP_REASONS = {
+    "omega": _STOPPED + "who would fall to omega {omega:+.3f}, not above {receiver}'s "
+             "{receiver_power_diff:+.3f}",
+    "phi": _STOPPED + "and the move would not lower Phi ({receiver} {receiver_power_diff:+.3f} "
+           "-> {receiver_power_diff_after:+.3f}, {victim_user} -> omega {omega:+.3f})",
+    "ispd2014": _STOPPED + "who would fall to omega {omega:+.3f}, below {receiver}'s "
+                "{receiver_power_diff_after:+.3f} after, and not above its share",
+}
 
 
 def remaining_power(user: UserState, machine_power: float) -> float:
@@ -122,8 +141,15 @@ class HosepPreempt(OwnerSharePreempt):
         self.absolute = absolute
         self.ispd2014 = test == "ispd2014"
 
+    def attach(self, pool) -> None:
+        super().attach(pool)
+        # Where the last `choose` stopped by Fig. 2's rule, for `declined`: (receiver user,
+        # receiver, victim user, victim, omega, receiver's PowerDiff after, the clause).
+        self._stopped: tuple | None = None
+
     def deficit_key(self, user: UserState) -> Any | None:
-        if user.idle_count > 0 and user.provided_power > 0:
+        # An idle job in line: one set aside as too big for every machine is not.
+        if user.idle_count > 0 and user.idle and user.provided_power > 0:
             diff = user.power_diff
             if diff < 0:
                 return diff
@@ -143,57 +169,121 @@ class HosepPreempt(OwnerSharePreempt):
         return (node.power_per_cpu * task.cpus, -task.start_time)
 
     def choose(self, now: float) -> Preemption | None:
-        receiver_user = self.deficit.first()
+        self._stopped = None
         victim_user = self.excess.first()
-        if receiver_user is None or victim_user is None:
+        if victim_user is None or self.deficit.first() is None:
             return None
-        receiver = self.pool.head(receiver_user)
+        found = self.next_receiver(now)
+        if found is None:
+            return None
+        receiver_user, receiver = found
         receiver_diff = receiver_user.power_diff
-        victim_diff = victim_user.power_diff
         threshold = abs(receiver_diff) if self.absolute else receiver_diff
         for tried, victim in enumerate(self.running.of(victim_user.name)):
             if tried == VICTIM_CANDIDATES:
                 break
             node = victim.node
-            omega = remaining_power(victim_user, node.power_per_cpu * victim.cpus)
-            receiver_after = power_diff(
-                receiver_user.allocated_power + node.power_per_cpu * receiver.cpus,
-                receiver_user.provided_power,
-            )
-            if self.ispd2014:
-                allowed = omega >= receiver_after or omega > 0
-            else:
-                allowed = (omega > threshold
-                           and phi_falls(receiver_diff, receiver_after, victim_diff, omega))
-            if not allowed:
-                # Victims come least powerful first: omega only falls and the receiver's
-                # gain only grows from here, so no later victim passes either test.
+            loss = node.power_per_cpu * victim.cpus
+            omega = remaining_power(victim_user, loss)
+            gain = node.power_per_cpu * receiver.cpus
+            receiver_after = power_diff(receiver_user.allocated_power + gain,
+                                        receiver_user.provided_power)
+            clause = self._refusal(receiver_user, gain, {victim_user: loss}, receiver_after,
+                                   threshold)
+            if clause is not None:
+                # Victims come least powerful first: omega only falls from here, and on
+                # machines of one speed the receiver's gain only grows: Fig. 2 stops here.
+                self._stopped = (receiver_user, receiver, victim_user, victim, omega,
+                                 receiver_after, clause)
                 return None
             if self.pool.fits_after_vacate(receiver, victim):
-                figures = {
-                    "receiver": receiver_user.name,
-                    "receiver_power_diff": receiver_diff,
-                    "receiver_power_diff_after": receiver_after,
-                    "receiver_job": receiver.id,
-                    "victim_user": victim_user.name,
-                    "victim_power_diff": victim_diff,
-                    "victim_job": victim.id,
-                    "omega": omega,
-                    "machine": node.name,
-                    "machine_mflops": node.power_per_cpu * victim.cpus,
-                }
-                return Preemption(
-                    victim, receiver, node,
-                    "vacate {victim_job} of {victim_user} on {machine}: {victim_user} is above "
-                    "its share (PowerDiff {victim_power_diff:+.3f}) and after losing "
-                    "{machine_mflops:.0f} MFlops stays at omega {omega:+.3f} > {receiver}'s "
-                    "PowerDiff {receiver_power_diff:+.3f}",
-                    "{receiver_job} of {receiver} onto {machine}: {receiver} is below its share "
-                    "(PowerDiff {receiver_power_diff:+.3f}, {receiver_power_diff_after:+.3f} "
-                    "after); freed from {victim_user}",
-                    figures,
-                )
+                return self._preemption(receiver_user, receiver, victim, receiver_after, ())
+            more = self.more_victims(receiver, victim, now)
+            if more:
+                losses = power_losses(self.pool.users, (victim, *more))
+                if self._refusal(receiver_user, gain, losses, receiver_after,
+                                 threshold) is None:
+                    return self._preemption(receiver_user, receiver, victim, receiver_after,
+                                            more)
         return None
+
+    def _refusal(self, receiver_user: UserState, gain: float,
+                 losses: Mapping[UserState, float], receiver_after: float,
+                 threshold: float) -> str | None:
+        """Which clause of the test refuses the move (each victim user's omega, after all its
+        losses, against the receiver; Phi), or None if it passes."""
+        for user, loss in losses.items():
+            omega = remaining_power(user, loss)
+            if self.ispd2014:
+                if not (omega >= receiver_after or omega > 0):
+                    return "ispd2014"
+            elif not omega > threshold:
+                return "omega"
+        if not self.ispd2014 and not move_lowers_potential(receiver_user, gain, losses):
+            return "phi"
+        return None
+
+    def _preemption(self, receiver_user: UserState, receiver: Task, victim: Task,
+                    receiver_after: float, more: tuple[Task, ...]) -> Preemption:
+        users = self.pool.users
+        node = victim.node
+        losses = power_losses(users, (victim, *more))
+
+        def figures(task: Task) -> dict[str, Any]:
+            user = users[task.user]
+            return {
+                "receiver": receiver_user.name,
+                "receiver_power_diff": receiver_user.power_diff,
+                "receiver_power_diff_after": receiver_after,
+                "receiver_job": receiver.id,
+                "victim_user": user.name,
+                "victim_power_diff": user.power_diff,
+                "victim_job": task.id,
+                "omega": remaining_power(user, losses[user]),
+                "machine": node.name,
+                "machine_mflops": node.power_per_cpu * task.cpus,
+            }
+
+        allocate = ("{receiver_job} of {receiver} onto {machine}: {receiver} is below its share "
+                    "(PowerDiff {receiver_power_diff:+.3f}, {receiver_power_diff_after:+.3f} "
+                    "after); freed from {victim_user}")
+        first = figures(victim)
+        if more:
+            first["victims"] = [task.id for task in (victim, *more)]
+            allocate += " and {more_victims} more vacate(s) on it"
+            first["more_victims"] = len(more)
+        return Preemption(
+            victim, receiver, node,
+            "vacate {victim_job} of {victim_user} on {machine}: {victim_user} is above "
+            "its share (PowerDiff {victim_power_diff:+.3f}) and after losing "
+            "{machine_mflops:.0f} MFlops stays at omega {omega:+.3f} > {receiver}'s "
+            "PowerDiff {receiver_power_diff:+.3f}",
+            allocate, first, tuple((task, figures(task)) for task in more),
+        )
+
+    def declined(self, now: float) -> Decision | None:
+        """Why Fig. 2 stopped although a provider below its share waits: the victim it
+        would take (the most over-share user's least powerful machine) would leave that user
+        no better off than the receiver (omega), or would not lower Phi."""
+        if self._stopped is None:
+            return None
+        receiver_user, receiver, victim_user, victim, omega, receiver_after, clause = \
+            self._stopped
+        node = victim.node
+        figures = {
+            "receiver": receiver_user.name,
+            "receiver_power_diff": receiver_user.power_diff,
+            "receiver_power_diff_after": receiver_after,
+            "receiver_job": receiver.id,
+            "victim_user": victim_user.name,
+            "victim_power_diff": victim_user.power_diff,
+            "victim_job": victim.id,
+            "omega": omega,
+            "machine": node.name,
+            "machine_mflops": node.power_per_cpu * victim.cpus,
+            "rule": clause,
+        }
+        return Decision(DECLINE, receiver, node, self.name, _STOP_REASONS[clause], figures)
 
     def key_figures(self, user: UserState, now: float) -> Mapping[str, float]:
         return hosep_figures(user)

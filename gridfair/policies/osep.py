@@ -19,7 +19,7 @@ job was submitted first, then the user seen first in the pool; among receivers t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from itertools import islice
 from typing import Any
 
@@ -32,6 +32,25 @@ from gridfair.policies.ranking import UserRanking
 def node_balance(user: UserState) -> int:
     """OSEP's f_i: nodes provided minus nodes used (positive: owed nodes)."""
     return user.provided_nodes - user.running
+
+
+def balances_fall(receiver: UserState, users: Mapping[str, UserState],
+                  victims: Sequence[Task]) -> bool:
+    """Whether a preemption of several tasks for one lowers OSEP's potential: the tasks run by
+    users who provide nothing (one of theirs among the victims: it falls), else the sum over
+    providers of f^2 (the receiver's f falls by one, each victim user's rises by its count).
+    One victim for one receiver always does (f moves by one on each side, never across 0)."""
+    counts: dict[str, int] = {}
+    for task in victims:
+        counts[task.user] = counts.get(task.user, 0) + 1
+    if any(users[name].provided_nodes == 0 for name in counts):
+        return True
+    balance = node_balance(receiver)
+    change = (balance - 1) ** 2 - balance ** 2
+    for name, count in counts.items():
+        before = node_balance(users[name])
+        change += (before + count) ** 2 - before ** 2
+    return change < 0
 
 
 def osep_figures(user: UserState) -> dict[str, float]:
@@ -99,34 +118,52 @@ class OsepPreempt(OwnerSharePreempt):
         return (-task.start_time, node.power_per_cpu * task.cpus)
 
     def choose(self, now: float) -> Preemption | None:
-        receiver_user = self.deficit.first()
         victim_user = self.excess.first()
-        if receiver_user is None or victim_user is None:
+        if victim_user is None or self.deficit.first() is None:
             return None
-        receiver = self.pool.head(receiver_user)
+        found = self.next_receiver(now)
+        if found is None:
+            return None
+        receiver_user, receiver = found
         for victim in islice(self.running.of(victim_user.name), VICTIM_CANDIDATES):
             if self.pool.fits_after_vacate(receiver, victim):
-                node = victim.node
-                figures = {
-                    "receiver": receiver_user.name,
-                    "receiver_job": receiver.id,
-                    "receiver_balance": node_balance(receiver_user),
-                    "victim_user": victim_user.name,
-                    "victim_job": victim.id,
-                    "victim_balance": node_balance(victim_user),
-                    "omega": self.pool.lost_work_if_vacated(victim, now),
-                    "machine": node.name,
-                }
-                return Preemption(
-                    victim, receiver, node,
-                    "vacate {victim_job} of {victim_user} on {machine}: {victim_user} uses "
-                    "{victim_balance:+d} nodes beyond its share; least work lost "
-                    "(omega {omega:.0f} s)",
-                    "{receiver_job} of {receiver} onto {machine}: {receiver} is owed "
-                    "{receiver_balance} nodes; freed from {victim_user}",
-                    figures,
-                )
+                return self._preemption(receiver_user, receiver, victim, (), now)
+            more = self.more_victims(receiver, victim, now)
+            if more and balances_fall(receiver_user, self.pool.users, (victim, *more)):
+                return self._preemption(receiver_user, receiver, victim, more, now)
         return None
+
+    def _preemption(self, receiver_user: UserState, receiver: Task, victim: Task,
+                    more: tuple[Task, ...], now: float) -> Preemption:
+        users = self.pool.users
+        node = victim.node
+
+        def figures(task: Task) -> dict[str, Any]:
+            return {
+                "receiver": receiver_user.name,
+                "receiver_job": receiver.id,
+                "receiver_balance": node_balance(receiver_user),
+                "victim_user": task.user,
+                "victim_job": task.id,
+                "victim_balance": node_balance(users[task.user]),
+                "omega": self.pool.lost_work_if_vacated(task, now),
+                "machine": node.name,
+            }
+
+        allocate = ("{receiver_job} of {receiver} onto {machine}: {receiver} is owed "
+                    "{receiver_balance} nodes; freed from {victim_user}")
+        first = figures(victim)
+        if more:
+            first["victims"] = [task.id for task in (victim, *more)]
+            allocate += " and {more_victims} more vacate(s) on it"
+            first["more_victims"] = len(more)
+        return Preemption(
+            victim, receiver, node,
+            "vacate {victim_job} of {victim_user} on {machine}: {victim_user} uses "
+            "{victim_balance:+d} nodes beyond its share; least work lost "
+            "(omega {omega:.0f} s)",
+            allocate, first, tuple((task, figures(task)) for task in more),
+        )
 
     def key_figures(self, user: UserState, now: float) -> Mapping[str, float]:
         return osep_figures(user)

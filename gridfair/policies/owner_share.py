@@ -1,17 +1,27 @@
-"""Bookkeeping shared by the owner-share policies (OSEP, HOSEP): who is below its share and
-wants more, who is above it, and each user's running tasks in victim order.
+"""Bookkeeping shared by the owner-share policies (OSEP, HOSEP, reclaim): who is below its
+share and wants more, who is above it, each user's running tasks in victim order, the tasks on
+each partitionable machine, and the potential every preemption must lower.
 
 The rules themselves (what "below" means, which victim, when a preemption is allowed) live
-in `osep.py` and `hosep.py`; this base only keeps their indexes current from pool events.
+in `osep.py`, `hosep.py` and `reclaim.py`; this base only keeps their indexes current from
+pool events and offers what they share:
+- `next_receiver`: the most deprived user's next task that some machine could hold (a task too
+  big for every machine is set aside and reported, never a reason to vacate);
+- `more_victims`: on a partitionable machine, the further victims the receiver needs room
+  from, among tasks of users above their share (`core.victims.complete`: fewest vacates, then
+  least work lost);
+- `move_lowers_potential`: the guard against ping-pong, for one victim or several.
 """
 
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gridfair.core.pool import Node, Pool, Task, UserState
+from gridfair.core.pool import Node, Pool, Task, UserState, power_diff
 from gridfair.core.stages import PreemptPolicy
+from gridfair.core.victims import complete
 from gridfair.policies.ranking import RunningTasks, UserRanking
 
 # How many of the victim user's tasks to try when the receiver's job does not fit on the
@@ -34,15 +44,59 @@ def phi_falls(receiver_diff: float, receiver_after: float, victim_diff: float,
     return (victim_diff + victim_after) - (receiver_diff + receiver_after) > PHI_TOLERANCE
 
 
+def move_lowers_potential(receiver: UserState, gain: float,
+                          losses: Mapping[UserState, float]) -> bool:
+    """Whether a preemption lowers the owner-share potential: first the MFlops held by users
+    who provide nothing (a victim among them: it falls), then Phi. The receiver gains `gain`
+    MFlops, each victim user loses its `losses` entry. One victim freeing what the receiver
+    takes (a static slot) is `phi_falls`; otherwise Phi's change is summed user by user,
+    Provided (PowerDiff'^2 - PowerDiff^2) = change x (PowerDiff + PowerDiff'), and must be
+    below -`PHI_TOLERANCE` per MFlops moved."""
+    if any(user.provided_power <= 0 for user in losses):
+        return True
+    if len(losses) == 1:
+        (victim, loss), = losses.items()
+        if loss == gain:
+            return phi_falls(receiver.power_diff, _after(receiver, gain), victim.power_diff,
+                             _after(victim, -loss))
+    change = _phi_change(receiver, gain) + sum(_phi_change(user, -loss)
+                                               for user, loss in losses.items())
+    return change < -PHI_TOLERANCE * (gain + sum(losses.values()))
+
+
+def _after(user: UserState, change: float) -> float:
+    """The user's PowerDiff once it holds `change` MFlops more."""
+    return power_diff(user.allocated_power + change, user.provided_power)
+
+
+def _phi_change(user: UserState, change: float) -> float:
+    return change * (user.power_diff + _after(user, change))
+
+
+def power_losses(users: Mapping[str, UserState], victims: Iterable[Task]
+                 ) -> dict[UserState, float]:
+    """Each victim user's loss of MFlops (its victims' share of their machines' power), in
+    the victims' order."""
+    losses: dict[UserState, float] = {}
+    for task in victims:
+        user = users[task.user]
+        losses[user] = losses.get(user, 0.0) + task.node.power_per_cpu * task.cpus
+    return losses
+
+
 class OwnerSharePreempt(PreemptPolicy):
     """Keeps `deficit` (receivers, most deprived first) and `excess` (victims, most over
-    first) rankings and each user's running tasks sorted by `victim_key`."""
+    first) rankings, each user's running tasks sorted by `victim_key`, and the tasks running
+    on each machine of more than one cpu."""
 
     def attach(self, pool: Pool) -> None:
         self.pool = pool
         self.deficit = UserRanking()
         self.excess = UserRanking()
         self.running = RunningTasks(self.victim_key)
+        # Node index -> its running tasks by seq, for machines of more than one cpu (a
+        # one-cpu slot is freed by one vacate: nothing to index there).
+        self.on_node: dict[int, dict[int, Task]] = {}
 
     @abstractmethod
     def deficit_key(self, user: UserState) -> Any | None:
@@ -63,6 +117,36 @@ class OwnerSharePreempt(PreemptPolicy):
 
     def task_started(self, task: Task, now: float) -> None:
         self.running.started(task)
+        node = task.node
+        if node.cpus > 1:
+            tasks = self.on_node.get(node.index)
+            if tasks is None:
+                tasks = self.on_node[node.index] = {}
+            tasks[task.seq] = task
 
     def task_stopped(self, task: Task, now: float, node: Node) -> None:
         self.running.stopped(task, node)
+        if node.cpus > 1:
+            del self.on_node[node.index][task.seq]
+
+    def next_receiver(self, now: float) -> tuple[UserState, Task] | None:
+        """The first user of `deficit` and its next task some machine could hold; tasks too
+        big for every machine are set aside on the way (`Pool.placeable_head`), which takes
+        a user left with none out of `deficit` (its key needs a head)."""
+        while (user := self.deficit.first()) is not None:
+            task = self.pool.placeable_head(user, now)
+            if task is not None:
+                return user, task
+        return None
+
+    def more_victims(self, receiver: Task, first: Task, now: float) -> tuple[Task, ...] | None:
+        """The further victims on `first`'s machine the receiver needs room from, among the
+        tasks of users above their share (`core.victims.complete`); None if none do, or the
+        machine is a one-cpu slot."""
+        node = first.node
+        if node.cpus <= 1:
+            return None
+        users, excess = self.pool.users, self.excess
+        candidates = [task for task in self.on_node[node.index].values()
+                      if task is not first and users[task.user] in excess]
+        return complete(self.pool, receiver, first, candidates, now)

@@ -35,11 +35,16 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Iterator, Mapping
+from typing import Any
 
 from gridfair.core.pool import Node, Pool, Task, UserState, power_diff
-from gridfair.core.stages import Preemption
+from gridfair.core.stages import Decision, Preemption
 from gridfair.policies.hosep import HosepPreempt, hosep_figures, remaining_power
-from gridfair.policies.owner_share import VICTIM_CANDIDATES, phi_falls
+from gridfair.policies.owner_share import (
+    VICTIM_CANDIDATES,
+    move_lowers_potential,
+    power_losses,
+)
 
 #: How many over-share users step 3 looks at, most over first.
 VICTIM_USERS = 4
@@ -78,14 +83,16 @@ class ReclaimPreempt(HosepPreempt):
         return (entry[3] for entry in guests[:VICTIM_CANDIDATES])
 
     def choose(self, now: float) -> Preemption | None:
-        receiver_user = self.deficit.first()
-        if receiver_user is None or self.excess.first() is None:
+        if self.excess.first() is None or self.deficit.first() is None:
             return None
-        receiver = self.pool.head(receiver_user)
+        found = self.next_receiver(now)
+        if found is None:
+            return None
+        receiver_user, receiver = found
         users = self.pool.users
         best = None
         for victim in self._own_machines(receiver_user):
-            choice = self._allowed(receiver_user, receiver, users[victim.user], victim,
+            choice = self._allowed(receiver_user, receiver, users[victim.user], victim, now,
                                    own_machine=True)
             # From the user left most above its share (largest omega); the first of equals.
             if choice is not None and (best is None or choice[3] > best[3]):
@@ -98,7 +105,7 @@ class ReclaimPreempt(HosepPreempt):
             for tried, victim in enumerate(self.running.of(victim_user.name)):
                 if tried == VICTIM_CANDIDATES:
                     break
-                choice = self._allowed(receiver_user, receiver, victim_user, victim)
+                choice = self._allowed(receiver_user, receiver, victim_user, victim, now)
                 # Closest to the share; the victims come least powerful first, so the first
                 # of equals is kept.
                 if choice is not None and (best is None or abs(choice[2]) < abs(best[2])):
@@ -108,54 +115,75 @@ class ReclaimPreempt(HosepPreempt):
         return self._preemption(receiver_user, receiver, best, "closest to its share")
 
     def _allowed(self, receiver_user: UserState, receiver: Task, victim_user: UserState,
-                 victim: Task, own_machine: bool = False
-                 ) -> tuple[UserState, Task, float, float] | None:
-        """(victim user, victim, receiver's PowerDiff after, omega) if the move is allowed:
-        the victim above its share, Phi falling and, off the receiver's own machines, the
-        victim left at or above the receiver."""
-        victim_diff = victim_user.power_diff
-        if victim_diff <= 0 or not self.pool.fits_after_vacate(receiver, victim):
+                 victim: Task, now: float, own_machine: bool = False
+                 ) -> tuple[UserState, Task, float, float, tuple[Task, ...]] | None:
+        """(victim user, victim, receiver's PowerDiff after, omega, further victims on the
+        machine) if the move is allowed: the victim above its share, Phi falling and, off the
+        receiver's own machines, every victim user left at or above the receiver."""
+        if victim_user.power_diff <= 0:
             return None
+        if self.pool.fits_after_vacate(receiver, victim):
+            more: tuple[Task, ...] = ()
+        else:
+            found = self.more_victims(receiver, victim, now)
+            if not found:
+                return None
+            more = found
         node = victim.node
-        omega = remaining_power(victim_user, node.power_per_cpu * victim.cpus)
-        receiver_diff = receiver_user.power_diff
-        receiver_after = power_diff(
-            receiver_user.allocated_power + node.power_per_cpu * receiver.cpus,
-            receiver_user.provided_power)
-        if ((own_machine or omega >= receiver_after)
-                and phi_falls(receiver_diff, receiver_after, victim_diff, omega)):
-            return (victim_user, victim, receiver_after, omega)
+        gain = node.power_per_cpu * receiver.cpus
+        receiver_after = power_diff(receiver_user.allocated_power + gain,
+                                    receiver_user.provided_power)
+        losses = power_losses(self.pool.users, (victim, *more))
+        omegas = {user: remaining_power(user, loss) for user, loss in losses.items()}
+        if ((own_machine or all(omega >= receiver_after for omega in omegas.values()))
+                and move_lowers_potential(receiver_user, gain, losses)):
+            return (victim_user, victim, receiver_after, omegas[victim_user], more)
         return None
 
     def _preemption(self, receiver_user: UserState, receiver: Task,
-                    choice: tuple[UserState, Task, float, float], why: str) -> Preemption:
-        victim_user, victim, receiver_after, omega = choice
+                    choice: tuple[UserState, Task, float, float, tuple[Task, ...]],
+                    why: str) -> Preemption:
+        _, victim, receiver_after, _, more = choice
+        users = self.pool.users
         node = victim.node
-        figures = {
-            "receiver": receiver_user.name,
-            "receiver_power_diff": receiver_user.power_diff,
-            "receiver_power_diff_after": receiver_after,
-            "receiver_job": receiver.id,
-            "victim_user": victim_user.name,
-            "victim_power_diff": victim_user.power_diff,
-            "victim_job": victim.id,
-            "omega": omega,
-            "machine": node.name,
-            "machine_owner": node.owner,
-            "machine_mflops": node.power_per_cpu * victim.cpus,
-            "reason": why,
-        }
+        losses = power_losses(users, (victim, *more))
+
+        def figures(task: Task) -> dict[str, Any]:
+            user = users[task.user]
+            return {
+                "receiver": receiver_user.name,
+                "receiver_power_diff": receiver_user.power_diff,
+                "receiver_power_diff_after": receiver_after,
+                "receiver_job": receiver.id,
+                "victim_user": user.name,
+                "victim_power_diff": user.power_diff,
+                "victim_job": task.id,
+                "omega": remaining_power(user, losses[user]),
+                "machine": node.name,
+                "machine_owner": node.owner,
+                "machine_mflops": node.power_per_cpu * task.cpus,
+                "reason": why,
+            }
+
+        allocate = ("{receiver_job} of {receiver} onto {machine} ({reason}): {receiver} is "
+                    "below its share (PowerDiff {receiver_power_diff:+.3f}, "
+                    "{receiver_power_diff_after:+.3f} after); freed from {victim_user}")
+        first = figures(victim)
+        if more:
+            first["victims"] = [task.id for task in (victim, *more)]
+            allocate += " and {more_victims} more vacate(s) on it"
+            first["more_victims"] = len(more)
         return Preemption(
             victim, receiver, node,
             "vacate {victim_job} of {victim_user} on {machine} (owned by {machine_owner}, "
             "{machine_mflops:.0f} MFlops; {reason}): {victim_user} is above its share "
             "(PowerDiff {victim_power_diff:+.3f}, omega {omega:+.3f} after); {receiver} goes "
             "from {receiver_power_diff:+.3f} to {receiver_power_diff_after:+.3f}",
-            "{receiver_job} of {receiver} onto {machine} ({reason}): {receiver} is below its "
-            "share (PowerDiff {receiver_power_diff:+.3f}, {receiver_power_diff_after:+.3f} "
-            "after); freed from {victim_user}",
-            figures,
+            allocate, first, tuple((task, figures(task)) for task in more),
         )
+
+    def declined(self, now: float) -> Decision | None:
+        return None  # reclaim stops when no move passes; HOSEP's single stopping point is not
 
     def key_figures(self, user: UserState, now: float) -> Mapping[str, float]:
         return hosep_figures(user)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from functools import partial
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -337,3 +339,33 @@ def test_reclaim_does_not_trade_a_tie_of_phi():
         "A", "m3", "closest to its share")
     assert allocate.task.user == "B" and allocate.node is vacate.node
     assert negotiator.cycle(2.0) == []
+
+
+# ------------------------------------------------------------- HOSEP's stopping point, live
+
+
+def test_the_daemon_records_why_hosep_stops_and_explain_shows_it(gridfair_cli, tmp_path):
+    # The demo daemon (`make run`: HOSEP on Table 1, simulated pool). From cycle 4 User1 waits
+    # below its share and Fig. 2 stops: the most over-share user's least powerful machine is
+    # one of User1's own fast ones, and losing it would drop User4 below User1.
+    demo = (Path(__file__).parent.parent / "configs" / "sim.toml").read_text()
+    (tmp_path / "sim.toml").write_text(demo.replace('store = "../gridfair.db"',
+                                                    'store = "state.db"'))
+    assert gridfair_cli("daemon", "--config", str(tmp_path / "sim.toml"), "--cycles",
+                        "6").exit_code == 0
+    db = str(tmp_path / "state.db")
+    explained = gridfair_cli("explain", "User1", "--db", db, "--last", "2")
+    assert explained.exit_code == 0
+    assert ("  cycle 6 (t+600 s): decline 1.5 on user1-fast-3\n"
+            "    hosep: HOSEP stops: 1.5 of User1 waits below its share (PowerDiff -0.304); "
+            "the victim would be 4.0 of User4 on user1-fast-3 (132250 MFlops), the least "
+            "powerful machine of the user furthest above its share (PowerDiff +0.482), who "
+            "would fall to omega -1.000, not above User1's -0.304") in explained.stdout
+    as_json = json.loads(gridfair_cli("explain", "User4", "--db", db, "--format",
+                                      "json").stdout)
+    declined = [d for d in as_json["decisions"] if d["kind"] == "decline"]
+    assert declined and declined[0]["figures"]["victim_user"] == "User4"
+    assert declined[0]["figures"]["omega"] == -1.0 and declined[0]["action"] is None
+    # The cycle's log counts decisions acted on; the decline is recorded, not acted on.
+    actions = gridfair_cli("actions", "--db", db).stdout
+    assert "decline" not in actions

@@ -53,7 +53,9 @@ def report_from_snapshot(snapshot: Snapshot, policy: str | None, order: str | No
     stages = build_stages(policy, order=order, preempt=preempt, admit=admit, options=options)
     loaded = pool_from_snapshot(snapshot, stages)
     rows = share_rows(loaded.pool)  # before the cycle: the pool as the ads describe it
-    decisions = list(loaded.admissions) + loaded.negotiator.cycle(snapshot.time)
+    # Why the preemption stage stopped (HOSEP's rule), after the decisions: never acted on.
+    decisions = (list(loaded.admissions) + loaded.negotiator.cycle(snapshot.time)
+                 + loaded.negotiator.declined)
     skipped = list(snapshot.skipped) + list(loaded.unplaced)
     return SharesReport(
         time=snapshot.time,

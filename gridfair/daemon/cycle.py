@@ -30,7 +30,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,7 +38,7 @@ from typing import Any
 from gridfair.classads.kept_pool import KeptPool, unsupported
 from gridfair.classads.to_pool import LoadedPool, pool_from_snapshot
 from gridfair.core.collector import CycleCollector
-from gridfair.core.pool import CPUS, GPUS, MEMORY, POWER, Pool, UserState
+from gridfair.core.pool import CPUS, GPUS, MEMORY, POWER, Pool, Task, UserState
 from gridfair.core.shares import share_rows
 from gridfair.core.stages import ALLOCATE, VACATE, Decision
 from gridfair.daemon import inflight, shadow
@@ -192,6 +192,8 @@ class CycleRunner:
         self._known: dict[str, dict[str, Any]] | None = None
         # The snapshot `_known` was last reconciled with: its unchanged jobs are passed over.
         self._reconciled: Snapshot | None = None
+        # Jobs already reported too big for every machine (each is noted once, not per cycle).
+        self._too_big: set[str] = set()
 
     # ------------------------------------------------------------------ run
     def run(self) -> CycleReport:
@@ -269,10 +271,13 @@ class CycleRunner:
             usage = self._usage_rows(pool, stages, cycle, now)
             as_run = shadow.side_rows(pool, cycle, shadow.POOL) if self.shadow else []
             decisions = list(loaded.admissions) + negotiator.cycle(now)
+            notes += self._newly_too_big(negotiator.unplaceable)
             stale = snapshot_too_old(self.limits, snapshot.time, now)
             held = [{"rule": h.rule, "victim": h.preemption.victim.id,
                      "victim_user": h.preemption.victim.user, "receiver": h.preemption.receiver.id,
-                     "receiver_user": h.preemption.receiver.user, "machine": h.preemption.node.name}
+                     "receiver_user": h.preemption.receiver.user, "machine": h.preemption.node.name,
+                     **({"more_victims": [task.id for task, _ in h.preemption.more]}
+                        if h.preemption.more else {})}
                     for h in negotiator.held_back]
             if stale and not self.dry_run and decisions:
                 held.append({"rule": stale, "decisions": len(decisions)})
@@ -284,7 +289,7 @@ class CycleRunner:
                       "decisions": len(decisions), "held_back": len(held),
                       "skipped": len(snapshot.skipped)}
             to_run = self._record_plan(cycle, snapshot, recon, decisions, usage, held, notes, now,
-                                       act, counts)
+                                       act, counts, negotiator.declined)
             self._remember_jobs(recon)
             self._reconciled = snapshot
             if self.shadow:
@@ -319,6 +324,18 @@ class CycleRunner:
             self.metrics.users((row["user"], row["power_diff"], row["dominant_share"])
                                for row in usage)
             return CycleReport(cycle, outcome, duration, counts)
+
+    def _newly_too_big(self, found: list[tuple[Task, str]]) -> list[str]:
+        """Notes (and a log line) for the jobs first found too big for every machine: never a
+        reason to vacate, reported once while the daemon runs."""
+        notes = []
+        for task, reason in found:
+            if task.id not in self._too_big:
+                self._too_big.add(task.id)
+                notes.append(f"{task.id}: too big for every machine: {reason}")
+                log.warning("job %s of %s is too big for every machine: %s", task.id,
+                            task.user, reason)
+        return notes
 
     def _hold_pool(self, cycle: int) -> dict[str, Any]:
         """Renew the lease on the pool's starts, before acting: gridfair has just read the
@@ -388,10 +405,11 @@ class CycleRunner:
     def _record_plan(
         self, cycle: int, snapshot: Snapshot, recon: Reconciliation, decisions: list[Decision],
         usage: list[dict[str, Any]], held: list[dict[str, Any]], notes: list[str], now: float,
-        act: bool, counts: Mapping[str, int],
+        act: bool, counts: Mapping[str, int], declined: Sequence[Decision] = (),
     ) -> list[PlannedAction]:
         """Write everything the cycle learnt and decided in one transaction; returns the
-        actions to carry out now."""
+        actions to carry out now. `declined` (why the preemption stage stopped) is recorded
+        after the decisions, for `explain`, and never acted on."""
         store = self.store
         machines = snapshot.machines_by_name
         jobs = snapshot.jobs_by_id
@@ -402,6 +420,9 @@ class CycleRunner:
         # Slots whose vacate is not carried out now and was not confirmed before: the
         # allocation paired with it must wait, the slot is not free.
         unfreed: set[str] = set()
+        decision_rows += [{"cycle": cycle, "seq": seq, **_decision_columns(decision),
+                           "action": None}
+                          for seq, decision in enumerate(declined, len(decisions))]
         for seq, decision in enumerate(decisions):
             self.metrics.decision(decision.kind)
             row = {"cycle": cycle, "seq": seq, **_decision_columns(decision), "action": None}

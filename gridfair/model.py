@@ -28,13 +28,20 @@ class JobStatus(IntEnum):
     SUSPENDED = 7
 
 
+#: HTCondor's slot types (`SlotType`): a static slot runs one job and is claimed whole; a
+#: partitionable slot is a machine's resources, from which each job gets a dynamic slot.
+STATIC, PARTITIONABLE, DYNAMIC = "Static", "Partitionable", "Dynamic"
+
+
 @dataclass(frozen=True, slots=True)
 class Machine:
-    """One slot of the pool: who provides it, how fast it is, what runs on it."""
+    """One slot of the pool: who provides it, how fast it is, what runs on it. For a
+    partitionable slot, `cpus`, `memory` and `gpus` are the machine's whole (TotalSlotCpus,
+    ...), not what is left; for a dynamic slot, its own share."""
 
     name: str
     owner: str | None
-    power: float  # MFlops of the whole slot
+    power: float  # MFlops of the whole slot (of a partitionable one: of all its cpus)
     cpus: float = 1.0
     memory: float = 0.0  # MiB
     state: str = "Unclaimed"
@@ -43,11 +50,22 @@ class Machine:
     running_user: str | None = None  # who HTCondor authenticated (RemoteUser)
     running_group: str | None = None  # the running job's accounting group, as the slot says
     load: float = 0.0  # background occupancy, 0..1 (iSPD's machine load)
+    slot_type: str = STATIC
+    gpus: float = 0.0
     ad: Any = field(default=None, compare=False, repr=False)  # classad2.ClassAd, for matching
 
     @property
     def is_free(self) -> bool:
         return self.running_job is None and self.state == "Unclaimed"
+
+    @property
+    def parent(self) -> str | None:
+        """The partitionable slot a dynamic slot is cut from (HTCondor names them
+        `slot1_3@host` and `slot1@host`); None for any other slot."""
+        if self.slot_type != DYNAMIC:
+            return None
+        slot, at, host = self.name.partition("@")
+        return f"{slot.rpartition('_')[0]}{at}{host}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +85,7 @@ class Job:
     machine: str | None = None  # RemoteHost, when running
     # The identity the job was charged as (`Charge.identity`), once a backend charged it.
     identity: str | None = None
+    request_gpus: float = 0.0
     # The ad matching reads (its Requirements, Rank, ...): the job's own, its autocluster's, or
     # the job's as text (`classads.reader.AdText`), parsed again when it is matched.
     ad: Any = field(default=None, compare=False, repr=False)
@@ -77,7 +96,7 @@ class Job:
         return Job(id=self.id, user=user, status=self.status, qdate=self.qdate,
                    request_cpus=self.request_cpus, request_memory=self.request_memory,
                    group=self.group, start_time=self.start_time, machine=self.machine,
-                   identity=identity, ad=self.ad)
+                   identity=identity, request_gpus=self.request_gpus, ad=self.ad)
 
 
 @dataclass(frozen=True, slots=True)

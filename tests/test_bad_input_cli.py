@@ -137,8 +137,8 @@ def test_corrupted_real_ads_are_each_named_or_refused_in_one_line(corruptions):
         assert result.exit_code == 0, result.output
         report = json.loads(result.stdout)
         named = [item for item in report["skipped"] if item["source"] == str(path)]
-        # Every ad of the file is a slot shown or a skipped ad named with its index.
+        # Every ad of the file is a slot used or a skipped ad named with its index.
         text = data.decode("utf-8")
         if not text.lstrip().startswith(("[", "/")):  # old syntax, as the real dump is
-            assert report["totals"]["nodes_provided"] + len(named) == _ad_blocks(text)
+            assert report["slots"] + len(named) == _ad_blocks(text)
         assert all(item["index"] >= 1 and item["reason"] for item in named)

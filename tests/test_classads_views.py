@@ -56,9 +56,15 @@ def test_real_partitionable_and_dynamic_slots(tmp_path: Path) -> None:
     path = owned("partionable8core", tmp_path, ["alice"] * 5, [8000, 1000, 1000, 1000, 1000])
     machines, _ = read_machines(path)
     pslot, *dynamic = machines
-    assert (pslot.cpus, pslot.running_job) == (4.0, None)
+    # The partitionable slot is the whole machine (TotalSlotCpus 8, TotalSlotMemory 15940;
+    # its Cpus 4 are what the dynamic slots leave), its power that of a CPU times 8.
+    assert (pslot.slot_type, pslot.cpus, pslot.memory, pslot.running_job) == (
+        "Partitionable", 8.0, 15940.0, None)
+    assert pslot.power == 8 * 8000
     assert [m.running_job for m in dynamic] == ["2.0", "2.1", "2.2", "2.3"]
     assert {m.running_user for m in dynamic} == {"bt@cs.wisc.edu"}
+    assert {(m.slot_type, m.parent, m.cpus) for m in dynamic} == {
+        ("Dynamic", "slot1@ingwe.cs.wisc.edu", 1.0)}
 
 
 def test_real_job_with_memory_expression(tmp_path: Path) -> None:

@@ -29,18 +29,17 @@ from typing import TYPE_CHECKING
 
 from gridfair.classads.matching import AutoclusterMatcher
 from gridfair.classads.to_pool import (
-    CLAIMED,
-    UNCLAIMED,
     LoadedPool,
+    close,
+    lay_out,
     node_from_machine,
-    place_running,
     queue_order,
     task_from_job,
 )
 from gridfair.core.collector import collector_paused
 from gridfair.core.negotiator import Negotiator
 from gridfair.core.pool import Node, Pool, Task
-from gridfair.model import JOB_ID, JOB_STATUS, Job, JobStatus, Machine, Snapshot
+from gridfair.model import DYNAMIC, JOB_ID, JOB_STATUS, Job, JobStatus, Machine, Snapshot
 
 if TYPE_CHECKING:
     from gridfair.policies.registry import Stages
@@ -109,7 +108,8 @@ class KeptPool:
     def _update(self, snapshot: Snapshot, stages: Stages) -> LoadedPool:
         events = PoolEvents()
         now = snapshot.time
-        nodes = self._nodes(snapshot.machines, events)
+        nodes = self._nodes((machine for machine in snapshot.machines
+                             if machine.slot_type != DYNAMIC), events)
         last_views = self._views
         jobs, fresh = self._tasks(snapshot)
         # Over every job of the snapshot, so run in C: compress, map, attrgetter.
@@ -117,34 +117,28 @@ class KeptPool:
         running_jobs = sorted(
             compress(snapshot.jobs, map(is_, statuses, repeat(JobStatus.RUNNING))),
             key=lambda job: jobs[job.id][2])
-        placed, unplaced = place_running(snapshot.machines, running_jobs)
-        occupant = {slot: job for job, slot in placed.items()}
+        layout = lay_out(snapshot.machines, running_jobs, jobs)
+        for machine, available in layout.nodes:
+            node = nodes[machine.name]
+            node.used_cpus = node.used_memory = 0.0
+            if available:
+                node.free_cpus, node.free_memory = node.cpus, node.memory
+            else:
+                close(node, layout.running)
         running: list[tuple[Task, Node, float]] = []
         running_on: dict[str, str] = {}  # running job -> its slot
-        for machine in snapshot.machines:
-            node = nodes[machine.name]
-            busy = machine.state == CLAIMED and (machine.name in occupant
-                                                 or machine.running_user is not None)
-            available = machine.state == UNCLAIMED or busy
-            node.free_cpus = node.cpus if available else 0.0
-            node.free_memory = node.memory if available else 0.0
-            node.used_cpus = node.used_memory = 0.0
-            if machine.state != CLAIMED:
-                continue
-            job = occupant.get(machine.name)
-            if job is not None:
-                task = jobs[job.id][1]
-                started = job.start_time if job.start_time is not None else now
-                running_on[job.id] = machine.name
-            elif machine.running_user is not None:
-                known = machine.running_job is None or machine.running_job in jobs
-                task = Task(f"claim@{machine.name}" if known else machine.running_job,
-                            machine.running_user, now)
-                started = now
+        for share in layout.running:
+            node = nodes[share.node]
+            if share.job is not None:
+                task = jobs[share.job.id][1]
+                started = share.job.start_time if share.job.start_time is not None else now
+                running_on[share.job.id] = share.slot
             else:
-                continue
-            # The claim holds the whole slot, whatever the job asked for.
-            task.cpus, task.memory = node.cpus, node.memory
+                task = Task(share.stand_in[0], share.stand_in[1], now)
+                started = now
+            # A static slot's claim holds the whole slot, whatever the job asked for.
+            task.cpus, task.memory = (node.cpus, node.memory) if share.whole else (
+                share.cpus, share.memory)
             running.append((task, node, started))
         idle_jobs = compress(snapshot.jobs, map(is_, statuses, repeat(JobStatus.IDLE)))
         idle = list(map(jobs.__getitem__, map(JOB_ID, idle_jobs)))
@@ -153,13 +147,13 @@ class KeptPool:
         pool = Pool(task_key=stages.order.task_key,
                     exact_accounting=stages.order.exact_accounting,
                     matcher=self._matcher if self._matcher is not None else AutoclusterMatcher())
-        pool.load([nodes[machine.name] for machine in snapshot.machines],
+        pool.load([nodes[machine.name] for machine, _ in layout.nodes],
                   list(map(_TASK, idle)), running)
         negotiator = Negotiator(pool, stages.order, stages.preempt, stages.admit)
         pool.announce(now)
         self.events = events
         self.cycles += 1
-        return LoadedPool(negotiator, (), tuple(unplaced))
+        return LoadedPool(negotiator, (), layout.unplaced)
 
     # ------------------------------------------------------------- internals
     def _nodes(self, machines: Iterable[Machine], events: PoolEvents) -> dict[str, Node]:

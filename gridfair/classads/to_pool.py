@@ -3,20 +3,27 @@
 Nodes are added in snapshot order (their index is the tie-break), idle and running jobs are
 submitted in queue order (QDate, then ClusterId.ProcId), and running jobs are started on their
 slots, so per-user totals (provided and allocated MFlops, running, idle) are those of the pool
-at the snapshot's time. A claimed slot holds its whole capacity, as an HTCondor claim does.
+at the snapshot's time (`lay_out`, shared with the daemon's kept pool).
 
-What a slot is doing decides whether it is free:
-- Unclaimed: free;
+A node is a static slot or a partitionable slot (a whole machine: its TotalSlotCpus, memory,
+GPUs and power); a dynamic slot is not a node but a share of its partitionable slot's, held by
+the job that runs in it. A claimed static slot holds its whole capacity, as an HTCondor claim
+does; a dynamic slot holds its own CPUs, memory and GPUs. What a slot is doing decides
+whether it is free:
+- Unclaimed: free (a partitionable slot: what its dynamic slots leave);
 - Claimed with a job of the jobs read: that job runs there;
 - Claimed by a user whose job was not read (another schedd's): a stand-in task of that user
   runs there, so the slot counts in the user's allocation;
 - anything else (Owner, Matched, Preempting, Drained, a claim without a user): not free, and
   still counted in its owner's provided power.
+A job may also run on a partitionable slot itself (the daemon's view of an allocation in
+flight, `gridfair.daemon.inflight`), holding what it asks for. A dynamic slot whose
+partitionable slot is not in the snapshot is skipped, with its job, and the reason.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -24,7 +31,7 @@ from gridfair.classads.matching import AutoclusterMatcher
 from gridfair.core.negotiator import Negotiator
 from gridfair.core.pool import Node, Pool, Task
 from gridfair.core.stages import Decision
-from gridfair.model import Job, JobStatus, Machine, SkippedAd, Snapshot
+from gridfair.model import DYNAMIC, PARTITIONABLE, Job, JobStatus, Machine, SkippedAd, Snapshot
 
 if TYPE_CHECKING:
     from gridfair.policies.registry import Stages
@@ -55,6 +62,13 @@ def node_from_machine(machine: Machine, *, available: bool = True) -> Node:
     return node
 
 
+def close(node: Node, running: list[Running]) -> None:
+    """A node that takes no new job keeps room for exactly what runs on it (the dynamic
+    slots of a partitionable slot its owner took back), so it is full once they start."""
+    node.free_cpus = sum(share.cpus for share in running if share.node == node.name)
+    node.free_memory = sum(share.memory for share in running if share.node == node.name)
+
+
 def task_from_job(job: Job) -> Task:
     return Task(job.id, job.user, job.qdate, cpus=job.request_cpus, memory=job.request_memory,
                 ad=job.ad)
@@ -63,6 +77,89 @@ def task_from_job(job: Job) -> Task:
 def queue_order(job: Job) -> tuple[float, tuple[int, ...]]:
     """QDate, then the id as numbers (so 10.0 comes after 9.0)."""
     return job.qdate, tuple(map(int, job.id.split(".")))
+
+
+@dataclass(frozen=True, slots=True)
+class Running:
+    """Something running on a node, and what of the node it holds: a job of the jobs read,
+    or (`job` None) a stand-in for a claim whose job was not read."""
+
+    node: str
+    slot: str  # the slot it runs in: the node, or a dynamic slot of it
+    job: Job | None
+    cpus: float
+    memory: float
+    stand_in: tuple[str, str] | None = None  # (task id, user) of a stand-in
+    whole: bool = False  # a static slot's claim: it holds the node, whatever its size
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """Where everything runs: the nodes (machines that are not dynamic slots, in snapshot
+    order, each with whether it takes jobs now), what runs on them in slot order, and the
+    slots and running jobs that could not be placed, with why."""
+
+    nodes: tuple[tuple[Machine, bool], ...]
+    running: tuple[Running, ...]
+    unplaced: tuple[SkippedAd, ...]
+
+
+def lay_out(machines: tuple[Machine, ...], running_jobs: list[Job],
+            job_ids: Collection[str]) -> Layout:
+    """The layout of a snapshot: `running_jobs` in queue order, `job_ids` every job read."""
+    by_name = {machine.name: machine for machine in machines}
+    placed, unplaced = place_running(machines, running_jobs)
+    occupant = {slot: job for job, slot in placed.items() if by_name[slot].slot_type
+                != PARTITIONABLE}
+    on_partitionable: dict[str, list[Job]] = {}
+    for job, slot in placed.items():
+        if by_name[slot].slot_type == PARTITIONABLE:
+            on_partitionable.setdefault(slot, []).append(job)
+    nodes: list[tuple[Machine, bool]] = []
+    running: list[Running] = []
+    for machine in machines:
+        if machine.slot_type == DYNAMIC:
+            parent = by_name.get(machine.parent or "")
+            if parent is None or parent.slot_type != PARTITIONABLE:
+                unplaced.append(SkippedAd("machines", 0, machine.name, f"dynamic slot of "
+                                          f"{machine.parent}, which is not among the "
+                                          "partitionable slots read"))
+                continue
+            share = _claim(machine, occupant, job_ids, parent.name, whole=False)
+            if share is not None:
+                running.append(share)
+            continue
+        busy = machine.state == CLAIMED and (machine.name in occupant
+                                             or machine.running_user is not None)
+        nodes.append((machine, machine.state == UNCLAIMED or busy))
+        if machine.slot_type == PARTITIONABLE:
+            running += [Running(machine.name, machine.name, job, job.request_cpus,
+                                job.request_memory)
+                        for job in on_partitionable.get(machine.name, ())]
+        elif machine.state == CLAIMED:
+            share = _claim(machine, occupant, job_ids, machine.name, whole=True)
+            if share is not None:
+                running.append(share)
+    return Layout(tuple(nodes), tuple(running), tuple(unplaced))
+
+
+def _claim(machine: Machine, occupant: dict[str, Job], job_ids: Collection[str], node: str, *,
+           whole: bool) -> Running | None:
+    """What runs on a claimed static or dynamic slot: its job, a stand-in for its user's
+    claim, or nothing (a claim without a user)."""
+    if machine.state != CLAIMED:
+        return None
+    job = occupant.get(machine.name)
+    if job is not None:
+        return Running(node, machine.name, job, machine.cpus, machine.memory, whole=whole)
+    if machine.running_user is None:
+        return None
+    # Named after the slot's JobId unless a job read has that id (a snapshot taken as the
+    # job changed state).
+    known = machine.running_job is None or machine.running_job in job_ids
+    task_id = f"claim@{machine.name}" if known else machine.running_job
+    return Running(node, machine.name, None, machine.cpus, machine.memory,
+                   stand_in=(task_id, machine.running_user), whole=whole)
 
 
 def pool_from_snapshot(
@@ -83,42 +180,37 @@ def pool_from_snapshot(
     negotiator = Negotiator(pool, stages.order, stages.preempt, stages.admit)
     now = snapshot.time
     jobs = sorted(snapshot.jobs, key=queue_order)
-    placed, unplaced = place_running(snapshot.machines, jobs)
-    occupant = {slot: job for job, slot in placed.items()}
-
-    for machine in snapshot.machines:
-        busy = machine.state == CLAIMED and (machine.name in occupant
-                                             or machine.running_user is not None)
-        available = machine.state == UNCLAIMED or busy
-        pool.add_node(node_from_machine(machine, available=available))
     job_ids = {job.id for job in jobs}
+    layout = lay_out(snapshot.machines,
+                     [job for job in jobs if job.status is JobStatus.RUNNING], job_ids)
+    for machine, available in layout.nodes:
+        node = node_from_machine(machine)
+        if not available:
+            close(node, layout.running)
+        pool.add_node(node)
     admissions = []
     for job in jobs:
         if job.status is JobStatus.IDLE:
             decision = negotiator.submit(task_from_job(job), now)
             if decision is not None:
                 admissions.append(decision)
-    for machine in snapshot.machines:
-        if machine.state != CLAIMED:
-            continue
-        node = pool.nodes_by_name[machine.name]
-        job = occupant.get(machine.name)
-        if job is not None:
-            _start_on(pool, task_from_job(job), node, now, job.start_time)
-        elif machine.running_user is not None:
-            # Named after the slot's JobId unless a job read has that id (a snapshot taken
-            # as the job changed state).
-            known = machine.running_job is None or machine.running_job in job_ids
-            stand_in = Task(f"claim@{machine.name}" if known else machine.running_job,
-                            machine.running_user, now)
-            _start_on(pool, stand_in, node, now, None)
-    return LoadedPool(negotiator, tuple(admissions), tuple(unplaced))
+    for share in layout.running:
+        node = pool.nodes_by_name[share.node]
+        if share.job is not None:
+            task, started = task_from_job(share.job), share.job.start_time
+        else:
+            task, started = Task(share.stand_in[0], share.stand_in[1], now), None
+        _start_on(pool, task, node, share, now, started)
+    return LoadedPool(negotiator, tuple(admissions), layout.unplaced)
 
 
 def place_running(
     machines: tuple[Machine, ...], jobs: list[Job]
 ) -> tuple[dict[Job, str], list[SkippedAd]]:
-    """Running job -> claimed slot: the slot whose JobId names it, else its RemoteHost."""
+    """Running job -> the slot it runs on: the claimed slot whose JobId names it, else its
+    RemoteHost (a claimed static or dynamic slot, which one job holds, or a partitionable
+    slot itself, which several may share)."""
+    by_name = {machine.name: machine for machine in machines}
     claimed = {machine.name: machine for machine in machines if machine.state == CLAIMED}
     slot_by_job_id = {machine.running_job: machine.name for machine in claimed.values()
                       if machine.running_job is not None}
@@ -129,23 +221,28 @@ def place_running(
         if job.status is not JobStatus.RUNNING:
             continue
         slot = slot_by_job_id.get(job.id) or job.machine
+        shared = slot in by_name and by_name[slot].slot_type == PARTITIONABLE
         if slot is None:
             reason = "running, but no slot names it (no JobId on a slot, no RemoteHost)"
-        elif slot not in claimed:
+        elif slot not in claimed and not shared:
             reason = f"running on {slot}, which is not a claimed slot among the machines read"
         elif slot in taken:
             reason = f"running on {slot}, which another job already holds"
         else:
             placed[job] = slot
-            taken.add(slot)
+            if not shared:
+                taken.add(slot)
             continue
         unplaced.append(SkippedAd("jobs", 0, job.id, reason))
     return placed, unplaced
 
 
-def _start_on(pool: Pool, task: Task, node: Node, now: float, started: float | None) -> None:
-    # The claim holds the whole slot, whatever the job asked for. Running jobs were admitted
-    # when they were submitted: they go straight to the pool, past any admission stage.
-    task.cpus, task.memory = node.free_cpus, node.free_memory
+def _start_on(pool: Pool, task: Task, node: Node, share: Running, now: float,
+              started: float | None) -> None:
+    # A static slot's claim holds the whole slot, whatever the job asked for; a dynamic slot
+    # its own share. Running jobs were admitted when they were submitted: they go straight to
+    # the pool, past any admission stage.
+    task.cpus, task.memory = (node.free_cpus, node.free_memory) if share.whole else (
+        share.cpus, share.memory)
     pool.submit(task, now)
     pool.start(task, node, started if started is not None else now)

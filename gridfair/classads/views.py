@@ -3,7 +3,11 @@
 Values are evaluated with classad2 in the ad's own scope (`RequestMemory` is often an
 expression). Which attribute names the machine's owner and which its power is configurable
 (`AdConfig`): by default the owner is `GridOwner` and the power the first of `MFlops`,
-`KFlops / 1000` and `Mips` that the ad has, taken as the power of the whole slot.
+`KFlops / 1000` and `Mips` that the ad has: the power of the whole slot for a static slot, of
+one CPU for a partitionable or dynamic slot (whose size changes: HTCondor's own benchmarks,
+`KFlops` and `Mips`, are per core too). A partitionable slot is a whole machine: its size is
+`TotalSlotCpus`, `TotalSlotMemory` and `TotalSlotGPUs` (its `Cpus`, `Memory` and `GPUs` are
+what is left, and must be there), and its power the power of a CPU times its CPUs.
 
 Strict functions raise an InputError naming file, line, ad (index and Name) and attribute for
 the first unusable ad; lenient ones return the usable views with a `SkippedAd` for each other.
@@ -11,6 +15,7 @@ the first unusable ad; lenient ones return the usable views with a `SkippedAd` f
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -22,7 +27,16 @@ import classad2
 
 from gridfair.classads.reader import AdFormat, SourcedAd, attribute_line, read_ads, skip_reason
 from gridfair.errors import InputError
-from gridfair.model import AdWarning, Job, JobStatus, Machine, SkippedAd, Snapshot
+from gridfair.model import (
+    PARTITIONABLE,
+    STATIC,
+    AdWarning,
+    Job,
+    JobStatus,
+    Machine,
+    SkippedAd,
+    Snapshot,
+)
 
 #: (attribute, factor to MFlops), tried in order: HTCondor's KFlops is in kilo-flops; Mips is
 #: taken as it is, a relative figure of the same order as MFlops on one core.
@@ -143,19 +157,52 @@ def machine_view(sourced: SourcedAd, config: AdConfig = AdConfig()) -> Machine:
     values = AdValues(sourced, None)
     values.name = values.text("Name", required=True)
     owner = values.text(config.owner_attr, required=True)
+    slot_type = values.text("SlotType") or STATIC
+    if slot_type == PARTITIONABLE:
+        # What is left must be there (a slot that says nothing of it is not one to trust).
+        values.number("Cpus")
+        values.number("Memory")
+        cpus = values.number("TotalSlotCpus", positive=True)
+        memory = values.number("TotalSlotMemory")
+        gpus = values.number("TotalSlotGPUs", 0.0)
+    else:
+        cpus = values.number("Cpus", 1.0, positive=True)
+        memory = values.number("Memory", 0.0)
+        gpus = values.number("GPUs", 0.0)
+    power = _power(values, config)
+    ad = sourced.ad if slot_type != PARTITIONABLE else _whole_machine(sourced.ad)
     return Machine(
         name=values.name,
         owner=owner,
-        power=_power(values, config),
-        cpus=values.number("Cpus", 1.0, positive=True),
-        memory=values.number("Memory", 0.0),
+        power=power if slot_type == STATIC else power * cpus,
+        cpus=cpus,
+        memory=memory,
         state=values.text("State") or "Unclaimed",
         activity=values.text("Activity") or "Idle",
         running_job=values.text("JobId"),
         running_user=values.text("RemoteUser") or values.text("RemoteOwner"),
         running_group=_group_of(values.text("AccountingGroup")),
-        ad=sourced.ad,
+        slot_type=slot_type,
+        gpus=gpus,
+        ad=ad,
     )
+
+
+#: A partitionable slot's resources as its ad says what is left of them, and their totals.
+_LEFT_AND_TOTAL = (("Cpus", "TotalSlotCpus"), ("Memory", "TotalSlotMemory"),
+                   ("GPUs", "TotalSlotGPUs"), ("Disk", "TotalSlotDisk"))
+
+
+def _whole_machine(ad: Any) -> Any:
+    """A partitionable slot's ad as matching reads it: its resources at their totals, so
+    that a job's Requirements (`TARGET.Cpus >= RequestCpus`, ...) say whether it could run
+    on the machine at all; whether it fits beside what runs there is the pool's to say (a
+    slot with no CPU left would match nothing, and nothing could be preempted for a job)."""
+    whole = copy.deepcopy(ad)
+    for left, total in _LEFT_AND_TOTAL:
+        if total in ad:
+            whole[left] = ad.lookup(total)
+    return whole
 
 
 def _power(values: AdValues, config: AdConfig) -> float:
@@ -208,6 +255,7 @@ def machines_from_ads(
 JOB_VIEW_ATTRIBUTES = (
     "ClusterId", "ProcId", "JobStatus", "QDate", "JobCurrentStartDate", "RemoteHost", "User",
     "Owner", "AccountingGroup", "AcctGroup", "AcctGroupUser", "RequestCpus", "RequestMemory",
+    "RequestGPUs",
 )
 
 
@@ -226,6 +274,7 @@ class JobRequest:
     cpus: float
     memory: float
     ad: Any
+    gpus: float = 0.0
 
 
 def job_request(sourced: SourcedAd, name: str | None = None) -> JobRequest:
@@ -233,7 +282,8 @@ def job_request(sourced: SourcedAd, name: str | None = None) -> JobRequest:
     the ad `name`) if it cannot be used."""
     values = AdValues(sourced, name)
     return JobRequest(values.number("RequestCpus", 1.0, positive=True),
-                      values.number("RequestMemory", 0.0), sourced.ad)
+                      values.number("RequestMemory", 0.0), sourced.ad,
+                      values.number("RequestGPUs", 0.0))
 
 
 def grouped_job_view(sourced: SourcedAd, request: SourcedAd | JobRequest,
@@ -264,6 +314,7 @@ def grouped_job_view(sourced: SourcedAd, request: SourcedAd | JobRequest,
         qdate=qdate,
         request_cpus=asks.cpus,
         request_memory=asks.memory,
+        request_gpus=asks.gpus,
         group=group,
         start_time=values.optional_number("JobCurrentStartDate"),
         machine=values.text("RemoteHost"),
@@ -305,7 +356,8 @@ def _plain_job(ad: Any, request: SourcedAd | JobRequest, keep_ad: Any) -> Job | 
     job_id = f"{cluster}.{proc}"
     asks = request if isinstance(request, JobRequest) else job_request(request, job_id)
     return Job(id=job_id, user=user, status=status, qdate=float(qdate),
-               request_cpus=asks.cpus, request_memory=asks.memory, group=group,
+               request_cpus=asks.cpus, request_memory=asks.memory,
+               request_gpus=asks.gpus, group=group,
                start_time=None if started is None else float(started), machine=machine,
                ad=asks.ad if keep_ad is None else keep_ad)
 

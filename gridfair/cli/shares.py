@@ -67,6 +67,7 @@ def report_from_snapshot(snapshot: Snapshot, policy: str | None, order: str | No
         warnings=[item.row() for item in snapshot.warnings],
         charges=[{"identity": charge.identity, "owner": charge.owner, "rule": charge.reason,
                   "mapped": charge.mapped} for charge in snapshot.charges],
+        slots=len(snapshot.machines),
     )
 
 
@@ -127,6 +128,7 @@ def shares_json(report: SharesReport) -> str:
         "users": list(report.users),
         "unmapped": unmapped_submitters(report),
         "charges": list(report.charges),
+        "slots": report.slots,
         "totals": dict(report.totals),
         "decisions": list(report.decisions),
         "skipped": list(report.skipped),

@@ -34,6 +34,8 @@ class SharesReport:
     #: Who each identity's jobs are charged to and why (identity, owner, rule, mapped), when
     #: the source charged them (a live pool, the daemon's store).
     charges: Sequence[Mapping[str, Any]] = ()
+    #: Slot ads used (static, partitionable and dynamic), when the source read ads.
+    slots: int | None = None
     #: How the decisions are introduced: from ads, what one cycle would do now; from the
     #: daemon's store, what its latest cycle did (each decision then has its action's state).
     decisions_heading: str = "Decisions now"

@@ -535,11 +535,11 @@ class CycleRunner:
                 # Start times are whole seconds: a restart in the issue's own second reads as
                 # not seen, which under-reports but never confirms a vacate that did not happen.
                 job = jobs.get(action["job"])
-                done = where != action["machine"] or job is None or (
+                done = not inflight.on_slot(where, action["machine"]) or job is None or (
                     job.status != JobStatus.RUNNING) or (
                     job.start_time is not None and job.start_time > action["updated_at"])
             else:
-                done = where == action["machine"]
+                done = inflight.on_slot(where, action["machine"])
             if done:
                 store.set_action_state(key, CONFIRMED, cycle, now,
                                        "issued before an interruption; effect seen", db=db)

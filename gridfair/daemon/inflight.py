@@ -16,11 +16,13 @@ against the snapshot (`settle`):
   <why>", retryable (a later cycle that decides the same again carries it out again), and
   the backend withdraws the steering so the pool may start the job anywhere;
 - otherwise it holds its slot: the cycle's view of the pool (`Settlement.view`) shows the job
-  running there since the allocation, and the job it displaces (vacated for it, slower to
-  leave than the next snapshot) idle. A partitionable slot is not held in the view (it has
-  room for more; the job's dynamic slot does not exist yet): its flights are only settled.
-  The policy therefore decides as if the allocation had happened, and the safety guard
-  spares the held job from preemption.
+  running there since the allocation, and the jobs it displaces (vacated for it, slower to
+  leave than the next snapshot) idle. On a partitionable slot the job holds the CPUs and
+  memory it asked for (its dynamic slot does not exist yet), beside what else runs there;
+  the jobs vacated on that slot leave it in the view, with their dynamic slots; a flight
+  that no longer fits beside the rest (they did not leave, or others took the room) is
+  "not landed: no room". The policy therefore decides as if the allocation had happened,
+  and the safety guard spares the held job from preemption.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from itertools import compress, count
 
 from gridfair.core.stages import ALLOCATE, VACATE
 from gridfair.daemon.store import CONFIRMED, FAILED, LANDED, Store
-from gridfair.model import JOB_ID, Job, JobStatus, Machine, Snapshot
+from gridfair.model import JOB_ID, PARTITIONABLE, Job, JobStatus, Machine, Snapshot
 
 CLAIMED, BUSY = "Claimed", "Busy"
 
@@ -101,8 +103,7 @@ def on_slot(running: str | None, chosen: str) -> bool:
 
 def partitionable(machine: Machine | None) -> bool:
     """A partitionable slot: it takes several jobs, each in a dynamic slot of its own."""
-    return machine is not None and machine.ad is not None and (
-        machine.ad.get("SlotType") == "Partitionable")
+    return machine is not None and machine.slot_type == PARTITIONABLE
 
 
 def settle(snapshot: Snapshot, flights: Iterable[Flight],
@@ -113,6 +114,7 @@ def settle(snapshot: Snapshot, flights: Iterable[Flight],
     where = snapshot.job_slots
     settlement = Settlement(snapshot)
     held_slots: set[str] = set()
+    room = _Room(snapshot, vacated)
     for flight in flights:
         job = jobs.get(flight.job)
         running = where.get(flight.job) or (
@@ -129,6 +131,8 @@ def settle(snapshot: Snapshot, flights: Iterable[Flight],
         if problem is None and (flight.job in settlement.held or flight.machine in held_slots):
             # Two flights for one job or one static slot (journaled before slots were held).
             problem = "not landed: another allocation in flight holds the job or the slot"
+        if problem is None and partitionable(machines.get(flight.machine)):
+            problem = room.take(flight, job)
         if problem is None:
             settlement.held[flight.job] = flight
             if not partitionable(machines.get(flight.machine)):
@@ -139,8 +143,47 @@ def settle(snapshot: Snapshot, flights: Iterable[Flight],
     # after the schedd) keeps its slot in the view too, or the slot would look free.
     lagging = {flight.job: flight for flight in settlement.landed
                if flight.machine in machines and machines[flight.machine].running_job is None}
-    settlement.view = hold_slots(snapshot, {**lagging, **settlement.held})
+    settlement.view = hold_slots(snapshot, {**lagging, **settlement.held}, vacated)
     return settlement
+
+
+class _Room:
+    """What is left on each partitionable slot for the flights held there, in the order they
+    are settled: its CPUs and memory less its dynamic slots' (but those of jobs vacated for
+    the flights, on their way out) and the flights already held."""
+
+    def __init__(self, snapshot: Snapshot, vacated: Mapping[tuple[str, str], float]) -> None:
+        self.left: dict[str, list[float]] = {
+            machine.name: [machine.cpus, machine.memory] for machine in snapshot.machines
+            if machine.slot_type == PARTITIONABLE}
+        jobs = snapshot.jobs_by_id
+        for machine in snapshot.machines:
+            left = self.left.get(machine.parent or "")
+            if left is None or machine.state != CLAIMED or _leaving_slot(
+                    machine, jobs, vacated):
+                continue
+            left[0] -= machine.cpus
+            left[1] -= machine.memory
+
+    def take(self, flight: Flight, job: Job | None) -> str | None:
+        """Hold room for the flight's job; why not, if it does not fit."""
+        left = self.left[flight.machine]
+        cpus, memory = (job.request_cpus, job.request_memory) if job is not None else (1.0,
+                                                                                       0.0)
+        if cpus > left[0] or memory > left[1]:
+            return (f"not landed: {flight.machine} has no room for {cpus:g} CPUs and "
+                    f"{memory:g} MiB (left: {max(left[0], 0):g} CPUs, {max(left[1], 0):g} "
+                    "MiB)")
+        left[0] -= cpus
+        left[1] -= memory
+        return None
+
+
+def _leaving_slot(machine: Machine, jobs: Mapping[str, Job],
+                  vacated: Mapping[tuple[str, str], float]) -> bool:
+    """A dynamic slot whose job gridfair vacated for a flight on its partitionable slot."""
+    return machine.running_job is not None and machine.parent is not None and _leaving(
+        machine.running_job, machine.parent, jobs, vacated)
 
 
 def _why_not_held(flight: Flight, job: Job | None, running: str | None,
@@ -183,24 +226,30 @@ def _leaving(occupant: str, slot: str, jobs: Mapping[str, Job],
     return started is None or started <= when
 
 
-def hold_slots(snapshot: Snapshot, held: Mapping[str, Flight]) -> Snapshot:
+def hold_slots(snapshot: Snapshot, held: Mapping[str, Flight],
+               vacated: Mapping[tuple[str, str], float]) -> Snapshot:
     """The snapshot as it will be once the held allocations start: each held job runs on its
     slot since the allocation (or its start, if it runs); a job vacated for it (still on the
-    slot) is idle."""
+    slot, or on a dynamic slot of the partitionable slot it holds) is idle, and that dynamic
+    slot gone."""
     machines_by_name = snapshot.machines_by_name
-    # A partitionable slot is not held: it has room for more than the job, and its dynamic
-    # slot does not exist until the job starts (not modelled; the job stays idle meanwhile).
-    by_slot = {flight.machine: flight for flight in held.values()
-               if flight.machine in machines_by_name
-               and not partitionable(machines_by_name[flight.machine])}
-    if not by_slot:
+    held = {flight.job: flight for flight in held.values()
+            if flight.machine in machines_by_name}
+    if not held:
         return snapshot
-    held = {flight.job: flight for flight in by_slot.values()}
+    by_slot = {flight.machine: flight for flight in held.values()
+               if not partitionable(machines_by_name[flight.machine])}
+    shared = {flight.machine for flight in held.values()} - by_slot.keys()
     jobs = snapshot.jobs_by_id
     leaving = {machines_by_name[name].running_job for name in by_slot
                if machines_by_name[name].running_job is not None}
+    gone = {machine.name for machine in snapshot.machines if machine.parent in shared
+            and _leaving_slot(machine, jobs, vacated)}
+    leaving.update(machines_by_name[name].running_job for name in gone)
     machines = []
     for machine in snapshot.machines:
+        if machine.name in gone:
+            continue
         flight = by_slot.get(machine.name)
         if flight is not None:
             user = jobs[flight.job].user if flight.job in jobs else flight.user

@@ -68,12 +68,14 @@ def partitionable_pool() -> Iterator[PersonalPool]:
     yield from _pool("partitionable")
 
 
-@pytest.fixture
-def clean_queue(static_pool: PersonalPool) -> Iterator[PersonalPool]:
-    """The static pool with an empty queue before and after the test."""
-    static_pool.clear_queue()
-    yield static_pool
-    static_pool.clear_queue()
+@pytest.fixture(params=["static", "partitionable"])
+def clean_queue(request: pytest.FixtureRequest) -> Iterator[PersonalPool]:
+    """Each pool in turn (the same machines as static slots, then as partitionable ones),
+    with an empty queue before and after the test."""
+    pool = request.getfixturevalue(f"{request.param}_pool")
+    pool.clear_queue()
+    yield pool
+    pool.clear_queue()
 
 
 @pytest.fixture(scope="session")

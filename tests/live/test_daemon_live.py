@@ -90,7 +90,7 @@ collector = "{pool.collector_host}"
                    if kind == "allocate"}
     assert set(allocations) == set(arrivals), actions
     assert {state for _, state in allocations.values()} == {"landed"}, actions
-    running = pool.running()
+    running = pool.running_on_nodes()
     assert {job: running.get(job) for job in arrivals} == {
         job: machine for job, (machine, _) in allocations.items()}
     vacated = [job for kind, job, _, state, _ in actions if kind == "vacate"]

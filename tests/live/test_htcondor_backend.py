@@ -28,12 +28,18 @@ def backend(pool: PersonalPool, **options: object) -> HTCondorBackend:
 ANY_JOB = {"job_constraint": "JobStatus <= 5"}
 
 
-def test_snapshot_of_static_slots(clean_queue: PersonalPool) -> None:
+def nodes(snapshot) -> list:
+    """The machines that are nodes (not dynamic slots, which are shares of one), by name."""
+    return sorted((m for m in snapshot.machines if m.slot_type != "Dynamic"),
+                  key=lambda m: m.name)
+
+
+def test_snapshot_of_the_pool(clean_queue: PersonalPool) -> None:
     pool = clean_queue
     ids = pool.submit([JobSpec("User1", LONG), JobSpec("User2", LONG)])
     pool.wait_until(lambda: set(pool.running()) == set(ids), 30)
     snapshot = backend(pool).read_snapshot()
-    assert [(m.owner, m.power) for m in sorted(snapshot.machines, key=lambda m: m.name)] == [
+    assert [(m.owner, m.power) for m in nodes(snapshot)] == [
         ("User1", 132250), ("User1", 132250), ("User2", 54760), ("User2", 29750)]
     assert snapshot.skipped == ()
     jobs = {job.id: job for job in snapshot.jobs}
@@ -96,12 +102,13 @@ def test_allocations_land_on_the_chosen_slot(clean_queue: PersonalPool) -> None:
     live = backend(pool, **ANY_JOB)
     snapshot = live.read_snapshot()
     jobs = {job.id: job for job in snapshot.jobs}
-    slots = sorted(snapshot.machines, key=lambda m: m.name, reverse=True)
+    slots = nodes(snapshot)[::-1]
     chosen = {job_id: slot.name for job_id, slot in zip(ids, slots, strict=True)}
     for job_id, slot in zip(ids, slots, strict=True):
         live.allocate(jobs[job_id], slot)
     pool.schedd().act(htcondor2.JobAction.Release, ids)
-    assert pool.wait_until(lambda: len(pool.running()) == 4 and pool.running(), 40) == chosen
+    assert pool.wait_until(lambda: len(pool.running()) == 4 and pool.running_on_nodes(),
+                           40) == chosen
 
 
 def test_a_job_gone_before_the_action_is_a_named_failure(clean_queue: PersonalPool) -> None:
@@ -139,7 +146,7 @@ def test_a_daemon_down_fails_the_read_and_it_recovers(clean_queue: PersonalPool,
     finally:
         pool.switch(daemon, on=True)
     snapshot = pool.wait_until(lambda: _read_or_none(live), 40)
-    assert len(snapshot.machines) == 4
+    assert len(nodes(snapshot)) == 4
 
 
 def _read_or_none(live: HTCondorBackend):
@@ -147,7 +154,7 @@ def _read_or_none(live: HTCondorBackend):
         snapshot = live.read_snapshot()
     except PoolUnavailable:
         return None
-    return snapshot if len(snapshot.machines) == 4 and snapshot.jobs else None
+    return snapshot if len(nodes(snapshot)) == 4 and snapshot.jobs else None
 
 
 def test_condor_now_hands_a_dynamic_slot_over_at_once() -> None:

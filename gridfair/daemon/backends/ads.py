@@ -21,13 +21,14 @@ from gridfair.model import AdWarning, Job, JobStatus, Machine, SkippedAd, Snapsh
 SLOT_ATTRIBUTES = (
     "Name", "Cpus", "Memory", "State", "Activity", "JobId", "RemoteUser", "RemoteOwner",
     "JobStart", "MFlops", "KFlops", "Mips", "Requirements", "Rank", "Arch", "OpSys", "Disk",
-    "SlotType", "GlobalJobId", "AccountingGroup",
+    "SlotType", "GlobalJobId", "AccountingGroup", "TotalSlotCpus", "TotalSlotMemory",
+    "TotalSlotGPUs", "GPUs",
 )
 #: What the daemon reads of a job ad (the schedd query's projection).
 JOB_ATTRIBUTES = (
     "ClusterId", "ProcId", "Owner", "User", "AcctGroup", "AcctGroupUser", "AccountingGroup",
     "JobStatus", "QDate", "RequestCpus", "RequestMemory", "RequestDisk", "DiskUsage",
-    "JobCurrentStartDate", "RemoteHost", "Requirements", "JobPrio",
+    "JobCurrentStartDate", "RemoteHost", "Requirements", "JobPrio", "RequestGPUs",
 )
 
 

@@ -108,7 +108,8 @@ def free_port() -> int:
 
 @dataclass(frozen=True, slots=True)
 class SlotSpec:
-    """One slot (static layout) or one machine's partitionable slot."""
+    """One slot (static layout) or one machine's partitionable slot; `mflops` is the power of
+    all its CPUs."""
 
     owner: str
     mflops: float
@@ -139,11 +140,15 @@ def _slot_config(layout: str, slots: Sequence[SlotSpec], owner_attr: str,
               f"MEMORY = {sum(slot.memory for slot in slots)}"]
     for number, slot in enumerate(slots, start=1):
         lines.append(f"SLOT_TYPE_{number} = cpus={slot.cpus}, mem={slot.memory}")
+        # A static slot publishes its whole power; a partitionable one (and the dynamic slots
+        # cut from it, which inherit it) the power of one CPU (`gridfair.classads.views`).
+        power = slot.mflops
         if layout == "partitionable":  # one partitionable slot a machine, dynamic slots a job
             lines.append(f"SLOT_TYPE_{number}_PARTITIONABLE = True")
+            power = slot.mflops / slot.cpus
         lines += [f"NUM_SLOTS_TYPE_{number} = 1",
                   f'SLOT{number}_{owner_attr} = "{slot.owner}"',
-                  f"SLOT{number}_{power_attr} = {slot.mflops:g}"]
+                  f"SLOT{number}_{power_attr} = {power:g}"]
     return lines
 
 
@@ -435,6 +440,13 @@ class PersonalPool:
         """job id -> the slot it runs on, from the slots' ads."""
         rows = self.status("JobId", "Name", constraint="JobId =!= undefined")
         return {row[0]: row[1] for row in rows if len(row) == 2}
+
+    def running_on_nodes(self) -> dict[str, str]:
+        """job id -> the node it runs on: its static slot, or the partitionable slot its
+        dynamic slot is cut from (the slot gridfair steers to)."""
+        from gridfair.classads.views import whole_slot
+
+        return {job: whole_slot(slot) for job, slot in self.running().items()}
 
     def wait_until(self, predicate: Any, timeout: float, every: float = 0.5) -> Any:
         """Poll `predicate()` until it returns something true; that value, or TimeoutError."""

@@ -381,7 +381,8 @@ def test_jobs_are_charged_as_the_daemon_charges_them(tmp_path):
 
 def test_a_partitionable_slot_is_one_node_of_its_whole_size(tmp_path):
     """HTCondor's own dump of a partitionable slot (4 of 8 cpus left) and four dynamic slots:
-    one node of 8 cpus and 15,940 MiB, its power; a job of slot1_3 ran on it."""
+    one node of 8 cpus and 15,940 MiB, of 8 times the power of a CPU (its MFlops); a job of
+    slot1_3 ran on it."""
     from gridfair.classads.views import AdConfig
     from gridfair.sim.pool_grid import SLOTS as INDEX
     from gridfair.sim.pool_grid import read_pool_grid
@@ -391,7 +392,7 @@ def test_a_partitionable_slot_is_one_node_of_its_whole_size(tmp_path):
     grid, skipped = read_pool_grid(str(path), None, AdConfig())
     assert skipped == []
     assert [(spec.name, spec.owner, spec.mflops, spec.cpus, spec.memory)
-            for spec in grid.machines] == [("slot1@ingwe.cs.wisc.edu", "alice", 8000.0, 8.0,
+            for spec in grid.machines] == [("slot1@ingwe.cs.wisc.edu", "alice", 64000.0, 8.0,
                                             15940.0)]
     assert grid.settings[INDEX].node_of("slot1_3@ingwe.cs.wisc.edu") == \
         "slot1@ingwe.cs.wisc.edu"

@@ -120,9 +120,10 @@ class KeptPool:
         layout = lay_out(snapshot.machines, running_jobs, jobs)
         for machine, available in layout.nodes:
             node = nodes[machine.name]
-            node.used_cpus = node.used_memory = 0.0
+            node.used_cpus = node.used_memory = node.used_gpus = 0.0
             if available:
-                node.free_cpus, node.free_memory = node.cpus, node.memory
+                node.free_cpus, node.free_memory, node.free_gpus = (node.cpus, node.memory,
+                                                                    node.gpus)
             else:
                 close(node, layout.running)
         running: list[tuple[Task, Node, float]] = []
@@ -137,8 +138,9 @@ class KeptPool:
                 task = Task(share.stand_in[0], share.stand_in[1], now)
                 started = now
             # A static slot's claim holds the whole slot, whatever the job asked for.
-            task.cpus, task.memory = (node.cpus, node.memory) if share.whole else (
-                share.cpus, share.memory)
+            task.cpus, task.memory, task.gpus = (
+                (node.cpus, node.memory, node.gpus) if share.whole
+                else (share.cpus, share.memory, share.gpus))
             running.append((task, node, started))
         idle_jobs = compress(snapshot.jobs, map(is_, statuses, repeat(JobStatus.IDLE)))
         idle = list(map(jobs.__getitem__, map(JOB_ID, idle_jobs)))

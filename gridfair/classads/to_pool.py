@@ -56,22 +56,24 @@ class LoadedPool:
 
 def node_from_machine(machine: Machine, *, available: bool = True) -> Node:
     node = Node(machine.name, machine.owner, machine.power, machine.cpus, machine.memory,
-                machine.load, ad=machine.ad)
-    if not available:
-        node.free_cpus = node.free_memory = 0.0  # before add_node: never in the free index
+                machine.load, ad=machine.ad, gpus=machine.gpus)
+    if not available:  # before add_node: never in the free index
+        node.free_cpus = node.free_memory = node.free_gpus = 0.0
     return node
 
 
 def close(node: Node, running: list[Running]) -> None:
     """A node that takes no new job keeps room for exactly what runs on it (the dynamic
     slots of a partitionable slot its owner took back), so it is full once they start."""
-    node.free_cpus = sum(share.cpus for share in running if share.node == node.name)
-    node.free_memory = sum(share.memory for share in running if share.node == node.name)
+    mine = [share for share in running if share.node == node.name]
+    node.free_cpus = sum(share.cpus for share in mine)
+    node.free_memory = sum(share.memory for share in mine)
+    node.free_gpus = sum(share.gpus for share in mine)
 
 
 def task_from_job(job: Job) -> Task:
     return Task(job.id, job.user, job.qdate, cpus=job.request_cpus, memory=job.request_memory,
-                ad=job.ad)
+                gpus=job.request_gpus, ad=job.ad)
 
 
 def queue_order(job: Job) -> tuple[float, tuple[int, ...]]:
@@ -89,6 +91,7 @@ class Running:
     job: Job | None
     cpus: float
     memory: float
+    gpus: float
     stand_in: tuple[str, str] | None = None  # (task id, user) of a stand-in
     whole: bool = False  # a static slot's claim: it holds the node, whatever its size
 
@@ -134,7 +137,7 @@ def lay_out(machines: tuple[Machine, ...], running_jobs: list[Job],
         nodes.append((machine, machine.state == UNCLAIMED or busy))
         if machine.slot_type == PARTITIONABLE:
             running += [Running(machine.name, machine.name, job, job.request_cpus,
-                                job.request_memory)
+                                job.request_memory, job.request_gpus)
                         for job in on_partitionable.get(machine.name, ())]
         elif machine.state == CLAIMED:
             share = _claim(machine, occupant, job_ids, machine.name, whole=True)
@@ -151,14 +154,15 @@ def _claim(machine: Machine, occupant: dict[str, Job], job_ids: Collection[str],
         return None
     job = occupant.get(machine.name)
     if job is not None:
-        return Running(node, machine.name, job, machine.cpus, machine.memory, whole=whole)
+        return Running(node, machine.name, job, machine.cpus, machine.memory, machine.gpus,
+                       whole=whole)
     if machine.running_user is None:
         return None
     # Named after the slot's JobId unless a job read has that id (a snapshot taken as the
     # job changed state).
     known = machine.running_job is None or machine.running_job in job_ids
     task_id = f"claim@{machine.name}" if known else machine.running_job
-    return Running(node, machine.name, None, machine.cpus, machine.memory,
+    return Running(node, machine.name, None, machine.cpus, machine.memory, machine.gpus,
                    stand_in=(task_id, machine.running_user), whole=whole)
 
 
@@ -242,7 +246,8 @@ def _start_on(pool: Pool, task: Task, node: Node, share: Running, now: float,
     # A static slot's claim holds the whole slot, whatever the job asked for; a dynamic slot
     # its own share. Running jobs were admitted when they were submitted: they go straight to
     # the pool, past any admission stage.
-    task.cpus, task.memory = (node.free_cpus, node.free_memory) if share.whole else (
-        share.cpus, share.memory)
+    task.cpus, task.memory, task.gpus = (
+        (node.free_cpus, node.free_memory, node.free_gpus) if share.whole
+        else (share.cpus, share.memory, share.gpus))
     pool.submit(task, now)
     pool.start(task, node, started if started is not None else now)

@@ -388,3 +388,23 @@ def test_same_pool_same_decisions(nodes_spec, first, second, checkpointing):
                   for d in cycle] for cycle in log], [(t.id, r) for t, r in unplaceable])
 
     assert decisions() == decisions()
+
+
+def test_reclaim_serves_the_next_owner_when_the_first_ones_job_has_no_move() -> None:
+    # O2 (seen first) and O1 each run one job on O2's 2-cpu machine; the guest G fills O1's.
+    # Both owners are at -0.5. O2's next job needs 2 cpus: only O1's machine could hold it,
+    # and vacating both of G's jobs for it would leave O2 at +0.5 over G at 0: no move. O1's
+    # next job takes back its own machine from G.
+    negotiator = negotiator_for("reclaim", [Node("o2", "O2", 200.0, cpus=2),
+                                            Node("o1", "O1", 200.0, cpus=2)])
+    submit(negotiator, "O2", 0.0)
+    submit(negotiator, "O1", 0.0)
+    submit(negotiator, "G", 0.0, count=2)
+    negotiator.cycle(0.0)
+    assert {task.id: task.node.name for task in negotiator.pool.tasks.values()} == {
+        "O2.0": "o2", "O1.0": "o2", "G.0": "o1", "G.1": "o1"}
+    submit(negotiator, "O2", 1.0, cpus=2)
+    submit(negotiator, "O1", 1.0)
+    vacate, allocate = negotiator.cycle(1.0)
+    assert (vacate.task.user, vacate.node.name) == ("G", "o1")
+    assert (allocate.task.id, allocate.figures["reason"]) == ("O1.1", "own machine")

@@ -8,7 +8,10 @@ on the paper's Table 1 grid, at 60 s) is handed the victims' slowest machines wh
 its own fast ones, and ends the least satisfied (docs/owner-share.md). This rule keeps HOSEP's
 receiver, its ranking by PowerDiff (Eq. 3) and its free-machine order, and changes which
 machine comes back:
-1. receiver: u_alpha = argmin PowerDiff < 0 among providers with an idle job (as HOSEP);
+1. receiver: u_alpha = argmin PowerDiff < 0 among providers with an idle job (as HOSEP), its
+   job of least demand; when that job has no allowed move (on partitionable machines it may
+   need more room than any move makes), the next most deprived provider's, up to
+   `RECEIVER_USERS` of them;
 2. the receiver reclaims its own machines first: among the tasks of other users running on
    the machines it owns (fastest machine first), the one whose user is left most above its
    share (largest omega);
@@ -25,8 +28,16 @@ machine comes back:
 A victim is always above its share (PowerDiff > 0); a user who provides nothing is never a
 receiver and, holding anything, is above its share (PowerDiff +inf).
 
-Cost: step 2 looks at up to `VICTIM_CANDIDATES` tasks on the receiver's machines, step 3 at up
-to as many tasks of each of the `VICTIM_USERS` most over-share users.
+On a partitionable machine (more than one cpu) the receiver's job may need room from several
+tasks: the machine's further victims, among tasks of users above their share, are the fewest
+that free its cpus, memory and GPUs, then those losing least work (`core.victims`); the whole
+move is tested as one (Phi over every user it moves, and in step 3 every victim user left at
+or above the receiver). A job too big for every machine is set aside and never a receiver.
+This is the owner-share rule to run live (docs/owner-share.md).
+
+Cost: for each of up to `RECEIVER_USERS` receivers, step 2 looks at up to `VICTIM_CANDIDATES`
+tasks on the receiver's machines, step 3 at up to as many tasks of each of the `VICTIM_USERS`
+most over-share users.
 
 Ties: the user seen first in the pool, the task submitted first.
 """
@@ -35,6 +46,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Iterator, Mapping
+from itertools import islice
 from typing import Any
 
 from gridfair.core.pool import Node, Pool, Task, UserState, power_diff
@@ -48,6 +60,8 @@ from gridfair.policies.owner_share import (
 
 #: How many over-share users step 3 looks at, most over first.
 VICTIM_USERS = 4
+#: How many users below their share are tried, most deprived first, for one preemption.
+RECEIVER_USERS = 4
 
 
 class ReclaimPreempt(HosepPreempt):
@@ -83,12 +97,20 @@ class ReclaimPreempt(HosepPreempt):
         return (entry[3] for entry in guests[:VICTIM_CANDIDATES])
 
     def choose(self, now: float) -> Preemption | None:
-        if self.excess.first() is None or self.deficit.first() is None:
+        if self.excess.first() is None:
             return None
-        found = self.next_receiver(now)
-        if found is None:
-            return None
-        receiver_user, receiver = found
+        # The most deprived first; the next one when the first's next job has no allowed move
+        # (on partitionable machines it may need more room than any move makes).
+        for receiver_user in list(islice(self.deficit, RECEIVER_USERS)):
+            receiver = self.pool.placeable_head(receiver_user, now)
+            if receiver is not None:
+                choice = self._choose_for(receiver_user, receiver, now)
+                if choice is not None:
+                    return choice
+        return None
+
+    def _choose_for(self, receiver_user: UserState, receiver: Task,
+                    now: float) -> Preemption | None:
         users = self.pool.users
         best = None
         for victim in self._own_machines(receiver_user):

@@ -126,8 +126,11 @@ class Negotiator:
         was given out."""
         decisions: list[Decision] = []
         self.held_back = []
-        self.declined = []
-        self.unplaceable = []
+        # Cleared only when not empty: a simulation runs a cycle per event.
+        if self.declined:
+            self.declined = []
+        if self.unplaceable:
+            self.unplaceable = []
         if self.admit is not None:
             decisions.extend(self._apply_review(now))
         reviewed = len(decisions)
@@ -136,7 +139,8 @@ class Negotiator:
         self.pool.unblock_all(now)
         if self.preempt is not None and not (single and len(decisions) > reviewed):
             self._preempt(now, decisions, single)
-        self._report_unplaceable()
+        if self.pool.found_too_big:
+            self._report_unplaceable()
         return decisions
 
     def _report_unplaceable(self) -> None:

@@ -563,6 +563,9 @@ class Pool:
     def too_big(self, task: Task) -> str | None:
         """Why no node of the pool could ever hold `task` (it asks for more cpus, memory or
         GPUs than the largest node has), or None."""
+        largest = self.largest
+        if task.cpus <= largest[0] and task.memory <= largest[1] and task.gpus <= largest[2]:
+            return None  # what nearly every task is told, as cheaply as possible
         tolerance = self.fit_tolerance
         for name, asked, most in zip(("cpus", "MiB of memory", "GPUs"),
                                      (task.cpus, task.memory, task.gpus), self.largest,

@@ -54,6 +54,7 @@ from gridfair.policies.owner_share import (
     VICTIM_CANDIDATES,
     OwnerSharePreempt,
     move_lowers_potential,
+    potential_falls,
     power_losses,
 )
 from gridfair.policies.ranking import UserRanking
@@ -178,6 +179,7 @@ class HosepPreempt(OwnerSharePreempt):
             return None
         receiver_user, receiver = found
         receiver_diff = receiver_user.power_diff
+        victim_diff = victim_user.power_diff
         threshold = abs(receiver_diff) if self.absolute else receiver_diff
         for tried, victim in enumerate(self.running.of(victim_user.name)):
             if tried == VICTIM_CANDIDATES:
@@ -188,8 +190,15 @@ class HosepPreempt(OwnerSharePreempt):
             gain = node.power_per_cpu * receiver.cpus
             receiver_after = power_diff(receiver_user.allocated_power + gain,
                                         receiver_user.provided_power)
-            clause = self._refusal(receiver_user, gain, {victim_user: loss}, receiver_after,
-                                   threshold)
+            if self.ispd2014:
+                clause = None if omega >= receiver_after or omega > 0 else "ispd2014"
+            elif not omega > threshold:
+                clause = "omega"
+            elif not potential_falls(receiver_diff, receiver_after, gain, victim_diff, omega,
+                                     loss):
+                clause = "phi"
+            else:
+                clause = None
             if clause is not None:
                 # Victims come least powerful first: omega only falls from here, and on
                 # machines of one speed the receiver's gain only grows: Fig. 2 stops here.

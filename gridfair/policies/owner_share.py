@@ -10,11 +10,13 @@ pool events and offers what they share:
 - `more_victims`: on a partitionable machine, the further victims the receiver needs room
   from, among tasks of users above their share (`core.victims.complete`: fewest vacates, then
   least work lost);
-- `move_lowers_potential`: the guard against ping-pong, for one victim or several.
+- `potential_falls` and `move_lowers_potential`: the guard against ping-pong, for one victim
+  user or several.
 """
 
 from __future__ import annotations
 
+import math
 from abc import abstractmethod
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -44,21 +46,32 @@ def phi_falls(receiver_diff: float, receiver_after: float, victim_diff: float,
     return (victim_diff + victim_after) - (receiver_diff + receiver_after) > PHI_TOLERANCE
 
 
+def potential_falls(receiver_diff: float, receiver_after: float, gain: float,
+                    victim_diff: float, victim_after: float, loss: float) -> bool:
+    """The guard for a move from one victim user (PowerDiffs before and after): the receiver
+    gains `gain` MFlops, the victim loses `loss`. Equal (a static slot) is `phi_falls`;
+    otherwise Phi's change, Provided (PowerDiff'^2 - PowerDiff^2) = change x (PowerDiff +
+    PowerDiff') for each, must be below -`PHI_TOLERANCE` per MFlops moved. A victim who
+    provides nothing (PowerDiff +inf) loses what such users hold: the potential falls."""
+    if loss == gain:
+        return phi_falls(receiver_diff, receiver_after, victim_diff, victim_after)
+    if victim_diff == math.inf:
+        return True
+    change = gain * (receiver_diff + receiver_after) - loss * (victim_diff + victim_after)
+    return change < -PHI_TOLERANCE * (gain + loss)
+
+
 def move_lowers_potential(receiver: UserState, gain: float,
                           losses: Mapping[UserState, float]) -> bool:
-    """Whether a preemption lowers the owner-share potential: first the MFlops held by users
-    who provide nothing (a victim among them: it falls), then Phi. The receiver gains `gain`
-    MFlops, each victim user loses its `losses` entry. One victim freeing what the receiver
-    takes (a static slot) is `phi_falls`; otherwise Phi's change is summed user by user,
-    Provided (PowerDiff'^2 - PowerDiff^2) = change x (PowerDiff + PowerDiff'), and must be
-    below -`PHI_TOLERANCE` per MFlops moved."""
+    """`potential_falls` for a move from several victim users (each losing its `losses`
+    entry): first the MFlops held by users who provide nothing (a victim among them: it
+    falls), then Phi summed over the receiver and every victim user."""
     if any(user.provided_power <= 0 for user in losses):
         return True
     if len(losses) == 1:
         (victim, loss), = losses.items()
-        if loss == gain:
-            return phi_falls(receiver.power_diff, _after(receiver, gain), victim.power_diff,
-                             _after(victim, -loss))
+        return potential_falls(receiver.power_diff, _after(receiver, gain), gain,
+                               victim.power_diff, _after(victim, -loss), loss)
     change = _phi_change(receiver, gain) + sum(_phi_change(user, -loss)
                                                for user, loss in losses.items())
     return change < -PHI_TOLERANCE * (gain + sum(losses.values()))

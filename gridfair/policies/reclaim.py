@@ -55,6 +55,7 @@ from gridfair.policies.hosep import HosepPreempt, hosep_figures, remaining_power
 from gridfair.policies.owner_share import (
     VICTIM_CANDIDATES,
     move_lowers_potential,
+    potential_falls,
     power_losses,
 )
 
@@ -142,17 +143,23 @@ class ReclaimPreempt(HosepPreempt):
         """(victim user, victim, receiver's PowerDiff after, omega, further victims on the
         machine) if the move is allowed: the victim above its share, Phi falling and, off the
         receiver's own machines, every victim user left at or above the receiver."""
-        if victim_user.power_diff <= 0:
+        victim_diff = victim_user.power_diff
+        if victim_diff <= 0:
             return None
-        if self.pool.fits_after_vacate(receiver, victim):
-            more: tuple[Task, ...] = ()
-        else:
-            found = self.more_victims(receiver, victim, now)
-            if not found:
-                return None
-            more = found
         node = victim.node
         gain = node.power_per_cpu * receiver.cpus
+        if self.pool.fits_after_vacate(receiver, victim):
+            loss = node.power_per_cpu * victim.cpus
+            omega = remaining_power(victim_user, loss)
+            receiver_after = power_diff(receiver_user.allocated_power + gain,
+                                        receiver_user.provided_power)
+            if ((own_machine or omega >= receiver_after) and potential_falls(
+                    receiver_user.power_diff, receiver_after, gain, victim_diff, omega, loss)):
+                return (victim_user, victim, receiver_after, omega, ())
+            return None
+        more = self.more_victims(receiver, victim, now)
+        if not more:
+            return None
         receiver_after = power_diff(receiver_user.allocated_power + gain,
                                     receiver_user.provided_power)
         losses = power_losses(self.pool.users, (victim, *more))

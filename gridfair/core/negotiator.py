@@ -10,8 +10,8 @@ while its rule allows, so free nodes are always used before any preemption (OSEP
 A preemption may vacate several tasks of one partitionable machine (one VACATE each, then the
 ALLOCATE); the receiver always fits once they are gone. When the stage stops by its own rule it
 may say why (`declined`, recorded apart from the decisions). A task too big for every node is
-never a reason to vacate: the preemption stage sets it aside (`Pool.placeable_head`) and the
-negotiator reports it once (`unplaceable`).
+never a reason to vacate: the preemption stage sets it aside (`Pool.set_aside_if_too_big`) and
+the negotiator reports it once (`unplaceable`).
 
 Decisions are applied to the pool as they are made, because each changes what the next one
 sees. The daemon journals them and carries them out afterwards; the simulator schedules the
@@ -86,11 +86,11 @@ class Negotiator:
         self.admit = admit
         self.vacate_guard = vacate_guard
         self.held_back: list[HeldBack] = []
-        #: Why the preemption stage stopped in the last cycle, by its own rule (DECLINE
-        #: decisions: never acted on, kept apart from the cycle's decisions).
+        #: Why the preemption stage stopped in the last preemption phase, by its own rule
+        #: (DECLINE decisions: never acted on, kept apart from the cycle's decisions).
         self.declined: list[Decision] = []
-        #: Tasks first found in the last cycle to be too big for every node, with why; each
-        #: task is reported once (`_reported`).
+        #: Tasks first found in the last preemption phase to be too big for every node, with
+        #: why; each task is reported once (`_reported`).
         self.unplaceable: list[tuple[Task, str]] = []
         self._reported: set[int] = set()
         for stage in (order, preempt, admit):
@@ -126,11 +126,6 @@ class Negotiator:
         was given out."""
         decisions: list[Decision] = []
         self.held_back = []
-        # Cleared only when not empty: a simulation runs a cycle per event.
-        if self.declined:
-            self.declined = []
-        if self.unplaceable:
-            self.unplaceable = []
         if self.admit is not None:
             decisions.extend(self._apply_review(now))
         reviewed = len(decisions)
@@ -139,8 +134,6 @@ class Negotiator:
         self.pool.unblock_all(now)
         if self.preempt is not None and not (single and len(decisions) > reviewed):
             self._preempt(now, decisions, single)
-        if self.pool.found_too_big:
-            self._report_unplaceable()
         return decisions
 
     def _report_unplaceable(self) -> None:
@@ -194,12 +187,18 @@ class Negotiator:
         preempt = self.preempt
         assert preempt is not None
         name = preempt.name
+        # What the phase reports, cleared only when it holds something: a simulation runs a
+        # phase per event.
+        if self.declined:
+            self.declined = []
+        if self.unplaceable:
+            self.unplaceable = []
         while (choice := preempt.choose(now)) is not None:
             if self.vacate_guard is not None:
                 rule = self.vacate_guard(choice, now)
                 if rule is not None:
                     self.held_back.append(HeldBack(choice, rule))
-                    return
+                    break
             node = choice.node
             pool.vacate(choice.victim, now)
             decisions.append(Decision(VACATE, choice.victim, node, name,
@@ -217,9 +216,12 @@ class Negotiator:
                          choice.allocate_template, choice.figures)
             )
             if single:
-                return
-        # Asked only of a run that explains: a simulation keeping no decisions makes
-        # thousands of cycles whose stops nobody reads.
-        declined = preempt.declined(now) if self.explain else None
-        if declined is not None:
-            self.declined.append(declined)
+                break
+        else:
+            # The stage stopped: why, asked only of a run that explains (a simulation keeping
+            # no decisions runs thousands of phases whose stops nobody reads).
+            declined = preempt.declined(now) if self.explain else None
+            if declined is not None:
+                self.declined.append(declined)
+        if pool.found_too_big:
+            self._report_unplaceable()

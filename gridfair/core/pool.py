@@ -249,8 +249,8 @@ class Pool:
         # The most cpus, memory and GPUs any one node has: a task asking for more can never
         # run here (`too_big`), and is never a reason to vacate.
         self.largest = [0.0, 0.0, 0.0]
-        #: Tasks found too big for every node (`placeable_head`), with why, as found; whoever
-        #: reports them (the negotiator) takes them out.
+        #: Tasks found too big for every node (`set_aside_if_too_big`), with why, as found;
+        #: whoever reports them (the negotiator) takes them out.
         self.found_too_big: list[tuple[Task, str]] = []
         self.running = 0  # tasks running now
         # Nodes with free cpus as (-power per cpu, index): fastest first, then by index. A flat
@@ -574,17 +574,18 @@ class Pool:
                 return f"asks for {asked:g} {name}; the largest machine has {most:g}"
         return None
 
-    def placeable_head(self, user: UserState, now: float) -> Task | None:
-        """The user's next idle task that some node could hold: heads too big for every
-        node are set aside (`park`, until `unblock_all`) and listed in `found_too_big`."""
+    def set_aside_if_too_big(self, user: UserState, now: float) -> bool:
+        """If the user's next idle task is too big for every node, set it aside (`park`,
+        until `unblock_all`), list it in `found_too_big` and return True. A preemption stage
+        asks this of a receiver it found no victim for: such a task is never a reason to
+        vacate, and must not stop the stage from looking at the next one."""
         task = self.head(user)
-        while task is not None:
-            reason = self.too_big(task)
-            if reason is None:
-                return task
-            self.found_too_big.append((task, reason))
-            task = self.park(user, now)
-        return None
+        reason = self.too_big(task) if task is not None else None
+        if reason is None:
+            return False
+        self.found_too_big.append((task, reason))
+        self.park(user, now)
+        return True
 
     def fits_after_vacate(self, task: Task, victim: Task) -> bool:
         """Whether `task` fits on the victim's node once the victim has left it."""

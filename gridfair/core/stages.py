@@ -130,9 +130,9 @@ class PreemptPolicy(PoolListener, ABC):
         """The next preemption the policy allows now, or None when it allows none."""
 
     def declined(self, now: float) -> Decision | None:
-        """Why the last `choose` allowed none although a receiver waited, when the stage's
-        own rule stopped it (a DECLINE naming the receiver's task, the victim's machine and
-        the figures), or None (default: not told)."""
+        """Why the stage's own rule stopped it in the cycle just run, although a receiver
+        waited (a DECLINE naming the receiver's task, the victim's machine and the figures),
+        or None (default: not told). Asked after the cycle's last `choose`, at most once."""
         return None
 
     def key_figures(self, user: UserState, now: float) -> Mapping[str, float]:

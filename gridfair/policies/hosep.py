@@ -149,8 +149,9 @@ class HosepPreempt(OwnerSharePreempt):
         self._stopped: tuple | None = None
 
     def deficit_key(self, user: UserState) -> Any | None:
-        # An idle job in line: one set aside as too big for every machine is not.
-        if user.idle_count > 0 and user.idle and user.provided_power > 0:
+        # An idle job in line (`idle` holds one only while `idle_count` > 0), not one set
+        # aside as too big for every machine.
+        if user.idle and user.provided_power > 0:
             diff = user.power_diff
             if diff < 0:
                 return diff
@@ -170,50 +171,54 @@ class HosepPreempt(OwnerSharePreempt):
         return (node.power_per_cpu * task.cpus, -task.start_time)
 
     def choose(self, now: float) -> Preemption | None:
-        self._stopped = None
-        victim_user = self.excess.first()
-        if victim_user is None or self.deficit.first() is None:
-            return None
-        found = self.next_receiver(now)
-        if found is None:
-            return None
-        receiver_user, receiver = found
-        receiver_diff = receiver_user.power_diff
-        victim_diff = victim_user.power_diff
-        threshold = abs(receiver_diff) if self.absolute else receiver_diff
-        for tried, victim in enumerate(self.running.of(victim_user.name)):
-            if tried == VICTIM_CANDIDATES:
-                break
-            node = victim.node
-            loss = node.power_per_cpu * victim.cpus
-            omega = remaining_power(victim_user, loss)
-            gain = node.power_per_cpu * receiver.cpus
-            receiver_after = power_diff(receiver_user.allocated_power + gain,
-                                        receiver_user.provided_power)
-            if self.ispd2014:
-                clause = None if omega >= receiver_after or omega > 0 else "ispd2014"
-            elif not omega > threshold:
-                clause = "omega"
-            elif not potential_falls(receiver_diff, receiver_after, gain, victim_diff, omega,
-                                     loss):
-                clause = "phi"
-            else:
-                clause = None
-            if clause is not None:
-                # Victims come least powerful first: omega only falls from here, and on
-                # machines of one speed the receiver's gain only grows: Fig. 2 stops here.
-                self._stopped = (receiver_user, receiver, victim_user, victim, omega,
-                                 receiver_after, clause)
+        pool = self.pool
+        while (receiver_user := self.deficit.first()) is not None:
+            victim_user = self.excess.first()
+            if victim_user is None:
                 return None
-            if self.pool.fits_after_vacate(receiver, victim):
-                return self._preemption(receiver_user, receiver, victim, receiver_after, ())
-            more = self.more_victims(receiver, victim, now)
-            if more:
-                losses = power_losses(self.pool.users, (victim, *more))
-                if self._refusal(receiver_user, gain, losses, receiver_after,
-                                 threshold) is None:
+            receiver = pool.head(receiver_user)
+            receiver_diff = receiver_user.power_diff
+            victim_diff = victim_user.power_diff
+            threshold = abs(receiver_diff) if self.absolute else receiver_diff
+            for tried, victim in enumerate(self.running.of(victim_user.name)):
+                if tried == VICTIM_CANDIDATES:
+                    break
+                node = victim.node
+                loss = node.power_per_cpu * victim.cpus
+                omega = remaining_power(victim_user, loss)
+                gain = node.power_per_cpu * receiver.cpus
+                receiver_after = power_diff(receiver_user.allocated_power + gain,
+                                            receiver_user.provided_power)
+                if self.ispd2014:
+                    clause = None if omega >= receiver_after or omega > 0 else "ispd2014"
+                elif not omega > threshold:
+                    clause = "omega"
+                elif not potential_falls(receiver_diff, receiver_after, gain, victim_diff,
+                                         omega, loss):
+                    clause = "phi"
+                else:
+                    clause = None
+                if clause is not None:
+                    # Victims come least powerful first: omega only falls from here, and on
+                    # machines of one speed the receiver's gain only grows: Fig. 2 stops.
+                    self._stopped = (receiver_user, receiver, victim_user, victim, omega,
+                                     receiver_after, clause)
+                    break
+                if pool.fits_after_vacate(receiver, victim):
                     return self._preemption(receiver_user, receiver, victim, receiver_after,
-                                            more)
+                                            ())
+                more = self.more_victims(receiver, victim, now)
+                if more:
+                    losses = power_losses(pool.users, (victim, *more))
+                    if self._refusal(receiver_user, gain, losses, receiver_after,
+                                     threshold) is None:
+                        return self._preemption(receiver_user, receiver, victim,
+                                                receiver_after, more)
+            # No move: a job too big for every machine finds none, and is no reason to stop
+            # looking (checked only here, off the common path): set aside, the next looked at.
+            if not pool.set_aside_if_too_big(receiver_user, now):
+                return None
+            self._stopped = None
         return None
 
     def _refusal(self, receiver_user: UserState, gain: float,
@@ -278,6 +283,7 @@ class HosepPreempt(OwnerSharePreempt):
             return None
         receiver_user, receiver, victim_user, victim, omega, receiver_after, clause = \
             self._stopped
+        self._stopped = None  # read once, after the cycle's last `choose`
         node = victim.node
         figures = {
             "receiver": receiver_user.name,

@@ -118,13 +118,18 @@ class OsepPreempt(OwnerSharePreempt):
         return (-task.start_time, node.power_per_cpu * task.cpus)
 
     def choose(self, now: float) -> Preemption | None:
-        victim_user = self.excess.first()
-        if victim_user is None or self.deficit.first() is None:
-            return None
-        found = self.next_receiver(now)
-        if found is None:
-            return None
-        receiver_user, receiver = found
+        while (receiver_user := self.deficit.first()) is not None:
+            victim_user = self.excess.first()
+            if victim_user is None:
+                return None
+            receiver = self.pool.head(receiver_user)
+            choice = self._choose_for(receiver_user, receiver, victim_user, now)
+            if choice is not None or not self.pool.set_aside_if_too_big(receiver_user, now):
+                return choice
+        return None
+
+    def _choose_for(self, receiver_user: UserState, receiver: Task, victim_user: UserState,
+                    now: float) -> Preemption | None:
         for victim in islice(self.running.of(victim_user.name), VICTIM_CANDIDATES):
             if self.pool.fits_after_vacate(receiver, victim):
                 return self._preemption(receiver_user, receiver, victim, (), now)

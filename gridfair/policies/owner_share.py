@@ -5,8 +5,8 @@ each partitionable machine, and the potential every preemption must lower.
 The rules themselves (what "below" means, which victim, when a preemption is allowed) live
 in `osep.py`, `hosep.py` and `reclaim.py`; this base only keeps their indexes current from
 pool events and offers what they share:
-- `next_receiver`: the most deprived user's next task that some machine could hold (a task too
-  big for every machine is set aside and reported, never a reason to vacate);
+- a receiver's task too big for every machine finds no victim: the stages then set it aside
+  (`Pool.set_aside_if_too_big`, reported) and look at the next;
 - `more_victims`: on a partitionable machine, the further victims the receiver needs room
   from, among tasks of users above their share (`core.victims.complete`: fewest vacates, then
   least work lost);
@@ -37,24 +37,17 @@ VICTIM_CANDIDATES = 16
 PHI_TOLERANCE = 1e-9
 
 
-def phi_falls(receiver_diff: float, receiver_after: float, victim_diff: float,
-              victim_after: float) -> bool:
-    """HOSEP's convergence guard for a move of one machine's power between receiver a and
-    victim b: PowerDiff_a + PowerDiff_a' < PowerDiff_b + PowerDiff_b' (primes: after the
-    move), which is Phi falling, by more than `PHI_TOLERANCE` (a tie does not pass). A victim
-    who provides nothing has PowerDiff +inf: always passes."""
-    return (victim_diff + victim_after) - (receiver_diff + receiver_after) > PHI_TOLERANCE
-
-
 def potential_falls(receiver_diff: float, receiver_after: float, gain: float,
                     victim_diff: float, victim_after: float, loss: float) -> bool:
-    """The guard for a move from one victim user (PowerDiffs before and after): the receiver
-    gains `gain` MFlops, the victim loses `loss`. Equal (a static slot) is `phi_falls`;
-    otherwise Phi's change, Provided (PowerDiff'^2 - PowerDiff^2) = change x (PowerDiff +
-    PowerDiff') for each, must be below -`PHI_TOLERANCE` per MFlops moved. A victim who
-    provides nothing (PowerDiff +inf) loses what such users hold: the potential falls."""
+    """HOSEP's convergence guard for a move from one victim user (PowerDiffs before and
+    after): the receiver gains `gain` MFlops, the victim loses `loss`. When the two are equal
+    (a static slot) it is PowerDiff_a + PowerDiff_a' < PowerDiff_b + PowerDiff_b', which is
+    Phi falling, by more than `PHI_TOLERANCE` (a tie does not pass); otherwise Phi's change,
+    Provided (PowerDiff'^2 - PowerDiff^2) = change x (PowerDiff + PowerDiff') for each, must
+    be below -`PHI_TOLERANCE` per MFlops moved. A victim who provides nothing (PowerDiff
+    +inf) loses what such users hold: the potential falls."""
     if loss == gain:
-        return phi_falls(receiver_diff, receiver_after, victim_diff, victim_after)
+        return (victim_diff + victim_after) - (receiver_diff + receiver_after) > PHI_TOLERANCE
     if victim_diff == math.inf:
         return True
     change = gain * (receiver_diff + receiver_after) - loss * (victim_diff + victim_after)
@@ -141,16 +134,6 @@ class OwnerSharePreempt(PreemptPolicy):
         self.running.stopped(task, node)
         if node.cpus > 1:
             del self.on_node[node.index][task.seq]
-
-    def next_receiver(self, now: float) -> tuple[UserState, Task] | None:
-        """The first user of `deficit` and its next task some machine could hold; tasks too
-        big for every machine are set aside on the way (`Pool.placeable_head`), which takes
-        a user left with none out of `deficit` (its key needs a head)."""
-        while (user := self.deficit.first()) is not None:
-            task = self.pool.placeable_head(user, now)
-            if task is not None:
-                return user, task
-        return None
 
     def more_victims(self, receiver: Task, first: Task, now: float) -> tuple[Task, ...] | None:
         """The further victims on `first`'s machine the receiver needs room from, among the

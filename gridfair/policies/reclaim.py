@@ -103,11 +103,13 @@ class ReclaimPreempt(HosepPreempt):
         # The most deprived first; the next one when the first's next job has no allowed move
         # (on partitionable machines it may need more room than any move makes).
         for receiver_user in list(islice(self.deficit, RECEIVER_USERS)):
-            receiver = self.pool.placeable_head(receiver_user, now)
-            if receiver is not None:
+            # A job too big for every machine finds no move: set aside, the next one tried.
+            while (receiver := self.pool.head(receiver_user)) is not None:
                 choice = self._choose_for(receiver_user, receiver, now)
                 if choice is not None:
                     return choice
+                if not self.pool.set_aside_if_too_big(receiver_user, now):
+                    break
         return None
 
     def _choose_for(self, receiver_user: UserState, receiver: Task,

@@ -16,10 +16,12 @@ Per run, from the pool after every cycle (each state weighted by the time to the
 - `share_error`: the time mean of the power owners were owed and waited for, over the pool's
   power (`core.shares.share_error`: each owner below its share with jobs waiting adds the
   smaller of what it lacks and what its waiting jobs could use);
+- `served_fraction`: the fraction of the time every owner with jobs waiting is within 10 % of
+  its share, or as close as its jobs allow (even its smallest waiting job, on the slowest
+  cpus, would not bring it closer);
 - `seconds_to_share` per phase (O1's arrival, the shift; each 1,200 s long): from the phase's
-  start until every owner with jobs waiting is within 10 % of its share, or as close as its
-  jobs allow (even its smallest waiting job, on the slowest cpus, would not bring it closer),
-  and stays so to the phase's end (None: it is not so at the end);
+  start until every owner with jobs waiting is so, and stays so to the phase's end (None: it
+  is not so at the end);
 - vacates, work lost (run time thrown away), jobs completed, owners' mean wait.
 
     .venv/bin/python bench/owner_share_pslots.py [--seeds 1 2 3] [--json]
@@ -130,6 +132,8 @@ class Sampler:
         spans = [later - now for now, later in zip(times, times[1:], strict=False)]
         mean_error = sum(error * span for (_, error, _), span
                          in zip(self.samples, spans, strict=True)) / max(sum(spans), 1e-9)
+        served = sum(span for (_, _, within), span in zip(self.samples, spans, strict=True)
+                     if within) / max(sum(spans), 1e-9)
         to_share = []
         for start in PHASE_STARTS[1:]:
             stop = start + PHASE_LENGTH
@@ -141,7 +145,8 @@ class Sampler:
             reached = start if last_out is None else min(
                 now for now, within in inside if now > last_out)
             to_share.append(round(reached - start, 1))
-        return {"share_error": round(mean_error, 4), "seconds_to_share": to_share}
+        return {"share_error": round(mean_error, 4), "served_fraction": round(served, 3),
+                "seconds_to_share": to_share}
 
 
 def run(configuration: str, seed: int) -> dict:
@@ -183,12 +188,14 @@ def main() -> None:
     if args.json:
         print(json.dumps({"runs": rows, "load_average": load}, indent=1))
         return
-    print(f"{'configuration':<14} {'seed':>4} {'share err':>9} {'to share (O1, shift) s':>23} "
-          f"{'vacates':>7} {'lost s':>7} {'done':>5} {'owner wait s':>12}")
+    print(f"{'configuration':<14} {'seed':>4} {'share err':>9} {'served':>6} "
+          f"{'to share (O1, shift) s':>23} {'vacates':>7} {'lost s':>7} {'done':>5} "
+          f"{'owner wait s':>12}")
     for row in rows:
         reach = ", ".join("never" if s is None else f"{s:g}" for s in row["seconds_to_share"])
         print(f"{row['configuration']:<14} {row['seed']:>4} {row['share_error']:>9.4f} "
-              f"{reach:>23} {row['vacates']:>7} {row['lost_work_s']:>7.0f} "
+              f"{row['served_fraction']:>6.3f} {reach:>23} {row['vacates']:>7} "
+              f"{row['lost_work_s']:>7.0f} "
               f"{row['completed']:>5} {row['owners_mean_wait_s']:>12}")
     print(f"load average {load}")
 

@@ -11,6 +11,7 @@ from functools import partial
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_owner_share import falls
 
 from gridfair.core.negotiator import Negotiator
 from gridfair.core.pool import EPSILON, QUEUED, Node, Pool, PoolListener, Task
@@ -300,15 +301,6 @@ class PreemptionAudit(PoolListener):
         if self.group is not None:
             self.preemptions.append((self.group, self.before[1], self.state[1]))
             self.group = None
-
-
-def falls(before: tuple[float, ...], after: tuple[float, ...]) -> bool:
-    for was, now in zip(before, after, strict=True):
-        if now < was - 1e-9:
-            return True
-        if now > was + 1e-9:
-            return False
-    return False
 
 
 machines = st.lists(st.tuples(st.sampled_from(["A", "B", "C", "D"]),

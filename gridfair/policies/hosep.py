@@ -44,7 +44,7 @@ Ties: equal keys go to the user seen first in the pool, the task submitted first
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from gridfair.core.pool import Node, Task, UserState, least_demand_key, power_diff
@@ -56,6 +56,7 @@ from gridfair.policies.owner_share import (
     move_lowers_potential,
     potential_falls,
     power_losses,
+    preemption_of,
 )
 from gridfair.policies.ranking import UserRanking
 
@@ -239,12 +240,28 @@ class HosepPreempt(OwnerSharePreempt):
 
     def _preemption(self, receiver_user: UserState, receiver: Task, victim: Task,
                     receiver_after: float, more: tuple[Task, ...]) -> Preemption:
+        figures = self.victim_figures(receiver_user, receiver, receiver_after, (victim, *more))
+        return preemption_of(
+            receiver, victim, more, figures,
+            "vacate {victim_job} of {victim_user} on {machine}: {victim_user} is above "
+            "its share (PowerDiff {victim_power_diff:+.3f}) and after losing "
+            "{machine_mflops:.0f} MFlops stays at omega {omega:+.3f} > {receiver}'s "
+            "PowerDiff {receiver_power_diff:+.3f}",
+            "{receiver_job} of {receiver} onto {machine}: {receiver} is below its share "
+            "(PowerDiff {receiver_power_diff:+.3f}, {receiver_power_diff_after:+.3f} after); "
+            "freed from {victim_user}",
+        )
+
+    def victim_figures(self, receiver_user: UserState, receiver: Task, receiver_after: float,
+                       victims: tuple[Task, ...]) -> Callable[[Task], dict[str, Any]]:
+        """The figures of each victim's vacate: the receiver before and after, the victim's
+        user and its omega once the move has taken all its victims, the machine."""
         users = self.pool.users
-        node = victim.node
-        losses = power_losses(users, (victim, *more))
+        losses = power_losses(users, victims)
 
         def figures(task: Task) -> dict[str, Any]:
             user = users[task.user]
+            node = task.node
             return {
                 "receiver": receiver_user.name,
                 "receiver_power_diff": receiver_user.power_diff,
@@ -257,23 +274,7 @@ class HosepPreempt(OwnerSharePreempt):
                 "machine": node.name,
                 "machine_mflops": node.power_per_cpu * task.cpus,
             }
-
-        allocate = ("{receiver_job} of {receiver} onto {machine}: {receiver} is below its share "
-                    "(PowerDiff {receiver_power_diff:+.3f}, {receiver_power_diff_after:+.3f} "
-                    "after); freed from {victim_user}")
-        first = figures(victim)
-        if more:
-            first["victims"] = [task.id for task in (victim, *more)]
-            allocate += " and {more_victims} more vacate(s) on it"
-            first["more_victims"] = len(more)
-        return Preemption(
-            victim, receiver, node,
-            "vacate {victim_job} of {victim_user} on {machine}: {victim_user} is above "
-            "its share (PowerDiff {victim_power_diff:+.3f}) and after losing "
-            "{machine_mflops:.0f} MFlops stays at omega {omega:+.3f} > {receiver}'s "
-            "PowerDiff {receiver_power_diff:+.3f}",
-            allocate, first, tuple((task, figures(task)) for task in more),
-        )
+        return figures
 
     def declined(self, now: float) -> Decision | None:
         """Why Fig. 2 stopped although a provider below its share waits: the victim it

@@ -25,7 +25,7 @@ from typing import Any
 
 from gridfair.core.pool import Node, Task, UserState
 from gridfair.core.stages import OrderPolicy, Preemption
-from gridfair.policies.owner_share import VICTIM_CANDIDATES, OwnerSharePreempt
+from gridfair.policies.owner_share import VICTIM_CANDIDATES, OwnerSharePreempt, preemption_of
 from gridfair.policies.ranking import UserRanking
 
 
@@ -155,19 +155,13 @@ class OsepPreempt(OwnerSharePreempt):
                 "machine": node.name,
             }
 
-        allocate = ("{receiver_job} of {receiver} onto {machine}: {receiver} is owed "
-                    "{receiver_balance} nodes; freed from {victim_user}")
-        first = figures(victim)
-        if more:
-            first["victims"] = [task.id for task in (victim, *more)]
-            allocate += " and {more_victims} more vacate(s) on it"
-            first["more_victims"] = len(more)
-        return Preemption(
-            victim, receiver, node,
+        return preemption_of(
+            receiver, victim, more, figures,
             "vacate {victim_job} of {victim_user} on {machine}: {victim_user} uses "
             "{victim_balance:+d} nodes beyond its share; least work lost "
             "(omega {omega:.0f} s)",
-            allocate, first, tuple((task, figures(task)) for task in more),
+            "{receiver_job} of {receiver} onto {machine}: {receiver} is owed "
+            "{receiver_balance} nodes; freed from {victim_user}",
         )
 
     def key_figures(self, user: UserState, now: float) -> Mapping[str, float]:

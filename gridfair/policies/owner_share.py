@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import math
 from abc import abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from gridfair.core.pool import Node, Pool, Task, UserState, power_diff
-from gridfair.core.stages import PreemptPolicy
+from gridfair.core.stages import Preemption, PreemptPolicy
 from gridfair.core.victims import complete
 from gridfair.policies.ranking import RunningTasks, UserRanking
 
@@ -88,6 +88,21 @@ def power_losses(users: Mapping[str, UserState], victims: Iterable[Task]
         user = users[task.user]
         losses[user] = losses.get(user, 0.0) + task.node.power_per_cpu * task.cpus
     return losses
+
+
+def preemption_of(receiver: Task, victim: Task, more: tuple[Task, ...],
+                  figures: Callable[[Task], dict[str, Any]], vacate_template: str,
+                  allocate_template: str) -> Preemption:
+    """The preemption of `victim`, and of `more` on its machine, for `receiver`: each vacate
+    with its own figures (`figures(task)`); the allocation's are the first victim's, which
+    then also list every victim and end the sentence with how many more vacates it took."""
+    first = figures(victim)
+    if more:
+        first["victims"] = [task.id for task in (victim, *more)]
+        first["more_victims"] = len(more)
+        allocate_template += " and {more_victims} more vacate(s) on it"
+    return Preemption(victim, receiver, victim.node, vacate_template, allocate_template, first,
+                      tuple((task, figures(task)) for task in more))
 
 
 class OwnerSharePreempt(PreemptPolicy):

@@ -57,6 +57,7 @@ from gridfair.policies.owner_share import (
     move_lowers_potential,
     potential_falls,
     power_losses,
+    preemption_of,
 )
 
 #: How many over-share users step 3 looks at, most over first.
@@ -175,42 +176,21 @@ class ReclaimPreempt(HosepPreempt):
                     choice: tuple[UserState, Task, float, float, tuple[Task, ...]],
                     why: str) -> Preemption:
         _, victim, receiver_after, _, more = choice
-        users = self.pool.users
-        node = victim.node
-        losses = power_losses(users, (victim, *more))
+        victim_figures = self.victim_figures(receiver_user, receiver, receiver_after,
+                                             (victim, *more))
 
         def figures(task: Task) -> dict[str, Any]:
-            user = users[task.user]
-            return {
-                "receiver": receiver_user.name,
-                "receiver_power_diff": receiver_user.power_diff,
-                "receiver_power_diff_after": receiver_after,
-                "receiver_job": receiver.id,
-                "victim_user": user.name,
-                "victim_power_diff": user.power_diff,
-                "victim_job": task.id,
-                "omega": remaining_power(user, losses[user]),
-                "machine": node.name,
-                "machine_owner": node.owner,
-                "machine_mflops": node.power_per_cpu * task.cpus,
-                "reason": why,
-            }
+            return {**victim_figures(task), "machine_owner": task.node.owner, "reason": why}
 
-        allocate = ("{receiver_job} of {receiver} onto {machine} ({reason}): {receiver} is "
-                    "below its share (PowerDiff {receiver_power_diff:+.3f}, "
-                    "{receiver_power_diff_after:+.3f} after); freed from {victim_user}")
-        first = figures(victim)
-        if more:
-            first["victims"] = [task.id for task in (victim, *more)]
-            allocate += " and {more_victims} more vacate(s) on it"
-            first["more_victims"] = len(more)
-        return Preemption(
-            victim, receiver, node,
+        return preemption_of(
+            receiver, victim, more, figures,
             "vacate {victim_job} of {victim_user} on {machine} (owned by {machine_owner}, "
             "{machine_mflops:.0f} MFlops; {reason}): {victim_user} is above its share "
             "(PowerDiff {victim_power_diff:+.3f}, omega {omega:+.3f} after); {receiver} goes "
             "from {receiver_power_diff:+.3f} to {receiver_power_diff_after:+.3f}",
-            allocate, first, tuple((task, figures(task)) for task in more),
+            "{receiver_job} of {receiver} onto {machine} ({reason}): {receiver} is below its "
+            "share (PowerDiff {receiver_power_diff:+.3f}, {receiver_power_diff_after:+.3f} "
+            "after); freed from {victim_user}",
         )
 
     def declined(self, now: float) -> Decision | None:

@@ -378,10 +378,9 @@ class Pool:
             node.free_memory -= task.memory
             node.used_cpus += task.cpus
             node.used_memory += task.memory
-            if task.gpus:
-                node.free_gpus -= task.gpus
-                node.used_gpus += task.gpus
             self._charge(user, task, node, started)
+            if task.gpus:
+                self._hold_gpus(user, node, task.gpus)
         self._free = sorted((-node.power_per_cpu, node.index) for node in self.nodes
                             if node.free_cpus > EPSILON)
 
@@ -443,8 +442,10 @@ class Pool:
             user.idle_count -= 1
             self._drop_stale_heads(user)
         task.node = node
-        self._take(node, task)
+        self._take(node, task.cpus, task.memory)
         self._charge(user, task, node, now)
+        if task.gpus:  # one test for all a task's GPUs touch: none, in a pool without them
+            self._hold_gpus(user, node, task.gpus)
         for task_started in self._on_task_started:
             task_started(task, now)
         for user_changed in self._on_user_changed:
@@ -705,35 +706,30 @@ class Pool:
         used[CPUS] += cpus
         used[MEMORY] += memory
         used[POWER] += power
-        gpus = task.gpus
-        if gpus:
-            usage[GPUS] += gpus
-            used[GPUS] += gpus
 
-    def _take(self, node: Node, task: Task) -> None:
+    def _hold_gpus(self, user: UserState, node: Node, gpus: float) -> None:
+        """`gpus` more GPUs held on `node` by `user` (fewer, when negative)."""
+        node.free_gpus -= gpus
+        node.used_gpus += gpus
+        user.usage[GPUS] += gpus
+        self.used[GPUS] += gpus
+
+    def _take(self, node: Node, cpus: float, memory: float) -> None:
         was_free = node.free_cpus > EPSILON
-        cpus, memory = task.cpus, task.memory
         node.free_cpus -= cpus
         node.free_memory -= memory
         node.used_cpus += cpus
         node.used_memory += memory
-        if task.gpus:
-            node.free_gpus -= task.gpus
-            node.used_gpus += task.gpus
         if was_free and node.free_cpus <= EPSILON:
             free = self._free
             del free[bisect_left(free, (-node.power_per_cpu, node.index))]
 
-    def _give_back(self, node: Node, task: Task) -> None:
+    def _give_back(self, node: Node, cpus: float, memory: float) -> None:
         was_free = node.free_cpus > EPSILON
-        cpus, memory = task.cpus, task.memory
         node.free_cpus += cpus
         node.free_memory += memory
         node.used_cpus -= cpus
         node.used_memory -= memory
-        if task.gpus:
-            node.free_gpus += task.gpus
-            node.used_gpus -= task.gpus
         if not was_free and node.free_cpus > EPSILON:
             insort(self._free, (-node.power_per_cpu, node.index))
 
@@ -745,7 +741,7 @@ class Pool:
         user = self.users[task.user]
         cpus = task.cpus
         memory = task.memory
-        self._give_back(node, task)
+        self._give_back(node, cpus, memory)
         power = node.power_per_cpu * cpus
         user.allocated_power -= power
         user.running -= 1
@@ -755,10 +751,8 @@ class Pool:
         usage[MEMORY] -= memory
         usage[POWER] -= power
         used = self.used
-        gpus = task.gpus
-        if gpus:
-            usage[GPUS] -= gpus
-            used[GPUS] -= gpus
+        if task.gpus:
+            self._hold_gpus(user, node, -task.gpus)
         if user.running == 0 and not self.exact_accounting:
             # Clear float drift: an idle user holds exactly nothing.
             user.allocated_power = 0.0

@@ -8,7 +8,7 @@ the victim's slot, through the htcondor backend:
 
 - `steer`: `vacate([victim])` then `allocate(job, slot)` (GridfairSlot edit + reschedule),
   what the daemon does by default;
-- `condor_now`: `handover(victim, job, slot)`, i.e. `condor_now JOB VICTIM` (the program, an
+- `condor_now`: `handover([victim], job, slot)`, i.e. `condor_now JOB VICTIM` (the program, an
   argument list, on the jobs' schedd, as a queue super user).
 
 For each replacement: seconds from the call to the job running (decision -> running), whether
@@ -91,7 +91,7 @@ def replace_round(pool, backend, mechanism: str, rng: random.Random, two_cycles:
             if mechanism == "condor_now":
                 if not backend.can_hand_over(slots[slot]):
                     raise ActionFailed(f"condor_now cannot hand {slot} over (not dynamic)")
-                backend.handover(jobs[victim], jobs[job_id], slots[slot])
+                backend.handover([jobs[victim]], jobs[job_id], slots[slot])
             else:
                 problem = backend.vacate([victim])[victim]
                 if problem is not None:

@@ -393,25 +393,30 @@ def test_condor_now_that_is_no_program_is_a_config_error(tmp_path):
         make_backend(validate(raw, base=tmp_path))
 
 
-def test_handovers_pair_each_vacate_with_the_allocation_of_its_slot():
-    from gridfair.daemon.cycle import PlannedAction, pair_handovers
+def test_a_preemptions_vacates_and_allocation_are_one_handover():
+    """Decisions in the negotiator's order: free allocations, then each preemption as its
+    vacates (one or several, on one slot) and the allocation on that slot. Only those runs are
+    handovers, on slots the backend can hand over; everything else is carried out as it is."""
+    from gridfair.daemon.cycle import PlannedAction, handover_groups
     from gridfair.model import Job, JobStatus, Machine
 
     def action(kind: str, job: str, slot: str) -> PlannedAction:
         return PlannedAction(f"{kind}:{job}@{slot}", kind, Job(job, "u", JobStatus.IDLE, 0.0),
                              Machine(slot, "o", 1.0))
 
-    vacates = [action("vacate", "1.0", "a"), action("vacate", "2.0", "b")]
-    allocations = [action("allocate", "9.0", "c"), action("allocate", "8.0", "b"),
-                   action("allocate", "7.0", "b")]
-    pairs, rest_vacates, rest_allocations = pair_handovers(vacates, allocations,
-                                                           lambda machine: True)
-    assert [(v.job.id, a.job.id) for v, a in pairs] == [("2.0", "8.0")]
-    assert [v.job.id for v in rest_vacates] == ["1.0"]  # vacated for no allocation: a vacate
-    assert [a.job.id for a in rest_allocations] == ["9.0", "7.0"]
-    # Slots the backend cannot hand over (HTCondor: static ones) keep vacate + allocate.
-    assert pair_handovers(vacates, allocations, lambda machine: machine.name != "b") == (
-        [], vacates, allocations)
+    actions = [action("allocate", "9.0", "c"),  # a free slot
+               action("vacate", "1.0", "b"), action("vacate", "2.0", "b"),  # two victims ...
+               action("allocate", "8.0", "b"),  # ... for one job needing both
+               action("vacate", "3.0", "a"),  # a vacate whose allocation is not carried out
+               action("vacate", "4.0", "d"), action("allocate", "7.0", "d")]
+    groups, rest = handover_groups(actions, lambda machine: True)
+    assert [([v.job.id for v in vacates], a.job.id) for vacates, a in groups] == [
+        (["1.0", "2.0"], "8.0"), (["4.0"], "7.0")]
+    assert [a.job.id for a in rest] == ["9.0", "3.0"]
+    # Slots the backend cannot hand over (HTCondor: static ones) keep vacates + allocation.
+    groups, rest = handover_groups(actions, lambda machine: machine.name != "b")
+    assert [a.job.id for _, a in groups] == ["7.0"]
+    assert [a.job.id for a in rest] == ["9.0", "1.0", "2.0", "8.0", "3.0"]
 
 
 def test_cycle_runner_reports_pool_unavailable(tmp_path):

@@ -555,17 +555,16 @@ class CycleRunner:
                    actions: list[PlannedAction]) -> tuple[int, int, int]:
         """Carry out the planned actions; returns (confirmed, failed, left planned)."""
         store = self.store
-        vacates = [a for a in actions if a.kind == VACATE]
-        allocations = [a for a in actions if a.kind == ALLOCATE]
-        confirmed = failed = 0
         not_freed: set[str] = set()
-        # Each vacate + allocation of its slot as one action, where the backend can.
-        pairs, vacates, allocations = pair_handovers(vacates, allocations,
-                                                     self.backend.can_hand_over)
-        confirmed, failed, unpaired = self._hand_over(cycle, pairs)
+        # A preemption's vacates + the allocation of the room they free as one action, where
+        # the backend can.
+        groups, rest = handover_groups(actions, self.backend.can_hand_over)
+        vacates = [a for a in rest if a.kind == VACATE]
+        allocations = [a for a in rest if a.kind == ALLOCATE]
+        confirmed, failed, left = self._hand_over(cycle, groups)
         if self.stopping.is_set():
             # Left planned: the next start carries them out if it decides them again.
-            return confirmed, failed, 2 * unpaired + len(vacates) + len(allocations)
+            return confirmed, failed, left + len(vacates) + len(allocations)
         if vacates:
             self._issue(vacates, cycle)
             self.faults.reached("after_issue", number)
@@ -619,27 +618,29 @@ class CycleRunner:
             confirmed += sum(problem is None for problem in problems)
         return confirmed, failed, 0
 
-    def _hand_over(self, cycle: int,
-                   pairs: list[tuple[PlannedAction, PlannedAction]]) -> tuple[int, int, int]:
-        """Carry out (vacate, allocation) pairs with `backend.handover`; both actions of a
-        pair share its outcome. Returns (confirmed, failed) actions and the pairs left planned
+    def _hand_over(self, cycle: int, groups: list[tuple[list[PlannedAction], PlannedAction]]
+                   ) -> tuple[int, int, int]:
+        """Carry out each (vacates, allocation) group with `backend.handover`; its actions
+        share the outcome. Returns (confirmed, failed) actions and the actions left planned
         because the daemon is stopping."""
         confirmed = failed = 0
-        for done, (vacate, allocation) in enumerate(pairs):
+        for done, (vacates, allocation) in enumerate(groups):
             if self.stopping.is_set():
-                return confirmed, failed, len(pairs) - done
-            self._issue([vacate, allocation], cycle)
+                return confirmed, failed, sum(len(v) + 1 for v, _ in groups[done:])
+            group = [*vacates, allocation]
+            self._issue(group, cycle)
             try:
-                self.backend.handover(vacate.job, allocation.job, allocation.machine)
+                self.backend.handover([vacate.job for vacate in vacates], allocation.job,
+                                      allocation.machine)
                 problem = None
             except Exception as error:  # noqa: BLE001 - recorded as the actions' failure
                 problem = _failure(error)
             now = self.backend.now()
             with self.store.transaction("record a handover's outcome") as db:
-                for action in (vacate, allocation):
+                for action in group:
                     self._record_outcome(db, action, problem, cycle, now, "handed over")
-            confirmed += 2 * (problem is None)
-            failed += 2 * (problem is not None)
+            confirmed += len(group) * (problem is None)
+            failed += len(group) * (problem is not None)
         return confirmed, failed, 0
 
     def _record_outcome(self, db: Any, action: PlannedAction, problem: str | None, cycle: int,
@@ -685,21 +686,29 @@ def log_ads(cycle: int, snapshot: Snapshot, store: Any) -> None:
                         "them)", cycle, len(items) - LOGGED_ADS, many, len(items), store)
 
 
-def pair_handovers(
-    vacates: list[PlannedAction], allocations: list[PlannedAction],
-    can_hand_over: Callable[[Machine], bool],
-) -> tuple[list[tuple[PlannedAction, PlannedAction]], list[PlannedAction], list[PlannedAction]]:
-    """(vacate, allocation of the slot it frees) pairs on slots `can_hand_over` accepts, in
-    the vacates' order; then the vacates and allocations left over."""
-    waiting = {}
-    for allocation in allocations:
-        if can_hand_over(allocation.machine):
-            waiting.setdefault(allocation.machine.name, allocation)
-    pairs = [(vacate, waiting.pop(vacate.machine.name)) for vacate in vacates
-             if vacate.machine.name in waiting]
-    paired = {id(action) for pair in pairs for action in pair}
-    return (pairs, [a for a in vacates if id(a) not in paired],
-            [a for a in allocations if id(a) not in paired])
+def handover_groups(
+    actions: list[PlannedAction], can_hand_over: Callable[[Machine], bool],
+) -> tuple[list[tuple[list[PlannedAction], PlannedAction]], list[PlannedAction]]:
+    """The preemptions to carry out as one handover: a run of vacates on one slot followed, in
+    decision order, by the allocation on it (the negotiator writes a preemption so), on a
+    slot `can_hand_over` accepts; and the other actions, in order."""
+    groups: list[tuple[list[PlannedAction], PlannedAction]] = []
+    rest: list[PlannedAction] = []
+    run: list[PlannedAction] = []
+    for action in actions:
+        if action.kind == VACATE:
+            if run and run[0].machine.name != action.machine.name:
+                rest += run
+                run = []
+            run.append(action)
+            continue
+        if run and run[0].machine.name == action.machine.name and can_hand_over(
+                action.machine):
+            groups.append((run, action))
+        else:
+            rest += [*run, action]
+        run = []
+    return groups, rest + run
 
 
 def _failure(error: Exception) -> str:

@@ -10,9 +10,9 @@ import pytest
 from gridfair.classads.submitters import SubmitterMap
 from gridfair.daemon.backends import ActionFailed, PoolUnavailable
 from gridfair.daemon.backends.htcondor import HTCondorBackend
-from gridfair.daemon.backends.personal_pool import UID_DOMAIN, JobSpec, PersonalPool
+from gridfair.daemon.backends.personal_pool import UID_DOMAIN, JobSpec, PersonalPool, SlotSpec
 from gridfair.model import JobStatus
-from tests.live.conftest import POOL_CONFIG, SLOTS, own_pool
+from tests.live.conftest import POOL_CONFIG, own_pool
 
 LONG = 132250 * 600  # ten minutes on the fastest slot: runs for the whole test
 
@@ -157,35 +157,39 @@ def _read_or_none(live: HTCondorBackend):
     return snapshot if len(nodes(snapshot)) == 4 and snapshot.jobs else None
 
 
-def test_condor_now_hands_a_dynamic_slot_over_at_once() -> None:
-    """`handover(victim, job, slot)`: condor_now JOB VICTIM vacates the victim and starts the
-    job on its claim. HTCondor 25 does so only for a dynamic slot whose claim is kept
-    (CLAIM_WORKLIFE not 0): a pool of its own, partitionable, claims kept. The schedd's log has
-    no "coalesce failed" (condor_now exits 0 even then)."""
+def test_condor_now_hands_two_dynamic_slots_over_at_once() -> None:
+    """`handover(victims, job, slot)`: condor_now JOB VICTIM VICTIM vacates both victims and
+    starts the 2-CPU job on their claims, coalesced. HTCondor 25 does so only for dynamic
+    slots whose claims are kept (CLAIM_WORKLIFE not 0): a pool of its own, one partitionable
+    machine of 2 CPUs, claims kept. The schedd's log has no "coalesce failed" (condor_now
+    exits 0 even then)."""
     config = [*POOL_CONFIG.read_text().splitlines(), "CLAIM_WORKLIFE = 1200"]
-    with own_pool(SLOTS, layout="partitionable", extra_config=config) as pool:
-        victims = pool.submit([JobSpec("User2", LONG)] * 4)
+    with own_pool([SlotSpec("User1", 264500, cpus=2, memory=512)], layout="partitionable",
+                  extra_config=config) as pool:
+        victims = pool.submit([JobSpec("User2", LONG)] * 2)
         pool.wait_until(lambda: set(pool.running()) == set(victims), 30)
-        [job_id] = pool.submit([JobSpec("User1", LONG)])
+        [job_id] = pool.submit([JobSpec("User1", LONG, cpus=2)])
         live = backend(pool, condor_now=pool.tool("condor_now"),
                        tool_environment=pool.environment)
         snapshot = live.read_snapshot()
         jobs = {job.id: job for job in snapshot.jobs}
-        slot = next(m for m in snapshot.machines if m.running_job == victims[0])
+        slot = snapshot.machines_by_name["slot1@vm"]
         assert live.can_hand_over(slot)
-        live.handover(jobs[victims[0]], jobs[job_id], slot)
-        assert pool.wait_until(lambda: pool.running().get(job_id), 20) == slot.name
+        live.handover([jobs[victim] for victim in victims], jobs[job_id], slot)
+        assert pool.wait_until(lambda: pool.running_on_nodes().get(job_id), 20) == slot.name
         log = (pool.directory / "local" / "log" / "SchedLog").read_text()
         assert f"[now job {job_id}]" not in log, log[-2000:]
-        evicted = f"ClusterId == {victims[0].split('.')[0]} && LastVacateTime =!= undefined"
-        assert pool.jobs("ClusterId", constraint=evicted)
+        evicted = " || ".join(f"ClusterId == {victim.split('.')[0]}" for victim in victims)
+        assert len(pool.jobs("ClusterId", constraint=f"({evicted}) && LastVacateTime =!= "
+                             "undefined")) == 2
 
 
-def test_condor_now_is_not_offered_for_a_static_slot(clean_queue: PersonalPool) -> None:
+def test_condor_now_is_offered_for_partitionable_slots_only(clean_queue: PersonalPool) -> None:
     """On a static slot condor_now cannot use the victim's claim ("coalesce failed: given slot
-    is not dynamic"), so the backend does not offer it: the daemon vacates and steers."""
+    is not dynamic"), so the backend does not offer it there: the daemon vacates and steers."""
     live = backend(clean_queue, condor_now=clean_queue.tool("condor_now"))
-    assert not any(live.can_hand_over(m) for m in live.read_snapshot().machines)
+    offered = {live.can_hand_over(m) for m in live.read_snapshot().machines}
+    assert offered == {clean_queue.layout == "partitionable"}
 
 
 def test_condor_now_refusal_is_a_named_failure(clean_queue: PersonalPool) -> None:
@@ -201,7 +205,7 @@ def test_condor_now_refusal_is_a_named_failure(clean_queue: PersonalPool) -> Non
     slot = next(m for m in snapshot.machines if m.running_job == ids[0])
     with pytest.raises(ActionFailed, match=rf"condor_now {ids[1]} {ids[0]} on {slot.name}: "
                                            r"exit \d+: \S"):
-        live.handover(jobs[ids[0]], jobs[ids[1]], slot)
+        live.handover([jobs[ids[0]]], jobs[ids[1]], slot)
     assert pool.jobs("ClusterId", constraint="LastVacateTime =!= undefined") == []
 
 

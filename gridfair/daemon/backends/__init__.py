@@ -90,8 +90,8 @@ class PoolBackend(ABC):
         (HTCondor's condor_now), with no window for another match between (default: no)."""
         return False
 
-    def handover(self, victim: Job, job: Job, machine: Machine) -> None:
-        """Vacate `victim` and start `job` on the slot it frees (`machine`) at once.
+    def handover(self, victims: Sequence[Job], job: Job, machine: Machine) -> None:
+        """Vacate `victims` and start `job` on the room they free on `machine` at once.
 
         Raises `ActionFailed` when it is refused.
         """

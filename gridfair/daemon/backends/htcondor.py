@@ -77,7 +77,7 @@ from gridfair.daemon.backends.ads import (
     snapshot_of,
 )
 from gridfair.errors import ConfigError, InputError
-from gridfair.model import Charge, Job, Machine, SkippedAd, Snapshot
+from gridfair.model import DYNAMIC, PARTITIONABLE, Charge, Job, Machine, SkippedAd, Snapshot
 
 #: The result attributes of `Schedd.act` that explain a failure, in the order checked.
 ACT_FAILURES = (
@@ -431,45 +431,56 @@ class HTCondorBackend(PoolBackend):
             raise ActionFailed(f"job {job.id} not found by its schedd")
 
     def can_hand_over(self, machine: Machine) -> bool:
-        """condor_now is configured and the slot is a dynamic one. HTCondor 25 runs the job on
-        the victim's claim only by coalescing dynamic slots: on a static slot the schedd logs
-        "coalesce failed: given slot is not dynamic" (and with CLAIM_WORKLIFE = 0, "given slot
-        is not claimed"), condor_now still exits 0, and the job waits for a negotiation."""
-        return self.condor_now is not None and machine.ad is not None and (
-            machine.ad.get("SlotType") == "Dynamic")
+        """condor_now is configured and the slot is a partitionable one (or a dynamic one).
+        HTCondor 25 runs the job on the victims' claims only by coalescing dynamic slots: on a
+        static slot the schedd logs "coalesce failed: given slot is not dynamic" (and with
+        CLAIM_WORKLIFE = 0, "given slot is not claimed"), condor_now still exits 0, and the
+        job waits for a negotiation."""
+        return self.condor_now is not None and machine.slot_type in (PARTITIONABLE, DYNAMIC)
 
-    def handover(self, victim: Job, job: Job, machine: Machine) -> None:
-        """Vacate `victim` and start `job` on its claim at once: `condor_now JOB VICTIM`, run
-        as a program with an argument list (no shell), on the jobs' schedd, which must be
-        the same one; the daemon's account must be a queue super user. Raises ActionFailed
-        with condor_now's own message when it refuses."""
+    def handover(self, victims: Sequence[Job], job: Job, machine: Machine) -> None:
+        """Vacate `victims` and start `job` on their claims at once: `condor_now JOB VICTIM
+        [VICTIM ...]`, run as a program with an argument list (no shell), on the jobs' schedd,
+        which must be the same one; the daemon's account must be a queue super user. The job
+        is steered to the partitionable slot too: the dynamic slot condor_now coalesces for it
+        is cut from that slot, whose START takes it (configs/htcondor-pool.config), and if the
+        claims were not kept the negotiator starts it there. Raises ActionFailed with
+        condor_now's own message when it refuses."""
         if self.condor_now is None:
             raise ActionFailed("condor_now is not configured (backend.htcondor.condor_now)")
-        location, other = self._schedd_of.get(victim.id), self._schedd_of.get(job.id)
-        if location is None or other is None or _schedd_name(location) != _schedd_name(other):
-            raise ActionFailed(f"condor_now needs {job.id} and {victim.id} on one schedd")
+        victim_ids = [victim.id for victim in victims]
+        schedds = {_schedd_name(location) for location in
+                   (self._schedd_of.get(job_id) for job_id in (job.id, *victim_ids))
+                   if location is not None}
+        location = self._schedd_of.get(job.id)
+        if location is None or len(schedds) != 1 or any(
+                job_id not in self._schedd_of for job_id in victim_ids):
+            raise ActionFailed(f"condor_now needs {job.id} and {', '.join(victim_ids)} on one "
+                               "schedd")
         # The schedd's address, not its name: condor_now qualifies a short name ("vm") with
         # the domain and then fails to find it (seen live: "Unable to locate schedd 'vm'").
         address = str(location.get("MyAddress", _schedd_name(location)))
         pool = ["-pool", self.pool] if self.pool else []
-        command = [self.condor_now, "-name", address, *pool, job.id, victim.id]
-        # The victim is unsteered, as for a vacate (seen live: a victim still naming its slot
-        # started there again). The job is not steered: the slot condor_now coalesces for it
-        # has another name, and the START clause would refuse it (seen live: "coalesce
-        # failed: Unable to coalesce any slots", the victim not even vacated).
+        command = [self.condor_now, "-name", address, *pool, job.id, *victim_ids]
+        # The victims are unsteered, as for a vacate (seen live: a victim still naming its
+        # slot started there again).
+        schedd = self.schedd_factory(location)
         try:
-            self._unsteer(self.schedd_factory(location), victim.id)
+            for victim_id in victim_ids:
+                self._unsteer(schedd, victim_id)
+            schedd.edit([job.id], self.steer_attribute, classad2.quote(machine.name))
         except POOL_ERRORS as error:
-            raise ActionFailed(f"schedd refused the edit of {victim.id}: {error}") from None
+            raise ActionFailed(f"schedd refused the edit of {job.id} or its victims: "
+                               f"{error}") from None
         try:
             done = subprocess.run(command, capture_output=True, text=True, check=False,
                                   timeout=TOOL_TIMEOUT, env=self.tool_environment)
         except (OSError, subprocess.TimeoutExpired) as error:
-            raise ActionFailed(f"condor_now {job.id} {victim.id}: {error}") from None
+            raise ActionFailed(f"condor_now {job.id} {' '.join(victim_ids)}: {error}") from None
         if done.returncode != 0:
             message = " ".join((done.stderr.strip() or done.stdout.strip()).split())
-            raise ActionFailed(f"condor_now {job.id} {victim.id} on {machine.name}: exit "
-                               f"{done.returncode}: {message or 'no message'}")
+            raise ActionFailed(f"condor_now {job.id} {' '.join(victim_ids)} on {machine.name}: "
+                               f"exit {done.returncode}: {message or 'no message'}")
 
     def hold_starts(self, until: float) -> None:
         """Set the lease knob (`GRIDFAIR_LEASE_UNTIL`, which the pool's

@@ -148,7 +148,8 @@ class KeptPool:
         self._count_job_events(running_on, len(idle), fresh, last_views, jobs, events)
         pool = Pool(task_key=stages.order.task_key,
                     exact_accounting=stages.order.exact_accounting,
-                    matcher=self._matcher if self._matcher is not None else AutoclusterMatcher())
+                    matcher=layout.matcher(self._matcher if self._matcher is not None
+                                           else AutoclusterMatcher()))
         pool.load([nodes[machine.name] for machine, _ in layout.nodes],
                   list(map(_TASK, idle)), running)
         negotiator = Negotiator(pool, stages.order, stages.preempt, stages.admit)

@@ -106,6 +106,15 @@ class Layout:
     running: tuple[Running, ...]
     unplaced: tuple[SkippedAd, ...]
 
+    def matcher(self, match: Callable[[Task, Node], bool]) -> Callable[[Task, Node], bool]:
+        """`match`, refusing every job to the nodes that take none now (a partitionable slot
+        its owner took back, or drained, still holds what runs in its dynamic slots): neither
+        a free allocation nor a preemption may put one there."""
+        closed = frozenset(machine.name for machine, available in self.nodes if not available)
+        if not closed:
+            return match
+        return lambda task, node: node.name not in closed and match(task, node)
+
 
 def lay_out(machines: tuple[Machine, ...], running_jobs: list[Job],
             job_ids: Collection[str]) -> Layout:
@@ -175,18 +184,18 @@ def pool_from_snapshot(
 ) -> LoadedPool:
     """The pool of `snapshot` under `stages`, matching with `matcher` (by default ClassAd
     Requirements through autoclusters), ready for `negotiator.cycle(snapshot.time)`."""
-    pool = Pool(
-        task_key=stages.order.task_key,
-        exact_accounting=stages.order.exact_accounting,
-        checkpointing=checkpointing,
-        matcher=matcher if matcher is not None else AutoclusterMatcher(),
-    )
-    negotiator = Negotiator(pool, stages.order, stages.preempt, stages.admit)
     now = snapshot.time
     jobs = sorted(snapshot.jobs, key=queue_order)
     job_ids = {job.id for job in jobs}
     layout = lay_out(snapshot.machines,
                      [job for job in jobs if job.status is JobStatus.RUNNING], job_ids)
+    pool = Pool(
+        task_key=stages.order.task_key,
+        exact_accounting=stages.order.exact_accounting,
+        checkpointing=checkpointing,
+        matcher=layout.matcher(matcher if matcher is not None else AutoclusterMatcher()),
+    )
+    negotiator = Negotiator(pool, stages.order, stages.preempt, stages.admit)
     for machine, available in layout.nodes:
         node = node_from_machine(machine)
         if not available:

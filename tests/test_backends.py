@@ -547,3 +547,20 @@ def test_files_backend_names_the_line_of_an_ad_broken_after_a_good_read(tmp_path
     assert [s.source for s in skipped] == [str(status)]
     lines = status.read_text().splitlines()
     assert f"line {lines.index('Cpus = (((') + 1}" in skipped[0].reason
+
+
+def test_htcondor_job_ads_none_of_which_is_usable_fail_the_read():
+    """A pool whose schedds answer only with job ads gridfair cannot use (here, a queue date
+    that is no number on every one, on a pool with nothing running) is not an empty queue: the
+    read fails naming the first, as the files backend's does."""
+    from gridfair.daemon.backends import UnusablePool
+
+    backend = htcondor_backend()
+    backend.collector.slots = [ad for ad in backend.collector.slots
+                               if ad.get("State") != "Claimed"]
+    for queue in FakeSchedd.queues.values():
+        for ad in queue:
+            ad["QDate"] = "yesterday"
+    with pytest.raises(UnusablePool, match=r"no usable job ad in the schedds' answers \(\d+ "
+                                           r"skipped; the first: .*QDate: not a number"):
+        backend.read_snapshot()

@@ -69,7 +69,13 @@ from gridfair.classads.views import (
     jobs_from_ads,
     machines_from_ads,
 )
-from gridfair.daemon.backends import ActionFailed, PoolBackend, PoolUnavailable
+from gridfair.daemon.backends import (
+    ActionFailed,
+    PoolBackend,
+    PoolUnavailable,
+    UnusablePool,
+    unusable,
+)
 from gridfair.daemon.backends.ads import (
     JOB_ATTRIBUTES,
     SLOT_ATTRIBUTES,
@@ -203,9 +209,15 @@ class HTCondorBackend(PoolBackend):
         return cls(collector, pool=pool, **options)
 
     def read_snapshot(self) -> Snapshot:
-        if self.demand == "autocluster":
-            return self._read_autoclusters()
-        return self._read_jobs()
+        """The pool now; `UnusablePool` when the schedds answered with job ads of which none
+        is usable (a pool with no job at all is a quiet one, not an error)."""
+        snapshot = self._read_autoclusters() if self.demand == "autocluster" else (
+            self._read_jobs())
+        bad_jobs = [skip for skip in snapshot.skipped if skip.source.startswith("schedd ")
+                    and skip.index > 0]
+        if bad_jobs and not snapshot.jobs:
+            raise UnusablePool(unusable("job", "the schedds' answers", bad_jobs), snapshot)
+        return snapshot
 
     def _read_autoclusters(self) -> Snapshot:
         """Slots from the collector; demand as autocluster ads and narrow idle rows."""

@@ -43,6 +43,15 @@ class SubmitterMap:
     trust_groups: bool = False
 
     @classmethod
+    def of(cls, uid_domain: str, map_file: str | Path | None = None,
+           trust_groups: bool = False) -> SubmitterMap:
+        """The charging a configuration describes: the pool's UID domain, a map file if
+        any, and whether accounting groups are trusted."""
+        if map_file:
+            return cls.from_file(map_file, uid_domain, trust_groups)
+        return cls(uid_domain, trust_groups=trust_groups)
+
+    @classmethod
     def from_file(cls, path: str | Path, uid_domain: str,
                   trust_groups: bool = False) -> SubmitterMap:
         """A map file of `identity owner` lines; an InputError names the file and line."""

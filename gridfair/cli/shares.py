@@ -261,8 +261,7 @@ def _live_snapshot(pool: str, owner_attr: str | None, power_attr: str | None,
     from gridfair.daemon.backends.htcondor import HTCondorBackend, pool_uid_domain
 
     uid_domain = uid_domain or pool_uid_domain()
-    submitters = (SubmitterMap.from_file(submitter_map, uid_domain, trust_groups)
-                  if submitter_map else SubmitterMap(uid_domain, trust_groups=trust_groups))
+    submitters = SubmitterMap.of(uid_domain, submitter_map, trust_groups)
     # A pool it cannot read (PoolUnavailable) is one line and exit 2, as a file is.
     backend = HTCondorBackend.connect(None if pool == "-" else pool,
                                       owner_attribute=owner_attr or "GridOwner",

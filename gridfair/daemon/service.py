@@ -55,8 +55,7 @@ def make_backend(config: Config) -> PoolBackend:
 
     uid_domain = section["uid_domain"] or pool_uid_domain()
     trust = section["trust_accounting_groups"]
-    submitters = (SubmitterMap.from_file(section["submitter_map"], uid_domain, trust)
-                  if section["submitter_map"] else SubmitterMap(uid_domain, trust_groups=trust))
+    submitters = SubmitterMap.of(uid_domain, section["submitter_map"], trust)
     log.info("charging jobs to %s of UID_DOMAIN %s%s", "their accounting groups (trusted) or "
              "authenticated users" if trust else "the users HTCondor authenticated",
              uid_domain, f", submitter map {section['submitter_map']}"

@@ -181,11 +181,9 @@ def history_scenario(path: Path | None, grid: Grid | None,
                          "(condor_status -long or -json) or --pool HOST (its collector)",
                          source=source)
     config = AdConfig.with_attributes(options.get("owner_attr"), options.get("power_attr"))
-    uid_domain = options.get("uid_domain") or ANY_DOMAIN
-    trust = bool(options.get("trust_accounting_groups"))
-    submitters = (SubmitterMap.from_file(options["submitter_map"], uid_domain, trust)
-                  if options.get("submitter_map") else SubmitterMap(uid_domain,
-                                                                    trust_groups=trust))
+    submitters = SubmitterMap.of(options.get("uid_domain") or ANY_DOMAIN,
+                                 options.get("submitter_map"),
+                                 bool(options.get("trust_accounting_groups")))
     now = time.time()
     since = parse_moment(options["since"], now, "--since") if options.get("since") else None
     until = parse_moment(options["until"], now, "--until") if options.get("until") else None

@@ -27,9 +27,11 @@ class MachineSpec:
     cpus: float = 1.0
     memory: float = 0.0
     load: float = 0.0
+    gpus: float = 0.0
 
     def node(self) -> Node:
-        return Node(self.name, self.owner, self.mflops, self.cpus, self.memory, self.load)
+        return Node(self.name, self.owner, self.mflops, self.cpus, self.memory, self.load,
+                    gpus=self.gpus)
 
 
 @dataclass(frozen=True)

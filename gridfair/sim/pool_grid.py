@@ -14,8 +14,8 @@ partitionable one; `--owner-attr` and `--power-attr` change which).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from gridfair.classads.live_reads import collector_slots
@@ -31,10 +31,9 @@ SLOTS = "slots"
 
 @dataclass(frozen=True)
 class SlotIndex:
-    """Which node a slot name is, and the nodes' GPUs."""
+    """Which node a slot name is."""
 
     nodes: frozenset[str]
-    gpus: Mapping[str, float] = field(default_factory=dict)
 
     def node_of(self, slot: str) -> str | None:
         """The node that is `slot` or holds it (a dynamic slot's partitionable slot); None
@@ -61,10 +60,9 @@ def read_pool_grid(machines: str | None, pool: str | None,
 def pool_grid(machines: Sequence[Machine], source: str) -> Grid:
     """The grid of slot views (static and partitionable slots), a node each, in slot order."""
     specs = [MachineSpec(machine.name, machine.owner, machine.power, machine.cpus,
-                         machine.memory, machine.load) for machine in machines]
+                         machine.memory, machine.load, machine.gpus) for machine in machines]
     if not specs:
         raise InputError("no usable slot: every slot ad lacks an owner or a power the daemon "
                          "reads (see --owner-attr, --power-attr)", source=source)
-    index = SlotIndex(frozenset(spec.name for spec in specs),
-                      {machine.name: machine.gpus for machine in machines if machine.gpus})
+    index = SlotIndex(frozenset(spec.name for spec in specs))
     return Grid(name=source, machines=tuple(specs), settings={SLOTS: index}, source=source)

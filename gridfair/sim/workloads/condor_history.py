@@ -29,8 +29,7 @@ How a history becomes tasks (each rule that leaves a job out counts it, by reaso
   the beginning); its work is its last run's; as it happened, the evictions are its
   preemptions and their wall time lost work;
 - fit: a job asking for more cpus, memory or GPUs than any slot of the grid has is left out
-  (it would wait forever); GPUs are matched through a matcher that counts each node's GPUs
-  in use.
+  (it would wait forever); GPUs are a resource of the pool's nodes and tasks, as cpus are.
 
 "As it happened" (`Scenario.recorded`): the same tasks with the history's own times (first
 start JobStartDate, end CompletionDate, or EnteredCurrentStatus for a removed job, which
@@ -57,7 +56,7 @@ from gridfair.classads.history import (
 from gridfair.classads.live_reads import schedd_history
 from gridfair.classads.submitters import ANY_DOMAIN, SubmitterMap
 from gridfair.classads.views import AdConfig
-from gridfair.core.pool import DONE, KILLED, Node, PoolListener, Task
+from gridfair.core.pool import DONE, KILLED, Task
 from gridfair.errors import InputError
 from gridfair.model import JobStatus, SkippedAd
 from gridfair.moments import parse_moment
@@ -99,7 +98,7 @@ class _Jobs:
     wall: array = field(default_factory=lambda: array("d"))
     starts: array = field(default_factory=lambda: array("l"))
     completed: bytearray = field(default_factory=bytearray)
-    gpus: dict[str, float] = field(default_factory=dict)  # job id -> GPUs, if it asks
+    gpus: array = field(default_factory=lambda: array("d"))
     order: list[int] = field(default_factory=list)
     start: float = 0.0  # the first QDate: time 0
 
@@ -118,8 +117,7 @@ class _Jobs:
         self.wall.append(max(job.wall_time, job.last_run))
         self.starts.append(max(job.starts, 1))
         self.completed.append(job.status is JobStatus.COMPLETED)
-        if job.gpus > 0:
-            self.gpus[job_id] = job.gpus
+        self.gpus.append(job.gpus)
 
     def sort(self, limit: int | None) -> None:
         """Submit order (QDate, then cluster and proc as numbers: the same order whichever
@@ -134,7 +132,7 @@ class _Jobs:
     def task(self, position: int) -> Task:
         index = self.order[position]
         return Task(self.ids[index], self.users[index], self.qdate[index] - self.start,
-                    cpus=self.cpus[index], memory=self.memory[index],
+                    cpus=self.cpus[index], memory=self.memory[index], gpus=self.gpus[index],
                     work=self.last_run[index] * self.rate[index], source_index=position)
 
 
@@ -149,26 +147,6 @@ class HistoryTasks:
 
     def __iter__(self) -> Iterator[Task]:
         return map(self.jobs.task, range(len(self.jobs.order)))
-
-
-class GpuMatcher(PoolListener):
-    """A task asking for GPUs fits a node with that many GPUs free (`Pool(matcher=...)`); it
-    counts the GPUs held by the tasks running on each node."""
-
-    def __init__(self, asked: Mapping[str, float], nodes: Mapping[str, float]) -> None:
-        self.asked = asked
-        self.free = dict(nodes)
-
-    def __call__(self, task: Task, node: Node) -> bool:
-        return self.asked.get(task.id, 0.0) <= self.free.get(node.name, 0.0)
-
-    def task_started(self, task: Task, now: float) -> None:
-        if task.id in self.asked:
-            self.free[task.node.name] -= self.asked[task.id]
-
-    def task_stopped(self, task: Task, now: float, node: Node) -> None:
-        if task.id in self.asked:
-            self.free[node.name] += self.asked[task.id]
 
 
 def history_scenario(path: Path | None, grid: Grid | None,
@@ -198,11 +176,8 @@ def history_scenario(path: Path | None, grid: Grid | None,
                          + (f" (left out: {describe_skipped(reading.skipped)})"
                             if reading.skipped else ""), source=source)
     jobs.sort(options.get("limit"))
-    nodes = grid.nodes()
-    index = grid.settings.get(SLOTS)
-    matcher = GpuMatcher(jobs.gpus, index.gpus) if jobs.gpus and index is not None else None
-    return Scenario(nodes, HistoryTasks(jobs), skipped=reading.skipped, notes=reading.notes(),
-                    matcher=matcher, recorded=lambda: recorded_run(jobs, grid),
+    return Scenario(grid.nodes(), HistoryTasks(jobs), skipped=reading.skipped,
+                    notes=reading.notes(), recorded=lambda: recorded_run(jobs, grid),
                     curve_width=bin_width(max(jobs.end) - jobs.start))
 
 
@@ -229,7 +204,7 @@ class _Reading:
         self.node_power = {spec.name: spec.mflops / spec.cpus for spec in grid.machines}
         self.largest = (max(spec.cpus for spec in grid.machines),
                         max(spec.memory for spec in grid.machines),
-                        max(self.index.gpus.values(), default=0.0) if self.index else 0.0)
+                        max(spec.gpus for spec in grid.machines))
         self.submitters = submitters
         self.since, self.until, self.unmapped = since, until, unmapped
         self.skipped: dict[str, int] = {}

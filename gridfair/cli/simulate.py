@@ -18,7 +18,7 @@ from gridfair.policies.drf import FORMS
 from gridfair.policies.hosep import PREEMPTION_TESTS
 from gridfair.policies.registry import policy_names
 from gridfair.sim.deadline_metrics import deadline_summary
-from gridfair.sim.engine import ARRIVALS
+from gridfair.sim.engine import ARRIVALS, SAME_INSTANT_ORDERS
 from gridfair.sim.metrics import SATISFACTION_BASES, RunMetrics
 from gridfair.sim.records import RunRecorder, check_conservation, owner_share_violations
 from gridfair.sim.scenario import build_scenario, run_streamed, simulation_of
@@ -103,6 +103,12 @@ USER_COLUMNS = (
               help="Sequential arrivals: iSPD's periodic machine status (its HOSEP: 15): a "
                    "machine given a task is neither free nor a victim until the second status "
                    "refresh after.")
+@click.option("--same-instant", type=click.Choice(SAME_INSTANT_ORDERS), default="ordered",
+              show_default=True,
+              help="Sequential arrivals: the order of events of one instant. ordered: "
+                   "completions and chained negotiations, then arrivals in submit order; "
+                   "ispd2014: iSPD 2014's event list (a Java binary heap keyed by time alone, "
+                   "every hop of a task or message an event).")
 @click.option("--absolute-power-diff", is_flag=True,
               help="HOSEP: compare omega with |PowerDiff| (Eq. 6) instead of PowerDiff (Fig. 2).")
 @click.option("--hosep-test", type=click.Choice(PREEMPTION_TESTS), default=None,
@@ -170,9 +176,9 @@ USER_COLUMNS = (
               "once a run takes over 2 s).")
 def simulate(grid, workload, workload_format, policy, order, preempt, admit, checkpoint,
              allocation, seed, interval, vacate_delay, claim_worklife, arrivals, status_refresh,
-             absolute_power_diff, hosep_test, slot_weight, satisfaction_base, output_format,
-             tasks_out, capacity_ratio, equal_shares, form, delta, capacity, deadlines,
-             check, db_path, quiet, **grid_workload_options) -> None:
+             same_instant, absolute_power_diff, hosep_test, slot_weight, satisfaction_base,
+             output_format, tasks_out, capacity_ratio, equal_shares, form, delta, capacity,
+             deadlines, check, db_path, quiet, **grid_workload_options) -> None:
     """Simulate GRID under a policy and report per-user satisfaction, waits and preemptions.
 
     GRID is a grid file or an embedded grid's name (`gridfair grid list`)."""
@@ -207,7 +213,7 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
         policy_options=policy_options, checkpointing=checkpoint, interval=interval,
         vacate_delay=vacate_delay, progress=progress, recorder=recorder, arrivals=arrivals,
         allocation=allocation, keep_tasks=keep_tasks, status_refresh=status_refresh,
-        claim_worklife=claim_worklife,
+        claim_worklife=claim_worklife, same_instant=same_instant,
     )
     negotiator = simulation.negotiator
     # Opened before the run: an unwritable file is an error before any work is done.
@@ -221,6 +227,7 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
         "options": {key: value for key, value in {
             **workload_options, "delta": delta, "form": form,
             "hosep_test": hosep_test, "status_refresh": status_refresh,
+            "same_instant": same_instant if same_instant != "ordered" else None,
             "slot_weight": slot_weight}.items()
                     if value not in (None, False)},
     }) if db_path else None
@@ -252,6 +259,7 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
             "checkpointing": checkpoint,
             "arrivals": arrivals,
             **({"status_refresh": status_refresh} if status_refresh is not None else {}),
+            **({"same_instant": same_instant} if same_instant != "ordered" else {}),
             "satisfaction_base": satisfaction_base,
             "users": [user.as_dict() for user in users],
             "summary": _deterministic({
@@ -265,6 +273,7 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
                    f"workload={workload}  seed={seed}  "
                    f"checkpointing={'on' if checkpoint else 'off'}  arrivals={arrivals}  "
                    + (f"status refresh={status_refresh:g} s  " if status_refresh else "")
+                   + (f"same instant={same_instant}  " if same_instant != "ordered" else "")
                    + f"satisfaction base={satisfaction_base}")
         click.echo(render_table(USER_COLUMNS, [user.as_dict() for user in users]))
         click.echo(

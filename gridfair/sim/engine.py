@@ -49,6 +49,11 @@ every `status_refresh` seconds (at S, 2S, ..., after everything else at that ins
 machine given a task, by allocation or preemption, is blocked, uncertain at the next refresh
 and known free or busy only at the one after; until then it is neither a free machine nor a
 preemption victim, even if its task has ended. A refresh wakes no negotiation.
+
+`same_instant` (sequential only) is the order of the events of one instant: `ordered` (the
+default) is the loop above; `ispd2014` replays iSPD 2014's own event list (`ispd_events`), a
+Java binary heap keyed by time alone in which every hop of a task or a message is an event,
+so that same-time arrivals, dispatches and completions interleave as iSPD's do.
 """
 
 from __future__ import annotations
@@ -75,12 +80,15 @@ from gridfair.core.pool import (
 )
 from gridfair.core.stages import ALLOCATE, DROP, KILL, Decision
 from gridfair.errors import InputError
+from gridfair.sim.ispd_events import HeldMachines, IspdEventList
 
 # Event kinds, in the order they run at equal times (a status refresh after arrivals too).
 _FINISH, _DEADLINE, _NEGOTIATE, _REFRESH = range(4)
 
 #: The simulator's arrival semantics (see the module docstring).
 ARRIVALS = ("batch", "sequential")
+#: The order of events of one instant under sequential arrivals (module docstring).
+SAME_INSTANT_ORDERS = ("ordered", "ispd2014")
 
 
 @dataclass
@@ -199,19 +207,15 @@ class _Execution(PoolListener):
 
 
 
-class _StatusRefresh(PoolListener):
+class _StatusRefresh(HeldMachines):
     """iSPD's periodic machine status (`status_refresh`, module docstring): a machine that
     starts a task is held until the second refresh after; held machines fit no task (the
     pool's matcher says no), so they are neither given out nor vacated."""
 
     def __init__(self, pool, heap: list[tuple], period: float) -> None:
+        super().__init__(pool)
         self.heap = heap
         self.period = period
-        self.held: dict[int, float] = {}  # node index -> the refresh that releases it
-        matcher = pool.matcher
-        held = self.held
-        pool.matcher = lambda task, node: node.index not in held and (
-            matcher is None or matcher(task, node))
 
     def task_started(self, task: Task, now: float) -> None:
         # The first refresh at or after now (refreshes run after all else at their instant,
@@ -281,6 +285,7 @@ class Simulation:
         on_task_done: Callable[[Task], None] | None = None,
         status_refresh: float | None = None,
         claim_worklife: float | None = None,
+        same_instant: str = "ordered",
     ) -> None:
         if arrivals not in ARRIVALS:
             raise InputError(f"arrivals must be one of {', '.join(ARRIVALS)}, got {arrivals!r}")
@@ -298,6 +303,14 @@ class Simulation:
             raise InputError(f"status refresh must be positive, got {status_refresh}")
         if arrivals == "sequential" and claim_worklife is not None:
             raise InputError("claim reuse (--claim-worklife) takes batch arrivals")
+        if same_instant not in SAME_INSTANT_ORDERS:
+            raise InputError(f"same-instant order must be one of "
+                             f"{', '.join(SAME_INSTANT_ORDERS)}, got {same_instant!r}")
+        if same_instant != "ordered" and arrivals != "sequential":
+            raise InputError("a same-instant order is an option of sequential arrivals")
+        if same_instant == "ispd2014" and (vacate_delay or transfer_delay is not None):
+            raise InputError("iSPD's event list (--same-instant ispd2014) models links that "
+                             "take no time and no vacate delay")
         self.negotiator = negotiator
         self.pool = negotiator.pool
         self.total = 0  # the workload's length, if known before the run
@@ -327,6 +340,7 @@ class Simulation:
         self.on_cycle = on_cycle  # told the time after every negotiation cycle (records)
         self.arrivals = arrivals
         self.status_refresh = status_refresh
+        self.same_instant = same_instant
         self.claims = (_ClaimReuse(self.pool, claim_worklife) if claim_worklife is not None
                        else None)
 
@@ -498,6 +512,12 @@ class Simulation:
         pool, negotiator, tasks = self.pool, self.negotiator, self.tasks
         execution = _Execution(self)
         pool.listen(execution)
+        if self.same_instant == "ispd2014":
+            events, negotiations, kept = IspdEventList(
+                negotiator, tasks, self.status_refresh, self.keep_decisions,
+                self.on_cycle).run()
+            return self._result(execution, tasks, self._makespan(execution, tasks),
+                                len(tasks), events, negotiations, kept, started)
         heap = execution.heap
         refresh = None
         if self.status_refresh is not None:
@@ -565,10 +585,13 @@ class Simulation:
                 kept.append(decision)
             if not idle_before:
                 negotiate(now)
+        return self._result(execution, tasks, self._makespan(execution, tasks), total,
+                            events, negotiations, kept, started)
+
+    @staticmethod
+    def _makespan(execution: _Execution, tasks: Sequence[Task]) -> float:
         end_times = [task.finish_time for task in tasks if task.finish_time is not None]
-        makespan = max(end_times, default=execution.latest_end) - tasks[0].submit_time
-        return self._result(execution, tasks, makespan, total, events, negotiations, kept,
-                            started)
+        return max(end_times, default=execution.latest_end) - tasks[0].submit_time
 
     def _result(self, execution: _Execution, tasks: list[Task], makespan: float,
                 submitted: int, events: int, negotiations: int, kept: list[Decision],

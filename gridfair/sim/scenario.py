@@ -178,6 +178,7 @@ def simulation_of(
     status_refresh: float | None = None,
     listeners: Sequence[PoolListener] = (),
     claim_worklife: float | None = None,
+    same_instant: str = "ordered",
 ) -> Simulation:
     """The stages, the pool and the simulation of `scenario`, ready to run; `recorder` keeps
     the run's records (runs and allocation snapshots) for the checks of `records`.
@@ -213,7 +214,8 @@ def simulation_of(
                       progress=progress, transfer_delay=scenario.transfer_delay,
                       on_cycle=recorder.after_cycle if recorder is not None else None,
                       arrivals=arrivals, keep_tasks=keep_tasks, on_task_done=on_task_done,
-                      status_refresh=status_refresh, claim_worklife=claim_worklife)
+                      status_refresh=status_refresh, claim_worklife=claim_worklife,
+                      same_instant=same_instant)
 
 
 def run_scenario(scenario: Scenario, **options: Any) -> tuple[SimulationResult, Negotiator]:

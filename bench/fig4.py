@@ -5,7 +5,10 @@ The 15 Table 1 runs (seeds 1-5 x low/medium/high workloads of the embedded `hose
 grid), with checkpointing off and on, for
 - HOSEP under batch negotiation (the daemon's way; `--arrivals batch`),
 - HOSEP under the published simulator's semantics (`--arrivals sequential`) with iSPD 2014's
-  preemption test (`--hosep-test ispd2014`) and with Fig. 2's (`fig2`),
+  preemption test (`--hosep-test ispd2014`): alone, with iSPD's 15 s status refresh
+  (`--status-refresh 15`), and with that refresh and iSPD's own event list for the events of
+  one instant (`--same-instant ispd2014`; the only change from the line before); and with
+  Fig. 2's test (`fig2`),
 - the owner-reclaim rule (`--policy reclaim`) under batch negotiation.
 Prints every run's satisfaction (base `grid`, as iSPD computes it) and vacates, then the
 issue's targets per configuration: in how many runs User1 and User2 are the two most
@@ -52,25 +55,29 @@ POWER_ORDER = ["User1", "User2", "User3", "User4"]
 MULTI_OWNER = Path(__file__).resolve().parent.parent.parent / "shared/data/ispd/multi_owner"
 #: iSPD 2014's HOSEP refreshes its machines' status every 15 s (`HOSEP.getTempoAtualizar`).
 ISPD_REFRESH = 15.0
-#: (label, semantics, preempt stage, HOSEP preemption test or None, status refresh or None)
+#: (label, semantics, preempt stage, HOSEP preemption test or None, status refresh or None,
+#: same-instant order of the sequential semantics)
 CONFIGURATIONS = (
-    ("hosep batch", "batch", "hosep", None, None),
-    ("hosep sequential ispd2014", "sequential", "hosep", "ispd2014", None),
-    ("hosep seq. ispd2014 15 s", "sequential", "hosep", "ispd2014", ISPD_REFRESH),
-    ("hosep sequential fig2", "sequential", "hosep", "fig2", None),
-    ("reclaim batch", "batch", "reclaim", None, None),
+    ("hosep batch", "batch", "hosep", None, None, "ordered"),
+    ("hosep sequential ispd2014", "sequential", "hosep", "ispd2014", None, "ordered"),
+    ("hosep seq. ispd2014 15 s", "sequential", "hosep", "ispd2014", ISPD_REFRESH, "ordered"),
+    ("hosep seq. ispd2014 15 s heap", "sequential", "hosep", "ispd2014", ISPD_REFRESH,
+     "ispd2014"),
+    ("hosep sequential fig2", "sequential", "hosep", "fig2", None, "ordered"),
+    ("reclaim batch", "batch", "reclaim", None, None, "ordered"),
 )
 USERS = ("User1", "User2", "User3", "User4")
 ISPD_TARGET_POINTS = 8.0
 
 
 def run(grid: str, workload: str, seed: int, semantics: str, preempt: str, test: str | None,
-        checkpoint: bool, refresh: float | None = None
+        checkpoint: bool, refresh: float | None = None, same_instant: str = "ordered"
         ) -> tuple[dict[str, float], dict[str, float], int]:
     """Satisfaction and provided share per user, and the run's vacates."""
     scenario = build_scenario(grid, workload, seed=seed)
     result, _ = run_scenario(scenario, order="hosep", preempt=preempt, arrivals=semantics,
                              checkpointing=checkpoint, status_refresh=refresh,
+                             same_instant=same_instant,
                              policy_options={"hosep_test": test} if test else None)
     rows = user_metrics(result, "grid")
     return ({row.user: row.satisfaction for row in rows},
@@ -148,7 +155,7 @@ def side_by_side(runs: list[dict], ispd: dict[tuple[str, int], dict[str, float]]
     """Per configuration of the sequential semantics (checkpointing off) and workload, each
     user's mean satisfaction here and in iSPD 2014, and the largest gap."""
     rows = []
-    for label, semantics, _, _, _ in CONFIGURATIONS:
+    for label, semantics, *_ in CONFIGURATIONS:
         if semantics != "sequential":
             continue
         for workload in WORKLOADS:
@@ -173,13 +180,13 @@ def main() -> None:
                         help="iSPD 2014's classes and jars and a Fig4Driver class")
     args = parser.parse_args()
     runs, summary = [], []
-    for label, semantics, preempt, test, refresh in CONFIGURATIONS:
+    for label, semantics, preempt, test, refresh, same_instant in CONFIGURATIONS:
         for checkpoint in (False, True):
             these = []
             for workload in WORKLOADS:
                 for seed in SEEDS:
                     satisfaction, _, vacates = run(TABLE1, workload, seed, semantics, preempt,
-                                                   test, checkpoint, refresh)
+                                                   test, checkpoint, refresh, same_instant)
                     these.append({
                         "configuration": label,
                         "semantics": semantics,
@@ -212,16 +219,16 @@ def main() -> None:
                           "ispd2014": against}, indent=1))
         return
     print(f"load average {os.getloadavg()[0]:.2f} (figures are deterministic; load only slows)")
-    print("configuration              workload seed ckpt  User1  User2  User3  User4 vacates")
+    print("configuration                 workload seed ckpt  User1  User2  User3  User4 vacates")
     for r in runs:
         s = r["satisfaction"]
-        print(f"{r['configuration']:<26} {r['workload']:<8} {r['seed']:>4} "
+        print(f"{r['configuration']:<29} {r['workload']:<8} {r['seed']:>4} "
               f"{'on' if r['checkpoint'] else 'off':<4} {s['User1']:6.1f} {s['User2']:6.1f} "
               f"{s['User3']:6.1f} {s['User4']:6.1f} {r['vacates']:7d}")
-    print("\nconfiguration              ckpt  U1+U2 top2  U1 first  1>2>3>4  2>3>4  "
+    print("\nconfiguration                 ckpt  U1+U2 top2  U1 first  1>2>3>4  2>3>4  "
           "U1 mean %  vacates")
     for row in summary:
-        print(f"{row['configuration']:<26} {'on' if row['checkpoint'] else 'off':<4} "
+        print(f"{row['configuration']:<29} {'on' if row['checkpoint'] else 'off':<4} "
               f"{row['user1_user2_top_two']:>7}/15 {row['user1_first']:>6}/15 "
               f"{row['power_order']:>5}/15 {row['users_2_4_by_power']:>3}/15 "
               f"{row['user1_mean']:9.1f} {row['vacates']:8d}")
@@ -237,7 +244,7 @@ def main() -> None:
         for row in against:
             pairs = "  ".join(f"{u} {row['gridfair'][u]:5.1f}/{row['ispd2014'][u]:5.1f}"
                               for u in USERS)
-            print(f"{row['configuration']:<26} {row['workload']:<7} {pairs}  largest gap "
+            print(f"{row['configuration']:<29} {row['workload']:<7} {pairs}  largest gap "
                   f"{row['largest_gap']:4.1f}")
 
 

@@ -159,6 +159,23 @@ def test_hosep_victim_is_least_powerful_machine_and_rule_holds():
     assert allocate.node is vacate.node  # 3.3 (ii): the receiver runs on the freed machine
 
 
+@pytest.mark.parametrize("policy, victim_node", [("hosep", "m1"), ("hosep-ispd2014", "m0")])
+def test_among_equally_powerful_victims_fig2_takes_the_last_start_ispd2014_the_first_machine(
+        policy, victim_node):
+    # A owns two equal machines; B (providing nothing, the first victim) takes m0 at 0 and m1
+    # at 1. A's task at 2 finds no free machine. Fig. 2's test: the run started last (m1)
+    # loses least. iSPD 2014's buscarRecurso keeps the first machine of least power it scans
+    # (a strict <), m0.
+    pool, negotiator = make_pool(policy, [("A", 100), ("A", 100)])
+    for now in (0.0, 1.0):
+        submit(negotiator, "B", 1, now)
+        negotiator.cycle(now)
+    submit(negotiator, "A", 1, 2.0)
+    vacate, allocate = negotiator.cycle(2.0)
+    assert vacate.kind == "vacate" and vacate.node.name == victim_node
+    assert allocate.node is vacate.node
+
+
 def test_hosep_stops_when_the_victim_would_end_worse_than_the_receiver():
     # A provides 100, holds nothing; B provides 100 and holds 100 + A's 100 + C's 10.
     # omega_B after losing C's 10 = (210 - 100 - 10)/100 = +1.0 > -1 -> preempt; after A's

@@ -113,7 +113,8 @@ USER_COLUMNS = (
               help="HOSEP: compare omega with |PowerDiff| (Eq. 6) instead of PowerDiff (Fig. 2).")
 @click.option("--hosep-test", type=click.Choice(PREEMPTION_TESTS), default=None,
               help="HOSEP's preemption test: Fig. 2's with the Phi guard (fig2, default) or "
-                   "iSPD 2014's (victim after >= receiver after, or victim after > 0).")
+                   "iSPD 2014's (victim after >= receiver after, or victim after > 0; among "
+                   "equally powerful victims, the first machine).")
 @click.option("--slot-weight", default=None, metavar="EXPR",
               help="HTCondor priority (condor): a job's weight in its user's usage, as "
                    "HTCondor's SLOT_WEIGHT (default Cpus), linear in Cpus, Memory and GPUs, "

@@ -33,7 +33,9 @@ at gspd-unesp/ispd 196cdf6): instead of step 3 and the guard, the preemption is 
 victim after the move is at or above the receiver after it, or still above its share
 (omega_beta >= PowerDiff_alpha' or omega_beta > 0). It is no ping-pong either: a victim left
 above its share never becomes a receiver, and one left at or above the receiver never trades
-places with it.
+places with it. Its victim is iSPD's too (`buscarRecurso`): the least powerful machine, and
+among equals the first in the pool's machine order, where Fig. 2's test takes among equals the
+run started last.
 
 Free machines go, in `HosepOrder`, to the user of least PowerDiff first, its job of least
 demand first, on the fastest free machine. A user who provides nothing has no entitlement: it
@@ -130,6 +132,13 @@ class HosepOrder(OrderPolicy):
         return hosep_figures(user)
 
 
+def ispd2014_victim_key(task: Task, node: Node | None = None) -> Any:
+    """iSPD 2014's victim order (`HOSEP.buscarRecurso`): the least powerful machine, and
+    among equals the first in the pool's machine order (its master's slaves, in order)."""
+    node = node or task.node
+    return (node.power_per_cpu * task.cpus, node.index)
+
+
 class HosepPreempt(OwnerSharePreempt):
     """Fig. 2: vacate the most over-share user's least powerful machine for the most
     under-share user, while the victim stays better off than the receiver."""
@@ -142,6 +151,8 @@ class HosepPreempt(OwnerSharePreempt):
                               f"{', '.join(PREEMPTION_TESTS)}, got {test!r}")
         self.absolute = absolute
         self.ispd2014 = test == "ispd2014"
+        if self.ispd2014:  # before attach, which sorts running tasks by it
+            self.victim_key = ispd2014_victim_key  # type: ignore[method-assign]
 
     def attach(self, pool) -> None:
         super().attach(pool)

@@ -160,6 +160,37 @@ def test_files_cycles_allocate_vacate_and_never_repeat(tmp_path):
     assert any(kind == "vacate" and "PowerDiff +inf" in reason for kind, reason in decisions)
 
 
+def test_a_job_allocated_and_vacated_by_one_cycle_is_neither(tmp_path):
+    """SDRF's order gives free slots to carol (who owns nothing, seen first), then owner
+    reclaim takes bbockelm's machines back from her in the same cycle: her jobs never ran, so
+    neither their allocations nor their vacates are carried out, and bbockelm's allocations
+    on those slots are (a vacate of a job that is not running fails, and used to hold the
+    slot's allocation back, cycle after cycle, found live)."""
+    raw = files_config(tmp_path, policy={"name": "reclaim", "order": "sdrf"},
+                       safety={"min_runtime": 0, "max_vacates_per_cycle": 10,
+                               "preempt_cooldown": 0})
+    bbockelm = (tmp_path / "pool" / "jobs.queue").read_text().split("\n\n")[0]
+    carol = (bbockelm.replace("bbockelm@", "carol@").replace('Owner = "bbockelm"',
+                                                            'Owner = "carol"')
+             .replace("ClusterId = 15", "ClusterId = 16").replace("#15.0#", "#16.0#")
+             .replace("QDate = 1357311627", "QDate = 1357311000"))  # queued first
+    (tmp_path / "pool" / "carol.queue").write_text("\n\n".join(
+        carol.replace("ProcId = 0", f"ProcId = {proc}").replace("#16.0#", f"#16.{proc}#")
+        for proc in range(3)) + "\n")
+    assert make_daemon(tmp_path, raw, max_cycles=1).run() == 0
+    undone = rows(tmp_path, "select d.job, d.machine from decisions d where d.kind = 'vacate' "
+                  "and d.action is null")
+    assert undone and {job for job, _ in undone} <= {"16.0", "16.1", "16.2"}
+    carried = {(a["action"], a["job"]): a.get("machine") for a in actions_log(tmp_path)}
+    for job, machine in undone:
+        assert ("allocate", job) not in carried and ("vacate", job) not in carried
+        # the owner's job took the slot her job was given and lost in the cycle
+        assert machine in {carried[key] for key in carried
+                           if key[0] == "allocate" and key[1].startswith("15.")}
+    assert rows(tmp_path, "select state, count(*) from actions group by state") == [
+        ("confirmed", len(carried))]
+
+
 def test_sim_daemon_runs_cycles_and_moves_shares_towards_owners(tmp_path):
     raw = {"daemon": {"interval": 0.02, "store": "state.db"},
            "backend": {"kind": "sim", "sim": {"step": 600.0}},

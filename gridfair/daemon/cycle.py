@@ -14,7 +14,10 @@
 3. run the negotiator, its preemptions passed through the safety guard;
 4. in ONE transaction: job changes, usage, decisions, and the actions to carry out written
    `planned` (each under an idempotency key derived from the job, the slot and the time its
-   current state began, so the same decision on the same pool state has the same key);
+   current state began, so the same decision on the same pool state has the same key). A job
+   the cycle allocated and then vacated again (an order stage gave a free slot to one user,
+   the preemption stage gave it to another) never ran: neither decision is an action
+   (`undone_in_cycle`);
 5. carry them out: each marked `issued` (committed) before the backend call, `confirmed` or
    `failed` after; vacates first (one batch), then allocations;
 6. record the outcome, usage and policy state.
@@ -423,11 +426,13 @@ class CycleRunner:
         decision_rows += [{"cycle": cycle, "seq": seq, **_decision_columns(decision),
                            "action": None}
                           for seq, decision in enumerate(declined, len(decisions))]
+        undone = undone_in_cycle(decisions)
         for seq, decision in enumerate(decisions):
             self.metrics.decision(decision.kind)
             row = {"cycle": cycle, "seq": seq, **_decision_columns(decision), "action": None}
             decision_rows.append(row)
-            if not act or decision.kind not in ACTION_KINDS or decision.node is None:
+            if (not act or decision.kind not in ACTION_KINDS or decision.node is None
+                    or seq in undone):
                 continue
             job_id, machine_name = decision.task.id, decision.node.name
             if job_id not in jobs:
@@ -684,6 +689,20 @@ def log_ads(cycle: int, snapshot: Snapshot, store: Any) -> None:
         if len(items) > LOGGED_ADS:
             log.warning("cycle %d: %d more %s, %d in all (`gridfair shares --db %s` lists "
                         "them)", cycle, len(items) - LOGGED_ADS, many, len(items), store)
+
+
+def undone_in_cycle(decisions: Sequence[Decision]) -> set[int]:
+    """The positions of each allocation a later decision of the same cycle vacates, and of
+    that vacate: the job never ran, so carrying either out would only start a job to evict
+    it (or, the start not yet seen, fail the vacate and hold back the slot's allocation)."""
+    allocated: dict[str, int] = {}
+    undone: set[int] = set()
+    for seq, decision in enumerate(decisions):
+        if decision.kind == ALLOCATE:
+            allocated[decision.task.id] = seq
+        elif decision.kind == VACATE and decision.task.id in allocated:
+            undone |= {allocated.pop(decision.task.id), seq}
+    return undone
 
 
 def handover_groups(

@@ -1,5 +1,5 @@
-"""What a pool did, from its own records: each job's runs (from HTCondor's job event log) and
-how the daemon's carried-out allocations fared against them (from its journal).
+"""What a pool did, from its own records: each job's runs and lifetime (from HTCondor's job
+event log) and how the daemon's carried-out allocations fared against them (from its journal).
 
 For the live benchmarks and checks, which must not take the daemon's word for what landed:
 the event log is written by the schedd's shadows, independently of gridfair.
@@ -81,3 +81,29 @@ def landing(store: Path, runs: Sequence[Run], within: float) -> Landing:
             latencies.append(latency)
             in_time += latency <= within
     return Landing(len(accepted), landed, in_time, tuple(latencies), verdicts)
+
+
+@dataclass(frozen=True, slots=True)
+class Lifetime:
+    """A job from its submission to its end (terminated, or removed), from the event log."""
+
+    submitted: float
+    ended: float | None
+    completed: bool  # ended by terminating, not by being removed
+
+
+def read_lifetimes(event_log: Path) -> dict[str, Lifetime]:
+    """Every job the event log saw submitted: when, and when and how it ended."""
+    import htcondor2
+
+    submitted: dict[str, float] = {}
+    ended: dict[str, tuple[float, bool]] = {}
+    for event in htcondor2.JobEventLog(str(event_log)).events(stop_after=0):
+        job = f"{event.cluster}.{event.proc}"
+        if event.type == htcondor2.JobEventType.SUBMIT:
+            submitted[job] = float(event.timestamp)
+        elif event.type in (htcondor2.JobEventType.JOB_TERMINATED,
+                            htcondor2.JobEventType.JOB_ABORTED):
+            ended[job] = (float(event.timestamp),
+                          event.type == htcondor2.JobEventType.JOB_TERMINATED)
+    return {job: Lifetime(at, *ended.get(job, (None, False))) for job, at in submitted.items()}

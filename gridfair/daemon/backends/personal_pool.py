@@ -371,33 +371,52 @@ class PersonalPool:
         identical procs each; the clusters' first job ids, in order."""
         ids = []
         for job in jobs:
-            done = self.submit_as(job.user, [
-                "executable = /bin/sleep",
-                # The slot's power is substituted when the job is matched: the run takes
-                # work / MFlops / scale seconds on whichever slot it lands.
-                f"arguments = $$([ ceiling({job.work / scale:g} / TARGET.{self.power_attr}) ])",
-                f"request_cpus = {job.cpus}",
-                f"request_memory = {job.memory}",
-                f"accounting_group = {ACCOUNTING_PREFIX}",
-                f"accounting_group_user = {job.user}",
-                f"+GridfairWork = {job.work:g}",
-                *extra,
-            ], count=count)
-            if done.returncode != 0:
-                raise RuntimeError(f"condor_submit as {job.user}: exit {done.returncode}: "
-                                   f"{done.stderr.strip() or done.stdout.strip()}")
-            first = done.stdout.split()[0]
-            ids.append(first.rpartition("-")[0] if "-" in first else first)
-        return [job_id if "." in job_id else f"{job_id}.0" for job_id in ids]
+            done = self.submit_as(job.user, [*self._job_commands(
+                job.user, f"{job.work / scale:g}", job.cpus, job.memory), *extra], count=count)
+            ids.append(_submitted(done, job.user)[0])
+        return ids
 
-    def submit_as(self, account: str, commands: Sequence[str],
-                  count: int = 1) -> subprocess.CompletedProcess:
+    def submit_cluster(self, jobs: Sequence[JobSpec], *, extra: Sequence[str] = ()
+                       ) -> list[str]:
+        """Submit sleep jobs of one user as one cluster, one proc per job in order, in a
+        single condor_submit (`queue ... from`: a burst of many jobs without a submit each);
+        their ids."""
+        users = {job.user for job in jobs}
+        if len(users) != 1:
+            raise ValueError(f"one cluster is one user's: got {sorted(users) or 'no job'}")
+        items = [f"  {job.work:g}, {job.cpus}, {job.memory}" for job in jobs]
+        done = self.submit_as(jobs[0].user, [
+            *self._job_commands(jobs[0].user, "$(work)", "$(cpus)", "$(memory)"), *extra],
+            queue=["queue work, cpus, memory from (", *items, ")"])
+        first, last = _submitted(done, jobs[0].user)
+        cluster, _, proc = first.partition(".")
+        return [f"{cluster}.{number}"
+                for number in range(int(proc), int(last.partition(".")[2]) + 1)]
+
+    def _job_commands(self, user: str, work: str, cpus: int | str,
+                      memory: int | str) -> list[str]:
+        """A sleep job's submit commands (values, or the macros of a `queue ... from`)."""
+        return [
+            "executable = /bin/sleep",
+            # The slot's power is substituted when the job is matched: the run takes
+            # work / MFlops / scale seconds on whichever slot it lands.
+            f"arguments = $$([ ceiling({work} / TARGET.{self.power_attr}) ])",
+            f"request_cpus = {cpus}",
+            f"request_memory = {memory}",
+            f"accounting_group = {ACCOUNTING_PREFIX}",
+            f"accounting_group_user = {user}",
+            f"+GridfairWork = {work}",
+        ]
+
+    def submit_as(self, account: str, commands: Sequence[str], count: int = 1, *,
+                  queue: Sequence[str] = ()) -> subprocess.CompletedProcess:
         """`condor_submit -terse` of a vanilla job with these submit commands, run by the Unix
-        account `account` (created if missing): the outcome, refused or not, as it is."""
+        account `account` (created if missing): the outcome, refused or not, as it is. The
+        submit file ends in `queue COUNT`, or in the lines `queue` gives."""
         ensure_account(account)
         submit_file = self.directory / "local" / "jobs" / f"job{time.monotonic_ns()}.sub"
         submit_file.write_text("\n".join(["universe = vanilla", "should_transfer_files = NO",
-                                          *commands, f"queue {count}"]) + "\n")
+                                          *commands, *(queue or [f"queue {count}"])]) + "\n")
         submit_file.chmod(0o644)
         return self.run_tool(["condor_submit", "-terse", str(submit_file)], account=account,
                              check=False, timeout=30 + count / 100)
@@ -458,6 +477,16 @@ class PersonalPool:
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"not reached within {timeout:g} s")
             time.sleep(every)
+
+
+def _submitted(done: subprocess.CompletedProcess, user: str) -> tuple[str, str]:
+    """The first and last job ids of a `condor_submit -terse` ("12.0 - 12.3"), or a
+    RuntimeError with its message."""
+    if done.returncode != 0:
+        raise RuntimeError(f"condor_submit as {user}: exit {done.returncode}: "
+                           f"{done.stderr.strip() or done.stdout.strip()}")
+    first, _, last = done.stdout.strip().partition(" - ")
+    return (first if "." in first else f"{first}.0"), (last or first)
 
 
 def as_service(account: str, command: Sequence[str]) -> list[str]:

@@ -4,6 +4,7 @@ tests/data/daemon/pool) and on hand-made snapshots."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from gridfair.classads.to_pool import pool_from_snapshot
@@ -132,3 +133,23 @@ def test_a_taken_back_partitionable_slot_takes_no_new_job_but_keeps_its_running_
     assert node.free_cpus == 0.0
     assert loaded.pool.users["User2"].running == 1
     assert [d.kind for d in loaded.negotiator.cycle(T0)] == []
+
+
+def test_a_job_on_a_dynamic_slot_the_collector_does_not_list_yet_holds_its_machine():
+    """The schedd says 5.0 runs on slot1_2@h before the startd's new dynamic slot reaches the
+    collector: the job is counted on the partitionable slot with what it asked for (not
+    skipped), so its cpus are not given to another job (found live). User3, who owns
+    nothing, waits: one cpu is left."""
+    machines = [pslot(), dslot(1, "4.0", "User2")]
+    jobs = [running("4.0", "User2", "slot1_1@h"),
+            dataclasses.replace(running("5.0", "User2", "slot1_2@h"), request_cpus=2.0,
+                                request_memory=2048.0),
+            idle("9.0", "User3", 2)]
+    loaded = pool_from_snapshot(Snapshot(T0, tuple(machines), tuple(jobs)),
+                                build_stages("hosep"))
+    assert loaded.unplaced == ()
+    [node] = loaded.pool.nodes
+    assert sorted((t.id, t.cpus) for t in loaded.pool.tasks.values() if t.node is node) == [
+        ("4.0", 1.0), ("5.0", 2.0)]
+    assert node.free_cpus == 1.0
+    assert loaded.negotiator.cycle(T0) == []  # User3's 2-cpu job finds no room

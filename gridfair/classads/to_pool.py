@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gridfair.classads.matching import AutoclusterMatcher
+from gridfair.classads.views import whole_slot
 from gridfair.core.negotiator import Negotiator
 from gridfair.core.pool import Node, Pool, Task
 from gridfair.core.stages import Decision
@@ -222,7 +223,11 @@ def place_running(
 ) -> tuple[dict[Job, str], list[SkippedAd]]:
     """Running job -> the slot it runs on: the claimed slot whose JobId names it, else its
     RemoteHost (a claimed static or dynamic slot, which one job holds, or a partitionable
-    slot itself, which several may share)."""
+    slot itself, which several may share). A RemoteHost naming a dynamic slot the collector
+    does not list yet, cut from a partitionable slot it does list, is that partitionable
+    slot: the schedd reports a start before the startd's new ad reaches the collector, and
+    the job holds its machine's cpus meanwhile (found live: skipped, the room looked free
+    and was given again)."""
     by_name = {machine.name: machine for machine in machines}
     claimed = {machine.name: machine for machine in machines if machine.state == CLAIMED}
     slot_by_job_id = {machine.running_job: machine.name for machine in claimed.values()
@@ -234,6 +239,8 @@ def place_running(
         if job.status is not JobStatus.RUNNING:
             continue
         slot = slot_by_job_id.get(job.id) or job.machine
+        if slot is not None and slot not in by_name and whole_slot(slot) in by_name:
+            slot = whole_slot(slot)
         shared = slot in by_name and by_name[slot].slot_type == PARTITIONABLE
         if slot is None:
             reason = "running, but no slot names it (no JobId on a slot, no RemoteHost)"

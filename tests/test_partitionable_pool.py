@@ -153,3 +153,22 @@ def test_a_job_on_a_dynamic_slot_the_collector_does_not_list_yet_holds_its_machi
         ("4.0", 1.0), ("5.0", 2.0)]
     assert node.free_cpus == 1.0
     assert loaded.negotiator.cycle(T0) == []  # User3's 2-cpu job finds no room
+
+
+def test_a_flight_whose_job_no_ad_lists_holds_what_the_job_asked_for():
+    """Read from autoclusters, a job that has just started is on no ad until its dynamic
+    slot's ad reaches the collector (about 1 s, measured live): its flight holds the 2 CPUs
+    and 2 GiB the journal recorded, not 1 CPU, so a 3-CPU job finds no room beside it and
+    User3's 2-CPU job does (found live: a ninth CPU allocated on an 8-CPU machine)."""
+    jobs = [idle("9.1", "User1", 3), idle("9.2", "User1", 2)]
+    result = settle(Snapshot(T0 + 1, (pslot(),), tuple(jobs)),
+                    [dataclasses.replace(flight("9.0"), cpus=2.0, memory=2048.0),
+                     flight("9.1"), flight("9.2")], {}, 4.0)
+    assert sorted(result.held) == ["9.0", "9.2"]
+    [(missed, why)] = result.missed
+    assert missed.job == "9.1" and why.startswith("not landed: slot1@h has no room for 3 CPUs")
+    loaded = pool_from_snapshot(result.view, build_stages("hosep"))
+    [node] = loaded.pool.nodes
+    assert sorted((t.id, t.cpus) for t in loaded.pool.tasks.values() if t.node is node) == [
+        ("9.0", 2.0), ("9.2", 2.0)]
+    assert node.free_cpus == 0.0

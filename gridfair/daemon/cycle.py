@@ -448,10 +448,12 @@ class CycleRunner:
                 continue
             if existing is not None:
                 adopted.add(key)
+            job = jobs[job_id]
             new_actions.append({"key": key, "kind": decision.kind, "job": job_id,
                                 "user": decision.task.user, "machine": machine_name,
-                                "reason": decision.reason})
-            to_run.append(PlannedAction(key, decision.kind, jobs[job_id], machines[machine_name]))
+                                "cpus": job.request_cpus, "memory": job.request_memory,
+                                "gpus": job.request_gpus, "reason": decision.reason})
+            to_run.append(PlannedAction(key, decision.kind, job, machines[machine_name]))
         with store.transaction(f"record the decisions of cycle {cycle}") as db:
             self._write_jobs(db, recon, cycle, now)
             self._write_users(db, usage, now)

@@ -51,6 +51,10 @@ class Flight:
     machine: str
     confirmed: float  # when the pool accepted it (the journal's updated_at)
     user: str = ""  # the job's user, to show the slot taken while no ad lists the job
+    # What the job asked for, held on a partitionable slot while no ad lists the job
+    cpus: float = 1.0
+    memory: float = 0.0
+    gpus: float = 0.0
 
 
 @dataclass
@@ -68,9 +72,11 @@ class Settlement:
 
 def in_flight(store: Store) -> list[Flight]:
     """The confirmed allocations of the journal (none has been seen running yet)."""
-    return [Flight(row["key"], row["job"], row["machine"], row["updated_at"], row["user"] or "")
+    return [Flight(row["key"], row["job"], row["machine"], row["updated_at"], row["user"] or "",
+                   *(row[name] if row[name] is not None else default
+                     for name, default in (("cpus", 1.0), ("memory", 0.0), ("gpus", 0.0))))
             for row in store.db.query(
-                "select key, job, machine, updated_at, user from actions "
+                "select key, job, machine, updated_at, user, cpus, memory, gpus from actions "
                 "where state = ? and kind = ? order by updated_at, key", [CONFIRMED, ALLOCATE])]
 
 
@@ -168,8 +174,9 @@ class _Room:
     def take(self, flight: Flight, job: Job | None) -> str | None:
         """Hold room for the flight's job; why not, if it does not fit."""
         left = self.left[flight.machine]
-        cpus, memory = (job.request_cpus, job.request_memory) if job is not None else (1.0,
-                                                                                       0.0)
+        # A job no ad lists (started, its dynamic slot's ad not caught up) holds what it asked.
+        cpus, memory = ((job.request_cpus, job.request_memory) if job is not None
+                        else (flight.cpus, flight.memory))
         if cpus > left[0] or memory > left[1]:
             return (f"not landed: {flight.machine} has no room for {cpus:g} CPUs and "
                     f"{memory:g} MiB (left: {max(left[0], 0):g} CPUs, {max(left[1], 0):g} "
@@ -274,7 +281,9 @@ def hold_slots(snapshot: Snapshot, held: Mapping[str, Flight],
                                                       start_time=None)
     # A held job no ad lists (started, its slot's ad not caught up): running where it was sent.
     view_jobs.extend(Job(flight.job, flight.user, JobStatus.RUNNING, flight.confirmed,
-                         start_time=flight.confirmed, machine=flight.machine)
+                         start_time=flight.confirmed, machine=flight.machine,
+                         request_cpus=flight.cpus, request_memory=flight.memory,
+                         request_gpus=flight.gpus)
                      for flight in held.values() if flight.job not in jobs)
     # The view's index: the snapshot's, with the few jobs that differ (a copy, not a pass).
     view_index = jobs.copy()

@@ -71,6 +71,9 @@ _TABLES: dict[str, tuple[dict[str, type], str | tuple[str, ...]]] = {
         # `cycle`: of the last change of state; `planned_cycle`: of the first plan.
         "key": str, "cycle": int, "planned_cycle": int, "kind": str, "job": str, "user": str,
         "machine": str,
+        # What the job asked for: an allocation in flight holds it while no ad lists the job
+        # (NULL in older stores: 1 CPU).
+        "cpus": float, "memory": float, "gpus": float,
         "state": str, "attempts": int, "retryable": int, "planned_at": float,
         "updated_at": float, "error": str, "reason": str,
     }, "key"),

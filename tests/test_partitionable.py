@@ -400,3 +400,25 @@ def test_reclaim_serves_the_next_owner_when_the_first_ones_job_has_no_move() -> 
     vacate, allocate = negotiator.cycle(1.0)
     assert (vacate.task.user, vacate.node.name) == ("G", "o1")
     assert (allocate.task.id, allocate.figures["reason"]) == ("O1.1", "own machine")
+
+
+def test_reclaim_tries_the_receivers_next_job_of_another_size() -> None:
+    # A owns a 2-cpu machine that the guest G fills; B fills its own 4-cpu machine. A's first
+    # job (least work) needs 3 cpus: only B's machine could hold it and B is at its share, so
+    # it has no move; A's next job, of 1 cpu, takes back A's own machine from G (HTCondor
+    # would try that job's autocluster too). Found live: an owner's 4-cpu job at the head of
+    # its queue kept it below its share for minutes.
+    negotiator = negotiator_for("reclaim", [Node("a", "A", 200.0, cpus=2),
+                                            Node("b", "B", 400.0, cpus=4)])
+    pool = negotiator.pool
+    a, b = pool.nodes
+    running_on(pool, b, [("B", 1.0, 0.0, 0.0, 0.0)] * 4)
+    running_on(pool, a, [("G", 1.0, 0.0, 0.0, 0.0)] * 2)
+    submit(negotiator, "A", 1.0, cpus=3)
+    submit(negotiator, "A", 1.0)
+    decisions = negotiator.cycle(1.0)
+    assert [(d.kind, d.task.user, d.node.name) for d in decisions] == [
+        (VACATE, "G", "a"), (ALLOCATE, "A", "a")]
+    assert decisions[1].task.id == "A.1" and decisions[1].figures["reason"] == "own machine"
+    # The 3-cpu job is queued again, first in A's queue, for the next phase.
+    assert pool.head(pool.users["A"]).id == "A.0"

@@ -134,6 +134,8 @@ class Negotiator:
         self.pool.unblock_all(now)
         if self.preempt is not None and not (single and len(decisions) > reviewed):
             self._preempt(now, decisions, single)
+            # What the preemption stage set aside is queued again for the next phase.
+            self.pool.unblock_all(now)
         return decisions
 
     def _report_unplaceable(self) -> None:

@@ -10,7 +10,10 @@ receiver, its ranking by PowerDiff (Eq. 3) and its free-machine order, and chang
 machine comes back:
 1. receiver: u_alpha = argmin PowerDiff < 0 among providers with an idle job (as HOSEP), its
    job of least demand; when that job has no allowed move (on partitionable machines it may
-   need more room than any move makes), the next most deprived provider's, up to
+   need more room than any move makes), its next job of another size (cpus, memory, GPUs),
+   up to `RECEIVER_JOBS` sizes among `RECEIVER_LOOKS` jobs (HTCondor's negotiator likewise
+   tries each autocluster: a 4-cpu job at the head of the queue must not keep its owner
+   from the room a 1-cpu job fits), then the next most deprived provider's, up to
    `RECEIVER_USERS` of them;
 2. the receiver reclaims its own machines first: among the tasks of other users running on
    the machines it owns (fastest machine first), the one whose user is left most above its
@@ -35,9 +38,9 @@ move is tested as one (Phi over every user it moves, and in step 3 every victim 
 or above the receiver). A job too big for every machine is set aside and never a receiver.
 This is the owner-share rule to run live (docs/owner-share.md).
 
-Cost: for each of up to `RECEIVER_USERS` receivers, step 2 looks at up to `VICTIM_CANDIDATES`
-tasks on the receiver's machines, step 3 at up to as many tasks of each of the `VICTIM_USERS`
-most over-share users.
+Cost: for each of up to `RECEIVER_USERS` receivers and `RECEIVER_JOBS` sizes of its jobs,
+step 2 looks at up to `VICTIM_CANDIDATES` tasks on the receiver's machines, step 3 at up to
+as many tasks of each of the `VICTIM_USERS` most over-share users.
 
 Ties: the user seen first in the pool, the task submitted first.
 """
@@ -64,6 +67,10 @@ from gridfair.policies.owner_share import (
 VICTIM_USERS = 4
 #: How many users below their share are tried, most deprived first, for one preemption.
 RECEIVER_USERS = 4
+#: How many sizes of a receiver's idle jobs are tried, in its queue order, and how many of
+#: its jobs are looked at in all (the negotiator's PARK_LIMIT is 8 for free machines).
+RECEIVER_JOBS = 8
+RECEIVER_LOOKS = 64
 
 
 class ReclaimPreempt(HosepPreempt):
@@ -103,14 +110,27 @@ class ReclaimPreempt(HosepPreempt):
             return None
         # The most deprived first; the next one when the first's next job has no allowed move
         # (on partitionable machines it may need more room than any move makes).
+        pool = self.pool
         for receiver_user in list(islice(self.deficit, RECEIVER_USERS)):
-            # A job too big for every machine finds no move: set aside, the next one tried.
-            while (receiver := self.pool.head(receiver_user)) is not None:
-                choice = self._choose_for(receiver_user, receiver, now)
-                if choice is not None:
-                    return choice
-                if not self.pool.set_aside_if_too_big(receiver_user, now):
+            # A job finding no move is set aside (until the phase ends), the next one tried;
+            # one of a size already tried is set aside untried. A job too big for every
+            # machine does not count.
+            tried: set[tuple[float, float, float]] = set()
+            for _ in range(RECEIVER_LOOKS):
+                receiver = pool.head(receiver_user)
+                if receiver is None:
                     break
+                size = (receiver.cpus, receiver.memory, receiver.gpus)
+                if size not in tried:
+                    choice = self._choose_for(receiver_user, receiver, now)
+                    if choice is not None:
+                        return choice
+                    if pool.set_aside_if_too_big(receiver_user, now):
+                        continue
+                    tried.add(size)
+                if len(tried) == RECEIVER_JOBS:
+                    break
+                pool.park(receiver_user, now)
         return None
 
     def _choose_for(self, receiver_user: UserState, receiver: Task,

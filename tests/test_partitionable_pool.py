@@ -7,9 +7,12 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import pytest
+
 from gridfair.classads.to_pool import pool_from_snapshot
 from gridfair.classads.views import AdConfig, read_snapshot
 from gridfair.daemon.inflight import Flight, settle
+from gridfair.errors import ConfigError
 from gridfair.model import Job, JobStatus, Machine, Snapshot
 from gridfair.policies.registry import build_stages
 
@@ -172,3 +175,25 @@ def test_a_flight_whose_job_no_ad_lists_holds_what_the_job_asked_for():
     assert sorted((t.id, t.cpus) for t in loaded.pool.tasks.values() if t.node is node) == [
         ("9.0", 2.0), ("9.2", 2.0)]
     assert node.free_cpus == 0.0
+
+
+@pytest.mark.parametrize("allocation, allocated", [("stop", []), ("backfill", ["9.1"]),
+                                                   (None, [])])
+def test_the_daemons_allocation_rule_backfills_past_a_job_that_fits_nowhere(
+        allocation, allocated):
+    """SDRF's paper stops at the first job that fits no free node (None: the order's own
+    rule); `policy.allocation = "backfill"`, the daemon's default, goes on as HTCondor's
+    negotiator does: User1's 1-cpu job takes the machine's last 2 cpus' room past its 3-cpu
+    one."""
+    machines = [pslot(), dslot(1, "5.0", "User2", cpus=2.0)]
+    jobs = [running("5.0", "User2", "slot1_1@h"),
+            dataclasses.replace(idle("9.0", "User1", 3), qdate=T0 - 200),
+            idle("9.1", "User1", 1)]
+    loaded = pool_from_snapshot(Snapshot(T0, tuple(machines), tuple(jobs)),
+                                build_stages(order="sdrf", allocation=allocation))
+    assert [d.task.id for d in loaded.negotiator.cycle(T0)] == allocated
+
+
+def test_an_unknown_allocation_rule_is_refused():
+    with pytest.raises(ConfigError, match="unknown allocation rule 'greedy'"):
+        build_stages(order="sdrf", allocation="greedy")

@@ -152,7 +152,8 @@ class KeptPool:
                                            else AutoclusterMatcher()))
         pool.load([nodes[machine.name] for machine, _ in layout.nodes],
                   list(map(_TASK, idle)), running)
-        negotiator = Negotiator(pool, stages.order, stages.preempt, stages.admit)
+        negotiator = Negotiator(pool, stages.order, stages.preempt, stages.admit,
+                            allocation=stages.allocation)
         pool.announce(now)
         self.events = events
         self.cycles += 1

@@ -196,7 +196,8 @@ def pool_from_snapshot(
         checkpointing=checkpointing,
         matcher=layout.matcher(matcher if matcher is not None else AutoclusterMatcher()),
     )
-    negotiator = Negotiator(pool, stages.order, stages.preempt, stages.admit)
+    negotiator = Negotiator(pool, stages.order, stages.preempt, stages.admit,
+                            allocation=stages.allocation)
     for machine, available in layout.nodes:
         node = node_from_machine(machine)
         if not available:

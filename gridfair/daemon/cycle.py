@@ -119,6 +119,7 @@ def stages_from_config(policy: Mapping[str, Any]) -> Stages:
         preempt=policy["preempt"] or None,
         admit=policy["admit"] or None,
         options=policy["options"],
+        allocation=policy.get("allocation") or None,
     )
 
 

@@ -111,10 +111,13 @@ class ReclaimPreempt(HosepPreempt):
         # The most deprived first; the next one when the first's next job has no allowed move
         # (on partitionable machines it may need more room than any move makes).
         pool = self.pool
+        # What the last search set aside is looked at again: the preemption made since may
+        # have given it a move.
+        pool.unblock_all(now)
         for receiver_user in list(islice(self.deficit, RECEIVER_USERS)):
-            # A job finding no move is set aside (until the phase ends), the next one tried;
-            # one of a size already tried is set aside untried. A job too big for every
-            # machine does not count.
+            # A job finding no move is set aside (for this search), the next one tried; one
+            # of a size already tried is set aside untried. A job too big for every machine
+            # does not count.
             tried: set[tuple[float, float, float]] = set()
             for _ in range(RECEIVER_LOOKS):
                 receiver = pool.head(receiver_user)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gridfair.core.stages import AdmitPolicy, OrderPolicy, PreemptPolicy
+from gridfair.core.stages import ALLOCATION_RULES, AdmitPolicy, OrderPolicy, PreemptPolicy
 from gridfair.errors import ConfigError
 from gridfair.policies.condor_priority import CondorPriorityOrder
 from gridfair.policies.deadline_baselines import (
@@ -95,6 +95,9 @@ class Stages:
     order: OrderPolicy
     preempt: PreemptPolicy | None
     admit: AdmitPolicy | None
+    #: What a cycle does when the first user's next task fits no free node
+    #: (`core.stages.ALLOCATION_RULES`); None: the order's paper rule.
+    allocation: str | None = None
 
 
 def _pick(kind: str, table: Mapping[str, Callable[[Options], Any]], name: str, options: Options):
@@ -113,8 +116,10 @@ def build_stages(
     preempt: str | None = None,
     admit: str | None = None,
     options: Options | None = None,
+    allocation: str | None = None,
 ) -> Stages:
-    """The stages for `--policy NAME`, with any of `--order/--preempt/--admit` overriding."""
+    """The stages for `--policy NAME`, with any of `--order/--preempt/--admit` overriding;
+    `allocation` a rule of `ALLOCATION_RULES` (None: the order's paper rule)."""
     options = options or {}
     if policy is not None:
         if policy not in COMPOSITIONS:
@@ -126,11 +131,15 @@ def build_stages(
         admit = admit if admit is not None else base_admit
     if order is None:
         raise ConfigError("no order policy: give --policy or --order")
+    if allocation not in (None, *ALLOCATION_RULES):
+        raise ConfigError(f"unknown allocation rule {allocation!r} (known: "
+                          f"{', '.join(ALLOCATION_RULES)})")
     absent = {"none", None}
     return Stages(
         order=_pick("order", ORDERS, order, options),
         preempt=None if preempt in absent else _pick("preempt", PREEMPTS, preempt, options),
         admit=None if admit in absent else _pick("admit", ADMITS, admit, options),
+        allocation=allocation,
     )
 
 

@@ -18,7 +18,7 @@ Each side runs on a fresh pool with the same jobs (same seed):
 - gridfair: the daemon as its systemd unit runs it (its own account, from a wheel-built
   venv, `daemon_command`), one of `GRIDFAIR` (`--gridfair` names one or several) every 2 s,
   safety `min_runtime = 0`, `preempt_cooldown = 0`, `max_vacates_per_cycle = 36`,
-  `landing_timeout` = `--landing-cycles` negotiation cycles; the pool runs
+  `landing_timeout` = `--landing-cycles` (6) negotiation cycles; the pool runs
   configs/htcondor-pool.config (only gridfair's steered jobs start while its lease holds) and
   `PREEMPTION_REQUIREMENTS = False` (HTCondor never preempts on its own);
 - htcondor: HTCondor alone, one of `HTCONDOR` (`--htcondor` names one or several).
@@ -606,8 +606,10 @@ def main() -> None:
                         help=f"comma-separated gridfair policies ({', '.join(GRIDFAIR)})")
     parser.add_argument("--htcondor", default="rank",
                         help=f"comma-separated HTCondor configurations ({', '.join(HTCONDOR)})")
-    parser.add_argument("--landing-cycles", type=float, default=2.0,
-                        help="gridfair's landing_timeout in negotiation cycles")
+    parser.add_argument("--landing-cycles", type=float, default=6.0,
+                        help="gridfair's landing_timeout in negotiation cycles (a start on a "
+                        "partitionable slot takes 2-3 cycles after the steering: negotiation, "
+                        "claim, activation, and about 1 s until its dynamic slot's ad)")
     parser.add_argument("--shift-after", type=float, default=90.0,
                         help="seconds from O1's arrival to the shift of demand")
     parser.add_argument("--duration", type=float, default=180.0,

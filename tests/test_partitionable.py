@@ -422,3 +422,24 @@ def test_reclaim_tries_the_receivers_next_job_of_another_size() -> None:
     assert decisions[1].task.id == "A.1" and decisions[1].figures["reason"] == "own machine"
     # The 3-cpu job is queued again, first in A's queue, for the next phase.
     assert pool.head(pool.users["A"]).id == "A.0"
+
+
+def test_reclaim_never_takes_a_receiver_further_from_its_share() -> None:
+    # A (owns a, 8 cpus of 100 MFlops) runs 7 jobs on B's machine, B one: A's PowerDiff
+    # -0.125. The guest G fills a. A's 4-cpu job would take A to +0.375 (further from its
+    # share than it is); its 1-cpu job takes it to 0: that one is moved, one of G's jobs
+    # vacated. Found live: an owner at -0.08 took a 4-cpu job and held +0.25 for a minute.
+    negotiator = negotiator_for("reclaim", [Node("a", "A", 800.0, cpus=8),
+                                            Node("b", "B", 800.0, cpus=8)])
+    pool = negotiator.pool
+    a, b = pool.nodes
+    running_on(pool, b, [("A", 1.0, 0.0, 0.0, 0.0)] * 7 + [("B", 1.0, 0.0, 0.0, 0.0)])
+    running_on(pool, a, [("G", 1.0, 0.0, 0.0, 0.0)] * 8)
+    submit(negotiator, "A", 1.0, cpus=4)
+    submit(negotiator, "A", 1.0)
+    decisions = negotiator.cycle(1.0)
+    assert [(d.kind, d.task.user, d.node.name) for d in decisions] == [
+        (VACATE, "G", "a"), (ALLOCATE, "A", "a")]
+    assert decisions[1].task.cpus == 1.0 and pool.users["A"].power_diff == 0.0
+    # Now at its share, A's 4-cpu job would take it to +0.5: no move.
+    assert negotiator.cycle(2.0) == []

@@ -26,8 +26,11 @@ machine comes back:
    of step 3 must also leave the victim at or above the receiver (omega >= PowerDiff_alpha').
    Step 2 needs only Phi: an owner is entitled to its own machine back from a user above its
    share even if that user then falls below the owner (on Table 1, User4 holding one of
-   User1's fast machines). Phi falls with every preemption and the pool has finitely many
-   states, so repeated cycles on an unchanged pool stop acting: no ping-pong.
+   User1's fast machines). No move leaves a receiver that holds something further from its
+   share than it is (`overshoots`: on partitionable machines a big job can take an owner
+   just below its share far above it; its job of another size is tried instead). Phi falls
+   with every preemption and the pool has finitely many states, so repeated cycles on an
+   unchanged pool stop acting: no ping-pong.
 A victim is always above its share (PowerDiff > 0); a user who provides nothing is never a
 receiver and, holding anything, is above its share (PowerDiff +inf).
 
@@ -56,6 +59,7 @@ from gridfair.core.pool import Node, Pool, Task, UserState, power_diff
 from gridfair.core.stages import Decision, Preemption
 from gridfair.policies.hosep import HosepPreempt, hosep_figures, remaining_power
 from gridfair.policies.owner_share import (
+    PHI_TOLERANCE,
     VICTIM_CANDIDATES,
     move_lowers_potential,
     potential_falls,
@@ -174,11 +178,13 @@ class ReclaimPreempt(HosepPreempt):
             return None
         node = victim.node
         gain = node.power_per_cpu * receiver.cpus
+        receiver_after = power_diff(receiver_user.allocated_power + gain,
+                                    receiver_user.provided_power)
+        if overshoots(receiver_user, receiver_after):
+            return None
         if self.pool.fits_after_vacate(receiver, victim):
             loss = node.power_per_cpu * victim.cpus
             omega = remaining_power(victim_user, loss)
-            receiver_after = power_diff(receiver_user.allocated_power + gain,
-                                        receiver_user.provided_power)
             if ((own_machine or omega >= receiver_after) and potential_falls(
                     receiver_user.power_diff, receiver_after, gain, victim_diff, omega, loss)):
                 return (victim_user, victim, receiver_after, omega, ())
@@ -186,8 +192,6 @@ class ReclaimPreempt(HosepPreempt):
         more = self.more_victims(receiver, victim, now)
         if not more:
             return None
-        receiver_after = power_diff(receiver_user.allocated_power + gain,
-                                    receiver_user.provided_power)
         losses = power_losses(self.pool.users, (victim, *more))
         omegas = {user: remaining_power(user, loss) for user, loss in losses.items()}
         if ((own_machine or all(omega >= receiver_after for omega in omegas.values()))
@@ -221,3 +225,13 @@ class ReclaimPreempt(HosepPreempt):
 
     def key_figures(self, user: UserState, now: float) -> Mapping[str, float]:
         return hosep_figures(user)
+
+
+def overshoots(receiver: UserState, receiver_after: float) -> bool:
+    """A move would leave a receiver that holds something further from its share than it
+    is (a 4-cpu job taking an owner at -0.08 to +0.25: found live in Showcase 2, where it
+    held a fifth of the pool above its share for most of a minute); the receiver's job of
+    another size is tried instead. One holding nothing may take any job (else an owner
+    whose jobs are all bigger than twice its share would never get one back)."""
+    return (receiver.allocated_power > 0
+            and abs(receiver_after) > abs(receiver.power_diff) + PHI_TOLERANCE)

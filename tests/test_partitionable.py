@@ -443,3 +443,22 @@ def test_reclaim_never_takes_a_receiver_further_from_its_share() -> None:
     assert decisions[1].task.cpus == 1.0 and pool.users["A"].power_diff == 0.0
     # Now at its share, A's 4-cpu job would take it to +0.5: no move.
     assert negotiator.cycle(2.0) == []
+
+
+def test_reclaim_skips_jobs_no_smaller_than_one_that_found_no_move() -> None:
+    # As above, with ten 3-cpu jobs of growing memory ahead of A's 1-cpu job: none can have
+    # a move where the first found none, so they are set aside untried and the 1-cpu job is
+    # still reached (found live: an owner's eight first sizes all 2-4 cpus).
+    negotiator = negotiator_for("reclaim", [Node("a", "A", 200.0, cpus=2, memory=4000),
+                                            Node("b", "B", 400.0, cpus=4, memory=4000)])
+    pool = negotiator.pool
+    a, b = pool.nodes
+    running_on(pool, b, [("B", 1.0, 0.0, 0.0, 0.0)] * 4)
+    running_on(pool, a, [("G", 1.0, 0.0, 0.0, 0.0)] * 2)
+    for memory in range(10):
+        submit(negotiator, "A", 1.0, cpus=3, memory=100.0 * (memory + 1))
+    [small] = submit(negotiator, "A", 1.0, memory=50.0)
+    decisions = negotiator.cycle(1.0)
+    assert [(d.kind, d.task.user, d.node.name) for d in decisions] == [
+        (VACATE, "G", "a"), (ALLOCATE, "A", "a")]
+    assert decisions[1].task is small

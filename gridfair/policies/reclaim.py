@@ -10,11 +10,11 @@ receiver, its ranking by PowerDiff (Eq. 3) and its free-machine order, and chang
 machine comes back:
 1. receiver: u_alpha = argmin PowerDiff < 0 among providers with an idle job (as HOSEP), its
    job of least demand; when that job has no allowed move (on partitionable machines it may
-   need more room than any move makes), its next job of another size (cpus, memory, GPUs),
-   up to `RECEIVER_JOBS` sizes among `RECEIVER_LOOKS` jobs (HTCondor's negotiator likewise
-   tries each autocluster: a 4-cpu job at the head of the queue must not keep its owner
-   from the room a 1-cpu job fits), then the next most deprived provider's, up to
-   `RECEIVER_USERS` of them;
+   need more room than any move makes), its next job asking for less of some resource
+   (cpus, memory, GPUs), up to `RECEIVER_JOBS` of them among `RECEIVER_LOOKS` (HTCondor's
+   negotiator likewise tries each autocluster: a 4-cpu job at the head of the queue must not
+   keep its owner from the room a 1-cpu job fits), then the next most deprived provider's,
+   up to `RECEIVER_USERS` of them;
 2. the receiver reclaims its own machines first: among the tasks of other users running on
    the machines it owns (fastest machine first), the one whose user is left most above its
    share (largest omega);
@@ -52,7 +52,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Iterator, Mapping
-from itertools import islice
+from itertools import islice, repeat
 from typing import Any
 
 from gridfair.core.pool import Node, Pool, Task, UserState, power_diff
@@ -120,21 +120,22 @@ class ReclaimPreempt(HosepPreempt):
         pool.unblock_all(now)
         for receiver_user in list(islice(self.deficit, RECEIVER_USERS)):
             # A job finding no move is set aside (for this search), the next one tried; one
-            # of a size already tried is set aside untried. A job too big for every machine
-            # does not count.
-            tried: set[tuple[float, float, float]] = set()
+            # asking for no less of anything than a job that found none is set aside untried
+            # (what held the smaller one back, room, Phi or overshooting, holds it back too).
+            # A job too big for every machine does not count.
+            tried: list[tuple[float, float, float]] = []
             for _ in range(RECEIVER_LOOKS):
                 receiver = pool.head(receiver_user)
                 if receiver is None:
                     break
                 size = (receiver.cpus, receiver.memory, receiver.gpus)
-                if size not in tried:
+                if not any(map(no_smaller, repeat(size), tried)):
                     choice = self._choose_for(receiver_user, receiver, now)
                     if choice is not None:
                         return choice
                     if pool.set_aside_if_too_big(receiver_user, now):
                         continue
-                    tried.add(size)
+                    tried.append(size)
                 if len(tried) == RECEIVER_JOBS:
                     break
                 pool.park(receiver_user, now)
@@ -225,6 +226,11 @@ class ReclaimPreempt(HosepPreempt):
 
     def key_figures(self, user: UserState, now: float) -> Mapping[str, float]:
         return hosep_figures(user)
+
+
+def no_smaller(size: tuple[float, ...], tried: tuple[float, ...]) -> bool:
+    """`size` asks for at least what `tried` did, of every resource."""
+    return all(map(float.__ge__, map(float, size), map(float, tried)))
 
 
 def overshoots(receiver: UserState, receiver_after: float) -> bool:

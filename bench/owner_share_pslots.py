@@ -152,8 +152,10 @@ class Sampler:
 def run(configuration: str, seed: int) -> dict:
     order, preempt = CONFIGURATIONS[configuration]
     scenario = Scenario(nodes(), tasks(seed))
+    # Every order backfills, as the daemon does (`policy.allocation`): SDRF's paper rule
+    # would leave cpus idle behind a job too big for what is free.
     simulation = simulation_of(scenario, order=order, preempt=preempt or "none",
-                               interval=INTERVAL)
+                               interval=INTERVAL, allocation="backfill")
     sampler = Sampler(simulation.negotiator.pool)
     simulation.on_cycle = sampler
     started = time.process_time()

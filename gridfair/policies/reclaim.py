@@ -41,7 +41,7 @@ move is tested as one (Phi over every user it moves, and in step 3 every victim 
 or above the receiver). A job too big for every machine is set aside and never a receiver.
 This is the owner-share rule to run live (docs/owner-share.md).
 
-Cost: for each of up to `RECEIVER_USERS` receivers and `RECEIVER_JOBS` sizes of its jobs,
+Cost: for each of up to `RECEIVER_USERS` receivers and `RECEIVER_JOBS` of its jobs,
 step 2 looks at up to `VICTIM_CANDIDATES` tasks on the receiver's machines, step 3 at up to
 as many tasks of each of the `VICTIM_USERS` most over-share users.
 
@@ -52,7 +52,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Iterator, Mapping
-from itertools import islice, repeat
+from itertools import islice
 from typing import Any
 
 from gridfair.core.pool import Node, Pool, Task, UserState, power_diff
@@ -71,8 +71,9 @@ from gridfair.policies.owner_share import (
 VICTIM_USERS = 4
 #: How many users below their share are tried, most deprived first, for one preemption.
 RECEIVER_USERS = 4
-#: How many sizes of a receiver's idle jobs are tried, in its queue order, and how many of
-#: its jobs are looked at in all (the negotiator's PARK_LIMIT is 8 for free machines).
+#: How many of a receiver's idle jobs are tried, in its queue order, each asking for less of
+#: something than those tried before it, and how many are looked at in all (the negotiator
+#: sets aside up to 8, PARK_LIMIT, for free machines).
 RECEIVER_JOBS = 8
 RECEIVER_LOOKS = 64
 
@@ -129,7 +130,7 @@ class ReclaimPreempt(HosepPreempt):
                 if receiver is None:
                     break
                 size = (receiver.cpus, receiver.memory, receiver.gpus)
-                if not any(map(no_smaller, repeat(size), tried)):
+                if not any(no_smaller(size, before) for before in tried):
                     choice = self._choose_for(receiver_user, receiver, now)
                     if choice is not None:
                         return choice
@@ -230,7 +231,7 @@ class ReclaimPreempt(HosepPreempt):
 
 def no_smaller(size: tuple[float, ...], tried: tuple[float, ...]) -> bool:
     """`size` asks for at least what `tried` did, of every resource."""
-    return all(map(float.__ge__, map(float, size), map(float, tried)))
+    return all(asked >= before for asked, before in zip(size, tried, strict=True))
 
 
 def overshoots(receiver: UserState, receiver_after: float) -> bool:

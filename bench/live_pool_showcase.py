@@ -51,7 +51,7 @@ Figures per run, from the pool's own job event log (every submitter's jobs write
 `--replay FILE...` computes the figures (and plots) again from saved records.
 
     .venv/bin/python bench/live_pool_showcase.py [--seeds 1 2 3] [--sides gridfair,htcondor]
-        [--gridfair sdrf-owners] [--htcondor rank] [--json] [--plot-dir DIR] [--save DIR]
+        [--gridfair sdrf-owners] [--htcondor groups-rank] [--json] [--plot-dir DIR] [--save DIR]
 
 Needs root and HTCondor (GRIDFAIR_HTCONDOR, condor_master on PATH, or ../shared/htcondor).
 """
@@ -604,7 +604,7 @@ def main() -> None:
                         help="comma-separated: gridfair, htcondor")
     parser.add_argument("--gridfair", default="sdrf-owners",
                         help=f"comma-separated gridfair policies ({', '.join(GRIDFAIR)})")
-    parser.add_argument("--htcondor", default="rank",
+    parser.add_argument("--htcondor", default="groups-rank",
                         help=f"comma-separated HTCondor configurations ({', '.join(HTCONDOR)})")
     parser.add_argument("--landing-cycles", type=float, default=6.0,
                         help="gridfair's landing_timeout in negotiation cycles (a start on a "

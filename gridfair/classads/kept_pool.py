@@ -118,6 +118,7 @@ class KeptPool:
             compress(snapshot.jobs, map(is_, statuses, repeat(JobStatus.RUNNING))),
             key=lambda job: jobs[job.id][2])
         layout = lay_out(snapshot.machines, running_jobs, jobs)
+        held = layout.held_on_closed()
         for machine, available in layout.nodes:
             node = nodes[machine.name]
             node.used_cpus = node.used_memory = node.used_gpus = 0.0
@@ -125,7 +126,7 @@ class KeptPool:
                 node.free_cpus, node.free_memory, node.free_gpus = (node.cpus, node.memory,
                                                                     node.gpus)
             else:
-                close(node, layout.running)
+                close(node, held[machine.name])
         running: list[tuple[Task, Node, float]] = []
         running_on: dict[str, str] = {}  # running job -> its slot
         for share in layout.running:

@@ -63,13 +63,11 @@ def node_from_machine(machine: Machine, *, available: bool = True) -> Node:
     return node
 
 
-def close(node: Node, running: list[Running]) -> None:
-    """A node that takes no new job keeps room for exactly what runs on it (the dynamic
-    slots of a partitionable slot its owner took back), so it is full once they start."""
-    mine = [share for share in running if share.node == node.name]
-    node.free_cpus = sum(share.cpus for share in mine)
-    node.free_memory = sum(share.memory for share in mine)
-    node.free_gpus = sum(share.gpus for share in mine)
+def close(node: Node, held: tuple[float, float, float]) -> None:
+    """A node that takes no new job keeps room for exactly what runs on it, `held` (cpus,
+    memory, GPUs: `Layout.held_on_closed`; the dynamic slots of a partitionable slot its
+    owner took back), so it is full once they start."""
+    node.free_cpus, node.free_memory, node.free_gpus = held
 
 
 def task_from_job(job: Job) -> Task:
@@ -111,10 +109,26 @@ class Layout:
         """`match`, refusing every job to the nodes that take none now (a partitionable slot
         its owner took back, or drained, still holds what runs in its dynamic slots): neither
         a free allocation nor a preemption may put one there."""
-        closed = frozenset(machine.name for machine, available in self.nodes if not available)
+        closed = self._closed()
         if not closed:
             return match
         return lambda task, node: node.name not in closed and match(task, node)
+
+    def held_on_closed(self) -> dict[str, tuple[float, float, float]]:
+        """What runs on each node that takes no job now (cpus, memory, GPUs), summed in one
+        pass over what runs (none when every node takes jobs)."""
+        closed = self._closed()
+        held: dict[str, tuple[float, float, float]] = dict.fromkeys(closed, (0.0, 0.0, 0.0))
+        if closed:
+            for share in self.running:
+                if share.node in closed:
+                    cpus, memory, gpus = held[share.node]
+                    held[share.node] = (cpus + share.cpus, memory + share.memory,
+                                        gpus + share.gpus)
+        return held
+
+    def _closed(self) -> frozenset[str]:
+        return frozenset(machine.name for machine, available in self.nodes if not available)
 
 
 def lay_out(machines: tuple[Machine, ...], running_jobs: list[Job],
@@ -198,10 +212,11 @@ def pool_from_snapshot(
     )
     negotiator = Negotiator(pool, stages.order, stages.preempt, stages.admit,
                             allocation=stages.allocation)
+    held = layout.held_on_closed()
     for machine, available in layout.nodes:
         node = node_from_machine(machine)
         if not available:
-            close(node, layout.running)
+            close(node, held[machine.name])
         pool.add_node(node)
     admissions = []
     for job in jobs:

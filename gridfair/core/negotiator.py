@@ -134,7 +134,7 @@ class Negotiator:
         self.pool.unblock_all(now)
         if self.preempt is not None and not (single and len(decisions) > reviewed):
             self._preempt(now, decisions, single)
-            # What the preemption stage set aside is queued again for the next phase.
+            # What the preemption stage's last search set aside is queued again.
             self.pool.unblock_all(now)
         return decisions
 
@@ -217,6 +217,8 @@ class Negotiator:
                 Decision(ALLOCATE, choice.receiver, node, name,
                          choice.allocate_template, choice.figures)
             )
+            # What the stage set aside in its search may have a move now.
+            pool.unblock_all(now)
             if single:
                 break
         else:

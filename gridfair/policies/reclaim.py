@@ -116,14 +116,11 @@ class ReclaimPreempt(HosepPreempt):
         # The most deprived first; the next one when the first's next job has no allowed move
         # (on partitionable machines it may need more room than any move makes).
         pool = self.pool
-        # What the last search set aside is looked at again: the preemption made since may
-        # have given it a move.
-        pool.unblock_all(now)
         for receiver_user in list(islice(self.deficit, RECEIVER_USERS)):
-            # A job finding no move is set aside (for this search), the next one tried; one
-            # asking for no less of anything than a job that found none is set aside untried
-            # (what held the smaller one back, room, Phi or overshooting, holds it back too).
-            # A job too big for every machine does not count.
+            # A job finding no move is set aside (until the next preemption), the next one
+            # tried; one asking for no less of anything than a job that found none is set
+            # aside untried (what held the smaller one back, room, Phi or overshooting, holds
+            # it back too). A job too big for every machine does not count.
             tried: list[tuple[float, float, float]] = []
             for _ in range(RECEIVER_LOOKS):
                 receiver = pool.head(receiver_user)

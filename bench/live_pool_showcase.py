@@ -419,7 +419,6 @@ def wait_until_full(pool, timeout: float = 60.0) -> float:
 def run_side(side: str, config: str, seed: int, options: argparse.Namespace,
              python: Path | None) -> Record:
     """One side on a fresh pool: fill, O1's arrival, the shift; its record."""
-    from gridfair.classads.views import whole_slot
     from gridfair.daemon.backends.personal_pool import (
         PersonalPool,
         SlotSpec,
@@ -427,6 +426,7 @@ def run_side(side: str, config: str, seed: int, options: argparse.Namespace,
         daemon_directory,
     )
     from gridfair.daemon.pool_record import landing, read_lifetimes, read_runs
+    from gridfair.model import whole_slot
 
     slots = [SlotSpec(owner, cpus * per_cpu, cpus, cpus * MEMORY_PER_CPU)
              for owner, cpus, per_cpu in MACHINES]

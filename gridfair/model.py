@@ -8,6 +8,7 @@ turns one into the other.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -60,12 +61,9 @@ class Machine:
 
     @property
     def parent(self) -> str | None:
-        """The partitionable slot a dynamic slot is cut from (HTCondor names them
-        `slot1_3@host` and `slot1@host`); None for any other slot."""
-        if self.slot_type != DYNAMIC:
-            return None
-        slot, at, host = self.name.partition("@")
-        return f"{slot.rpartition('_')[0]}{at}{host}"
+        """The partitionable slot a dynamic slot is cut from (`whole_slot`); None for any
+        other slot."""
+        return whole_slot(self.name) if self.slot_type == DYNAMIC else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,3 +208,14 @@ class Snapshot:
         RemoteHost)."""
         return {machine.running_job: machine.name for machine in self.machines
                 if machine.running_job}
+
+
+#: A dynamic slot's name (slot1_3@host) and the partitionable slot it is cut from (slot1@host).
+_DYNAMIC_SLOT = re.compile(r"^(slot\d+)_\d+@(.*)$")
+
+
+def whole_slot(name: str) -> str:
+    """The partitionable slot a dynamic slot is cut from (by HTCondor's naming,
+    `slot1_3@host` -> `slot1@host`), or the name itself for any other slot."""
+    dynamic = _DYNAMIC_SLOT.match(name)
+    return f"{dynamic.group(1)}@{dynamic.group(2)}" if dynamic else name

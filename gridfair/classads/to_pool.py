@@ -28,11 +28,19 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gridfair.classads.matching import AutoclusterMatcher
-from gridfair.classads.views import whole_slot
 from gridfair.core.negotiator import Negotiator
 from gridfair.core.pool import Node, Pool, Task
 from gridfair.core.stages import Decision
-from gridfair.model import DYNAMIC, PARTITIONABLE, Job, JobStatus, Machine, SkippedAd, Snapshot
+from gridfair.model import (
+    DYNAMIC,
+    PARTITIONABLE,
+    Job,
+    JobStatus,
+    Machine,
+    SkippedAd,
+    Snapshot,
+    whole_slot,
+)
 
 if TYPE_CHECKING:
     from gridfair.policies.registry import Stages

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import copy
 import math
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -211,17 +210,6 @@ def _power(values: AdValues, config: AdConfig) -> float:
             return values.number(attribute, positive=True) * factor
     names = ", ".join(attribute for attribute, _ in config.power_sources)
     raise values.error("no power: the ad has none of " + names, config.power_sources[0][0])
-
-
-#: A dynamic slot's name (slot1_3@host) and the partitionable slot it is cut from (slot1@host).
-_DYNAMIC_SLOT = re.compile(r"^(slot\d+)_\d+@(.*)$")
-
-
-def whole_slot(name: str) -> str:
-    """The partitionable slot a dynamic slot is cut from (by HTCondor's naming,
-    `slot1_3@host` -> `slot1@host`), or the name itself for any other slot."""
-    dynamic = _DYNAMIC_SLOT.match(name)
-    return f"{dynamic.group(1)}@{dynamic.group(2)}" if dynamic else name
 
 
 def machines_from_ads(

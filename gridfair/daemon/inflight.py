@@ -35,7 +35,7 @@ from itertools import compress, count
 
 from gridfair.core.stages import ALLOCATE, VACATE
 from gridfair.daemon.store import CONFIRMED, FAILED, LANDED, Store
-from gridfair.model import JOB_ID, PARTITIONABLE, Job, JobStatus, Machine, Snapshot
+from gridfair.model import JOB_ID, PARTITIONABLE, Job, JobStatus, Machine, Snapshot, whole_slot
 
 CLAIMED, BUSY = "Claimed", "Busy"
 
@@ -98,13 +98,7 @@ def vacated_for(store: Store, flights: Iterable[Flight]) -> dict[tuple[str, str]
 
 def on_slot(running: str | None, chosen: str) -> bool:
     """`running` is the slot `chosen`, or a dynamic slot (slotN_M@host) of it (slotN@host)."""
-    if running is None:
-        return False
-    if running == chosen:
-        return True
-    name, _, host = running.partition("@")
-    chosen_name, _, chosen_host = chosen.partition("@")
-    return host == chosen_host and name.startswith(chosen_name + "_")
+    return running is not None and (running == chosen or whole_slot(running) == chosen)
 
 
 def partitionable(machine: Machine | None) -> bool:

@@ -10,9 +10,9 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from gridfair.classads.views import whole_slot
 from gridfair.daemon.backends.personal_pool import JobSpec, PersonalPool, SlotSpec
 from gridfair.daemon.pool_record import read_runs
+from gridfair.model import whole_slot
 from tests.live.conftest import POOL_CONFIG, own_pool, run_daemon
 
 #: owner, cpus, MFlops per cpu; 2 GiB a cpu

@@ -102,8 +102,11 @@ class _Search:
         self.prefix = [0.0, *accumulate(lost)]  # lost work of the first i candidates
         dimensions = range(len(shortfall))
         # What candidates i.. hold together, per resource.
-        self.suffix = [[sum(row[d] for row in held[i:]) for d in dimensions]
-                       for i in range(len(held) + 1)]
+        self.suffix = [[0.0 for _ in dimensions]]
+        for row in reversed(held):
+            self.suffix.append([total + part for total, part in zip(self.suffix[-1], row,
+                                                                       strict=True)])
+        self.suffix.reverse()
         self.steps = 0
         self.best: list[int] | None = None
 

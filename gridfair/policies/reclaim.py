@@ -10,11 +10,11 @@ receiver, its ranking by PowerDiff (Eq. 3) and its free-machine order, and chang
 machine comes back:
 1. receiver: u_alpha = argmin PowerDiff < 0 among providers with an idle job (as HOSEP), its
    job of least demand; when that job has no allowed move (on partitionable machines it may
-   need more room than any move makes), its next job asking for less of some resource
-   (cpus, memory, GPUs), up to `RECEIVER_JOBS` of them among `RECEIVER_LOOKS` (HTCondor's
-   negotiator likewise tries each autocluster: a 4-cpu job at the head of the queue must not
-   keep its owner from the room a 1-cpu job fits), then the next most deprived provider's,
-   up to `RECEIVER_USERS` of them;
+   need more room than any move makes), on a pool with machines of several cpus its next
+   job asking for less of some resource (cpus, memory, GPUs), up to `RECEIVER_JOBS` of them
+   among `RECEIVER_LOOKS` (HTCondor's negotiator likewise tries each autocluster: a 4-cpu
+   job at the head of the queue must not keep its owner from the room a 1-cpu job fits),
+   then the next most deprived provider's, up to `RECEIVER_USERS` of them;
 2. the receiver reclaims its own machines first: among the tasks of other users running on
    the machines it owns (fastest machine first), the one whose user is left most above its
    share (largest omega);
@@ -55,8 +55,10 @@ from collections.abc import Iterator, Mapping
 from itertools import islice
 from typing import Any
 
+from gridfair.core.negotiator import PARK_LIMIT
 from gridfair.core.pool import Node, Pool, Task, UserState, power_diff
-from gridfair.core.stages import Decision, Preemption
+from gridfair.core.stages import Preemption
+from gridfair.core.victims import sizes
 from gridfair.policies.hosep import HosepPreempt, hosep_figures, remaining_power
 from gridfair.policies.owner_share import (
     PHI_TOLERANCE,
@@ -72,10 +74,10 @@ VICTIM_USERS = 4
 #: How many users below their share are tried, most deprived first, for one preemption.
 RECEIVER_USERS = 4
 #: How many of a receiver's idle jobs are tried, in its queue order, each asking for less of
-#: something than those tried before it, and how many are looked at in all (the negotiator
-#: sets aside up to 8, PARK_LIMIT, for free machines).
-RECEIVER_JOBS = 8
-RECEIVER_LOOKS = 64
+#: something than those tried before it (as many as the negotiator sets aside for free
+#: machines), and how many are looked at in all.
+RECEIVER_JOBS = PARK_LIMIT
+RECEIVER_LOOKS = 16
 
 
 class ReclaimPreempt(HosepPreempt):
@@ -116,17 +118,17 @@ class ReclaimPreempt(HosepPreempt):
         # The most deprived first; the next one when the first's next job has no allowed move
         # (on partitionable machines it may need more room than any move makes).
         pool = self.pool
+        # One cpu a machine: every job of a receiver is the same move's size, one try is all.
+        sizes_tried = RECEIVER_JOBS if pool.largest[0] > 1 else 1
         for receiver_user in list(islice(self.deficit, RECEIVER_USERS)):
             # A job finding no move is set aside (until the next preemption), the next one
             # tried; one asking for no less of anything than a job that found none is set
             # aside untried (what held the smaller one back, room, Phi or overshooting, holds
             # it back too). A job too big for every machine does not count.
             tried: list[tuple[float, float, float]] = []
-            for _ in range(RECEIVER_LOOKS):
-                receiver = pool.head(receiver_user)
-                if receiver is None:
-                    break
-                size = (receiver.cpus, receiver.memory, receiver.gpus)
+            looked = 0
+            while (receiver := pool.head(receiver_user)) is not None:
+                size = sizes(receiver)
                 if not any(no_smaller(size, before) for before in tried):
                     choice = self._choose_for(receiver_user, receiver, now)
                     if choice is not None:
@@ -134,7 +136,8 @@ class ReclaimPreempt(HosepPreempt):
                     if pool.set_aside_if_too_big(receiver_user, now):
                         continue
                     tried.append(size)
-                if len(tried) == RECEIVER_JOBS:
+                looked += 1
+                if len(tried) == sizes_tried or looked == RECEIVER_LOOKS:
                     break
                 pool.park(receiver_user, now)
         return None
@@ -181,11 +184,14 @@ class ReclaimPreempt(HosepPreempt):
                                     receiver_user.provided_power)
         if overshoots(receiver_user, receiver_after):
             return None
+        loss = node.power_per_cpu * victim.cpus
+        omega = remaining_power(victim_user, loss)
+        # Further victims only lower the victim user's omega: refused before the search.
+        if not own_machine and omega < receiver_after:
+            return None
         if self.pool.fits_after_vacate(receiver, victim):
-            loss = node.power_per_cpu * victim.cpus
-            omega = remaining_power(victim_user, loss)
-            if ((own_machine or omega >= receiver_after) and potential_falls(
-                    receiver_user.power_diff, receiver_after, gain, victim_diff, omega, loss)):
+            if potential_falls(receiver_user.power_diff, receiver_after, gain, victim_diff,
+                               omega, loss):
                 return (victim_user, victim, receiver_after, omega, ())
             return None
         more = self.more_victims(receiver, victim, now)
@@ -218,9 +224,6 @@ class ReclaimPreempt(HosepPreempt):
             "share (PowerDiff {receiver_power_diff:+.3f}, {receiver_power_diff_after:+.3f} "
             "after); freed from {victim_user}",
         )
-
-    def declined(self, now: float) -> Decision | None:
-        return None  # reclaim stops when no move passes; HOSEP's single stopping point is not
 
     def key_figures(self, user: UserState, now: float) -> Mapping[str, float]:
         return hosep_figures(user)

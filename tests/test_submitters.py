@@ -29,7 +29,7 @@ def test_a_user_of_another_domain_is_not_the_owner_of_its_name() -> None:
     charge = POOL.charge("User1@evil.example", None, OWNERS)
     assert (charge.owner, charge.mapped) == ("User1@evil.example", False)
     assert charge.rule == "owns no slot: evil.example is not the pool's UID_DOMAIN gridfair.test"
-    assert SubmitterMap(ANY_DOMAIN).owner_of("User1@evil.example", OWNERS) == "User1"
+    assert SubmitterMap(ANY_DOMAIN).charge("User1@evil.example", None, OWNERS).owner == "User1"
 
 
 def test_a_named_accounting_group_is_ignored_unless_the_pool_validates_groups() -> None:
@@ -48,7 +48,7 @@ def test_a_named_accounting_group_is_ignored_unless_the_pool_validates_groups() 
 
 
 def test_owners_named_with_a_domain_and_unknown_names_are_kept() -> None:
-    assert POOL.owner_of("dave@lab.org", OWNERS) == "dave@lab.org"
+    assert POOL.charge("dave@lab.org", None, OWNERS).owner == "dave@lab.org"
     charge = POOL.charge("erin@gridfair.test", None, OWNERS)
     assert (charge.owner, charge.rule, charge.mapped) == ("erin@gridfair.test",
                                                           "owns no slot", False)
@@ -60,12 +60,12 @@ def test_a_map_file_comes_first_whole_name_then_bare_name_of_the_pools_domain(
     path.write_text("# submitter owner\nalice@lab.org User1\nbob User2  # the pool's bob\n"
                     "group_hep physics\n")
     mapping = SubmitterMap.from_file(path, "gridfair.test")
-    assert mapping.owner_of("alice@lab.org", OWNERS) == "User1"
+    assert mapping.charge("alice@lab.org", None, OWNERS).owner == "User1"
     assert mapping.charge("bob@gridfair.test", None, OWNERS).rule == "submitter map owners.map:3"
     # A bare name stands for the pool's own user: another domain's bob is not it.
-    assert mapping.owner_of("bob@anywhere", OWNERS) == "bob@anywhere"
-    assert mapping.owner_of("carol@gridfair.test", OWNERS) == "carol"
-    assert mapping.owner_of("carol@lab.org", OWNERS) == "carol@lab.org"  # unmapped: kept
+    assert mapping.charge("bob@anywhere", None, OWNERS).owner == "bob@anywhere"
+    assert mapping.charge("carol@gridfair.test", None, OWNERS).owner == "carol"
+    assert mapping.charge("carol@lab.org", None, OWNERS).owner == "carol@lab.org"  # unmapped: kept
     groups = SubmitterMap.from_file(path, "gridfair.test", trust_groups=True)
     assert groups.charge("x@gridfair.test", "group_hep", OWNERS).owner == "physics"
 

@@ -85,10 +85,6 @@ class SubmitterMap:
             charge = Charge(charge.identity, charge.owner, charge.rule, charge.mapped, (group,))
         return charge
 
-    def owner_of(self, user: str, owners: Collection[str]) -> str:
-        """The owner an authenticated `user` maps to, or `user` itself if none."""
-        return self._owner_of(user, user, owners, domain_rule=True).owner
-
     def _owner_of(self, name: str, identity: str, owners: Collection[str], *,
                   domain_rule: bool) -> Charge:
         if name in owners:

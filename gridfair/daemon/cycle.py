@@ -275,7 +275,7 @@ class CycleRunner:
             usage = self._usage_rows(pool, stages, cycle, now)
             as_run = shadow.side_rows(pool, cycle, shadow.POOL) if self.shadow else []
             decisions = list(loaded.admissions) + negotiator.cycle(now)
-            notes += self._newly_too_big(negotiator.unplaceable)
+            notes += self._newly_too_big(negotiator.unplaceable, snapshot.jobs_by_id)
             stale = snapshot_too_old(self.limits, snapshot.time, now)
             held = [{"rule": h.rule, "victim": h.preemption.victim.id,
                      "victim_user": h.preemption.victim.user, "receiver": h.preemption.receiver.id,
@@ -329,9 +329,12 @@ class CycleRunner:
                                for row in usage)
             return CycleReport(cycle, outcome, duration, counts)
 
-    def _newly_too_big(self, found: list[tuple[Task, str]]) -> list[str]:
+    def _newly_too_big(self, found: list[tuple[Task, str]],
+                       present: Mapping[str, Job]) -> list[str]:
         """Notes (and a log line) for the jobs first found too big for every machine: never a
-        reason to vacate, reported once while the daemon runs."""
+        reason to vacate, reported once while they are in the queue (a new negotiator each
+        cycle reports them again)."""
+        self._too_big &= present.keys()
         notes = []
         for task, reason in found:
             if task.id not in self._too_big:

@@ -197,3 +197,15 @@ def test_the_daemons_allocation_rule_backfills_past_a_job_that_fits_nowhere(
 def test_an_unknown_allocation_rule_is_refused():
     with pytest.raises(ConfigError, match="unknown allocation rule 'greedy'"):
         build_stages(order="sdrf", allocation="greedy")
+
+
+def test_a_flight_asking_for_a_gpu_the_machine_has_no_more_of_is_not_landed():
+    """GPUs are held like cpus and memory: the machine's one GPU is in a dynamic slot."""
+    machines = [dataclasses.replace(pslot(), gpus=1.0),
+                dataclasses.replace(dslot(1, "7.0", "User3"), gpus=1.0)]
+    jobs = [running("7.0", "User3", "slot1_1@h"),
+            dataclasses.replace(idle("9.0", "User1", 1), request_gpus=1.0)]
+    result = settle(Snapshot(T0 + 1, tuple(machines), tuple(jobs)), [flight("9.0")], {}, 4.0)
+    [(missed, why)] = result.missed
+    assert why == ("not landed: slot1@h has no room for 1 CPUs and 1024 MiB and 1 GPUs (left: "
+                   "3 CPUs, 3072 MiB, 0 GPUs)")

@@ -114,7 +114,7 @@ def settle(snapshot: Snapshot, flights: Iterable[Flight],
     where = snapshot.job_slots
     settlement = Settlement(snapshot)
     held_slots: set[str] = set()
-    room = _Room(snapshot, vacated)
+    room: _Room | None = None  # built on the first flight to a partitionable slot
     for flight in flights:
         job = jobs.get(flight.job)
         running = where.get(flight.job) or (
@@ -132,6 +132,7 @@ def settle(snapshot: Snapshot, flights: Iterable[Flight],
             # Two flights for one job or one static slot (journaled before slots were held).
             problem = "not landed: another allocation in flight holds the job or the slot"
         if problem is None and partitionable(machines.get(flight.machine)):
+            room = room or _Room(snapshot, vacated)
             problem = room.take(flight, job)
         if problem is None:
             settlement.held[flight.job] = flight
@@ -154,8 +155,8 @@ class _Room:
 
     def __init__(self, snapshot: Snapshot, vacated: Mapping[tuple[str, str], float]) -> None:
         self.left: dict[str, list[float]] = {
-            machine.name: [machine.cpus, machine.memory] for machine in snapshot.machines
-            if machine.slot_type == PARTITIONABLE}
+            machine.name: [machine.cpus, machine.memory, machine.gpus]
+            for machine in snapshot.machines if machine.slot_type == PARTITIONABLE}
         jobs = snapshot.jobs_by_id
         for machine in snapshot.machines:
             left = self.left.get(machine.parent or "")
@@ -164,19 +165,23 @@ class _Room:
                 continue
             left[0] -= machine.cpus
             left[1] -= machine.memory
+            left[2] -= machine.gpus
 
     def take(self, flight: Flight, job: Job | None) -> str | None:
         """Hold room for the flight's job; why not, if it does not fit."""
         left = self.left[flight.machine]
         # A job no ad lists (started, its dynamic slot's ad not caught up) holds what it asked.
-        cpus, memory = ((job.request_cpus, job.request_memory) if job is not None
-                        else (flight.cpus, flight.memory))
-        if cpus > left[0] or memory > left[1]:
+        cpus, memory, gpus = ((job.request_cpus, job.request_memory, job.request_gpus)
+                              if job is not None else (flight.cpus, flight.memory, flight.gpus))
+        if cpus > left[0] or memory > left[1] or gpus > left[2]:
+            asked, free = ((f" and {gpus:g} GPUs", f", {max(left[2], 0):g} GPUs") if gpus
+                           else ("", ""))
             return (f"not landed: {flight.machine} has no room for {cpus:g} CPUs and "
-                    f"{memory:g} MiB (left: {max(left[0], 0):g} CPUs, {max(left[1], 0):g} "
-                    "MiB)")
+                    f"{memory:g} MiB{asked} (left: {max(left[0], 0):g} CPUs, "
+                    f"{max(left[1], 0):g} MiB{free})")
         left[0] -= cpus
         left[1] -= memory
+        left[2] -= gpus
         return None
 
 

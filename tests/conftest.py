@@ -31,3 +31,9 @@ def gridfair_cli():
         return runner.invoke(cli, list(args), catch_exceptions=False)
 
     return invoke
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The offline suite first, the live one (personal HTCondor pools, minutes) after it: a
+    live fault then costs the offline results nothing."""
+    items.sort(key=lambda item: "live" in item.path.relative_to(ROOT).parts[:2])

@@ -100,6 +100,63 @@ def find_htcondor(repo_root: Path | None = None) -> Path:
     raise HTCondorMissing("HTCondor not found: tried " + "; ".join(tried))
 
 
+#: Where pools' own directories are made: not under /tmp, which a daemon run as its systemd
+#: unit runs it (PrivateTmp) and a starter (MOUNT_UNDER_SCRATCH) each see a private copy of.
+POOLS_PARENT = Path("/var/tmp")
+#: Seconds between looks for jobs the pool held, while waiting.
+HELD_LOOK_EVERY = 3.0
+#: In a pool's own directory: the process that runs it (pid and start time).
+OWNER_FILE = "owner"
+
+
+def _process_identity(pid: int) -> str | None:
+    """`pid` and its start time (which tells a live process from a later one given its pid),
+    or None if no such process runs."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return f"{pid} {stat.rpartition(')')[2].split()[19]}"  # field 22, starttime
+
+
+def _processes_of(directory: Path, config_file: Path) -> list[int]:
+    """Processes of one pool: started with its configuration (every HTCondor daemon it ran)
+    or working in its directory (jobs)."""
+    marker = f"CONDOR_CONFIG={config_file}".encode()
+    inside = f"{directory}/"
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environment = (entry / "environ").read_bytes().split(b"\0")
+            cwd = os.readlink(entry / "cwd")
+        except OSError:  # gone meanwhile, or a kernel thread
+            continue
+        if marker in environment or f"{cwd}/".startswith(inside):
+            found.append(int(entry.name))
+    return found
+
+
+def _kill(pids: Sequence[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def sweep_abandoned_pools() -> None:
+    """Stop and remove the pools whose process died without stopping them: their daemons
+    and jobs would otherwise run on, holding ports and CPU (a pool of a live run still going,
+    another pytest's or a benchmark's, is left alone)."""
+    for owner in POOLS_PARENT.glob(f"gridfair-pool-*/{OWNER_FILE}"):
+        with contextlib.suppress(OSError, ValueError):
+            recorded = owner.read_text().strip()
+            if recorded and _process_identity(int(recorded.split()[0])) == recorded:
+                continue
+            _kill(_processes_of(owner.parent, owner.parent / "condor_config"))
+            shutil.rmtree(owner.parent, ignore_errors=True)
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
@@ -181,10 +238,11 @@ class PersonalPool:
         self._own_directory = directory is None
         # Not under /tmp: a daemon with a private /tmp (its systemd unit's) reads the config.
         self.directory = Path(directory or tempfile.mkdtemp(prefix="gridfair-pool-",
-                                                            dir="/var/tmp"))
+                                                            dir=POOLS_PARENT))
         self.port = free_port()
         self.collector_host = f"127.0.0.1:{self.port}"
         self.config_file = self.directory / "condor_config"
+        self.jobs_folder = self.directory / "local" / "jobs"
         self._master: subprocess.Popen[bytes] | None = None
         self._previous_handlers: dict[int, Any] = {}
         self._write_config(extra_config)
@@ -268,6 +326,11 @@ class PersonalPool:
 
     # ---------------------------------------------------------------- lifetime
     def start(self, timeout: float = 60.0) -> PersonalPool:
+        sweep_abandoned_pools()
+        if self._own_directory:
+            # Whose pool this is: a later run removes it if this process dies unannounced
+            # (SIGKILL, a lost terminal), daemons and jobs included.
+            (self.directory / OWNER_FILE).write_text(_process_identity(os.getpid()) or "")
         self._master = subprocess.Popen(
             [self.tool("condor_master"), "-f"],
             env=self.environment, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -327,6 +390,8 @@ class PersonalPool:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(master.pid, signal.SIGKILL)
         master.wait()
+        # Daemons that left the master's process group (a schedd's shadows, a starter's job).
+        _kill(_processes_of(self.directory, self.config_file))
         if self._own_directory:
             shutil.rmtree(self.directory, ignore_errors=True)
 
@@ -344,8 +409,11 @@ class PersonalPool:
         full = [self.tool(command[0]), *command[1:]]
         if account is not None:
             full = as_account(account, full)
+        # In the pool's jobs folder, which every account reaches: condor_submit makes its
+        # working directory the job's (Iwd), and a checkout under /tmp is not reachable from
+        # a starter with a /tmp of its own (MOUNT_UNDER_SCRATCH); the job is held then.
         result = subprocess.run(full, env=self.environment, capture_output=True, text=True,
-                                timeout=timeout, check=False)
+                                timeout=timeout, check=False, cwd=self.jobs_folder)
         if check and result.returncode != 0:
             raise RuntimeError(f"{' '.join(command)}: exit {result.returncode}: "
                                f"{result.stderr.strip() or result.stdout.strip()}")
@@ -414,7 +482,7 @@ class PersonalPool:
         account `account` (created if missing): the outcome, refused or not, as it is. The
         submit file ends in `queue COUNT`, or in the lines `queue` gives."""
         ensure_account(account)
-        submit_file = self.directory / "local" / "jobs" / f"job{time.monotonic_ns()}.sub"
+        submit_file = self.jobs_folder / f"job{time.monotonic_ns()}.sub"
         submit_file.write_text("\n".join(["universe = vanilla", "should_transfer_files = NO",
                                           *commands, *(queue or [f"queue {count}"])]) + "\n")
         submit_file.chmod(0o644)
@@ -424,7 +492,7 @@ class PersonalPool:
     def shared_file(self, name: str) -> Path:
         """An empty file in the jobs folder that every account may write (a job event log
         that jobs of several submitters share)."""
-        path = self.directory / "local" / "jobs" / name
+        path = self.jobs_folder / name
         path.touch()
         path.chmod(0o666)
         return path
@@ -468,15 +536,34 @@ class PersonalPool:
         return {job: whole_slot(slot) for job, slot in self.running().items()}
 
     def wait_until(self, predicate: Any, timeout: float, every: float = 0.5) -> Any:
-        """Poll `predicate()` until it returns something true; that value, or TimeoutError."""
+        """Poll `predicate()` until it returns something true; that value, or TimeoutError.
+        A job the pool itself held (it cannot run: a missing directory, a failed start) ends
+        the wait at once with HTCondor's reason, rather than at the timeout without one."""
         deadline = time.monotonic() + timeout
+        next_look = time.monotonic() + HELD_LOOK_EVERY
         while True:
             value = predicate()
             if value:
                 return value
-            if time.monotonic() >= deadline:
+            now = time.monotonic()
+            if now >= next_look or now >= deadline:
+                next_look = now + HELD_LOOK_EVERY
+                if held := self.held_by_pool():
+                    raise RuntimeError("jobs held by the pool: " + "; ".join(held))
+            if now >= deadline:
                 raise TimeoutError(f"not reached within {timeout:g} s")
             time.sleep(every)
+
+    def held_by_pool(self) -> list[str]:
+        """'id: HoldReason' of each job held by HTCondor rather than at the test's request
+        (held at submit, HoldReasonCode 15, or by condor_hold, 1); none while the schedd is
+        off."""
+        out = self.run_tool(
+            ["condor_q", "-allusers", "-constraint",
+             "JobStatus == 5 && HoldReasonCode =!= 1 && HoldReasonCode =!= 15",
+             "-format", "%d.", "ClusterId", "-format", "%d: ", "ProcId",
+             "-format", "%s\n", "HoldReason"], check=False).stdout
+        return [line for line in out.splitlines() if line.strip()]
 
 
 def _submitted(done: subprocess.CompletedProcess, user: str) -> tuple[str, str]:
@@ -530,9 +617,15 @@ def install_daemon(source_tree: Path, directory: Path,
         raise HTCondorMissing(f"no Python >= 3.11 with venv that the account {account} may "
                               f"run (tried {', '.join(_interpreters())})")
     wheels = directory / "wheel"
+    # Built from a copy: the build writes into the tree it builds (build/, *.egg-info), and
+    # the checkout may be read-only.
+    source = directory / "source"
+    shutil.copytree(source_tree, source, ignore=shutil.ignore_patterns(
+        ".*", "build", "dist", "*.egg-info", "__pycache__", "tests", "bench", "docs"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
-                    "--wheel-dir", str(wheels), str(source_tree)], check=True,
+                    "--wheel-dir", str(wheels), str(source)], check=True,
                    capture_output=True)
+    shutil.rmtree(source)
     venv = directory / "venv"
     subprocess.run([interpreter, "-m", "venv", str(venv)], check=True, capture_output=True)
     # Not from the source tree: pip would take its gridfair.egg-info for an installed gridfair.

@@ -23,6 +23,7 @@ from gridfair.policies.deadline_baselines import (
 )
 from gridfair.policies.dmfa_srq import DmfaSrqOrder
 from gridfair.policies.drf import DrfOrder
+from gridfair.policies.fair_preempt import FairPreempt
 from gridfair.policies.hosep import HosepOrder, HosepPreempt
 from gridfair.policies.justice import JusticeAdmit, JusticeOrder
 from gridfair.policies.osep import OsepOrder, OsepPreempt
@@ -59,11 +60,13 @@ ORDERS: dict[str, Callable[[Options], OrderPolicy]] = {
     "fair-share": lambda options: FairShareOrder(),
     "oracle": lambda options: OracleOrder(),
 }
-PREEMPTS: dict[str, Callable[[Options], PreemptPolicy]] = {
-    "osep": lambda options: OsepPreempt(),
-    "hosep": lambda options: HosepPreempt(absolute=bool(options.get("absolute_power_diff")),
-                                          **_given(options, test="hosep_test")),
-    "reclaim": lambda options: ReclaimPreempt(),
+# A preemption stage is made knowing the run's order stage (`fair` measures users by its key).
+PREEMPTS: dict[str, Callable[[Options, OrderPolicy], PreemptPolicy]] = {
+    "osep": lambda options, order: OsepPreempt(),
+    "hosep": lambda options, order: HosepPreempt(
+        absolute=bool(options.get("absolute_power_diff")), **_given(options, test="hosep_test")),
+    "reclaim": lambda options, order: ReclaimPreempt(),
+    "fair": lambda options, order: FairPreempt(order),
 }
 ADMITS: dict[str, Callable[[Options], AdmitPolicy]] = {
     "justice": lambda options: JusticeAdmit(**_given(
@@ -100,13 +103,13 @@ class Stages:
     allocation: str | None = None
 
 
-def _pick(kind: str, table: Mapping[str, Callable[[Options], Any]], name: str, options: Options):
+def _pick(kind: str, table: Mapping[str, Callable[..., Any]], name: str, *arguments: Any):
     try:
         factory = table[name]
     except KeyError:
         known = ", ".join(sorted(table)) or "none"
         raise ConfigError(f"unknown {kind} policy {name!r} (known: {known})") from None
-    return factory(options)
+    return factory(*arguments)
 
 
 def build_stages(
@@ -135,9 +138,11 @@ def build_stages(
         raise ConfigError(f"unknown allocation rule {allocation!r} (known: "
                           f"{', '.join(ALLOCATION_RULES)})")
     absent = {"none", None}
+    order_stage = _pick("order", ORDERS, order, options)
     return Stages(
-        order=_pick("order", ORDERS, order, options),
-        preempt=None if preempt in absent else _pick("preempt", PREEMPTS, preempt, options),
+        order=order_stage,
+        preempt=None if preempt in absent else _pick("preempt", PREEMPTS, preempt, options,
+                                                     order_stage),
         admit=None if admit in absent else _pick("admit", ADMITS, admit, options),
         allocation=allocation,
     )

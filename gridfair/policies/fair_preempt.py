@@ -1,0 +1,281 @@
+"""Fair-share preemption for the DRF family (`--preempt fair`): a waiting user below its
+entitlement takes room from users above theirs, by the order stage's own measure.
+
+The DRF family's orders (DRF, weighted DRF, SDRF, DMFA-SRQ) only order free room: on a full
+pool an arriving user waits for jobs to end. This stage measures every user with the key its
+order ranks by (`share_key`: DRF's dominant share, weighted DRF's dominant share over weight,
+SDRF's share plus commitment, DMFA-SRQ's fraction of its target; lower is further below its
+entitlement), and allows a preemption only under Kueue's fair-sharing rule
+`LessThanOrEqualToFinalShare` (kubernetes-sigs/kueue, apis/config/v1beta1/
+configuration_types.go, "only preempt a workload if the share of the preemptor CQ with the
+preemptor workload is less than or equal to the share of the preemptee CQ without the workload
+to be preempted"), taken per user over every victim of the move:
+
+    key(receiver, after it starts its job) <= key(victim user, after losing its victims)
+                                            <  key(victim user, before)
+
+for each victim user. So no victim's user ends below the receiver, which was below it. The
+strict fall is gridfair's addition: a key is a max over resources, and taking a task that holds
+none of its user's dominant resource leaves the key where it was; such a move makes nobody
+fairer, and two users tied could trade it back and forth. With it, every key a move changes
+ends below the largest victim key before it, so the keys sorted from the largest down fall in
+lexicographic order with every preemption: repeated cycles on an unchanged pool (and keys that
+do not drift: DRF, weighted DRF, DMFA-SRQ) stop acting, no ping-pong. SDRF's commitments drift
+with time (tau of 11.6 days by default), so a move may be undone only once that drift has
+crossed the gap a job's share makes: SDRF's own statefulness, not a cycle's.
+
+The move, for one receiver job:
+1. receivers: the waiting users of least key first, up to `RECEIVER_USERS`; each one's queue in
+   its order, a job asking for no less of anything than one that found no move skipped, up to
+   `RECEIVER_JOBS` sizes among `RECEIVER_LOOKS` jobs (as `reclaim` does); a job too big for
+   every machine is set aside, reported once by the negotiator, and never a reason to vacate;
+2. victims: the users of largest key first, up to `VICTIM_USERS`, each one's running jobs in
+   order of work a vacate loses (the run started last first), up to `VICTIM_CANDIDATES`; a
+   user whose key is not above the receiver's after is passed over (it could not stay at or
+   above it);
+3. on the first victim's machine, the further victims needed to free the receiver's cpus,
+   memory and GPUs (`core.victims.complete`: fewest vacates, then least work lost), among the
+   tasks of other users each of whom, losing that task alone, stays at or above the receiver;
+   the whole move is then tested as one, per victim user;
+4. of the moves allowed (at most one per victim user), the fewest vacates, then the least
+   work lost, then the victim user of largest key.
+Every vacate and the allocation carry the keys before and after in their figures. The daemon's
+safety rules (`daemon.safety`) apply through the negotiator's guard, as for every stage.
+
+Cost: each user's key is computed on its own events and kept in two rankings (waiting users,
+users running something), O(log n) an event; the pool's capacity changing re-keys everyone.
+A decision looks at a bounded number of users and tasks, none of it growing with the pool.
+SDRF's keys drift between a user's events: its rankings are as of each user's last event, and
+every key the rule compares is computed at the decision's time.
+
+Ties: the user seen first in the pool, the task submitted first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import islice
+from typing import Any, Protocol
+
+from gridfair.core.pool import CPUS, GPUS, MEMORY, POWER, Node, Pool, Task, UserState
+from gridfair.core.stages import OrderPolicy, Preemption, PreemptPolicy
+from gridfair.core.victims import complete, sizes
+from gridfair.errors import ConfigError
+from gridfair.policies.owner_share import preemption_of
+from gridfair.policies.ranking import RunningTasks, UserRanking
+from gridfair.policies.reclaim import RECEIVER_JOBS, RECEIVER_LOOKS, no_smaller
+
+#: How many waiting users are tried, least key first, for one preemption.
+RECEIVER_USERS = 4
+#: How many users are looked at as victims, largest key first, and how many of each one's
+#: running tasks.
+VICTIM_USERS = 4
+VICTIM_CANDIDATES = 16
+
+Key = tuple[int, float]
+
+
+class ShareKeyed(Protocol):
+    """An order stage that can tell a user's key were it to hold something else."""
+
+    name: str
+
+    def share_key(self, user: UserState, usage: Sequence[float], now: float) -> Key: ...
+
+
+#: What each order's key is, for the sentences.
+_MEASURES = {"drf": "dominant share", "wdrf": "weighted dominant share",
+             "sdrf": "SDRF priority", "dmfa-srq": "fraction of its DMFA-SRQ target"}
+
+_VACATE = ("vacate {victim_job} of {victim_user} on {machine} ({order} fair share): "
+           "{victim_user}'s {measure} {victim_share:.4g} falls to {victim_share_after:.4g}, "
+           "not below {receiver}'s {receiver_share_after:.4g} once it runs {receiver_job} "
+           "(from {receiver_share:.4g})")
+_ALLOCATE = ("{receiver_job} of {receiver} onto {machine} ({order} fair share): {receiver}'s "
+             "{measure} goes from {receiver_share:.4g} to {receiver_share_after:.4g}, not above "
+             "{victim_user}'s {victim_share_after:.4g} after (from {victim_share:.4g}); freed "
+             "from {victim_user}")
+
+
+def usage_on(task: Task, node: Node) -> tuple[float, float, float, float]:
+    """What `task` holds (or would) on `node`, as `UserState.usage` counts it."""
+    usage = [0.0, 0.0, 0.0, 0.0]
+    usage[CPUS], usage[MEMORY], usage[GPUS] = task.cpus, task.memory, task.gpus
+    usage[POWER] = node.power_per_cpu * task.cpus
+    return tuple(usage)
+
+
+def moved(usage: Sequence[float], change: Sequence[float], sign: float) -> list[float]:
+    return [held + sign * part for held, part in zip(usage, change, strict=True)]
+
+
+class FairPreempt(PreemptPolicy):
+    """Room for the waiting user furthest below its entitlement (by its order's key), from
+    users who stay at or above it after the move (Kueue's `LessThanOrEqualToFinalShare`)."""
+
+    name = "fair"
+
+    def __init__(self, order: OrderPolicy) -> None:
+        if not hasattr(order, "share_key"):
+            known = ", ".join(sorted(_MEASURES))
+            raise ConfigError(f"preempt policy 'fair' needs an order of the DRF family "
+                              f"({known}), not {order.name!r}")
+        self.order: ShareKeyed = order  # type: ignore[assignment]
+        self.measure = _MEASURES.get(order.name, "share")
+
+    def attach(self, pool: Pool) -> None:
+        self.pool = pool
+        self.waiting = UserRanking()  # least key first
+        self.holding = UserRanking()  # largest key first
+        self.running = RunningTasks(self.victim_key)
+        # Node index -> its running tasks by seq, on machines of more than one cpu.
+        self.on_node: dict[int, dict[int, Task]] = {}
+        self._capacity = list(pool.capacity)
+
+    @staticmethod
+    def victim_key(task: Task, node: Node | None = None) -> float:
+        """Least work lost first: the run started last."""
+        return -task.start_time
+
+    # ------------------------------------------------------------- bookkeeping
+    def key(self, user: UserState, now: float, change: Sequence[float] = (),
+            sign: float = 1.0) -> Key:
+        """The user's key now, holding what it holds plus (`sign` 1) or minus (-1) `change`."""
+        usage = moved(user.usage, change, sign) if change else user.usage
+        return self.order.share_key(user, usage, now)
+
+    def _rank(self, user: UserState, now: float) -> None:
+        if not (user.active or user.running):
+            self.waiting.update(user, None)
+            self.holding.update(user, None)
+            return
+        key = self.key(user, now)
+        self.waiting.update(user, key if user.active else None)
+        self.holding.update(user, (-key[0], -key[1]) if user.running else None)
+
+    def user_changed(self, user: UserState, now: float) -> None:
+        pool = self.pool
+        if pool.capacity != self._capacity:  # every share moved
+            self._capacity = list(pool.capacity)
+            for other in pool.users.values():
+                self._rank(other, now)
+        self._rank(user, now)
+
+    def task_started(self, task: Task, now: float) -> None:
+        self.running.started(task)
+        node = task.node
+        if node.cpus > 1:
+            self.on_node.setdefault(node.index, {})[task.seq] = task
+
+    def task_stopped(self, task: Task, now: float, node: Node) -> None:
+        self.running.stopped(task, node)
+        if node.cpus > 1:
+            del self.on_node[node.index][task.seq]
+
+    # ---------------------------------------------------------------- the rule
+    def choose(self, now: float) -> Preemption | None:
+        if not self.holding:
+            return None
+        pool = self.pool
+        # One cpu a machine: every job of a receiver is the same move's size, one try is all.
+        sizes_tried = RECEIVER_JOBS if pool.largest[0] > 1 else 1
+        for receiver_user in list(islice(self.waiting, RECEIVER_USERS)):
+            tried: list[tuple[float, float, float]] = []
+            looked = 0
+            while (receiver := pool.head(receiver_user)) is not None:
+                size = sizes(receiver)
+                if not any(no_smaller(size, before) for before in tried):
+                    choice = self._choose_for(receiver_user, receiver, now)
+                    if choice is not None:
+                        return choice
+                    if pool.set_aside_if_too_big(receiver_user, now):
+                        continue
+                    tried.append(size)
+                looked += 1
+                if len(tried) == sizes_tried or looked == RECEIVER_LOOKS:
+                    break
+                pool.park(receiver_user, now)
+        return None
+
+    def _choose_for(self, receiver_user: UserState, receiver: Task,
+                    now: float) -> Preemption | None:
+        if self.pool.too_big(receiver) is not None:
+            return None
+        receiver_key = self.key(receiver_user, now)
+        best: tuple[Any, ...] | None = None
+        for victim_user in list(islice(self.holding, VICTIM_USERS)):
+            # A user at or below the receiver now cannot fall and stay above it.
+            if victim_user is receiver_user or self.key(victim_user, now) <= receiver_key:
+                continue
+            for tried, victim in enumerate(self.running.of(victim_user.name)):
+                if tried == VICTIM_CANDIDATES:
+                    break
+                move = self._allowed(receiver_user, receiver, victim, now)
+                if move is None:
+                    continue
+                lost = sum(self.pool.lost_work_if_vacated(task, now) for task in move[0])
+                # Fewest vacates, then least work lost; victim users come largest key first.
+                if best is None or (len(move[0]), lost) < best[:2]:
+                    best = (len(move[0]), lost, *move)
+                break  # this user's first allowed move is its cheapest to look for
+        if best is None:
+            return None
+        return self._preemption(receiver_user, receiver, *best[2:], now)
+
+    def _allowed(self, receiver_user: UserState, receiver: Task, victim: Task, now: float
+                 ) -> tuple[tuple[Task, ...], Key, dict[str, tuple[Key, Key]]] | None:
+        """(every victim, the receiver's key after, each victim user's key before and after)
+        if `receiver` may take `victim`'s machine, with what more it needs there, under the
+        rule; else None."""
+        pool = self.pool
+        node = victim.node
+        receiver_after = self.key(receiver_user, now, usage_on(receiver, node))
+        users = pool.users
+
+        def stays_above(task: Task) -> bool:
+            """The task's user, losing it alone, stays at or above the receiver after."""
+            user = users[task.user]
+            return (user is not receiver_user
+                    and self.key(user, now, usage_on(task, node), -1.0) >= receiver_after)
+
+        if not stays_above(victim):
+            return None
+        if pool.fits_after_vacate(receiver, victim):
+            victims: tuple[Task, ...] = (victim,)
+        elif node.cpus > 1:
+            candidates = [task for task in self.on_node[node.index].values()
+                          if task is not victim and stays_above(task)]
+            more = complete(pool, receiver, victim, candidates, now)
+            if not more:
+                return None
+            victims = (victim, *more)
+        else:
+            return None
+        losses: dict[str, list[float]] = {}
+        for task in victims:
+            losses[task.user] = moved(losses.get(task.user, [0.0] * 4), usage_on(task, node),
+                                      1.0)
+        keys = {}
+        for name, loss in losses.items():
+            user = users[name]
+            before, after = self.key(user, now), self.key(user, now, loss, -1.0)
+            # Kueue's rule, and a fall: every preemption lowers the keys sorted largest first.
+            if not receiver_after <= after < before:
+                return None
+            keys[name] = (before, after)
+        return victims, receiver_after, keys
+
+    def _preemption(self, receiver_user: UserState, receiver: Task, victims: tuple[Task, ...],
+                    receiver_after: Key, keys: dict[str, tuple[Key, Key]], now: float
+                    ) -> Preemption:
+        common = {"order": self.order.name, "measure": self.measure,
+                  "receiver": receiver_user.name, "receiver_job": receiver.id,
+                  "receiver_share": self.key(receiver_user, now)[1],
+                  "receiver_share_after": receiver_after[1], "machine": victims[0].node.name}
+
+        def figures(task: Task) -> dict[str, Any]:
+            before, after = keys[task.user]
+            return {**common, "victim_job": task.id, "victim_user": task.user,
+                    "victim_share": before[1], "victim_share_after": after[1]}
+
+        return preemption_of(receiver, victims[0], victims[1:], figures, _VACATE, _ALLOCATE)

@@ -12,17 +12,20 @@ preemptor workload is less than or equal to the share of the preemptee CQ withou
 to be preempted"), taken per user over every victim of the move:
 
     key(receiver, after it starts its job) <= key(victim user, after losing its victims)
-                                            <  key(victim user, before)
 
-for each victim user. So no victim's user ends below the receiver, which was below it. The
-strict fall is gridfair's addition: a key is a max over resources, and taking a task that holds
-none of its user's dominant resource leaves the key where it was; such a move makes nobody
-fairer, and two users tied could trade it back and forth. With it, every key a move changes
-ends below the largest victim key before it, so the keys sorted from the largest down fall in
-lexicographic order with every preemption: repeated cycles on an unchanged pool (and keys that
-do not drift: DRF, weighted DRF, DMFA-SRQ) stop acting, no ping-pong. SDRF's commitments drift
-with time (tau of 11.6 days by default), so a move may be undone only once that drift has
-crossed the gap a job's share makes: SDRF's own statefulness, not a cycle's.
+for each victim user: no victim's user ends below the receiver, which was below it. gridfair
+compares refined keys: the order's key, then the user's shares of cpus, memory, MFlops and GPUs
+from the largest down (the key is a max over resources; the rest break its ties). A refined key
+rises strictly with anything a user holds, so a receiver rises and every victim user falls
+(taking a task that holds none of its user's dominant resource still counts: DRF would give the
+room to the user below), and every key a move changes ends below the largest victim key before
+it: the keys sorted from the largest down fall in lexicographic order with every preemption.
+Repeated cycles on an unchanged pool (with keys that do not drift: DRF, weighted DRF, DMFA-SRQ)
+stop acting: no ping-pong. SDRF's commitments drift with time (tau of 11.6 days by default), so
+a move may be undone only once that drift has crossed the gap a job's share makes: SDRF's own
+statefulness, not a cycle's. Against plain `LessThanOrEqualToFinalShare` the refinement only
+refuses a move that would leave the receiver tied with a victim user on the order's key and
+above it on the next share.
 
 The move, for one receiver job:
 1. receivers: the waiting users of least key first, up to `RECEIVER_USERS`; each one's queue in
@@ -31,14 +34,15 @@ The move, for one receiver job:
    every machine is set aside, reported once by the negotiator, and never a reason to vacate;
 2. victims: the users of largest key first, up to `VICTIM_USERS`, each one's running jobs in
    order of work a vacate loses (the run started last first), up to `VICTIM_CANDIDATES`; a
-   user whose key is not above the receiver's after is passed over (it could not stay at or
-   above it);
+   user whose key is not above the receiver's now is passed over (it could not fall and stay
+   at or above it);
 3. on the first victim's machine, the further victims needed to free the receiver's cpus,
    memory and GPUs (`core.victims.complete`: fewest vacates, then least work lost), among the
    tasks of other users each of whom, losing that task alone, stays at or above the receiver;
    the whole move is then tested as one, per victim user;
-4. of the moves allowed (at most one per victim user), the fewest vacates, then the least
-   work lost, then the victim user of largest key.
+4. the first victim user (largest key first, as Kueue takes from the cohort member of largest
+   share first) with a move allowed; of its moves, the fewest vacates, then the least work
+   lost.
 Every vacate and the allocation carry the keys before and after in their figures. The daemon's
 safety rules (`daemon.safety`) apply through the negotiator's guard, as for every stage.
 
@@ -72,7 +76,8 @@ RECEIVER_USERS = 4
 VICTIM_USERS = 4
 VICTIM_CANDIDATES = 16
 
-Key = tuple[int, float]
+#: A refined key: the order's (class, value), then the user's shares, largest first.
+Key = tuple[float, ...]
 
 
 class ShareKeyed(Protocol):
@@ -142,7 +147,9 @@ class FairPreempt(PreemptPolicy):
             sign: float = 1.0) -> Key:
         """The user's key now, holding what it holds plus (`sign` 1) or minus (-1) `change`."""
         usage = moved(user.usage, change, sign) if change else user.usage
-        return self.order.share_key(user, usage, now)
+        capacity = self.pool.capacity
+        shares = [held / total for held, total in zip(usage, capacity, strict=True) if total > 0]
+        return (*self.order.share_key(user, usage, now), *sorted(shares, reverse=True))
 
     def _rank(self, user: UserState, now: float) -> None:
         if not (user.active or user.running):
@@ -151,7 +158,7 @@ class FairPreempt(PreemptPolicy):
             return
         key = self.key(user, now)
         self.waiting.update(user, key if user.active else None)
-        self.holding.update(user, (-key[0], -key[1]) if user.running else None)
+        self.holding.update(user, tuple(-part for part in key) if user.running else None)
 
     def user_changed(self, user: UserState, now: float) -> None:
         pool = self.pool
@@ -202,11 +209,11 @@ class FairPreempt(PreemptPolicy):
         if self.pool.too_big(receiver) is not None:
             return None
         receiver_key = self.key(receiver_user, now)
-        best: tuple[Any, ...] | None = None
         for victim_user in list(islice(self.holding, VICTIM_USERS)):
             # A user at or below the receiver now cannot fall and stay above it.
             if victim_user is receiver_user or self.key(victim_user, now) <= receiver_key:
                 continue
+            best: tuple[Any, ...] | None = None
             for tried, victim in enumerate(self.running.of(victim_user.name)):
                 if tried == VICTIM_CANDIDATES:
                     break
@@ -214,13 +221,13 @@ class FairPreempt(PreemptPolicy):
                 if move is None:
                     continue
                 lost = sum(self.pool.lost_work_if_vacated(task, now) for task in move[0])
-                # Fewest vacates, then least work lost; victim users come largest key first.
                 if best is None or (len(move[0]), lost) < best[:2]:
                     best = (len(move[0]), lost, *move)
-                break  # this user's first allowed move is its cheapest to look for
-        if best is None:
-            return None
-        return self._preemption(receiver_user, receiver, *best[2:], now)
+                if len(move[0]) == 1:  # none cheaper: its tasks come least work lost first
+                    break
+            if best is not None:
+                return self._preemption(receiver_user, receiver, *best[2:], now)
+        return None
 
     def _allowed(self, receiver_user: UserState, receiver: Task, victim: Task, now: float
                  ) -> tuple[tuple[Task, ...], Key, dict[str, tuple[Key, Key]]] | None:
@@ -259,7 +266,7 @@ class FairPreempt(PreemptPolicy):
         for name, loss in losses.items():
             user = users[name]
             before, after = self.key(user, now), self.key(user, now, loss, -1.0)
-            # Kueue's rule, and a fall: every preemption lowers the keys sorted largest first.
+            # Kueue's rule (refined keys fall with every loss: `after < before` is a check).
             if not receiver_after <= after < before:
                 return None
             keys[name] = (before, after)

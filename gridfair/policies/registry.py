@@ -3,7 +3,8 @@
 An administrator composes stages (`--order sdrf --preempt hosep`), or names a common
 composition (`--policy hosep` = order hosep + preempt hosep). Each factory takes the parsed
 options (a mapping of option name to value; absent options take the policy's defaults) and
-returns a fresh stage, so a pool never shares state with another.
+returns a fresh stage, so a pool never shares state with another; a preemption stage's
+factory is also given the run's order stage (`fair` measures users by the order's key).
 """
 
 from __future__ import annotations
@@ -85,6 +86,10 @@ COMPOSITIONS: dict[str, tuple[str, str | None, str | None]] = {
     "wdrf": ("wdrf", None, None),
     "sdrf": ("sdrf", None, None),
     "dmfa-srq": ("dmfa-srq", None, None),
+    # The DRF family with fair-share preemption (`fair_preempt`), for `compare`.
+    "drf-fair": ("drf", "fair", None),
+    "wdrf-fair": ("wdrf", "fair", None),
+    "sdrf-fair": ("sdrf", "fair", None),
     "condor": ("condor", None, None),
     "justice": ("justice", None, "justice"),
     "baseline-fs": ("fair-share", None, None),

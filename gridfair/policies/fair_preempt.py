@@ -13,19 +13,25 @@ to be preempted"), taken per user over every victim of the move:
 
     key(receiver, after it starts its job) <= key(victim user, after losing its victims)
 
-for each victim user: no victim's user ends below the receiver, which was below it. gridfair
-compares refined keys: the order's key, then the user's shares of cpus, memory, MFlops and GPUs
-from the largest down (the key is a max over resources; the rest break its ties). A refined key
-rises strictly with anything a user holds, so a receiver rises and every victim user falls
-(taking a task that holds none of its user's dominant resource still counts: DRF would give the
-room to the user below), and every key a move changes ends below the largest victim key before
-it: the keys sorted from the largest down fall in lexicographic order with every preemption.
-Repeated cycles on an unchanged pool (with keys that do not drift: DRF, weighted DRF, DMFA-SRQ)
-stop acting: no ping-pong. SDRF's commitments drift with time (tau of 11.6 days by default), so
-a move may be undone only once that drift has crossed the gap a job's share makes: SDRF's own
-statefulness, not a cycle's. Against plain `LessThanOrEqualToFinalShare` the refinement only
-refuses a move that would leave the receiver tied with a victim user on the order's key and
-above it on the next share.
+for each victim user, on the order's key: no victim's user ends below the receiver. Keys are
+maxima over resources, so they tie often, and a move may leave a key where it was (a task that
+holds none of its user's dominant resource); so that repeated moves cannot trade room back and
+forth, gridfair also refines each key (the order's, then the user's shares of cpus, memory,
+MFlops and GPUs from the largest down: it rises strictly with anything a user holds) and asks
+
+    refined key(receiver, after) < refined key(victim user, before)
+
+(Kueue's other strategy, `LessThanInitialShare`, on refined keys: it refuses only a receiver
+that would end tied with a victim user on the order's key, and above it on the next share).
+Every refined key a move changes then ends below the largest victim key before it, so the
+refined keys sorted from the largest down fall in lexicographic order with every preemption:
+repeated cycles on an unchanged pool (with keys that do not drift: DRF, weighted DRF, DMFA-SRQ)
+stop acting, no ping-pong. Free room given out by the order in between can still lift a
+receiver above a user a move took from (an indivisible job overshooting: a GPU job takes a
+user from 0.06 to 0.5 of the pool's GPUs), which may then take room back, once; the daemon's
+`min_runtime` holds that back for a job started less than 10 minutes before. SDRF's
+commitments drift with time (tau of 11.6 days by default), so a move may be undone only once
+that drift has crossed the gap a job's share makes: SDRF's own statefulness, not a cycle's.
 
 The move, for one receiver job:
 1. receivers: the waiting users of least key first, up to `RECEIVER_USERS`; each one's queue in
@@ -78,6 +84,8 @@ VICTIM_CANDIDATES = 16
 
 #: A refined key: the order's (class, value), then the user's shares, largest first.
 Key = tuple[float, ...]
+#: How much of a refined key is the order's own.
+ORDER_KEY = 2
 
 
 class ShareKeyed(Protocol):
@@ -190,6 +198,10 @@ class FairPreempt(PreemptPolicy):
             tried: list[tuple[float, float, float]] = []
             looked = 0
             while (receiver := pool.head(receiver_user)) is not None:
+                if pool.best_node(receiver) is not None:
+                    # Room a vacate left free holds it: the next cycle's free allocation
+                    # gives it out in the order's order, without a vacate.
+                    break
                 size = sizes(receiver)
                 if not any(no_smaller(size, before) for before in tried):
                     choice = self._choose_for(receiver_user, receiver, now)
@@ -242,8 +254,8 @@ class FairPreempt(PreemptPolicy):
         def stays_above(task: Task) -> bool:
             """The task's user, losing it alone, stays at or above the receiver after."""
             user = users[task.user]
-            return (user is not receiver_user
-                    and self.key(user, now, usage_on(task, node), -1.0) >= receiver_after)
+            return (user is not receiver_user and self.key(
+                user, now, usage_on(task, node), -1.0)[:ORDER_KEY] >= receiver_after[:ORDER_KEY])
 
         if not stays_above(victim):
             return None
@@ -266,8 +278,9 @@ class FairPreempt(PreemptPolicy):
         for name, loss in losses.items():
             user = users[name]
             before, after = self.key(user, now), self.key(user, now, loss, -1.0)
-            # Kueue's rule (refined keys fall with every loss: `after < before` is a check).
-            if not receiver_after <= after < before:
+            # Kueue's rule on the order's key; below the victim before on the refined one.
+            if not (receiver_after[:ORDER_KEY] <= after[:ORDER_KEY]
+                    and receiver_after < before):
                 return None
             keys[name] = (before, after)
         return victims, receiver_after, keys

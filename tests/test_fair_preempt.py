@@ -94,6 +94,49 @@ def test_an_arriving_user_takes_room_from_the_user_furthest_above_it() -> None:
     assert [users[name].usage[CPUS] for name in "ABC"] == [2, 2, 3]
 
 
+def test_room_a_vacate_left_free_is_given_out_by_the_next_free_allocation() -> None:
+    """A runs a 4-cpu job on m0 (started last) and four 1-cpu jobs on m1: dominant share 1.
+    C arrives with two 1-cpu jobs. The job of A losing least work is the 4-cpu one: vacated
+    for C.0, it leaves 3 cpus free on m0, where C.1 fits: no second vacate (A's 1-cpu jobs
+    would have allowed one: A at 3/8 >= C at 2/8), the next cycle gives C.1 the free room."""
+    negotiator = negotiator_for("drf", [Node("m0", None, **MACHINE), Node("m1", None, **MACHINE)])
+    run_on(negotiator, "m0", "A.big", cpus=4, memory=1, started=20.0)
+    for number in range(4):
+        run_on(negotiator, "m1", f"A.{number}", cpus=1, memory=1, started=0.0)
+    for number in range(2):
+        negotiator.submit(Task(f"C.{number}", "C", 30.0, cpus=1, memory=1, work=1e9), 30.0)
+    assert moves(negotiator.cycle(30.0)) == [(VACATE, "A.big", "m0"), (ALLOCATE, "C.0", "m0")]
+    assert moves(negotiator.cycle(31.0)) == [(ALLOCATE, "C.1", "m0")]
+    assert negotiator.cycle(32.0) == []
+
+
+def test_users_tied_on_their_dominant_share_do_not_trade_a_job_back_and_forth() -> None:
+    """Two machines of 4 cpus and 16 GiB, full:
+        m0: X.0 (1 cpu, 16 GiB), Z.0 (3 cpus)
+        m1: Y.0 (1 cpu, 16 GiB), Y.1 (1 cpu, no memory), Z.1 (2 cpus)
+    X's dominant share is 16/32 = 0.5 (memory; cpus 1/8), Y's 0.5 too (cpus 2/8), Z's 5/8.
+    X waits with a job of 1 cpu and no memory: with it X stays at 0.5 (cpus 2/8). Z losing a
+    job falls to 0.25 or 0.375, below X: no. Y losing Y.1 stays at 0.5, so Kueue's
+    LessThanOrEqualToFinalShare (0.5 <= 0.5) allows the move, and then Y, waiting at 0.5 with
+    cpus 1/8, taking the cpu back from X (at 0.5, cpus 2/8) the same way, for ever. On refined
+    keys X after (0.5, then 2/8 of cpus) is not below Y before (0.5, then 2/8): no move."""
+    negotiator = negotiator_for("drf", [Node("m0", None, **MACHINE), Node("m1", None, **MACHINE)])
+    run_on(negotiator, "m0", "X.0", cpus=1, memory=16, started=0.0)
+    run_on(negotiator, "m0", "Z.0", cpus=3, memory=0, started=0.0)
+    run_on(negotiator, "m1", "Y.0", cpus=1, memory=16, started=0.0)
+    run_on(negotiator, "m1", "Y.1", cpus=1, memory=0, started=5.0)
+    run_on(negotiator, "m1", "Z.1", cpus=2, memory=0, started=0.0)
+    negotiator.submit(Task("X.2", "X", 10.0, cpus=1, memory=0, work=1e9), 10.0)
+    preemptions = []
+
+    def count(choice, now):
+        preemptions.append(choice.victim.id)
+        assert len(preemptions) < 10, f"ping-pong: {preemptions}"
+
+    negotiator.vacate_guard = count
+    assert negotiator.cycle(10.0) == [] and preemptions == []
+
+
 def test_a_job_bigger_than_every_machine_is_reported_once_and_vacates_nothing() -> None:
     negotiator = full_pool()
     huge = Task("C.huge", "C", 30.0, cpus=1, memory=64, work=1e9)

@@ -322,3 +322,15 @@ def test_same_pool_same_decisions() -> None:
                   for d in cycle] for cycle in log], [(t.id, r) for t, r in unplaceable])
 
     assert all(decisions(seed) == decisions(seed) for seed in range(10))
+
+
+def test_the_daemon_config_takes_fair_and_names_a_bad_composition(tmp_path) -> None:
+    from gridfair.daemon.config import validate  # the daemon's, above policies
+
+    config = validate({"backend": {"kind": "sim"}, "policy": {"name": "wdrf", "preempt": "fair"}},
+                      base=tmp_path)
+    assert config["policy"]["preempt"] == "fair"
+    with pytest.raises(ConfigError, match=r"config section \[policy\]: preempt policy 'fair' "
+                                          "needs an order of the DRF family"):
+        validate({"backend": {"kind": "sim"}, "policy": {"name": "hosep", "preempt": "fair"}},
+                 base=tmp_path)

@@ -53,7 +53,8 @@ Every vacate and the allocation carry the keys before and after in their figures
 safety rules (`daemon.safety`) apply through the negotiator's guard, as for every stage.
 
 Cost: each user's key is computed on its own events and kept in two rankings (waiting users,
-users running something), O(log n) an event; the pool's capacity changing re-keys everyone.
+users running something), O(log n) an event; the pool's capacity changing re-keys everyone,
+once, at the next preemption phase.
 A decision looks at a bounded number of users and tasks, none of it growing with the pool.
 SDRF's keys drift between a user's events: its rankings are as of each user's last event, and
 every key the rule compares is computed at the decision's time.
@@ -110,11 +111,12 @@ _ALLOCATE = ("{receiver_job} of {receiver} onto {machine} ({order} fair share): 
              "from {victim_user}")
 
 
-def usage_on(task: Task, node: Node) -> tuple[float, float, float, float]:
-    """What `task` holds (or would) on `node`, as `UserState.usage` counts it."""
+def usage_on(task: Task, node: Node | None) -> tuple[float, ...]:
+    """What `task` holds (or would) on `node`, as `UserState.usage` counts it (no MFlops on
+    no machine)."""
     usage = [0.0, 0.0, 0.0, 0.0]
     usage[CPUS], usage[MEMORY], usage[GPUS] = task.cpus, task.memory, task.gpus
-    usage[POWER] = node.power_per_cpu * task.cpus
+    usage[POWER] = node.power_per_cpu * task.cpus if node is not None else 0.0
     return tuple(usage)
 
 
@@ -169,11 +171,6 @@ class FairPreempt(PreemptPolicy):
         self.holding.update(user, tuple(-part for part in key) if user.running else None)
 
     def user_changed(self, user: UserState, now: float) -> None:
-        pool = self.pool
-        if pool.capacity != self._capacity:  # every share moved
-            self._capacity = list(pool.capacity)
-            for other in pool.users.values():
-                self._rank(other, now)
         self._rank(user, now)
 
     def task_started(self, task: Task, now: float) -> None:
@@ -189,9 +186,14 @@ class FairPreempt(PreemptPolicy):
 
     # ---------------------------------------------------------------- the rule
     def choose(self, now: float) -> Preemption | None:
+        pool = self.pool
+        if pool.capacity != self._capacity:
+            # Every share moved: re-ranked here, once, not on each machine that joins.
+            self._capacity = list(pool.capacity)
+            for user in pool.users.values():
+                self._rank(user, now)
         if not self.holding:
             return None
-        pool = self.pool
         # One cpu a machine: every job of a receiver is the same move's size, one try is all.
         sizes_tried = RECEIVER_JOBS if pool.largest[0] > 1 else 1
         for receiver_user in list(islice(self.waiting, RECEIVER_USERS)):
@@ -221,9 +223,14 @@ class FairPreempt(PreemptPolicy):
         if self.pool.too_big(receiver) is not None:
             return None
         receiver_key = self.key(receiver_user, now)
+        # The receiver's least key after, on any machine (its job's MFlops left out): a user
+        # not above it on the order's key cannot lose a job and stay at or above the receiver.
+        least_after = self.key(receiver_user, now, usage_on(receiver, None))[:ORDER_KEY]
         for victim_user in list(islice(self.holding, VICTIM_USERS)):
-            # A user at or below the receiver now cannot fall and stay above it.
-            if victim_user is receiver_user or self.key(victim_user, now) <= receiver_key:
+            if victim_user is receiver_user:
+                continue
+            victim_key = self.key(victim_user, now)
+            if victim_key <= receiver_key or victim_key[:ORDER_KEY] < least_after:
                 continue
             best: tuple[Any, ...] | None = None
             for tried, victim in enumerate(self.running.of(victim_user.name)):

@@ -21,7 +21,15 @@ Per run, from the pool after every cycle (each state weighted by the time to the
   (cpu-seconds thrown away), jobs completed by the end, each user's mean wait;
 - the error over time, in 600 s bins (for the docs' curve).
 
+With `--scaling`, instead: the cost of a preemption against the pool's size. A full pool of
+N machines of 8 cpus and 32 GiB (N = 100, 1,000, 10,000), N / 10 users each running jobs of
+1 cpu and 4 GiB (8 N jobs), and a user arriving with 20 such jobs: the time of the cycle that
+makes its 20 preemptions, per preemption, beside the same cycle under DRF without preemption
+(the baseline: a cycle that finds no free room), after a first cycle with nobody waiting (where
+the stage ranks every user against the pool's capacity, once).
+
     .venv/bin/python bench/drf_preemption.py [--seeds 1 2 3] [--json]
+    .venv/bin/python bench/drf_preemption.py --scaling [--json]
 """
 
 from __future__ import annotations
@@ -192,13 +200,62 @@ def run(configuration: str, seed: int) -> dict:
     }
 
 
+def scaling_run(machines: int, preempt: str | None) -> dict:
+    """One cycle on a full pool of `machines` machines with a user arriving (`--scaling`)."""
+    from gridfair.core.negotiator import Negotiator
+    from gridfair.policies.registry import build_stages
+
+    stages = build_stages(order="drf", preempt=preempt)
+    pool = Pool(task_key=stages.order.task_key)
+    negotiator = Negotiator(pool, stages.order, stages.preempt)
+    users = max(2, machines // 10)
+    for index in range(machines):
+        node = pool.add_node(Node(f"m{index}", None, 8 * PER_CPU, cpus=8, memory=32 * GIB))
+        for slot in range(8):
+            number = index * 8 + slot
+            task = Task(f"j{number}", f"u{number % users}", 0.0, cpus=1, memory=4 * GIB,
+                        work=1e9)
+            pool.submit(task, 0.0)
+            pool.start(task, node, float(number % 97))
+    # A cycle with nobody waiting first: the stage ranks every user once against the pool's
+    # capacity (at its first cycle, and when machines join), not per decision.
+    negotiator.cycle(50.0)
+    for number in range(20):
+        negotiator.submit(Task(f"late.{number}", "late", 100.0, cpus=1, memory=4 * GIB,
+                               work=1e9), 100.0)
+    started = time.process_time()  # CPU time: steadier than wall time on a shared machine
+    decisions = negotiator.cycle(100.0)
+    elapsed = time.process_time() - started
+    vacates = sum(decision.kind == "vacate" for decision in decisions)
+    return {"machines": machines, "jobs": machines * 8, "users": users + 1,
+            "preempt": preempt or "none", "vacates": vacates, "cycle_ms": round(elapsed * 1e3, 2),
+            "ms_per_preemption": round(elapsed * 1e3 / vacates, 3) if vacates else None}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--configurations", nargs="+", default=list(CONFIGURATIONS),
                         choices=list(CONFIGURATIONS))
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--scaling", action="store_true",
+                        help="the cost of a preemption against the pool's size instead")
     args = parser.parse_args()
+    if args.scaling:
+        rows = [scaling_run(machines, preempt) for machines in (100, 1000, 10_000)
+                for preempt in (None, "fair")]
+        load = [round(value, 2) for value in os.getloadavg()]
+        if args.json:
+            print(json.dumps({"scaling": rows, "load_average": load}, indent=1))
+            return
+        print(f"{'machines':>8} {'jobs':>6} {'users':>5} {'preempt':>7} {'vacates':>7} "
+              f"{'cycle ms':>9} {'ms/preemption':>13}")
+        for row in rows:
+            per = "-" if row["ms_per_preemption"] is None else f"{row['ms_per_preemption']:.3f}"
+            print(f"{row['machines']:>8} {row['jobs']:>6} {row['users']:>5} "
+                  f"{row['preempt']:>7} {row['vacates']:>7} {row['cycle_ms']:>9.2f} {per:>13}")
+        print(f"load average {load}")
+        return
     rows = [run(name, seed) for name in args.configurations for seed in args.seeds]
     load = [round(value, 2) for value in os.getloadavg()]
     if args.json:

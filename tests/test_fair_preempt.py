@@ -88,6 +88,13 @@ def test_an_arriving_user_takes_room_from_the_user_furthest_above_it() -> None:
         "below C's 0.125 once it runs C.0 (from 0)")
     second = decisions[2].figures
     assert (second["victim_share_after"], second["receiver_share_after"]) == (0.25, 0.25)
+    # Why it stopped: A, now waiting at 0.25 (its index before C's), is first; with a 2-cpu
+    # job it would be at 0.5, and the largest user, B, is at 0.375.
+    assert [(d.kind, d.policy, d.task.id, d.figures["rule"]) for d in negotiator.declined] == [
+        ("decline", "fair", "A.1", "none above")]
+    assert negotiator.declined[0].reason == (
+        "fair share stops: A.1 of A waits at dominant share 0.25 (drf); no user is above the "
+        "0.5 it would have with it: the largest, B, is at 0.375")
     assert moves(negotiator.cycle(40.0)) == [(ALLOCATE, "C.2", "m0")]
     assert negotiator.cycle(50.0) == []
     users = negotiator.pool.users
@@ -135,6 +142,10 @@ def test_users_tied_on_their_dominant_share_do_not_trade_a_job_back_and_forth() 
 
     negotiator.vacate_guard = count
     assert negotiator.cycle(10.0) == [] and preemptions == []
+    # The stage looked at Z first (the largest share): losing Z.0 it would fall below X.
+    assert negotiator.declined[0].reason == (
+        "fair share stops: X.2 of X waits at dominant share 0.5 (drf); vacating Z.0 of Z on m0 "
+        "would leave Z at 0.25, below X's 0.5 after (Kueue's LessThanOrEqualToFinalShare)")
 
 
 def test_a_job_bigger_than_every_machine_is_reported_once_and_vacates_nothing() -> None:

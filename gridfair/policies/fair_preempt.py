@@ -69,7 +69,7 @@ from itertools import islice
 from typing import Any, Protocol
 
 from gridfair.core.pool import CPUS, GPUS, MEMORY, POWER, Node, Pool, Task, UserState
-from gridfair.core.stages import OrderPolicy, Preemption, PreemptPolicy
+from gridfair.core.stages import DECLINE, Decision, OrderPolicy, Preemption, PreemptPolicy
 from gridfair.core.victims import complete, sizes
 from gridfair.errors import ConfigError
 from gridfair.policies.owner_share import preemption_of
@@ -111,6 +111,23 @@ _ALLOCATE = ("{receiver_job} of {receiver} onto {machine} ({order} fair share): 
              "from {victim_user}")
 
 
+_STOPPED = ("fair share stops: {receiver_job} of {receiver} waits at {measure} "
+            "{receiver_share:.4g} ({order}); ")
+#: Why the stage stopped, by what held back the move it looked at first (`declined`).
+_DECLINED = {
+    "none above": _STOPPED + "no user is above the {receiver_share_after:.4g} it would have "
+                  "with it: the largest, {victim_user}, is at {victim_share:.4g}",
+    "below": _STOPPED + "vacating {victim_job} of {victim_user} on {machine} would leave "
+             "{victim_user} at {victim_share_after:.4g}, below {receiver}'s "
+             "{receiver_share_after:.4g} after (Kueue's LessThanOrEqualToFinalShare)",
+    "tied": _STOPPED + "vacating {victim_job} of {victim_user} on {machine} would leave "
+            "{receiver} at {receiver_share_after:.4g}, tied with {victim_user} "
+            "({victim_share:.4g}) and above it on the next share: they could trade it back",
+    "room": _STOPPED + "{machine}, where {victim_user}'s job losing least work runs, cannot "
+            "free its cpus, memory and GPUs from users who stay at or above it",
+}
+
+
 def usage_on(task: Task, node: Node | None) -> tuple[float, ...]:
     """What `task` holds (or would) on `node`, as `UserState.usage` counts it (no MFlops on
     no machine)."""
@@ -146,6 +163,9 @@ class FairPreempt(PreemptPolicy):
         # Node index -> its running tasks by seq, on machines of more than one cpu.
         self.on_node: dict[int, dict[int, Task]] = {}
         self._capacity = list(pool.capacity)
+        #: (receiver user, its job, victim user, that user's job losing least work or None):
+        #: what `declined` explains.
+        self._stopped: tuple[UserState, Task, UserState, Task | None] | None = None
 
     @staticmethod
     def victim_key(task: Task, node: Node | None = None) -> float:
@@ -186,6 +206,7 @@ class FairPreempt(PreemptPolicy):
 
     # ---------------------------------------------------------------- the rule
     def choose(self, now: float) -> Preemption | None:
+        self._stopped = None
         pool = self.pool
         if pool.capacity != self._capacity:
             # Every share moved: re-ranked here, once, not on each machine that joins.
@@ -230,7 +251,11 @@ class FairPreempt(PreemptPolicy):
             if victim_user is receiver_user:
                 continue
             victim_key = self.key(victim_user, now)
-            if victim_key <= receiver_key or victim_key[:ORDER_KEY] < least_after:
+            skipped = victim_key <= receiver_key or victim_key[:ORDER_KEY] < least_after
+            if self._stopped is None:  # why the most deprived receiver's first job waits
+                self._stopped = (receiver_user, receiver, victim_user,
+                                 None if skipped else next(self.running.of(victim_user.name)))
+            if skipped:
                 continue
             best: tuple[Any, ...] | None = None
             for tried, victim in enumerate(self.running.of(victim_user.name)):
@@ -291,6 +316,36 @@ class FairPreempt(PreemptPolicy):
                 return None
             keys[name] = (before, after)
         return victims, receiver_after, keys
+
+    def declined(self, now: float) -> Decision | None:
+        """Why the stage stopped although a user waits: the first victim user it looked at
+        for the most deprived receiver's first job, and the rule's figures for that user's job
+        losing least work (or, when no user is above the receiver, the largest)."""
+        if self._stopped is None:
+            return None
+        receiver_user, receiver, victim_user, victim = self._stopped
+        self._stopped = None  # read once, after the cycle's last `choose`
+        node = victim.node if victim is not None else None
+        receiver_after = self.key(receiver_user, now, usage_on(receiver, node))
+        victim_before = self.key(victim_user, now)
+        victim_after = (self.key(victim_user, now, usage_on(victim, node), -1.0)
+                        if victim is not None else victim_before)
+        if victim is None:
+            clause = "none above"
+        elif victim_after[:ORDER_KEY] < receiver_after[:ORDER_KEY]:
+            clause = "below"
+        elif not receiver_after < victim_before:
+            clause = "tied"
+        else:
+            clause = "room"
+        figures = {"order": self.order.name, "measure": self.measure,
+                   "receiver": receiver_user.name, "receiver_job": receiver.id,
+                   "receiver_share": self.key(receiver_user, now)[1],
+                   "receiver_share_after": receiver_after[1], "victim_user": victim_user.name,
+                   "victim_share": victim_before[1], "victim_share_after": victim_after[1],
+                   "machine": node.name if node is not None else None,
+                   "victim_job": victim.id if victim is not None else None, "rule": clause}
+        return Decision(DECLINE, receiver, node, self.name, _DECLINED[clause], figures)
 
     def _preemption(self, receiver_user: UserState, receiver: Task, victims: tuple[Task, ...],
                     receiver_after: Key, keys: dict[str, tuple[Key, Key]], now: float

@@ -345,3 +345,16 @@ def test_the_daemon_config_takes_fair_and_names_a_bad_composition(tmp_path) -> N
                                           "needs an order of the DRF family"):
         validate({"backend": {"kind": "sim"}, "policy": {"name": "hosep", "preempt": "fair"}},
                  base=tmp_path)
+
+
+def test_the_daemon_cycles_with_fair_and_records_why_it_stopped(tmp_path) -> None:
+    # The daemon lays its pool out anew each cycle and the stage hears it (`Pool.announce`).
+    from test_daemon import files_config, make_daemon, rows
+
+    raw = files_config(tmp_path, policy={"name": "drf", "preempt": "fair"},
+                       safety={"min_runtime": 0})
+    assert make_daemon(tmp_path, raw, max_cycles=2).run() == 0
+    assert rows(tmp_path, "select outcome from cycles") == [("ok",), ("ok",)]
+    declined = rows(tmp_path, "select policy, reason from decisions where kind = 'decline'")
+    assert declined and all(policy == "fair" and reason.startswith("fair share stops: ")
+                            for policy, reason in declined)

@@ -28,8 +28,8 @@ refined keys sorted from the largest down fall in lexicographic order with every
 repeated cycles on an unchanged pool (with keys that do not drift: DRF, weighted DRF, DMFA-SRQ)
 stop acting, no ping-pong. Free room given out by the order in between can still lift a
 receiver above a user a move took from (an indivisible job overshooting: a GPU job takes a
-user from 0.06 to 0.5 of the pool's GPUs), which may then take room back, once; the daemon's
-`min_runtime` holds that back for a job started less than 10 minutes before. SDRF's
+user from 0.06 to 0.5 of the pool's GPUs), which may then take room back; the daemon's
+`min_runtime` holds that back while the job it would vacate is younger than that. SDRF's
 commitments drift with time (tau of 11.6 days by default), so a move may be undone only once
 that drift has crossed the gap a job's share makes: SDRF's own statefulness, not a cycle's.
 

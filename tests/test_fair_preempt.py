@@ -358,3 +358,19 @@ def test_the_daemon_cycles_with_fair_and_records_why_it_stopped(tmp_path) -> Non
     declined = rows(tmp_path, "select policy, reason from decisions where kind = 'decline'")
     assert declined and all(policy == "fair" and reason.startswith("fair share stops: ")
                             for policy, reason in declined)
+
+
+def test_compare_shows_drf_with_and_without_fair_preemption() -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from gridfair.cli import cli
+
+    result = CliRunner().invoke(cli, ["compare", "multi-owner-hosep", "-w", "model", "-p",
+                                      "drf,drf-fair", "-q", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    summary = {row["policy"]: row for row in json.loads(result.output)["results"][0]["summary"]}
+    assert summary["drf"]["vacates"]["mean"] == 0
+    assert summary["drf-fair"]["vacates"]["mean"] > 0
+    assert summary["drf-fair"]["completed"]["mean"] == summary["drf"]["completed"]["mean"]

@@ -88,7 +88,8 @@ ENGINE_OPTIONS = {
 
 
 @settings(max_examples=150, deadline=None)
-@given(scenario=pools(), policy=st.sampled_from(["osep", "hosep", "drf"]), **ENGINE_OPTIONS)
+@given(scenario=pools(), policy=st.sampled_from(["osep", "hosep", "drf", "drf-fair", "sdrf-fair"]),
+       **ENGINE_OPTIONS)
 def test_random_pools_conserve(scenario, policy, **options):
     result, recorder = _run(scenario, policy=policy, **options)
     assert check_conservation(result, recorder) == []

@@ -165,8 +165,8 @@ class DmfaSrqOrder(RankedShareOrder):
             "fraction_of_target": share / target if target > 0 else None,
         }
 
-    def rank(self, user: UserState) -> tuple[int, float]:
-        share = max(resource_shares(user.usage, self.pool.capacity, self.resources))
+    def rank_of(self, user: UserState, usage: Sequence[float]) -> tuple[int, float]:
+        share = max(resource_shares(usage, self.pool.capacity, self.resources))
         target = self.target(user)
         return (0, share / target) if target > 0 else (1, share)
 

@@ -257,8 +257,15 @@ class RankedShareOrder(OrderPolicy):
         """The figures the key is made of, with the user's name."""
 
     @abstractmethod
-    def rank(self, user: UserState) -> tuple[int, float]:
-        """(class, value): lower classes first, then lower values."""
+    def rank_of(self, user: UserState, usage: Sequence[float]) -> tuple[int, float]:
+        """(class, value) of `user` holding `usage` (its own, or what it would hold after a
+        preemption): lower classes first, then lower values."""
+
+    def share_key(self, user: UserState, usage: Sequence[float], now: float
+                  ) -> tuple[int, float]:
+        """The user's key were it to hold `usage` now (what a preemption stage compares:
+        `fair_preempt`); keys here do not drift in time."""
+        return self.rank_of(user, usage)
 
     def dominant_share(self, user: UserState) -> tuple[float, str]:
         return dominant(resource_shares(user.usage, self.pool.capacity, self.counted),
@@ -276,7 +283,7 @@ class RankedShareOrder(OrderPolicy):
         cached = self._keys.get(user.index)
         if cached is not None and cached[0] == usage:
             return cached[1]
-        key = self.rank(user)
+        key = self.rank_of(user, usage)
         self._keys[user.index] = (usage[:], key)
         return key
 
@@ -344,7 +351,7 @@ class DrfOrder(RankedShareOrder):
     def figures(self, user: UserState) -> dict[str, Any]:
         share, resource = self.dominant_share(user)
         weights = self.weights(user)
-        ranked_apart, weighted_share = self.rank(user)
+        ranked_apart, weighted_share = self.rank_of(user, user.usage)
         return {
             "user": user.name,
             "dominant_share": share,
@@ -364,8 +371,8 @@ class DrfOrder(RankedShareOrder):
         # User index -> (whether any weight is positive, the weights).
         self._weights: dict[int, tuple[bool, list[float]]] = {}
 
-    def rank(self, user: UserState) -> tuple[int, float]:
-        shares = resource_shares(user.usage, self.pool.capacity, self.counted)
+    def rank_of(self, user: UserState, usage: Sequence[float]) -> tuple[int, float]:
+        shares = resource_shares(usage, self.pool.capacity, self.counted)
         if not self.weighted:  # every weight is 1: the key is the dominant share itself
             return (0, max(shares))
         # A user's weights change only with the capacity or the entitlements, which re-key

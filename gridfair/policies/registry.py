@@ -3,7 +3,8 @@
 An administrator composes stages (`--order sdrf --preempt hosep`), or names a common
 composition (`--policy hosep` = order hosep + preempt hosep). Each factory takes the parsed
 options (a mapping of option name to value; absent options take the policy's defaults) and
-returns a fresh stage, so a pool never shares state with another.
+returns a fresh stage, so a pool never shares state with another; a preemption stage's
+factory is also given the run's order stage (`fair` measures users by the order's key).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from gridfair.policies.deadline_baselines import (
 )
 from gridfair.policies.dmfa_srq import DmfaSrqOrder
 from gridfair.policies.drf import DrfOrder
+from gridfair.policies.fair_preempt import FairPreempt
 from gridfair.policies.hosep import HosepOrder, HosepPreempt
 from gridfair.policies.justice import JusticeAdmit, JusticeOrder
 from gridfair.policies.osep import OsepOrder, OsepPreempt
@@ -59,11 +61,13 @@ ORDERS: dict[str, Callable[[Options], OrderPolicy]] = {
     "fair-share": lambda options: FairShareOrder(),
     "oracle": lambda options: OracleOrder(),
 }
-PREEMPTS: dict[str, Callable[[Options], PreemptPolicy]] = {
-    "osep": lambda options: OsepPreempt(),
-    "hosep": lambda options: HosepPreempt(absolute=bool(options.get("absolute_power_diff")),
-                                          **_given(options, test="hosep_test")),
-    "reclaim": lambda options: ReclaimPreempt(),
+# A preemption stage is made knowing the run's order stage (`fair` measures users by its key).
+PREEMPTS: dict[str, Callable[[Options, OrderPolicy], PreemptPolicy]] = {
+    "osep": lambda options, order: OsepPreempt(),
+    "hosep": lambda options, order: HosepPreempt(
+        absolute=bool(options.get("absolute_power_diff")), **_given(options, test="hosep_test")),
+    "reclaim": lambda options, order: ReclaimPreempt(),
+    "fair": lambda options, order: FairPreempt(order),
 }
 ADMITS: dict[str, Callable[[Options], AdmitPolicy]] = {
     "justice": lambda options: JusticeAdmit(**_given(
@@ -82,6 +86,10 @@ COMPOSITIONS: dict[str, tuple[str, str | None, str | None]] = {
     "wdrf": ("wdrf", None, None),
     "sdrf": ("sdrf", None, None),
     "dmfa-srq": ("dmfa-srq", None, None),
+    # The DRF family with fair-share preemption (`fair_preempt`), for `compare`.
+    "drf-fair": ("drf", "fair", None),
+    "wdrf-fair": ("wdrf", "fair", None),
+    "sdrf-fair": ("sdrf", "fair", None),
     "condor": ("condor", None, None),
     "justice": ("justice", None, "justice"),
     "baseline-fs": ("fair-share", None, None),
@@ -100,13 +108,13 @@ class Stages:
     allocation: str | None = None
 
 
-def _pick(kind: str, table: Mapping[str, Callable[[Options], Any]], name: str, options: Options):
+def _pick(kind: str, table: Mapping[str, Callable[..., Any]], name: str, *arguments: Any):
     try:
         factory = table[name]
     except KeyError:
         known = ", ".join(sorted(table)) or "none"
         raise ConfigError(f"unknown {kind} policy {name!r} (known: {known})") from None
-    return factory(options)
+    return factory(*arguments)
 
 
 def build_stages(
@@ -135,9 +143,11 @@ def build_stages(
         raise ConfigError(f"unknown allocation rule {allocation!r} (known: "
                           f"{', '.join(ALLOCATION_RULES)})")
     absent = {"none", None}
+    order_stage = _pick("order", ORDERS, order, options)
     return Stages(
-        order=_pick("order", ORDERS, order, options),
-        preempt=None if preempt in absent else _pick("preempt", PREEMPTS, preempt, options),
+        order=order_stage,
+        preempt=None if preempt in absent else _pick("preempt", PREEMPTS, preempt, options,
+                                                     order_stage),
         admit=None if admit in absent else _pick("admit", ADMITS, admit, options),
         allocation=allocation,
     )

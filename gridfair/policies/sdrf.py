@@ -40,7 +40,7 @@ form also keeps the pool's arithmetic as their simulator does (`Pool`'s `exact_a
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from operator import sub
 from typing import Any
 
@@ -59,7 +59,7 @@ from gridfair.policies.drf import (
     dominant,
     resource_shares,
 )
-from gridfair.policies.live_tree import DecayingOrder, Line
+from gridfair.policies.live_tree import DecayingOrder, Line, value_at
 
 DEFAULT_DELTA = 1.0 - 1e-6
 PRIORITIES = ("eq5", "alg1")
@@ -130,9 +130,14 @@ class SdrfOrder(DecayingOrder):
 
     # ------------------------------------------------------------ the rule
     def basis(self, user: UserState) -> tuple[tuple[float, ...], float]:
-        """The share terms, and what each must exceed to add to the commitment: the same for
-        every resource (w_i in the paper's form, 1/n in the authors')."""
-        shares = resource_shares(user.usage, self.pool.capacity, self.counted)
+        return self.basis_of(user, user.usage)
+
+    def basis_of(self, user: UserState, usage: Sequence[float]
+                 ) -> tuple[tuple[float, ...], float]:
+        """The share terms of `user` holding `usage`, and what each must exceed to add to the
+        commitment: the same for every resource (w_i in the paper's form, 1/n in the
+        authors')."""
+        shares = resource_shares(usage, self.pool.capacity, self.counted)
         if self.form == PAPER:
             allowance = self._allowances.get(user.index)
             if allowance is None:  # until the entitlements move (`targets_moved`)
@@ -180,6 +185,15 @@ class SdrfOrder(DecayingOrder):
         shares = basis[0]
         resource = len(shares) - 1 - shares[::-1].index(max(shares))
         return target[resource] - level[resource]
+
+    def share_key(self, user: UserState, usage: Sequence[float], now: float
+                  ) -> tuple[int, float]:
+        """(0, the priority `user` would have now holding `usage`): its commitments as they
+        are at `now` (they move only in time), the share terms of `usage` (what a preemption
+        stage compares: `fair_preempt`)."""
+        basis = self.basis_of(user, usage)
+        lines = self.curve(user, basis, self.levels(user, now), self.target(user, basis))
+        return (0, value_at(lines, 1.0))  # the curve is in the drift since now: x = 1
 
     def targets_moved(self) -> bool:
         moved = self.entitlements.changed()

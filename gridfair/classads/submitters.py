@@ -26,12 +26,13 @@ provides no power, and `gridfair shares` lists it as unmapped.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gridfair.errors import InputError
-from gridfair.model import Charge
+from gridfair.model import Charge, Snapshot
 
 ANY_DOMAIN = "*"
 
@@ -102,3 +103,30 @@ class SubmitterMap:
             return Charge(identity, identity, f"owns no slot: {domain} is not the pool's "
                           f"UID_DOMAIN {self.uid_domain}", False)
         return Charge(identity, identity, "owns no slot", False)
+
+
+def charge_snapshot(snapshot: Snapshot, submitters: SubmitterMap) -> Snapshot:
+    """The snapshot with every job and every slot's running job charged to a grid owner
+    (`SubmitterMap.charge`), and the charges it made."""
+    owners = {machine.owner for machine in snapshot.machines}
+    charges: dict[tuple[str, str | None], Charge] = {}  # a few identities, many jobs
+
+    def charge(user: str, group: str | None) -> Charge:
+        found = charges.get((user, group))
+        if found is None:
+            found = charges[user, group] = submitters.charge(user, group, owners)
+        return found
+
+    jobs = tuple(job.with_user((made := charge(job.user, job.group)).owner, made.identity)
+                 for job in snapshot.jobs)
+    machines = tuple(
+        dataclasses.replace(machine, running_user=charge(machine.running_user,
+                                                          machine.running_group).owner)
+        if machine.running_user else machine
+        for machine in snapshot.machines)
+    by_identity: dict[str, Charge] = {}
+    for made in charges.values():
+        known = by_identity.get(made.identity)
+        by_identity[made.identity] = made if known is None else known.merged(made)
+    return dataclasses.replace(snapshot, machines=machines, jobs=jobs, charges=tuple(
+        by_identity[identity] for identity in sorted(by_identity)))

@@ -49,7 +49,6 @@ used; the snapshot lists each identity's charge and why.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import math
 import subprocess
 import time
@@ -60,7 +59,7 @@ import classad2
 import htcondor2
 
 from gridfair.classads.reader import SourcedAd, skip_reason
-from gridfair.classads.submitters import SubmitterMap
+from gridfair.classads.submitters import SubmitterMap, charge_snapshot
 from gridfair.classads.views import (
     AdConfig,
     JobRequest,
@@ -83,7 +82,7 @@ from gridfair.daemon.backends.ads import (
     snapshot_of,
 )
 from gridfair.errors import ConfigError, InputError
-from gridfair.model import DYNAMIC, PARTITIONABLE, Charge, Job, Machine, SkippedAd, Snapshot
+from gridfair.model import DYNAMIC, PARTITIONABLE, Job, Machine, SkippedAd, Snapshot
 
 #: The result attributes of `Schedd.act` that explain a failure, in the order checked.
 ACT_FAILURES = (
@@ -230,7 +229,8 @@ class HTCondorBackend(PoolBackend):
             [SourcedAd(ad, "collector", index, None) for index, ad in enumerate(slots, 1)],
             self.ad_config, lenient=True)
         self._schedd_of.update(self._schedds_of_running(slots, locations))
-        return self._as_owners(snapshot_of(taken, machines, jobs, (*skipped, *bad_slots)))
+        return charge_snapshot(snapshot_of(taken, machines, jobs, (*skipped, *bad_slots)),
+                               self.submitters)
 
     def _query_demand(
         self,
@@ -322,33 +322,7 @@ class HTCondorBackend(PoolBackend):
         slot_ads = [SourcedAd(ad, "collector", index, None)
                     for index, ad in enumerate(slots, start=1)]
         snapshot = snapshot_from_ads(taken, slot_ads, job_ads, self.ad_config, skipped)
-        return self._as_owners(snapshot)
-
-    def _as_owners(self, snapshot: Snapshot) -> Snapshot:
-        """The snapshot with every job and every slot's running job charged to a grid owner
-        (`SubmitterMap.charge`), and the charges it made."""
-        owners = {machine.owner for machine in snapshot.machines}
-        charges: dict[tuple[str, str | None], Charge] = {}  # a few identities, many jobs
-
-        def charge(user: str, group: str | None) -> Charge:
-            found = charges.get((user, group))
-            if found is None:
-                found = charges[user, group] = self.submitters.charge(user, group, owners)
-            return found
-
-        jobs = tuple(job.with_user((made := charge(job.user, job.group)).owner, made.identity)
-                     for job in snapshot.jobs)
-        machines = tuple(
-            dataclasses.replace(machine, running_user=charge(machine.running_user,
-                                                              machine.running_group).owner)
-            if machine.running_user else machine
-            for machine in snapshot.machines)
-        by_identity: dict[str, Charge] = {}
-        for made in charges.values():
-            known = by_identity.get(made.identity)
-            by_identity[made.identity] = made if known is None else known.merged(made)
-        return dataclasses.replace(snapshot, machines=machines, jobs=jobs, charges=tuple(
-            by_identity[identity] for identity in sorted(by_identity)))
+        return charge_snapshot(snapshot, self.submitters)
 
     def _query_learning(self, query_demand: Callable[[], tuple],
                         job_ads_of: Callable[[tuple], Iterable[classad2.ClassAd]],

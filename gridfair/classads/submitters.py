@@ -27,7 +27,7 @@ provides no power, and `gridfair shares` lists it as unmapped.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -124,9 +124,19 @@ def charge_snapshot(snapshot: Snapshot, submitters: SubmitterMap) -> Snapshot:
                                                           machine.running_group).owner)
         if machine.running_user else machine
         for machine in snapshot.machines)
-    by_identity: dict[str, Charge] = {}
-    for made in charges.values():
-        known = by_identity.get(made.identity)
-        by_identity[made.identity] = made if known is None else known.merged(made)
-    return dataclasses.replace(snapshot, machines=machines, jobs=jobs, charges=tuple(
-        by_identity[identity] for identity in sorted(by_identity)))
+    return dataclasses.replace(snapshot, machines=machines, jobs=jobs,
+                               charges=merge_charges(charges.values()))
+
+
+def merge_charges(charges: Iterable[Charge]) -> tuple[Charge, ...]:
+    """One charge per identity, in identity order, naming every accounting group its jobs
+    named (each identity charges alike whatever the group, which is ignored unless trusted).
+    One pass and one sort: a flood of jobs may name a group each."""
+    first: dict[str, Charge] = {}
+    groups: dict[str, set[str]] = {}
+    for charge in charges:
+        first.setdefault(charge.identity, charge)
+        groups.setdefault(charge.identity, set()).update(charge.ignored_groups)
+    return tuple(dataclasses.replace(first[identity],
+                                     ignored_groups=tuple(sorted(groups[identity])))
+                 for identity in sorted(first))

@@ -12,8 +12,10 @@ that names every group of a 20,000-group flood would be as long as the flood).
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 #: What `shown` escapes: C0 controls, DEL and C1 controls; ALM, LRM and RLM; the line and
 #: paragraph separators and the bidi embeddings, overrides and isolates; lone surrogates.
@@ -35,6 +37,25 @@ def shown(text: str) -> str:
     """`text` with every control, bidi and unencodable character written as an escape
     (`\\n`, `\\x1b`, `\\u202e`); text without them is returned as it is."""
     return UNSAFE.sub(_escape, text) if UNSAFE.search(text) else text
+
+
+def shown_all(data: Any) -> Any:
+    """`data` with `shown` applied to every string in it: in mappings (keys too), lists,
+    tuples and dataclass instances, recursively; anything else as it is. For a report whose
+    text is made of many of its fields at once."""
+    if isinstance(data, str):
+        return shown(data)
+    if isinstance(data, Mapping):
+        return {shown_all(key): shown_all(value) for key, value in data.items()}
+    if isinstance(data, list):
+        return [shown_all(item) for item in data]
+    if isinstance(data, tuple):
+        return tuple(shown_all(item) for item in data)
+    if dataclasses.is_dataclass(data) and not isinstance(data, type):
+        return dataclasses.replace(data, **{field.name: shown_all(getattr(data, field.name))
+                                            for field in dataclasses.fields(data)
+                                            if field.init})
+    return data
 
 
 def named_few(names: Sequence[str]) -> str:

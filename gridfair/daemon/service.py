@@ -141,7 +141,8 @@ class Daemon:
         metrics = config["metrics"]
         if metrics["enabled"]:
             try:
-                self.metrics = PrometheusMetrics(metrics["address"], metrics["port"])
+                self.metrics = PrometheusMetrics(metrics["address"], metrics["port"],
+                                                 user_labels=metrics["user_labels"])
             except OSError as error:
                 raise ConfigError(f"config key metrics.port: cannot listen on "
                                   f"{metrics['address']}:{metrics['port']}: {error}") from None

@@ -9,7 +9,8 @@ the flood's submit file makes each job's ad say:
 - `uniform`: one accounting group for all (the baseline);
 - `groups`: `accounting_group = g$(Process)`, a group per job;
 - `requirements`: a Requirements expression per job (one of the usual ones `&&` a clause
-  naming the job's own number);
+  reading a slot attribute named after the job, `TARGET.Flood<N> =?= undefined`: every job
+  reads an attribute no other job reads);
 - `owners`: a submitter per idle job (as many accounts as jobs: the worst an administrator could
   let happen, or a pool whose collector admits any schedd).
 
@@ -71,7 +72,7 @@ def flood(variant: str, slots: int, jobs: int, owners: int) -> tuple[list, list]
         ad["AcctGroup"], ad["AccountingGroup"] = group, f"{group}.{owner}"
         if variant == "requirements":
             ad["Requirements"] = classad2.ExprTree(
-                f'({ad.lookup("Requirements")}) && (TARGET.Name =!= "nowhere{index}")')
+                f'({ad.lookup("Requirements")}) && (TARGET.Flood{index} =?= undefined)')
     for machine, job in zip(machines, ads, strict=False):  # slot i runs job i
         if "RemoteUser" in machine:  # its user, as the slot reports it
             machine["AccountingGroup"] = job["AccountingGroup"]

@@ -16,7 +16,8 @@ Reading, each cycle:
   constraint, projection)`.
 Projections, never whole ads: the attributes in `backends.ads.SLOT_ATTRIBUTES` /
 `JOB_ATTRIBUTES`, the owner and power attributes, and whatever the ads' Requirements and Rank
-turn out to read (learnt from the ads, kept). A schedd that does not answer is reported as a
+turn out to read (learnt from the ads, kept; of many new names the jobs read at once, only
+those some slot has: `DIRECT_LEARNING`). A schedd that does not answer is reported as a
 skipped source and the others are used (its running jobs are still seen on their slots); no
 schedd listed or answering, or the collector not answering, fails the cycle.
 
@@ -52,7 +53,7 @@ import contextlib
 import math
 import subprocess
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import classad2
@@ -117,6 +118,15 @@ DEFAULT_JOB_CONSTRAINTS = {"autocluster": "JobStatus == 1",
 #: learning the attributes they read.
 MATCH_EXPRESSIONS = ("Requirements", "Rank")
 LEARNING_ROUNDS = 4
+#: New names for the slot projection learnt as they are; more at once (a flood of jobs each
+#: reading a slot attribute of its own, `TARGET.Flood$(Process)`) are first looked for in the
+#: slots' whole ads, and only those some slot has are learnt: the others would make every
+#: slot query carry them, every cycle (slots times names).
+DIRECT_LEARNING = 64
+#: Names found on no slot are not looked for again for this many reads (a slot attribute that
+#: appears meanwhile is learnt when they are forgotten), nor past this many names.
+ABSENT_READS = 10
+ABSENT_LIMIT = 100_000
 
 
 def match_references(ads: Iterable[classad2.ClassAd]) -> tuple[set[str], set[str]]:
@@ -141,9 +151,16 @@ def match_references(ads: Iterable[classad2.ClassAd]) -> tuple[set[str], set[str
 
 def _learn(projection: dict[str, str], names: set[str]) -> bool:
     """Add `names` to a projection; True if it grew."""
-    new = {name.lower(): name for name in names if name and name.lower() not in projection}
+    new = _new_names(projection, names)
     projection.update(new)
     return bool(new)
+
+
+def _new_names(projection: dict[str, str], names: set[str],
+               absent: Collection[str] = ()) -> dict[str, str]:
+    """lower-case name -> name of `names` neither in `projection` nor in `absent`."""
+    return {name.lower(): name for name in names
+            if name and name.lower() not in projection and name.lower() not in absent}
 
 
 def _schedd_name(location: classad2.ClassAd) -> str:
@@ -197,6 +214,9 @@ class HTCondorBackend(PoolBackend):
         _learn(self.job_projection, set(JOB_ATTRIBUTES))
         self._schedd_of: dict[str, classad2.ClassAd] = {}  # job id -> its schedd's location
         self._known_negotiators: list[classad2.ClassAd] = []
+        # Names the jobs read that no slot had (`DIRECT_LEARNING`), and reads since.
+        self._absent_slot_names: set[str] = set()
+        self._reads_since_absent = 0
 
     @classmethod
     def connect(cls, pool: str | None, **options: Any) -> HTCondorBackend:
@@ -333,12 +353,17 @@ class HTCondorBackend(PoolBackend):
         Matching needs every attribute the Requirements and Rank of either side read, which
         only the ads themselves tell: query, learn what is missing, query again. What is learnt
         is kept, so after the first cycle one query each is enough."""
+        self._reads_since_absent += 1
+        if (self._reads_since_absent > ABSENT_READS
+                or len(self._absent_slot_names) > ABSENT_LIMIT):
+            self._absent_slot_names.clear()
+            self._reads_since_absent = 0
         for _ in range(LEARNING_ROUNDS):
             slots = self._query_slots()
             demand = query_demand()
             slot_own, slot_other = match_references(slots)
             job_own, job_other = match_references(job_ads_of(demand))
-            grew = _learn(self.slot_projection, slot_own | job_other)
+            grew = self._learn_slot_names(slot_own | job_other)
             grew = _learn(self.job_projection, job_own | slot_other) or grew
             if not grew:
                 break
@@ -350,6 +375,21 @@ class HTCondorBackend(PoolBackend):
         if len(skipped) == len(locations):
             raise PoolUnavailable("no schedd answered its job query")
         return slots, demand
+
+    def _learn_slot_names(self, names: set[str]) -> bool:
+        """Add the names to the slot projection, past `DIRECT_LEARNING` new ones only those
+        some slot's whole ad has; True if it grew."""
+        new = _new_names(self.slot_projection, names, self._absent_slot_names)
+        if len(new) > DIRECT_LEARNING:
+            try:
+                whole = self.collector.query(htcondor2.AdType.Startd, self.slot_constraint)
+            except POOL_ERRORS as error:
+                raise PoolUnavailable(f"collector query failed: {error}") from None
+            present = {name.lower() for ad in whole for name in ad}
+            self._absent_slot_names.update(name for name in new if name not in present)
+            new = {lower: name for lower, name in new.items() if lower in present}
+        self.slot_projection.update(new)
+        return bool(new)
 
     def _query_slots(self) -> list[classad2.ClassAd]:
         try:

@@ -131,12 +131,15 @@ def charge_snapshot(snapshot: Snapshot, submitters: SubmitterMap) -> Snapshot:
 def merge_charges(charges: Iterable[Charge]) -> tuple[Charge, ...]:
     """One charge per identity, in identity order, naming every accounting group its jobs
     named (each identity charges alike whatever the group, which is ignored unless trusted).
-    One pass and one sort: a flood of jobs may name a group each."""
+    One pass and one sort: a flood of jobs may name a group each. `charges` are as
+    `SubmitterMap.charge` makes them, each naming at most one group."""
     first: dict[str, Charge] = {}
     groups: dict[str, set[str]] = {}
     for charge in charges:
         first.setdefault(charge.identity, charge)
         groups.setdefault(charge.identity, set()).update(charge.ignored_groups)
-    return tuple(dataclasses.replace(first[identity],
-                                     ignored_groups=tuple(sorted(groups[identity])))
+    # An identity whose first charge names all its groups (one, or none) is that charge.
+    return tuple(first[identity] if len(groups[identity]) == len(first[identity].ignored_groups)
+                 else dataclasses.replace(first[identity],
+                                          ignored_groups=tuple(sorted(groups[identity])))
                  for identity in sorted(first))

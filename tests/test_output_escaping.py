@@ -160,3 +160,26 @@ def test_plot_labels_are_never_mathtext_nor_hidden() -> None:
     figure.canvas.draw()  # mathtext is parsed when drawn
     assert [text.get_text() for text in legend.get_texts()] == [
         "\\$\\frac{\\$", " _hidden", FORMULA_SHOWN]
+
+
+def test_shadow_report_and_plot(tmp_path) -> None:
+    hostile_pool(tmp_path)
+    daemon = Daemon(validate({"daemon": {"store": "state.db"},
+                              "backend": {"kind": "files",
+                                          "files": {"directory": "pool", "actions": "a.jsonl"}},
+                              "safety": {"max_snapshot_age": 3600.0}}, base=tmp_path),
+                    shadow=True)
+    try:
+        for _ in range(2):
+            daemon.tick()
+            daemon.skip_until = 0.0
+    finally:
+        daemon.close()
+    db = str(tmp_path / "state.db")
+    text = invoke("shadow", "--db", db)
+    assert FORMULA_SHOWN in text and data_only(text)
+    report = json.loads(invoke("shadow", "--db", db, "--format", "json"))
+    assert FORMULA in {row["user"] for row in report["users"]}
+    pytest.importorskip("matplotlib")
+    invoke("shadow", "--db", db, "--plot", str(tmp_path / "shadow.png"))
+    assert (tmp_path / "shadow.png").read_bytes()[:4] == b"\x89PNG"

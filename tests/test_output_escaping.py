@@ -187,16 +187,17 @@ def test_shadow_report_and_plot(tmp_path) -> None:
 
 
 def test_compare_of_a_history_in_every_format(tmp_path) -> None:
-    """A replay names the history's users: the guest here is a submitter named as above."""
+    """A replay names the history's users: the guest here is a submitter named with both
+    names above (a formula, terminal escapes and mathtext)."""
     history_dir = POOL.parent.parent / "condor_history"
     text = gzip.decompress((history_dir / "history.gz").read_bytes()).decode()
-    (tmp_path / "history").write_text(text.replace('"guest@gridfair.test"', f'"{FORMULA}"')
-                                      .replace('"guest"', f'"{MATH}"'), encoding="utf-8")
+    (tmp_path / "history").write_text(text.replace('"guest@gridfair.test"', f'"{FORMULA}{MATH}"'),
+                                      encoding="utf-8")
     args = ["compare", "--workload", str(tmp_path / "history"), "--machines",
             str(history_dir / "slots.long"), "--policies", "hosep", "--param", "interval=2",
             "--quiet"]
     table = invoke(*args, "--plot", str(tmp_path / "compare.png"))
     assert FORMULA_SHOWN in table and data_only(table)
     csv_text = invoke(*args, "--format", "csv")
-    assert f",'{FORMULA_SHOWN}," in csv_text and data_only(csv_text)
+    assert f",'{FORMULA_SHOWN}" in csv_text and data_only(csv_text)
     assert (tmp_path / "compare.png").read_bytes()[:4] == b"\x89PNG"

@@ -16,8 +16,8 @@ Reading, each cycle:
   constraint, projection)`.
 Projections, never whole ads: the attributes in `backends.ads.SLOT_ATTRIBUTES` /
 `JOB_ATTRIBUTES`, the owner and power attributes, and whatever the ads' Requirements and Rank
-turn out to read (learnt from the ads, kept; of many new names the jobs read at once, only
-those some slot has: `DIRECT_LEARNING`). A schedd that does not answer is reported as a
+turn out to read (learnt from the ads, kept; of many new names read at once, only those some
+ad has: `DIRECT_LEARNING`). A schedd that does not answer is reported as a
 skipped source and the others are used (its running jobs are still seen on their slots); no
 schedd listed or answering, or the collector not answering, fails the cycle.
 
@@ -118,10 +118,11 @@ DEFAULT_JOB_CONSTRAINTS = {"autocluster": "JobStatus == 1",
 #: learning the attributes they read.
 MATCH_EXPRESSIONS = ("Requirements", "Rank")
 LEARNING_ROUNDS = 4
-#: New names for the slot projection learnt as they are; more at once (a flood of jobs each
-#: reading a slot attribute of its own, `TARGET.Flood$(Process)`) are first looked for in the
-#: slots' whole ads, and only those some slot has are learnt: the others would make every
-#: slot query carry them, every cycle (slots times names).
+#: New names for a projection learnt as they are; more at once (a flood of jobs each reading
+#: an attribute of its own, `TARGET.Flood$(Process)` or `MY.Flood$(Process)`) are first looked
+#: for in that side's whole ads (the slots'; the jobs' with `demand = "jobs"`, whose query
+#: carries the job projection for every job), and only those some ad has are learnt: the
+#: others would make every query carry them, every cycle (ads times names).
 DIRECT_LEARNING = 64
 #: Names found on no slot are not looked for again for this many reads (a slot attribute that
 #: appears meanwhile is learnt when they are forgotten), nor past this many names.
@@ -152,6 +153,19 @@ def match_references(ads: Iterable[classad2.ClassAd]) -> tuple[set[str], set[str
 def _learn(projection: dict[str, str], names: set[str]) -> bool:
     """Add `names` to a projection; True if it grew."""
     new = _new_names(projection, names)
+    projection.update(new)
+    return bool(new)
+
+
+def _learn_present(projection: dict[str, str], names: set[str], absent: set[str],
+                   whole_ads: Callable[[], Iterable[classad2.ClassAd]]) -> bool:
+    """Add `names` to a projection, past `DIRECT_LEARNING` new ones only those some ad of
+    `whole_ads()` has (the others go to `absent`, not looked for again); True if it grew."""
+    new = _new_names(projection, names, absent)
+    if len(new) > DIRECT_LEARNING:
+        present = {name.lower() for ad in whole_ads() for name in ad}
+        absent.update(name for name in new if name not in present)
+        new = {lower: name for lower, name in new.items() if lower in present}
     projection.update(new)
     return bool(new)
 
@@ -214,8 +228,9 @@ class HTCondorBackend(PoolBackend):
         _learn(self.job_projection, set(JOB_ATTRIBUTES))
         self._schedd_of: dict[str, classad2.ClassAd] = {}  # job id -> its schedd's location
         self._known_negotiators: list[classad2.ClassAd] = []
-        # Names the jobs read that no slot had (`DIRECT_LEARNING`), and reads since.
+        # Names read that no slot (job) had (`DIRECT_LEARNING`), and reads since.
         self._absent_slot_names: set[str] = set()
+        self._absent_job_names: set[str] = set()
         self._reads_since_absent = 0
 
     @classmethod
@@ -354,17 +369,23 @@ class HTCondorBackend(PoolBackend):
         only the ads themselves tell: query, learn what is missing, query again. What is learnt
         is kept, so after the first cycle one query each is enough."""
         self._reads_since_absent += 1
-        if (self._reads_since_absent > ABSENT_READS
-                or len(self._absent_slot_names) > ABSENT_LIMIT):
+        if (self._reads_since_absent > ABSENT_READS or len(self._absent_slot_names)
+                + len(self._absent_job_names) > ABSENT_LIMIT):
             self._absent_slot_names.clear()
+            self._absent_job_names.clear()
             self._reads_since_absent = 0
         for _ in range(LEARNING_ROUNDS):
             slots = self._query_slots()
             demand = query_demand()
             slot_own, slot_other = match_references(slots)
             job_own, job_other = match_references(job_ads_of(demand))
-            grew = self._learn_slot_names(slot_own | job_other)
-            grew = _learn(self.job_projection, job_own | slot_other) or grew
+            grew = _learn_present(self.slot_projection, slot_own | job_other,
+                                  self._absent_slot_names, self._whole_slots)
+            if self.demand == "jobs":
+                grew = _learn_present(self.job_projection, job_own | slot_other,
+                                      self._absent_job_names, self._whole_jobs) or grew
+            else:  # the projection of the few jobs fetched one by one (`_fetch_jobs`)
+                grew = _learn(self.job_projection, job_own | slot_other) or grew
             if not grew:
                 break
         skipped, locations = demand[-2], demand[-1]
@@ -376,20 +397,20 @@ class HTCondorBackend(PoolBackend):
             raise PoolUnavailable("no schedd answered its job query")
         return slots, demand
 
-    def _learn_slot_names(self, names: set[str]) -> bool:
-        """Add the names to the slot projection, past `DIRECT_LEARNING` new ones only those
-        some slot's whole ad has; True if it grew."""
-        new = _new_names(self.slot_projection, names, self._absent_slot_names)
-        if len(new) > DIRECT_LEARNING:
-            try:
-                whole = self.collector.query(htcondor2.AdType.Startd, self.slot_constraint)
-            except POOL_ERRORS as error:
-                raise PoolUnavailable(f"collector query failed: {error}") from None
-            present = {name.lower() for ad in whole for name in ad}
-            self._absent_slot_names.update(name for name in new if name not in present)
-            new = {lower: name for lower, name in new.items() if lower in present}
-        self.slot_projection.update(new)
-        return bool(new)
+    def _whole_slots(self) -> list[classad2.ClassAd]:
+        try:
+            return self.collector.query(htcondor2.AdType.Startd, self.slot_constraint)
+        except POOL_ERRORS as error:
+            raise PoolUnavailable(f"collector query failed: {error}") from None
+
+    def _whole_jobs(self) -> list[classad2.ClassAd]:
+        """Every schedd's jobs of `job_constraint`, whole; a schedd that does not answer
+        is left out (the job query that follows reports it)."""
+        ads: list[classad2.ClassAd] = []
+        for location in self._locate_schedds():
+            with contextlib.suppress(*POOL_ERRORS):
+                ads.extend(self.schedd_factory(location).query(self.job_constraint))
+        return ads
 
     def _query_slots(self) -> list[classad2.ClassAd]:
         try:

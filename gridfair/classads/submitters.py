@@ -109,7 +109,7 @@ def charge_snapshot(snapshot: Snapshot, submitters: SubmitterMap) -> Snapshot:
     """The snapshot with every job and every slot's running job charged to a grid owner
     (`SubmitterMap.charge`), and the charges it made."""
     owners = {machine.owner for machine in snapshot.machines}
-    charges: dict[tuple[str, str | None], Charge] = {}  # a few identities, many jobs
+    charges: dict[tuple[str, str | None], Charge] = {}  # one per (user, group) named
 
     def charge(user: str, group: str | None) -> Charge:
         found = charges.get((user, group))

@@ -124,8 +124,8 @@ LEARNING_ROUNDS = 4
 #: carries the job projection for every job), and only those some ad has are learnt: the
 #: others would make every query carry them, every cycle (ads times names).
 DIRECT_LEARNING = 64
-#: Names found on no slot are not looked for again for this many reads (a slot attribute that
-#: appears meanwhile is learnt when they are forgotten), nor past this many names.
+#: Names found on no ad are not looked for again for this many reads (an attribute that
+#: appears meanwhile is learnt once they are forgotten), nor past this many names.
 ABSENT_READS = 10
 ABSENT_LIMIT = 100_000
 

@@ -96,7 +96,7 @@ def setup_logging(config: Config) -> None:
     # The wall clock in UTC, said so (Z), whatever the host's zone: the times the admin
     # commands print are UTC too.
     formatter = DataFormatter("%(asctime)s gridfair %(levelname)s %(message)s",
-                                  "%Y-%m-%dT%H:%M:%SZ")
+                              "%Y-%m-%dT%H:%M:%SZ")
     formatter.converter = time.gmtime
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     if section["log_file"]:

@@ -16,6 +16,8 @@ from functools import cached_property
 from operator import attrgetter
 from typing import Any
 
+from gridfair.text import named_few
+
 
 class JobStatus(IntEnum):
     """HTCondor's JobStatus codes (docs/codes-other-values/job-status-codes.rst)."""
@@ -110,16 +112,11 @@ class Charge:
 
     @property
     def reason(self) -> str:
-        """The rule, and the groups it did not go by."""
+        """The rule, and the groups it did not go by (the first few: a flood of jobs may name
+        a group each)."""
         if not self.ignored_groups:
             return self.rule
-        return f"{self.rule}; accounting group {', '.join(self.ignored_groups)} not trusted"
-
-    def merged(self, other: Charge) -> Charge:
-        """This charge with `other`'s ignored groups too (jobs of one identity that named
-        different groups)."""
-        groups = tuple(sorted({*self.ignored_groups, *other.ignored_groups}))
-        return Charge(self.identity, self.owner, self.rule, self.mapped, groups)
+        return f"{self.rule}; accounting group {named_few(self.ignored_groups)} not trusted"
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from gridfair.classads.reader import read_ads
 from gridfair.daemon.backends import ActionFailed, PoolBackend
 from gridfair.daemon.backends.files import FilesBackend
 from gridfair.daemon.backends.htcondor import (
+    DIRECT_LEARNING,
     FETCH_CLUSTERS,
     HTCondorBackend,
     autocluster_requests,
@@ -496,6 +497,49 @@ def test_htcondor_learns_what_matching_reads_and_keeps_it():
     assert "requestdisk" in backend.job_projection
     backend.read_snapshot()
     assert len(backend.collector.queries) == first_queries + 1  # nothing new: one query
+
+
+def _flood(scope: str) -> None:
+    """`DIRECT_LEARNING * 3` idle jobs on the first schedd, each reading `<scope>.Flood<N>`."""
+    queue = FakeSchedd.queues[SCHEDDS[0]]
+    template = next(ad for ad in queue if ad["JobStatus"] == 1)
+    for index in range(DIRECT_LEARNING * 3):
+        job = classad2.ClassAd({name: template.lookup(name) for name in template})
+        job["ClusterId"], job["ProcId"] = 1000, index
+        job["Requirements"] = classad2.ExprTree(
+            f"({template.lookup('Requirements')}) && {scope}.Flood{index} =?= undefined")
+        queue.append(job)
+
+
+def test_a_flood_of_jobs_reading_slot_attributes_of_their_own_stays_out_of_slot_queries():
+    """`TARGET.Flood$(Process) =?= undefined` in one submit of many jobs: each name read by
+    an autocluster would have joined the slot projection, every slot query carrying them all,
+    every cycle (slots times names). Names no slot has are looked for once in the slots'
+    whole ads and kept out; one a slot has is learnt."""
+    backend = htcondor_backend()
+    backend.collector.slots[0]["Flood7"] = True
+    _flood("TARGET")
+    snapshot = backend.read_snapshot()
+    assert len(snapshot.jobs) > DIRECT_LEARNING * 3
+    flood = {name for name in backend.slot_projection if name.startswith("flood")}
+    assert flood == {"flood7"}
+    assert max(len(projection or ()) for _, _, projection in backend.collector.queries) < (
+        DIRECT_LEARNING)
+    asked = len(backend.collector.queries)
+    backend.read_snapshot()
+    assert len(backend.collector.queries) == asked + 1  # nothing new to look for
+
+
+def test_a_flood_of_jobs_reading_attributes_of_their_own_stays_out_of_job_queries():
+    """`MY.Flood$(Process) =?= undefined`, with `demand = "jobs"` (every job ad queried with
+    the job projection): names no job has stay out of it; one a job has is learnt."""
+    htcondor_backend()  # the queues
+    backend = HTCondorBackend(FakeCollector(), schedd_factory=FakeSchedd, lease_knob="",
+                              demand="jobs")
+    _flood("MY")
+    FakeSchedd.queues[SCHEDDS[0]][-1]["Flood7"] = True
+    assert len(backend.read_snapshot().jobs) > DIRECT_LEARNING * 3
+    assert {name for name in backend.job_projection if name.startswith("flood")} == {"flood7"}
 
 
 # ------------------------------------------------ files: a re-read costs what changed

@@ -106,6 +106,28 @@ def test_an_attribute_read_later_splits_groups_formed_without_it() -> None:
     assert matcher.autoclusters == 2
 
 
+def test_a_flood_of_jobs_each_reading_an_attribute_of_its_own_regroups_no_slot() -> None:
+    """`TARGET.Flood<N> =?= undefined` in one submit of many jobs: an attribute no slot has
+    cannot split the slots, so it regroups none (each regrouping classified every slot again:
+    jobs times slots times names); an attribute a slot has still splits them."""
+    machines = machine_ads(40, 4, seed=5)
+    machines[7]["Flood13"] = True
+    floods = []
+    for index in range(200):
+        ad = classad2.ClassAd({"RequestMemory": 1})
+        ad["Requirements"] = classad2.ExprTree(
+            f"TARGET.Memory >= RequestMemory && TARGET.Flood{index} =?= undefined")
+        floods.append(_task(ad, f"1.{index}"))
+    nodes = [_node(ad, f"m{index}") for index, ad in enumerate(machines)]
+    matcher = AutoclusterMatcher()
+    for task, node in itertools.product(floods, nodes):
+        assert matcher(task, node) == symmetric_match(task.ad, node.ad), (task.id, node.name)
+    assert not matcher(floods[13], nodes[7]) and matcher(floods[12], nodes[7])
+    # The slots' Requirements read RequestMemory (the jobs regrouped once), Flood13 (the
+    # slots once): not once per job.
+    assert matcher.regroupings <= 3
+
+
 def test_without_ads_only_resources_count() -> None:
     matcher = AutoclusterMatcher()
     assert matcher(Task("1.0", "u", 0.0), Node("m", None, 1.0, ad=real_slots()[0]))

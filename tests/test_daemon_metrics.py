@@ -36,16 +36,35 @@ def test_metrics_are_off_by_default(tmp_path):
     daemon.close()
 
 
-def test_metrics_endpoint_serves_cycle_figures(tmp_path):
+def scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
+        return reply.read().decode()
+
+
+def test_metrics_name_no_user_unless_asked(tmp_path):
+    """The endpoint has no authentication: user names only with metrics.user_labels."""
     port = free_port()
     daemon = Daemon(validate(config(tmp_path, enabled=True, port=port), base=tmp_path))
+    try:
+        daemon.tick()
+        text = scrape(port)
+    finally:
+        daemon.close()
+    assert 'gridfair_decisions_total{kind="allocate"} 8.0' in text
+    assert "bt@cs.wisc.edu" not in text and "bbockelm" not in text
+    assert "gridfair_user_power_diff{" not in text
+
+
+def test_metrics_endpoint_serves_cycle_figures(tmp_path):
+    port = free_port()
+    daemon = Daemon(validate(config(tmp_path, enabled=True, port=port, user_labels=True),
+                             base=tmp_path))
     try:
         daemon.tick()
         shutil.rmtree(tmp_path / "pool")
         daemon.skip_until = 0.0
         daemon.tick()  # fails: the pool is gone
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
-            text = reply.read().decode()
+        text = scrape(port)
     finally:
         daemon.close()
     assert 'gridfair_cycle_duration_seconds_count{outcome="ok"} 1.0' in text

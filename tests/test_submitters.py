@@ -6,12 +6,20 @@ advertising to the pool's collector sets `User` with the domain it likes)."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
 
-from gridfair.classads.submitters import ANY_DOMAIN, SubmitterMap
+from gridfair.classads.submitters import (
+    ANY_DOMAIN,
+    SubmitterMap,
+    charge_snapshot,
+    merge_charges,
+)
 from gridfair.errors import InputError
+from gridfair.model import Job, JobStatus, Machine, Snapshot
+from gridfair.text import NAME_WIDTH, SHOWN_NAMES
 
 OWNERS = {"User1", "User2", "carol", "dave@lab.org", "physics"}
 POOL = SubmitterMap("gridfair.test")
@@ -37,7 +45,7 @@ def test_a_named_accounting_group_is_ignored_unless_the_pool_validates_groups() 
     charge = POOL.charge("mallory@gridfair.test", "User1", OWNERS)
     assert (charge.owner, charge.mapped) == ("mallory@gridfair.test", False)
     assert charge.reason == "owns no slot; accounting group User1 not trusted"
-    merged = charge.merged(POOL.charge("mallory@gridfair.test", "User2", OWNERS))
+    [merged] = merge_charges([POOL.charge("mallory@gridfair.test", "User2", OWNERS), charge])
     assert merged.reason == "owns no slot; accounting group User1, User2 not trusted"
     trusting = SubmitterMap("gridfair.test", trust_groups=True)
     charge = trusting.charge("alice@gridfair.test", "physics", OWNERS)
@@ -84,3 +92,33 @@ def test_a_bad_map_file_names_file_and_line(tmp_path: Path, text: str, message: 
 def test_a_missing_map_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="missing.map: cannot read"):
         SubmitterMap.from_file(tmp_path / "missing.map", "gridfair.test")
+
+
+class Compared(str):
+    """A group name that counts how often a sort compares it."""
+
+    comparisons = 0
+
+    def __lt__(self, other: str) -> bool:
+        Compared.comparisons += 1
+        return str.__lt__(self, other)
+
+
+def test_a_flood_of_a_group_per_job_costs_one_sort_and_a_bounded_reason() -> None:
+    """`accounting_group = g$(Process)` in one submit of many jobs: the identity's groups
+    are merged in one sort (merging them charge by charge sorted them again each time:
+    quadratic, 62.6 s at 20,000 jobs), and its reason names a few of them, not all (149 kB)."""
+    flood = 1000
+    long_name = "g" * 10 * NAME_WIDTH
+    groups = [Compared(f"g{index:04d}") for index in range(flood - 1)] + [long_name]
+    jobs = tuple(Job(f"1.{index}", "mallory@gridfair.test", JobStatus.IDLE, index,
+                     group=group) for index, group in enumerate(groups))
+    machines = (Machine("slot1@a", "User1", 1000.0, 1, 1024),)
+    Compared.comparisons = 0
+    [charge] = charge_snapshot(Snapshot(0.0, machines, jobs), POOL).charges
+    assert Compared.comparisons <= 2 * flood * math.log2(flood)
+    assert len(charge.ignored_groups) == flood
+    assert charge.reason == ("owns no slot; accounting group g0000, g0001, g0002, g0003, "
+                             f"g0004 and {flood - SHOWN_NAMES} more not trusted")
+    [lengthy] = merge_charges([POOL.charge("eve@gridfair.test", long_name, OWNERS)])
+    assert len(lengthy.reason) < NAME_WIDTH + 60

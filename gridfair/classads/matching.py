@@ -12,8 +12,13 @@ the jobs' Requirements read (`Memory`, `Arch`, ...). A match is evaluated once p
 (autocluster, machine class) and cached.
 
 Which attributes are significant is learnt from the ads as they are classified: when an ad
-reads an attribute of the other side that no earlier ad did, the other side's groups are
-recomputed (and the cache cleared), so a group never hides a difference that matters.
+reads an attribute of the other side that no earlier ad did, and an ad already classified
+over there has it, the other side's groups are recomputed (and the cache cleared), so a group
+never hides a difference that matters. An attribute no classified ad has cannot have split
+them (a signature holds only attributes the ad has), so reading one regroups nothing: a flood
+of jobs each reading an attribute of its own (`TARGET.Flood<N> =?= undefined`, any user may
+submit it) costs one lookup a name, not a regrouping of every slot each (which made matching
+grow with jobs times slots times names).
 """
 
 from __future__ import annotations
@@ -45,11 +50,13 @@ class _Side:
 
     def __init__(self) -> None:
         self.significant: set[str] = set()  # lower-case names the other side's ads read
+        self.attributes: set[str] = set()  # lower-case names the ads classified have
         self.group_of: dict[str, int] = {}  # job id or machine name -> group
         self.group_ids: dict[tuple[Any, ...], int] = {}
         self.representatives: list[classad2.ClassAd] = []
 
     def reset(self) -> None:
+        self.attributes.clear()
         self.group_of.clear()
         self.group_ids.clear()
         self.representatives.clear()
@@ -105,6 +112,12 @@ class AutoclusterMatcher:
     def machine_classes(self) -> int:
         return len(self._machines.representatives)
 
+    @property
+    def regroupings(self) -> int:
+        """How many times one side's groups were recomputed (each costs a classification of
+        every ad of that side again)."""
+        return self._regroupings
+
     def forget_job(self, job_id: str) -> None:
         self._jobs.group_of.pop(job_id, None)
 
@@ -115,6 +128,7 @@ class AutoclusterMatcher:
         group = side.group_of.get(key)
         if group is not None:
             return group
+        side.attributes.update(name.lower() for name in ad)
         signature = _signature(ad, side.significant)
         group = side.group_ids.get(signature)
         if group is None:
@@ -132,8 +146,9 @@ class AutoclusterMatcher:
         if "Requirements" not in ad:
             return
         read = {_unscoped(name) for name in _refs(ad.externalRefs(ad.lookup("Requirements")))}
-        if not read <= other.significant:
-            other.significant |= read
+        new = read - other.significant
+        other.significant |= new
+        if not new.isdisjoint(other.attributes):
             other.reset()
             self._matches.clear()
             self._regroupings += 1
@@ -143,7 +158,10 @@ def _signature(ad: classad2.ClassAd, significant: set[str]) -> tuple[Any, ...]:
     """What a match with this ad can depend on: its Requirements, and the text of every
     attribute of its own that its Requirements or the other side read (with what those
     attributes read in turn)."""
-    names = {name for name in significant if name in ad}
+    # Whichever is shorter is looked through: the other side's reads (a flood may make them
+    # many) or the ad's own attributes (an ad may have many).
+    names = ({name for name in significant if name in ad} if len(significant) <= len(ad)
+             else {lowered for lowered in map(str.lower, ad) if lowered in significant})
     if "Requirements" in ad:
         requirements = ad.lookup("Requirements")
         names.update(name.lower() for name in _refs(ad.internalRefs(requirements)))

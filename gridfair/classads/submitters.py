@@ -26,12 +26,13 @@ provides no power, and `gridfair shares` lists it as unmapped.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+import dataclasses
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gridfair.errors import InputError
-from gridfair.model import Charge
+from gridfair.model import Charge, Snapshot
 
 ANY_DOMAIN = "*"
 
@@ -102,3 +103,43 @@ class SubmitterMap:
             return Charge(identity, identity, f"owns no slot: {domain} is not the pool's "
                           f"UID_DOMAIN {self.uid_domain}", False)
         return Charge(identity, identity, "owns no slot", False)
+
+
+def charge_snapshot(snapshot: Snapshot, submitters: SubmitterMap) -> Snapshot:
+    """The snapshot with every job and every slot's running job charged to a grid owner
+    (`SubmitterMap.charge`), and the charges it made."""
+    owners = {machine.owner for machine in snapshot.machines}
+    charges: dict[tuple[str, str | None], Charge] = {}  # one per (user, group) named
+
+    def charge(user: str, group: str | None) -> Charge:
+        found = charges.get((user, group))
+        if found is None:
+            found = charges[user, group] = submitters.charge(user, group, owners)
+        return found
+
+    jobs = tuple(job.with_user((made := charge(job.user, job.group)).owner, made.identity)
+                 for job in snapshot.jobs)
+    machines = tuple(
+        dataclasses.replace(machine, running_user=charge(machine.running_user,
+                                                          machine.running_group).owner)
+        if machine.running_user else machine
+        for machine in snapshot.machines)
+    return dataclasses.replace(snapshot, machines=machines, jobs=jobs,
+                               charges=merge_charges(charges.values()))
+
+
+def merge_charges(charges: Iterable[Charge]) -> tuple[Charge, ...]:
+    """One charge per identity, in identity order, naming every accounting group its jobs
+    named (each identity charges alike whatever the group, which is ignored unless trusted).
+    One pass and one sort: a flood of jobs may name a group each. `charges` are as
+    `SubmitterMap.charge` makes them, each naming at most one group."""
+    first: dict[str, Charge] = {}
+    groups: dict[str, set[str]] = {}
+    for charge in charges:
+        first.setdefault(charge.identity, charge)
+        groups.setdefault(charge.identity, set()).update(charge.ignored_groups)
+    # An identity whose first charge names all its groups (one, or none) is that charge.
+    return tuple(first[identity] if len(groups[identity]) == len(first[identity].ignored_groups)
+                 else dataclasses.replace(first[identity],
+                                          ignored_groups=tuple(sorted(groups[identity])))
+                 for identity in sorted(first))

@@ -20,6 +20,7 @@ from gridfair.cli.terms import WithTerms
 from gridfair.daemon import reports
 from gridfair.daemon.store import ACTION_STATES, open_readonly
 from gridfair.errors import GridfairError
+from gridfair.text import shown_all
 
 #: The store the commands read when --db is not given (as the example configs write it).
 DB_ENV = "GRIDFAIR_DB"
@@ -49,7 +50,7 @@ def emit(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, str, st
         click.echo(render_table(columns, rows) if rows else empty)
         if notes:
             click.echo("\nWhat went wrong in these cycles:\n"
-                       + "\n".join(f"  {note}" for note in notes))
+                       + "\n".join(f"  {note}" for note in shown_all(notes)))
 
 
 def cycle_actions_text(db_path: Path, cycle: int) -> str:
@@ -65,7 +66,7 @@ def cycle_actions_text(db_path: Path, cycle: int) -> str:
     if changed:
         lines.append(f"Actions of earlier cycles that changed state ({len(changed)}):")
         lines += _action_lines(changed)
-    held = reports.held_back(db, cycle)
+    held = shown_all(reports.held_back(db, cycle))
     if held:
         lines.append(f"Held back by the safety rules ({len(held)}):")
         lines += [f"  {line}" for line in held]
@@ -73,6 +74,7 @@ def cycle_actions_text(db_path: Path, cycle: int) -> str:
 
 
 def _action_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    rows = shown_all(rows)
     return [f"  {row['kind']} {row['job']} ({row['user']}) on {row['machine']}: "
             f"{row['state']}" + (f" (planned in cycle {row['planned_cycle']})"
                                  if row["planned_cycle"] != row["cycle"] else "")
@@ -95,9 +97,9 @@ def explain(name: str, db_path: Path, last: int, output_format: str) -> None:
         click.echo(to_csv([{k: v for k, v in d.items() if k != "figures"}
                            for d in report["decisions"]]), nl=False)
     elif "user" in report:
-        click.echo(_user_text(report))
+        click.echo(_user_text(shown_all(report)))
     else:
-        click.echo(_job_text(report))
+        click.echo(_job_text(shown_all(report)))
 
 
 def _decision_lines(decisions: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -223,13 +225,15 @@ def plot_history(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
     matplotlib.use("Agg")
     from matplotlib import pyplot
 
+    from gridfair.experiments.plots import plot_text
+
     figure, axes = pyplot.subplots(figsize=(8, 4))
     start = min((row["time"] for row in rows), default=0.0)
     first = min(rows, key=lambda row: row["time"]) if rows else {"sim_start": None}
     for user in dict.fromkeys(row["user"] for row in rows):
         points = [(row["time"] - start, row["power_diff"]) for row in rows
                   if row["user"] == user and row["power_diff"] not in (None, float("inf"))]
-        axes.plot([t for t, _ in points], [p for _, p in points], label=user)
+        axes.plot([t for t, _ in points], [p for _, p in points], label=plot_text(user))
     axes.axhline(0.0, color="grey", linewidth=0.5)
     axes.set_xlabel(f"seconds after {clock(start, first['sim_start'])}")
     axes.set_ylabel("PowerDiff")

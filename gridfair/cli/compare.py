@@ -169,8 +169,8 @@ def _by_workload(results: Results) -> list[dict[str, Any]]:
 def _user_order(rows: Sequence[Mapping[str, Any]], workload: str) -> list[Mapping[str, Any]]:
     """A workload's user rows, grouped by user (policies side by side), users in order."""
     rows = [row for row in rows if row["workload"] == workload]
-    users = list(dict.fromkeys(row["user"] for row in rows))
-    return sorted(rows, key=lambda row: users.index(row["user"]))
+    place = {user: index for index, user in enumerate(dict.fromkeys(row["user"] for row in rows))}
+    return sorted(rows, key=lambda row: place[row["user"]])
 
 
 def _long_rows(results: Results) -> list[dict[str, Any]]:

@@ -12,6 +12,7 @@ import click
 
 from gridfair import __version__
 from gridfair.errors import GridfairError
+from gridfair.text import shown
 
 #: Modules an optional extra installs (pyproject.toml) -> the extra. Commands import them only
 #: when they run, so the base install runs every other command.
@@ -61,7 +62,7 @@ class GridfairGroup(click.Group):
             # Not standalone: click raises its errors here instead of printing them.
             code = super().main(args, prog_name, complete_var, False, **extra)
         except click.ClickException as error:
-            click.echo(f"gridfair: error: {one_line(error)}", err=True)
+            click.echo(f"gridfair: error: {shown(one_line(error))}", err=True)
             sys.exit(error.exit_code)
         except click.Abort:
             click.echo("Aborted!", err=True)
@@ -90,7 +91,7 @@ class GridfairGroup(click.Group):
         try:
             return super().invoke(ctx)
         except GridfairError as error:
-            click.echo(f"gridfair: error: {error}", err=True)
+            click.echo(f"gridfair: error: {shown(str(error))}", err=True)
             sys.exit(2)
         except ModuleNotFoundError as error:
             extra = EXTRA_OF.get((error.name or "").partition(".")[0])

@@ -2,6 +2,15 @@
 
 Tables are plain text with fixed column widths (no terminal-dependent layout), so output is
 byte-for-byte the same for the same inputs. JSON writes NaN as null.
+
+Every string shown may have come from an ad a pool user wrote, so output is data, never
+terminal control or a spreadsheet formula:
+- table cells and every text report (`shown_all` over the report before its lines are made)
+  have their control, bidi and unencodable characters escaped (`gridfair.text.shown`);
+- JSON is ASCII: `json` writes every such character as a `\\uXXXX` escape;
+- CSV cells are escaped as table cells, and a text cell a spreadsheet would run as a formula
+  (one that starts with `=`, `+`, `-`, `@`, a tab or a carriage return) gets a leading `'`,
+  the OWASP rule (CSV injection): the cell shows as text. Numbers are written as numbers.
 """
 
 from __future__ import annotations
@@ -13,6 +22,8 @@ import math
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
+
+from gridfair.text import shown
 
 FORMATS = ("table", "json", "csv")
 
@@ -29,7 +40,21 @@ def clean(value: Any) -> Any:
 
 
 def to_json(data: Any) -> str:
-    return json.dumps(clean(data), indent=2, sort_keys=False)
+    # ensure_ascii (the default, said here because output safety rests on it): controls,
+    # bidi characters and lone surrogates come out as \\uXXXX escapes.
+    return json.dumps(clean(data), indent=2, sort_keys=False, ensure_ascii=True)
+
+
+#: First characters that make a spreadsheet read a cell as a formula (OWASP, CSV injection).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any) -> Any:
+    """A CSV cell that is data: text escaped (`shown`) and, when a spreadsheet would run it
+    as a formula, prefixed with `'`; other values as they are."""
+    if not isinstance(value, str):
+        return value
+    return ("'" if value.startswith(FORMULA_STARTS) else "") + shown(value)
 
 
 def to_csv(rows: Sequence[Mapping[str, Any]]) -> str:
@@ -39,7 +64,7 @@ def to_csv(rows: Sequence[Mapping[str, Any]]) -> str:
     writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow(clean(dict(row)))
+        writer.writerow({key: csv_cell(value) for key, value in clean(dict(row)).items()})
     return buffer.getvalue()
 
 
@@ -58,7 +83,7 @@ def format_cell(value: Any, spec: str) -> str:
         return "-"
     if isinstance(value, float) and math.isinf(value):
         return "inf" if value > 0 else "-inf"
-    return format(value, spec) if spec else str(value)
+    return format(value, spec) if spec else shown(str(value))
 
 
 def render_table(

@@ -12,6 +12,7 @@ from gridfair.cli.admin import db_option
 from gridfair.cli.group import cli
 from gridfair.cli.output import clock, render_table, to_json
 from gridfair.cli.terms import WithTerms
+from gridfair.text import shown_all
 
 USER_COLUMNS = (("user", "User", ""), ("provided_mflops", "Provided MFlops", ".0f"),
                 ("pool_share", "Pool share", ".1%"), ("gridfair_share", "gridfair share", ".1%"))
@@ -46,7 +47,8 @@ def shadow(db_path: Path, since: str | None, until: str | None, plot_path: str |
 
 
 def report_text(report: dict[str, Any]) -> str:
-    """The report as the table output prints it."""
+    """The report as the table output prints it (every string escaped, `shown_all`)."""
+    report = shown_all(report)
     errors, allocations = report["share_error"], report["allocations"]
     vacates, starts = report["vacates"], report["starts"]
     decided = allocations["decided"]

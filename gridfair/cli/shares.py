@@ -32,6 +32,7 @@ from gridfair.daemon import reports
 from gridfair.daemon.store import open_readonly
 from gridfair.model import Snapshot, ad_note_line
 from gridfair.policies.registry import build_stages, policy_names
+from gridfair.text import shown_all
 
 #: (key, the two heading rows, format spec). Text columns (no spec) align left.
 SHARE_COLUMNS: tuple[tuple[str, tuple[str, str], str], ...] = (
@@ -72,7 +73,9 @@ def report_from_snapshot(snapshot: Snapshot, policy: str | None, order: str | No
 
 
 def render_shares(report: SharesReport) -> str:
-    """The report as text: the condor_userprio-like table, decisions, skipped ads."""
+    """The report as text: the condor_userprio-like table, decisions, skipped ads; every
+    string from the pool escaped (`shown_all`)."""
+    report = shown_all(report)
     lines = [f"Shares at {clock(report.time, report.sim_start)} ({report.policy})"]
     if report.status:
         lines.append(report.status)

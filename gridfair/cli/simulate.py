@@ -25,6 +25,7 @@ from gridfair.sim.scenario import build_scenario, run_streamed, simulation_of
 from gridfair.sim.task_stream import InOrder, arrival_key
 from gridfair.sim.workloads.common import UNMAPPED
 from gridfair.sim.workloads.swf_grid import SWF_PROCS, SWF_STATUSES
+from gridfair.text import shown
 
 USER_COLUMNS = (
     ("user", "User", ""),
@@ -196,9 +197,9 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
                               strict_options=True,
                               options=workload_options)
     for reason, count in scenario.skipped.items():
-        click.echo(f"gridfair: warning: skipped {count}: {reason}", err=True)
+        click.echo(f"gridfair: warning: skipped {count}: {shown(reason)}", err=True)
     for note, count in scenario.notes.items():
-        click.echo(f"gridfair: note: {count} {note}", err=True)
+        click.echo(f"gridfair: note: {count} {shown(note)}", err=True)
     progress = tasks_progress(quiet)
     recorder = RunRecorder() if check else None
     # Runs stream their tasks out as they end (records written, metrics added, the task let
@@ -296,7 +297,7 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
     if recorder is not None:
         problems = run_problems(result, recorder, negotiator)
         for problem in problems:
-            click.echo(f"gridfair: check: {problem}", err=True)
+            click.echo(f"gridfair: check: {shown(problem)}", err=True)
         if problems:
             sys.exit(1)
 

@@ -130,6 +130,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "enabled": Key(bool, False),
         "port": Key(int, 9187, minimum=1),
         "address": Key(str, "127.0.0.1"),
+        "user_labels": Key(bool, False, help="export per-user gauges labelled with user "
+                           "names (any account that can reach the endpoint reads them)"),
     },
 }
 

@@ -400,12 +400,13 @@ class CycleRunner:
         """Per-user figures as of the snapshot (before this cycle's decisions): the columns of
         `gridfair shares`, plus the dominant share and each stage's own figures."""
         rows = []
+        figured = [stage for _, stage in stage_list(stages) if hasattr(stage, "key_figures")]
         for share in share_rows(pool):
             user = pool.users[share["user"]]
             rows.append({
                 "cycle": cycle, "time": now, **share,
                 "dominant_share": dominant_share(user, pool.capacity),
-                "figures": dumps(policy_figures(stages, user, now)),
+                "figures": dumps(policy_figures(figured, user, now)),
             })
         return rows
 
@@ -519,7 +520,13 @@ class CycleRunner:
             [(row["user"], now, now, row["provided_mflops"]) for row in usage],
         )
         if usage:
-            db["usage"].insert_all(usage, replace=True)
+            # One row per user and cycle, every row with the same columns: executemany, not
+            # sqlite-utils' insert_all, which inspects each value (a third of a cycle's CPU
+            # with a user per job).
+            columns = list(usage[0])
+            db.conn.executemany(f"insert or replace into usage ({', '.join(columns)}) values "
+                                f"({', '.join('?' * len(columns))})",
+                                [tuple(row.values()) for row in usage])
 
     def _resolve_interrupted(self, db, snapshot: Snapshot, cycle: int, now: float,
                              adopted: set[str]) -> None:
@@ -755,8 +762,10 @@ def dominant_share(user: UserState, capacity: list[float]) -> float:
                 if capacity[i] > 0), default=0.0)
 
 
-def policy_figures(stages: Stages, user: UserState, now: float) -> dict[str, Any]:
+def policy_figures(figured: Sequence[Any], user: UserState, now: float) -> dict[str, Any]:
+    """The user's key figures of each of the `figured` stages (those that have some): asked
+    once per user each cycle, so the stages are picked once, not per user."""
     figures: dict[str, Any] = {}
-    for _, stage in stage_list(stages):
-        figures.update(stage.key_figures(user, now) if hasattr(stage, "key_figures") else {})
+    for stage in figured:
+        figures.update(stage.key_figures(user, now))
     return figures

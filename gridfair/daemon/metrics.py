@@ -1,5 +1,10 @@
 """Prometheus metrics: off by default; when on, served on 127.0.0.1 unless configured.
 
+The endpoint has no authentication: every account that can reach it (on 127.0.0.1, every
+local account) reads every series. The per-user gauges name the pool's users in their `user`
+label, so they are exported only with `metrics.user_labels = true`; by default no user name
+leaves the daemon through the metrics.
+
 Each daemon gets its own `CollectorRegistry`, so tests (and two daemons in one process) do
 not collide on metric names. `NullMetrics` is the same interface doing nothing.
 """
@@ -35,7 +40,8 @@ class NullMetrics:
 
 
 class PrometheusMetrics(NullMetrics):
-    def __init__(self, address: str, port: int) -> None:
+    def __init__(self, address: str, port: int, *, user_labels: bool = False) -> None:
+        self.user_labels = user_labels
         self.registry = CollectorRegistry()
         registry = self.registry
         self.cycle_seconds = Histogram(
@@ -69,6 +75,8 @@ class PrometheusMetrics(NullMetrics):
         self.errors.labels(where).inc()
 
     def users(self, rows: Iterable[tuple[str, float, float]]) -> None:
+        if not self.user_labels:
+            return
         for user, power_diff, share in rows:
             self.power_diff.labels(user).set(power_diff if not math.isnan(power_diff) else 0.0)
             self.dominant_share.labels(user).set(share)

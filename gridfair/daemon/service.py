@@ -31,6 +31,7 @@ from gridfair.daemon.faults import FaultPoints
 from gridfair.daemon.metrics import NullMetrics, PrometheusMetrics
 from gridfair.daemon.store import Store, StoreError, private_file
 from gridfair.errors import ConfigError
+from gridfair.text import shown
 
 log = logging.getLogger("gridfair.daemon")
 
@@ -76,6 +77,16 @@ def make_backend(config: Config) -> PoolBackend:
     )
 
 
+class DataFormatter(logging.Formatter):
+    """Log lines whose message is escaped (`gridfair.text.shown`): messages quote what ads
+    say (user, slot and group names, reasons), and a control character in one would reach
+    the administrator's terminal or forge a line of the log. A traceback is left as it is."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 (logging's)
+        record.message = shown(record.message)
+        return super().formatMessage(record)
+
+
 def setup_logging(config: Config) -> None:
     section = config["daemon"]
     logger = logging.getLogger("gridfair")
@@ -84,8 +95,8 @@ def setup_logging(config: Config) -> None:
     logger.propagate = False
     # The wall clock in UTC, said so (Z), whatever the host's zone: the times the admin
     # commands print are UTC too.
-    formatter = logging.Formatter("%(asctime)s gridfair %(levelname)s %(message)s",
-                                  "%Y-%m-%dT%H:%M:%SZ")
+    formatter = DataFormatter("%(asctime)s gridfair %(levelname)s %(message)s",
+                              "%Y-%m-%dT%H:%M:%SZ")
     formatter.converter = time.gmtime
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     if section["log_file"]:
@@ -130,7 +141,8 @@ class Daemon:
         metrics = config["metrics"]
         if metrics["enabled"]:
             try:
-                self.metrics = PrometheusMetrics(metrics["address"], metrics["port"])
+                self.metrics = PrometheusMetrics(metrics["address"], metrics["port"],
+                                                 user_labels=metrics["user_labels"])
             except OSError as error:
                 raise ConfigError(f"config key metrics.port: cannot listen on "
                                   f"{metrics['address']}:{metrics['port']}: {error}") from None

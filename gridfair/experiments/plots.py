@@ -20,6 +20,10 @@ Figures are drawn on `matplotlib.figure.Figure` objects and rendered by Agg (PNG
 backend, never through pyplot's global state: no display is needed and nothing is left open.
 The output format follows the file's ending (.png or .svg); SVG output carries no date and a
 fixed hash salt, so the same results give the same bytes.
+
+Names from the data (users, policies, workloads) are drawn through `plot_text`: as they are,
+never as mathtext (a user named `$\\frac{$` would fail the drawing) and never hidden from a
+legend (matplotlib leaves out labels that start with `_`).
 """
 
 from __future__ import annotations
@@ -35,9 +39,17 @@ from matplotlib.figure import Figure
 from gridfair.errors import InputError
 from gridfair.experiments.compare import Results, aggregate_summaries, aggregate_users, spread
 from gridfair.experiments.runs import PARAMETERS, POLICY, RunOutcome, RunSpec
+from gridfair.text import shown
 
 PLOT_SUFFIXES = (".png", ".svg")
 DPI = 100
+
+
+def plot_text(name: Any) -> str:
+    """A name from the data as plot text: escaped (`shown`), `$` literal (no mathtext), and a
+    leading `_` kept in legends (a space before it)."""
+    text = shown(str(name)).replace("$", r"\$")
+    return " " + text if text.startswith("_") else text
 
 
 def _save(figure: Figure, out: str | Path) -> None:
@@ -76,7 +88,8 @@ def _grouped_bars(ax: Any, rows: Sequence[Mapping[str, Any]], groups: Sequence[A
         ax.bar([index + (offset - (len(policies) - 1) / 2) * width
                 for index in range(len(groups))],
                [f.mean * scale if f else math.nan for f in figures], width,
-               yerr=[f.std * scale if f else 0.0 for f in figures], capsize=3, label=policy)
+               yerr=[f.std * scale if f else 0.0 for f in figures], capsize=3,
+               label=plot_text(policy))
 
 
 def satisfaction_bars(results: Results, out: str | Path) -> None:
@@ -95,8 +108,8 @@ def satisfaction_bars(results: Results, out: str | Path) -> None:
                     and row["checkpointing"] == checkpointing and row["workload"] == workload]
             users = list(dict.fromkeys(row["user"] for row in cell))
             _grouped_bars(ax, cell, users, lambda row: row["user"], policies, "satisfaction")
-            ax.set_xticks(range(len(users)), users)
-            ax.set_title(f"{workload}, checkpointing {'on' if checkpointing else 'off'}"
+            ax.set_xticks(range(len(users)), list(map(plot_text, users)))
+            ax.set_title(f"{plot_text(workload)}, checkpointing {'on' if checkpointing else 'off'}"
                          + (f", base {base}" if len(panels) > 1 else ""), fontsize=10)
             if column == 0:
                 ax.set_ylabel("satisfaction %")
@@ -127,9 +140,9 @@ def history_panels(results: Results, out: str | Path) -> None:
     axes = figure.subplots(math.ceil(panels / columns), columns, squeeze=False).flatten()
     waits = axes[0]
     _grouped_bars(waits, rows, users, lambda row: row["user"], policies, "mean_wait")
-    waits.set_xticks(range(len(users)), users, fontsize=8)
+    waits.set_xticks(range(len(users)), list(map(plot_text, users)), fontsize=8)
     waits.set_ylabel("mean wait s")
-    waits.set_title(f"{Path(str(workload)).name}: mean wait by user", fontsize=10)
+    waits.set_title(f"{plot_text(Path(str(workload)).name)}: mean wait by user", fontsize=10)
     waits.legend(fontsize=8)
     errors = axes[1]
     longest = max(outcome.series["times"][-1] for outcome in first.values())
@@ -140,7 +153,7 @@ def history_panels(results: Results, out: str | Path) -> None:
         errors.step([time / scale for time in series["times"]], series["share_error"],
                     where="post", linewidth=4 if order == 0 else 1.5,
                     alpha=0.5 if order == 0 else 1.0,
-                    label=f"{policy} (mean {series['mean_share_error']:.3f})")
+                    label=f"{plot_text(policy)} (mean {series['mean_share_error']:.3f})")
     errors.set_ylabel("share error")
     errors.set_xlabel(f"{unit} from the first submission")
     errors.set_title("power owed to waiting owners, over the grid's power", fontsize=10)
@@ -152,11 +165,12 @@ def history_panels(results: Results, out: str | Path) -> None:
             color = colors[index % len(colors)]
             if user in series["shares"]:
                 ax.step([time / scale for time in series["times"]], series["shares"][user],
-                        where="post", color=color, label=user)
+                        where="post", color=color, label=plot_text(user))
             if series["provided"].get(user):
                 ax.axhline(series["provided"][user], color=color, linestyle=":",
                            linewidth=1)
-        ax.set_title(f"{policy}: share of the grid's power (dotted: provided)", fontsize=10)
+        ax.set_title(f"{plot_text(policy)}: share of the grid's power (dotted: provided)",
+                     fontsize=10)
         ax.set_ylim(0, 1)
         ax.set_xlabel(f"{unit} from the first submission")
         ax.legend(fontsize=7)
@@ -182,12 +196,12 @@ def shadow_shares(report: Mapping[str, Any], out: str | Path) -> None:
     for index, user in enumerate(series["pool"]["shares"]):
         color = colors[index % len(colors)]
         shares.step(times, series["pool"]["shares"][user], where="post", color=color,
-                    label=f"{user} (pool)")
+                    label=plot_text(f"{user} (pool)"))
         shares.step(times, series["gridfair"]["shares"][user], where="post", color=color,
-                    linestyle="--", label=f"{user} (gridfair)")
+                    linestyle="--", label=plot_text(f"{user} (gridfair)"))
     shares.set_ylabel("share of the pool's power")
     shares.set_ylim(0, 1)
-    shares.set_title(f"shadow: {report['cycles']} cycles, policy {report['policy']}",
+    shares.set_title(f"shadow: {report['cycles']} cycles, policy {plot_text(report['policy'])}",
                      fontsize=10)
     shares.legend(fontsize=7, ncols=2)
     for side, style in (("pool", "-"), ("gridfair", "--")):
@@ -381,7 +395,7 @@ def justice_bars(results: Results, out: str | Path) -> None:
             ax.set_xticks(range(len(deadline_types)), [str(kind) for kind in deadline_types],
                           fontsize=8)
             if row_index == 0:
-                ax.set_title(Path(str(workload)).name.split(".")[0], fontsize=10)
+                ax.set_title(plot_text(Path(str(workload)).name.split(".")[0]), fontsize=10)
             if column == 0:
                 ax.set_ylabel(label)
             ax.grid(axis="y", alpha=0.3)

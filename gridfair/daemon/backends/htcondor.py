@@ -16,7 +16,8 @@ Reading, each cycle:
   constraint, projection)`.
 Projections, never whole ads: the attributes in `backends.ads.SLOT_ATTRIBUTES` /
 `JOB_ATTRIBUTES`, the owner and power attributes, and whatever the ads' Requirements and Rank
-turn out to read (learnt from the ads, kept). A schedd that does not answer is reported as a
+turn out to read (learnt from the ads, kept; of many new names read at once, only those some
+ad has: `DIRECT_LEARNING`). A schedd that does not answer is reported as a
 skipped source and the others are used (its running jobs are still seen on their slots); no
 schedd listed or answering, or the collector not answering, fails the cycle.
 
@@ -49,18 +50,17 @@ used; the snapshot lists each identity's charge and why.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import math
 import subprocess
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import classad2
 import htcondor2
 
 from gridfair.classads.reader import SourcedAd, skip_reason
-from gridfair.classads.submitters import SubmitterMap
+from gridfair.classads.submitters import SubmitterMap, charge_snapshot
 from gridfair.classads.views import (
     AdConfig,
     JobRequest,
@@ -83,7 +83,7 @@ from gridfair.daemon.backends.ads import (
     snapshot_of,
 )
 from gridfair.errors import ConfigError, InputError
-from gridfair.model import DYNAMIC, PARTITIONABLE, Charge, Job, Machine, SkippedAd, Snapshot
+from gridfair.model import DYNAMIC, PARTITIONABLE, Job, Machine, SkippedAd, Snapshot
 
 #: The result attributes of `Schedd.act` that explain a failure, in the order checked.
 ACT_FAILURES = (
@@ -118,6 +118,16 @@ DEFAULT_JOB_CONSTRAINTS = {"autocluster": "JobStatus == 1",
 #: learning the attributes they read.
 MATCH_EXPRESSIONS = ("Requirements", "Rank")
 LEARNING_ROUNDS = 4
+#: New names for a projection learnt as they are; more at once (a flood of jobs each reading
+#: an attribute of its own, `TARGET.Flood$(Process)` or `MY.Flood$(Process)`) are first looked
+#: for in that side's whole ads (the slots'; the jobs' with `demand = "jobs"`, whose query
+#: carries the job projection for every job), and only those some ad has are learnt: the
+#: others would make every query carry them, every cycle (ads times names).
+DIRECT_LEARNING = 64
+#: Names found on no ad are not looked for again for this many reads (an attribute that
+#: appears meanwhile is learnt once they are forgotten), nor past this many names.
+ABSENT_READS = 10
+ABSENT_LIMIT = 100_000
 
 
 def match_references(ads: Iterable[classad2.ClassAd]) -> tuple[set[str], set[str]]:
@@ -142,9 +152,29 @@ def match_references(ads: Iterable[classad2.ClassAd]) -> tuple[set[str], set[str
 
 def _learn(projection: dict[str, str], names: set[str]) -> bool:
     """Add `names` to a projection; True if it grew."""
-    new = {name.lower(): name for name in names if name and name.lower() not in projection}
+    new = _new_names(projection, names)
     projection.update(new)
     return bool(new)
+
+
+def _learn_present(projection: dict[str, str], names: set[str], absent: set[str],
+                   whole_ads: Callable[[], Iterable[classad2.ClassAd]]) -> bool:
+    """Add `names` to a projection, past `DIRECT_LEARNING` new ones only those some ad of
+    `whole_ads()` has (the others go to `absent`, not looked for again); True if it grew."""
+    new = _new_names(projection, names, absent)
+    if len(new) > DIRECT_LEARNING:
+        present = {name.lower() for ad in whole_ads() for name in ad}
+        absent.update(name for name in new if name not in present)
+        new = {lower: name for lower, name in new.items() if lower in present}
+    projection.update(new)
+    return bool(new)
+
+
+def _new_names(projection: dict[str, str], names: set[str],
+               absent: Collection[str] = ()) -> dict[str, str]:
+    """lower-case name -> name of `names` neither in `projection` nor in `absent`."""
+    return {name.lower(): name for name in names
+            if name and name.lower() not in projection and name.lower() not in absent}
 
 
 def _schedd_name(location: classad2.ClassAd) -> str:
@@ -198,6 +228,10 @@ class HTCondorBackend(PoolBackend):
         _learn(self.job_projection, set(JOB_ATTRIBUTES))
         self._schedd_of: dict[str, classad2.ClassAd] = {}  # job id -> its schedd's location
         self._known_negotiators: list[classad2.ClassAd] = []
+        # Names read that no slot (job) had (`DIRECT_LEARNING`), and reads since.
+        self._absent_slot_names: set[str] = set()
+        self._absent_job_names: set[str] = set()
+        self._reads_since_absent = 0
 
     @classmethod
     def connect(cls, pool: str | None, **options: Any) -> HTCondorBackend:
@@ -230,7 +264,8 @@ class HTCondorBackend(PoolBackend):
             [SourcedAd(ad, "collector", index, None) for index, ad in enumerate(slots, 1)],
             self.ad_config, lenient=True)
         self._schedd_of.update(self._schedds_of_running(slots, locations))
-        return self._as_owners(snapshot_of(taken, machines, jobs, (*skipped, *bad_slots)))
+        return charge_snapshot(snapshot_of(taken, machines, jobs, (*skipped, *bad_slots)),
+                               self.submitters)
 
     def _query_demand(
         self,
@@ -322,33 +357,7 @@ class HTCondorBackend(PoolBackend):
         slot_ads = [SourcedAd(ad, "collector", index, None)
                     for index, ad in enumerate(slots, start=1)]
         snapshot = snapshot_from_ads(taken, slot_ads, job_ads, self.ad_config, skipped)
-        return self._as_owners(snapshot)
-
-    def _as_owners(self, snapshot: Snapshot) -> Snapshot:
-        """The snapshot with every job and every slot's running job charged to a grid owner
-        (`SubmitterMap.charge`), and the charges it made."""
-        owners = {machine.owner for machine in snapshot.machines}
-        charges: dict[tuple[str, str | None], Charge] = {}  # a few identities, many jobs
-
-        def charge(user: str, group: str | None) -> Charge:
-            found = charges.get((user, group))
-            if found is None:
-                found = charges[user, group] = self.submitters.charge(user, group, owners)
-            return found
-
-        jobs = tuple(job.with_user((made := charge(job.user, job.group)).owner, made.identity)
-                     for job in snapshot.jobs)
-        machines = tuple(
-            dataclasses.replace(machine, running_user=charge(machine.running_user,
-                                                              machine.running_group).owner)
-            if machine.running_user else machine
-            for machine in snapshot.machines)
-        by_identity: dict[str, Charge] = {}
-        for made in charges.values():
-            known = by_identity.get(made.identity)
-            by_identity[made.identity] = made if known is None else known.merged(made)
-        return dataclasses.replace(snapshot, machines=machines, jobs=jobs, charges=tuple(
-            by_identity[identity] for identity in sorted(by_identity)))
+        return charge_snapshot(snapshot, self.submitters)
 
     def _query_learning(self, query_demand: Callable[[], tuple],
                         job_ads_of: Callable[[tuple], Iterable[classad2.ClassAd]],
@@ -359,13 +368,24 @@ class HTCondorBackend(PoolBackend):
         Matching needs every attribute the Requirements and Rank of either side read, which
         only the ads themselves tell: query, learn what is missing, query again. What is learnt
         is kept, so after the first cycle one query each is enough."""
+        self._reads_since_absent += 1
+        if (self._reads_since_absent > ABSENT_READS or len(self._absent_slot_names)
+                + len(self._absent_job_names) > ABSENT_LIMIT):
+            self._absent_slot_names.clear()
+            self._absent_job_names.clear()
+            self._reads_since_absent = 0
         for _ in range(LEARNING_ROUNDS):
             slots = self._query_slots()
             demand = query_demand()
             slot_own, slot_other = match_references(slots)
             job_own, job_other = match_references(job_ads_of(demand))
-            grew = _learn(self.slot_projection, slot_own | job_other)
-            grew = _learn(self.job_projection, job_own | slot_other) or grew
+            grew = _learn_present(self.slot_projection, slot_own | job_other,
+                                  self._absent_slot_names, self._whole_slots)
+            if self.demand == "jobs":
+                grew = _learn_present(self.job_projection, job_own | slot_other,
+                                      self._absent_job_names, self._whole_jobs) or grew
+            else:  # the projection of the few jobs fetched one by one (`_fetch_jobs`)
+                grew = _learn(self.job_projection, job_own | slot_other) or grew
             if not grew:
                 break
         skipped, locations = demand[-2], demand[-1]
@@ -376,6 +396,21 @@ class HTCondorBackend(PoolBackend):
         if len(skipped) == len(locations):
             raise PoolUnavailable("no schedd answered its job query")
         return slots, demand
+
+    def _whole_slots(self) -> list[classad2.ClassAd]:
+        try:
+            return self.collector.query(htcondor2.AdType.Startd, self.slot_constraint)
+        except POOL_ERRORS as error:
+            raise PoolUnavailable(f"collector query failed: {error}") from None
+
+    def _whole_jobs(self) -> list[classad2.ClassAd]:
+        """Every schedd's jobs of `job_constraint`, whole; a schedd that does not answer
+        is left out (the job query that follows reports it)."""
+        ads: list[classad2.ClassAd] = []
+        for location in self._locate_schedds():
+            with contextlib.suppress(*POOL_ERRORS):
+                ads.extend(self.schedd_factory(location).query(self.job_constraint))
+        return ads
 
     def _query_slots(self) -> list[classad2.ClassAd]:
         try:

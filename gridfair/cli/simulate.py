@@ -249,6 +249,10 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
     except BaseException:
         if run_writer is not None:
             run_writer.discard()
+        if task_file is not None:
+            task_file.discard()
+            click.echo(f"gridfair: the run did not finish: {tasks_out} removed (it would hold "
+                       "only part of the tasks)", err=True)
         raise
     deadline_figures = deadline_summary(result) if deadlines_in_play else None
     if output_format == "json":

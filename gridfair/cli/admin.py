@@ -16,21 +16,11 @@ import click
 
 from gridfair.cli.group import cli
 from gridfair.cli.output import FORMATS, clock, format_cell, render_table, to_csv, to_json
+from gridfair.cli.store_option import store_options
 from gridfair.cli.terms import WithTerms
 from gridfair.daemon import reports
 from gridfair.daemon.store import ACTION_STATES, open_readonly
 from gridfair.errors import GridfairError
-
-#: The store the commands read when --db is not given (as the example configs write it).
-DB_ENV = "GRIDFAIR_DB"
-
-
-def db_option(function):
-    return click.option(
-        "--db", "db_path", type=click.Path(path_type=Path), envvar=DB_ENV,
-        default="gridfair.db", show_default=True,
-        help=f"The daemon's store (daemon.store in its config; or ${DB_ENV}).",
-    )(function)
 
 
 def format_option(function):
@@ -82,7 +72,7 @@ def _action_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 # --------------------------------------------------------------------- explain
 @cli.command(cls=WithTerms, terms=("PowerDiff", "omega", "Dominant share", "MFlops"))
 @click.argument("name")
-@db_option
+@store_options
 @click.option("--last", type=click.IntRange(min=1), default=10, show_default=True,
               help="How many recent decisions, events and actions to show.")
 @format_option
@@ -189,7 +179,7 @@ HISTORY_COLUMNS = (
 
 @cli.command(cls=WithTerms, terms=("Provided", "Allocated", "PowerDiff", "Dominant share",
                                    "MFlops"))
-@db_option
+@store_options
 @click.option("--user", default=None, help="Only this user.")
 @click.option("--since", default=None, help="Epoch seconds, ISO time (UTC), or 2h / 30m / 1d "
               "before the latest cycle.")
@@ -254,7 +244,7 @@ ACTION_COLUMNS = (
 
 
 @cli.command()
-@db_option
+@store_options
 @click.option("--since", default=None, help="Epoch seconds, ISO time (UTC), or 2h / 30m / 1d "
               "before the latest cycle.")
 @click.option("--state", type=click.Choice(ACTION_STATES), default=None,

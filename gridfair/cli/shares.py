@@ -26,6 +26,7 @@ from gridfair.classads.to_pool import pool_from_snapshot
 from gridfair.classads.views import AdConfig
 from gridfair.cli.group import cli
 from gridfair.cli.output import FORMATS, clock, format_cell, to_csv, to_json
+from gridfair.cli.store_option import find_store
 from gridfair.cli.terms import WithTerms
 from gridfair.core.shares import SUMMED, SharesReport, share_rows, share_totals
 from gridfair.daemon import reports
@@ -194,6 +195,9 @@ def _table(rows: Sequence[Mapping[str, Any]], totals: Mapping[str, Any]) -> str:
               help="Time of the snapshot, epoch seconds [default: the current time].")
 @click.option("--db", "db_path", type=click.Path(dir_okay=False), default=None,
               help="The daemon's store: shares as of its latest cycle, instead of ad files.")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="The daemon's config: shares from the store it names, as "
+              "--db.")
 @click.option("--pool", "pool", default=None, metavar="HOST[:PORT]",
               help="Read a live HTCondor pool through this collector ('-': COLLECTOR_HOST), "
               "read-only, instead of ad files.")
@@ -209,13 +213,14 @@ def _table(rows: Sequence[Mapping[str, Any]], totals: Mapping[str, Any]) -> str:
 @click.option("--format", "output_format", type=click.Choice(FORMATS),
               default="table", show_default=True)
 def shares(machines_paths, jobs_paths, policy, order, preempt, admit, absolute_power_diff,
-           owner_attr, power_attr, ad_format, now, db_path, pool, uid_domain, submitter_map,
-           trust_accounting_groups, output_format) -> None:
+           owner_attr, power_attr, ad_format, now, db_path, config_path, pool, uid_domain,
+           submitter_map, trust_accounting_groups, output_format) -> None:
     """Per-user shares of a pool's ads and the decisions a policy would take on them now."""
     # The report comes from ad files; another source of the same figures (the daemon's
     # store) builds a SharesReport of its own and shares the rendering below.
-    if db_path is not None:
-        click.echo(shares_from_store(db_path, output_format))
+    if db_path is not None or config_path is not None:
+        store = find_store(None if db_path is None else Path(db_path), config_path)
+        click.echo(shares_from_store(store, output_format))
         return
     if policy is None and order is None:
         policy = "hosep"
@@ -246,7 +251,7 @@ def _dumps_snapshot(machines_paths: Sequence[str], jobs_paths: Sequence[str],
     if not machines_paths or not (jobs_paths or all(map(os.path.isdir, machines_paths))):
         raise click.UsageError("give --machines and --jobs (files or directories), "
                                "--machines DIRECTORY (its *.status and *.queue dumps), "
-                               "--pool HOST, or --db FILE")
+                               "--pool HOST, --config FILE (the daemon's) or --db FILE")
     dumps = AdDumps(machines_paths, jobs_paths or machines_paths,
                     AdConfig.with_attributes(owner_attr, power_attr), parse_format(ad_format))
     return dumps.read()

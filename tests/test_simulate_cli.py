@@ -205,3 +205,18 @@ def test_ctrl_c_exits_130_and_removes_the_partial_tasks_file(tmp_path):
     assert not tasks.exists()
     assert f"{tasks} removed" in err and "gridfair: interrupted" in err
     assert "Traceback" not in err and out == ""
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("-p", "hosep", "--delta", "0.9"),
+     "--delta: policy hosep does not read it (it reads --absolute-power-diff, --hosep-test)"),
+    (("-p", "sdrf", "--absolute-power-diff"), "--absolute-power-diff: policy sdrf does not"),
+    (("-p", "osep", "--form", "authors"), "it reads none of these options"),
+    (("--order", "hosep", "--preempt", "none", "--hosep-test", "fig2"),
+     "--hosep-test: the chosen stages do"),
+])
+def test_an_option_no_chosen_stage_reads_is_refused(run, args, message):
+    """As the daemon's config refuses `policy.options` no stage reads: never silently ignored."""
+    result = run("simulate", TABLE1, "-w", "low", *args, "-q")
+    assert result.exit_code == 2
+    assert message in result.output and result.output.count("\n") == 1

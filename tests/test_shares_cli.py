@@ -216,3 +216,21 @@ def test_two_slot_ads_run_together_are_one_ad_and_a_warning(tmp_path: Path) -> N
     assert (report["totals"]["provided_mflops"], report["totals"]["nodes_provided"]) == (
         834830, 4)
     assert [(w["source"], w["index"]) for w in report["warnings"]] == [(str(status), 1)]
+
+
+def test_a_job_too_big_for_every_machine_is_a_warning(tmp_path: Path) -> None:
+    """RequestCpus = 1e9: the job waits for good; shares says so instead of leaving it out."""
+    pool = Path(__file__).resolve().parent / "data" / "daemon" / "pool"
+    for dump in pool.iterdir():
+        text = dump.read_text()
+        if dump.suffix == ".queue":  # the queue's first job asks for a billion cpus
+            text = text.replace("RequestCpus = 1\n", "RequestCpus = 1e9\n", 1)
+        (tmp_path / dump.name).write_text(text)
+    result = run("--machines", str(tmp_path), "--format", "json")
+    assert result.exit_code == 0, result.output
+    [warning] = [item for item in json.loads(result.stdout)["warnings"]
+                 if "too big" in item["reason"]]
+    assert warning["name"] == "15.0"
+    assert "can never run here: asks for 1e+09 cpus; the largest machine has 8" in (
+        warning["reason"])
+    assert "job 15.0: too big for every machine" in run("--machines", str(tmp_path)).output

@@ -58,6 +58,10 @@ def report_from_snapshot(snapshot: Snapshot, policy: str | None, order: str | No
     decisions = (list(loaded.admissions) + loaded.negotiator.cycle(snapshot.time)
                  + loaded.negotiator.declined)
     skipped = list(snapshot.skipped) + list(loaded.unplaced)
+    # A job no machine could ever hold (RequestCpus = 1e9) waits for good: said, not hidden.
+    too_big = [{"source": "job", "index": 0, "name": task.id,
+                "reason": f"too big for every machine, it can never run here: {reason}"}
+               for task, reason in loaded.negotiator.unplaceable]
     return SharesReport(
         time=snapshot.time,
         policy=loaded.negotiator.stages,
@@ -65,7 +69,7 @@ def report_from_snapshot(snapshot: Snapshot, policy: str | None, order: str | No
         totals=share_totals(rows),
         decisions=[decision.as_dict() for decision in decisions],
         skipped=[item.row() for item in skipped],
-        warnings=[item.row() for item in snapshot.warnings],
+        warnings=[item.row() for item in snapshot.warnings] + too_big,
         charges=[{"identity": charge.identity, "owner": charge.owner, "rule": charge.reason,
                   "mapped": charge.mapped} for charge in snapshot.charges],
         slots=len(snapshot.machines),

@@ -234,3 +234,32 @@ def test_a_job_too_big_for_every_machine_is_a_warning(tmp_path: Path) -> None:
     assert "can never run here: asks for 1e+09 cpus; the largest machine has 8" in (
         warning["reason"])
     assert "job 15.0: too big for every machine" in run("--machines", str(tmp_path)).output
+
+
+def test_the_table_counts_decisions_as_the_cycle_log_does() -> None:
+    """A decline (why a preemption was not made) is counted apart in both, never as one of
+    the decisions."""
+    from gridfair.cli.shares import render_shares
+    from gridfair.core.shares import SharesReport, share_totals
+    from gridfair.daemon.cycle import CycleReport
+
+    def decision(kind: str) -> dict:
+        return {"kind": kind, "job": "1.0", "user": "u", "machine": "m", "reason": "why"}
+
+    report = SharesReport(time=0.0, policy="hosep", users=[], totals=share_totals([]),
+                          decisions=[decision("allocate"), decision("vacate"),
+                                     decision("decline")])
+    assert "Decisions now (2, 1 preemption(s) declined, none carried out):" in (
+        render_shares(report))
+    line = CycleReport(1, "ok", 0.1, {"decisions": 2, "declined": 1}).line()
+    assert "2 decisions, 1 preemption(s) declined, " in line
+
+
+def test_mflops_are_printed_whole_without_separators_everywhere() -> None:
+    """One way for one kind of figure: 867040 in the grid's header as in every table."""
+    from gridfair.cli.output import FIGURE, format_cell
+
+    result = CliRunner().invoke(cli, ["grid", "show", "hosep-table1"])
+    assert "867040 MFlops" in result.output and "867,040" not in result.output
+    assert format_cell(241800.0, FIGURE) == "241800"  # not 2.418e+05
+    assert format_cell(0.123456, FIGURE) == "0.1235"

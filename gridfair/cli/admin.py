@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from gridfair.cli.group import cli
-from gridfair.cli.output import FORMATS, clock, format_cell, render_table, to_csv, to_json
+from gridfair.cli.output import FIGURE, FORMATS, clock, format_cell, render_table, to_csv, to_json
 from gridfair.cli.store_option import store_options
 from gridfair.cli.terms import WithTerms
 from gridfair.daemon import reports
@@ -124,7 +124,7 @@ def _user_text(report: Mapping[str, Any]) -> str:
         figures = report["policy_figures"] or {}
         if figures:
             lines.append("  policy figures: " + ", ".join(
-                f"{key} {format_cell(value, '.4g') if isinstance(value, float) else value}"
+                f"{key} {format_cell(value, FIGURE) if isinstance(value, float) else value}"
                 for key, value in figures.items()))
     if report["charged_as"]:
         lines.append("  charged for the jobs of: " + "; ".join(

@@ -116,7 +116,7 @@ def show(path: str, machines: bool, output_format: str) -> None:
     total_cpus = sum(m.cpus for m in loaded.machines)
     total_power = math.fsum(m.mflops for m in loaded.machines)
     click.echo(f"{loaded.name}: {len(loaded.machines)} machines, {total_cpus:g} cpus, "
-               f"{total_power:,.0f} MFlops ({loaded.source})")
+               f"{total_power:.0f} MFlops ({loaded.source})")
     if machines:
         click.echo(render_table(MACHINE_COLUMNS, machine_rows))
         click.echo("")

@@ -29,6 +29,7 @@ from gridfair.cli.output import FORMATS, clock, format_cell, to_csv, to_json
 from gridfair.cli.store_option import find_store
 from gridfair.cli.terms import WithTerms
 from gridfair.core.shares import SUMMED, SharesReport, share_rows, share_totals
+from gridfair.core.stages import DECLINE
 from gridfair.daemon import reports
 from gridfair.daemon.store import open_readonly
 from gridfair.model import Snapshot, ad_note_line
@@ -94,7 +95,11 @@ def render_shares(report: SharesReport) -> str:
                   for charge in report.charges]
     lines.append("")
     if report.decisions:
-        lines.append(f"{report.decisions_heading} ({len(report.decisions)}, "
+        # Counted as the daemon's cycle log counts them: a decline (why a preemption was not
+        # made) is not a decision, and is counted apart.
+        declined = sum(item["kind"] == DECLINE for item in report.decisions)
+        also = f", {declined} preemption(s) declined" if declined else ""
+        lines.append(f"{report.decisions_heading} ({len(report.decisions) - declined}{also}, "
                      f"{report.decisions_note}):")
         lines += [
             f"  {item['kind']} {item['job']} ({item['user']})"

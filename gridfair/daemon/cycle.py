@@ -97,7 +97,9 @@ class CycleReport:
         return (
             f"cycle {self.cycle} {self.outcome}: {c.get('machines', 0)} slots, "
             f"{c.get('jobs', 0)} jobs ({c.get('running', 0)} running, {c.get('idle', 0)} idle), "
-            f"{c.get('decisions', 0)} decisions, {c.get('confirmed', 0)} actions confirmed, "
+            f"{c.get('decisions', 0)} decisions, "
+            + (f"{c['declined']} preemption(s) declined, " if c.get("declined") else "")
+            + f"{c.get('confirmed', 0)} actions confirmed, "
             f"{c.get('failed', 0)} failed, {c.get('held_back', 0)} held back, "
             f"{c.get('skipped', 0)} ads skipped ({self.duration:.3f} s)"
         )
@@ -296,7 +298,8 @@ class CycleRunner:
             counts = {"machines": len(snapshot.machines), "jobs": len(snapshot.jobs),
                       "running": statuses[JobStatus.RUNNING],
                       "idle": statuses[JobStatus.IDLE],
-                      "decisions": len(decisions), "held_back": len(held),
+                      "decisions": len(decisions), "declined": len(negotiator.declined),
+                      "held_back": len(held),
                       "skipped": len(snapshot.skipped)}
             to_run = self._record_plan(cycle, snapshot, recon, decisions, usage, held, notes, now,
                                        act, counts, negotiator.declined)

@@ -65,8 +65,9 @@ def ranking(run: dict[str, float]) -> list[str]:
 
 @pytest.mark.parametrize("checkpointing", [False, True])
 def test_batch_negotiation_leaves_user1_out_of_the_top_two(checkpointing):
-    # The finding (docs/results/owner-share.md): under periodic batch negotiation, Fig. 2's rule gives
-    # User1, arriving to a full grid, the victims' least powerful machines; User2 leads.
+    # The finding (docs/results/owner-share.md): under periodic batch negotiation, Fig. 2's
+    # rule gives User1, arriving to a full grid, the victims' least powerful machines; User2
+    # leads.
     runs = table1_runs(checkpointing)
     assert all("User1" not in ranking(run)[:2] for run in runs), runs
     assert all(ranking(run)[0] == "User2" for run in runs), runs

@@ -263,3 +263,11 @@ def test_mflops_are_printed_whole_without_separators_everywhere() -> None:
     assert "867040 MFlops" in result.output and "867,040" not in result.output
     assert format_cell(241800.0, FIGURE) == "241800"  # not 2.418e+05
     assert format_cell(0.123456, FIGURE) == "0.1235"
+
+
+def test_a_collector_that_does_not_answer_is_named(tmp_path: Path) -> None:
+    """`shares --pool` (and the daemon, through the same backend) says which collector failed:
+    the one given, or where HTCondor's configuration points when none is."""
+    result = run("--pool", "127.0.0.1:9", "--uid-domain", "example.org")  # nothing listens
+    assert result.exit_code == 2
+    assert "collector 127.0.0.1:9: query failed" in result.output

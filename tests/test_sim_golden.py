@@ -19,6 +19,9 @@ derived Google list's utilization; at most 5.6e-16 relative); tasks files unchan
 from __future__ import annotations
 
 import hashlib
+import math
+from functools import reduce
+from operator import add
 from pathlib import Path
 
 import pytest
@@ -96,3 +99,44 @@ def test_google_derived_task_list_is_byte_identical_to_the_recorded_one(gridfair
     assert digests(gridfair_cli, args, tmp_path / "tasks.csv") == (
         "1fd464462f2d1c24c73216b18066e448a667218956dd1aa4ae76b12270794144",
         "860f4d92194b589537770a90dcce0642a1126537e308e83dad111484329865d4")
+
+
+def compensated_sum(iterable, start=0):
+    """Builtin sum() as Python 3.12 and later compute it for floats (Neumaier's compensated
+    summation, CPython's `builtin_sum_impl`); integers alone are summed exactly, as ever."""
+    items = list(iterable)
+    if not any(isinstance(item, float) for item in items):
+        return _BUILTIN_SUM(items, start)
+    total, compensation = float(start), 0.0
+    for item in map(float, items):
+        added = total + item
+        if abs(total) >= abs(item):
+            compensation += (total - added) + item
+        else:
+            compensation += (item - added) + total
+        total = added
+    return total + compensation if compensation and math.isfinite(compensation) else total
+
+
+def left_to_right_sum(iterable, start=0):
+    """Builtin sum() as Python 3.11 computes it: one addition after another."""
+    return reduce(add, iterable, start)
+
+
+_BUILTIN_SUM = sum
+
+
+@pytest.mark.parametrize("summing", [left_to_right_sum, compensated_sum],
+                         ids=["python3.11-sum", "python3.12-sum"])
+@pytest.mark.parametrize("name", ["table1-medium-osep", "kth-justice"])
+def test_the_bytes_do_not_depend_on_how_the_python_version_sums_floats(
+        gridfair_cli, tmp_path, monkeypatch, name, summing):
+    """Two of the cases that differed on Python 3.12/3.13 (issue 32), run with sum() as 3.11
+    and as 3.12+ compute it: every figure sums exactly rounded (math.fsum) or in integers,
+    so the recorded bytes come out whichever the interpreter."""
+    import builtins
+
+    monkeypatch.setattr(builtins, "sum", summing)
+    assert (sum([0.1] * 10) == 1.0) == (summing is compensated_sum)
+    args, json_sha, tasks_sha = CASES[name]
+    assert digests(gridfair_cli, args, tmp_path / "tasks.out") == (json_sha, tasks_sha)

@@ -71,12 +71,13 @@ daemon's, `make run`), else the store of `/etc/gridfair/htcondor.toml` (the inst
 
 ## Numbers
 
-One kind of figure is printed one way in every table, line and CSV: MFlops, cpus and counts
-whole, without thousands separators (`867040`); shares and PowerDiff with three decimals;
-percentages as the column says. A policy's own figures in `explain` (priorities, commitments)
-have four significant digits, a big one printed whole (`241800`, not `2.418e+05`). JSON keeps
-every figure as computed. Sums of floats are exactly rounded (`math.fsum`), so every figure is
-the same on every supported Python.
+One kind of figure is printed one way in every table and line: MFlops, cpus, counts and
+simulated seconds (waits, makespan) whole, without thousands separators (`867040`); shares,
+PowerDiff and Jain's index with three decimals; percentages as the column says (CSV and JSON
+keep every figure as computed). A policy's own figures in `explain` (priorities, commitments)
+have four significant digits, a big one printed whole (`241800`, not `2.418e+05`). Sums of
+floats are exactly rounded (`math.fsum`), so every figure is the same on every supported
+Python.
 """
 
 

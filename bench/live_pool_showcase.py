@@ -139,7 +139,7 @@ GRIDFAIR = {
                 "reclaim"),
 }
 
-#: HTCondor-alone configurations aiming at the same entitlement (docs/live-pool.md,
+#: HTCondor-alone configurations aiming at the same entitlement (docs/results/live-pool.md,
 #: "Showcase 2", cites the manual for each knob). Common to all: usage, fair share and quotas
 #: counted in power (SLOT_WEIGHT), preemption considered, a partitionable slot's dynamic slots
 #: preempted together for a job that needs them (ALLOW_PSLOT_PREEMPTION), every start

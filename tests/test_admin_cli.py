@@ -212,3 +212,73 @@ def test_history_plot_without_matplotlib_is_a_one_line_error(store, tmp_path, mo
     assert result.output == ("gridfair: error: gridfair history needs the experiments extra "
                              "(matplotlib is not installed): pip install "
                              "'gridfair[experiments]'\n")
+
+
+# ------------------------------------------------------------ finding the store
+def write_daemon_config(directory: Path, store: Path) -> Path:
+    config = directory / "gridfair.toml"
+    config.write_text(f'[daemon]\nstore = "{store}"\n[backend]\nkind = "sim"\n')
+    return config
+
+
+@pytest.mark.parametrize("command", [("explain", BT), ("history",), ("actions",), ("shares",),
+                                     ("shadow",)])
+def test_every_admin_command_finds_the_store_from_the_daemons_config(store, tmp_path,
+                                                                      command):
+    config = write_daemon_config(tmp_path, store)
+    by_config = CliRunner().invoke(cli, [*command, "--config", str(config), "--format",
+                                         "json"])
+    by_db = CliRunner().invoke(cli, [*command, "--db", str(store), "--format", "json"])
+    assert by_config.exit_code == by_db.exit_code, by_config.output
+    assert by_config.output == by_db.output
+
+
+def test_without_db_or_config_the_error_says_where_it_looked(tmp_path, monkeypatch):
+    from gridfair.cli import store_option
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GRIDFAIR_DB", raising=False)
+    monkeypatch.delenv("GRIDFAIR_CONFIG", raising=False)
+    monkeypatch.setattr(store_option, "INSTALLED_CONFIG", tmp_path / "etc" / "htcondor.toml")
+    result = CliRunner().invoke(cli, ["actions"])
+    assert result.exit_code == 2
+    assert result.output.count("\n") == 1
+    assert ("store gridfair.db (the current directory): no such file, and no "
+            f"{tmp_path}/etc/htcondor.toml; give --config FILE") in result.output
+
+
+def test_without_db_or_config_the_installed_daemons_config_is_read(store, tmp_path,
+                                                                   monkeypatch):
+    from gridfair.cli import store_option
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GRIDFAIR_DB", raising=False)
+    monkeypatch.delenv("GRIDFAIR_CONFIG", raising=False)
+    (tmp_path / "etc").mkdir()
+    installed = write_daemon_config(tmp_path / "etc", store)
+    monkeypatch.setattr(store_option, "INSTALLED_CONFIG", installed)
+    assert invoke("actions", "--format", "json") == invoke("actions", "--db", str(store),
+                                                           "--format", "json")
+
+
+def test_a_store_this_account_cannot_read_says_whose_it_is(store, tmp_path):
+    locked = tmp_path / "state.db"
+    shutil.copy(store, locked)
+    locked.chmod(0)
+    if os.access(locked, os.R_OK):  # root reads anything
+        done = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                               sys.executable, "-m", "gridfair", "actions", "--db",
+                               str(locked)], capture_output=True, text=True, timeout=60)
+        output = done.stderr
+        assert done.returncode == 2, output
+    else:
+        result = CliRunner().invoke(cli, ["actions", "--db", str(locked)])
+        assert result.exit_code == 2
+        output = result.output
+    assert "not readable by this account" in output and "sudo -u gridfair" in output
+
+
+def test_db_and_config_together_are_a_usage_error(store, tmp_path):
+    config = write_daemon_config(tmp_path, store)
+    result = CliRunner().invoke(cli, ["history", "--db", str(store), "--config", str(config)])
+    assert result.exit_code == 2 and "give one" in result.output

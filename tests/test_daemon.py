@@ -388,8 +388,8 @@ def write_config(tmp_path: Path, raw: dict) -> Path:
     return path
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_signal_stops_cleanly_with_exit_0(tmp_path, sig):
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 0), (signal.SIGINT, 130)])
+def test_signal_stops_cleanly_with_the_conventional_exit_code(tmp_path, sig, code):
     config = write_config(tmp_path, files_config(tmp_path, daemon={"interval": 0.1}))
     process = _start(config)
     deadline = time.monotonic() + 20
@@ -397,7 +397,7 @@ def test_signal_stops_cleanly_with_exit_0(tmp_path, sig):
         time.sleep(0.05)
     process.send_signal(sig)
     _, err = process.communicate(timeout=20)
-    assert process.returncode == 0, err
+    assert process.returncode == code, err
     assert "stopping" in err and "daemon stopped" in err
     assert "Traceback" not in err
     outcomes = {row[0] for row in rows(tmp_path, "select outcome from cycles")}

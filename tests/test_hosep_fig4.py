@@ -65,8 +65,9 @@ def ranking(run: dict[str, float]) -> list[str]:
 
 @pytest.mark.parametrize("checkpointing", [False, True])
 def test_batch_negotiation_leaves_user1_out_of_the_top_two(checkpointing):
-    # The finding (docs/owner-share.md): under periodic batch negotiation, Fig. 2's rule gives
-    # User1, arriving to a full grid, the victims' least powerful machines; User2 leads.
+    # The finding (docs/results/owner-share.md): under periodic batch negotiation, Fig. 2's
+    # rule gives User1, arriving to a full grid, the victims' least powerful machines; User2
+    # leads.
     runs = table1_runs(checkpointing)
     assert all("User1" not in ranking(run)[:2] for run in runs), runs
     assert all(ranking(run)[0] == "User2" for run in runs), runs
@@ -90,7 +91,7 @@ def test_the_published_simulators_semantics_reproduce_fig4s_ranking(checkpointin
 @pytest.mark.parametrize("refresh, in_band", [
     # Without iSPD's status refresh User1 averages 68.6 % (iSPD 2014 test) over the 15 runs,
     # below the 70-90 % band around the paper's 'about 80 %' (iSPD 2014 on the same tasks:
-    # 80.7-84.6 % by workload); with it, 80.5 % (docs/owner-share.md).
+    # 80.7-84.6 % by workload); with it, 80.5 % (docs/results/owner-share.md).
     (None, False), (15.0, True)])
 def test_user1_is_about_80_percent_with_ispds_status_refresh(refresh, in_band):
     runs = table1_runs(False, arrivals="sequential", hosep_test="ispd2014",

@@ -216,3 +216,58 @@ def test_two_slot_ads_run_together_are_one_ad_and_a_warning(tmp_path: Path) -> N
     assert (report["totals"]["provided_mflops"], report["totals"]["nodes_provided"]) == (
         834830, 4)
     assert [(w["source"], w["index"]) for w in report["warnings"]] == [(str(status), 1)]
+
+
+def test_a_job_too_big_for_every_machine_is_a_warning(tmp_path: Path) -> None:
+    """RequestCpus = 1e9: the job waits for good; shares says so instead of leaving it out."""
+    pool = Path(__file__).resolve().parent / "data" / "daemon" / "pool"
+    for dump in pool.iterdir():
+        text = dump.read_text()
+        if dump.suffix == ".queue":  # the queue's first job asks for a billion cpus
+            text = text.replace("RequestCpus = 1\n", "RequestCpus = 1e9\n", 1)
+        (tmp_path / dump.name).write_text(text)
+    result = run("--machines", str(tmp_path), "--format", "json")
+    assert result.exit_code == 0, result.output
+    [warning] = [item for item in json.loads(result.stdout)["warnings"]
+                 if "too big" in item["reason"]]
+    assert warning["name"] == "15.0"
+    assert "can never run here: asks for 1e+09 cpus; the largest machine has 8" in (
+        warning["reason"])
+    assert "job 15.0: too big for every machine" in run("--machines", str(tmp_path)).output
+
+
+def test_the_table_counts_decisions_as_the_cycle_log_does() -> None:
+    """A decline (why a preemption was not made) is counted apart in both, never as one of
+    the decisions."""
+    from gridfair.cli.shares import render_shares
+    from gridfair.core.shares import SharesReport, share_totals
+    from gridfair.daemon.cycle import CycleReport
+
+    def decision(kind: str) -> dict:
+        return {"kind": kind, "job": "1.0", "user": "u", "machine": "m", "reason": "why"}
+
+    report = SharesReport(time=0.0, policy="hosep", users=[], totals=share_totals([]),
+                          decisions=[decision("allocate"), decision("vacate"),
+                                     decision("decline")])
+    assert "Decisions now (2, 1 preemption(s) declined, none carried out):" in (
+        render_shares(report))
+    line = CycleReport(1, "ok", 0.1, {"decisions": 2, "declined": 1}).line()
+    assert "2 decisions, 1 preemption(s) declined, " in line
+
+
+def test_mflops_are_printed_whole_without_separators_everywhere() -> None:
+    """One way for one kind of figure: 867040 in the grid's header as in every table."""
+    from gridfair.cli.output import FIGURE, format_cell
+
+    result = CliRunner().invoke(cli, ["grid", "show", "hosep-table1"])
+    assert "867040 MFlops" in result.output and "867,040" not in result.output
+    assert format_cell(241800.0, FIGURE) == "241800"  # not 2.418e+05
+    assert format_cell(0.123456, FIGURE) == "0.1235"
+
+
+def test_a_collector_that_does_not_answer_is_named(tmp_path: Path) -> None:
+    """`shares --pool` (and the daemon, through the same backend) says which collector failed:
+    the one given, or where HTCondor's configuration points when none is."""
+    result = run("--pool", "127.0.0.1:9", "--uid-domain", "example.org")  # nothing listens
+    assert result.exit_code == 2
+    assert "collector 127.0.0.1:9: query failed" in result.output

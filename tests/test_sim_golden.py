@@ -10,11 +10,18 @@ after main's `4e04dcf` (issue 11), whose JSON adds one key, `"arrivals": "batch"
 objects, every output equals 15fc068's but for that key, and every tasks file is unchanged.
 Re-recorded again after issue 12's `allocation` key (the run's allocation rule) joined the JSON:
 loaded as objects, every output equals the previous one but for that key; tasks files unchanged.
+Re-recorded after issue 32 made every float sum exactly rounded (`math.fsum`; Python 3.12's
+builtin sum() compensates, 3.11's does not, so the recorded bytes depended on the interpreter):
+five JSON outputs moved in their last bit (jain_satisfaction, kth-justice's jain_index_run, the
+derived Google list's utilization; at most 5.6e-16 relative); tasks files unchanged.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
+from functools import reduce
+from operator import add
 from pathlib import Path
 
 import pytest
@@ -33,7 +40,7 @@ CASES: dict[str, tuple[tuple[str, ...], str, str]] = {
         "cadb839e3d66c50c95a67b1f0c1739b4bfd7e00a7512872668a631f4ad9030b7",
         "fa5ce63b42e07964b883530cd393f6428acf47dd12d3934605a8b949e67ecd1c"),
     "table1-medium-osep": ((TABLE1, "-w", "medium", "-p", "osep"),
-        "0f5b0cd0531b2df7218b8e4e268e8b276c86f6a6f1e43804ac4cceef03be47be",
+        "8aec2002693473fc45ba671eedf3894f2143e678ec8e5951db31eb6af8a0be7a",
         "cc774b416e72b525da939c773d1f99bd37c12c311ee4e5d36145756c6dd4d7bd"),
     "table1-high-hosep-interval": ((TABLE1, "-w", "high", "-p", "hosep", "--interval", "30",
                                     "--seed", "7"),
@@ -51,13 +58,13 @@ CASES: dict[str, tuple[tuple[str, ...], str, str]] = {
         "f0ceaa5ee23555138fa8682c218b7c33a06f78fa570762e33116f3da2639474a"),
     "kth-justice": (("--workload", KTH_SLICE, "--capacity", "25", "-p", "justice",
                      "--deadlines", "Fixed2x"),
-        "e796837153c7a62dd752a8da4c9e7fe89657a7114b5a1d508e4190a15857eb77",
+        "81d5efad1191910a8a4ab3a83719534852495f824961c553ca5bd1ea47d02563",
         "5bc7b7bb694749042581b29c0e051cd6e3ab3b3624fe4a79e1a855f48ca0c28b"),
     "google-grid-hosep": ((MODEL, "-w", GOOGLE_SLICE, "-p", "hosep", "--interval", "60"),
-        "29a333951eacfeb26b6b4f2b91c394cd5c404aa7b81926d42fe8f2289c21c2fa",
+        "90ac7cfa322471f110dc9ff65c7863ebf0a7d62de9409ca5aeb22576321be6e8",
         "67b211a54ff5c1c0f4199162dfd0e25b1e5398c7cd21fcfe6959af9729ad5ec1"),
     "google-grid-sdrf": ((MODEL, "-w", GOOGLE_SLICE, "-p", "sdrf"),
-        "3ac8e2136b7711a6ace132dd4e49c942415dc10df905ad8d015c91757147ed14",
+        "15df67f95986808f8608c459fabaac529818f32d5ba7b99c2dbf9f76d4c17824",
         "be486ebee6f5d7266717932983d9fb1a38cddf5a67ceae88029318768d971e0c"),
 }
 
@@ -90,5 +97,46 @@ def test_google_derived_task_list_is_byte_identical_to_the_recorded_one(gridfair
     path = shared_file("google/derived/tasks_parts00000-00001.csv.gz")
     args = ("--workload", str(path), "--capacity-ratio", "0.9", "-p", "sdrf")
     assert digests(gridfair_cli, args, tmp_path / "tasks.csv") == (
-        "67695a8c66d5ab6e8632b43972a392a5c7b76686012b43335ecd561110d01de5",
+        "1fd464462f2d1c24c73216b18066e448a667218956dd1aa4ae76b12270794144",
         "860f4d92194b589537770a90dcce0642a1126537e308e83dad111484329865d4")
+
+
+def compensated_sum(iterable, start=0):
+    """Builtin sum() as Python 3.12 and later compute it for floats (Neumaier's compensated
+    summation, CPython's `builtin_sum_impl`); integers alone are summed exactly, as ever."""
+    items = list(iterable)
+    if not any(isinstance(item, float) for item in items):
+        return _BUILTIN_SUM(items, start)
+    total, compensation = float(start), 0.0
+    for item in map(float, items):
+        added = total + item
+        if abs(total) >= abs(item):
+            compensation += (total - added) + item
+        else:
+            compensation += (item - added) + total
+        total = added
+    return total + compensation if compensation and math.isfinite(compensation) else total
+
+
+def left_to_right_sum(iterable, start=0):
+    """Builtin sum() as Python 3.11 computes it: one addition after another."""
+    return reduce(add, iterable, start)
+
+
+_BUILTIN_SUM = sum
+
+
+@pytest.mark.parametrize("summing", [left_to_right_sum, compensated_sum],
+                         ids=["python3.11-sum", "python3.12-sum"])
+@pytest.mark.parametrize("name", ["table1-medium-osep", "kth-justice"])
+def test_the_bytes_do_not_depend_on_how_the_python_version_sums_floats(
+        gridfair_cli, tmp_path, monkeypatch, name, summing):
+    """Two of the cases that differed on Python 3.12/3.13 (issue 32), run with sum() as 3.11
+    and as 3.12+ compute it: every figure sums exactly rounded (math.fsum) or in integers,
+    so the recorded bytes come out whichever the interpreter."""
+    import builtins
+
+    monkeypatch.setattr(builtins, "sum", summing)
+    assert (sum([0.1] * 10) == 1.0) == (summing is compensated_sum)
+    args, json_sha, tasks_sha = CASES[name]
+    assert digests(gridfair_cli, args, tmp_path / "tasks.out") == (json_sha, tasks_sha)

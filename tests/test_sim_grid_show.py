@@ -34,7 +34,7 @@ def test_table_lists_machines_and_owner_shares(show):
     result = show(TABLE1)
     assert result.exit_code == 0
     lines = result.stdout.splitlines()
-    assert lines[0].startswith("hosep-table1: 12 machines, 12 cpus, 867,040 MFlops")
+    assert lines[0].startswith("hosep-table1: 12 machines, 12 cpus, 867040 MFlops")
     assert any(line.startswith("user1-fast-1  User1  132250") for line in lines)
     assert any(line.startswith("User1") and line.endswith("45.76%") for line in lines)
     assert "workloads: high, low, medium" in result.stdout

@@ -178,3 +178,45 @@ def test_every_column_is_defined_in_the_help_and_the_docs():
         bare = "".join(terms.split())  # the help wraps the definitions to the terminal
         for name in names:
             assert f"\n  {name}" in terms and "".join(TERMS[name].split()) in bare, name
+
+
+def test_ctrl_c_exits_130_and_removes_the_partial_tasks_file(tmp_path):
+    """SIGINT mid-run: exit 130 (128 + SIGINT, as a shell expects), the half-written
+    `--tasks-out` removed and said so, no traceback."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import shared_file
+
+    workload = shared_file("google/derived/tasks_parts00000-00001.csv.gz")  # ~8 s to run
+    tasks = tmp_path / "tasks.csv"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gridfair", "simulate", "--workload", str(workload),
+         "--capacity-ratio", "0.9", "-p", "sdrf", "-q", "--tasks-out", str(tasks)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not (tasks.exists() and tasks.stat().st_size) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    assert not tasks.exists()
+    assert f"{tasks} removed" in err and "gridfair: interrupted" in err
+    assert "Traceback" not in err and out == ""
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("-p", "hosep", "--delta", "0.9"),
+     "--delta: policy hosep does not read it (it reads --absolute-power-diff, --hosep-test)"),
+    (("-p", "sdrf", "--absolute-power-diff"), "--absolute-power-diff: policy sdrf does not"),
+    (("-p", "osep", "--form", "authors"), "it reads none of these options"),
+    (("--order", "hosep", "--preempt", "none", "--hosep-test", "fig2"),
+     "--hosep-test: the chosen stages do"),
+])
+def test_an_option_no_chosen_stage_reads_is_refused(run, args, message):
+    """As the daemon's config refuses `policy.options` no stage reads: never silently ignored."""
+    result = run("simulate", TABLE1, "-w", "low", *args, "-q")
+    assert result.exit_code == 2
+    assert message in result.output and result.output.count("\n") == 1

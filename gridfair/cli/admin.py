@@ -15,23 +15,13 @@ from typing import Any
 import click
 
 from gridfair.cli.group import cli
-from gridfair.cli.output import FORMATS, clock, format_cell, render_table, to_csv, to_json
+from gridfair.cli.output import FIGURE, FORMATS, clock, format_cell, render_table, to_csv, to_json
+from gridfair.cli.store_option import store_options
 from gridfair.cli.terms import WithTerms
 from gridfair.daemon import reports
 from gridfair.daemon.store import ACTION_STATES, open_readonly
 from gridfair.errors import GridfairError
 from gridfair.text import shown_all
-
-#: The store the commands read when --db is not given (as the example configs write it).
-DB_ENV = "GRIDFAIR_DB"
-
-
-def db_option(function):
-    return click.option(
-        "--db", "db_path", type=click.Path(path_type=Path), envvar=DB_ENV,
-        default="gridfair.db", show_default=True,
-        help=f"The daemon's store (daemon.store in its config; or ${DB_ENV}).",
-    )(function)
 
 
 def format_option(function):
@@ -84,7 +74,7 @@ def _action_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 # --------------------------------------------------------------------- explain
 @cli.command(cls=WithTerms, terms=("PowerDiff", "omega", "Dominant share", "MFlops"))
 @click.argument("name")
-@db_option
+@store_options
 @click.option("--last", type=click.IntRange(min=1), default=10, show_default=True,
               help="How many recent decisions, events and actions to show.")
 @format_option
@@ -136,7 +126,7 @@ def _user_text(report: Mapping[str, Any]) -> str:
         figures = report["policy_figures"] or {}
         if figures:
             lines.append("  policy figures: " + ", ".join(
-                f"{key} {format_cell(value, '.4g') if isinstance(value, float) else value}"
+                f"{key} {format_cell(value, FIGURE) if isinstance(value, float) else value}"
                 for key, value in figures.items()))
     if report["charged_as"]:
         lines.append("  charged for the jobs of: " + "; ".join(
@@ -191,7 +181,7 @@ HISTORY_COLUMNS = (
 
 @cli.command(cls=WithTerms, terms=("Provided", "Allocated", "PowerDiff", "Dominant share",
                                    "MFlops"))
-@db_option
+@store_options
 @click.option("--user", default=None, help="Only this user.")
 @click.option("--since", default=None, help="Epoch seconds, ISO time (UTC), or 2h / 30m / 1d "
               "before the latest cycle.")
@@ -258,7 +248,7 @@ ACTION_COLUMNS = (
 
 
 @cli.command()
-@db_option
+@store_options
 @click.option("--since", default=None, help="Epoch seconds, ISO time (UTC), or 2h / 30m / 1d "
               "before the latest cycle.")
 @click.option("--state", type=click.Choice(ACTION_STATES), default=None,

@@ -14,6 +14,9 @@ from gridfair.daemon.config import load_config
 @cli.command("daemon")
 @click.option("--config", "config_path", required=True, type=click.Path(path_type=Path),
               help="TOML configuration (examples in configs/).")
+@click.option("--check", is_flag=True,
+              help="Check the config and read the pool once (no store, no log, no action); "
+                   "print one line and exit 0, or the error and exit 2.")
 @click.option("--once", is_flag=True, help="Run one cycle and exit (1 if it failed).")
 @click.option("--dry-run", is_flag=True, help="Record decisions; carry out none.")
 @click.option("--shadow", is_flag=True,
@@ -23,14 +26,20 @@ from gridfair.daemon.config import load_config
               help="Stop after this many cycles (overrides daemon.max_cycles).")
 @click.option("--show", is_flag=True,
               help="After each cycle, print the shares table and the cycle's actions.")
-def daemon(config_path: Path, once: bool, dry_run: bool, shadow: bool, cycles: int | None,
-           show: bool) -> None:
-    """Negotiate every `interval` seconds: read the pool, decide, journal, act."""
+def daemon(config_path: Path, check: bool, once: bool, dry_run: bool, shadow: bool,
+           cycles: int | None, show: bool) -> None:
+    """Negotiate every `interval` seconds: read the pool, decide, journal, act.
+
+    SIGTERM stops it (exit 0), SIGINT too (exit 130); SIGHUP reopens the log file and reads
+    the config again (a bad one is refused, logged, and the daemon goes on)."""
+    from gridfair.daemon import service
     from gridfair.daemon.cycle import CycleReport
-    from gridfair.daemon.service import Daemon, setup_logging
 
     config = load_config(config_path)
-    setup_logging(config)
+    if check:
+        click.echo(f"{config_path}: ok: {service.check(config)}")
+        return
+    service.setup_logging(config)
     store = Path(config["daemon"]["store"])
 
     def show_cycle(report: CycleReport) -> None:
@@ -42,6 +51,6 @@ def daemon(config_path: Path, once: bool, dry_run: bool, shadow: bool, cycles: i
             click.echo(cycle_actions_text(store, report.cycle))
             click.echo()
 
-    service = Daemon(config, dry_run=dry_run, shadow=shadow, max_cycles=cycles,
-                     on_cycle=show_cycle if show else None)
-    sys.exit(service.run_once() if once else service.run())
+    running = service.Daemon(config, dry_run=dry_run, shadow=shadow, max_cycles=cycles,
+                             on_cycle=show_cycle if show else None, config_path=config_path)
+    sys.exit(running.run_once() if once else running.run())

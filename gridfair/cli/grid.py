@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import click
@@ -39,7 +40,7 @@ EMBEDDED_COLUMNS = (
 
 def owner_rows(grid: Grid) -> list[dict[str, Any]]:
     """One row per owner (order of first appearance), then `(nobody)` for unowned machines."""
-    total = sum(machine.mflops for machine in grid.machines)
+    total = math.fsum(machine.mflops for machine in grid.machines)
     rows: dict[str | None, dict[str, Any]] = {}
     for machine in grid.machines:
         row = rows.setdefault(machine.owner, {"owner": machine.owner or "(nobody)",
@@ -113,9 +114,9 @@ def show(path: str, machines: bool, output_format: str) -> None:
         click.echo(to_csv(machine_rows if machines else owners), nl=False)
         return
     total_cpus = sum(m.cpus for m in loaded.machines)
-    total_power = sum(m.mflops for m in loaded.machines)
+    total_power = math.fsum(m.mflops for m in loaded.machines)
     click.echo(f"{loaded.name}: {len(loaded.machines)} machines, {total_cpus:g} cpus, "
-               f"{total_power:,.0f} MFlops ({loaded.source})")
+               f"{total_power:.0f} MFlops ({loaded.source})")
     if machines:
         click.echo(render_table(MACHINE_COLUMNS, machine_rows))
         click.echo("")

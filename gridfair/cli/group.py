@@ -64,9 +64,11 @@ class GridfairGroup(click.Group):
         except click.ClickException as error:
             click.echo(f"gridfair: error: {shown(one_line(error))}", err=True)
             sys.exit(error.exit_code)
-        except click.Abort:
-            click.echo("Aborted!", err=True)
-            sys.exit(1)
+        except click.Abort as abort:
+            # Ctrl-C (click's Abort from a KeyboardInterrupt): the shell's 128 + SIGINT.
+            interrupted = isinstance(abort.__context__, KeyboardInterrupt)
+            click.echo("gridfair: interrupted" if interrupted else "Aborted!", err=True)
+            sys.exit(130 if interrupted else 1)
         # What click returns here is an exit code (--help, --version: 0) or a command's
         # value (gridfair's return None): what click would exit with.
         sys.exit(code if isinstance(code, int) else 0)

@@ -78,11 +78,20 @@ def clock(seconds: float | None, sim_start: float | None = None) -> str | None:
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+#: How a number whose scale is not fixed (a policy's own figures in `explain`) is printed:
+#: four significant digits, but a big one whole (241800, not 2.418e+05). Every command prints
+#: MFlops, cpus and counts whole and without thousands separators (867040, not 867,040), so a
+#: figure reads the same in every table, line and CSV (docs/reference.md, "Numbers").
+FIGURE = "figure"
+
+
 def format_cell(value: Any, spec: str) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     if isinstance(value, float) and math.isinf(value):
         return "inf" if value > 0 else "-inf"
+    if spec == FIGURE:
+        spec = ".0f" if isinstance(value, float) and abs(value) >= 1e4 else ".4g"
     return format(value, spec) if spec else shown(str(value))
 
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import click
 
-from gridfair.cli.admin import db_option
 from gridfair.cli.group import cli
 from gridfair.cli.output import clock, render_table, to_json
+from gridfair.cli.store_option import store_options
 from gridfair.cli.terms import WithTerms
 from gridfair.text import shown_all
 
@@ -19,7 +19,7 @@ USER_COLUMNS = (("user", "User", ""), ("provided_mflops", "Provided MFlops", ".0
 
 
 @cli.command("shadow", cls=WithTerms, terms=("Share error", "Provided", "MFlops"))
-@db_option
+@store_options
 @click.option("--since", default=None,
               help="From then: epoch, ISO date/time, or N[smhd] before the latest cycle.")
 @click.option("--until", default=None, help="Up to then (the same forms).")

@@ -26,8 +26,10 @@ from gridfair.classads.to_pool import pool_from_snapshot
 from gridfair.classads.views import AdConfig
 from gridfair.cli.group import cli
 from gridfair.cli.output import FORMATS, clock, format_cell, to_csv, to_json
+from gridfair.cli.store_option import find_store
 from gridfair.cli.terms import WithTerms
 from gridfair.core.shares import SUMMED, SharesReport, share_rows, share_totals
+from gridfair.core.stages import DECLINE
 from gridfair.daemon import reports
 from gridfair.daemon.store import open_readonly
 from gridfair.model import Snapshot, ad_note_line
@@ -58,6 +60,10 @@ def report_from_snapshot(snapshot: Snapshot, policy: str | None, order: str | No
     decisions = (list(loaded.admissions) + loaded.negotiator.cycle(snapshot.time)
                  + loaded.negotiator.declined)
     skipped = list(snapshot.skipped) + list(loaded.unplaced)
+    # A job no machine could ever hold (RequestCpus = 1e9) waits for good: said, not hidden.
+    too_big = [{"source": "job", "index": 0, "name": task.id,
+                "reason": f"too big for every machine, it can never run here: {reason}"}
+               for task, reason in loaded.negotiator.unplaceable]
     return SharesReport(
         time=snapshot.time,
         policy=loaded.negotiator.stages,
@@ -65,7 +71,7 @@ def report_from_snapshot(snapshot: Snapshot, policy: str | None, order: str | No
         totals=share_totals(rows),
         decisions=[decision.as_dict() for decision in decisions],
         skipped=[item.row() for item in skipped],
-        warnings=[item.row() for item in snapshot.warnings],
+        warnings=[item.row() for item in snapshot.warnings] + too_big,
         charges=[{"identity": charge.identity, "owner": charge.owner, "rule": charge.reason,
                   "mapped": charge.mapped} for charge in snapshot.charges],
         slots=len(snapshot.machines),
@@ -92,7 +98,11 @@ def render_shares(report: SharesReport) -> str:
                   for charge in report.charges]
     lines.append("")
     if report.decisions:
-        lines.append(f"{report.decisions_heading} ({len(report.decisions)}, "
+        # Counted as the daemon's cycle log counts them: a decline (why a preemption was not
+        # made) is not a decision, and is counted apart.
+        declined = sum(item["kind"] == DECLINE for item in report.decisions)
+        also = f", {declined} preemption(s) declined" if declined else ""
+        lines.append(f"{report.decisions_heading} ({len(report.decisions) - declined}{also}, "
                      f"{report.decisions_note}):")
         lines += [
             f"  {item['kind']} {item['job']} ({item['user']})"
@@ -197,6 +207,9 @@ def _table(rows: Sequence[Mapping[str, Any]], totals: Mapping[str, Any]) -> str:
               help="Time of the snapshot, epoch seconds [default: the current time].")
 @click.option("--db", "db_path", type=click.Path(dir_okay=False), default=None,
               help="The daemon's store: shares as of its latest cycle, instead of ad files.")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="The daemon's config: shares from the store it names, as "
+              "--db.")
 @click.option("--pool", "pool", default=None, metavar="HOST[:PORT]",
               help="Read a live HTCondor pool through this collector ('-': COLLECTOR_HOST), "
               "read-only, instead of ad files.")
@@ -212,13 +225,14 @@ def _table(rows: Sequence[Mapping[str, Any]], totals: Mapping[str, Any]) -> str:
 @click.option("--format", "output_format", type=click.Choice(FORMATS),
               default="table", show_default=True)
 def shares(machines_paths, jobs_paths, policy, order, preempt, admit, absolute_power_diff,
-           owner_attr, power_attr, ad_format, now, db_path, pool, uid_domain, submitter_map,
-           trust_accounting_groups, output_format) -> None:
+           owner_attr, power_attr, ad_format, now, db_path, config_path, pool, uid_domain,
+           submitter_map, trust_accounting_groups, output_format) -> None:
     """Per-user shares of a pool's ads and the decisions a policy would take on them now."""
     # The report comes from ad files; another source of the same figures (the daemon's
     # store) builds a SharesReport of its own and shares the rendering below.
-    if db_path is not None:
-        click.echo(shares_from_store(db_path, output_format))
+    if db_path is not None or config_path is not None:
+        store = find_store(None if db_path is None else Path(db_path), config_path)
+        click.echo(shares_from_store(store, output_format))
         return
     if policy is None and order is None:
         policy = "hosep"
@@ -249,7 +263,7 @@ def _dumps_snapshot(machines_paths: Sequence[str], jobs_paths: Sequence[str],
     if not machines_paths or not (jobs_paths or all(map(os.path.isdir, machines_paths))):
         raise click.UsageError("give --machines and --jobs (files or directories), "
                                "--machines DIRECTORY (its *.status and *.queue dumps), "
-                               "--pool HOST, or --db FILE")
+                               "--pool HOST, --config FILE (the daemon's) or --db FILE")
     dumps = AdDumps(machines_paths, jobs_paths or machines_paths,
                     AdConfig.with_attributes(owner_attr, power_attr), parse_format(ad_format))
     return dumps.read()

@@ -16,7 +16,7 @@ from gridfair.core.pool import Task
 from gridfair.core.stages import ALLOCATION_RULES
 from gridfair.policies.drf import FORMS
 from gridfair.policies.hosep import PREEMPTION_TESTS
-from gridfair.policies.registry import policy_names
+from gridfair.policies.registry import policy_names, unread_options
 from gridfair.sim.deadline_metrics import deadline_summary
 from gridfair.sim.engine import ARRIVALS, SAME_INSTANT_ORDERS
 from gridfair.sim.metrics import SATISFACTION_BASES, RunMetrics
@@ -31,12 +31,16 @@ USER_COLUMNS = (
     ("user", "User", ""),
     ("provided_share", "Provided", ".2%"),
     ("satisfaction", "Satisfaction %", ".1f"),
-    ("mean_wait", "Mean wait s", ".1f"),
-    ("p95_wait", "P95 wait s", ".1f"),
+    ("mean_wait", "Mean wait s", ".0f"),
+    ("p95_wait", "P95 wait s", ".0f"),
     ("completed", "Completed", "d"),
     ("submitted", "Submitted", "d"),
     ("preempted", "Preempted", "d"),
 )
+
+
+#: The policy options simulate takes as flags (`--absolute-power-diff`, ...).
+OPTION_FLAGS = ("absolute_power_diff", "hosep_test", "delta", "form", "slot_weight")
 
 
 @cli.command(cls=WithTerms, terms=(
@@ -188,8 +192,10 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
         raise click.UsageError("give --policy NAME, or --order (with --preempt/--admit)")
     if workload is None and grid_workload_options["pool"] is None:
         raise click.UsageError("give --workload, or --pool HOST to replay the pool's history")
-    policy_options = {"absolute_power_diff": absolute_power_diff, "hosep_test": hosep_test,
-                      "delta": delta, "form": form, "slot_weight": slot_weight}
+    policy_options = dict(zip(OPTION_FLAGS, (absolute_power_diff, hosep_test, delta, form,
+                                             slot_weight), strict=True))
+    _refuse_unread({name: value for name, value in policy_options.items()
+                    if value not in (None, False)}, policy, order, preempt, admit)
     workload_options = {"capacity_ratio": capacity_ratio, **grid_workload_options,
                         "equal_shares": equal_shares, "capacity": capacity,
                         "deadlines": deadlines}
@@ -250,6 +256,10 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
     except BaseException:
         if run_writer is not None:
             run_writer.discard()
+        if task_file is not None:
+            task_file.discard()
+            click.echo(f"gridfair: the run did not finish: {tasks_out} removed (it would hold "
+                       "only part of the tasks)", err=True)
         raise
     deadline_figures = deadline_summary(result) if deadlines_in_play else None
     if output_format == "json":
@@ -300,6 +310,21 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
             click.echo(f"gridfair: check: {shown(problem)}", err=True)
         if problems:
             sys.exit(1)
+
+
+def _refuse_unread(given: dict, policy: str | None, order: str | None, preempt: str | None,
+                   admit: str | None) -> None:
+    """A policy option no chosen stage reads (`--delta` under HOSEP) is a usage error, as the
+    daemon's config refuses it, not an option silently ignored."""
+    unread, read = unread_options(policy, order=order, preempt=preempt, admit=admit,
+                                  options=given)
+    if unread:
+        overridden = order or preempt or admit
+        chosen = f"policy {policy}" if policy and not overridden else "the chosen stages"
+        flags = [f"--{name.replace('_', '-')}" for name in read if name in OPTION_FLAGS]
+        reads = f"it reads {', '.join(flags)}" if flags else "it reads none of these options"
+        raise click.UsageError(f"--{unread[0].replace('_', '-')}: {chosen} does not read it "
+                               f"({reads})")
 
 
 def _run_writer(db_path: str, description: dict):

@@ -7,15 +7,17 @@ are the same wherever they come from; the CLI renders either.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from gridfair.core.pool import Pool, UserState
 
-#: The columns summed into the report's totals.
-SUMMED = ("provided_mflops", "allocated_mflops", "nodes_provided", "nodes_used", "running",
-          "idle")
+#: The columns summed into the report's totals: MFlops (floats, summed exactly rounded, so the
+#: totals do not depend on the Python version), then counts.
+SUMMED_MFLOPS = ("provided_mflops", "allocated_mflops")
+SUMMED = (*SUMMED_MFLOPS, "nodes_provided", "nodes_used", "running", "idle")
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +82,8 @@ def share_totals(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Sums of the summable columns, with the number of users."""
     totals: dict[str, Any] = {"users": len(rows)}
     for key in SUMMED:
-        totals[key] = sum(row[key] for row in rows)
+        values = (row[key] for row in rows)
+        totals[key] = math.fsum(values) if key in SUMMED_MFLOPS else sum(values)
     return totals
 
 
@@ -91,6 +94,6 @@ def share_error(users: Iterable[tuple[float, float, float]], power_per_cpu: floa
     jobs waiting): each owner below its share with jobs waiting adds the smaller of what it
     lacks and what its waiting jobs could use (at `power_per_cpu`, the pool's mean); 0 is a
     pool whose owners never waited below their share."""
-    owed = sum(min(provided - allocated, waiting * power_per_cpu)
-               for provided, allocated, waiting in users if provided > allocated and waiting)
+    owed = math.fsum(min(provided - allocated, waiting * power_per_cpu)
+                     for provided, allocated, waiting in users if provided > allocated and waiting)
     return owed / total_power if total_power > 0 else 0.0

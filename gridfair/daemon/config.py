@@ -18,7 +18,7 @@ from typing import Any
 
 from gridfair.core.stages import ALLOCATION_RULES
 from gridfair.errors import ConfigError, not_text
-from gridfair.policies.registry import build_stages
+from gridfair.policies.registry import unread_options
 
 BACKENDS = ("sim", "files", "htcondor")
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -210,38 +210,19 @@ def _check_lease(daemon: dict[str, Any]) -> None:
                           "start jobs on its own between cycles")
 
 
-class _ReadOptions(dict):
-    """The policy options, recording which names the stages' factories read."""
-
-    def __init__(self, options: Mapping[str, Any]) -> None:
-        super().__init__(options)
-        self.read: set[str] = set()
-
-    def __getitem__(self, name: str) -> Any:
-        self.read.add(name)
-        return super().__getitem__(name)
-
-    def get(self, name: str, default: Any = None) -> Any:
-        self.read.add(name)
-        return super().get(name, default)
-
-
 def _check_policy(policy: Mapping[str, Any]) -> None:
     """Build the stages once at load time, so a bad policy name or option value fails before
     the first cycle, and reject an option no chosen stage reads: a misspelt `delat` must not
     silently leave SDRF at its default."""
-    options = _ReadOptions(policy["options"])
     try:
-        build_stages(policy["name"] or None, order=policy["order"] or None,
-                     preempt=policy["preempt"] or None, admit=policy["admit"] or None,
-                     options=options)
+        unread, read = unread_options(policy["name"] or None, order=policy["order"] or None,
+                                      preempt=policy["preempt"] or None,
+                                      admit=policy["admit"] or None, options=policy["options"])
     except ConfigError as error:
         raise ConfigError(f"config section [policy]: {error}") from None
-    unread = sorted(set(options) - options.read)
     if unread:
-        read = ", ".join(sorted(options.read)) or "none"
         raise ConfigError(f"config key policy.options.{unread[0]}: not an option of the chosen "
-                          f"stages (they read: {read})")
+                          f"stages (they read: {', '.join(read) or 'none'})")
 
 
 def _flatten_sections(raw: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

@@ -97,7 +97,9 @@ class CycleReport:
         return (
             f"cycle {self.cycle} {self.outcome}: {c.get('machines', 0)} slots, "
             f"{c.get('jobs', 0)} jobs ({c.get('running', 0)} running, {c.get('idle', 0)} idle), "
-            f"{c.get('decisions', 0)} decisions, {c.get('confirmed', 0)} actions confirmed, "
+            f"{c.get('decisions', 0)} decisions, "
+            + (f"{c['declined']} preemption(s) declined, " if c.get("declined") else "")
+            + f"{c.get('confirmed', 0)} actions confirmed, "
             f"{c.get('failed', 0)} failed, {c.get('held_back', 0)} held back, "
             f"{c.get('skipped', 0)} ads skipped ({self.duration:.3f} s)"
         )
@@ -173,7 +175,6 @@ class CycleRunner:
         metrics: NullMetrics | None = None,
         stopping: threading.Event | None = None,
     ) -> None:
-        self.config = config
         self.backend = backend
         self.store = store
         # A shadow daemon is a dry run that also records the pool against its decisions.
@@ -182,15 +183,10 @@ class CycleRunner:
         self.faults = faults or FaultPoints(None, store.path)
         self.metrics = metrics or NullMetrics()
         self.stopping = stopping or threading.Event()
-        self.limits = SafetyLimits.from_config(config["safety"])
-        self.max_retries = config["safety"]["max_retries"]
-        self.timeout = config["daemon"]["query_timeout"]
-        self.lease = config["daemon"]["lease"]
-        self.label = " ".join(name for name, _ in stage_list(stages_from_config(config["policy"])))
+        self.reconfigure(config)
         self.cycles_run = 0
         self.collector = CycleCollector()
         self.incremental = bool(config["daemon"]["incremental"])
-        self.kept: KeptPool | None = None
         # The store's `jobs` table as of the last recorded cycle: read once, then kept current
         # with what each cycle writes (a restart reads it again).
         self._known: dict[str, dict[str, Any]] | None = None
@@ -198,6 +194,18 @@ class CycleRunner:
         self._reconciled: Snapshot | None = None
         # Jobs already reported too big for every machine (each is noted once, not per cycle).
         self._too_big: set[str] = set()
+
+    def reconfigure(self, config: Config) -> None:
+        """Take `config`'s policy, safety limits, timeout and lease from the next cycle on
+        (a reload: the backend and store stay; the pool kept between cycles is built afresh
+        at the next cycle, under the policy now configured)."""
+        self.config = config
+        self.limits = SafetyLimits.from_config(config["safety"])
+        self.max_retries = config["safety"]["max_retries"]
+        self.timeout = config["daemon"]["query_timeout"]
+        self.lease = config["daemon"]["lease"]
+        self.label = " ".join(name for name, _ in stage_list(stages_from_config(config["policy"])))
+        self.kept: KeptPool | None = None
 
     # ------------------------------------------------------------------ run
     def run(self) -> CycleReport:
@@ -290,7 +298,8 @@ class CycleRunner:
             counts = {"machines": len(snapshot.machines), "jobs": len(snapshot.jobs),
                       "running": statuses[JobStatus.RUNNING],
                       "idle": statuses[JobStatus.IDLE],
-                      "decisions": len(decisions), "held_back": len(held),
+                      "decisions": len(decisions), "declined": len(negotiator.declined),
+                      "held_back": len(held),
                       "skipped": len(snapshot.skipped)}
             to_run = self._record_plan(cycle, snapshot, recon, decisions, usage, held, notes, now,
                                        act, counts, negotiator.declined)

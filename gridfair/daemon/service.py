@@ -3,7 +3,11 @@
 APScheduler (3.x) runs the cycle as an interval job with `max_instances=1` (never two at
 once) and `coalesce=True` (a late cycle runs once, not once per missed interval). The main
 thread waits for SIGTERM/SIGINT; on either, the running cycle stops before its next action
-(what it planned but did not carry out stays `planned` in the journal) and the process exits 0.
+(what it planned but did not carry out stays `planned` in the journal) and the process exits,
+0 after SIGTERM (a service stopped) and 130 after SIGINT (the shell's convention). SIGHUP reopens
+the log file (after logrotate moved it) and reads the config file again: a valid one is taken
+from the next cycle on; a bad one, or one changing what only a restart can (the backend, the
+store, the metrics server), is refused with a logged line and the daemon goes on as it was.
 
 After a failed cycle (pool unreachable, timeout, store error) the next ones are skipped for
 `interval x 2^(failures-1)` seconds, at most `backoff_max`: a pool that is down is not
@@ -25,7 +29,7 @@ from pathlib import Path
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from gridfair.daemon.backends import PoolBackend
-from gridfair.daemon.config import Config
+from gridfair.daemon.config import Config, load_config
 from gridfair.daemon.cycle import CycleReport, CycleRunner
 from gridfair.daemon.faults import FaultPoints
 from gridfair.daemon.metrics import NullMetrics, PrometheusMetrics
@@ -87,12 +91,28 @@ class DataFormatter(logging.Formatter):
         return super().formatMessage(record)
 
 
+def check(config: Config) -> str:
+    """`daemon --check`: build the config's backend and read the pool once (within
+    `daemon.query_timeout`), touching neither the store nor the log; a line on what was read.
+    A pool that cannot be reached or read raises its error."""
+    from gridfair.daemon.cycle import read_with_timeout
+
+    backend = make_backend(config)
+    try:
+        snapshot = read_with_timeout(backend, config["daemon"]["query_timeout"])
+    finally:
+        backend.close()
+    skipped = f", {len(snapshot.skipped)} ad(s) skipped" if snapshot.skipped else ""
+    return (f"backend {backend.name}: {len(snapshot.machines)} machine(s), "
+            f"{len(snapshot.jobs)} job(s) read{skipped}; policy {config['policy']['name']}, "
+            f"store {config['daemon']['store']}")
+
+
 def setup_logging(config: Config) -> None:
+    """Log to stderr and `daemon.log_file`, opened afresh (at start, and on SIGHUP after the
+    file was rotated); the handlers in use are only replaced once the new ones are open."""
     section = config["daemon"]
     logger = logging.getLogger("gridfair")
-    logger.setLevel(section["log_level"].upper())
-    logger.handlers.clear()
-    logger.propagate = False
     # The wall clock in UTC, said so (Z), whatever the host's zone: the times the admin
     # commands print are UTC too.
     formatter = DataFormatter("%(asctime)s gridfair %(levelname)s %(message)s",
@@ -106,9 +126,31 @@ def setup_logging(config: Config) -> None:
         except OSError as error:
             raise ConfigError(f"config key daemon.log_file: cannot open "
                               f"{section['log_file']}: {error.strerror}") from None
+    for handler in logger.handlers:
+        handler.close()
+    logger.handlers.clear()
+    logger.setLevel(section["log_level"].upper())
+    logger.propagate = False
     for handler in handlers:
         handler.setFormatter(formatter)
         logger.addHandler(handler)
+
+
+#: What a reload cannot change: the running daemon holds the store, the pool's backend and
+#: the metrics server open, and was told how many cycles to run.
+RESTART_ONLY = ("daemon.store", "daemon.incremental", "daemon.max_cycles", "backend",
+                "backend.sim", "backend.files", "backend.htcondor", "metrics")
+
+
+def restart_only_changes(running: Config, new: Config) -> list[str]:
+    """The keys of `RESTART_ONLY` (a key, or every key of a section) whose values differ."""
+    changed = []
+    for name in RESTART_ONLY:
+        section, _, key = name.partition(".") if name.startswith("daemon.") else (name, "", "")
+        keys = [key] if key else list(running[section])
+        changed += [f"{section}.{key}" for key in keys
+                    if running[section][key] != new[section][key]]
+    return changed
 
 
 class Daemon:
@@ -121,13 +163,19 @@ class Daemon:
         max_cycles: int | None = None,
         backend: PoolBackend | None = None,
         on_cycle: Callable[[CycleReport], None] | None = None,
+        config_path: Path | None = None,
     ) -> None:
         self.config = config
+        self.config_path = config_path  # read again on SIGHUP
         self.on_cycle = on_cycle  # e.g. `--show`: print shares and actions after each cycle
         self.interval = config["daemon"]["interval"]
         self.backoff_max = config["daemon"]["backoff_max"]
         self.max_cycles = config["daemon"]["max_cycles"] if max_cycles is None else max_cycles
         self.stopping = threading.Event()
+        self.stopped_by: int | None = None  # the signal that stopped the daemon
+        self.reload_wanted = threading.Event()
+        # Held by a cycle and by a reload, so a reload never changes a cycle under way.
+        self.cycle_lock = threading.Lock()
         self.failures = 0
         self.skip_until = 0.0
         self.cycles = 0
@@ -162,7 +210,8 @@ class Daemon:
             log.debug("backing off after %d failed cycle(s)", self.failures)
             return None
         try:
-            report = self.runner.run()
+            with self.cycle_lock:
+                report = self.runner.run()
         except StoreError as error:
             self.metrics.error("store")
             log.error("cycle not completed, no action taken: %s", error)
@@ -199,9 +248,11 @@ class Daemon:
         return 0 if report is not None and report.outcome != "failed" else 1
 
     def run(self) -> int:
-        """Cycles every `interval` seconds until a signal or `max_cycles`; returns 0."""
+        """Cycles every `interval` seconds until a signal or `max_cycles`; returns the exit
+        code: 130 after SIGINT, else 0."""
         previous = {sig: signal.signal(sig, self._on_signal)
                     for sig in (signal.SIGTERM, signal.SIGINT)}
+        previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, self._on_hangup)
         scheduler = BackgroundScheduler(timezone="UTC")
         scheduler.add_job(
             self.tick, "interval", seconds=self.interval, id="negotiation-cycle",
@@ -213,7 +264,9 @@ class Daemon:
         scheduler.start()
         try:
             while not self.stopping.wait(0.2):
-                pass
+                if self.reload_wanted.is_set():
+                    self.reload_wanted.clear()
+                    self.reload(scheduler)
         finally:
             scheduler.shutdown(wait=True)  # lets the running cycle reach a clean stop
             for sig, handler in previous.items():
@@ -221,11 +274,48 @@ class Daemon:
             self.runner.release_pool()
             self.close()
         log.info("daemon stopped after %d cycle(s)", self.cycles)
-        return 0
+        return 128 + signal.SIGINT if self.stopped_by == signal.SIGINT else 0
 
     def _on_signal(self, number: int, frame) -> None:
         log.info("%s received: stopping after the current step", signal.Signals(number).name)
+        self.stopped_by = number
         self.stopping.set()
+
+    def _on_hangup(self, number: int, frame) -> None:
+        self.reload_wanted.set()  # done by the main loop, not inside the handler
+
+    def reload(self, scheduler: BackgroundScheduler) -> None:
+        """SIGHUP: reopen the log file, read the config file again and take it from the next
+        cycle on; a config that fails to load, or changes a `RESTART_ONLY` key, is refused
+        (logged) and the running one kept."""
+        try:
+            setup_logging(self.config)
+        except ConfigError as error:
+            log.error("SIGHUP: the log file cannot be reopened, still logging to the old one: "
+                      "%s", error)
+        if self.config_path is None:
+            log.info("SIGHUP: log file reopened (no config file to read again)")
+            return
+        try:
+            config = load_config(self.config_path)
+            changed = restart_only_changes(self.config, config)
+            if changed:
+                raise ConfigError(f"{', '.join(changed)} changed: only a restart applies it")
+            with self.cycle_lock:
+                setup_logging(config)
+                self.runner.reconfigure(config)
+        except ConfigError as error:
+            log.error("SIGHUP: configuration refused, the daemon goes on with the one it "
+                      "runs: %s", error)
+            return
+        self.config = config
+        self.backoff_max = config["daemon"]["backoff_max"]
+        if config["daemon"]["interval"] != self.interval:
+            self.interval = config["daemon"]["interval"]
+            scheduler.reschedule_job("negotiation-cycle", trigger="interval",
+                                     seconds=self.interval)
+        log.info("SIGHUP: configuration %s reloaded: policy %s, every %g s, from the next "
+                 "cycle on", self.config_path, self.runner.label, self.interval)
 
     def close(self) -> None:
         self.backend.close()

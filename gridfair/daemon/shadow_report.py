@@ -23,6 +23,7 @@ Times are the daemon's clock (`cycles.now`) and the jobs' own start times (JobCu
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -133,7 +134,7 @@ def _shares(cycles: Sequence[Mapping[str, Any]], usage: Sequence[Mapping[str, An
         errors, shares = [], {name: [] for name in names}
         for cycle in cycles:
             rows = by_cycle.get((cycle["id"], side), [])
-            total = cycle["power"] or sum(row["provided_mflops"] for row in rows)
+            total = cycle["power"] or math.fsum(row["provided_mflops"] for row in rows)
             per_cpu = total / cycle["cpus"] if cycle["cpus"] else 0.0
             errors.append(share_error(((row["provided_mflops"], row["allocated_mflops"],
                                         row["waiting_cpus"]) for row in rows), per_cpu, total))

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import math
 import random
 from functools import lru_cache
 from typing import Any
@@ -74,24 +75,25 @@ def allocate(policy: str, path: str, users: int | None, seed: int) -> dict[str, 
     rng = random.Random(seed)
     chosen = rng.sample(list(demands), users)  # in arrival order
     draws = [rng.random() for _ in chosen]
-    weights = [draw / sum(draws) for draw in draws]
+    drawn = math.fsum(draws)
+    weights = [draw / drawn for draw in draws]
     vectors = [demands[user] for user in chosen]
+    pool = math.fsum(weights)
     if policy == "dmfa-srq":
         dynamic = DmfaSrq()
         for weight, vector in zip(weights, vectors, strict=True):
             dynamic.arrive(weight, vector)
         allocations = dynamic.allocations
     else:
-        level = sum(weights) / max(sum(w * d[j] for w, d in zip(weights, vectors, strict=True))
-                                   for j in range(len(RESOURCES)))
+        level = pool / max(math.fsum(w * d[j] for w, d in zip(weights, vectors, strict=True))
+                           for j in range(len(RESOURCES)))
         allocations = [level * weight for weight in weights]
-    pool = sum(weights)
     return {
         "min_dominant_share": min(x / w for x, w in zip(allocations, weights, strict=True)
                                   if w > 0),
-        "sum_dominant_shares": sum(allocations),
-        **{f"utilization_{name}": sum(x * d[j] for x, d in zip(allocations, vectors,
-                                                                 strict=True)) / pool
+        "sum_dominant_shares": math.fsum(allocations),
+        **{f"utilization_{name}": math.fsum(x * d[j] for x, d in zip(allocations, vectors,
+                                                                       strict=True)) / pool
            for j, name in enumerate(RESOURCES)},
     }
 

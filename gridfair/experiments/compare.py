@@ -43,8 +43,8 @@ def spread(values: Iterable[float]) -> Spread:
                if value is not None and not math.isnan(value)]
     if not defined:
         return Spread(math.nan, math.nan, math.nan, math.nan, 0)
-    mean = sum(defined) / len(defined)
-    std = (math.sqrt(sum((value - mean) ** 2 for value in defined) / (len(defined) - 1))
+    mean = math.fsum(defined) / len(defined)
+    std = (math.sqrt(math.fsum((value - mean) ** 2 for value in defined) / (len(defined) - 1))
            if len(defined) > 1 else 0.0)
     return Spread(mean, std, min(defined), max(defined), len(defined))
 

@@ -247,10 +247,10 @@ def user_wait_reduction(outcome: RunOutcome, baseline: RunOutcome) -> float:
     pairs = [(waits[user["user"]], user["mean_wait"]) for user in baseline.users
              if user["user"] in waits and not math.isnan(user["mean_wait"])
              and not math.isnan(waits[user["user"]])]
-    base = sum(base_wait for _, base_wait in pairs)
+    base = math.fsum(base_wait for _, base_wait in pairs)
     if not pairs or base == 0:
         return math.nan
-    return 100.0 * (1.0 - sum(wait for wait, _ in pairs) / base)
+    return 100.0 * (1.0 - math.fsum(wait for wait, _ in pairs) / base)
 
 
 def _variant(spec: RunSpec) -> str:

@@ -216,7 +216,7 @@ class CondorPriorityOrder(DecayingOrder):
         """Each waiting submitter's slice, (1/EUP_i) / sum_j (1/EUP_j) (a report: O(n))."""
         inverse = {user.name: 1.0 / self.effective_priority(user, now)
                    for user in self.tree.ordered(now)}
-        total = sum(inverse.values())
+        total = math.fsum(inverse.values())
         return {name: value / total for name, value in inverse.items()}
 
     def describe(self, basis: tuple, level: list[float]) -> dict[str, Any]:

@@ -93,7 +93,7 @@ class DmfaSrq:
         raised = [[0.0] * len(demands[0])]
         for i in order:
             raised.append([s + weights[i] * demands[i][j] for j, s in enumerate(raised[-1])])
-        total_kept = [sum(allocations[i] * demands[i][j] for i in range(len(weights)))
+        total_kept = [math.fsum(allocations[i] * demands[i][j] for i in range(len(weights)))
                       for j in resources]
         kept = [total_kept]
         for i in order:

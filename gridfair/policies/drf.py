@@ -188,7 +188,7 @@ class Entitlements:
 def normalised_weights(weights: Mapping[str, float]) -> dict[str, float]:
     """Validated per-user weights scaled to sum 1."""
     checked = {name: _checked_weight(name, weight) for name, weight in weights.items()}
-    total = sum(checked.values())
+    total = math.fsum(checked.values())
     if total <= 0:
         raise ConfigError("every weight is zero: at least one user needs a positive weight")
     return {name: value / total for name, value in checked.items()}

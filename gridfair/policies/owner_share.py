@@ -65,9 +65,9 @@ def move_lowers_potential(receiver: UserState, gain: float,
         (victim, loss), = losses.items()
         return potential_falls(receiver.power_diff, _after(receiver, gain), gain,
                                victim.power_diff, _after(victim, -loss), loss)
-    change = _phi_change(receiver, gain) + sum(_phi_change(user, -loss)
+    change = _phi_change(receiver, gain) + math.fsum(_phi_change(user, -loss)
                                                for user, loss in losses.items())
-    return change < -PHI_TOLERANCE * (gain + sum(losses.values()))
+    return change < -PHI_TOLERANCE * (gain + math.fsum(losses.values()))
 
 
 def _after(user: UserState, change: float) -> float:

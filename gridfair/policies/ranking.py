@@ -3,7 +3,7 @@
 Re-keying one user is a binary search plus a move of the entries after it in one flat list;
 the first user is O(1). Pools have a few to a few thousand users, where a flat list re-keys
 2-3 times faster than a `SortedList` (at 20,000 users it is 1.8 times slower; see
-docs/performance.md). Ties between equal keys are broken by the user's index (order of first
+docs/results/performance.md). Ties between equal keys are broken by the user's index (order of first
 appearance in the pool), so an ordering never depends on dict or hash order.
 """
 

@@ -153,5 +153,32 @@ def build_stages(
     )
 
 
+class _ReadOptions(dict):
+    """Options that record which names the stages' factories read."""
+
+    def __init__(self, options: Options) -> None:
+        super().__init__(options)
+        self.read: set[str] = set()
+
+    def __getitem__(self, name: str) -> Any:
+        self.read.add(name)
+        return super().__getitem__(name)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        self.read.add(name)
+        return super().get(name, default)
+
+
+def unread_options(policy: str | None = None, *, order: str | None = None,
+                   preempt: str | None = None, admit: str | None = None,
+                   options: Options) -> tuple[list[str], list[str]]:
+    """Builds the stages once: the names of `options` no chosen stage reads, and the names
+    the stages read (both sorted). A misspelt option, or one of another policy (`--delta`
+    under HOSEP), must not be silently ignored."""
+    recording = _ReadOptions(options)
+    build_stages(policy, order=order, preempt=preempt, admit=admit, options=recording)
+    return sorted(set(options) - recording.read), sorted(recording.read)
+
+
 def policy_names() -> list[str]:
     return sorted(COMPOSITIONS)

@@ -81,7 +81,7 @@ def deadline_summary(result: SimulationResult, window: float = WINDOW_SECONDS) -
     states = [task.state for task in tasks]
     windowed, windows = _windowed_jain(stays, origin, end, window)
     cpu_seconds = capacity * result.makespan
-    useful = sum(task.cpus * (task.finish_time - task.first_start) for task in met)
+    useful = math.fsum(task.cpus * (task.finish_time - task.first_start) for task in met)
     return DeadlineSummary(
         jobs=len(tasks),
         deadlines_met=len(met),

@@ -7,6 +7,7 @@ Other model formats (iSPD `.imsx`) are read by their own modules into the same `
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,7 +60,7 @@ class Grid:
     def mean_power(self) -> float:
         """Mean MFlops of one cpu over all cpus: the grid's ideal machine (Def. 5, `grid`)."""
         cpus = sum(m.cpus for m in self.machines)
-        return sum(m.mflops for m in self.machines) / cpus
+        return math.fsum(m.mflops for m in self.machines) / cpus
 
 
 def _number(table: Mapping[str, Any], key: str, where: str, source: str, default=None) -> float:

@@ -208,8 +208,8 @@ class TransferPaths:
                     raise InputError(f"{hop.name} has no bandwidth left (bandwidth x (1 - load)"
                                      " = 0): transfers over it never end", source=self.source,
                                      line=hop.line)
-            latency.append(sum(hop.latency for hop in route))
-            per_mbit.append(sum(1.0 / hop.bandwidth for hop in route))
+            latency.append(math.fsum(hop.latency for hop in route))
+            per_mbit.append(math.fsum(1.0 / hop.bandwidth for hop in route))
         sizes = list(sizes)
 
         def delay(task: Task, node: Node) -> float:

@@ -80,10 +80,10 @@ def percentile(sorted_values: Sequence[float], fraction: float) -> float:
 def jain_index(values: Iterable[float | None]) -> float:
     """(sum x)^2 / (n sum x^2) over the values present (None and NaN are left out)."""
     values = [value for value in values if value is not None and not math.isnan(value)]
-    square_sum = sum(value * value for value in values)
+    square_sum = math.fsum(value * value for value in values)
     if not values or square_sum == 0:
         return math.nan
-    return sum(values) ** 2 / (len(values) * square_sum)
+    return math.fsum(values) ** 2 / (len(values) * square_sum)
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -119,7 +119,7 @@ class RunMetrics:
         if base not in SATISFACTION_BASES:
             raise ValueError(f"satisfaction base must be one of {SATISFACTION_BASES}, "
                              f"got {base!r}")
-        self.total_power = sum(node.power for node in nodes)
+        self.total_power = math.fsum(node.power for node in nodes)
         grid_cpu_power = self.total_power / sum(node.cpus for node in nodes)
         self.provided: dict[str, list[float]] = {}
         for node in nodes:

@@ -60,7 +60,7 @@ class ShareCurve(PoolListener):
 
     def __init__(self, nodes: Sequence[Node], width: float) -> None:
         self.width = width
-        self.total_power = sum(node.power for node in nodes)
+        self.total_power = math.fsum(node.power for node in nodes)
         self.power_per_cpu = self.total_power / sum(node.cpus for node in nodes)
         self.provided: dict[str, float] = {}
         for node in nodes:
@@ -110,8 +110,8 @@ class ShareCurve(PoolListener):
                                for user, provided in self.provided.items()),
                               self.power_per_cpu, self.total_power)
                   for index in range(bins)]
-        mean = sum(error * span for error, span in zip(errors, covered, strict=True)) / sum(
-            covered)
+        mean = (math.fsum(error * span for error, span in zip(errors, covered, strict=True))
+                / math.fsum(covered))
         return {"width": width, "times": [index * width for index in range(bins)],
                 "shares": shares, "share_error": errors, "mean_share_error": mean,
                 "provided": {user: power / self.total_power

@@ -61,3 +61,22 @@ uid_domain = "gridfair.test"
     assert "1 idle" in log and "decisions, 0 actions confirmed" in log
     assert " 0 decisions" not in log
     assert set(pool.running()) == set(ids)
+
+
+def test_daemon_check_reads_the_live_pool_and_makes_nothing(
+        clean_queue: PersonalPool, gridfair_cli, tmp_path: Path) -> None:
+    """`daemon --check` connects to the pool the config names, reads it once, prints one line
+    and exits 0, making no store; a collector that does not answer is one line and exit 2."""
+    pool = clean_queue
+    config = tmp_path / "htcondor.toml"
+    body = (f'[daemon]\nstore = "{tmp_path / "gridfair.db"}"\n[backend]\nkind = "htcondor"\n'
+            '[backend.htcondor]\nuid_domain = "gridfair.test"\n')
+    config.write_text(body + f'collector = "{pool.collector_host}"\n')
+    result = gridfair_cli("daemon", "--config", str(config), "--check")
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(f"{config}: ok: backend htcondor: ")
+    assert result.output.count("\n") == 1 and not (tmp_path / "gridfair.db").exists()
+    config.write_text(body + 'collector = "127.0.0.1:9"\n')  # nothing listens there
+    result = gridfair_cli("daemon", "--config", str(config), "--check")
+    assert result.exit_code == 2
+    assert "collector 127.0.0.1:9: query failed" in result.output

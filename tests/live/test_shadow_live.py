@@ -4,7 +4,7 @@ what the pool did. The report's figures are then worked out again from the pool'
 log (its execute and evict events) and must be the same.
 
 `GRIDFAIR_SHADOW_SECONDS` sets how long the daemon shadows the pool (90 s by default; the
-figures in docs/live-pool.md come from 360 s). `pytest -s` prints the report."""
+figures in docs/results/live-pool.md come from 360 s). `pytest -s` prints the report."""
 
 from __future__ import annotations
 

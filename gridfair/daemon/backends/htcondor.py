@@ -242,6 +242,15 @@ class HTCondorBackend(PoolBackend):
             raise PoolUnavailable(f"collector {pool or 'COLLECTOR_HOST'}: {error}") from None
         return cls(collector, pool=pool, **options)
 
+    @property
+    def collector_name(self) -> str:
+        """The collector in error messages: its address, or where HTCondor looks for it."""
+        if self.pool:
+            return f"collector {self.pool}"
+        host = htcondor2.param.get("COLLECTOR_HOST")
+        return (f"collector {host} (COLLECTOR_HOST)" if host else
+                "collector COLLECTOR_HOST (not set in HTCondor's configuration here)")
+
     def read_snapshot(self) -> Snapshot:
         """The pool now; `UnusablePool` when the schedds answered with job ads of which none
         is usable (a pool with no job at all is a quiet one, not an error)."""
@@ -347,7 +356,7 @@ class HTCondorBackend(PoolBackend):
         try:
             return self.collector.locateAll(htcondor2.DaemonType.Schedd)
         except POOL_ERRORS as error:
-            raise PoolUnavailable(f"collector query failed: {error}") from None
+            raise PoolUnavailable(f"{self.collector_name}: query failed: {error}") from None
 
     def _read_jobs(self) -> Snapshot:
         """Slots from the collector; every job ad of `job_constraint` from the schedds."""
@@ -417,7 +426,7 @@ class HTCondorBackend(PoolBackend):
             return self.collector.query(htcondor2.AdType.Startd, self.slot_constraint,
                                         list(self.slot_projection.values()))
         except POOL_ERRORS as error:
-            raise PoolUnavailable(f"collector query failed: {error}") from None
+            raise PoolUnavailable(f"{self.collector_name}: query failed: {error}") from None
 
     def _query_jobs(self) -> tuple[list[SourcedAd], list[SkippedAd], list[classad2.ClassAd]]:
         """Every schedd's jobs; a schedd that does not answer becomes a skipped source."""
@@ -560,7 +569,7 @@ class HTCondorBackend(PoolBackend):
         try:
             found = self.collector.query(htcondor2.AdType.Negotiator)
         except POOL_ERRORS as error:
-            found, problem = [], f"collector query failed: {error}"
+            found, problem = [], f"{self.collector_name}: query failed: {error}"
         else:
             problem = "the collector lists no negotiator"
         if found:

@@ -32,6 +32,7 @@ class TaskFile:
     before the run, so an unwritable path is an error before any work is done."""
 
     def __init__(self, path: Path, start: LineWriter) -> None:
+        self.path = path
         try:
             self.out = open(path, "w", newline="", encoding="utf-8")  # noqa: SIM115 (close())
         except OSError as error:
@@ -43,6 +44,11 @@ class TaskFile:
     def close(self) -> None:
         self.order.close()
         self.out.close()
+
+    def discard(self) -> None:
+        """A run that did not finish (interrupted, failed): its partial file is removed."""
+        self.out.close()
+        self.path.unlink(missing_ok=True)
 
 
 #: Opens `--tasks-out` for a run, in the workload's own format (a trace format keeps its own).

@@ -94,14 +94,14 @@ class TaskTrace:
     def resource_entitlements(self) -> dict[str, dict[str, float]]:
         """Each user's share of the trace's use of each resource: its mean use of r over the
         mean total use of r (the SDRF authors' per-resource weights, w_ir)."""
-        totals = [sum(usage[r] for usage in self.user_usage.values()) for r in range(2)]
+        totals = [math.fsum(usage[r] for usage in self.user_usage.values()) for r in range(2)]
         return {user: {name: usage[r] / totals[r] if totals[r] > 0 else 0.0
                        for r, name in enumerate(("cpus", "memory"))}
                 for user, usage in self.user_usage.items()}
 
     def entitlements(self) -> dict[str, float]:
         """Each user's share of the trace's usage, averaged over cpu and memory."""
-        return {user: sum(shares.values()) / 2
+        return {user: math.fsum(shares.values()) / 2
                 for user, shares in self.resource_entitlements().items()}
 
 
@@ -120,7 +120,7 @@ def scan_tasks(path: str | Path) -> TaskTrace:
         raise InputError("the task file has no tasks", source=source)
     span = (totals.last_finish - totals.first_start) / MICROSECONDS
     user_usage = totals.user_usage
-    mean_usage = [sum(usage[r] for usage in user_usage.values()) / span if span > 0 else 0.0
+    mean_usage = [math.fsum(usage[r] for usage in user_usage.values()) / span if span > 0 else 0.0
                   for r in range(2)]
     tasks = TaskFileTasks(path, totals.count, totals.maybe_repeated, stamp)
     return TaskTrace(source, tasks, mean_usage, user_usage, span, totals.largest)

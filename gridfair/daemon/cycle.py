@@ -56,6 +56,7 @@ from gridfair.daemon.config import Config
 from gridfair.daemon.faults import FaultPoints
 from gridfair.daemon.metrics import NullMetrics
 from gridfair.daemon.reconcile import Reconciliation, reconcile
+from gridfair.daemon.retention import Pruner, Retention
 from gridfair.daemon.safety import SafetyLimits, VacateGuard, snapshot_too_old
 from gridfair.daemon.store import (
     ABANDONED,
@@ -198,13 +199,27 @@ class CycleRunner:
         self._reconciled: Snapshot | None = None
         # Jobs already reported too big for every machine (each is noted once, not per cycle).
         self._too_big: set[str] = set()
+        self.pruner = Pruner(store, Retention.from_config(config["retention"]))
 
     # ------------------------------------------------------------------ run
     def run(self) -> CycleReport:
         # A big pool's cycle would spend half its time in the cyclic collector walking what
         # the daemon keeps between cycles (`gridfair.core.collector`).
         with self.collector.cycle():
-            return self._run()
+            report = self._run()
+        if report.outcome != "failed":
+            self._prune(self.cycles_run)
+        return report
+
+    def _prune(self, number: int) -> None:
+        """A bounded step of retention, after the cycle is recorded and its actions carried
+        out: it never holds up a decision, and a store error in it fails no cycle."""
+        try:
+            self.pruner.step(self.backend.now(),
+                             lambda: self.faults.reached("during_prune", number))
+        except StoreError as error:
+            self.metrics.error("store")
+            log.warning("pruning the store: %s", error)
 
     def _run(self) -> CycleReport:
         self.cycles_run += 1

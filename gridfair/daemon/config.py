@@ -141,7 +141,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
                             "one cycle a day (0: hourly for ever)"),
         "usage_daily": Key(float, 0.0, minimum=0.0, help="days usage is kept at all "
                            "(0: for ever)"),
-        "shadow": Key(float, 30.0, minimum=0.0, help="days a shadow daemon's records are kept"),
+        "shadow": Key(float, 7.0, minimum=0.0, help="days a shadow daemon's records are kept"),
         "users": Key(float, 30.0, minimum=0.0, help="days users and identities not seen are "
                      "kept"),
         "prune_rows": Key(int, 20000, minimum=1, help="most rows pruned after a cycle"),

@@ -9,7 +9,8 @@ days; 0 keeps that kind of record for ever. A kind's records older than its wind
   the same decision on the same job from being carried out again (its idempotency key);
 - `job_events`, `shadow` (the three shadow tables): deleted;
 - `cycle_details`: a cycle's skipped ads, warnings, events and held-back preemptions are
-  emptied (its row stays: it dates the usage and actions that point at it);
+  emptied; its row goes once past all four windows above, unless usage or an action kept
+  points at it (its row dates them);
 - `usage_full`: every cycle's usage rows; older, one cycle an hour is kept (the first of each
   hour that has usage), then after `usage_hourly` one a day, deleted after `usage_daily`;
 - `users`: users and identities not seen for that long.
@@ -48,7 +49,7 @@ class Retention:
     usage_full: float = 1 * DAY
     usage_hourly: float = 30 * DAY
     usage_daily: float = 0.0
-    shadow: float = 30 * DAY
+    shadow: float = 7 * DAY
     users: float = 30 * DAY
     prune_rows: int = 20_000
     vacuum_pages: int = 4096
@@ -73,7 +74,8 @@ class Pruner:
         self.retention = retention
         self._tasks: tuple[Callable[[float, int], int], ...] = (
             self._downsample_hourly, self._downsample_daily, self._usage, self._decisions,
-            self._actions, self._job_events, self._details, self._shadow, self._users,
+            self._actions, self._job_events, self._details, self._shadow, self._cycles,
+            self._users,
         )
         self._first = 0  # which task goes first: turn about, so none waits on the others
         self._chunk_done: Callable[[], None] = lambda: None
@@ -221,6 +223,25 @@ class Pruner:
             self._set_marker(db, "details_through", last)
             self._chunk_done()
         return changed
+
+    def _cycles(self, now: float, budget: int) -> int:
+        """Cycle rows past every window of what points at them (decisions, job events,
+        details, shadow records), unless usage or an action kept still does."""
+        r = self.retention
+        windows = (r.decisions, r.job_events, r.cycle_details, r.shadow)
+        cutoff = self._cutoff(now, max(windows)) if all(windows) else None
+        through = self._marker("cycles_through") or 0
+        if cutoff is None or cutoff <= through:
+            return 0
+        last = min(cutoff, through + budget)
+        with self.store.transaction("prune old cycles") as db:
+            deleted = db.execute(
+                "delete from cycles where id > ? and id <= ? and not exists (select 1 from "
+                "usage where usage.cycle = cycles.id) and not exists (select 1 from actions "
+                "where actions.planned_cycle = cycles.id)", [through, last]).rowcount
+            self._set_marker(db, "cycles_through", last)
+            self._chunk_done()
+        return max(deleted, last - through)  # the rows walked, kept or not
 
     def _users(self, now: float, budget: int) -> int:
         window = self.retention.users

@@ -120,7 +120,8 @@ _INDEXES = (
     ("job_events", ["job"]), ("usage", ["user"]), ("cycles", ["started"]),
     ("shadow_starts", ["job"]), ("shadow_starts", ["cycle"]),
     # What retention prunes by (`gridfair.daemon.retention`).
-    ("cycles", ["now"]), ("actions", ["cycle"]), ("job_events", ["cycle"]),
+    ("cycles", ["now"]), ("actions", ["cycle"]), ("actions", ["planned_cycle"]),
+    ("job_events", ["cycle"]),
 )
 
 

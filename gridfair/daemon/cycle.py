@@ -534,7 +534,12 @@ class CycleRunner:
             [(row["user"], now, now, row["provided_mflops"]) for row in usage],
         )
         if usage:
-            db["usage"].insert_all(usage, replace=True)
+            # Plain executemany, as for the jobs: a row per user per cycle, and sqlite-utils'
+            # generic insert costs several times more per row (50 ms a cycle at 1,000 users).
+            columns = list(usage[0])
+            db.conn.executemany(
+                f"insert or replace into usage ({', '.join(columns)}) "
+                f"values ({', '.join(':' + column for column in columns)})", usage)
 
     def _resolve_interrupted(self, db, snapshot: Snapshot, cycle: int, now: float,
                              adopted: set[str]) -> None:

@@ -146,6 +146,28 @@ def test_open_actions_and_jobs_in_the_pool_are_never_pruned(tmp_path: Path):
     store.close()
 
 
+def test_a_cycle_row_goes_once_its_last_action_has(tmp_path: Path):
+    """An action planned in a cycle lands in a later one: pruned only a cycle after its
+    planning cycle passed the window, after which that cycle's row goes too."""
+    store = Store(tmp_path / "s.db")
+    last = fill(store, 4)
+    with store.transaction("journal") as tx:
+        tx.execute("insert into actions (key, cycle, planned_cycle, kind, job, state, "
+                   "updated_at) values ('a', 11, 10, 'allocate', '1.1', 'landed', ?)",
+                   [11 * STEP])
+    same = {name: 2 * DAY for name in ("decisions", "job_events", "cycle_details", "shadow")}
+    pruner = Pruner(store, Retention(**{**WINDOWS.__dict__, **same}))
+    cycle_ten_past = 10 * STEP + 2 * DAY + 1  # every window past cycle 10, not 11
+    pruner.step(cycle_ten_past)
+    assert store.db.execute("select count(*) from cycles where id = 10").fetchone()[0] == 1
+    for _ in range(2):
+        pruner.step(cycle_ten_past + STEP)
+    assert store.db.execute("select count(*) from actions").fetchone()[0] == 0
+    assert store.db.execute("select count(*) from cycles where id = 10").fetchone()[0] == 0
+    assert last > 10
+    store.close()
+
+
 def test_space_is_given_back_and_old_stores_are_converted(tmp_path: Path):
     path = tmp_path / "s.db"
     with sqlite3.connect(path) as old:  # a store from before: no auto_vacuum

@@ -226,22 +226,23 @@ class Pruner:
 
     def _cycles(self, now: float, budget: int) -> int:
         """Cycle rows past every window of what points at them (decisions, job events,
-        details, shadow records), unless usage or an action kept still does."""
+        details, shadow records), unless usage or an action kept still does. No walk: an
+        action outlives its planning cycle's window by a cycle or more (it lands later), so
+        each step looks again from the first row; the rows it passes over are the usage
+        samples and the cycles of actions kept, a few thousand at most."""
         r = self.retention
         windows = (r.decisions, r.job_events, r.cycle_details, r.shadow)
         cutoff = self._cutoff(now, max(windows)) if all(windows) else None
-        through = self._marker("cycles_through") or 0
-        if cutoff is None or cutoff <= through:
+        if cutoff is None:
             return 0
-        last = min(cutoff, through + budget)
         with self.store.transaction("prune old cycles") as db:
             deleted = db.execute(
-                "delete from cycles where id > ? and id <= ? and not exists (select 1 from "
-                "usage where usage.cycle = cycles.id) and not exists (select 1 from actions "
-                "where actions.planned_cycle = cycles.id)", [through, last]).rowcount
-            self._set_marker(db, "cycles_through", last)
+                "delete from cycles where id in (select id from cycles where id <= ? and not "
+                "exists (select 1 from usage where usage.cycle = cycles.id) and not exists "
+                "(select 1 from actions where actions.planned_cycle = cycles.id) limit ?)",
+                [cutoff, budget]).rowcount
             self._chunk_done()
-        return max(deleted, last - through)  # the rows walked, kept or not
+        return deleted
 
     def _users(self, now: float, budget: int) -> int:
         window = self.retention.users

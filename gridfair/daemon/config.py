@@ -13,6 +13,7 @@ from __future__ import annotations
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import combinations
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +127,27 @@ SCHEMA: dict[str, dict[str, Key]] = {
                           "a vacate and the allocation of the slot it frees run as one "
                           "`condor_now JOB VICTIM`; empty: vacate, then steer"),
     },
+    # How long the store keeps each kind of record (`gridfair.daemon.retention`), in days of
+    # the backend's clock; 0: for ever.
+    "retention": {
+        "decisions": Key(float, 7.0, minimum=0.0, help="days decisions and the journal's "
+                         "closed actions of jobs gone from the pool are kept"),
+        "job_events": Key(float, 7.0, minimum=0.0, help="days job events are kept"),
+        "cycle_details": Key(float, 7.0, minimum=0.0, help="days a cycle's skipped ads, "
+                             "warnings, events and held-back preemptions are kept"),
+        "usage_full": Key(float, 1.0, minimum=0.0, help="days every cycle's usage is kept, "
+                          "then one cycle an hour (0: every cycle for ever)"),
+        "usage_hourly": Key(float, 30.0, minimum=0.0, help="days hourly usage is kept, then "
+                            "one cycle a day (0: hourly for ever)"),
+        "usage_daily": Key(float, 0.0, minimum=0.0, help="days usage is kept at all "
+                           "(0: for ever)"),
+        "shadow": Key(float, 7.0, minimum=0.0, help="days a shadow daemon's records are kept"),
+        "users": Key(float, 30.0, minimum=0.0, help="days users and identities not seen are "
+                     "kept"),
+        "prune_rows": Key(int, 20000, minimum=1, help="most rows pruned after a cycle"),
+        "vacuum_pages": Key(int, 4096, minimum=1, help="most free pages given back to the "
+                            "file system after a cycle"),
+    },
     "metrics": {
         "enabled": Key(bool, False),
         "port": Key(int, 9187, minimum=1),
@@ -196,7 +218,18 @@ def validate(raw: Mapping[str, Any], *, base: Path) -> Config:
     _require_backend_keys(kind, sections)
     _check_policy(sections["policy"])
     _check_lease(sections["daemon"])
+    _check_retention(sections["retention"])
     return Config(sections)
+
+
+def _check_retention(retention: Mapping[str, Any]) -> None:
+    """Usage goes from every cycle to hourly to daily to gone: each step (that happens at
+    all) no sooner than the ones before it."""
+    for earlier, later in combinations(("usage_full", "usage_hourly", "usage_daily"), 2):
+        if retention[earlier] and retention[later] and retention[later] < retention[earlier]:
+            raise ConfigError(f"config key retention.{later}: must be at least "
+                              f"retention.{earlier} ({retention[earlier]:g} days), got "
+                              f"{retention[later]:g}")
 
 
 def _check_lease(daemon: dict[str, Any]) -> None:

@@ -18,6 +18,8 @@ POINTS = (
     "after_snapshot", "after_plan", "after_issue", "after_vacate", "after_issue_allocations",
     "after_actions", "before_finish",
 )
+#: Inside a chunk of pruning (`gridfair.daemon.retention`), after the cycle is recorded.
+PRUNE_POINTS = ("during_prune",)
 ENV = "GRIDFAIR_FAULT"
 
 
@@ -29,9 +31,10 @@ class FaultPoints:
         if not spec:
             return
         parts = spec.split(":")
-        if len(parts) not in (2, 3) or parts[0] not in ("crash", "pause") or parts[1] not in POINTS:
+        if len(parts) not in (2, 3) or parts[0] not in ("crash", "pause") or parts[1] not in (
+                *POINTS, *PRUNE_POINTS):
             raise ConfigError(f"{ENV}={spec!r}: expected crash|pause:<point>[:<cycle>], "
-                              f"points: {', '.join(POINTS)}")
+                              f"points: {', '.join((*POINTS, *PRUNE_POINTS))}")
         self.action, self.point = parts[0], parts[1]
         if len(parts) == 3:
             self.cycle = int(parts[2])

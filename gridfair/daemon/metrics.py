@@ -60,6 +60,7 @@ class PrometheusMetrics(NullMetrics):
                                 registry=registry)
         self.dominant_share = Gauge("gridfair_user_dominant_share", "DRF dominant share per "
                                     "user", ["user"], registry=registry)
+        self._users: set[str] = set()  # the users with series now
         self.server, self.thread = start_http_server(port, addr=address, registry=registry)
 
     def cycle(self, outcome: str, seconds: float) -> None:
@@ -75,11 +76,20 @@ class PrometheusMetrics(NullMetrics):
         self.errors.labels(where).inc()
 
     def users(self, rows: Iterable[tuple[str, float, float]]) -> None:
+        """The cycle's users' series set (with `user_labels` only); those of users the pool no
+        longer holds (no job, no slot: no usage) removed, so the series follow the active
+        users, not all ever seen."""
         if not self.user_labels:
             return
+        present = set()
         for user, power_diff, share in rows:
+            present.add(user)
             self.power_diff.labels(user).set(power_diff if not math.isnan(power_diff) else 0.0)
             self.dominant_share.labels(user).set(share)
+        for user in self._users - present:
+            self.power_diff.remove(user)
+            self.dominant_share.remove(user)
+        self._users = present
 
     def close(self) -> None:
         self.server.shutdown()

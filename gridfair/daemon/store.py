@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping
@@ -40,6 +41,8 @@ import sqlite_utils
 from gridfair.errors import GridfairError
 
 SCHEMA_VERSION = 1
+
+log = logging.getLogger("gridfair.daemon")
 
 PLANNED, ISSUED, CONFIRMED, FAILED, ABANDONED = (
     "planned", "issued", "confirmed", "failed", "abandoned",
@@ -116,6 +119,9 @@ _INDEXES = (
     ("actions", ["state"]), ("actions", ["job"]), ("action_log", ["key"]),
     ("job_events", ["job"]), ("usage", ["user"]), ("cycles", ["started"]),
     ("shadow_starts", ["job"]), ("shadow_starts", ["cycle"]),
+    # What retention prunes by (`gridfair.daemon.retention`).
+    ("cycles", ["now"]), ("actions", ["cycle"]), ("actions", ["planned_cycle"]),
+    ("job_events", ["cycle"]),
 )
 
 
@@ -169,6 +175,7 @@ class Store:
                 # The scheduler runs cycles in its worker thread; one thread uses it at a time.
                 connection = sqlite3.connect(self.path, timeout=timeout, check_same_thread=False)
                 self.db = sqlite_utils.Database(connection)
+                self._incremental_vacuum()
                 self.db.enable_wal()
                 self._create()
                 with self.db.atomic():
@@ -194,6 +201,20 @@ class Store:
             handle.close()
             raise StoreError(f"store {self.path}: another daemon is using it") from None
         return handle
+
+    def _incremental_vacuum(self) -> None:
+        """auto_vacuum = INCREMENTAL, so the pages retention frees can be given back to the
+        file system (`gridfair.daemon.retention`). A new file takes it as it is; a store made
+        before it needs one VACUUM (a copy of the file: once, at this start)."""
+        connection = self.db.conn
+        if connection.execute("pragma auto_vacuum").fetchone()[0] == 2:
+            return
+        empty = not connection.execute("pragma page_count").fetchone()[0]
+        connection.execute("pragma auto_vacuum = incremental")
+        if not empty:
+            log.info("store %s: compacting it once to give freed space back from now on",
+                     self.path)
+            connection.execute("vacuum")
 
     def _create(self) -> None:
         for name, (columns, pk) in _TABLES.items():

@@ -195,6 +195,9 @@ class CondorPriorityOrder(DecayingOrder):
     def settle(self, level: list[float]) -> list[float]:
         return [max(level[0], MIN_PRIORITY)]
 
+    def idle_target(self) -> list[float]:
+        return [0.0]  # no usage; `settle` floors it at MIN_PRIORITY
+
     def curve(self, user: UserState, basis: tuple, level: list[float], target: list[float],
               scale: float = 1.0) -> list[Line]:
         usage, next_cpus, factor = basis

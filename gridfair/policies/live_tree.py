@@ -59,6 +59,8 @@ REBASE_AFTER = 50.0
 LABEL_GAP = 1 << 32
 # Steps an element walks to its new place before the labels are searched instead.
 WALK_LIMIT = 16
+#: A user not in the pool whose levels are this close to a newcomer's is forgotten.
+FORGOTTEN = 1e-6
 
 
 def value_at(lines: Sequence[Line], x: float) -> float:
@@ -541,6 +543,10 @@ class DecayingOrder(OrderPolicy):
         """A committed level (a floor, for HTCondor's priority)."""
         return level
 
+    def idle_target(self) -> list[float]:
+        """What the levels of a user with nothing in the pool decay towards."""
+        return self.initial_level()
+
     @abstractmethod
     def curve(self, user: UserState, basis: tuple, level: list[float], target: list[float],
               scale: float = 1.0) -> list[Line]:
@@ -703,8 +709,17 @@ class DecayingOrder(OrderPolicy):
         """The levels of every user at `now`, as a plain dict (JSON-ready)."""
         levels = {name: self.settle(self._level_at(account, now))
                   for name, account in self.accounts.items()}
-        # Imported levels of users not seen since: kept as they were imported.
-        levels.update({name: level for name, (level, _) in self._pending.items()})
+        # Users imported but not in this pool hold nothing: their levels decay as such a
+        # user's do, and once back to a newcomer's the user is dropped, so the state holds
+        # the users of recent pools, not every one ever seen.
+        initial, idle = self.initial_level(), self.idle_target()
+        for name, (level, since) in self._pending.items():
+            decay = math.exp(-max(now - since, 0.0) / self.tau)
+            settled = self.settle([target + (value - target) * decay
+                                   for value, target in zip(level, idle, strict=True)])
+            if any(abs(value - first) > FORGOTTEN
+                   for value, first in zip(settled, initial, strict=True)):
+                levels[name] = settled
         return {"policy": self.name, "time": now, "tau": self.tau, **self.extra_state(),
                 self.state_name: levels}
 

@@ -29,6 +29,13 @@ from typing import Any, NamedTuple
 
 import classad2
 
+from gridfair.classads.bounds import (
+    MAX_ATTRIBUTE,
+    MAX_JSON_DEPTH,
+    check_ad_text,
+    check_json_ad,
+    open_regular,
+)
 from gridfair.errors import InputError, not_text
 from gridfair.model import AdWarning, SkippedAd
 
@@ -119,14 +126,11 @@ def parse_format(name: str | AdFormat | None) -> AdFormat | None:
 def read_text(path: str | Path) -> str:
     """The file's text; an unreadable, undecodable or empty file is an InputError."""
     source = str(path)
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise InputError("no such file", source=source) from None
-    except IsADirectoryError:
-        raise InputError("is a directory, not a file of ads", source=source) from None
-    except OSError as error:
-        raise InputError(f"cannot read: {error.strerror}", source=source) from None
+    with open_regular(path) as stream:
+        try:
+            data = stream.read()
+        except OSError as error:
+            raise InputError(f"cannot read: {error.strerror}", source=source) from None
     # Decoded in one go, not by text mode's chunked decoder with its newline translation: a
     # third of a 300 MB dump's re-read went there.
     try:
@@ -462,6 +466,8 @@ def _attribute_lines(lines: list[str]) -> int:
 def _parse_old(chunk: _Chunk, source: str,
                warnings: list[AdWarning] | None) -> classad2.ClassAd:
     text = chunk.payload
+    if len(text) > MAX_ATTRIBUTE:
+        check_ad_text(text, source, chunk.index, chunk.line, by_line=True)
     ad = classad2.parseNext(text, classad2.ParserType.Old)
     lines = text.splitlines()
     expected = _attribute_lines(lines) if "#" in text else len(lines)
@@ -553,6 +559,8 @@ def _no_stray_text(between: str, source: str, line: int, index: int) -> None:
 def _parse_new(chunk: _Chunk, source: str,
                warnings: list[AdWarning] | None) -> classad2.ClassAd:
     text = chunk.payload
+    if len(text) > MAX_ATTRIBUTE:
+        check_ad_text(text, source, chunk.index, chunk.line, by_line=False)
     try:
         ad = classad2.ClassAd(text)
     except (ValueError, classad2.ClassAdException):
@@ -603,6 +611,9 @@ def _json_chunks(text: str, source: str) -> list[_Chunk]:
         values = json.loads(text)
     except json.JSONDecodeError as error:
         raise InputError(f"not valid JSON: {error.msg}", source=source, line=error.lineno) from None
+    except RecursionError:
+        raise InputError(f"JSON nested too deep (an ad may nest {MAX_JSON_DEPTH} levels)",
+                         source=source) from None
     if isinstance(values, dict):
         values = [values]
     if not isinstance(values, list):
@@ -644,6 +655,7 @@ def _parse_json(chunk: _Chunk, source: str,
     if not isinstance(value, dict):
         raise InputError(f"not a JSON object but {type(value).__name__}", source=source,
                          ad=f"#{index}")
+    check_json_ad(value, source, index)
     ad = _json_ad(value, source, index)
     repeated = getattr(value, "repeated", None)
     if repeated and warnings is not None:

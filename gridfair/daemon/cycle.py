@@ -54,6 +54,7 @@ from gridfair.daemon.backends import (
 )
 from gridfair.daemon.config import Config
 from gridfair.daemon.faults import FaultPoints
+from gridfair.daemon.host import host_shortage
 from gridfair.daemon.metrics import NullMetrics
 from gridfair.daemon.reconcile import Reconciliation, reconcile
 from gridfair.daemon.safety import SafetyLimits, VacateGuard, snapshot_too_old
@@ -221,7 +222,7 @@ class CycleRunner:
         except Exception as error:  # noqa: BLE001 - any backend failure fails the cycle only
             message = str(error) if isinstance(error, GridfairError) else (
                 f"backend error: {type(error).__name__}: {error}")
-            return self._failed(cycle, clock, message, "snapshot")
+            return self._failed(cycle, clock, message, "snapshot", error=error)
         log_ads(cycle, snapshot, self.store.path)
         self.faults.reached("after_snapshot", number)
         try:
@@ -232,13 +233,18 @@ class CycleRunner:
             log.exception("cycle %d: internal error", cycle)
             self.kept = self._known = None  # whatever the cycle left half-done: start afresh
             return self._failed(cycle, clock, f"internal error: {type(error).__name__}: {error}",
-                                "internal")
+                                "internal", error=error)
         self.metrics.cycle(report.outcome, report.duration)
         return report
 
     def _failed(self, cycle: int, clock: float, message: str, where: str,
-                snapshot: Snapshot | None = None) -> CycleReport:
+                snapshot: Snapshot | None = None,
+                error: BaseException | None = None) -> CycleReport:
         duration = time.perf_counter() - clock
+        shortage = host_shortage(error) if error is not None else None
+        if shortage is not None:  # no back-off cures it: said apart from the pool's failures
+            log.error("cycle %d failed for a reason of %s", cycle, shortage)
+            message, where = f"{shortage}: {message}", "host"
         ads = ad_columns(snapshot) if snapshot is not None else {}
         self.store.update_cycle(cycle, outcome="failed", error=message, finished=time.time(),
                                 duration=duration, **ads)

@@ -29,6 +29,7 @@ cycle decides them again (same key), abandoned with a reason otherwise.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -53,7 +54,7 @@ from gridfair.daemon.backends import (
     require_slots,
 )
 from gridfair.daemon.config import Config
-from gridfair.daemon.faults import FaultPoints
+from gridfair.daemon.faults import FaultPoints, wall_clock
 from gridfair.daemon.host import host_shortage
 from gridfair.daemon.metrics import NullMetrics
 from gridfair.daemon.reconcile import Reconciliation, reconcile
@@ -80,6 +81,10 @@ ACTION_KINDS = (VACATE, ALLOCATE)
 ALLOCATION_BATCH = 64
 #: Skipped ads (and warnings) logged one line each per cycle; the others are counted in one.
 LOGGED_ADS = 5
+#: The clock skew a lease tolerates: this share of its length, and at least this many seconds
+#: (HTCondor's clocks are read to the second). Beyond it, no lease is claimed.
+CLOCK_SKEW_SHARE = 0.25
+MIN_CLOCK_SKEW = 2.0
 
 
 @dataclass
@@ -357,8 +362,13 @@ class CycleRunner:
         Returns the cycle's lease columns."""
         if not self.backend.leases:
             return {}
-        until = time.time() + self.lease
+        bound = max(MIN_CLOCK_SKEW, CLOCK_SKEW_SHARE * self.lease)
         try:
+            skew = self.backend.clock_skew(bound)
+            self.metrics.clock_skew(skew)
+            if abs(skew) > bound:
+                return self._refuse_lease(cycle, skew, bound)
+            until = wall_clock() + self.lease
             self.backend.hold_starts(until)
         except ActionFailed as error:
             log.warning("cycle %d: lease not renewed, the pool starts jobs on its own once the "
@@ -366,6 +376,20 @@ class CycleRunner:
             self.metrics.error("lease")
             return {"lease_error": str(error)}
         return {"lease_until": until}
+
+    def _refuse_lease(self, cycle: int, skew: float, bound: float) -> dict[str, Any]:
+        """No lease stated in a clock the negotiator does not keep: a day behind, it would
+        have run out when set; a day ahead, a dead daemon would block unsteered starts for a
+        day. The lease held is handed back, and the cycle goes on unleased."""
+        message = (f"clock skew: the negotiator's clock is {skew:+.0f} s off this host's, "
+                   f"more than the {bound:.0f} s a {self.lease:.0f} s lease tolerates: no lease "
+                   "claimed, the pool starts jobs on its own (keep the clocks of this host and "
+                   "the central manager synchronized: NTP)")
+        log.error("cycle %d: %s", cycle, message)
+        self.metrics.error("clock")
+        with contextlib.suppress(ActionFailed):
+            self.backend.release_starts()
+        return {"lease_error": message}
 
     def release_pool(self) -> None:
         """End the lease: a daemon that stops hands the starts back to the pool at once."""

@@ -47,6 +47,9 @@ class NullMetrics:
     def users(self, rows: Iterable[tuple[str, float, float]]) -> None:
         """Per-user (name, PowerDiff, dominant share) as of the cycle's snapshot."""
 
+    def clock_skew(self, seconds: float) -> None:
+        """The lease's clock (the negotiator's) less the daemon's, as last measured."""
+
     def close(self) -> None:
         """Stop serving."""
 
@@ -71,6 +74,9 @@ class PrometheusMetrics(NullMetrics):
                                 registry=registry)
         self.dominant_share = Gauge("gridfair_user_dominant_share", "DRF dominant share per "
                                     "user", ["user"], registry=registry)
+        self.skew = Gauge("gridfair_clock_skew_seconds", "The negotiator's clock less the "
+                          "daemon's (0: within the bound the lease tolerates)",
+                          registry=registry)
         self.server = _serve(address, port, registry)
 
     def cycle(self, outcome: str, seconds: float) -> None:
@@ -89,6 +95,9 @@ class PrometheusMetrics(NullMetrics):
         for user, power_diff, share in rows:
             self.power_diff.labels(user).set(power_diff if not math.isnan(power_diff) else 0.0)
             self.dominant_share.labels(user).set(share)
+
+    def clock_skew(self, seconds: float) -> None:
+        self.skew.set(seconds)
 
     def close(self) -> None:
         self.server.shutdown()

@@ -14,13 +14,15 @@ import sys
 import tempfile
 from pathlib import Path
 
+import classad2
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gridfair.classads.bounds import MAX_AD, MAX_ATTRIBUTE
 from gridfair.classads.history import read_history
-from gridfair.classads.reader import read_ads, reread
+from gridfair.classads.reader import SourcedAd, read_ads, reread
+from gridfair.classads.views import job_view
 from gridfair.errors import InputError
 from gridfair.model import SkippedAd
 
@@ -79,7 +81,8 @@ def _check(read: list) -> None:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.dictionaries(STRINGS, VALUES, max_size=4), st.sampled_from(["json", "lines", "raw"]))
+@given(st.dictionaries(STRINGS, VALUES, max_size=4),
+       st.sampled_from(["json", "lines", "raw", "escaped"]))
 def test_random_unicode_and_nesting_never_crash_a_reader(extra, layout):
     ads = [{**JOB, **extra}, {**JOB, "ClusterId": 2, **{k: v for k, v in extra.items()
                                                         if k.lower() not in ("clusterid",)}}]
@@ -88,6 +91,10 @@ def test_random_unicode_and_nesting_never_crash_a_reader(extra, layout):
     elif layout == "lines":  # -jsonl, written raw: surrogates as invalid UTF-8 bytes
         data = "\n".join(json.dumps(ad, ensure_ascii=False) for ad in ads).encode(
             "utf-8", "surrogatepass")
+    elif layout == "escaped":  # new syntax, every byte past ASCII a string escape (\\377)
+        data = "\n".join("[ " + "; ".join(f"{_name(name)} = {_escaped(value)}"
+                                          for name, value in ad.items()) + " ]"
+                          for ad in ads).encode()
     else:  # old syntax, each string quoted as is
         data = "\n\n".join("\n".join(f"{name} = {json.dumps(value, ensure_ascii=False)}"
                                      for name, value in ad.items()) for ad in ads).encode(
@@ -96,6 +103,43 @@ def test_random_unicode_and_nesting_never_crash_a_reader(extra, layout):
         path = Path(directory) / "ads"
         path.write_bytes(data)
         _check(_read_all(path))
+
+
+def _name(name: str) -> str:
+    return "'" + "".join(c if c.isalnum() and c.isascii() else "_" for c in name) + "x'"
+
+
+def _escaped(value) -> str:
+    """A value as a ClassAd literal whose strings write every byte past ASCII, and the
+    quote and backslash, as octal escapes: any byte, valid UTF-8 or not."""
+    if isinstance(value, str):
+        raw = value.encode("utf-8", "surrogatepass")
+        return '"' + "".join(chr(byte) if 32 <= byte < 127 and byte not in b'"\\' else
+                             f"\\{byte:03o}" for byte in raw) + '"'
+    if isinstance(value, list):
+        return "{" + ", ".join(map(_escaped, value)) + "}"
+    if isinstance(value, dict):
+        return "[" + "; ".join(f"{_name(k)} = {_escaped(v)}" for k, v in value.items()) + "]"
+    return "undefined" if value is None else str(value).lower() if isinstance(
+        value, bool) else str(value)
+
+
+def test_a_string_escape_to_bytes_that_are_not_utf8_skips_its_ad(tmp_path):
+    """`"\\377"` in a new-syntax file, an expression of a JSON dump, or an ad of the pool
+    (a user may write it in any attribute of their job): named, never a traceback."""
+    (tmp_path / "q.ads").write_text('[ ClusterId = 1; ProcId = 0; QDate = 5; JobStatus = 1; '
+                                    'Owner = "a"; User = "a@x" ]\n[ ClusterId = 2; ProcId = 0; '
+                                    'QDate = 5; JobStatus = 1; Owner = "a"; User = "b\\377" ]\n')
+    (tmp_path / "q.json").write_text(json.dumps([JOB, {**JOB, "ClusterId": 2,
+                                                      "Cmd": '/Expr(strcat("\\377"))/'}]))
+    for name, attribute in (("q.ads", "User"), ("q.json", "Cmd")):
+        ads, [skip] = read_ads(tmp_path / name, lenient=True)
+        assert len(ads) == 1 and skip.index == 2
+        assert f"attribute {attribute}: not UTF-8 text" in skip.reason, skip.reason
+    pool_ad = classad2.ClassAd('[ ClusterId = 2; ProcId = 0; QDate = 5; JobStatus = 1; '
+                               'Owner = "a"; User = "b\\377" ]')
+    with pytest.raises(InputError, match="attribute User: not UTF-8 text"):
+        job_view(SourcedAd(pool_ad, "schedd s", 1, None))
 
 
 @pytest.mark.parametrize("bad", ["\ud800", "a\0b"])

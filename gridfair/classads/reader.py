@@ -458,6 +458,30 @@ def _misframed(block: str, position: int, last: int) -> bool:
                 or (position < last and _BLANK_LINE_AT_END.search(block)))
 
 
+def _check_decodable(ad: classad2.ClassAd, chunk: _Chunk, source: str) -> None:
+    """An InputError naming the attribute of `ad` that holds a string that is not UTF-8: a
+    string escape (`"\\377"`) can make any byte, and the bindings then fail on every read
+    of it. Only ads with a backslash in their text are looked at."""
+    try:
+        ad.printOld()  # decodes every string of the ad, literal or in an expression
+    except UnicodeDecodeError as error:
+        raise InputError(f"not UTF-8 text: a string escape makes invalid bytes "
+                         f"({error.reason})", source=source, line=chunk.line,
+                         ad=f"#{chunk.index}", attribute=_undecodable(ad)) from None
+
+
+def _undecodable(ad: classad2.ClassAd) -> str | None:
+    """The first attribute whose value (evaluated) is not UTF-8, if one is."""
+    for name in ad:
+        try:
+            ad.eval(name)
+        except (UnicodeDecodeError, SystemError):  # SystemError: in a list
+            return name
+        except (ValueError, TypeError, classad2.ClassAdException):
+            continue
+    return None
+
+
 def _attribute_lines(lines: list[str]) -> int:
     # classad2's file parser ignores lines starting with '#'.
     return sum(1 for line in lines if not line.lstrip().startswith("#"))
@@ -472,6 +496,8 @@ def _parse_old(chunk: _Chunk, source: str,
     lines = text.splitlines()
     expected = _attribute_lines(lines) if "#" in text else len(lines)
     if ad is not None and len(ad) == expected:
+        if "\\" in text:
+            _check_decodable(ad, chunk, source)
         return ad
     # Fewer attributes than lines: find the line the parser dropped (parsing it alone gives
     # nothing). None dropped means a repeated attribute, where the last value wins, as in
@@ -566,6 +592,8 @@ def _parse_new(chunk: _Chunk, source: str,
     except (ValueError, classad2.ClassAdException):
         raise InputError("malformed ad: classad2 cannot parse it", source=source,
                          line=chunk.line, ad=f"#{chunk.index}") from None
+    if "\\" in text:
+        _check_decodable(ad, chunk, source)
     if warnings is not None and _assignments_at_most(text) > len(ad):
         repeats = _repeats(_top_level_assignments(text), text, chunk.line)
         if repeats:
@@ -657,6 +685,8 @@ def _parse_json(chunk: _Chunk, source: str,
                          ad=f"#{index}")
     check_json_ad(value, source, index)
     ad = _json_ad(value, source, index)
+    if any(type(item) is str and "\\" in item for item in value.values()):
+        _check_decodable(ad, chunk, source)  # an expression's string escapes
     repeated = getattr(value, "repeated", None)
     if repeated and warnings is not None:
         warnings.append(_repeat_warning(source, chunk, ad,

@@ -46,6 +46,15 @@ from functools import lru_cache
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
+from gridfair.classads.bounds import (
+    MAX_AD,
+    MAX_ATTRIBUTE,
+    MAX_JSON_DEPTH,
+    check_ad_text,
+    check_json_ad,
+    open_regular,
+    size_text,
+)
 from gridfair.classads.reader import AdFormat, SourcedAd, parse_one, skip_reason
 from gridfair.classads.views import (
     DEFAULT_POWER_SOURCES,
@@ -65,8 +74,6 @@ HISTORY_ONLY_ATTRIBUTES = (
 )
 #: Bytes read at a time.
 CHUNK = 1 << 20
-#: A JSON object still undecoded after this many characters is corrupt, not incomplete.
-LONGEST_JSON_AD = 8 << 20
 #: Where the file names its format: the text looked at to tell which it is.
 HEAD = 64 << 10
 
@@ -183,16 +190,13 @@ class _Framed(NamedTuple):
 
 
 def _open(path: Path) -> IO[bytes]:
+    stream = open_regular(path)
     try:
-        stream = open(path, "rb")  # noqa: SIM115 - the caller closes it
         if stream.peek(2)[:2] == b"\x1f\x8b":
             return gzip.open(stream)  # type: ignore[return-value]
         return stream
-    except FileNotFoundError:
-        raise InputError("no such file", source=str(path)) from None
-    except IsADirectoryError:
-        raise InputError("is a directory", source=str(path)) from None
     except OSError as error:
+        stream.close()
         raise InputError(f"cannot read: {error.strerror}", source=str(path)) from None
 
 
@@ -257,8 +261,11 @@ def _parse(framed: _Framed, syntax: AdFormat, source: str,
                  if name.lower() in wanted and value is not None}
         if all(type(value) in _PLAIN_TYPES and not (
                 type(value) is str and value.startswith("/Expr(")) for value in plain.values()):
+            check_json_ad(plain, source, framed.index)  # the values read, as the bindings'
             return SourcedAd(plain, source, framed.index, None)
         return parse_one(payload, syntax, source, framed.index, framed.line)
+    if len(payload) > MAX_ATTRIBUTE:
+        check_ad_text(payload, source, framed.index, framed.line, by_line=True)
     if "\ufffd" in payload:
         raise InputError("not UTF-8 text (undecodable bytes)", source=source,
                          line=framed.line, ad=f"#{framed.index}")
@@ -325,52 +332,107 @@ def _assignments(ad: str, names: frozenset[str]) -> list[tuple[str, str]]:
 
 
 # ------------------------------------------------------------------------ framing
+# Each framer reads the text once, piece by piece, and keeps no more than the ad it is
+# framing: its pieces are joined once, when it ends, and an ad past `MAX_AD` keeps only its
+# size and lines until it ends, then is skipped as too big.
 _BLANK_LINES = re.compile(r"\n(?:[ \t]*\n)+")
+_LEADING_BLANK_LINES = re.compile(r"(?:[ \t]*\n)+")
 
 
 def _complete_lines(chunks: Iterable[str]) -> Iterator[str]:
-    """The text in pieces that end at a line's end (the last may not)."""
-    rest = ""
+    """The text in pieces that end at a line's end (the last may not), except a line longer
+    than `MAX_AD`, which comes in pieces of about that (its ad is too big anyway)."""
+    rest: list[str] = []  # the start of a line that has not ended yet
+    size = 0
     for chunk in chunks:
-        text = rest + chunk
-        cut = text.rfind("\n") + 1
-        rest = text[cut:]
+        cut = chunk.rfind("\n") + 1
         if cut:
-            yield text[:cut]
+            rest.append(chunk[:cut] if cut < len(chunk) else chunk)
+            yield "".join(rest)
+            rest, size = ([chunk[cut:]], len(chunk) - cut) if cut < len(chunk) else ([], 0)
+        else:
+            rest.append(chunk)
+            size += len(chunk)
+            if size > MAX_AD:
+                yield "".join(rest)
+                rest, size = [], 0
     if rest:
-        yield rest
+        yield "".join(rest)
+
+
+class _Pending:
+    """The ad being framed: its pieces of text, its size and the lines it holds; past
+    `MAX_AD`, its size and lines only."""
+
+    __slots__ = ("pieces", "size", "lines")
+
+    def __init__(self) -> None:
+        self.pieces: list[str] = []
+        self.size = self.lines = 0
+
+    def add(self, text: str) -> None:
+        if not text:
+            return
+        self.size += len(text)
+        self.lines += text.count("\n")
+        if self.size <= MAX_AD:
+            self.pieces.append(text)
+        else:
+            self.pieces.clear()
+
+    def blank(self) -> bool:
+        return self.size <= MAX_AD and all(piece.isspace() for piece in self.pieces)
+
+    def take(self, index: int, line: int) -> _Framed:
+        """The ad framed (an ad too big, as a problem), its first line after `line`; then
+        nothing is pending."""
+        if self.size > MAX_AD:
+            framed = _Framed(None, index, line, f"an ad of {self.size} characters, longer than "
+                                                f"the limit of {size_text(MAX_AD)} an ad")
+        else:
+            text = "".join(self.pieces)
+            framed = _Framed(text, index, line + _leading_lines(text))
+        self.pieces.clear()
+        self.size = self.lines = 0
+        return framed
 
 
 def _history_file_ads(chunks: Iterable[str]) -> Iterator[_Framed]:
     """Ads each followed by its banner; what follows the last banner was cut short."""
-    pending, line, index = "", 1, 0  # the ad read so far, and the line it starts on
+    pending, line, index = _Pending(), 1, 0  # the ad read so far, and the line it starts on
+    mid_line = False  # the last piece ended inside a line (one longer than an ad)
     for text in _complete_lines(chunks):
-        text = pending + text if pending else text
         start = 0
-        for banner_start, banner_end in _banners(text):
-            ad = text[start:banner_start]
+        for banner_start, banner_end in _banners(text, mid_line):
+            pending.add(text[start:banner_start])
             index += 1
             words = text[banner_start:banner_end].split(None, 2)
             kind = words[1] if len(words) > 1 and words[1] != "Offset" else None
-            if not ad or ad.isspace():
+            lines = pending.lines
+            if pending.blank():
+                pending.take(index, line)
                 yield _Framed(None, index, line, "a *** banner with no ad before it")
             elif kind is not None:
-                yield _Framed(None, index, line + _leading_lines(ad),
+                framed = pending.take(index, line)
+                yield _Framed(None, index, framed.line,
                               f"a {kind} record (job epoch history), not a finished job")
             else:
-                yield _Framed(ad, index, line + _leading_lines(ad))
-            line += ad.count("\n") + 1
+                yield pending.take(index, line)
+            line += lines + 1
             start = banner_end
-        pending = text[start:]
-    if pending and not pending.isspace():
-        yield _Framed(None, index + 1, line + _leading_lines(pending),
-                      "truncated: no *** banner after the last ad (cut while being written?)")
+        pending.add(text[start:])
+        mid_line = not text.endswith("\n")
+    if not pending.blank():
+        framed = pending.take(index + 1, line)
+        yield framed._replace(payload=None, problem="truncated: no *** banner after the last "
+                                                    "ad (cut while being written?)")
 
 
-def _banners(text: str) -> Iterator[tuple[int, int]]:
+def _banners(text: str, mid_line: bool) -> Iterator[tuple[int, int]]:
     """(start, end) of each banner line of `text` (a line that opens with `***`; `text`
-    ends at a line's end), found with `str.find`."""
-    at = 0 if text.startswith("***") else _next_banner(text, 0)
+    ends at a line's end, and starts at a line's start unless `mid_line`), found with
+    `str.find`."""
+    at = 0 if text.startswith("***") and not mid_line else _next_banner(text, 0)
     while at is not None:
         end = text.find("\n", at) + 1 or len(text)
         yield at, end
@@ -389,22 +451,30 @@ def _leading_lines(text: str) -> int:
 
 def _long_ads(chunks: Iterable[str]) -> Iterator[_Framed]:
     """Ads separated by blank lines (`condor_history -long`)."""
-    pending, line, index = "", 1, 0
+    pending, line, index = _Pending(), 1, 0
+    mid_line = False
     for text in _complete_lines(chunks):
-        text = pending + text
         start = 0
-        for gap in _BLANK_LINES.finditer(text):
-            if gap.end() == len(text):
-                break  # a run of blank lines may go on in the next piece
-            ad = text[start:gap.start() + 1]
-            if ad and not ad.isspace():
+        # (where an ad ends, where the blank lines after it end): the piece's first lines if
+        # blank (the last piece ended at a line's end), then each run of blank lines in it.
+        leading = None if mid_line else _LEADING_BLANK_LINES.match(text)
+        gaps = [(0, leading.end())] if leading else []
+        gaps.extend((gap.start() + 1, gap.end())
+                    for gap in _BLANK_LINES.finditer(text, leading.end() if leading else 0))
+        for ad_end, gap_end in gaps:
+            pending.add(text[start:ad_end])
+            lines = pending.lines
+            if pending.blank():
+                pending.take(index, line)
+            else:
                 index += 1
-                yield _Framed(ad, index, line + _leading_lines(ad))
-            line += text.count("\n", start, gap.end())
-            start = gap.end()
-        pending = text[start:]
-    if pending and not pending.isspace():
-        yield _Framed(pending, index + 1, line + _leading_lines(pending))
+                yield pending.take(index, line)
+            line += lines + text.count("\n", ad_end, gap_end)
+            start = gap_end
+        pending.add(text[start:])
+        mid_line = not text.endswith("\n")
+    if not pending.blank():
+        yield pending.take(index + 1, line)
 
 
 _JSON_GAP = re.compile(r"[\s,\[\]]*")
@@ -413,7 +483,9 @@ _NEXT_OBJECT = re.compile(r"^\{", re.M)
 
 def _json_ads(chunks: Iterable[str]) -> Iterator[_Framed]:
     """Top-level objects of a JSON list or of JSON lines. An object that does not decode is
-    skipped, and reading goes on at the next line that opens an object."""
+    skipped, and reading goes on at the next line that opens an object. An object not yet
+    whole is decoded again once the text after its start has doubled (so each object is
+    decoded a bounded number of times), up to `MAX_AD`: past that it is corrupt."""
     decoder = json.JSONDecoder()
     pieces = iter(chunks)
     text, position, line, index, done = "", 0, 1, 0, False
@@ -429,18 +501,31 @@ def _json_ads(chunks: Iterable[str]) -> Iterator[_Framed]:
             continue
         try:
             value, end = decoder.raw_decode(text, position)
-        except json.JSONDecodeError as error:
-            if not done and len(text) - position < LONGEST_JSON_AD:
-                more = next(pieces, "")
-                done = not more
-                text, position = text[position:] + more, 0
+        except (json.JSONDecodeError, RecursionError) as error:
+            unfinished = isinstance(error, json.JSONDecodeError)
+            if unfinished and not done and len(text) - position <= MAX_AD:
+                more = [text[position:]]
+                wanted = len(more[0])  # read as much again
+                while wanted > 0 and not done:
+                    piece = next(pieces, "")
+                    done = not piece
+                    more.append(piece)
+                    wanted -= len(piece)
+                text, position = "".join(more), 0
                 continue
             index += 1
             follow = _NEXT_OBJECT.search(text, position + 1)
             end = follow.start() if follow else len(text)
-            cut = "truncated" if follow is None else "corrupted"
-            yield _Framed(None, index, line, f"{cut} JSON ad: {error.msg} (line "
-                                             f"{line + text.count(chr(10), position, error.pos)})")
+            if not unfinished:
+                problem = f"JSON ad nested deeper than {MAX_JSON_DEPTH} levels"
+            elif len(text) - position > MAX_AD:
+                problem = f"JSON ad longer than the limit of {size_text(MAX_AD)} an ad"
+            else:
+                assert isinstance(error, json.JSONDecodeError)
+                cut = "truncated" if follow is None else "corrupted"
+                at = line + text.count("\n", position, error.pos)
+                problem = f"{cut} JSON ad: {error.msg} (line {at})"
+            yield _Framed(None, index, line, problem)
             line += text.count("\n", position, end)
             position = end
             continue

@@ -29,6 +29,13 @@ from typing import Any, NamedTuple
 
 import classad2
 
+from gridfair.classads.bounds import (
+    MAX_ATTRIBUTE,
+    MAX_JSON_DEPTH,
+    check_ad_text,
+    check_json_ad,
+    open_regular,
+)
 from gridfair.errors import InputError, not_text
 from gridfair.model import AdWarning, SkippedAd
 
@@ -119,14 +126,11 @@ def parse_format(name: str | AdFormat | None) -> AdFormat | None:
 def read_text(path: str | Path) -> str:
     """The file's text; an unreadable, undecodable or empty file is an InputError."""
     source = str(path)
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise InputError("no such file", source=source) from None
-    except IsADirectoryError:
-        raise InputError("is a directory, not a file of ads", source=source) from None
-    except OSError as error:
-        raise InputError(f"cannot read: {error.strerror}", source=source) from None
+    with open_regular(path) as stream:
+        try:
+            data = stream.read()
+        except OSError as error:
+            raise InputError(f"cannot read: {error.strerror}", source=source) from None
     # Decoded in one go, not by text mode's chunked decoder with its newline translation: a
     # third of a 300 MB dump's re-read went there.
     try:
@@ -454,6 +458,30 @@ def _misframed(block: str, position: int, last: int) -> bool:
                 or (position < last and _BLANK_LINE_AT_END.search(block)))
 
 
+def _check_decodable(ad: classad2.ClassAd, chunk: _Chunk, source: str) -> None:
+    """An InputError naming the attribute of `ad` that holds a string that is not UTF-8: a
+    string escape (`"\\377"`) can make any byte, and the bindings then fail on every read
+    of it. Only ads with a backslash in their text are looked at."""
+    try:
+        ad.printOld()  # decodes every string of the ad, literal or in an expression
+    except UnicodeDecodeError as error:
+        raise InputError(f"not UTF-8 text: a string escape makes invalid bytes "
+                         f"({error.reason})", source=source, line=chunk.line,
+                         ad=f"#{chunk.index}", attribute=_undecodable(ad)) from None
+
+
+def _undecodable(ad: classad2.ClassAd) -> str | None:
+    """The first attribute whose value (evaluated) is not UTF-8, if one is."""
+    for name in ad:
+        try:
+            ad.eval(name)
+        except (UnicodeDecodeError, SystemError):  # SystemError: in a list
+            return name
+        except (ValueError, TypeError, classad2.ClassAdException):
+            continue
+    return None
+
+
 def _attribute_lines(lines: list[str]) -> int:
     # classad2's file parser ignores lines starting with '#'.
     return sum(1 for line in lines if not line.lstrip().startswith("#"))
@@ -462,10 +490,14 @@ def _attribute_lines(lines: list[str]) -> int:
 def _parse_old(chunk: _Chunk, source: str,
                warnings: list[AdWarning] | None) -> classad2.ClassAd:
     text = chunk.payload
+    if len(text) > MAX_ATTRIBUTE:
+        check_ad_text(text, source, chunk.index, chunk.line, by_line=True)
     ad = classad2.parseNext(text, classad2.ParserType.Old)
     lines = text.splitlines()
     expected = _attribute_lines(lines) if "#" in text else len(lines)
     if ad is not None and len(ad) == expected:
+        if "\\" in text:
+            _check_decodable(ad, chunk, source)
         return ad
     # Fewer attributes than lines: find the line the parser dropped (parsing it alone gives
     # nothing). None dropped means a repeated attribute, where the last value wins, as in
@@ -553,11 +585,15 @@ def _no_stray_text(between: str, source: str, line: int, index: int) -> None:
 def _parse_new(chunk: _Chunk, source: str,
                warnings: list[AdWarning] | None) -> classad2.ClassAd:
     text = chunk.payload
+    if len(text) > MAX_ATTRIBUTE:
+        check_ad_text(text, source, chunk.index, chunk.line, by_line=False)
     try:
         ad = classad2.ClassAd(text)
     except (ValueError, classad2.ClassAdException):
         raise InputError("malformed ad: classad2 cannot parse it", source=source,
                          line=chunk.line, ad=f"#{chunk.index}") from None
+    if "\\" in text:
+        _check_decodable(ad, chunk, source)
     if warnings is not None and _assignments_at_most(text) > len(ad):
         repeats = _repeats(_top_level_assignments(text), text, chunk.line)
         if repeats:
@@ -603,6 +639,9 @@ def _json_chunks(text: str, source: str) -> list[_Chunk]:
         values = json.loads(text)
     except json.JSONDecodeError as error:
         raise InputError(f"not valid JSON: {error.msg}", source=source, line=error.lineno) from None
+    except RecursionError:
+        raise InputError(f"JSON nested too deep (an ad may nest {MAX_JSON_DEPTH} levels)",
+                         source=source) from None
     if isinstance(values, dict):
         values = [values]
     if not isinstance(values, list):
@@ -644,7 +683,10 @@ def _parse_json(chunk: _Chunk, source: str,
     if not isinstance(value, dict):
         raise InputError(f"not a JSON object but {type(value).__name__}", source=source,
                          ad=f"#{index}")
+    check_json_ad(value, source, index)
     ad = _json_ad(value, source, index)
+    if any(type(item) is str and "\\" in item for item in value.values()):
+        _check_decodable(ad, chunk, source)  # an expression's string escapes
     repeated = getattr(value, "repeated", None)
     if repeated and warnings is not None:
         warnings.append(_repeat_warning(source, chunk, ad,

@@ -105,6 +105,10 @@ class AdValues:
                 value = value.eval(ad)
         except KeyError:
             return None
+        except (UnicodeDecodeError, SystemError):  # a string escape made bytes not UTF-8
+            # (in a list, the bindings fail on them with a SystemError)
+            raise self.error("not UTF-8 text: a string escape makes invalid bytes",
+                             attribute) from None
         except (ValueError, TypeError, classad2.ClassAdException):
             raise self.error("cannot be evaluated", attribute) from None
         if value is _UNDEFINED:
@@ -318,8 +322,11 @@ def _plain_job(ad: Any, request: SourcedAd | JobRequest, keep_ad: Any) -> Job | 
     the checks are those reads' own, for plain values, and what the job asks for is read by
     `job_request` as that path reads it, after everything else it checks."""
     get = ad.get
-    cluster, proc, status_code = get("ClusterId"), get("ProcId"), get("JobStatus")
-    qdate, started, machine = get("QDate"), get("JobCurrentStartDate"), get("RemoteHost")
+    try:
+        cluster, proc, status_code = get("ClusterId"), get("ProcId"), get("JobStatus")
+        qdate, started, machine = get("QDate"), get("JobCurrentStartDate"), get("RemoteHost")
+    except (ValueError, SystemError):  # a string that is not UTF-8: the reads below name it
+        return None
     if not (type(cluster) is int and type(proc) is int and cluster >= 0 and proc >= 0
             and type(qdate) in _NUMBER_TYPES and 0 <= qdate < math.inf
             and (started is None or type(started) in _NUMBER_TYPES and 0 <= started < math.inf)
@@ -330,7 +337,10 @@ def _plain_job(ad: Any, request: SourcedAd | JobRequest, keep_ad: Any) -> Job | 
         return None
 
     def text(attribute: str) -> str | None:
-        value = get(attribute)
+        try:
+            value = get(attribute)
+        except (ValueError, SystemError):  # not UTF-8, as above
+            raise _NotPlain from None
         if value is None or type(value) is str:
             return value
         raise _NotPlain

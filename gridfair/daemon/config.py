@@ -306,7 +306,8 @@ def _check(name: str, key: Key, value: Any, base: Path) -> Any:
     if key.path and value and not Path(value).is_absolute():
         resolved = base / value
         if not key.or_name or resolved.exists():
-            value = str(resolved.resolve())
+            # Not the last name: a link there is the store's or log's to refuse, not follow.
+            value = str(resolved.parent.resolve() / resolved.name)
     return value
 
 

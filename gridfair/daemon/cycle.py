@@ -29,6 +29,7 @@ cycle decides them again (same key), abandoned with a reason otherwise.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -53,7 +54,8 @@ from gridfair.daemon.backends import (
     require_slots,
 )
 from gridfair.daemon.config import Config
-from gridfair.daemon.faults import FaultPoints
+from gridfair.daemon.faults import FaultPoints, wall_clock
+from gridfair.daemon.host import host_shortage
 from gridfair.daemon.metrics import NullMetrics
 from gridfair.daemon.reconcile import Reconciliation, reconcile
 from gridfair.daemon.retention import Pruner, Retention
@@ -80,6 +82,10 @@ ACTION_KINDS = (VACATE, ALLOCATE)
 ALLOCATION_BATCH = 64
 #: Skipped ads (and warnings) logged one line each per cycle; the others are counted in one.
 LOGGED_ADS = 5
+#: The clock skew a lease tolerates: this share of its length, and at least this many seconds
+#: (HTCondor's clocks are read to the second). Beyond it, no lease is claimed.
+CLOCK_SKEW_SHARE = 0.25
+MIN_CLOCK_SKEW = 2.0
 
 
 @dataclass
@@ -244,7 +250,7 @@ class CycleRunner:
         except Exception as error:  # noqa: BLE001 - any backend failure fails the cycle only
             message = str(error) if isinstance(error, GridfairError) else (
                 f"backend error: {type(error).__name__}: {error}")
-            return self._failed(cycle, clock, message, "snapshot")
+            return self._failed(cycle, clock, message, "snapshot", error=error)
         log_ads(cycle, snapshot, self.store.path)
         self.faults.reached("after_snapshot", number)
         try:
@@ -255,13 +261,18 @@ class CycleRunner:
             log.exception("cycle %d: internal error", cycle)
             self.kept = self._known = None  # whatever the cycle left half-done: start afresh
             return self._failed(cycle, clock, f"internal error: {type(error).__name__}: {error}",
-                                "internal")
+                                "internal", error=error)
         self.metrics.cycle(report.outcome, report.duration)
         return report
 
     def _failed(self, cycle: int, clock: float, message: str, where: str,
-                snapshot: Snapshot | None = None) -> CycleReport:
+                snapshot: Snapshot | None = None,
+                error: BaseException | None = None) -> CycleReport:
         duration = time.perf_counter() - clock
+        shortage = host_shortage(error) if error is not None else None
+        if shortage is not None:  # no back-off cures it: said apart from the pool's failures
+            log.error("cycle %d failed for a reason of %s", cycle, shortage)
+            message, where = f"{shortage}: {message}", "host"
         ads = ad_columns(snapshot) if snapshot is not None else {}
         self.store.update_cycle(cycle, outcome="failed", error=message, finished=time.time(),
                                 duration=duration, **ads)
@@ -375,8 +386,13 @@ class CycleRunner:
         Returns the cycle's lease columns."""
         if not self.backend.leases:
             return {}
-        until = time.time() + self.lease
+        bound = max(MIN_CLOCK_SKEW, CLOCK_SKEW_SHARE * self.lease)
         try:
+            skew = self.backend.clock_skew(bound)
+            self.metrics.clock_skew(skew)
+            if abs(skew) > bound:
+                return self._refuse_lease(cycle, skew, bound)
+            until = wall_clock() + self.lease
             self.backend.hold_starts(until)
         except ActionFailed as error:
             log.warning("cycle %d: lease not renewed, the pool starts jobs on its own once the "
@@ -384,6 +400,20 @@ class CycleRunner:
             self.metrics.error("lease")
             return {"lease_error": str(error)}
         return {"lease_until": until}
+
+    def _refuse_lease(self, cycle: int, skew: float, bound: float) -> dict[str, Any]:
+        """No lease stated in a clock the negotiator does not keep: a day behind, it would
+        have run out when set; a day ahead, a dead daemon would block unsteered starts for a
+        day. The lease held is handed back, and the cycle goes on unleased."""
+        message = (f"clock skew: the negotiator's clock is {skew:+.0f} s off this host's, "
+                   f"more than the {bound:.0f} s a {self.lease:.0f} s lease tolerates: no lease "
+                   "claimed, the pool starts jobs on its own (keep the clocks of this host and "
+                   "the central manager synchronized: NTP)")
+        log.error("cycle %d: %s", cycle, message)
+        self.metrics.error("clock")
+        with contextlib.suppress(ActionFailed):
+            self.backend.release_starts()
+        return {"lease_error": message}
 
     def release_pool(self) -> None:
         """End the lease: a daemon that stops hands the starts back to the pool at once."""

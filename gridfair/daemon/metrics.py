@@ -7,14 +7,31 @@ leaves the daemon through the metrics.
 
 Each daemon gets its own `CollectorRegistry`, so tests (and two daemons in one process) do
 not collide on metric names. `NullMetrics` is the same interface doing nothing.
+
+The server is bounded, as any local account can connect to it: at most `MAX_CONNECTIONS`
+served at once (one more is closed as soon as it is accepted), each given
+`CONNECTION_TIMEOUT` seconds between the bytes of its request. Idle connections then hold
+at most that many descriptors and threads, whatever their number, and cannot take the
+descriptors a cycle needs (prometheus_client's own server gives each a thread with no
+timeout: ~1,000 idle connections exhausted the daemon's descriptors).
 """
 
 from __future__ import annotations
 
 import math
+import socket
+import threading
 from collections.abc import Iterable
+from socketserver import ThreadingMixIn
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
+
+#: Scrapes served at once; a connection past them is closed when accepted.
+MAX_CONNECTIONS = 16
+#: Seconds a scrape may leave between the bytes it sends.
+CONNECTION_TIMEOUT = 5.0
 
 
 class NullMetrics:
@@ -34,6 +51,9 @@ class NullMetrics:
 
     def users(self, rows: Iterable[tuple[str, float, float]]) -> None:
         """Per-user (name, PowerDiff, dominant share) as of the cycle's snapshot."""
+
+    def clock_skew(self, seconds: float) -> None:
+        """The lease's clock (the negotiator's) less the daemon's, as last measured."""
 
     def close(self) -> None:
         """Stop serving."""
@@ -61,7 +81,10 @@ class PrometheusMetrics(NullMetrics):
         self.dominant_share = Gauge("gridfair_user_dominant_share", "DRF dominant share per "
                                     "user", ["user"], registry=registry)
         self._users: set[str] = set()  # the users with series now
-        self.server, self.thread = start_http_server(port, addr=address, registry=registry)
+        self.skew = Gauge("gridfair_clock_skew_seconds", "The negotiator's clock less the "
+                          "daemon's (0: within the bound the lease tolerates)",
+                          registry=registry)
+        self.server = _serve(address, port, registry)
 
     def cycle(self, outcome: str, seconds: float) -> None:
         self.cycle_seconds.labels(outcome).observe(seconds)
@@ -91,6 +114,60 @@ class PrometheusMetrics(NullMetrics):
             self.dominant_share.remove(user)
         self._users = present
 
+    def clock_skew(self, seconds: float) -> None:
+        self.skew.set(seconds)
+
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class _QuietHandler(WSGIRequestHandler):
+    timeout = CONNECTION_TIMEOUT  # a socket timeout on every read of the request
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """No line per scrape (nor per timed-out connection)."""
+
+
+class _BoundedServer(ThreadingMixIn, WSGIServer):
+    """A thread per connection, at most `MAX_CONNECTIONS` of them."""
+
+    daemon_threads = True
+    request_queue_size = 128  # the listen backlog, held by the kernel, not by descriptors
+
+    def server_activate(self) -> None:
+        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        super().server_activate()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            self.shutdown_request(request)  # its descriptor freed at once
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Nothing on stderr for a client that timed out or went away (nor a traceback)."""
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+
+def _serve(address: str, port: int, registry: CollectorRegistry) -> _BoundedServer:
+    """The metrics of `registry` served on address:port by a thread of its own."""
+    family, _, _, _, bound = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM,
+                                                flags=socket.AI_PASSIVE)[0]
+
+    class Server(_BoundedServer):
+        address_family = family  # IPv6 addresses too
+
+    server = make_server(bound[0], port, make_wsgi_app(registry), Server,
+                         handler_class=_QuietHandler)
+    threading.Thread(target=server.serve_forever, name="gridfair-metrics", daemon=True).start()
+    return server  # type: ignore[return-value]

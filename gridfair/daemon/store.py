@@ -26,11 +26,13 @@ WAL lets the admin commands read while the daemon writes; they open the file rea
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import logging
 import os
 import sqlite3
+import stat
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -140,12 +142,49 @@ def dumps(value: Any) -> str:
 def private_file(path: Path) -> None:
     """Make `path` (if missing) readable and writable by the daemon's account alone, and
     close it to others if it exists: the journal, its lock and log name every user's jobs.
-    SQLite gives the -wal and -shm files the database's permissions."""
-    descriptor = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o600)
+    SQLite gives the -wal and -shm files the database's permissions.
+
+    The file is opened without following a symbolic link, and must be a regular file of the
+    daemon's own account, in a directory of its own (`own_directory`): else a PermissionError
+    says why. Files opened by name afterwards (by SQLite, by the log) are then these: no other
+    account can replace them in such a directory."""
+    own_directory(path.parent)
     try:
+        descriptor = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW
+                             | os.O_CLOEXEC, 0o600)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise PermissionError(errno.EPERM, f"{path} is a symbolic link: refused (give the "
+                                               f"file itself)") from None
+        raise
+    try:
+        status = os.fstat(descriptor)
+        if not stat.S_ISREG(status.st_mode):
+            raise PermissionError(errno.EPERM, f"{path} is not a regular file")
+        if status.st_uid != os.geteuid():
+            raise PermissionError(errno.EPERM, f"{path} belongs to uid {status.st_uid}, not "
+                                               f"to the daemon's (uid {os.geteuid()})")
         os.fchmod(descriptor, 0o600)
     finally:
         os.close(descriptor)
+
+
+def own_directory(directory: Path) -> None:
+    """A PermissionError unless `directory` is the daemon's own: owned by its account (or
+    root), and not writable by group or others, sticky bit or not (in /tmp another account
+    could make the journal's -wal file, or a link in its place, first)."""
+    try:
+        status = os.stat(directory)
+    except FileNotFoundError:
+        raise PermissionError(errno.ENOENT, f"directory {directory} does not exist") from None
+    if status.st_uid not in (os.geteuid(), 0):
+        raise PermissionError(errno.EPERM, f"directory {directory} belongs to uid "
+                                           f"{status.st_uid}, not to the daemon's "
+                                           f"(uid {os.geteuid()}) or root")
+    if status.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise PermissionError(errno.EPERM, f"directory {directory} is writable by others "
+                                           f"(mode {stat.S_IMODE(status.st_mode):04o}): give a "
+                                           f"directory only the daemon's account can write")
 
 
 @contextmanager

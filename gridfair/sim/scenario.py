@@ -133,6 +133,9 @@ def build_scenario(
                 raise InputError(f"workload {workload!r} is neither a workload of the grid "
                                  f"(known: {known}) nor a file")
             raise InputError(f"no such workload file {workload!r}")
+        if not (path.is_file() or path.is_dir()):  # a FIFO would block the read for ever
+            raise InputError("not a regular file (a FIFO, device or socket): give a file",
+                             source=workload)
         format_name = workload_format(path, workload_format_name)
         scenario = WORKLOAD_FORMATS[format_name](path, grid, read_options)
         described = f"a {format_name} workload" + (" on a grid" if grid is not None else "")

@@ -109,6 +109,12 @@ class PoolBackend(ABC):
     def release_starts(self) -> None:  # noqa: B027 - optional, as above
         """End the lease now: the pool starts jobs on its own again (a daemon that stops)."""
 
+    def clock_skew(self, bound: float) -> float:
+        """Seconds the clock the lease is compared with (the negotiator's) is ahead of this
+        host's (`faults.wall_clock`), known to within `bound`: 0.0 within it. Default: the
+        lease is this host's clock's. Raises `ActionFailed` if it cannot be read."""
+        return 0.0
+
     def now(self) -> float:
         """The pool's clock: wall time for real pools, simulated time for `sim` (from
         `simulated_since`)."""

@@ -82,6 +82,7 @@ from gridfair.daemon.backends.ads import (
     snapshot_from_ads,
     snapshot_of,
 )
+from gridfair.daemon.faults import wall_clock
 from gridfair.errors import ConfigError, InputError
 from gridfair.model import DYNAMIC, PARTITIONABLE, Job, Machine, SkippedAd, Snapshot
 
@@ -561,6 +562,40 @@ class HTCondorBackend(PoolBackend):
                                    f"{value} ({error}; is the daemon's account its "
                                    "ADMINISTRATOR, the knob in SETTABLE_ATTRS_ADMINISTRATOR, "
                                    "ENABLE_RUNTIME_CONFIG on?)") from None
+
+    def clock_skew(self, bound: float) -> float:
+        """The negotiators' clock against this host's: each negotiator's against the
+        collector's (its ad's `MyCurrentTime`, stamped by the negotiator when it sent the ad,
+        less `LastHeardFrom`, stamped by the collector when it came: whatever the ad's age),
+        the one furthest off, plus the collector's against this host's (`_collector_offset`)."""
+        own = [ad["MyCurrentTime"] - ad["LastHeardFrom"] for ad in self._negotiators()
+               if type(ad.get("MyCurrentTime")) is int and type(ad.get("LastHeardFrom")) is int]
+        return float(max(own, key=abs, default=0)) + self._collector_offset(bound)
+
+    def _collector_offset(self, bound: float) -> float:
+        """The collector's clock less this host's, in whole seconds; 0.0 if within `bound`.
+        Read by asking the collector for its own ad under `time() >= T`, a constraint it
+        evaluates with its own clock: two questions say whether it is within the bound, and
+        beyond it, a bisection finds it (32 more, only then)."""
+        def at_least(offset: int) -> bool:
+            moment = math.floor(wall_clock()) + offset
+            try:
+                return bool(self.collector.query(htcondor2.AdType.Collector,
+                                                 f"time() >= {moment}", ["Name"]))
+            except POOL_ERRORS as error:
+                raise ActionFailed(f"lease: cannot read the collector's clock: {error}") from None
+
+        within = math.ceil(bound)
+        if at_least(-within) and not at_least(within + 1):
+            return 0.0
+        low, high = -(1 << 32), 1 << 32  # at_least(low) holds, at_least(high) does not
+        if not at_least(low):
+            raise ActionFailed("lease: cannot read the collector's clock (it sends no ad of "
+                               "its own)")
+        while high - low > 1:
+            middle = (low + high) // 2
+            low, high = (middle, high) if at_least(middle) else (low, middle)
+        return float(low)
 
     def _negotiators(self) -> list[classad2.ClassAd]:
         """The negotiators' ads from the collector, else the last ones it listed: a collector

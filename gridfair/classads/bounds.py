@@ -1,0 +1,151 @@
+"""What a reader takes from a file before it refuses it: regular files only, bounded ads and
+attributes, bounded JSON nesting, and strings the ClassAd bindings can hold.
+
+The limits are generous (a real job ad is a few kB; HTCondor's own attribute values are far
+below a MiB) and the same for every reader, so that no input makes a reader's memory grow
+with the input rather than with the limit:
+- `MAX_ATTRIBUTE`: one attribute's value (a line of old syntax, a JSON string or list);
+- `MAX_AD`: one ad's text (or one JSON object's);
+- `MAX_JSON_DEPTH`: lists and objects nested in one JSON ad.
+
+Strings are checked before they reach `classad2`: a lone UTF-16 surrogate (JSON `"\\ud800"`)
+assigned to a ClassAd kills the process (SIGSEGV inside the bindings), and a NUL ends the
+string there silently. Only JSON can carry either (its `\\u` escapes); text is decoded as
+UTF-8, which holds no surrogates, and a NUL in text is refused as not text.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from gridfair.errors import InputError
+
+#: Characters of one attribute's value.
+MAX_ATTRIBUTE = 1 << 20
+#: Characters of one ad.
+MAX_AD = 16 << 20
+#: Lists and objects nested in one JSON ad (the ad itself is depth 1).
+MAX_JSON_DEPTH = 64
+
+
+def size_text(size: int) -> str:
+    """A limit in words: 16 MiB, 1 MiB, 512 kiB."""
+    return f"{size >> 20} MiB" if size >= 1 << 20 else f"{size >> 10} kiB"
+
+
+def string_problem(text: str) -> str | None:
+    """Why the bindings cannot hold `text`, or None: a lone surrogate, a NUL character."""
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as error:
+            return (f"invalid Unicode: a lone surrogate U+{ord(text[error.start]):04X} at "
+                    f"character {error.start}")
+    nul = text.find("\0")
+    if nul >= 0:
+        return f"a NUL character at character {nul}"
+    return None
+
+
+def check_ad_text(text: str, source: str, index: int, line: int | None,
+                  by_line: bool) -> None:
+    """An InputError if an ad's text (its first line `line`) is longer than `MAX_AD` or,
+    `by_line` (old syntax, an attribute a line), one of its lines is longer than
+    `MAX_ATTRIBUTE`. Callers look only at an ad longer than `MAX_ATTRIBUTE`."""
+    where = {"source": source, "ad": f"#{index}"}
+    if len(text) > MAX_AD:
+        raise InputError(f"an ad of {len(text)} characters, longer than the limit of "
+                         f"{size_text(MAX_AD)} an ad", line=line, **where)
+    if not by_line:
+        return
+    for offset, text_line in enumerate(text.split("\n")):
+        if len(text_line) > MAX_ATTRIBUTE:
+            name = text_line.partition("=")[0].strip()[:60]
+            raise InputError(f"a line of {len(text_line)} characters, longer than the limit "
+                             f"of {size_text(MAX_ATTRIBUTE)} an attribute",
+                             line=(line or 1) + offset, attribute=name or None, **where)
+
+
+def json_value_problem(value: Any, depth: int = 1) -> str | None:
+    """Why a JSON value (as `json` loaded it, `depth` deep in its ad) cannot be an
+    attribute's value, or None: a string `string_problem` refuses, a string or list longer
+    than `MAX_ATTRIBUTE`, nesting deeper than `MAX_JSON_DEPTH`. Iterative: the nesting it is
+    given may be deep."""
+    pending = [(value, depth)]
+    while pending:
+        item, level = pending.pop()
+        if type(item) is str:
+            if len(item) > MAX_ATTRIBUTE:
+                return (f"a string of {len(item)} characters, longer than the limit of "
+                        f"{size_text(MAX_ATTRIBUTE)} an attribute")
+            problem = string_problem(item)
+            if problem:
+                return problem
+        elif isinstance(item, list | dict):
+            if level >= MAX_JSON_DEPTH:
+                return f"nested deeper than {MAX_JSON_DEPTH} levels"
+            if len(item) > MAX_ATTRIBUTE:
+                return f"a list of {len(item)} items, more than {MAX_ATTRIBUTE} an attribute"
+            if isinstance(item, dict):
+                for name in item:
+                    problem = string_problem(name)
+                    if problem:
+                        return f"a name with {problem}"
+                pending.extend((element, level + 1) for element in item.values())
+            else:
+                pending.extend((element, level + 1) for element in item)
+    return None
+
+
+def check_json_ad(value: dict, source: str, index: int, line: int | None = None) -> None:
+    """An InputError naming the attribute of a JSON ad (a loaded object) that cannot reach the
+    bindings (`json_value_problem`), if any."""
+    for name, item in value.items():
+        problem = string_problem(name)
+        if problem:
+            raise InputError(f"attribute name with {problem}", source=source, line=line,
+                             ad=f"#{index}", attribute=ascii(name))
+        if type(item) is str and item.isascii() and len(item) <= MAX_ATTRIBUTE \
+                and "\0" not in item:
+            continue  # the usual value: nothing more to look at
+        problem = json_value_problem(item, 2)
+        if problem:
+            raise InputError(problem, source=source, line=line, ad=f"#{index}",
+                             attribute=name)
+
+
+def open_regular(path: str | Path) -> io.BufferedReader:
+    """The file at `path`, opened for reading in binary; an InputError if it is missing, not
+    readable, or not a regular file (a FIFO or a device would block a read or never end).
+    Opened without blocking, so that a FIFO with no writer is refused, not waited on."""
+    source = str(path)
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise InputError("no such file", source=source) from None
+    except IsADirectoryError:
+        raise InputError("is a directory, not a file", source=source) from None
+    except OSError as error:
+        raise InputError(f"cannot read: {error.strerror}", source=source) from None
+    mode = os.fstat(descriptor).st_mode
+    if stat.S_ISDIR(mode):
+        os.close(descriptor)
+        raise InputError("is a directory, not a file", source=source)
+    if not stat.S_ISREG(mode):
+        os.close(descriptor)
+        raise InputError(f"not a regular file (a {_file_kind(mode)}): give a file",
+                         source=source)
+    os.set_blocking(descriptor, True)
+    return open(descriptor, "rb")  # noqa: SIM115 - the caller closes it
+
+
+def _file_kind(mode: int) -> str:
+    for test, kind in ((stat.S_ISFIFO, "FIFO"), (stat.S_ISCHR, "character device"),
+                       (stat.S_ISBLK, "block device"), (stat.S_ISSOCK, "socket")):
+        if test(mode):
+            return kind
+    return "special file"

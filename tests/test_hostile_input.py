@@ -1,0 +1,240 @@
+"""No file kills the process or makes a reader unbounded: random and adversarial Unicode
+(lone surrogates, NUL, bidi controls, overlong UTF-8), nesting and sizes, fed to every reader
+of ads and history, give ads whose every string the bindings can hold, or ads skipped with a
+reason naming the attribute, or one InputError; never a crash or another exception. The
+commands that died with SIGSEGV on a lone surrogate (issue 37) are run as processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import classad2
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gridfair.classads.bounds import MAX_AD, MAX_ATTRIBUTE
+from gridfair.classads.history import read_history
+from gridfair.classads.reader import SourcedAd, read_ads, reread
+from gridfair.classads.views import job_view
+from gridfair.errors import InputError
+from gridfair.model import SkippedAd
+
+ROOT = Path(__file__).resolve().parent.parent
+POOL = ROOT / "tests" / "data" / "daemon" / "pool"
+JOB = {"ClusterId": 1, "ProcId": 0, "QDate": 1000, "JobStatus": 1, "RequestCpus": 1,
+       "Owner": "ann", "User": "ann@pool", "CompletionDate": 0}
+
+ADVERSARIAL = ["\ud800", "\udfff", "a\udc80b", "\0", "a\0b", "\u202e\u2066evil\u2069",
+               "\ufeff", "\U0010ffff", "\x7f\x1b[2J", '"\\', "/Expr(\ud800)/", "é" * 3]
+STRINGS = st.one_of(st.sampled_from(ADVERSARIAL),
+                    st.text(st.characters(exclude_categories=()), max_size=12))
+VALUES = st.recursive(st.one_of(STRINGS, st.integers(), st.booleans(), st.none()),
+                      lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                              st.dictionaries(STRINGS, inner, max_size=3)),
+                      max_leaves=12)
+
+
+def _usable(value) -> bool:
+    """Whether every string in a value read (an ad, a job) is one the bindings hold."""
+    if isinstance(value, str):
+        return "\0" not in value and value.encode("utf-8", "surrogatepass") == \
+            value.encode("utf-8", "replace")
+    if isinstance(value, dict):
+        return all(_usable(name) and _usable(item) for name, item in value.items())
+    if isinstance(value, list | tuple):
+        return all(map(_usable, value))
+    return True
+
+
+def _read_all(path: Path) -> list:
+    """What every reader makes of the file: ads, jobs and skipped ads; InputError allowed."""
+    read: list = []
+    for reader in (lambda: read_ads(path, lenient=True)[0],
+                   lambda: list(read_history([path])),
+                   lambda: reread(path.read_text("utf-8", "replace"), str(path), {},
+                                  lambda sourced: sourced, lambda sourced, error: error).values):
+        try:
+            read.extend(reader())
+        except InputError as error:
+            assert _usable(str(error).encode("utf-8", "replace").decode())
+    return read
+
+
+def _check(read: list) -> None:
+    for item in read:
+        if isinstance(item, SkippedAd):
+            assert item.reason
+            continue
+        ad = getattr(item, "ad", item)
+        values = dict(ad.items()) if hasattr(ad, "items") else vars(item) if hasattr(
+            item, "__dict__") else {name: getattr(item, name) for name in item.__slots__}
+        for name, value in values.items():
+            assert _usable(name), name
+            assert _usable(value if not hasattr(value, "eval") else str(value)), (name, value)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(STRINGS, VALUES, max_size=4),
+       st.sampled_from(["json", "lines", "raw", "escaped"]))
+def test_random_unicode_and_nesting_never_crash_a_reader(extra, layout):
+    ads = [{**JOB, **extra}, {**JOB, "ClusterId": 2, **{k: v for k, v in extra.items()
+                                                        if k.lower() not in ("clusterid",)}}]
+    if layout == "json":
+        data = json.dumps(ads).encode()
+    elif layout == "lines":  # -jsonl, written raw: surrogates as invalid UTF-8 bytes
+        data = "\n".join(json.dumps(ad, ensure_ascii=False) for ad in ads).encode(
+            "utf-8", "surrogatepass")
+    elif layout == "escaped":  # new syntax, every byte past ASCII a string escape (\\377)
+        data = "\n".join("[ " + "; ".join(f"{_name(name)} = {_escaped(value)}"
+                                          for name, value in ad.items()) + " ]"
+                          for ad in ads).encode()
+    else:  # old syntax, each string quoted as is
+        data = "\n\n".join("\n".join(f"{name} = {json.dumps(value, ensure_ascii=False)}"
+                                     for name, value in ad.items()) for ad in ads).encode(
+            "utf-8", "surrogatepass")
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "ads"
+        path.write_bytes(data)
+        _check(_read_all(path))
+
+
+def _name(name: str) -> str:
+    return "'" + "".join(c if c.isalnum() and c.isascii() else "_" for c in name) + "x'"
+
+
+def _escaped(value) -> str:
+    """A value as a ClassAd literal whose strings write every byte past ASCII, and the
+    quote and backslash, as octal escapes: any byte, valid UTF-8 or not."""
+    if isinstance(value, str):
+        raw = value.encode("utf-8", "surrogatepass")
+        return '"' + "".join(chr(byte) if 32 <= byte < 127 and byte not in b'"\\' else
+                             f"\\{byte:03o}" for byte in raw) + '"'
+    if isinstance(value, list):
+        return "{" + ", ".join(map(_escaped, value)) + "}"
+    if isinstance(value, dict):
+        return "[" + "; ".join(f"{_name(k)} = {_escaped(v)}" for k, v in value.items()) + "]"
+    return "undefined" if value is None else str(value).lower() if isinstance(
+        value, bool) else str(value)
+
+
+def test_a_string_escape_to_bytes_that_are_not_utf8_skips_its_ad(tmp_path):
+    """`"\\377"` in a new-syntax file, an expression of a JSON dump, or an ad of the pool
+    (a user may write it in any attribute of their job): named, never a traceback."""
+    (tmp_path / "q.ads").write_text('[ ClusterId = 1; ProcId = 0; QDate = 5; JobStatus = 1; '
+                                    'Owner = "a"; User = "a@x" ]\n[ ClusterId = 2; ProcId = 0; '
+                                    'QDate = 5; JobStatus = 1; Owner = "a"; User = "b\\377" ]\n')
+    (tmp_path / "q.json").write_text(json.dumps([JOB, {**JOB, "ClusterId": 2,
+                                                      "Cmd": '/Expr(strcat("\\377"))/'}]))
+    for name, attribute in (("q.ads", "User"), ("q.json", "Cmd")):
+        ads, [skip] = read_ads(tmp_path / name, lenient=True)
+        assert len(ads) == 1 and skip.index == 2
+        assert f"attribute {attribute}: not UTF-8 text" in skip.reason, skip.reason
+    pool_ad = classad2.ClassAd('[ ClusterId = 2; ProcId = 0; QDate = 5; JobStatus = 1; '
+                               'Owner = "a"; User = "b\\377" ]')
+    with pytest.raises(InputError, match="attribute User: not UTF-8 text"):
+        job_view(SourcedAd(pool_ad, "schedd s", 1, None))
+
+
+@pytest.mark.parametrize("bad", ["\ud800", "a\0b"])
+@pytest.mark.parametrize("where", ["name", "value", "nested"])
+def test_a_string_the_bindings_cannot_hold_skips_its_ad_naming_the_attribute(
+        tmp_path, bad, where):
+    ad = {**JOB, "ClusterId": 2}
+    if where == "name":
+        ad[bad] = 1
+    elif where == "value":
+        ad["Owner"] = bad
+    else:
+        ad["Nested"] = [{"a": [bad]}]
+    path = tmp_path / "q.json"
+    path.write_text(json.dumps([JOB, ad]))
+    ads, skipped = read_ads(path, lenient=True)
+    assert [sourced.ad["ClusterId"] for sourced in ads] == [1]
+    [skip] = skipped
+    assert skip.index == 2 and ("attribute" in skip.reason), skip.reason
+    assert ("surrogate" in skip.reason) if bad == "\ud800" else ("NUL" in skip.reason)
+
+
+def test_json_nested_past_the_recursion_limit_is_a_clear_error_or_skip(tmp_path):
+    path = tmp_path / "deep.json"
+    path.write_text(json.dumps([JOB])[:-2] + ', "A": ' + "[" * 100_000 + "]" * 100_000
+                    + "}, " + json.dumps({**JOB, "ClusterId": 2}) + "]")
+    with pytest.raises(InputError, match="nested too deep"):
+        read_ads(path)
+    jobs = list(read_history([path]))
+    assert isinstance(jobs[0], SkippedAd) and "nested deeper" in jobs[0].reason
+    assert all(isinstance(job, SkippedAd) for job in jobs)  # never a RecursionError
+
+
+def test_a_fifo_is_refused_not_waited_on(tmp_path):
+    fifo = tmp_path / "workload"
+    os.mkfifo(fifo)
+    for read in (read_ads, lambda path: list(read_history([path]))):
+        with pytest.raises(InputError, match="not a regular file .a FIFO."):
+            read(fifo)
+    for name in ("workload", "tasks.csv", "jobs.swf"):
+        named = tmp_path / name
+        if not named.exists():
+            os.mkfifo(named)
+        result = _run("simulate", "--workload", str(named), "--capacity", "4", "--policy",
+                      "sdrf", cwd=tmp_path)
+        assert result.returncode == 2 and "not a regular file" in result.stderr, result.stderr
+
+
+def _long_ad(lines: int, width: int) -> str:
+    return "".join(f"A{number} = \"{'x' * width}\"\n" for number in range(lines))
+
+
+@pytest.mark.parametrize("shape", ["attribute", "ad"])
+def test_an_ad_past_the_limits_is_skipped_naming_the_limit(tmp_path, shape):
+    job = "".join(f"{name} = {json.dumps(value)}\n" for name, value in JOB.items())
+    big = (f"Huge = \"{'x' * (MAX_ATTRIBUTE + 10)}\"\n" if shape == "attribute"
+           else _long_ad(MAX_AD // (MAX_ATTRIBUTE // 2) + 2, MAX_ATTRIBUTE // 2))
+    path = tmp_path / "history.long"
+    path.write_text(job + "\n" + job.replace("ClusterId = 1", "ClusterId = 2") + big + "\n"
+                    + job.replace("ClusterId = 1", "ClusterId = 3"))
+    limit = "1 MiB an attribute" if shape == "attribute" else "16 MiB an ad"
+    _, skipped = read_ads(path, lenient=True)
+    assert [skip.index for skip in skipped] == [2] and limit in skipped[0].reason
+    read = list(read_history([path]))
+    assert [getattr(job, "id", None) for job in read] == ["1.0", None, "3.0"]
+    if shape == "ad":  # the history reader frames it; the attribute is the ad reader's
+        assert limit in read[1].reason, read[1].reason
+
+
+def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "gridfair", *args], capture_output=True,
+                          text=True, cwd=cwd, timeout=120)
+
+
+def test_the_commands_that_died_on_a_lone_surrogate_name_it_and_go_on(tmp_path):
+    bad = json.dumps([JOB, {**JOB, "ClusterId": 2, "Owner": "\ud800", "User": "\ud800"}])
+    (tmp_path / "q.json").write_text(bad)
+    shares = _run("shares", "--machines", str(POOL / "basic4slot.status"), "--jobs", "q.json",
+                  "--format", "json", cwd=tmp_path)
+    assert shares.returncode == 0, shares.stderr
+    assert "surrogate" in json.dumps(json.loads(shares.stdout)["skipped"])
+    done = {"JobStatus": 4, "JobStartDate": 1100, "JobCurrentStartDate": 1100,
+            "CompletionDate": 1200, "RemoteWallClockTime": 100, "MachineAttrMips0": 1000}
+    (tmp_path / "h.json").write_text(json.dumps(
+        [{**JOB, **done}, {**JOB, **done, "ClusterId": 2, "User": "\ud800"}]))
+    simulate = _run("simulate", "--workload", "h.json", "--workload-format", "condor-history",
+                    "--machines", str(POOL / "basic4slot.status"), "--policy", "sdrf",
+                    cwd=tmp_path)
+    assert simulate.returncode == 0, simulate.stderr
+    assert "surrogate" in simulate.stdout + simulate.stderr
+    shutil.copytree(POOL, tmp_path / "pool", copy_function=shutil.copy)
+    (tmp_path / "pool" / "jobs.queue").write_text(bad)
+    (tmp_path / "c.toml").write_text(
+        '[daemon]\nstore = "state.db"\n[backend]\nkind = "files"\n[backend.files]\n'
+        'directory = "pool"\nactions = "a.jsonl"\n[safety]\nmax_snapshot_age = 3600\n')
+    daemon = _run("daemon", "--config", "c.toml", "--once", cwd=tmp_path)
+    assert daemon.returncode == 0, daemon.stderr
+    assert "surrogate" in daemon.stderr + daemon.stdout

@@ -122,7 +122,9 @@ ALLOCATION_SUFFIXES = ("Cpus", "Memory", "GPUs")
 
 
 def not_steered(attribute: str) -> str:
-    """Why an idle job whose request can vary is not steered."""
+    """Why an idle job whose request can vary is not steered. (Its skipped item names no ad
+    index: the ad is usable, gridfair declines it; a pool of such jobs alone is not an
+    unusable one.)"""
     return (f"not steered: {attribute} reads the slot or the clock (HTCondor evaluates it "
             "against the slot it cuts for the job: gridfair cannot know the size it would "
             "allocate); ask for a number")
@@ -392,7 +394,11 @@ class HTCondorBackend(PoolBackend):
         # empty queue: the slots' running jobs would have no job ads to act on.
         if not locations:
             raise PoolUnavailable("the collector lists no schedd")
-        if len(skipped) == len(locations):
+        # A schedd that did not answer is skipped as itself (`schedd NAME`, ad 0, NAME); the
+        # other skipped items are ads of schedds that did.
+        silent = {skip.name for skip in skipped if skip.index == 0 and skip.source == (
+            f"schedd {skip.name}")}
+        if len(silent) == len(locations):
             raise PoolUnavailable("no schedd answered its job query")
         return slots, demand
 
@@ -606,7 +612,7 @@ def steerable_ads(ads: Iterable[classad2.ClassAd],
             kept.append(SourcedAd(ad, source, index, None))
         else:
             job_id = f"{ad.get('ClusterId')}.{ad.get('ProcId')}"
-            skipped.append(SkippedAd(source, index, job_id, not_steered(varies)))
+            skipped.append(SkippedAd(source, 0, job_id, not_steered(varies)))
     return kept, skipped
 
 
@@ -665,7 +671,7 @@ def jobs_of_rows(
     for index, row in enumerate(rows, 1):
         request = requests.get(row.get("AutoClusterId"))
         if isinstance(request, str):
-            skipped.append(SkippedAd(source, index, f"{row.get('ClusterId')}.{row.get('ProcId')}",
+            skipped.append(SkippedAd(source, 0, f"{row.get('ClusterId')}.{row.get('ProcId')}",
                                      request))
             continue
         if request is None and isinstance(row.get("ClusterId"), int) and isinstance(

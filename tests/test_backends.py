@@ -387,8 +387,51 @@ def test_htcondor_vacate_and_allocate_use_act_and_edit():
     assert backend.vacate(["3.0"]) == {"3.0": "job not in a state that can be vacated"}
     job = _idle(snapshot)[0]
     backend.allocate(job, snapshot.machines[0])
-    assert FakeSchedd.edits[-1] == ([job.id], "GridfairSlot",
-                                    classad2.quote(snapshot.machines[0].name))
+    # The size allocated first, as literals, then the slot (which makes the job matchable).
+    assert FakeSchedd.edits[-4:] == [
+        ([job.id], "GridfairSlotCpus", "1"), ([job.id], "GridfairSlotMemory", "1"),
+        ([job.id], "GridfairSlotGPUs", "0"),
+        ([job.id], "GridfairSlot", classad2.quote(snapshot.machines[0].name))]
+
+
+@pytest.mark.parametrize("demand", ["autocluster", "jobs"])
+def test_htcondor_does_not_steer_idle_jobs_whose_requests_read_the_slot_or_the_clock(demand):
+    """Every idle job of the first schedd asks for `TARGET.Cpus`: each is skipped with the
+    reason (no ad index: the ad is usable), and a pool of such jobs alone is a quiet one,
+    not an unusable pool nor one whose schedds did not answer."""
+    backend = htcondor_backend()
+    backend.demand = demand
+    backend.job_constraint = "JobStatus == 1 || JobStatus == 2"
+    for ad in FakeSchedd.queues[SCHEDDS[0]]:
+        if ad["JobStatus"] == 1:
+            ad["RequestCpus"] = classad2.ExprTree("ifThenElse(TARGET.Cpus > 1, TARGET.Cpus, 1)")
+    snapshot = backend.read_snapshot()
+    assert _idle(snapshot) == []
+    assert len(snapshot.skipped) == 8
+    assert {(skip.index, skip.reason) for skip in snapshot.skipped} == {(0, (
+        "not steered: RequestCpus reads the slot or the clock (HTCondor evaluates it against "
+        "the slot it cuts for the job: gridfair cannot know the size it would allocate); ask "
+        "for a number"))}
+
+
+def test_htcondor_jobs_demand_counts_a_job_running_only_where_its_slot_says_so():
+    """A job ad edited by its owner to say it runs (JobStatus 2, RemoteHost an owner's slot)
+    is skipped; a running job is placed on the slot whose ad names it, whatever its ad says."""
+    backend = htcondor_backend()
+    backend.demand = "jobs"
+    backend.job_constraint = "JobStatus == 1 || JobStatus == 2"
+    idle = next(ad for ad in FakeSchedd.queues[SCHEDDS[0]] if ad["JobStatus"] == 1)
+    liar = f"{idle['ClusterId']}.{idle['ProcId']}"
+    idle["JobStatus"], idle["RemoteHost"] = 2, "slot1@ingwe.cs.wisc.edu"
+    running = next(ad for queue in FakeSchedd.queues.values() for ad in queue
+                   if ad["JobStatus"] == 2 and ad is not idle)
+    slot = running["RemoteHost"]
+    running["RemoteHost"] = "elsewhere@example"
+    snapshot = backend.read_snapshot()
+    assert liar not in snapshot.jobs_by_id
+    assert [(skip.name, skip.reason) for skip in snapshot.skipped] == [
+        (liar, "its ad says it runs, and no slot's ad names it: not counted as running")]
+    assert snapshot.jobs_by_id[f"{running['ClusterId']}.{running['ProcId']}"].machine == slot
 
 
 def test_htcondor_collector_down_is_pool_unavailable():

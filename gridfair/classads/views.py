@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -276,6 +277,36 @@ def job_request(sourced: SourcedAd, name: str | None = None) -> JobRequest:
     return JobRequest(values.number("RequestCpus", 1.0, positive=True),
                       values.number("RequestMemory", 0.0), sourced.ad,
                       values.number("RequestGPUs", 0.0))
+
+
+#: What a job asks for of a slot: a dynamic slot is cut to these, evaluated against the machine.
+REQUEST_ATTRIBUTES = ("RequestCpus", "RequestMemory", "RequestGPUs")
+#: Job attributes HTCondor itself keeps that its own default requests read (older versions:
+#: `ifthenelse(MemoryUsage isnt undefined, MemoryUsage, (ImageSize + 1023) / 1024)`), and that
+#: an idle job may not have yet.
+JOB_OWN_ATTRIBUTES = frozenset(name.lower() for name in (
+    "MemoryUsage", "DiskUsage", "ImageSize", "ResidentSetSize"))
+#: Functions whose value changes from one evaluation to the next, or that can name any
+#: attribute of either ad (`eval(strcat("TAR", "GET.Cpus"))`).
+_VARYING_CALL = re.compile(r"\b(time|random|eval|evalineachcontext|evalinlistcontext)\s*\(",
+                           re.IGNORECASE)
+
+
+def request_varies(ad: Any) -> str | None:
+    """The first of a job's (or an autocluster's) requests that can evaluate to another value
+    than it does alone, or None. HTCondor evaluates a request against the slot when it cuts
+    one for the job: `ifThenElse(TARGET.Cpus =!= undefined, TARGET.Cpus, 1)` is 1 alone and
+    every CPU left on the machine there; so does an unscoped name the job lacks (`Cpus`),
+    which the slot's ad answers, and `time()` or `random()` change from one evaluation to
+    the next. A literal, or an expression of the job's own attributes, does not."""
+    for attribute in REQUEST_ATTRIBUTES:
+        value = ad.get(attribute)
+        if not isinstance(value, _EXPRESSION):
+            continue
+        outside = {ref.lower() for ref in ad.externalRefs(value) if ref}
+        if outside - JOB_OWN_ATTRIBUTES or _VARYING_CALL.search(str(value)):
+            return attribute
+    return None
 
 
 def grouped_job_view(sourced: SourcedAd, request: SourcedAd | JobRequest,

@@ -56,6 +56,15 @@ def attribute(pool: PersonalPool, job: str, name: str) -> str:
     '+GridfairSlot = "slot1@vm"',
     'MY.gridfairslot = "slot1@vm"',  # attribute names are not case-sensitive
     '+GridfairSlot = strcat("slot", "1@vm")',
+    # Undefined when the schedd judged the submit, a slot's name later (issue 31): accepted
+    # while the submit requirement judged the value.
+    '+GridfairSlot = SomeHelper',
+    'MY.GridfairSlot = ifThenElse(time() < 2000000000, undefined, "slot1@vm")',
+    '+GridfairSlot = ifThenElse(TARGET.Name =!= undefined, TARGET.Name, undefined)',
+    '+GridfairSlot = undefined',
+    # The size gridfair allocates beside the slot is its own too.
+    '+GridfairSlotCpus = 64',
+    'MY.gridfairslotmemory = TARGET.Memory',
 ])
 @pytest.mark.parametrize("materialize", [False, True])
 def test_a_user_cannot_steer_a_job_at_submit(clean_queue: PersonalPool, steering: str,
@@ -66,6 +75,42 @@ def test_a_user_cannot_steer_a_job_at_submit(clean_queue: PersonalPool, steering
     assert done.returncode != 0
     assert REFUSED in done.stderr + done.stdout
     assert pool.jobs("ClusterId") == []
+
+
+def test_a_late_materialized_job_cannot_be_steered(clean_queue: PersonalPool) -> None:
+    """A factory whose first job names no slot and whose second does (`$(slot)` from the
+    queue items): the schedd judges the first at submit, makes the second later. Earlier
+    accepted, and the second job was queued as `GridfairSlot = "slot1@vm"`; now refused."""
+    pool = clean_queue
+    done = pool.submit_as(ATTACKER, sleep_job("max_materialize = 1", "+GridfairSlot = $(slot)"),
+                          queue=["queue name, slot from (", "  first,", '  second, "slot1@vm"',
+                                 ")"])
+    assert done.returncode != 0
+    assert REFUSED in done.stderr + done.stdout
+    assert pool.jobs("ClusterId") == []
+
+
+def test_the_negotiator_takes_only_a_literal_steering(static_pool: PersonalPool) -> None:
+    """Past the submit and edit checks (a queue super user may write anything), a steering
+    that is an expression naming the slot is not one: with gridfair's lease held the
+    negotiator is not sent the job, while the job steered by the literal gridfair writes
+    starts."""
+    pool = static_pool
+    pool.clear_queue()
+    live = backend(pool)
+    live.hold_starts(time.time() + 60)
+    try:
+        crafted, steered = pool.submit([JobSpec(ATTACKER, LONG), JobSpec("User1", LONG)])
+        cluster = crafted.split(".")[0]
+        pool.run_tool(["condor_qedit", cluster, "GridfairSlot", 'strcat("slot2", "@vm")'])
+        snapshot = live.read_snapshot()
+        live.allocate(snapshot.jobs_by_id[steered], snapshot.machines_by_name["slot3@vm"])
+        assert pool.wait_until(lambda: pool.running_on_nodes().get(steered), 30) == "slot3@vm"
+        time.sleep(3 * pool.interval + 2)
+        assert crafted not in pool.running()
+    finally:
+        live.release_starts()
+        pool.clear_queue()
 
 
 def test_a_user_cannot_steer_or_backdate_a_queued_job(clean_queue: PersonalPool) -> None:
@@ -81,7 +126,8 @@ def test_a_user_cannot_steer_or_backdate_a_queued_job(clean_queue: PersonalPool)
     assert before - 5 <= float(attribute(pool, job, "QDate")) <= time.time() + 5
     for edit in ([job, "GridfairSlot", '"slot1@vm"'], [cluster, "GridfairSlot", '"slot1@vm"'],
                  ["-constraint", "true", "GridfairSlot", '"slot1@vm"'],
-                 [job, "gridfairslot", '"slot1@vm"'], [job, "QDate", "1"]):
+                 [job, "gridfairslot", '"slot1@vm"'], [job, "QDate", "1"],
+                 [job, "GridfairSlotCpus", "64"], [cluster, "GridfairSlotMemory", "1000000"]):
         edited = pool.run_tool(["condor_qedit", *edit], account=ATTACKER, check=False)
         assert edited.returncode != 0, (edit, edited.stdout)
     assert attribute(pool, job, "GridfairSlot") == "undefined"
@@ -161,6 +207,64 @@ def test_an_ordinary_user_cannot_renew_or_cancel_the_lease(clean_queue: Personal
     factor = pool.run_tool(["condor_userprio", "-setfactor", f"{ATTACKER}@{UID_DOMAIN}", "1"],
                            account=ATTACKER, check=False)
     assert factor.returncode != 0 or "denied" in (factor.stdout + factor.stderr).lower()
+
+
+def set_lease_as(account: str, pool: PersonalPool, python: Path,
+                 until: str) -> subprocess.CompletedProcess:
+    """`account` setting the lease knob on the negotiator, as gridfair does."""
+    ensure_account(account)
+    script = ("import htcondor2\n"
+              f"collector = htcondor2.Collector({pool.collector_host!r})\n"
+              "[negotiator] = collector.query(htcondor2.AdType.Negotiator)\n"
+              f"htcondor2.RemoteParam(negotiator)['GRIDFAIR_LEASE_UNTIL'] = {until!r}\n"
+              "htcondor2.send_command(negotiator, htcondor2.DaemonCommand.Reconfig)\n")
+    return subprocess.run(as_account(account, [str(python), "-c", script]),
+                          env=pool.environment, capture_output=True, text=True, check=False)
+
+
+def test_a_host_based_admin_list_does_not_give_the_lease_to_every_account(
+        daemon_python: Path) -> None:
+    """A site with `use SECURITY : HOST_BASED` (its ADMINISTRATOR list a host: every account
+    there administers the negotiator, and may have it reconfigure): mallory still cannot set
+    the lease (earlier settable at ADMINISTRATOR, so anyone could hold or open the pool at
+    will); gridfair's account can."""
+    pool = own_pool([SlotSpec("User1", 132250)],
+                    extra_config=["use SECURITY : HOST_BASED",
+                                  *POOL_CONFIG.read_text().splitlines()])
+    with pool:
+        reconfig = pool.run_tool(["condor_reconfig", "-negotiator"], account=ATTACKER,
+                                 check=False)
+        assert reconfig.returncode == 0, reconfig.stderr  # the site's list does admit it
+        attempt = set_lease_as(ATTACKER, pool, daemon_python, "9999999999")
+        assert attempt.returncode != 0
+        assert "Failed to set remote daemon parameter" in attempt.stderr
+        own = set_lease_as(pool.daemon_account, pool, daemon_python, "1")
+        assert own.returncode == 0, own.stderr
+        lease = pool.run_tool(["condor_config_val", "-negotiator", "GRIDFAIR_LEASE_UNTIL"])
+        assert pool.wait_until(lambda: pool.run_tool(
+            ["condor_config_val", "-negotiator", "GRIDFAIR_LEASE_UNTIL"]).stdout.strip() == "1",
+            10), lease.stdout
+
+
+def test_a_job_that_says_it_runs_counts_as_running_only_where_a_slot_says_so(
+        clean_queue: PersonalPool) -> None:
+    """`demand = "jobs"` reads job ads, whose `JobStatus` and `RemoteHost` their owner may
+    edit: mallory's idle job claiming to run on an owner's slot is not counted as running
+    there (nor anywhere), and the slot stays free; skipped with the reason."""
+    pool = clean_queue
+    done = pool.submit_as(ATTACKER, sleep_job("hold = True"))
+    assert done.returncode == 0, done.stderr
+    job = first_job(done)
+    for name, value in (("JobStatus", "2"), ("RemoteHost", '"slot1@vm"')):
+        edited = pool.run_tool(["condor_qedit", job, name, value], account=ATTACKER,
+                               check=False)
+        assert edited.returncode == 0, (name, edited.stderr)
+    assert attribute(pool, job, "JobStatus") == "2"
+    snapshot = backend(pool, demand="jobs").read_snapshot()
+    assert job not in snapshot.jobs_by_id
+    assert [skip.reason for skip in snapshot.skipped if skip.name == job] == [
+        "its ad says it runs, and no slot's ad names it: not counted as running"]
+    assert snapshot.machines_by_name["slot1@vm"].running_job is None
 
 
 def test_a_users_own_schedd_cannot_pass_its_jobs_off_as_an_owners(tmp_path: Path) -> None:

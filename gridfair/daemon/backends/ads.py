@@ -11,6 +11,7 @@ adds what the daemon needs on top:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 
 from gridfair.classads.reader import SourcedAd
@@ -62,6 +63,27 @@ def snapshot_from_ads(
     jobs, bad_jobs = jobs_from_ads(job_ads, lenient=True)
     return snapshot_of(time, machines, jobs, (*skipped, *bad_slots, *bad_jobs),
                        warnings=warnings)
+
+
+def running_as_slots_say(jobs: Iterable[Job],
+                         machines: Iterable[Machine]) -> tuple[list[Job], list[SkippedAd]]:
+    """The jobs, each running job where the slot whose ad names it (`JobId`) is: a job ad's
+    `JobStatus` and `RemoteHost` are its owner's to edit, a slot's ad is the startd's. A job
+    whose ad says it runs and that no slot names is skipped, with the reason."""
+    slot_of = {machine.running_job: machine.name for machine in machines if machine.running_job}
+    kept: list[Job] = []
+    skipped: list[SkippedAd] = []
+    for job in jobs:
+        if job.status is not JobStatus.RUNNING:
+            kept.append(job)
+            continue
+        slot = slot_of.get(job.id)
+        if slot is None:
+            skipped.append(SkippedAd("schedd", 0, job.id, "its ad says it runs, and no slot's "
+                                     "ad names it: not counted as running"))
+        else:
+            kept.append(job if job.machine == slot else dataclasses.replace(job, machine=slot))
+    return kept, skipped
 
 
 def snapshot_of(time: float, machines: list[Machine], jobs: list[Job],

@@ -68,6 +68,7 @@ from gridfair.classads.views import (
     job_request,
     jobs_from_ads,
     machines_from_ads,
+    request_varies,
 )
 from gridfair.daemon.backends import (
     ActionFailed,
@@ -79,7 +80,7 @@ from gridfair.daemon.backends import (
 from gridfair.daemon.backends.ads import (
     JOB_ATTRIBUTES,
     SLOT_ATTRIBUTES,
-    snapshot_from_ads,
+    running_as_slots_say,
     snapshot_of,
 )
 from gridfair.daemon.faults import wall_clock
@@ -114,6 +115,21 @@ IDLE_ROW_ATTRIBUTES = (
 )
 DEFAULT_JOB_CONSTRAINTS = {"autocluster": "JobStatus == 1",
                            "jobs": "JobStatus == 1 || JobStatus == 2"}
+
+#: Suffixes of the steering attribute's companions: the size gridfair allocated with the slot
+#: (`GridfairSlotCpus`, ...), which a dynamic slot cut for the job may not exceed
+#: (configs/htcondor-pool.config, GRIDFAIR_WITHIN_ALLOCATION).
+ALLOCATION_SUFFIXES = ("Cpus", "Memory", "GPUs")
+
+
+def not_steered(attribute: str) -> str:
+    """Why an idle job whose request can vary is not steered. (Its skipped item names no ad
+    index: the ad is usable, gridfair declines it; a pool of such jobs alone is not an
+    unusable one.)"""
+    return (f"not steered: {attribute} reads the slot or the clock (HTCondor evaluates it "
+            "against the slot it cuts for the job: gridfair cannot know the size it would "
+            "allocate); ask for a number")
+
 
 #: Expressions of an ad that matching evaluates, and how many query rounds may be spent
 #: learning the attributes they read.
@@ -327,8 +343,9 @@ class HTCondorBackend(PoolBackend):
             except POOL_ERRORS as error:
                 skipped.extend(SkippedAd(f"schedd {name}", 0, job_id,
                                          f"job ad query failed: {error}") for job_id in asked)
-        jobs, unusable = jobs_from_ads([SourcedAd(ad, f"schedd {name}", index, None)
-                                        for index, ad in enumerate(ads, 1)], lenient=True)
+        steerable, unusable = steerable_ads(ads, f"schedd {name}")
+        jobs, unreadable = jobs_from_ads(steerable, lenient=True)
+        unusable.extend(unreadable)
         answered = {job.id for job in jobs} | {skip.name for skip in (*skipped, *unusable)}
         skipped.extend(SkippedAd(f"schedd {name}", 0, job_id, "no job ad in the schedd's "
                                  "answer (left the queue since its idle row?)")
@@ -364,9 +381,14 @@ class HTCondorBackend(PoolBackend):
         taken = time.time()
         slots, (job_ads, skipped, locations) = self._query_learning(
             self._query_jobs, lambda demand: (sourced.ad for sourced in demand[0]))
-        slot_ads = [SourcedAd(ad, "collector", index, None)
-                    for index, ad in enumerate(slots, start=1)]
-        snapshot = snapshot_from_ads(taken, slot_ads, job_ads, self.ad_config, skipped)
+        machines, bad_slots = machines_from_ads(
+            [SourcedAd(ad, "collector", index, None) for index, ad in enumerate(slots, 1)],
+            self.ad_config, lenient=True)
+        jobs, bad_jobs = jobs_from_ads(job_ads, lenient=True)
+        # A job's owner may edit its JobStatus and RemoteHost: a job runs where a slot says so.
+        jobs, not_running = running_as_slots_say(jobs, machines)
+        snapshot = snapshot_of(taken, machines, jobs,
+                               (*skipped, *bad_slots, *bad_jobs, *not_running))
         return charge_snapshot(snapshot, self.submitters)
 
     def _query_learning(self, query_demand: Callable[[], tuple],
@@ -403,7 +425,11 @@ class HTCondorBackend(PoolBackend):
         # empty queue: the slots' running jobs would have no job ads to act on.
         if not locations:
             raise PoolUnavailable("the collector lists no schedd")
-        if len(skipped) == len(locations):
+        # A schedd that did not answer is skipped as itself (`schedd NAME`, ad 0, NAME); the
+        # other skipped items are ads of schedds that did.
+        silent = {skip.name for skip in skipped if skip.index == 0 and skip.source == (
+            f"schedd {skip.name}")}
+        if len(silent) == len(locations):
             raise PoolUnavailable("no schedd answered its job query")
         return slots, demand
 
@@ -443,8 +469,10 @@ class HTCondorBackend(PoolBackend):
             except POOL_ERRORS as error:
                 skipped.append(SkippedAd(f"schedd {name}", 0, name, f"query failed: {error}"))
                 continue
-            for index, ad in enumerate(ads, start=1):
-                job_ads.append(SourcedAd(ad, f"schedd {name}", index, None))
+            steerable, unsteerable = steerable_ads(ads, f"schedd {name}")
+            job_ads.extend(steerable)
+            skipped.extend(unsteerable)
+            for ad in ads:
                 if "ClusterId" in ad and "ProcId" in ad:
                     schedd_of.setdefault(f"{ad['ClusterId']}.{ad['ProcId']}", location)
         self._schedd_of = schedd_of
@@ -480,7 +508,7 @@ class HTCondorBackend(PoolBackend):
     def allocate(self, job: Job, machine: Machine) -> None:
         schedd = self._schedd(job.id)
         try:
-            edited = schedd.edit([job.id], self.steer_attribute, classad2.quote(machine.name))
+            edited = self._steer(schedd, job, machine)
             schedd.reschedule()
         except POOL_ERRORS as error:
             raise ActionFailed(f"schedd refused the edit of {job.id}: {error}") from None
@@ -525,7 +553,7 @@ class HTCondorBackend(PoolBackend):
         try:
             for victim_id in victim_ids:
                 self._unsteer(schedd, victim_id)
-            schedd.edit([job.id], self.steer_attribute, classad2.quote(machine.name))
+            self._steer(schedd, job, machine)
         except POOL_ERRORS as error:
             raise ActionFailed(f"schedd refused the edit of {job.id} or its victims: "
                                f"{error}") from None
@@ -542,8 +570,8 @@ class HTCondorBackend(PoolBackend):
     def hold_starts(self, until: float) -> None:
         """Set the lease knob (`GRIDFAIR_LEASE_UNTIL`, which the pool's
         NEGOTIATOR_JOB_CONSTRAINT compares with `time()`) on every negotiator, as runtime
-        configuration, and have each reconfigure: the account needs ADMINISTRATOR there, and
-        the knob must be in SETTABLE_ATTRS_ADMINISTRATOR (configs/htcondor-pool.config)."""
+        configuration, and have each reconfigure: the account needs CONFIG there, for a knob
+        in SETTABLE_ATTRS_CONFIG, and ADMINISTRATOR (configs/htcondor-pool.config)."""
         self._set_lease(str(math.ceil(until)))
 
     def release_starts(self) -> None:
@@ -559,9 +587,9 @@ class HTCondorBackend(PoolBackend):
                 htcondor2.send_command(ad, htcondor2.DaemonCommand.Reconfig)
             except POOL_ERRORS as error:
                 raise ActionFailed(f"lease: negotiator {name} refused {self.lease_knob} = "
-                                   f"{value} ({error}; is the daemon's account its "
-                                   "ADMINISTRATOR, the knob in SETTABLE_ATTRS_ADMINISTRATOR, "
-                                   "ENABLE_RUNTIME_CONFIG on?)") from None
+                                   f"{value} ({error}; is the daemon's account in its "
+                                   "ALLOW_CONFIG and ALLOW_ADMINISTRATOR, the knob in "
+                                   "SETTABLE_ATTRS_CONFIG, ENABLE_RUNTIME_CONFIG on?)") from None
 
     def clock_skew(self, bound: float) -> float:
         """The negotiators' clock against this host's: each negotiator's against the
@@ -624,6 +652,15 @@ class HTCondorBackend(PoolBackend):
         except POOL_ERRORS as error:
             raise ActionFailed(f"schedd refused the edit of {job_id}: {error}") from None
 
+    def _steer(self, schedd: Any, job: Job, machine: Machine) -> int:
+        """Name the slot in the job, as a string literal, after the size allocated there (the
+        pool takes a job only with both, and cuts no larger slot: the order keeps a match
+        between the edits from failing); the number of jobs the last edit changed."""
+        for suffix, amount in zip(ALLOCATION_SUFFIXES, (job.request_cpus, job.request_memory,
+                                                         job.request_gpus), strict=True):
+            schedd.edit([job.id], self.steer_attribute + suffix, _number_literal(amount))
+        return schedd.edit([job.id], self.steer_attribute, classad2.quote(machine.name))
+
     def _unsteer(self, schedd: Any, job_id: str) -> None:
         schedd.edit([job_id], self.steer_attribute, "undefined")
 
@@ -638,18 +675,44 @@ def pool_uid_domain() -> str:
                           "backend.htcondor.uid_domain to the pool's") from None
 
 
+def _number_literal(amount: float) -> str:
+    """A number as a ClassAd literal (a whole number without a decimal point)."""
+    return str(int(amount)) if float(amount).is_integer() else repr(float(amount))
+
+
+def steerable_ads(ads: Iterable[classad2.ClassAd],
+                  source: str) -> tuple[list[SourcedAd], list[SkippedAd]]:
+    """The job ads gridfair may steer, and the idle ones it may not (a request that can vary,
+    `request_varies`), skipped with the reason; running and other jobs are kept as they are."""
+    kept: list[SourcedAd] = []
+    skipped: list[SkippedAd] = []
+    for index, ad in enumerate(ads, 1):
+        varies = request_varies(ad) if ad.get("JobStatus") == 1 else None
+        if varies is None:
+            kept.append(SourcedAd(ad, source, index, None))
+        else:
+            job_id = f"{ad.get('ClusterId')}.{ad.get('ProcId')}"
+            skipped.append(SkippedAd(source, 0, job_id, not_steered(varies)))
+    return kept, skipped
+
+
 def autocluster_requests(
     clusters: Iterable[classad2.ClassAd], source: str,
-) -> tuple[dict[int, JobRequest], list[SkippedAd]]:
-    """AutoClusterId -> what its jobs ask for, from a schedd's autocluster ads; unusable ads
-    are skipped with their reasons (their jobs are then fetched one by one)."""
-    requests: dict[int, JobRequest] = {}
+) -> tuple[dict[int, JobRequest | str], list[SkippedAd]]:
+    """AutoClusterId -> what its jobs ask for, from a schedd's autocluster ads, or why its
+    jobs are not steered (a request that can vary); unusable ads are skipped with
+    their reasons (their jobs are then fetched one by one)."""
+    requests: dict[int, JobRequest | str] = {}
     skipped: list[SkippedAd] = []
     for index, ad in enumerate(clusters, 1):
         cluster = ad.get("AutoClusterId")
         try:
             if not isinstance(cluster, int):
                 raise InputError("no AutoClusterId", source=source, attribute="AutoClusterId")
+            varies = request_varies(ad)
+            if varies is not None:
+                requests[cluster] = not_steered(varies)
+                continue
             requests[cluster] = job_request(SourcedAd(ad, source, index, None),
                                             f"autocluster {cluster}")
         except InputError as error:
@@ -677,15 +740,20 @@ def fetch_constraints(job_ids: Iterable[str]) -> Iterator[tuple[str, list[str]]]
 
 
 def jobs_of_rows(
-    rows: Iterable[classad2.ClassAd], requests: dict[int, JobRequest], source: str,
+    rows: Iterable[classad2.ClassAd], requests: dict[int, JobRequest | str], source: str,
 ) -> tuple[list[Job], list[str], list[SkippedAd]]:
     """(jobs, ids of jobs whose autocluster is not among `requests`, skipped rows): each row
-    (`IDLE_ROW_ATTRIBUTES`) a job asking for what its autocluster's ad says."""
+    (`IDLE_ROW_ATTRIBUTES`) a job asking for what its autocluster's ad says, or skipped with
+    the reason its autocluster's jobs are not steered."""
     jobs: list[Job] = []
     missing: list[str] = []
     skipped: list[SkippedAd] = []
     for index, row in enumerate(rows, 1):
         request = requests.get(row.get("AutoClusterId"))
+        if isinstance(request, str):
+            skipped.append(SkippedAd(source, 0, f"{row.get('ClusterId')}.{row.get('ProcId')}",
+                                     request))
+            continue
         if request is None and isinstance(row.get("ClusterId"), int) and isinstance(
                 row.get("ProcId"), int):
             missing.append(f"{row['ClusterId']}.{row['ProcId']}")

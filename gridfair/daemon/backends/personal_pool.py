@@ -285,6 +285,8 @@ class PersonalPool:
             "ALLOW_READ = *", "ALLOW_WRITE = *",
             f"ALLOW_ADMINISTRATOR = {condor}", "ALLOW_OWNER = $(ALLOW_ADMINISTRATOR)",
             f"ALLOW_CONFIG = {condor}", f"ALLOW_DAEMON = {condor}",
+            # The tests hold gridfair's lease from root's tools too (htcondor-pool.config).
+            f"GRIDFAIR_LEASE_OPERATORS = {condor}",
             f"ALLOW_NEGOTIATOR = {condor}",
             "QUEUE_SUPER_USERS = root, nobody",
             # FS authentication's rendezvous, outside /tmp (configs/htcondor-pool.config).

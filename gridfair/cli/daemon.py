@@ -12,8 +12,11 @@ from gridfair.daemon.config import load_config
 
 
 @cli.command("daemon")
-@click.option("--config", "config_path", required=True, type=click.Path(path_type=Path),
+@click.option("--config", "config_path", type=click.Path(path_type=Path),
               help="TOML configuration (examples in configs/).")
+@click.option("--knobs", is_flag=True,
+              help="Settings from HTCondor's configuration instead (GRIDFAIR_* knobs, "
+                   "docs/condor-daemon.md): a daemon condor_master runs.")
 @click.option("--once", is_flag=True, help="Run one cycle and exit (1 if it failed).")
 @click.option("--dry-run", is_flag=True, help="Record decisions; carry out none.")
 @click.option("--shadow", is_flag=True,
@@ -23,13 +26,22 @@ from gridfair.daemon.config import load_config
               help="Stop after this many cycles (overrides daemon.max_cycles).")
 @click.option("--show", is_flag=True,
               help="After each cycle, print the shares table and the cycle's actions.")
-def daemon(config_path: Path, once: bool, dry_run: bool, shadow: bool, cycles: int | None,
-           show: bool) -> None:
+def daemon(config_path: Path | None, knobs: bool, once: bool, dry_run: bool, shadow: bool,
+           cycles: int | None, show: bool) -> None:
     """Negotiate every `interval` seconds: read the pool, decide, journal, act."""
     from gridfair.daemon.cycle import CycleReport
     from gridfair.daemon.service import Daemon, setup_logging
 
-    config = load_config(config_path)
+    if (config_path is None) == (not knobs):
+        raise click.UsageError("give --config FILE or --knobs (one of them)")
+    if knobs:
+        import htcondor2
+
+        from gridfair.daemon.knobs import read_knobs
+
+        config = read_knobs(htcondor2.param)
+    else:
+        config = load_config(config_path)
     setup_logging(config)
     store = Path(config["daemon"]["store"])
 

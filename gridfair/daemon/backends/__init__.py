@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from gridfair.errors import GridfairError
 from gridfair.model import Job, Machine, SkippedAd, Snapshot
@@ -108,6 +109,13 @@ class PoolBackend(ABC):
 
     def release_starts(self) -> None:  # noqa: B027 - optional, as above
         """End the lease now: the pool starts jobs on its own again (a daemon that stops)."""
+
+    def advertise(self, ad: Mapping[str, Any]) -> None:  # noqa: B027 - optional: a pool to show it in
+        """Show the daemon's own ad (`gridfair.daemon.advert`) in the pool, replacing the last
+        one. Default: the pool has nowhere to show it. Raises `ActionFailed`."""
+
+    def withdraw_ad(self, ad: Mapping[str, Any]) -> None:  # noqa: B027 - optional, as above
+        """Take the daemon's ad (its `MyType` and `Name`) out of the pool: it stops."""
 
     def now(self) -> float:
         """The pool's clock: wall time for real pools, simulated time for `sim` (from

@@ -178,3 +178,19 @@ def test_the_daemon_takes_a_toml_file_or_knobs(args: list[str]) -> None:
     assert done.returncode == 2
     assert done.stderr.startswith("gridfair: error: give --config FILE or --knobs")
     assert done.stderr.count("\n") == 1
+
+
+def test_reread_knobs_reads_the_configuration_files_again(tmp_path: Path) -> None:
+    """The hook for `condor_reconfig` (SIGHUP): a knob edited after the daemon started is
+    read, in a process of its own (it reloads the bindings' configuration)."""
+    config = tmp_path / "condor_config"
+    config.write_text("GRIDFAIR_POLICY_NAME = drf\n")
+    script = ("import htcondor2, pathlib, sys\n"
+              "from gridfair.daemon.knobs import read_knobs, reread_knobs\n"
+              "print(read_knobs(htcondor2.param)['policy']['name'])\n"
+              "pathlib.Path(sys.argv[1]).write_text('GRIDFAIR_POLICY_NAME = sdrf\\n')\n"
+              "print(reread_knobs()['policy']['name'])\n")
+    done = subprocess.run([sys.executable, "-c", script, str(config)], capture_output=True,
+                          text=True, check=False, timeout=60, cwd=tmp_path,
+                          env={**os.environ, "CONDOR_CONFIG": str(config)})
+    assert (done.returncode, done.stdout) == (0, "drf\nsdrf\n"), done.stderr

@@ -1,12 +1,16 @@
 """gridfair run by condor_master from DAEMON_LIST, configured by knobs alone (no TOML file), as
 configs/htcondor-gridfair-daemon.config installs it: its ad in the collector each cycle, its
 lease held; `condor_off -daemon GRIDFAIR` stops it, hands the lease back and withdraws its ad;
-`condor_on -daemon GRIDFAIR` starts it again. Its account may advertise its own ad, and no
+`condor_on -daemon GRIDFAIR` starts it again; killed, the master restarts it; a knob changed
+and `condor_reconfig`, its next cycles use it. Its account may advertise its own ad, and no
 slot."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -69,6 +73,14 @@ def test_the_master_runs_gridfair_from_knobs(daemon_python: Path, daemon_dir: Pa
             assert again["DaemonStartTime"] > ad["DaemonStartTime"]
             assert again["LastCycle"] > ad["LastCycle"]  # the same journal, carried on
 
+            # Killed: the master starts it again.
+            [pid] = subprocess.run(["pgrep", "-u", DAEMON_ACCOUNT, "-f",
+                                    f"{daemon_python.parent / 'gridfair'} daemon --knobs"],
+                                   capture_output=True, text=True, check=False).stdout.split()
+            os.kill(int(pid), signal.SIGKILL)
+            pool.wait_until(lambda: [new for new in gridfair_ads(pool)
+                                     if new["DaemonStartTime"] > again["DaemonStartTime"]], 60)
+
             # A knob changed, then `condor_reconfig`: the daemon's next cycles use it.
             with pool.config_file.open("a") as config:
                 config.write("GRIDFAIR_POLICY_NAME = drf\n")
@@ -90,8 +102,6 @@ def test_the_master_runs_gridfair_from_knobs(daemon_python: Path, daemon_dir: Pa
             "'<127.0.0.1:1>'})\n"
             f"htcondor2.Collector('{pool.collector_host}').advertise([slot], "
             "'UPDATE_STARTD_AD')\n"])
-        import subprocess
-
         subprocess.run(fake, env=pool.daemon_environment(), capture_output=True, check=False,
                        timeout=30)
         time.sleep(2)

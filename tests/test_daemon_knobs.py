@@ -99,6 +99,15 @@ def test_knob_names_are_one_per_key_and_none_is_the_masters_or_the_pool_configs(
         assert not {name.upper() for name in written} & set(KNOBS), path.name
 
 
+def test_an_empty_string_is_two_quotes(tmp_path: Path) -> None:
+    """HTCondor drops a knob with no value (the default applies): `""` is the empty string."""
+    config = read_knobs({"GRIDFAIR_HTCONDOR_LEASE_KNOB": '""',
+                         "GRIDFAIR_HTCONDOR_SLOT_CONSTRAINT": 'GridOwner == "User1"'},
+                        base=tmp_path)
+    assert config["backend.htcondor"]["lease_knob"] == ""
+    assert config["backend.htcondor"]["slot_constraint"] == 'GridOwner == "User1"'
+
+
 def test_an_htcondor_daemon_needs_no_backend_knob(tmp_path: Path) -> None:
     config = read_knobs({"GRIDFAIR_INTERVAL": "5"}, base=tmp_path)
     assert config.backend == "htcondor"

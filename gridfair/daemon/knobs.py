@@ -13,7 +13,8 @@ section is the TOML table's last word and the `[daemon]` table has none:
 A knob's value is written as HTCondor values are, unquoted: a string is the knob's text as it
 stands (`GRIDFAIR_HTCONDOR_SLOT_CONSTRAINT = GridOwner =!= undefined`), a number is a number,
 a boolean is true or false in any case (HTCondor's `True`), and `policy.options` is an inline
-TOML table (`GRIDFAIR_POLICY_OPTIONS = { delta = 0.5 }`). The settings then go through the
+TOML table (`GRIDFAIR_POLICY_OPTIONS = { delta = 0.5 }`). A knob with no value is not set, as
+everywhere in HTCondor; `""` is the empty string. The settings then go through the
 TOML reader's own checks (`config.validate`), and its one-line errors name the knob instead of
 the key. Two differences from a TOML file: `backend.kind` defaults to `htcondor` (a daemon
 the master runs drives the master's pool), and a relative path is taken from the daemon's
@@ -39,6 +40,9 @@ from gridfair.daemon.config import SCHEMA, Config, Key, validate
 from gridfair.errors import ConfigError
 
 PREFIX = "GRIDFAIR_"
+#: A string knob's value for the empty string: HTCondor takes a knob with no value for one
+#: that is not set (the default applies), so "no lease" is `GRIDFAIR_HTCONDOR_LEASE_KNOB = ""`.
+EMPTY = '""'
 #: What `condor_master` itself reads for a daemon named GRIDFAIR in DAEMON_LIST: no setting
 #: of the daemon may be named so.
 MASTER_KNOBS = ("GRIDFAIR", "GRIDFAIR_ARGS", "GRIDFAIR_USERID", "GRIDFAIR_ENVIRONMENT",
@@ -104,7 +108,7 @@ def _value(key: Key, text: str) -> Any:
     is, for `validate` to refuse with the key's expected type."""
     text = text.strip()
     if key.kind is str:
-        return text
+        return "" if text == EMPTY else text
     if key.kind is bool:
         return {"true": True, "false": False}.get(text.lower(), text)
     if key.kind in (int, float):

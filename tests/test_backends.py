@@ -86,6 +86,8 @@ class FakeCollector:
                         for i, name in enumerate(SCHEDDS, start=1)]
         self.queries: list[tuple] = []
         self.down = False
+        self.advertised: list[tuple[str, classad2.ClassAd]] = []
+        self.refuse_ads = False  # as a collector refuses an account without DAEMON there
 
     def query(self, ad_type=htcondor2.AdType.Any, constraint=None, projection=None,
               statistics=None):
@@ -98,6 +100,11 @@ class FakeCollector:
     def locateAll(self, daemon_type):  # noqa: N802 - the binding's name
         assert daemon_type == htcondor2.DaemonType.Schedd
         return self.schedds
+
+    def advertise(self, ad_list, command="UPDATE_AD_GENERIC", use_tcp=True):
+        if self.refuse_ads:
+            raise htcondor2.HTCondorException("Failed to send update to collector")
+        self.advertised.extend((command, ad) for ad in ad_list)
 
 
 class FakeSchedd:
@@ -515,10 +522,19 @@ def test_daemon_cycles_on_the_htcondor_backend(tmp_path):
 
     raw = {"daemon": {"store": "state.db"}, "backend": {"kind": "htcondor"},
            "safety": {"max_snapshot_age": 3600.0}}
-    daemon = Daemon(validate(raw, base=tmp_path), backend=htcondor_backend(), max_cycles=3)
+    backend = htcondor_backend()
+    daemon = Daemon(validate(raw, base=tmp_path), backend=backend, max_cycles=3)
     for _ in range(3):
         assert daemon.tick().outcome == "ok"
     daemon.close()
+    # The daemon's ad after each cycle, withdrawn when it stops (advert.py).
+    sent = backend.collector.advertised
+    assert [command for command, _ in sent] == ["UPDATE_AD_GENERIC"] * 3 + [
+        "INVALIDATE_ADS_GENERIC"]
+    assert [ad["LastCycle"] for _, ad in sent[:3]] == [1, 2, 3]
+    assert sent[0][1]["MyType"] == "GridfairNegotiator"
+    assert sent[3][1]["TargetType"] == "GridfairNegotiator"
+    assert sent[3][1]["Name"] == sent[0][1]["Name"]
     vacated = [spec for action, spec in FakeSchedd.acted if action == htcondor2.JobAction.Vacate]
     assert len(vacated) == 2 and all(len(spec) == 1 for spec in vacated)
     steered = {tuple(jobs) for jobs, attr, value in FakeSchedd.edits
@@ -527,6 +543,27 @@ def test_daemon_cycles_on_the_htcondor_backend(tmp_path):
     # A vacated job is unsteered first, or HTCondor matches it straight back to its slot.
     unsteered = [jobs for jobs, attr, value in FakeSchedd.edits if value == "undefined"]
     assert unsteered == vacated
+
+
+def test_a_refused_ad_is_logged_once_and_never_fails_a_cycle(tmp_path, caplog):
+    from gridfair.daemon.config import validate
+    from gridfair.daemon.service import Daemon
+
+    raw = {"daemon": {"store": "state.db"}, "backend": {"kind": "htcondor"},
+           "safety": {"max_snapshot_age": 3600.0}}
+    backend = htcondor_backend()
+    backend.collector.refuse_ads = True
+    daemon = Daemon(validate(raw, base=tmp_path), backend=backend, max_cycles=3)
+    with caplog.at_level("INFO", logger="gridfair"):
+        assert [daemon.tick().outcome for _ in range(2)] == ["ok", "ok"]
+        backend.collector.refuse_ads = False
+        assert daemon.tick().outcome == "ok"
+    daemon.close()
+    refused = [r.getMessage() for r in caplog.records if "ad is not in the pool" in r.message]
+    assert len(refused) == 1 and "collector refused UPDATE_AD_GENERIC" in refused[0]
+    assert any("ad is in the pool again" in r.message for r in caplog.records)
+    assert [ad["LastCycle"] for command, ad in backend.collector.advertised
+            if command == "UPDATE_AD_GENERIC"] == [3]
 
 
 def test_htcondor_learns_what_matching_reads_and_keeps_it():

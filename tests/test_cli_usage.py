@@ -14,7 +14,8 @@ GRIDFAIR = str(Path(sys.executable).with_name("gridfair"))
 
 @pytest.mark.parametrize(("args", "line"), [
     (["nosuch"], "gridfair: error: No such command 'nosuch'. (see 'gridfair --help')"),
-    (["daemon"], "gridfair: error: Missing option '--config'. (see 'gridfair daemon --help')"),
+    (["daemon"], "gridfair: error: give --config FILE or --knobs (one of them) (see 'gridfair "
+     "daemon --help')"),
     (["shares", "--format", "x"], "gridfair: error: Invalid value for '--format': 'x' is not "
      "one of 'table', 'json', 'csv'. (see 'gridfair shares --help')"),
     (["history", "--nosuch"], "gridfair: error: No such option '--nosuch'. (see 'gridfair "

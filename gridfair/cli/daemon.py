@@ -8,12 +8,15 @@ from pathlib import Path
 import click
 
 from gridfair.cli.group import cli
-from gridfair.daemon.config import load_config
+from gridfair.daemon.config import Config, load_config
 
 
 @cli.command("daemon")
-@click.option("--config", "config_path", required=True, type=click.Path(path_type=Path),
+@click.option("--config", "config_path", type=click.Path(path_type=Path),
               help="TOML configuration (examples in configs/).")
+@click.option("--knobs", is_flag=True,
+              help="Settings from HTCondor's configuration instead (GRIDFAIR_* knobs, "
+                   "docs/condor-daemon.md): a daemon condor_master runs.")
 @click.option("--check", is_flag=True,
               help="Check the config and read the pool once (no store, no log, no action); "
                    "print one line and exit 0, or the error and exit 2.")
@@ -26,18 +29,29 @@ from gridfair.daemon.config import load_config
               help="Stop after this many cycles (overrides daemon.max_cycles).")
 @click.option("--show", is_flag=True,
               help="After each cycle, print the shares table and the cycle's actions.")
-def daemon(config_path: Path, check: bool, once: bool, dry_run: bool, shadow: bool,
-           cycles: int | None, show: bool) -> None:
+def daemon(config_path: Path | None, knobs: bool, check: bool, once: bool, dry_run: bool,
+           shadow: bool, cycles: int | None, show: bool) -> None:
     """Negotiate every `interval` seconds: read the pool, decide, journal, act.
 
     SIGTERM stops it (exit 0), SIGINT too (exit 130); SIGHUP reopens the log file and reads
-    the config again (a bad one is refused, logged, and the daemon goes on)."""
+    the settings again (a bad one is refused, logged, and the daemon goes on)."""
     from gridfair.daemon import service
     from gridfair.daemon.cycle import CycleReport
 
-    config = load_config(config_path)
+    if (config_path is None) == (not knobs):
+        raise click.UsageError("give --config FILE or --knobs (one of them)")
+    if knobs:
+        from gridfair.daemon.knobs import reread_knobs
+
+        read, source = reread_knobs, "HTCondor's GRIDFAIR_* knobs"
+    else:
+        def read() -> Config:
+            return load_config(config_path)
+
+        source = str(config_path)
+    config = read()
     if check:
-        click.echo(f"{config_path}: ok: {service.check(config)}")
+        click.echo(f"{source}: ok: {service.check(config)}")
         return
     service.setup_logging(config)
     store = Path(config["daemon"]["store"])
@@ -52,5 +66,6 @@ def daemon(config_path: Path, check: bool, once: bool, dry_run: bool, shadow: bo
             click.echo()
 
     running = service.Daemon(config, dry_run=dry_run, shadow=shadow, max_cycles=cycles,
-                             on_cycle=show_cycle if show else None, config_path=config_path)
+                             on_cycle=show_cycle if show else None, reread=read,
+                             source=source)
     sys.exit(running.run_once() if once else running.run())

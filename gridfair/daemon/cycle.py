@@ -95,6 +95,10 @@ class CycleReport:
     duration: float = 0.0
     counts: dict[str, int] = field(default_factory=dict)
     error: str | None = None
+    #: When the lease this cycle renewed runs out (None: none renewed).
+    lease_until: float | None = None
+    #: (user, provided MFlops, allocated MFlops) as of the snapshot, in `share_rows`' order.
+    shares: tuple[tuple[str, float, float], ...] = ()
 
     def line(self) -> str:
         """The one log line per cycle."""
@@ -292,6 +296,7 @@ class CycleRunner:
         flights = inflight.pending(store, snapshot, self.limits.landing_timeout)
         if not self.dry_run and snapshot_too_old(self.limits, snapshot.time, now) is None:
             inflight.record(store, flights, cycle, now, self.backend.withdraw)
+            self.metrics.settled(len(flights.landed), len(flights.missed))
         stages = stages_from_config(self.config["policy"])
         loaded = self._load(flights.view, stages)
         # Closed when the cycle is done with it: freed then, not by the cyclic collector.
@@ -362,7 +367,10 @@ class CycleRunner:
                 })
             self.metrics.users((row["user"], row["power_diff"], row["dominant_share"])
                                for row in usage)
-            return CycleReport(cycle, outcome, duration, counts)
+            return CycleReport(cycle, outcome, duration, counts,
+                               lease_until=lease.get("lease_until"),
+                               shares=tuple((row["user"], row["provided_mflops"],
+                                             row["allocated_mflops"]) for row in usage))
 
     def _newly_too_big(self, found: list[tuple[Task, str]],
                        present: Mapping[str, Job]) -> list[str]:

@@ -25,11 +25,13 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from gridfair.daemon.backends import PoolBackend
-from gridfair.daemon.config import Config, load_config
+from gridfair.daemon.advert import ad_name, daemon_ad
+from gridfair.daemon.backends import ActionFailed, PoolBackend
+from gridfair.daemon.config import Config
 from gridfair.daemon.cycle import CycleReport, CycleRunner
 from gridfair.daemon.faults import FaultPoints
 from gridfair.daemon.metrics import NullMetrics, PrometheusMetrics
@@ -163,10 +165,13 @@ class Daemon:
         max_cycles: int | None = None,
         backend: PoolBackend | None = None,
         on_cycle: Callable[[CycleReport], None] | None = None,
-        config_path: Path | None = None,
+        reread: Callable[[], Config] | None = None,
+        source: str = "",
     ) -> None:
         self.config = config
-        self.config_path = config_path  # read again on SIGHUP
+        # SIGHUP reads the settings again from where they came (a file, HTCondor's knobs).
+        self.reread = reread
+        self.source = source
         self.on_cycle = on_cycle  # e.g. `--show`: print shares and actions after each cycle
         self.interval = config["daemon"]["interval"]
         self.backoff_max = config["daemon"]["backoff_max"]
@@ -200,6 +205,11 @@ class Daemon:
             faults=FaultPoints.from_environment(store_path), metrics=self.metrics,
             stopping=self.stopping,
         )
+        # The daemon's ad in the pool (advert.py): the last one sent, and whether sending
+        # fails (logged once a failure starts, not every cycle).
+        self.started = time.time()
+        self.ad: dict[str, Any] | None = None
+        self.ad_failing = False
 
     # ------------------------------------------------------------- one cycle
     def tick(self) -> CycleReport | None:
@@ -208,6 +218,7 @@ class Daemon:
             return None
         if time.monotonic() < self.skip_until:
             log.debug("backing off after %d failed cycle(s)", self.failures)
+            self._advertise(None)
             return None
         try:
             with self.cycle_lock:
@@ -227,9 +238,31 @@ class Daemon:
             log.info(report.line())
             self.failures = 0
             self.skip_until = 0.0
+        self._advertise(report)
         if self.on_cycle is not None:
             self.on_cycle(report)
         return report
+
+    def _advertise(self, report: CycleReport | None) -> None:
+        """The daemon's ad after `report`'s cycle (None: the last one, renewed). A failure is
+        logged and counted, never the cycle's."""
+        if report is not None:
+            self.ad = daemon_ad(ad_name(), report, policy=self.runner.label,
+                                backend=self.backend.name, interval=self.interval,
+                                started=self.started, dry_run=self.runner.dry_run)
+        if self.ad is None:
+            return
+        try:
+            self.backend.advertise(self.ad)
+        except ActionFailed as error:
+            self.metrics.error("advert")
+            if not self.ad_failing:
+                log.warning("the daemon's ad is not in the pool (cycles go on): %s", error)
+            self.ad_failing = True
+            return
+        if self.ad_failing:
+            log.info("the daemon's ad is in the pool again")
+        self.ad_failing = False
 
     def _back_off(self) -> None:
         self.failures += 1
@@ -293,11 +326,11 @@ class Daemon:
         except ConfigError as error:
             log.error("SIGHUP: the log file cannot be reopened, still logging to the old one: "
                       "%s", error)
-        if self.config_path is None:
-            log.info("SIGHUP: log file reopened (no config file to read again)")
+        if self.reread is None:
+            log.info("SIGHUP: log file reopened (no configuration to read again)")
             return
         try:
-            config = load_config(self.config_path)
+            config = self.reread()
             changed = restart_only_changes(self.config, config)
             if changed:
                 raise ConfigError(f"{', '.join(changed)} changed: only a restart applies it")
@@ -315,9 +348,14 @@ class Daemon:
             scheduler.reschedule_job("negotiation-cycle", trigger="interval",
                                      seconds=self.interval)
         log.info("SIGHUP: configuration %s reloaded: policy %s, every %g s, from the next "
-                 "cycle on", self.config_path, self.runner.label, self.interval)
+                 "cycle on", self.source, self.runner.label, self.interval)
 
     def close(self) -> None:
+        if self.ad is not None:
+            try:
+                self.backend.withdraw_ad(self.ad)
+            except ActionFailed as error:
+                log.warning("the daemon's ad stays in the pool until it expires: %s", error)
         self.backend.close()
         self.metrics.close()
         self.store.close()

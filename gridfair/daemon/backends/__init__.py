@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from gridfair.errors import GridfairError
 from gridfair.model import Job, Machine, SkippedAd, Snapshot
@@ -114,6 +115,13 @@ class PoolBackend(ABC):
         host's (`faults.wall_clock`), known to within `bound`: 0.0 within it. Default: the
         lease is this host's clock's. Raises `ActionFailed` if it cannot be read."""
         return 0.0
+
+    def advertise(self, ad: Mapping[str, Any]) -> None:  # noqa: B027 - optional: a pool to show it in
+        """Show the daemon's own ad (`gridfair.daemon.advert`) in the pool, replacing the last
+        one. Default: the pool has nowhere to show it. Raises `ActionFailed`."""
+
+    def withdraw_ad(self, ad: Mapping[str, Any]) -> None:  # noqa: B027 - optional, as above
+        """Take the daemon's ad (its `MyType` and `Name`) out of the pool: it stops."""
 
     def now(self) -> float:
         """The pool's clock: wall time for real pools, simulated time for `sim` (from

@@ -643,6 +643,25 @@ class HTCondorBackend(PoolBackend):
             raise ActionFailed(f"lease: {problem}")
         return found
 
+    def advertise(self, ad: Mapping[str, Any]) -> None:
+        """The daemon's ad to the collector, as a generic ad (UPDATE_AD_GENERIC): the
+        collector takes those from DAEMON-authorised accounts only
+        (configs/htcondor-pool.config grants it to the daemon's account there alone)."""
+        self._to_collector(classad2.ClassAd(dict(ad)), "UPDATE_AD_GENERIC")
+
+    def withdraw_ad(self, ad: Mapping[str, Any]) -> None:
+        query = classad2.ClassAd({"MyType": "Query", "TargetType": ad["MyType"],
+                                  "Name": ad["Name"]})
+        query["Requirements"] = classad2.ExprTree(f"Name == {classad2.quote(ad['Name'])}")
+        self._to_collector(query, "INVALIDATE_ADS_GENERIC")
+
+    def _to_collector(self, ad: classad2.ClassAd, command: str) -> None:
+        try:
+            self.collector.advertise([ad], command)
+        except POOL_ERRORS as error:
+            raise ActionFailed(f"advert: the collector refused {command} ({error}; is the "
+                               "daemon's account allowed DAEMON there?)") from None
+
     def withdraw(self, job_id: str) -> None:
         """An allocation that did not land: the job no longer names a slot, so HTCondor may
         start it anywhere (the slot's START refuses a job steered to another slot)."""

@@ -611,10 +611,8 @@ def install_daemon(source_tree: Path, directory: Path,
     with a Python interpreter `account` may run (not one under root's home). Returns the venv's
     python. HTCondorMissing when no such interpreter is found."""
     ensure_account(account)
-    interpreter = next((candidate for candidate in _interpreters() if subprocess.run(
-        as_account(account, [candidate, "-c", "import sys, venv; "
-                             "sys.exit(sys.version_info < (3, 11))"]),
-        capture_output=True, check=False).returncode == 0), None)
+    interpreter = next((candidate for candidate in _interpreters()
+                        if _may_run(account, candidate)), None)
     if interpreter is None:
         raise HTCondorMissing(f"no Python >= 3.11 with venv that the account {account} may "
                               f"run (tried {', '.join(_interpreters())})")
@@ -636,6 +634,17 @@ def install_daemon(source_tree: Path, directory: Path,
                    cwd=directory)
     subprocess.run(["chmod", "-R", "a+rX", str(directory)], check=True)
     return venv / "bin" / "python"
+
+
+def _may_run(account: str, interpreter: str) -> bool:
+    """Whether `account` may run `interpreter`, a Python >= 3.11 with venv. `test -x` first:
+    here, setpriv ran an interpreter under a directory the account cannot search (root's
+    home) that condor_master, starting the daemon as the same account, could not exec."""
+    return all(subprocess.run(as_account(account, command), capture_output=True,
+                              check=False).returncode == 0
+               for command in (["test", "-x", interpreter],
+                               [interpreter, "-c", "import sys, venv; "
+                                "sys.exit(sys.version_info < (3, 11))"]))
 
 
 def _interpreters() -> list[str]:

@@ -1,0 +1,34 @@
+"""The daemon's ad (gridfair/daemon/advert.py): what a cycle puts in it, bounded in size."""
+
+from __future__ import annotations
+
+from gridfair.daemon.advert import SHARES_SHOWN, daemon_ad, shares_summary
+from gridfair.daemon.cycle import CycleReport
+
+
+def test_the_shares_summary_names_at_most_twenty_users() -> None:
+    shares = tuple((f"User{n}", 1000.0 * n, 500.0) for n in range(1, 1001))
+    summary = shares_summary(shares)
+    assert summary.startswith("User1 500/1000, User2 500/2000, ")
+    assert summary.endswith(f"User{SHARES_SHOWN} 500/{1000 * SHARES_SHOWN}, and 980 more")
+    assert len(summary) < 600
+
+
+def test_a_cycle_s_ad_and_a_failed_cycle_s_ad() -> None:
+    ok = CycleReport(7, "ok", 0.25, {"machines": 4, "decisions": 3, "confirmed": 2,
+                                      "skipped": 1}, lease_until=1000.2,
+                     shares=(("User1", 264500.0, 132250.0),))
+    ad = daemon_ad("gridfair@cm", ok, policy="order:hosep preempt:hosep", backend="htcondor",
+                   interval=60, started=5.0, dry_run=False)
+    assert {key: ad[key] for key in ("MyType", "Name", "LastCycle", "LastCycleOutcome",
+                                     "LastCycleSlots", "LastCycleDecisions",
+                                     "LastCycleActionsConfirmed", "LastCycleSkippedAds",
+                                     "LeaseUntil", "GridfairShares", "ClassAdLifetime")} == {
+        "MyType": "GridfairNegotiator", "Name": "gridfair@cm", "LastCycle": 7,
+        "LastCycleOutcome": "ok", "LastCycleSlots": 4, "LastCycleDecisions": 3,
+        "LastCycleActionsConfirmed": 2, "LastCycleSkippedAds": 1, "LeaseUntil": 1001,
+        "GridfairShares": "User1 132250/264500", "ClassAdLifetime": 180}
+    failed = daemon_ad("gridfair@cm", CycleReport(8, "failed", 0.1, error="x" * 2000),
+                       policy="p", backend="htcondor", interval=60, started=5.0, dry_run=False)
+    assert len(failed["LastCycleError"]) == 500
+    assert failed["LeaseUntil"] == 0 and "GridfairShares" not in failed

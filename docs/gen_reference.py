@@ -67,7 +67,8 @@ with an ERROR line and the daemon goes on with the one it runs.
 `--db FILE` (`$GRIDFAIR_DB`) names, or the one of the daemon's config `--config FILE`
 (`$GRIDFAIR_CONFIG`, its `daemon.store`). With neither: `./gridfair.db` if it exists (the demo
 daemon's, `make run`), else the store of `/etc/gridfair/htcondor.toml` (the installed daemon's,
-`configs/gridfair-daemon.service`); else the error says where it looked.
+`configs/gridfair-daemon.service`), else `GRIDFAIR_STORE` in HTCondor's configuration (a daemon
+`condor_master` runs, `docs/condor-daemon.md`); else the error says where it looked.
 
 ## Numbers
 

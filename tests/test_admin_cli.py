@@ -243,8 +243,9 @@ def test_without_db_or_config_the_error_says_where_it_looked(tmp_path, monkeypat
     result = CliRunner().invoke(cli, ["actions"])
     assert result.exit_code == 2
     assert result.output.count("\n") == 1
-    assert ("store gridfair.db (the current directory): no such file, and no "
-            f"{tmp_path}/etc/htcondor.toml; give --config FILE") in result.output
+    assert ("store gridfair.db (the current directory): no such file, no "
+            f"{tmp_path}/etc/htcondor.toml, and no GRIDFAIR_STORE in HTCondor's configuration; "
+            "give --config FILE") in result.output
 
 
 def test_without_db_or_config_the_installed_daemons_config_is_read(store, tmp_path,
@@ -282,3 +283,22 @@ def test_db_and_config_together_are_a_usage_error(store, tmp_path):
     config = write_daemon_config(tmp_path, store)
     result = CliRunner().invoke(cli, ["history", "--db", str(store), "--config", str(config)])
     assert result.exit_code == 2 and "give one" in result.output
+
+
+def test_without_db_or_config_a_daemon_condor_master_runs_is_found_by_its_knob(store,
+                                                                                tmp_path):
+    """The store of a daemon run by condor_master: GRIDFAIR_STORE in HTCondor's configuration
+    (read by the real bindings, in a process of its own)."""
+    from gridfair.cli.store_option import INSTALLED_CONFIG
+
+    if INSTALLED_CONFIG.exists():
+        pytest.skip(f"{INSTALLED_CONFIG} exists here: it comes before the knob")
+    condor_config = tmp_path / "condor_config"
+    condor_config.write_text(f"GRIDFAIR_STORE = {store}\n")
+    environment = {key: value for key, value in os.environ.items()
+                   if key not in ("GRIDFAIR_DB", "GRIDFAIR_CONFIG")}
+    done = subprocess.run([sys.executable, "-m", "gridfair", "actions", "--format", "json"],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                          env={**environment, "CONDOR_CONFIG": str(condor_config)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == invoke("actions", "--db", str(store), "--format", "json")

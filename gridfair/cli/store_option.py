@@ -1,9 +1,10 @@
 """Which daemon store an admin command reads (`explain`, `history`, `actions`, `shadow`,
 `shares --config`): `--db FILE`, or `--config FILE` (the daemon's own config: its
 `daemon.store`), or, with neither, `./gridfair.db` (the demo daemon's, `make run`) and then the
-installed daemon's config, `/etc/gridfair/htcondor.toml` (configs/gridfair-daemon.service).
-`$GRIDFAIR_DB` and `$GRIDFAIR_CONFIG` stand for the options. When no store is found, the error
-says every place looked at and what to give."""
+installed daemon's config, `/etc/gridfair/htcondor.toml` (configs/gridfair-daemon.service),
+and then the store of a daemon `condor_master` runs (`GRIDFAIR_STORE` in HTCondor's
+configuration here, docs/condor-daemon.md). `$GRIDFAIR_DB` and `$GRIDFAIR_CONFIG` stand for
+the options. When no store is found, the error says every place looked at and what to give."""
 
 from __future__ import annotations
 
@@ -32,9 +33,21 @@ def store_of_config(config_path: Path) -> Path:
     return Path(load_config(config_path)["daemon"]["store"])
 
 
+def store_of_knobs() -> Path | None:
+    """The store of a daemon condor_master runs: its `daemon.store` knob in HTCondor's
+    configuration here (GRIDFAIR_STORE), None when it is not set."""
+    import htcondor2
+
+    from gridfair.daemon.knobs import knob_name
+
+    value = htcondor2.param.get(knob_name("daemon", "store"))
+    return Path(value) if value else None
+
+
 def find_store(db_path: Path | None, config_path: Path | None) -> Path:
-    """The store to read: `--db`, else `--config`'s, else the first of ./gridfair.db and
-    /etc/gridfair/htcondor.toml's that exists; a StoreError saying where it looked if none."""
+    """The store to read: `--db`, else `--config`'s, else the first of ./gridfair.db,
+    /etc/gridfair/htcondor.toml's and GRIDFAIR_STORE's that is there; a StoreError saying
+    where it looked if none."""
     if db_path is not None and config_path is not None:
         raise click.UsageError(f"--db {db_path} and --config {config_path} each name a store: "
                                "give one")
@@ -46,9 +59,12 @@ def find_store(db_path: Path | None, config_path: Path | None) -> Path:
         path = LOCAL_STORE
     elif INSTALLED_CONFIG.exists():
         path = store_of_config(INSTALLED_CONFIG)
+    elif (knob := store_of_knobs()) is not None:
+        path = knob
     else:
-        raise StoreError(f"store {LOCAL_STORE} (the current directory): no such file, and no "
-                         f"{INSTALLED_CONFIG}; give --config FILE (the daemon's config) or "
+        raise StoreError(f"store {LOCAL_STORE} (the current directory): no such file, no "
+                         f"{INSTALLED_CONFIG}, and no GRIDFAIR_STORE in HTCondor's "
+                         "configuration; give --config FILE (the daemon's config) or "
                          "--db FILE (its daemon.store)")
     try:
         readable = not path.exists() or os.access(path, os.R_OK)
@@ -75,4 +91,5 @@ def store_options(function: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
         "--db", "db_path", type=click.Path(path_type=Path), envvar=DB_ENV, default=None,
         help=f"The daemon's store (daemon.store in its config; or ${DB_ENV}) "
-             f"[default: ./{LOCAL_STORE}, else the store of {INSTALLED_CONFIG}].")(with_store)
+             f"[default: ./{LOCAL_STORE}, else the store of {INSTALLED_CONFIG}, else "
+             "HTCondor's GRIDFAIR_STORE].")(with_store)

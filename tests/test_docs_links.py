@@ -55,6 +55,14 @@ def test_the_readmes_docs_row_lists_every_page():
     assert [page for page in pages if f"`{page}`" not in row] == []
 
 
+def test_the_guide_lists_every_page():
+    """docs/index.md, where a reader starts, names every page of docs/."""
+    guide = (ROOT / "docs" / "index.md").read_text(encoding="utf-8")
+    pages = [page.relative_to(ROOT) for page in (ROOT / "docs").rglob("*.md")]
+    assert [str(page) for page in pages
+            if page.name != "index.md" and f"`{page}`" not in guide] == []
+
+
 def test_a_broken_link_is_found(tmp_path):
     page = tmp_path / "page.md"
     page.write_text("# Title\n[a](missing.md) [b](page.md#title) [c](page.md#nowhere) "

@@ -37,9 +37,9 @@ def daemon(config_path: Path | None, knobs: bool, once: bool, dry_run: bool, sha
     if knobs:
         import htcondor2
 
-        from gridfair.daemon.knobs import read_knobs
+        from gridfair.daemon.knobs import read_knobs_logged
 
-        config = read_knobs(htcondor2.param)
+        config = read_knobs_logged(htcondor2.param)
     else:
         config = load_config(config_path)
     setup_logging(config)

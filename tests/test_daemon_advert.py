@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gridfair.daemon.advert import SHARES_SHOWN, daemon_ad, shares_summary
+from gridfair.daemon.advert import SHARES_SHOWN, ad_name, daemon_ad, shares_summary
 from gridfair.daemon.cycle import CycleReport
 
 
@@ -32,3 +32,8 @@ def test_a_cycle_s_ad_and_a_failed_cycle_s_ad() -> None:
                        policy="p", backend="htcondor", interval=60, started=5.0, dry_run=False)
     assert len(failed["LastCycleError"]) == 500
     assert failed["LeaseUntil"] == 0 and "GridfairShares" not in failed
+
+
+def test_a_dry_run_is_named_apart_from_the_daemon_that_acts() -> None:
+    assert ad_name().startswith("gridfair@")
+    assert ad_name(dry_run=True).startswith("gridfair-dry-run@")

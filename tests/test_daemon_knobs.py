@@ -31,6 +31,10 @@ SPECIAL: dict[str, Any] = {
     "policy.admit": "reactive",
     "policy.options": {"delta": 0.25},
     "backend.kind": "files",
+    # Usage goes from every cycle to hourly to daily: each window no shorter than the last.
+    "retention.usage_full": 2.0,
+    "retention.usage_hourly": 40.0,
+    "retention.usage_daily": 400.0,
 }
 
 
@@ -171,13 +175,17 @@ def test_the_daemon_reads_its_knobs_through_the_bindings(tmp_path: Path) -> None
     with sqlite3.connect(tmp_path / "state.db") as db:
         assert db.execute("select policy, outcome from cycles").fetchall() == [
             ("order:drf", "ok")]
-    (tmp_path / "condor_config").write_text("GRIDFAIR_SIM_STEP = soon\n")
+    (tmp_path / "condor_config").write_text(f"GRIDFAIR_SIM_STEP = soon\n"
+                                            f"GRIDFAIR_LOG_FILE = {tmp_path}/GridfairLog\n")
     bad = subprocess.run([sys.executable, "-m", "gridfair.daemon", "--knobs", "--once"],
                          env=environment, capture_output=True, text=True, check=False,
                          cwd=tmp_path, timeout=120)
     assert bad.returncode == 2
-    assert bad.stderr == ("gridfair: error: HTCondor knob GRIDFAIR_SIM_STEP: expected a number "
-                          "(simulated seconds per cycle), got 'soon'\n")
+    line = ("HTCondor knob GRIDFAIR_SIM_STEP: expected a number (simulated seconds per cycle), "
+            "got 'soon'")
+    assert bad.stderr == f"gridfair: error: {line}\n"
+    # The master's daemon has no terminal: the line is in its log too.
+    assert (tmp_path / "GridfairLog").read_text().endswith(f" gridfair ERROR {line}\n")
 
 
 @pytest.mark.parametrize("args", [[], ["--knobs", "--config", "x.toml"]])

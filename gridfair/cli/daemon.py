@@ -41,15 +41,18 @@ def daemon(config_path: Path | None, knobs: bool, check: bool, once: bool, dry_r
     if (config_path is None) == (not knobs):
         raise click.UsageError("give --config FILE or --knobs (one of them)")
     if knobs:
-        from gridfair.daemon.knobs import reread_knobs
+        import htcondor2
+
+        from gridfair.daemon.knobs import read_knobs_logged, reread_knobs
 
         read, source = reread_knobs, "HTCondor's GRIDFAIR_* knobs"
+        config = read_knobs_logged(htcondor2.param)  # no terminal: a bad knob in the log too
     else:
         def read() -> Config:
             return load_config(config_path)
 
         source = str(config_path)
-    config = read()
+        config = read()
     if check:
         click.echo(f"{source}: ok: {service.check(config)}")
         return

@@ -31,9 +31,10 @@ ERROR_KEPT = 500
 LIFETIME_INTERVALS = 3
 
 
-def ad_name() -> str:
-    """The daemon's name in the pool: one per host, as HTCondor names its daemons."""
-    return f"gridfair@{socket.getfqdn()}"
+def ad_name(dry_run: bool = False) -> str:
+    """The daemon's name in the pool: one per host, as HTCondor names its daemons; a dry run
+    (a shadow daemon beside the real one) is named apart."""
+    return f"gridfair{'-dry-run' if dry_run else ''}@{socket.getfqdn()}"
 
 
 def daemon_ad(name: str, report: CycleReport, *, policy: str, backend: str, interval: float,

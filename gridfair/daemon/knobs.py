@@ -29,14 +29,17 @@ in one of them cannot be told from another GRIDFAIR_ knob of the pool's configur
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
+import time
 import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from gridfair.daemon.config import SCHEMA, Config, Key, validate
+from gridfair.daemon.store import private_file
 from gridfair.errors import ConfigError
 
 PREFIX = "GRIDFAIR_"
@@ -80,6 +83,23 @@ def read_knobs(param: Mapping[str, str], *, base: Path | None = None) -> Config:
         return validate(_nested(raw), base=base or Path.cwd())
     except ConfigError as error:
         raise ConfigError(knob_message(str(error))) from None
+
+
+def read_knobs_logged(param: Mapping[str, str]) -> Config:
+    """`read_knobs`, a bad knob's error also appended to the daemon's log file (its knob, if
+    set): a daemon condor_master runs has no terminal, and the master's log only says that it
+    exited with status 2."""
+    try:
+        return read_knobs(param)
+    except ConfigError as error:
+        log_file = param.get(knob_name("daemon", "log_file"))
+        if log_file:
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            with contextlib.suppress(OSError):
+                private_file(Path(log_file))
+                with open(log_file, "a", encoding="utf-8") as log:
+                    log.write(f"{stamp} gridfair ERROR {error}\n")
+        raise
 
 
 def reread_knobs() -> Config:

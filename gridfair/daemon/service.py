@@ -208,6 +208,7 @@ class Daemon:
         # The daemon's ad in the pool (advert.py): the last one sent, and whether sending
         # fails (logged once a failure starts, not every cycle).
         self.started = time.time()
+        self.ad_name = ad_name(self.runner.dry_run)
         self.ad: dict[str, Any] | None = None
         self.ad_failing = False
 
@@ -247,7 +248,7 @@ class Daemon:
         """The daemon's ad after `report`'s cycle (None: the last one, renewed). A failure is
         logged and counted, never the cycle's."""
         if report is not None:
-            self.ad = daemon_ad(ad_name(), report, policy=self.runner.label,
+            self.ad = daemon_ad(self.ad_name, report, policy=self.runner.label,
                                 backend=self.backend.name, interval=self.interval,
                                 started=self.started, dry_run=self.runner.dry_run)
         if self.ad is None:

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gridfair.daemon.backends.ha_pair import NAMES, HaPair
 from gridfair.daemon.backends.personal_pool import DAEMON_ACCOUNT, PersonalPool, as_account
 from tests.live.conftest import POOL_CONFIG, REPOSITORY, SLOTS, own_pool
 
@@ -106,3 +107,28 @@ def test_the_master_runs_gridfair_from_knobs(daemon_python: Path, daemon_dir: Pa
                        timeout=30)
         time.sleep(2)
         assert pool.status("Name", constraint='Name == "fake@nowhere"') == []
+
+
+def test_the_standby_takes_over_when_the_active_central_manager_dies(
+        daemon_python: Path, daemon_dir: Path) -> None:
+    """Two masters sharing gridfair's HA lock and journal (ha_pair.py): one runs the daemon;
+    when its master and daemon are killed, the other's master takes the lock over and starts
+    its daemon, which carries on with the same journal, within HA_LOCK_HOLD_TIME +
+    HA_POLL_PERIOD and a cycle."""
+    pool = own_pool(SLOTS[:2], extra_config=POOL_CONFIG.read_text().splitlines())
+    with pool, HaPair(pool, daemon_python.parent / "gridfair", daemon_dir, poll=2, hold=10,
+                      knobs=("GRIDFAIR_INTERVAL = 1",)) as pair:
+        active = pool.wait_until(pair.active, 60)
+        [ad] = pool.wait_until(lambda: [ad for ad in gridfair_ads(pool)
+                                        if ad["LastCycleOutcome"] == "ok"], 60)
+        time.sleep(3)
+        assert [pair.daemon_pid(name) is not None for name in NAMES].count(True) == 1
+        killed = time.time()
+        pair.kill(active)
+        [standby] = [name for name in NAMES if name != active]
+        [after] = pool.wait_until(lambda: [new for new in gridfair_ads(pool)
+                                           if new["DaemonStartTime"] >= int(killed)
+                                           and new["LastCycleOutcome"] == "ok"], 60)
+        assert pair.active() == standby
+        assert after["LastCycle"] > ad["LastCycle"]  # the same journal, carried on
+        assert after["LastCycleEnd"] - killed < 10 + 2 + 10

@@ -238,3 +238,14 @@ def test_the_commands_that_died_on_a_lone_surrogate_name_it_and_go_on(tmp_path):
     daemon = _run("daemon", "--config", "c.toml", "--once", cwd=tmp_path)
     assert daemon.returncode == 0, daemon.stderr
     assert "surrogate" in daemon.stderr + daemon.stdout
+
+
+@pytest.mark.parametrize("name", ["tasks.csv", "jobs.swf"])
+def test_a_task_list_with_a_line_past_the_limit_is_refused_naming_it(tmp_path, name):
+    """A task list that never ends its line is refused at the limit, not read whole."""
+    path = tmp_path / name
+    path.write_text("0,1,2,ann,job-0,1,1\n" + "9" * (MAX_ATTRIBUTE + 1))
+    result = _run("simulate", "--workload", str(path), "--capacity", "4", "--policy", "sdrf",
+                  cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert f"{path}:2: a line longer than the limit of 1 MiB a line" in result.stderr

@@ -4,7 +4,8 @@ attributes, bounded JSON nesting, and strings the ClassAd bindings can hold.
 The limits are generous (a real job ad is a few kB; HTCondor's own attribute values are far
 below a MiB) and the same for every reader, so that no input makes a reader's memory grow
 with the input rather than with the limit:
-- `MAX_ATTRIBUTE`: one attribute's value (a line of old syntax, a JSON string or list);
+- `MAX_ATTRIBUTE`: one attribute's value (a line of old syntax, a JSON string or list), and
+  one line of a task list (`bounded_lines`);
 - `MAX_AD`: one ad's text (or one JSON object's);
 - `MAX_JSON_DEPTH`: lists and objects nested in one JSON ad.
 
@@ -19,8 +20,9 @@ from __future__ import annotations
 import io
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from gridfair.errors import InputError
 
@@ -35,6 +37,23 @@ MAX_JSON_DEPTH = 64
 def size_text(size: int) -> str:
     """A limit in words: 16 MiB, 1 MiB, 512 kiB."""
     return f"{size >> 20} MiB" if size >= 1 << 20 else f"{size >> 10} kiB"
+
+
+def bounded_lines(stream: TextIO, source: str, limit: int = MAX_ATTRIBUTE) -> Iterator[str]:
+    """The lines of a text stream (a task list), none longer than `limit` characters: a
+    longer one is an InputError naming its line, found without reading it whole (iterating
+    the stream would read a file with no newline into memory at once)."""
+    read = stream.readline
+    number = 0
+    while True:
+        line = read(limit + 1)
+        if not line:
+            return
+        number += 1
+        if len(line) > limit:
+            raise InputError(f"a line longer than the limit of {size_text(limit)} a line",
+                             source=source, line=number)
+        yield line
 
 
 def string_problem(text: str) -> str | None:

@@ -15,6 +15,9 @@ error name the ad's index and first line:
   brackets inside string literals, quoted attribute names and comments;
 - JSON (`condor_status -json`): a list of objects, loaded with `json`; values are set on a
   ClassAd as they are, except HTCondor's `"\\/Expr(...)\\/"` strings, which are expressions.
+
+Every ad is checked against `gridfair.classads.bounds` before or as it is parsed: its size,
+its lines', its JSON nesting, and its strings (none the bindings cannot hold).
 """
 
 from __future__ import annotations

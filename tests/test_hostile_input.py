@@ -35,7 +35,9 @@ ADVERSARIAL = ["\ud800", "\udfff", "a\udc80b", "\0", "a\0b", "\u202e\u2066evil\u
                "\ufeff", "\U0010ffff", "\x7f\x1b[2J", '"\\', "/Expr(\ud800)/", "é" * 3]
 STRINGS = st.one_of(st.sampled_from(ADVERSARIAL),
                     st.text(st.characters(exclude_categories=()), max_size=12))
-VALUES = st.recursive(st.one_of(STRINGS, st.integers(), st.booleans(), st.none()),
+#: Integers past a ClassAd's 64 bits too (the bindings failed on them with a SystemError).
+INTEGERS = st.one_of(st.integers(), st.sampled_from([1 << 63, -(1 << 63) - 1, 10 ** 400]))
+VALUES = st.recursive(st.one_of(STRINGS, INTEGERS, st.booleans(), st.none()),
                       lambda inner: st.one_of(st.lists(inner, max_size=3),
                                               st.dictionaries(STRINGS, inner, max_size=3)),
                       max_leaves=12)
@@ -249,3 +251,16 @@ def test_a_task_list_with_a_line_past_the_limit_is_refused_naming_it(tmp_path, n
                   cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     assert f"{path}:2: a line longer than the limit of 1 MiB a line" in result.stderr
+
+
+def test_a_json_ad_past_the_limits_is_skipped_naming_the_limit(tmp_path):
+    """Attributes each under the limit, together past the ad's; a list past the attribute's."""
+    near = "x" * (MAX_ATTRIBUTE - 10)
+    wide = {**JOB, "ClusterId": 2, **{f"A{n}": near for n in range(MAX_AD // MAX_ATTRIBUTE + 1)}}
+    long = {**JOB, "ClusterId": 3, "L": ["ab"] * (MAX_ATTRIBUTE // 2)}
+    path = tmp_path / "q.json"
+    path.write_text(json.dumps([JOB, wide, long]))
+    ads, skipped = read_ads(path, lenient=True)
+    assert [sourced.ad["ClusterId"] for sourced in ads] == [1]
+    assert [(skip.index, skip.reason.rpartition("limit of ")[2]) for skip in skipped] == [
+        (2, "16 MiB an ad"), (3, "1 MiB an attribute")]

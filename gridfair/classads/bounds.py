@@ -89,52 +89,67 @@ def check_ad_text(text: str, source: str, index: int, line: int | None,
                              line=(line or 1) + offset, attribute=name or None, **where)
 
 
-def json_value_problem(value: Any, depth: int = 1) -> str | None:
+#: The integers a ClassAd holds (the bindings fail on others with a SystemError).
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def json_value_problem(value: Any, depth: int = 1) -> tuple[str | None, int]:
     """Why a JSON value (as `json` loaded it, `depth` deep in its ad) cannot be an
-    attribute's value, or None: a string `string_problem` refuses, a string or list longer
-    than `MAX_ATTRIBUTE`, nesting deeper than `MAX_JSON_DEPTH`. Iterative: the nesting it is
-    given may be deep."""
+    attribute's value (None if it can), and its size (the characters of its strings and names,
+    and one for each other item): a string `string_problem` refuses, an integer past 64 bits,
+    a value whose size is past `MAX_ATTRIBUTE`, nesting deeper than `MAX_JSON_DEPTH`.
+    Iterative: the nesting it is given may be deep."""
     pending = [(value, depth)]
+    size = 0
     while pending:
         item, level = pending.pop()
         if type(item) is str:
-            if len(item) > MAX_ATTRIBUTE:
-                return (f"a string of {len(item)} characters, longer than the limit of "
-                        f"{size_text(MAX_ATTRIBUTE)} an attribute")
+            size += len(item)
             problem = string_problem(item)
             if problem:
-                return problem
-        elif isinstance(item, list | dict):
-            if level >= MAX_JSON_DEPTH:
-                return f"nested deeper than {MAX_JSON_DEPTH} levels"
-            if len(item) > MAX_ATTRIBUTE:
-                return f"a list of {len(item)} items, more than {MAX_ATTRIBUTE} an attribute"
-            if isinstance(item, dict):
-                for name in item:
-                    problem = string_problem(name)
-                    if problem:
-                        return f"a name with {problem}"
-                pending.extend((element, level + 1) for element in item.values())
-            else:
-                pending.extend((element, level + 1) for element in item)
-    return None
+                return problem, size
+        else:
+            size += 1
+            if type(item) is int and not _INT64[0] <= item <= _INT64[1]:
+                return f"an integer of {item.bit_length()} bits, past a ClassAd's 64", size
+            if isinstance(item, list | dict):
+                if level >= MAX_JSON_DEPTH:
+                    return f"nested deeper than {MAX_JSON_DEPTH} levels", size
+                if isinstance(item, dict):
+                    for name in item:
+                        size += len(name)
+                        problem = string_problem(name)
+                        if problem:
+                            return f"a name with {problem}", size
+                    pending.extend((element, level + 1) for element in item.values())
+                else:
+                    pending.extend((element, level + 1) for element in item)
+        if size > MAX_ATTRIBUTE:
+            return (f"a value of more than {size} characters, longer than the limit of "
+                    f"{size_text(MAX_ATTRIBUTE)} an attribute"), size
+    return None, size
 
 
 def check_json_ad(value: dict, source: str, index: int, line: int | None = None) -> None:
     """An InputError naming the attribute of a JSON ad (a loaded object) that cannot reach the
-    bindings (`json_value_problem`), if any."""
+    bindings (`json_value_problem`), or saying the ad is past `MAX_AD`, if so."""
+    where = {"source": source, "line": line, "ad": f"#{index}"}
+    total = 0
     for name, item in value.items():
         problem = string_problem(name)
         if problem:
-            raise InputError(f"attribute name with {problem}", source=source, line=line,
-                             ad=f"#{index}", attribute=ascii(name))
+            raise InputError(f"attribute name with {problem}", attribute=ascii(name), **where)
         if type(item) is str and item.isascii() and len(item) <= MAX_ATTRIBUTE \
                 and "\0" not in item:
-            continue  # the usual value: nothing more to look at
-        problem = json_value_problem(item, 2)
-        if problem:
-            raise InputError(problem, source=source, line=line, ad=f"#{index}",
-                             attribute=name)
+            size = len(item)  # the usual value: nothing more to look at
+        else:
+            problem, size = json_value_problem(item, 2)
+            if problem:
+                raise InputError(problem, attribute=name, **where)
+        total += len(name) + size
+        if total > MAX_AD:
+            raise InputError(f"an ad of more than {total} characters, longer than the limit "
+                             f"of {size_text(MAX_AD)} an ad", **where)
 
 
 def open_regular(path: str | Path) -> io.BufferedReader:

@@ -702,7 +702,7 @@ def _json_ad(value: dict, source: str, index: int) -> classad2.ClassAd:
     for name, item in value.items():
         try:
             ad[name] = _json_value(item)
-        except (ValueError, TypeError, classad2.ClassAdException) as error:
+        except (ValueError, TypeError, SystemError, classad2.ClassAdException) as error:
             raise InputError(f"unusable value {_excerpt(json.dumps(item))}: {error}",
                              source=source, ad=f"#{index}", attribute=name) from None
     return ad

@@ -264,3 +264,21 @@ def test_a_json_ad_past_the_limits_is_skipped_naming_the_limit(tmp_path):
     assert [sourced.ad["ClusterId"] for sourced in ads] == [1]
     assert [(skip.index, skip.reason.rpartition("limit of ")[2]) for skip in skipped] == [
         (2, "16 MiB an ad"), (3, "1 MiB an attribute")]
+
+
+def test_an_expression_of_too_many_operators_is_skipped_not_unparsed(tmp_path):
+    """`Requirements = 1+1+...+1` of 40,000 terms parses, then classad2's unparser and copy
+    overflow the stack (SIGSEGV): `shares` on such a queue dump died. Refused, named."""
+    deep = "1+" * 40_000 + "1"
+    queue = (POOL / "jobs.queue").read_text().split("\n\n")
+    queue[0] = queue[0].rstrip("\n") + f"\nRequirements = {deep}\n"
+    (tmp_path / "jobs.queue").write_text("\n\n".join(queue))
+    shares = _run("shares", "--machines", str(POOL / "basic4slot.status"), "--jobs",
+                  "jobs.queue", "--format", "json", cwd=tmp_path)
+    assert shares.returncode == 0, shares.stderr
+    [skip] = json.loads(shares.stdout)["skipped"]
+    assert "attribute Requirements: an expression of 40000 operators" in skip["reason"]
+    (tmp_path / "q.json").write_text(json.dumps([JOB, {**JOB, "ClusterId": 2,
+                                                      "Rank": f"/Expr({deep})/"}]))
+    ads, [skip] = read_ads(tmp_path / "q.json", lenient=True)
+    assert len(ads) == 1 and "40000 operators" in skip.reason

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +33,12 @@ MAX_ATTRIBUTE = 1 << 20
 MAX_AD = 16 << 20
 #: Lists and objects nested in one JSON ad (the ad itself is depth 1).
 MAX_JSON_DEPTH = 64
+#: Operators in one attribute's expression: classad2 parses `1+1+...+1` of any length, then
+#: its unparser and copy recurse once per operator and overflow the stack (SIGSEGV) past
+#: ~30,000 of them.
+MAX_OPERATORS = 4096
+#: Values shorter than this cannot hold more operators than that: only longer ones are counted.
+SHORT_VALUE = 2 * MAX_OPERATORS
 
 
 def size_text(size: int) -> str:
@@ -70,23 +77,46 @@ def string_problem(text: str) -> str | None:
     return None
 
 
+#: String literals (and quoted names), whose characters are not operators.
+_QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'')
+#: The characters of ClassAd operators (`=` of an assignment is not counted).
+_OPERATOR = re.compile(r"[-+*/%<>&|^?!~]")
+
+
+def operators_problem(expression: str) -> str | None:
+    """Why the bindings cannot take an expression's text (more than `MAX_OPERATORS`
+    operators outside its string literals), or None."""
+    if len(expression) <= SHORT_VALUE:
+        return None
+    count = len(_OPERATOR.findall(_QUOTED.sub("", expression)))
+    if count > MAX_OPERATORS:
+        return (f"an expression of {count} operators, more than the limit of {MAX_OPERATORS} "
+                f"(the ClassAd library's unparser would overflow its stack)")
+    return None
+
+
 def check_ad_text(text: str, source: str, index: int, line: int | None,
                   by_line: bool) -> None:
     """An InputError if an ad's text (its first line `line`) is longer than `MAX_AD` or,
     `by_line` (old syntax, an attribute a line), one of its lines is longer than
-    `MAX_ATTRIBUTE`. Callers look only at an ad longer than `MAX_ATTRIBUTE`."""
+    `MAX_ATTRIBUTE`; or one of its lines (an attribute, in old syntax or as
+    `condor_status -long:new` writes them) holds more than `MAX_OPERATORS` operators. Callers
+    look only at an ad longer than `SHORT_VALUE`."""
     where = {"source": source, "ad": f"#{index}"}
     if len(text) > MAX_AD:
         raise InputError(f"an ad of {len(text)} characters, longer than the limit of "
                          f"{size_text(MAX_AD)} an ad", line=line, **where)
-    if not by_line:
-        return
     for offset, text_line in enumerate(text.split("\n")):
-        if len(text_line) > MAX_ATTRIBUTE:
-            name = text_line.partition("=")[0].strip()[:60]
+        if len(text_line) <= SHORT_VALUE:
+            continue
+        name = text_line.partition("=")[0].strip(" \t[;")[:60] or None
+        if by_line and len(text_line) > MAX_ATTRIBUTE:
             raise InputError(f"a line of {len(text_line)} characters, longer than the limit "
                              f"of {size_text(MAX_ATTRIBUTE)} an attribute",
-                             line=(line or 1) + offset, attribute=name or None, **where)
+                             line=(line or 1) + offset, attribute=name, **where)
+        problem = operators_problem(text_line)
+        if problem:
+            raise InputError(problem, line=(line or 1) + offset, attribute=name, **where)
 
 
 #: The integers a ClassAd holds (the bindings fail on others with a SystemError).

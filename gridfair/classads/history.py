@@ -50,8 +50,8 @@ from typing import IO, Any, NamedTuple
 
 from gridfair.classads.bounds import (
     MAX_AD,
-    MAX_ATTRIBUTE,
     MAX_JSON_DEPTH,
+    SHORT_VALUE,
     check_ad_text,
     check_json_ad,
     open_regular,
@@ -266,7 +266,7 @@ def _parse(framed: _Framed, syntax: AdFormat, source: str,
             check_json_ad(plain, source, framed.index)  # the values read, as the bindings'
             return SourcedAd(plain, source, framed.index, None)
         return parse_one(payload, syntax, source, framed.index, framed.line)
-    if len(payload) > MAX_ATTRIBUTE:
+    if len(payload) > SHORT_VALUE:
         check_ad_text(payload, source, framed.index, framed.line, by_line=True)
     if "\ufffd" in payload:
         raise InputError("not UTF-8 text (undecodable bytes)", source=source,

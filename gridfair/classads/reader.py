@@ -33,11 +33,12 @@ from typing import Any, NamedTuple
 import classad2
 
 from gridfair.classads.bounds import (
-    MAX_ATTRIBUTE,
     MAX_JSON_DEPTH,
+    SHORT_VALUE,
     check_ad_text,
     check_json_ad,
     open_regular,
+    operators_problem,
 )
 from gridfair.errors import InputError, not_text
 from gridfair.model import AdWarning, SkippedAd
@@ -493,7 +494,7 @@ def _attribute_lines(lines: list[str]) -> int:
 def _parse_old(chunk: _Chunk, source: str,
                warnings: list[AdWarning] | None) -> classad2.ClassAd:
     text = chunk.payload
-    if len(text) > MAX_ATTRIBUTE:
+    if len(text) > SHORT_VALUE:
         check_ad_text(text, source, chunk.index, chunk.line, by_line=True)
     ad = classad2.parseNext(text, classad2.ParserType.Old)
     lines = text.splitlines()
@@ -588,7 +589,7 @@ def _no_stray_text(between: str, source: str, line: int, index: int) -> None:
 def _parse_new(chunk: _Chunk, source: str,
                warnings: list[AdWarning] | None) -> classad2.ClassAd:
     text = chunk.payload
-    if len(text) > MAX_ATTRIBUTE:
+    if len(text) > SHORT_VALUE:
         check_ad_text(text, source, chunk.index, chunk.line, by_line=False)
     try:
         ad = classad2.ClassAd(text)
@@ -712,6 +713,9 @@ def _json_value(item: Any) -> Any:
     if isinstance(item, str):
         expression = _JSON_EXPRESSION.match(item)
         if expression:
+            problem = operators_problem(expression.group(1))
+            if problem:
+                raise ValueError(problem)
             return classad2.ExprTree(expression.group(1))
     elif isinstance(item, list):
         return [_json_value(element) for element in item]

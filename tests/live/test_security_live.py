@@ -63,8 +63,8 @@ def attribute(pool: PersonalPool, job: str, name: str) -> str:
     '+GridfairSlot = ifThenElse(TARGET.Name =!= undefined, TARGET.Name, undefined)',
     '+GridfairSlot = undefined',
     # The size gridfair allocates beside the slot is its own too.
-    '+GridfairSlotCpus = 64',
-    'MY.gridfairslotmemory = TARGET.Memory',
+    '+GridfairSlotSize = {64, 100000, 8}',
+    'MY.gridfairslotsize = {TARGET.Cpus, TARGET.Memory, 0}',
 ])
 @pytest.mark.parametrize("materialize", [False, True])
 def test_a_user_cannot_steer_a_job_at_submit(clean_queue: PersonalPool, steering: str,
@@ -127,7 +127,8 @@ def test_a_user_cannot_steer_or_backdate_a_queued_job(clean_queue: PersonalPool)
     for edit in ([job, "GridfairSlot", '"slot1@vm"'], [cluster, "GridfairSlot", '"slot1@vm"'],
                  ["-constraint", "true", "GridfairSlot", '"slot1@vm"'],
                  [job, "gridfairslot", '"slot1@vm"'], [job, "QDate", "1"],
-                 [job, "GridfairSlotCpus", "64"], [cluster, "GridfairSlotMemory", "1000000"]):
+                 [job, "GridfairSlotSize", "{64, 1000000, 8}"],
+                 [cluster, "gridfairslotsize", "{4}"]):
         edited = pool.run_tool(["condor_qedit", *edit], account=ATTACKER, check=False)
         assert edited.returncode != 0, (edit, edited.stdout)
     assert attribute(pool, job, "GridfairSlot") == "undefined"

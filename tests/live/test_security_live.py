@@ -90,6 +90,28 @@ def test_a_late_materialized_job_cannot_be_steered(clean_queue: PersonalPool) ->
     assert pool.jobs("ClusterId") == []
 
 
+def test_a_factory_job_past_the_submit_check_is_materialized_without_steering() -> None:
+    """The transform alone, as if the submit requirement let everything through
+    (`SUBMIT_REQUIREMENT_GridfairSteering = true`): a factory whose second job names a slot
+    materializes that job without it (the transform runs on every materialized job), and
+    records that something was written."""
+    pool = own_pool([SlotSpec("User1", 132250)], extra_config=[
+        *POOL_CONFIG.read_text().splitlines(), "SUBMIT_REQUIREMENT_GridfairSteering = true"])
+    with pool:
+        done = pool.submit_as(ATTACKER, sleep_job("max_materialize = 1", "hold = True",
+                                                  "+GridfairSlot = $(slot)"),
+                              queue=["queue name, slot from (", "  first,",
+                                     '  second, "slot1@vm"', ")"])
+        assert done.returncode == 0, done.stderr
+        cluster = first_job(done).split(".")[0]
+        pool.run_tool(["condor_rm", f"{cluster}.0"])  # the factory then makes the second
+        second = f"{cluster}.1"
+        pool.wait_until(lambda: pool.jobs("ProcId", constraint=f"ClusterId == {cluster} && "
+                                          "ProcId == 1"), 30)
+        assert attribute(pool, second, "GridfairSlot") == "undefined"
+        assert int(attribute(pool, second, "GridfairSubmittedSteering")) > 0
+
+
 def test_the_negotiator_takes_only_a_literal_steering(static_pool: PersonalPool) -> None:
     """Past the submit and edit checks (a queue super user may write anything), a steering
     that is an expression naming the slot is not one: with gridfair's lease held the

@@ -395,9 +395,8 @@ def test_htcondor_vacate_and_allocate_use_act_and_edit():
     job = _idle(snapshot)[0]
     backend.allocate(job, snapshot.machines[0])
     # The size allocated first, as literals, then the slot (which makes the job matchable).
-    assert FakeSchedd.edits[-4:] == [
-        ([job.id], "GridfairSlotCpus", "1"), ([job.id], "GridfairSlotMemory", "1"),
-        ([job.id], "GridfairSlotGPUs", "0"),
+    assert FakeSchedd.edits[-2:] == [
+        ([job.id], "GridfairSlotSize", "{1, 1, 0}"),
         ([job.id], "GridfairSlot", classad2.quote(snapshot.machines[0].name))]
 
 

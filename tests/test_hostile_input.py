@@ -35,7 +35,9 @@ ADVERSARIAL = ["\ud800", "\udfff", "a\udc80b", "\0", "a\0b", "\u202e\u2066evil\u
                "\ufeff", "\U0010ffff", "\x7f\x1b[2J", '"\\', "/Expr(\ud800)/", "é" * 3]
 STRINGS = st.one_of(st.sampled_from(ADVERSARIAL),
                     st.text(st.characters(exclude_categories=()), max_size=12))
-VALUES = st.recursive(st.one_of(STRINGS, st.integers(), st.booleans(), st.none()),
+#: Integers past a ClassAd's 64 bits too (the bindings failed on them with a SystemError).
+INTEGERS = st.one_of(st.integers(), st.sampled_from([1 << 63, -(1 << 63) - 1, 10 ** 400]))
+VALUES = st.recursive(st.one_of(STRINGS, INTEGERS, st.booleans(), st.none()),
                       lambda inner: st.one_of(st.lists(inner, max_size=3),
                                               st.dictionaries(STRINGS, inner, max_size=3)),
                       max_leaves=12)
@@ -238,3 +240,45 @@ def test_the_commands_that_died_on_a_lone_surrogate_name_it_and_go_on(tmp_path):
     daemon = _run("daemon", "--config", "c.toml", "--once", cwd=tmp_path)
     assert daemon.returncode == 0, daemon.stderr
     assert "surrogate" in daemon.stderr + daemon.stdout
+
+
+@pytest.mark.parametrize("name", ["tasks.csv", "jobs.swf"])
+def test_a_task_list_with_a_line_past_the_limit_is_refused_naming_it(tmp_path, name):
+    """A task list that never ends its line is refused at the limit, not read whole."""
+    path = tmp_path / name
+    path.write_text("0,1,2,ann,job-0,1,1\n" + "9" * (MAX_ATTRIBUTE + 1))
+    result = _run("simulate", "--workload", str(path), "--capacity", "4", "--policy", "sdrf",
+                  cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert f"{path}:2: a line longer than the limit of 1 MiB a line" in result.stderr
+
+
+def test_a_json_ad_past_the_limits_is_skipped_naming_the_limit(tmp_path):
+    """Attributes each under the limit, together past the ad's; a list past the attribute's."""
+    near = "x" * (MAX_ATTRIBUTE - 10)
+    wide = {**JOB, "ClusterId": 2, **{f"A{n}": near for n in range(MAX_AD // MAX_ATTRIBUTE + 1)}}
+    long = {**JOB, "ClusterId": 3, "L": ["ab"] * (MAX_ATTRIBUTE // 2)}
+    path = tmp_path / "q.json"
+    path.write_text(json.dumps([JOB, wide, long]))
+    ads, skipped = read_ads(path, lenient=True)
+    assert [sourced.ad["ClusterId"] for sourced in ads] == [1]
+    assert [(skip.index, skip.reason.rpartition("limit of ")[2]) for skip in skipped] == [
+        (2, "16 MiB an ad"), (3, "1 MiB an attribute")]
+
+
+def test_an_expression_of_too_many_operators_is_skipped_not_unparsed(tmp_path):
+    """`Requirements = 1+1+...+1` of 40,000 terms parses, then classad2's unparser and copy
+    overflow the stack (SIGSEGV): `shares` on such a queue dump died. Refused, named."""
+    deep = "1+" * 40_000 + "1"
+    queue = (POOL / "jobs.queue").read_text().split("\n\n")
+    queue[0] = queue[0].rstrip("\n") + f"\nRequirements = {deep}\n"
+    (tmp_path / "jobs.queue").write_text("\n\n".join(queue))
+    shares = _run("shares", "--machines", str(POOL / "basic4slot.status"), "--jobs",
+                  "jobs.queue", "--format", "json", cwd=tmp_path)
+    assert shares.returncode == 0, shares.stderr
+    [skip] = json.loads(shares.stdout)["skipped"]
+    assert "attribute Requirements: an expression of 40000 operators" in skip["reason"]
+    (tmp_path / "q.json").write_text(json.dumps([JOB, {**JOB, "ClusterId": 2,
+                                                      "Rank": f"/Expr({deep})/"}]))
+    ads, [skip] = read_ads(tmp_path / "q.json", lenient=True)
+    assert len(ads) == 1 and "40000 operators" in skip.reason

@@ -203,7 +203,7 @@ def test_retention_config_keys():
 
 
 def test_series_of_users_gone_are_removed():
-    metrics = PrometheusMetrics("127.0.0.1", 0)
+    metrics = PrometheusMetrics("127.0.0.1", 0, user_labels=True)
     try:
         metrics.users([("ann", 1.0, 0.5), ("bob", -1.0, 0.25)])
         metrics.users([("ann", 2.0, 0.5)])

@@ -14,13 +14,15 @@ Formats, recognised from the text (`detect_history_format`):
 history files the same way: each ad then its banner, typed banners for epoch records,
 rotated copies named `<file>.<YYYYMMDDTHHMMSS>`, and attribute lines as `Name=value`, which
 are read here by classad2 as any ad written otherwise is.)
-Files may be gzip-compressed. They are read in chunks (a busy pool's history is gigabytes),
-and only the attributes read here are read (`history_attributes`): when each is a plain
-literal (a number, a string, true or false) as HTCondor writes them, they are read as such,
-without building a ClassAd (`_plain_values`: most of the cost of a read was classad2's);
-any other ad (an expression, an escaped string, an attribute written otherwise, a required
-one missing) is parsed whole by classad2, so that what an expression references is there
-and an error names its line.
+Files may be gzip-compressed. They are read in chunks (a busy pool's history is gigabytes), in
+one pass, holding no more than the ad being framed: an ad past `bounds.MAX_AD` (or a line past
+`bounds.MAX_ATTRIBUTE`, or JSON nested past what can be decoded) is skipped naming the limit,
+and the read goes on after it. Only the attributes read here are read (`history_attributes`):
+when each is a plain literal (a number, a string, true or false) as HTCondor writes them, they
+are read as such, without building a ClassAd (`_plain_values`: most of the cost of a read was
+classad2's); any other ad (an expression, an escaped string, an attribute written otherwise, a
+required one missing) is parsed whole by classad2, so that what an expression references is
+there and an error names its line.
 
 Each ad is read by `gridfair.classads.views.job_view` (ids, status, submit time, requests and
 the submitter, exactly as the daemon reads a queued job) and then for the history's own
@@ -48,8 +50,8 @@ from typing import IO, Any, NamedTuple
 
 from gridfair.classads.bounds import (
     MAX_AD,
-    MAX_ATTRIBUTE,
     MAX_JSON_DEPTH,
+    SHORT_VALUE,
     check_ad_text,
     check_json_ad,
     open_regular,
@@ -264,7 +266,7 @@ def _parse(framed: _Framed, syntax: AdFormat, source: str,
             check_json_ad(plain, source, framed.index)  # the values read, as the bindings'
             return SourcedAd(plain, source, framed.index, None)
         return parse_one(payload, syntax, source, framed.index, framed.line)
-    if len(payload) > MAX_ATTRIBUTE:
+    if len(payload) > SHORT_VALUE:
         check_ad_text(payload, source, framed.index, framed.line, by_line=True)
     if "\ufffd" in payload:
         raise InputError("not UTF-8 text (undecodable bytes)", source=source,

@@ -15,6 +15,9 @@ error name the ad's index and first line:
   brackets inside string literals, quoted attribute names and comments;
 - JSON (`condor_status -json`): a list of objects, loaded with `json`; values are set on a
   ClassAd as they are, except HTCondor's `"\\/Expr(...)\\/"` strings, which are expressions.
+
+Every ad is checked against `gridfair.classads.bounds` before or as it is parsed: its size,
+its lines', its JSON nesting, and its strings (none the bindings cannot hold).
 """
 
 from __future__ import annotations
@@ -30,11 +33,12 @@ from typing import Any, NamedTuple
 import classad2
 
 from gridfair.classads.bounds import (
-    MAX_ATTRIBUTE,
     MAX_JSON_DEPTH,
+    SHORT_VALUE,
     check_ad_text,
     check_json_ad,
     open_regular,
+    operators_problem,
 )
 from gridfair.errors import InputError, not_text
 from gridfair.model import AdWarning, SkippedAd
@@ -490,7 +494,7 @@ def _attribute_lines(lines: list[str]) -> int:
 def _parse_old(chunk: _Chunk, source: str,
                warnings: list[AdWarning] | None) -> classad2.ClassAd:
     text = chunk.payload
-    if len(text) > MAX_ATTRIBUTE:
+    if len(text) > SHORT_VALUE:
         check_ad_text(text, source, chunk.index, chunk.line, by_line=True)
     ad = classad2.parseNext(text, classad2.ParserType.Old)
     lines = text.splitlines()
@@ -585,7 +589,7 @@ def _no_stray_text(between: str, source: str, line: int, index: int) -> None:
 def _parse_new(chunk: _Chunk, source: str,
                warnings: list[AdWarning] | None) -> classad2.ClassAd:
     text = chunk.payload
-    if len(text) > MAX_ATTRIBUTE:
+    if len(text) > SHORT_VALUE:
         check_ad_text(text, source, chunk.index, chunk.line, by_line=False)
     try:
         ad = classad2.ClassAd(text)
@@ -699,7 +703,7 @@ def _json_ad(value: dict, source: str, index: int) -> classad2.ClassAd:
     for name, item in value.items():
         try:
             ad[name] = _json_value(item)
-        except (ValueError, TypeError, classad2.ClassAdException) as error:
+        except (ValueError, TypeError, SystemError, classad2.ClassAdException) as error:
             raise InputError(f"unusable value {_excerpt(json.dumps(item))}: {error}",
                              source=source, ad=f"#{index}", attribute=name) from None
     return ad
@@ -709,6 +713,9 @@ def _json_value(item: Any) -> Any:
     if isinstance(item, str):
         expression = _JSON_EXPRESSION.match(item)
         if expression:
+            problem = operators_problem(expression.group(1))
+            if problem:
+                raise ValueError(problem)
             return classad2.ExprTree(expression.group(1))
     elif isinstance(item, list):
         return [_json_value(element) for element in item]

@@ -112,7 +112,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "owner_attribute": Key(str, "GridOwner"),
         "power_attribute": Key(str, "", help="slot power in MFlops; empty: MFlops, else "
                                "KFlops / 1000, else Mips"),
-        "steer_attribute": Key(str, "GridfairSlot", help="job attribute naming the chosen slot"),
+        "steer_attribute": Key(str, "GridfairSlot", help="job attribute naming the chosen "
+                               "slot (the size allocated: the same name + Size)"),
         "uid_domain": Key(str, "", help="the pool's UID domain: an authenticated user of it "
                           "is the owner of its name; empty: UID_DOMAIN from HTCondor's "
                           "configuration here; '*': any domain (trusts every schedd)"),

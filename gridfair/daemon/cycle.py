@@ -83,9 +83,10 @@ ALLOCATION_BATCH = 64
 #: Skipped ads (and warnings) logged one line each per cycle; the others are counted in one.
 LOGGED_ADS = 5
 #: The clock skew a lease tolerates: this share of its length, and at least this many seconds
-#: (HTCondor's clocks are read to the second). Beyond it, no lease is claimed.
+#: (HTCondor stamps ads to the second, and a loaded collector takes a while to stamp an ad it
+#: received, which reads as skew). Beyond it, no lease is claimed.
 CLOCK_SKEW_SHARE = 0.25
-MIN_CLOCK_SKEW = 2.0
+MIN_CLOCK_SKEW = 5.0
 
 
 @dataclass

@@ -6,6 +6,7 @@ set, in its own time."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import time
 
@@ -31,7 +32,7 @@ def test_a_daemon_whose_clock_is_a_day_off_claims_no_lease(static_pool, tmp_path
                                                            offset):
     pool = static_pool
     live = backend(pool)
-    assert abs(live.clock_skew(2.0)) <= 1  # one host: the same clock, read to the second
+    assert abs(live.clock_skew(5.0)) <= 2  # one host: the same clock, read to the second
     config = validate({"daemon": {"store": "state.db", "interval": 10, "lease": LEASE},
                        "safety": {"max_snapshot_age": 3600},
                        "backend": {"kind": "htcondor",
@@ -43,15 +44,16 @@ def test_a_daemon_whose_clock_is_a_day_off_claims_no_lease(static_pool, tmp_path
         held = negotiator_lease(live)
         assert abs(held - (time.time() + LEASE)) <= 3  # the negotiator's time, which is ours
         monkeypatch.setenv(CLOCK_ENV, str(offset))
-        assert live.clock_skew(2.0) == pytest.approx(-offset, abs=2)
+        assert live.clock_skew(5.0) == pytest.approx(-offset, abs=3)
         daemon.skip_until = 0.0
         assert daemon.tick().outcome == "ok"  # the cycle goes on, unleased
         assert negotiator_lease(live) == 0  # handed back: HTCondor starts jobs on its own
         with sqlite3.connect(tmp_path / "state.db") as db:
             [(until, error)] = db.execute(
                 "select lease_until, lease_error from cycles order by id desc limit 1")
-        assert until is None and error.startswith(f"clock skew: the negotiator's clock is "
-                                                  f"{-offset:+d} s off this host's")
+        said = re.match(r"clock skew: the negotiator's clock is ([-+]\d+) s off this host's",
+                        error)
+        assert until is None and said and abs(int(said.group(1)) + offset) <= 3, error
     finally:
         live.release_starts()
         daemon.close()

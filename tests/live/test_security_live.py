@@ -63,8 +63,8 @@ def attribute(pool: PersonalPool, job: str, name: str) -> str:
     '+GridfairSlot = ifThenElse(TARGET.Name =!= undefined, TARGET.Name, undefined)',
     '+GridfairSlot = undefined',
     # The size gridfair allocates beside the slot is its own too.
-    '+GridfairSlotCpus = 64',
-    'MY.gridfairslotmemory = TARGET.Memory',
+    '+GridfairSlotSize = {64, 100000, 8}',
+    'MY.gridfairslotsize = {TARGET.Cpus, TARGET.Memory, 0}',
 ])
 @pytest.mark.parametrize("materialize", [False, True])
 def test_a_user_cannot_steer_a_job_at_submit(clean_queue: PersonalPool, steering: str,
@@ -88,6 +88,28 @@ def test_a_late_materialized_job_cannot_be_steered(clean_queue: PersonalPool) ->
     assert done.returncode != 0
     assert REFUSED in done.stderr + done.stdout
     assert pool.jobs("ClusterId") == []
+
+
+def test_a_factory_job_past_the_submit_check_is_materialized_without_steering() -> None:
+    """The transform alone, as if the submit requirement let everything through
+    (`SUBMIT_REQUIREMENT_GridfairSteering = true`): a factory whose second job names a slot
+    materializes that job without it (the transform runs on every materialized job), and
+    records that something was written."""
+    pool = own_pool([SlotSpec("User1", 132250)], extra_config=[
+        *POOL_CONFIG.read_text().splitlines(), "SUBMIT_REQUIREMENT_GridfairSteering = true"])
+    with pool:
+        done = pool.submit_as(ATTACKER, sleep_job("max_materialize = 1", "hold = True",
+                                                  "+GridfairSlot = $(slot)"),
+                              queue=["queue name, slot from (", "  first,",
+                                     '  second, "slot1@vm"', ")"])
+        assert done.returncode == 0, done.stderr
+        cluster = first_job(done).split(".")[0]
+        pool.run_tool(["condor_rm", f"{cluster}.0"])  # the factory then makes the second
+        second = f"{cluster}.1"
+        pool.wait_until(lambda: pool.jobs("ProcId", constraint=f"ClusterId == {cluster} && "
+                                          "ProcId == 1"), 30)
+        assert attribute(pool, second, "GridfairSlot") == "undefined"
+        assert int(attribute(pool, second, "GridfairSubmittedSteering")) > 0
 
 
 def test_the_negotiator_takes_only_a_literal_steering(static_pool: PersonalPool) -> None:
@@ -127,7 +149,8 @@ def test_a_user_cannot_steer_or_backdate_a_queued_job(clean_queue: PersonalPool)
     for edit in ([job, "GridfairSlot", '"slot1@vm"'], [cluster, "GridfairSlot", '"slot1@vm"'],
                  ["-constraint", "true", "GridfairSlot", '"slot1@vm"'],
                  [job, "gridfairslot", '"slot1@vm"'], [job, "QDate", "1"],
-                 [job, "GridfairSlotCpus", "64"], [cluster, "GridfairSlotMemory", "1000000"]):
+                 [job, "GridfairSlotSize", "{64, 1000000, 8}"],
+                 [cluster, "gridfairslotsize", "{4}"]):
         edited = pool.run_tool(["condor_qedit", *edit], account=ATTACKER, check=False)
         assert edited.returncode != 0, (edit, edited.stdout)
     assert attribute(pool, job, "GridfairSlot") == "undefined"

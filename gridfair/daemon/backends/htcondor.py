@@ -116,10 +116,10 @@ IDLE_ROW_ATTRIBUTES = (
 DEFAULT_JOB_CONSTRAINTS = {"autocluster": "JobStatus == 1",
                            "jobs": "JobStatus == 1 || JobStatus == 2"}
 
-#: Suffixes of the steering attribute's companions: the size gridfair allocated with the slot
-#: (`GridfairSlotCpus`, ...), which a dynamic slot cut for the job may not exceed
-#: (configs/htcondor-pool.config, GRIDFAIR_WITHIN_ALLOCATION).
-ALLOCATION_SUFFIXES = ("Cpus", "Memory", "GPUs")
+#: The suffix of the steering attribute's companion: the size gridfair allocated with the
+#: slot (`GridfairSlotSize = {cpus, memory, gpus}`), which a dynamic slot cut for the job may
+#: not exceed (configs/htcondor-pool.config, GRIDFAIR_WITHIN_ALLOCATION).
+SIZE_SUFFIX = "Size"
 
 
 def not_steered(attribute: str) -> str:
@@ -675,9 +675,9 @@ class HTCondorBackend(PoolBackend):
         """Name the slot in the job, as a string literal, after the size allocated there (the
         pool takes a job only with both, and cuts no larger slot: the order keeps a match
         between the edits from failing); the number of jobs the last edit changed."""
-        for suffix, amount in zip(ALLOCATION_SUFFIXES, (job.request_cpus, job.request_memory,
-                                                         job.request_gpus), strict=True):
-            schedd.edit([job.id], self.steer_attribute + suffix, _number_literal(amount))
+        size = ", ".join(map(_number_literal, (job.request_cpus, job.request_memory,
+                                               job.request_gpus)))
+        schedd.edit([job.id], self.steer_attribute + SIZE_SUFFIX, f"{{{size}}}")
         return schedd.edit([job.id], self.steer_attribute, classad2.quote(machine.name))
 
     def _unsteer(self, schedd: Any, job_id: str) -> None:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gridfair.classads.bounds import bounded_lines
 from gridfair.core.pool import Task
 from gridfair.errors import InputError
 from gridfair.sim.grid import Grid
@@ -74,10 +75,10 @@ def shard_paths(path: Path) -> list[Path]:
 def _rows(path: Path) -> Iterator[tuple[int, list[str]]]:
     try:
         with gzip.open(path, "rt", encoding="utf-8", newline="") as stream:
-            yield from enumerate(csv.reader(stream), start=1)
+            yield from enumerate(csv.reader(bounded_lines(stream, str(path))), start=1)
     except FileNotFoundError:
         raise InputError("no such file", source=str(path)) from None
-    except (OSError, EOFError, zlib.error, UnicodeDecodeError) as error:
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError, csv.Error) as error:
         raise InputError(f"cannot read gzip shard: {error}", source=str(path)) from None
 
 

@@ -30,6 +30,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gridfair.classads.bounds import bounded_lines
 from gridfair.errors import InputError
 
 #: Field names, in SWF order (field 1 is `job_id`).
@@ -154,7 +155,7 @@ class SwfLines:
                 compressed = raw.read(2) == _GZIP_MAGIC
             opener = gzip.open if compressed else open
             with opener(self.path, "rt", encoding="utf-8", errors="replace") as text:
-                yield from self._jobs(text)
+                yield from self._jobs(bounded_lines(text, self.source))
         except (OSError, EOFError, zlib.error) as error:  # missing, unreadable, corrupt gzip
             raise InputError(f"cannot read SWF file: {error}", source=self.source) from None
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from gridfair.classads.bounds import bounded_lines
 from gridfair.core.pool import Node, Task
 from gridfair.core.stages import STOP
 from gridfair.errors import ConfigError, InputError, not_text
@@ -114,7 +115,7 @@ def scan_tasks(path: str | Path) -> TaskTrace:
     stamp = _stamp(path)  # before the read: a change made during it is caught too
     with _reading(path) as lines:
         totals = _Totals(repeat_filter_bits(path))
-        for row in _rows(lines, source):
+        for row in _rows(bounded_lines(lines, source), source):
             totals.add(row)
     if not totals.count:
         raise InputError("the task file has no tasks", source=source)
@@ -156,7 +157,8 @@ class TaskFileTasks:
         seen: dict[str, int] = {}
         index = 0
         with _reading(self.path) as lines:
-            for _, submit, start, finish, user, task_id, cpu, memory in _rows(lines, source):
+            for _, submit, start, finish, user, task_id, cpu, memory in _rows(
+                    bounded_lines(lines, source), source):
                 unique_id = task_id
                 if task_id in maybe_repeated:
                     repeats = seen.get(task_id, 0)

@@ -28,10 +28,12 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # tests.live.harness: the live harness, in a clone only
 MODES = ("autocluster", "jobs")
 SETTLE = 1.0  # seconds after a read before the schedd's CPU is read again
 
@@ -61,7 +63,7 @@ def cpu_of(pid: int) -> float:
 
 def submit_idle(pool, jobs: int, users: int, shapes: int) -> int:
     """`jobs` sleep jobs in users x shapes clusters; how many were queued."""
-    from gridfair.daemon.backends.personal_pool import JobSpec
+    from tests.live.harness.personal_pool import JobSpec
 
     clusters = users * shapes
     for number in range(clusters):
@@ -88,7 +90,7 @@ def main() -> None:
     import htcondor2
 
     from gridfair.daemon.backends.htcondor import HTCondorBackend
-    from gridfair.daemon.backends.personal_pool import PersonalPool, slots_of_grid
+    from tests.live.harness.personal_pool import PersonalPool, slots_of_grid
 
     extra = (ROOT / "configs" / "htcondor-pool.config").read_text().splitlines()
     extra.append("GRIDFAIR_DECIDES_ALL_STARTS = True")  # nothing starts: every job stays idle

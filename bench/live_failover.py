@@ -2,7 +2,7 @@
 
 Starts a personal pool (2 static slots: User1's and User2's, configs/htcondor-pool.config)
 and two more condor_masters beside it sharing gridfair's HA lock and journal
-(`gridfair.daemon.backends.ha_pair`: MASTER_HA_LIST = GRIDFAIR, HA_LOCK_URL = file:...,
+(`tests.live.harness.ha_pair`: MASTER_HA_LIST = GRIDFAIR, HA_LOCK_URL = file:...,
 `--poll` and `--hold` seconds), gridfair configured by knobs only. User2 fills both slots,
 then User1 submits: the active gridfair vacates User2's job on User1's slot and steers User1's
 job there. Right after it journals its first action, its master and daemon are SIGKILLed.
@@ -28,12 +28,16 @@ import json
 import os
 import shutil
 import sqlite3
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from gridfair.daemon.backends.ha_pair import HaPair
-from gridfair.daemon.backends.personal_pool import (
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # tests.live.harness: the live harness, in a clone only
+
+from tests.live.harness.ha_pair import HaPair  # noqa: E402
+from tests.live.harness.personal_pool import (  # noqa: E402
     JobSpec,
     PersonalPool,
     SlotSpec,
@@ -42,7 +46,6 @@ from gridfair.daemon.backends.personal_pool import (
     install_daemon,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
 LONG = 132250 * 3600
 SLOTS = (SlotSpec("User1", 132250), SlotSpec("User2", 54760))
 

@@ -35,10 +35,12 @@ import os
 import random
 import resource
 import statistics
+import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # tests.live.harness: the live harness, in a clone only
 LONG = 132250 * 3600
 PAIRS = 6
 MECHANISMS = ("steer", "condor_now")
@@ -49,7 +51,7 @@ def agree_factors(pool) -> None:
     negotiated first (priority factor 1), the competitors' and fillers' last (1e6)."""
     import htcondor2
 
-    from gridfair.daemon.backends.personal_pool import ACCOUNTING_PREFIX, UID_DOMAIN
+    from tests.live.harness.personal_pool import ACCOUNTING_PREFIX, UID_DOMAIN
 
     collector = htcondor2.Collector(pool.collector_host)
     negotiator = htcondor2.Negotiator(collector.locate(htcondor2.DaemonType.Negotiator))
@@ -61,7 +63,7 @@ def replace_round(pool, backend, mechanism: str, rng: random.Random, two_cycles:
                   all_starts: bool, factors: bool) -> dict[str, object]:
     """One round: fill, queue competitors and arrivals, replace PAIRS victims; the figures."""
     from gridfair.daemon.backends import ActionFailed
-    from gridfair.daemon.backends.personal_pool import JobSpec
+    from tests.live.harness.personal_pool import JobSpec
 
     pool.clear_queue()
     pool.wait_until(lambda: not pool.running(), 60)
@@ -142,7 +144,7 @@ def main() -> None:
     mechanisms = [m for m in MECHANISMS if m in args.mechanisms.split(",")]
 
     from gridfair.daemon.backends.htcondor import HTCondorBackend
-    from gridfair.daemon.backends.personal_pool import PersonalPool, slots_of_grid
+    from tests.live.harness.personal_pool import PersonalPool, slots_of_grid
 
     config = (ROOT / "configs" / "htcondor-pool.config").read_text().splitlines()
     config += [f"GRIDFAIR_DECIDES_ALL_STARTS = {args.all_starts}",

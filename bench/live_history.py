@@ -32,11 +32,15 @@ import json
 import os
 import random
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from gridfair.daemon.backends.personal_pool import JobSpec, PersonalPool, SlotSpec
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # tests.live.harness: the live harness, in a clone only
+
+from tests.live.harness.personal_pool import JobSpec, PersonalPool, SlotSpec  # noqa: E402
 
 SLOTS = (SlotSpec("User1", 132250), SlotSpec("User1", 132250),
          SlotSpec("User2", 54760), SlotSpec("User2", 29750))

@@ -38,12 +38,18 @@ import shutil
 import signal
 import sqlite3
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-from gridfair.daemon.backends.personal_pool import (
+from gridfair.daemon.pool_record import landing, read_runs
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # tests.live.harness: the live harness, in a clone only
+
+from tests.live.harness.personal_pool import (  # noqa: E402
     JobSpec,
     PersonalPool,
     daemon_command,
@@ -51,9 +57,7 @@ from gridfair.daemon.backends.personal_pool import (
     install_daemon,
     slots_of_grid,
 )
-from gridfair.daemon.pool_record import landing, read_runs
 
-ROOT = Path(__file__).resolve().parent.parent
 GRID = "hosep-table1"
 MECHANISMS = {
     "lease": [],

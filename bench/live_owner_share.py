@@ -52,6 +52,7 @@ from pathlib import Path
 from gridfair.daemon.pool_record import Run, landing, read_runs
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # tests.live.harness: the live harness, in a clone only
 GRID = "hosep-table1"
 LATE_OWNER = "User1"
 FILLERS = ("User2", "User3", "User4")
@@ -108,7 +109,7 @@ def seconds_to_share(timeline: Sequence[tuple[float, Mapping[str, float]]],
 def group_quota_config(owner_weight: Mapping[str, float], power: bool) -> list[str]:
     """An administrator's owner-share configuration: a group per owner, quota = what it
     provides, surplus shared, over-quota groups preempted for under-quota ones."""
-    from gridfair.daemon.backends.personal_pool import ACCOUNTING_PREFIX
+    from tests.live.harness.personal_pool import ACCOUNTING_PREFIX
 
     groups = [f"{ACCOUNTING_PREFIX}.{owner}" for owner in owner_weight]
     return [
@@ -168,7 +169,7 @@ def run_side(side: str, policy: str, duration: float, interval: float,
              htcondor: str = "groups", all_starts: bool = True,
              late_jobs: int = len(FILLERS) * JOBS_PER_USER,
              condor_now: bool = False) -> dict[str, object]:
-    from gridfair.daemon.backends.personal_pool import JobSpec, PersonalPool, slots_of_grid
+    from tests.live.harness.personal_pool import JobSpec, PersonalPool, slots_of_grid
 
     slots = slots_of_grid(GRID)
     power = policy != "osep"  # HOSEP and reclaim count MFlops; OSEP machines

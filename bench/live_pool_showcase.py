@@ -67,12 +67,14 @@ import random
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # tests.live.harness: the live harness, in a clone only
 
 #: owner, cpus, MFlops per cpu (the pool of bench/owner_share_pslots.py)
 MACHINES = (
@@ -187,7 +189,7 @@ HTCONDOR = {
 
 def scenario_jobs(seed: int) -> dict[tuple[str, str], list]:
     """(phase, user) -> its burst of JobSpecs, drawn from `seed` in BURSTS' order."""
-    from gridfair.daemon.backends.personal_pool import JobSpec
+    from tests.live.harness.personal_pool import JobSpec
 
     rng = random.Random(seed)
     bursts = {}
@@ -419,14 +421,14 @@ def wait_until_full(pool, timeout: float = 60.0) -> float:
 def run_side(side: str, config: str, seed: int, options: argparse.Namespace,
              python: Path | None) -> Record:
     """One side on a fresh pool: fill, O1's arrival, the shift; its record."""
-    from gridfair.daemon.backends.personal_pool import (
+    from gridfair.daemon.pool_record import landing, read_lifetimes, read_runs
+    from gridfair.model import whole_slot
+    from tests.live.harness.personal_pool import (
         PersonalPool,
         SlotSpec,
         daemon_command,
         daemon_directory,
     )
-    from gridfair.daemon.pool_record import landing, read_lifetimes, read_runs
-    from gridfair.model import whole_slot
 
     slots = [SlotSpec(owner, cpus * per_cpu, cpus, cpus * MEMORY_PER_CPU)
              for owner, cpus, per_cpu in MACHINES]
@@ -647,7 +649,7 @@ def run_all(parser: argparse.ArgumentParser, options: argparse.Namespace) -> lis
     try:
         python = None
         if "gridfair" in sides:
-            from gridfair.daemon.backends.personal_pool import install_daemon
+            from tests.live.harness.personal_pool import install_daemon
 
             python = install_daemon(ROOT, install)
         for seed in options.seeds:

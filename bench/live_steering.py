@@ -20,10 +20,12 @@ import json
 import os
 import random
 import statistics
+import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # tests.live.harness: the live harness, in a clone only
 
 
 def main() -> None:
@@ -36,7 +38,7 @@ def main() -> None:
     import htcondor2
 
     from gridfair.daemon.backends.htcondor import HTCondorBackend
-    from gridfair.daemon.backends.personal_pool import JobSpec, PersonalPool, slots_of_grid
+    from tests.live.harness.personal_pool import JobSpec, PersonalPool, slots_of_grid
 
     slots = slots_of_grid("hosep-table1")
     extra = (ROOT / "configs" / "htcondor-pool.config").read_text().splitlines()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gridfair.daemon.backends.personal_pool import HTCondorMissing, find_htcondor
+from tests.live.harness.personal_pool import HTCondorMissing, find_htcondor
 
 
 def _install(root: Path) -> Path:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gridfair.daemon.backends.personal_pool import (
+from tests.live.harness.personal_pool import (
     HTCondorMissing,
     PersonalPool,
     SlotSpec,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gridfair.daemon.backends.personal_pool import JobSpec, PersonalPool
+from tests.live.harness.personal_pool import JobSpec, PersonalPool
 
 LONG = 132250 * 600
 

@@ -24,9 +24,9 @@ from hypothesis import strategies as st
 
 from gridfair.classads.submitters import SubmitterMap
 from gridfair.daemon.backends.htcondor import HTCondorBackend
-from gridfair.daemon.backends.personal_pool import UID_DOMAIN, JobSpec, PersonalPool, SlotSpec
 from gridfair.model import Job, whole_slot
 from tests.live.conftest import POOL_CONFIG, own_pool
+from tests.live.harness.personal_pool import UID_DOMAIN, JobSpec, PersonalPool, SlotSpec
 
 ATTACKER = "mallory"
 MACHINES = ("slot1@vm", "slot2@vm")

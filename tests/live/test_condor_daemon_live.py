@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gridfair.daemon.backends.ha_pair import NAMES, HaPair
-from gridfair.daemon.backends.personal_pool import DAEMON_ACCOUNT, PersonalPool, as_account
 from tests.live.conftest import POOL_CONFIG, REPOSITORY, SLOTS, own_pool
+from tests.live.harness.ha_pair import NAMES, HaPair
+from tests.live.harness.personal_pool import DAEMON_ACCOUNT, PersonalPool, as_account
 
 SNIPPET = REPOSITORY / "configs" / "htcondor-gridfair-daemon.config"
 

@@ -9,8 +9,8 @@ import signal
 import sqlite3
 from pathlib import Path
 
-from gridfair.daemon.backends.personal_pool import JobSpec, PersonalPool, SlotSpec
 from tests.live.conftest import POOL_CONFIG, own_pool, run_daemon
+from tests.live.harness.personal_pool import JobSpec, PersonalPool, SlotSpec
 
 LONG = 132250 * 600
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from gridfair.daemon.backends.personal_pool import JobSpec, PersonalPool, daemon_command
 from tests.live.conftest import POOL_CONFIG, SLOTS, own_pool, run_daemon
+from tests.live.harness.personal_pool import JobSpec, PersonalPool, daemon_command
 
 LONG = 132250 * 600
 LANDING_TIMEOUT = 6.0  # three negotiation cycles of the harness's pools (2 s): room for load

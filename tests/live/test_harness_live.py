@@ -10,19 +10,19 @@ import sys
 import time
 from pathlib import Path
 
-from gridfair.daemon.backends.personal_pool import (
+from tests.live.conftest import REPOSITORY, own_pool
+from tests.live.harness.personal_pool import (
     JobSpec,
     PersonalPool,
     SlotSpec,
     _processes_of,
     sweep_abandoned_pools,
 )
-from tests.live.conftest import REPOSITORY, own_pool
 
 #: A test run in a process of its own: starts a pool, says where, then waits to be killed.
 KILLED_RUN = """
 import sys, time
-from gridfair.daemon.backends.personal_pool import PersonalPool, SlotSpec, find_htcondor
+from tests.live.harness.personal_pool import PersonalPool, SlotSpec, find_htcondor
 pool = PersonalPool([SlotSpec("User1", 1000)], install=find_htcondor()).start()
 print(pool.directory, flush=True)
 time.sleep(600)

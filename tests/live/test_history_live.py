@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from gridfair.classads.history import HistoryJob, read_history
 from gridfair.cli import cli
-from gridfair.daemon.backends.personal_pool import JobSpec, PersonalPool
+from tests.live.harness.personal_pool import JobSpec, PersonalPool
 
 FAST = 132250.0
 

@@ -10,9 +10,9 @@ import pytest
 from gridfair.classads.submitters import SubmitterMap
 from gridfair.daemon.backends import ActionFailed, PoolUnavailable
 from gridfair.daemon.backends.htcondor import HTCondorBackend
-from gridfair.daemon.backends.personal_pool import UID_DOMAIN, JobSpec, PersonalPool, SlotSpec
 from gridfair.model import JobStatus
 from tests.live.conftest import POOL_CONFIG, own_pool
+from tests.live.harness.personal_pool import UID_DOMAIN, JobSpec, PersonalPool, SlotSpec
 
 LONG = 132250 * 600  # ten minutes on the fastest slot: runs for the whole test
 

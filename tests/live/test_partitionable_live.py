@@ -10,10 +10,10 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from gridfair.daemon.backends.personal_pool import JobSpec, PersonalPool, SlotSpec
 from gridfair.daemon.pool_record import read_runs
 from gridfair.model import whole_slot
 from tests.live.conftest import POOL_CONFIG, own_pool, run_daemon
+from tests.live.harness.personal_pool import JobSpec, PersonalPool, SlotSpec
 
 #: owner, cpus, MFlops per cpu; 2 GiB a cpu
 MACHINES = (("O1", 4, 4000), ("O2", 4, 2000))

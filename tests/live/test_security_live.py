@@ -17,7 +17,8 @@ import pytest
 
 from gridfair.classads.submitters import SubmitterMap
 from gridfair.daemon.backends.htcondor import HTCondorBackend
-from gridfair.daemon.backends.personal_pool import (
+from tests.live.conftest import POOL_CONFIG, own_pool
+from tests.live.harness.personal_pool import (
     UID_DOMAIN,
     JobSpec,
     PersonalPool,
@@ -25,7 +26,6 @@ from gridfair.daemon.backends.personal_pool import (
     as_account,
     ensure_account,
 )
-from tests.live.conftest import POOL_CONFIG, own_pool
 
 LONG = 132250 * 600
 ATTACKER = "mallory"  # owns no slot

@@ -15,13 +15,13 @@ from collections import defaultdict
 from pathlib import Path
 
 from gridfair.cli.shadow import report_text
-from gridfair.daemon.backends.personal_pool import UID_DOMAIN, JobSpec
 from gridfair.daemon.config import validate
 from gridfair.daemon.pool_record import read_runs
 from gridfair.daemon.service import Daemon
 from gridfair.daemon.shadow_report import HORIZON, shadow_report
 from gridfair.daemon.store import open_readonly
 from tests.live.conftest import SLOTS, own_pool
+from tests.live.harness.personal_pool import UID_DOMAIN, JobSpec
 
 #: Long enough for the arrivals up to 40 s to run and end; GRIDFAIR_SHADOW_SECONDS=90 for all.
 SECONDS = float(os.environ.get("GRIDFAIR_SHADOW_SECONDS", "50"))

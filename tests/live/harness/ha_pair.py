@@ -19,7 +19,7 @@ import signal
 import subprocess
 from pathlib import Path
 
-from gridfair.daemon.backends.personal_pool import CONDOR_ACCOUNT, DAEMON_ACCOUNT, PersonalPool
+from tests.live.harness.personal_pool import CONDOR_ACCOUNT, DAEMON_ACCOUNT, PersonalPool
 
 NAMES = ("a", "b")
 STARTED = re.compile(r'Started process "[^"]*gridfair", pid and pgroup = (\d+)')

@@ -191,3 +191,26 @@ def test_a_deferred_import_counts(sources):
     [violation] = layer_violations(import_graph(inverted))
     assert violation.startswith("gridfair.core.pool:")
     assert violation.endswith("imports gridfair.cli (core -> cli)")
+
+
+def imports_of_the_tests(sources: Sources) -> list[str]:
+    """Modules of the package that import the tests or their harness (`tests.*`)."""
+    found = []
+    for module, text in sources.items():
+        for node in ast.walk(ast.parse(text, filename=module)):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            found += [f"{module}: imports {name}" for name in names
+                      if name == "tests" or name.startswith("tests.")]
+    return found
+
+
+def test_the_package_never_imports_its_tests_or_their_harness(sources):
+    """The live harness (PersonalPool, HaPair) is the tests' (tests/live/harness), not the
+    product's: the wheel does not ship it, so nothing in gridfair may import it."""
+    assert imports_of_the_tests(sources) == []
+    assert not (PACKAGE / "daemon" / "backends" / "personal_pool.py").exists()
+    leaking = dict(sources)
+    leaking["gridfair.daemon.cycle"] += "\nfrom tests.live.harness.personal_pool import JobSpec\n"
+    assert imports_of_the_tests(leaking) == [
+        "gridfair.daemon.cycle: imports tests.live.harness.personal_pool"]

@@ -7,6 +7,7 @@ import re
 import htcondor2
 import pytest
 
+from gridfair.classads.matching import symmetric_match
 from gridfair.classads.submitters import SubmitterMap
 from gridfair.daemon.backends import ActionFailed, PoolUnavailable
 from gridfair.daemon.backends.htcondor import HTCondorBackend
@@ -259,4 +260,22 @@ def test_hundreds_of_jobs_without_an_autocluster_are_all_fetched(clean_queue: Pe
     held = [job for job in snapshot.jobs if job.id.partition(".")[0] == cluster]
     assert len(held) == 600 and all(job.status is JobStatus.HELD for job in held)
     assert snapshot.skipped == ()
+    pool.clear_queue()
+
+
+def test_what_fetched_job_ads_require_is_read_before_any_autocluster(
+        clean_queue: PersonalPool) -> None:
+    # A schedd has no autocluster for jobs before a negotiation reaches them (every job of a
+    # new pool, or a burst just submitted): their ads are fetched whole, and what their
+    # Requirements read must be learnt from those ads. It was learnt from autocluster ads
+    # alone: a job reading its own attribute never matched (seen on a fresh 1,000-slot pool:
+    # 10,000 idle jobs reading MY.FileSystemDomain, no decision at all).
+    pool = clean_queue
+    pool.submit([JobSpec("User2", LONG)], count=3, extra=[
+        "hold = True", "+GridfairNeed = 1", "requirements = TARGET.Cpus >= MY.GridfairNeed"])
+    snapshot = backend(pool, **ANY_JOB).read_snapshot()
+    slot = next(machine for machine in snapshot.machines if machine.slot_type != "Dynamic")
+    held = [job for job in snapshot.jobs if job.status is JobStatus.HELD]
+    assert len(held) == 3
+    assert all(symmetric_match(job.ad, slot.ad) for job in held)
     pool.clear_queue()

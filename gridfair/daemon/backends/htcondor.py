@@ -235,8 +235,10 @@ class HTCondorBackend(PoolBackend):
     def _query_demand(
         self,
     ) -> tuple[list[Job], list[classad2.ClassAd], list[SkippedAd], list[classad2.ClassAd]]:
-        """Every schedd's idle jobs (from its autoclusters and narrow rows), the autocluster
-        ads, the skipped ads and sources, and the schedds' locations."""
+        """Every schedd's idle jobs (from its autoclusters and narrow rows), the ads matching
+        reads of them (autocluster ads, and the job ads fetched whole: a schedd has no
+        autocluster before its first negotiation), the skipped ads and sources, and the
+        schedds' locations."""
         locations = self._locate_schedds()
         jobs: list[Job] = []
         groups: list[classad2.ClassAd] = []
@@ -257,7 +259,8 @@ class HTCondorBackend(PoolBackend):
             known, missing, unusable = jobs_of_rows(rows, requests, f"schedd {name}")
             skipped.extend(unusable)
             if missing:
-                fetched, unfetched = self._fetch_jobs(schedd, name, missing)
+                fetched, unfetched, fetched_ads = self._fetch_jobs(schedd, name, missing)
+                groups.extend(fetched_ads)
                 known.extend(fetched)
                 skipped.extend(unfetched)
             for job in known:
@@ -270,10 +273,11 @@ class HTCondorBackend(PoolBackend):
         self._schedd_of = schedd_of
         return jobs, groups, skipped, locations
 
-    def _fetch_jobs(self, schedd: Any, name: str,
-                    job_ids: Sequence[str]) -> tuple[list[Job], list[SkippedAd]]:
+    def _fetch_jobs(self, schedd: Any, name: str, job_ids: Sequence[str],
+                    ) -> tuple[list[Job], list[SkippedAd], list[classad2.ClassAd]]:
         """The whole ads (the job projection) of these jobs, a query per `FETCH_CLUSTERS`
-        clusters; a job the schedd does not answer for (it left the queue) is skipped."""
+        clusters, as jobs and as ads; a job the schedd does not answer for (it left the
+        queue) is skipped."""
         ads: list[classad2.ClassAd] = []
         skipped: list[SkippedAd] = []
         for constraint, asked in fetch_constraints(job_ids):
@@ -288,7 +292,7 @@ class HTCondorBackend(PoolBackend):
         skipped.extend(SkippedAd(f"schedd {name}", 0, job_id, "no job ad in the schedd's "
                                  "answer (left the queue since its idle row?)")
                        for job_id in job_ids if job_id not in answered)
-        return jobs, [*skipped, *unusable]
+        return jobs, [*skipped, *unusable], ads
 
     def _schedds_of_running(self, slots: Iterable[classad2.ClassAd],
                             locations: Sequence[classad2.ClassAd]) -> dict[str, classad2.ClassAd]:

@@ -448,10 +448,11 @@ def run_size(slots: int, jobs: int, source: str, args: argparse.Namespace) -> di
         detail: dict = {"advertise_s": round(advertise(pool, ads, pool.jobs_folder), 1),
                         "submit_s": round(submit_plan(pool, plan), 1)}
         pool.wait_until(lambda: len(pool.status("Name")) >= slots, 120, 2)
-        detail["autoclusters"] = len(pool.schedd().query(
-            "true", ["AutoClusterId"], opts=htcondor2.QueryOpt.AutoCluster))
         set_match_cap(pool, capped=False)
         detail["negotiator_uncapped"] = negotiation_cycle(pool, args.negotiation_timeout)
+        # The schedd groups its jobs into autoclusters when a negotiation first asks.
+        detail["autoclusters"] = len(pool.schedd().query(
+            "true", ["AutoClusterId"], opts=htcondor2.QueryOpt.AutoCluster))
         set_match_cap(pool, capped=True)
         detail["negotiator_capped"] = negotiation_cycle(pool, args.negotiation_timeout)
         Path(scratch).chmod(0o755)

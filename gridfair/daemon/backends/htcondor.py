@@ -236,9 +236,9 @@ class HTCondorBackend(PoolBackend):
         self,
     ) -> tuple[list[Job], list[classad2.ClassAd], list[SkippedAd], list[classad2.ClassAd]]:
         """Every schedd's idle jobs (from its autoclusters and narrow rows), the ads matching
-        reads of them (autocluster ads, and the job ads fetched whole: a schedd has no
-        autocluster before its first negotiation), the skipped ads and sources, and the
-        schedds' locations."""
+        reads of them (autocluster ads, and the job ads fetched whole: a schedd may have
+        formed no autocluster for them, before a negotiation or at all), the skipped ads and
+        sources, and the schedds' locations."""
         locations = self._locate_schedds()
         jobs: list[Job] = []
         groups: list[classad2.ClassAd] = []

@@ -20,8 +20,8 @@ Then, in the same run:
   first cycle, then `--cycles` steady ones, before each of which 1 % of the jobs change
   (half removed, as many submitted). Each cycle is split into collector read, schedd read,
   the rest of the read (views, charging), decide (the policy), journal and act, wall and CPU
-  seconds of the thread doing it. Then 1,000 idle jobs are steered (`allocate`: an edit and
-  a reschedule each), timed, with the schedd's CPU seconds over the same span;
+  seconds of the thread doing it. Then 1,000 idle jobs are steered (`allocate`: an edit each,
+  then one reschedule, as a cycle does), timed, with the schedd's CPU seconds meanwhile;
 - the collector's and schedd's `RecentDaemonCoreDutyCycle`, the load average.
 
 `--source files` writes the same slot and job ads as `condor_status -long` / `condor_q -long`
@@ -395,6 +395,7 @@ def steer(backend, spec: dict) -> dict:
             backend.allocate(job, machines[index % len(machines)])
         except Exception:  # noqa: BLE001 - counted: the figure says how many failed
             failed += 1
+    backend.actions_done()
     wall = time.perf_counter() - wall
     time.sleep(1)  # the schedd's workers reaped
     return {"steer_jobs": len(jobs), "steer_s": round(wall, 3), "steer_failed": failed,

@@ -13,7 +13,7 @@ from gridfair.daemon.backends import ActionFailed, PoolUnavailable
 from gridfair.daemon.backends.htcondor import HTCondorBackend
 from gridfair.daemon.backends.personal_pool import UID_DOMAIN, JobSpec, PersonalPool, SlotSpec
 from gridfair.model import JobStatus
-from tests.live.conftest import POOL_CONFIG, own_pool
+from tests.live.conftest import POOL_CONFIG, SLOTS, own_pool
 
 LONG = 132250 * 600  # ten minutes on the fastest slot: runs for the whole test
 
@@ -96,13 +96,18 @@ def test_a_vacate_lands_and_the_job_runs_again(clean_queue: PersonalPool) -> Non
 
 
 class CountingSchedd(htcondor2.Schedd):
-    """The real schedd, counting the reschedules asked of it."""
+    """The real schedd, counting the queries and reschedules asked of it."""
 
     reschedules = 0
+    queries = 0
 
     def reschedule(self) -> None:
         type(self).reschedules += 1
         super().reschedule()
+
+    def query(self, *args: object, **kwargs: object) -> list:
+        type(self).queries += 1
+        return super().query(*args, **kwargs)
 
 
 def test_allocations_land_on_the_chosen_slot(clean_queue: PersonalPool) -> None:
@@ -321,3 +326,23 @@ def test_a_slot_ad_lacking_what_a_slot_needs_is_skipped_and_the_rest_read(
         query.chmod(0o644)
         pool.run_tool(["condor_advertise", "INVALIDATE_STARTD_ADS", str(query)])
         pool.wait_until(lambda: len(pool.status("Name")) == 4, 20)
+
+
+def test_with_no_autocluster_the_job_ads_are_read_in_one_query() -> None:
+    """A new pool's schedd has no autocluster (held jobs are in none, and a schedd keeps
+    those of jobs gone): the backend reads the job ads in one query besides the autocluster
+    query, not idle rows and then each job's ad, and finds what the whole-ad read finds."""
+    with own_pool(SLOTS[:1]) as pool:
+        pool.submit([JobSpec("User1", LONG)], count=4, extra=["hold = True"])
+        pool.submit([JobSpec("User2", LONG, memory=128)], count=3, extra=["hold = True"])
+        live = backend(pool, schedd_factory=CountingSchedd, **ANY_JOB)
+        live.read_snapshot()  # learns what matching reads: its own queries
+        CountingSchedd.queries = 0
+        grouped = live.read_snapshot()
+        assert CountingSchedd.queries == 2
+        whole = backend(pool, demand="jobs", **ANY_JOB).read_snapshot()
+
+    def demand(snapshot):
+        return [(j.id, j.user, j.request_cpus, j.request_memory) for j in snapshot.jobs]
+
+    assert len(grouped.jobs) == 7 and demand(grouped) == demand(whole)

@@ -252,14 +252,24 @@ class HTCondorBackend(PoolBackend):
             try:
                 schedd = self.schedd_factory(location)
                 clusters = schedd.query("true", [], opts=htcondor2.QueryOpt.AutoCluster)
-                rows = schedd.query(self.job_constraint, list(IDLE_ROW_ATTRIBUTES))
+                # With no autocluster every job's ad is needed whole: one query for the ads,
+                # not narrow rows and then the ads by id.
+                rows = schedd.query(self.job_constraint, list(IDLE_ROW_ATTRIBUTES) if clusters
+                                    else list(self.job_projection.values()))
             except POOL_ERRORS as error:
                 skipped.append(SkippedAd(f"schedd {name}", 0, name, f"query failed: {error}"))
                 continue
             groups.extend(clusters)
             requests, bad = autocluster_requests(clusters, f"schedd {name} autoclusters")
             skipped.extend(bad)
-            known, missing, unusable = jobs_of_rows(rows, requests, f"schedd {name}")
+            if clusters:
+                known, missing, unusable = jobs_of_rows(rows, requests, f"schedd {name}")
+            else:
+                known, unusable = jobs_from_ads([SourcedAd(ad, f"schedd {name}", index, None)
+                                                 for index, ad in enumerate(rows, 1)],
+                                                lenient=True)
+                groups.extend(rows)
+                missing = []
             skipped.extend(unusable)
             if missing:
                 fetched, unfetched, fetched_ads = self._fetch_jobs(schedd, name, missing)

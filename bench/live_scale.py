@@ -39,6 +39,7 @@ HTCondor (as `PersonalPool`) for `live`.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import random
@@ -319,8 +320,8 @@ def run_daemon(spec: dict) -> dict:
     timed(CycleRunner, "_record_plan", "journal")
     timed(CycleRunner, "_carry_out", "act")
     timed(cycle_module, "reconcile", "reconcile")
-    runner = CycleRunner(config, backend, Store(directory / "state.db"),
-                         dry_run=spec["dry_run"])
+    store = Store(directory / "state.db")
+    runner = CycleRunner(config, backend, store, dry_run=spec["dry_run"])
     cycles = []
     for number in range(spec["cycles"] + 1):
         if number:
@@ -339,7 +340,12 @@ def run_daemon(spec: dict) -> dict:
         row["phases"] = {key: {"wall_s": round(w, 3), "cpu_s": round(c, 3)}
                          for key, (w, c) in sorted(spent.items())}
         cycles.append(row)
-    result = {"cycles": cycles,
+    # What was decided, without times: two runs on the same pool decide the same or not.
+    digest = hashlib.sha256()
+    for row in store.db.query("select cycle, seq, kind, job, user, machine from decisions "
+                              "order by cycle, seq"):
+        digest.update(json.dumps(list(row.values())).encode())
+    result = {"cycles": cycles, "decisions_digest": digest.hexdigest()[:16],
               "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
     if live and spec["steer"]:
         result.update(steer(backend, spec))

@@ -349,6 +349,7 @@ class CycleRunner:
                     outcome = "abandoned"  # planned actions stay in the journal for the next start
                 else:
                     confirmed, failed, left = self._carry_out(cycle, number, to_run)
+                    self.backend.actions_done()
                     counts.update(confirmed=confirmed, failed=failed)
                     if left:
                         outcome = "abandoned"  # stopped part-way: the rest stays planned

@@ -98,6 +98,10 @@ class PoolBackend(ABC):
         """
         raise ActionFailed(f"backend {self.name} cannot hand a slot over")
 
+    def actions_done(self) -> None:  # noqa: B027 - optional: most act at once
+        """After a cycle's actions: what a backend does once for all of them (the htcondor
+        backend asks each schedd it steered jobs on to negotiate). Default: nothing."""
+
     def withdraw(self, job_id: str) -> None:  # noqa: B027 - optional: most start at once
         """Lift what `allocate` asked of the pool for a job that did not start there, so the
         pool may start it anywhere (default: nothing to lift). Raises `ActionFailed`."""

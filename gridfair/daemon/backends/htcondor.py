@@ -30,8 +30,10 @@ Acting:
   binding): the victim is vacated and the job starts on its claim, with no negotiation in
   between for another job to take the slot.
 - allocate: HTCondor's negotiator makes the matches; gridfair steers it: the job gets the
-  attribute `GridfairSlot = "<slot name>"` (`Schedd.edit`) and the schedd is asked to
-  reschedule. The pool's configuration makes the negotiator prefer that slot for that job,
+  attribute `GridfairSlot = "<slot name>"` (`Schedd.edit`), and once the cycle's actions are
+  done each schedd steered on is asked to reschedule (`actions_done`: one reschedule a
+  schedd, not one a job, which took a third of the schedd's CPU of steering). The pool's
+  configuration makes the negotiator prefer that slot for that job,
   e.g.
   `NEGOTIATOR_PRE_JOB_RANK = 1e15 * (TARGET.GridfairSlot =?= MY.Name) + <the default>`.
   Limits (docs/daemon.md): HTCondor still decides whose turn it is (its own user
@@ -244,6 +246,7 @@ class HTCondorBackend(PoolBackend):
         _learn(self.slot_projection, {*SLOT_ATTRIBUTES, owner_attribute, *power})
         _learn(self.job_projection, set(JOB_ATTRIBUTES))
         self._schedd_of: dict[str, classad2.ClassAd] = {}  # job id -> its schedd's location
+        self._steered_on: dict[str, classad2.ClassAd] = {}  # schedds to reschedule, by name
         self._known_negotiators: list[classad2.ClassAd] = []
         # Names read that no slot (job) had (`DIRECT_LEARNING`), and reads since.
         self._absent_slot_names: set[str] = set()
@@ -296,8 +299,10 @@ class HTCondorBackend(PoolBackend):
     def _query_demand(
         self,
     ) -> tuple[list[Job], list[classad2.ClassAd], list[SkippedAd], list[classad2.ClassAd]]:
-        """Every schedd's idle jobs (from its autoclusters and narrow rows), the autocluster
-        ads, the skipped ads and sources, and the schedds' locations."""
+        """Every schedd's idle jobs (from its autoclusters and narrow rows), the ads matching
+        reads of them (autocluster ads, and the job ads fetched whole: a schedd may have
+        formed no autocluster for them, before a negotiation or at all), the skipped ads and
+        sources, and the schedds' locations."""
         locations = self._locate_schedds()
         jobs: list[Job] = []
         groups: list[classad2.ClassAd] = []
@@ -308,17 +313,28 @@ class HTCondorBackend(PoolBackend):
             try:
                 schedd = self.schedd_factory(location)
                 clusters = schedd.query("true", [], opts=htcondor2.QueryOpt.AutoCluster)
-                rows = schedd.query(self.job_constraint, list(IDLE_ROW_ATTRIBUTES))
+                # With no autocluster every job's ad is needed whole: one query for the ads,
+                # not narrow rows and then the ads by id.
+                rows = schedd.query(self.job_constraint, list(IDLE_ROW_ATTRIBUTES) if clusters
+                                    else list(self.job_projection.values()))
             except POOL_ERRORS as error:
                 skipped.append(SkippedAd(f"schedd {name}", 0, name, f"query failed: {error}"))
                 continue
             groups.extend(clusters)
             requests, bad = autocluster_requests(clusters, f"schedd {name} autoclusters")
             skipped.extend(bad)
-            known, missing, unusable = jobs_of_rows(rows, requests, f"schedd {name}")
+            if clusters:
+                known, missing, unusable = jobs_of_rows(rows, requests, f"schedd {name}")
+            else:
+                known, unusable = jobs_from_ads([SourcedAd(ad, f"schedd {name}", index, None)
+                                                 for index, ad in enumerate(rows, 1)],
+                                                lenient=True)
+                groups.extend(rows)
+                missing = []
             skipped.extend(unusable)
             if missing:
-                fetched, unfetched = self._fetch_jobs(schedd, name, missing)
+                fetched, unfetched, fetched_ads = self._fetch_jobs(schedd, name, missing)
+                groups.extend(fetched_ads)
                 known.extend(fetched)
                 skipped.extend(unfetched)
             for job in known:
@@ -331,10 +347,11 @@ class HTCondorBackend(PoolBackend):
         self._schedd_of = schedd_of
         return jobs, groups, skipped, locations
 
-    def _fetch_jobs(self, schedd: Any, name: str,
-                    job_ids: Sequence[str]) -> tuple[list[Job], list[SkippedAd]]:
+    def _fetch_jobs(self, schedd: Any, name: str, job_ids: Sequence[str],
+                    ) -> tuple[list[Job], list[SkippedAd], list[classad2.ClassAd]]:
         """The whole ads (the job projection) of these jobs, a query per `FETCH_CLUSTERS`
-        clusters; a job the schedd does not answer for (it left the queue) is skipped."""
+        clusters, as jobs and as ads; a job the schedd does not answer for (it left the
+        queue) is skipped."""
         ads: list[classad2.ClassAd] = []
         skipped: list[SkippedAd] = []
         for constraint, asked in fetch_constraints(job_ids):
@@ -350,7 +367,7 @@ class HTCondorBackend(PoolBackend):
         skipped.extend(SkippedAd(f"schedd {name}", 0, job_id, "no job ad in the schedd's "
                                  "answer (left the queue since its idle row?)")
                        for job_id in job_ids if job_id not in answered)
-        return jobs, [*skipped, *unusable]
+        return jobs, [*skipped, *unusable], ads
 
     def _schedds_of_running(self, slots: Iterable[classad2.ClassAd],
                             locations: Sequence[classad2.ClassAd]) -> dict[str, classad2.ClassAd]:
@@ -509,11 +526,20 @@ class HTCondorBackend(PoolBackend):
         schedd = self._schedd(job.id)
         try:
             edited = self._steer(schedd, job, machine)
-            schedd.reschedule()
         except POOL_ERRORS as error:
             raise ActionFailed(f"schedd refused the edit of {job.id}: {error}") from None
         if not edited:
             raise ActionFailed(f"job {job.id} not found by its schedd")
+        location = self._schedd_of[job.id]
+        self._steered_on[_schedd_name(location)] = location
+
+    def actions_done(self) -> None:
+        """Ask each schedd that jobs were steered on to negotiate now. A refusal is not an
+        action's failure: the edits stand, and the negotiator's next cycle starts them."""
+        steered, self._steered_on = self._steered_on, {}
+        for location in steered.values():
+            with contextlib.suppress(*POOL_ERRORS):
+                self.schedd_factory(location).reschedule()
 
     def can_hand_over(self, machine: Machine) -> bool:
         """condor_now is configured and the slot is a partitionable one (or a dynamic one).

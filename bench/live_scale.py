@@ -1,0 +1,521 @@
+"""A production-size pool: gridfair's daemon cycle beside HTCondor's own negotiator (issue 34).
+
+`--source live` starts a personal pool with no startd: its collector holds `--slots` machine
+ads sent with `condor_advertise -multiple -fake-private-ad UPDATE_STARTD_AD` (startds that do
+not exist, at an address that refuses connections: a claim fails at once and the job matches
+again next cycle), static and partitionable (a third, 8-32 cpus), with owners, MFlops, cpus,
+memory, disk, GPUs on one in ten and the attributes a real startd publishes that a job's
+default Requirements read; `ClassAdLifetime` keeps them for a day. Its schedd holds `--jobs`
+idle jobs of `--users` submitters in about `--shapes` request shapes (cpus, memory, disk,
+GPUs: as many autoclusters), submitted in two `condor_submit ... queue ... from` a user. The
+job limits (`MAX_JOBS_PER_OWNER`, `MAX_JOBS_SUBMITTED`, `MAX_JOBS_PER_SUBMISSION`) are raised.
+
+Then, in the same run:
+- HTCondor: the negotiator's own ad after a cycle (`LastNegotiationCycleDuration0`, its
+  phases and matches), first with `SCHEDD_ENABLE_PER_USER_MATCH_LIMITS = False` (every slot
+  matched), then with the schedd's default per-user match limit (`capped`); each cycle is
+  started by `condor_reschedule` and the second one after the change is taken;
+- gridfair: the daemon (`CycleRunner`, htcondor backend, `--dry-run` by default: decisions
+  journaled, nothing steered) in a process of its own, so that its peak RSS is its own: a
+  first cycle, then `--cycles` steady ones, before each of which 1 % of the jobs change
+  (half removed, as many submitted). Each cycle is split into collector read, schedd read,
+  the rest of the read (views, charging), decide (the policy), journal and act, wall and CPU
+  seconds of the thread doing it. Then 1,000 idle jobs are steered (`allocate`: an edit each,
+  then one reschedule, as a cycle does), timed, with the schedd's CPU seconds meanwhile;
+- the collector's and schedd's `RecentDaemonCoreDutyCycle`, the load average.
+
+`--source files` writes the same slot and job ads as `condor_status -long` / `condor_q -long`
+dumps and runs the daemon on them with the files backend (no HTCondor: reads, decide, journal
+and peak RSS alone); steady cycles churn the dump in the same way.
+
+    .venv/bin/python bench/live_scale.py --slots 1000 --jobs 10000 --json
+    .venv/bin/python bench/live_scale.py --source files --slots 10000 --jobs 100000 --json
+
+With no size given it runs 1,000 / 10,000 / 50,000 slots with 10,000 / 100,000 jobs live and
+50,000 slots with 1,000,000 jobs from files (hours on a small machine). Needs root and
+HTCondor (as `PersonalPool`) for `live`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # tests.live.harness: the live harness, in a clone only
+SIZES = ((1_000, 10_000, "live"), (10_000, 100_000, "live"), (50_000, 100_000, "live"),
+         (50_000, 1_000_000, "files"))
+UID_DOMAIN = "gridfair.test"
+#: A machine ad's address: a port nothing listens on, so a claim is refused at once.
+FAKE_ADDRESS = "<127.0.0.1:1>"
+ARCH, OPSYS = "X86_64", "LINUX"
+#: Raised job limits, and the fake ads' needs (a filesystem domain the jobs share).
+POOL_CONFIG = [
+    "MAX_JOBS_PER_OWNER = 10000000", "MAX_JOBS_SUBMITTED = 10000000",
+    "MAX_JOBS_PER_SUBMISSION = 10000000", "MAX_JOBS_RUNNING = 10000000",
+    f"FILESYSTEM_DOMAIN = {UID_DOMAIN}",
+    "DAEMON_LIST = MASTER, COLLECTOR, NEGOTIATOR, SCHEDD",
+    "NEGOTIATOR_INTERVAL = 60", "NEGOTIATOR_CYCLE_DELAY = 20", "NEGOTIATOR_MIN_INTERVAL = 5",
+    "SCHEDD_INTERVAL = 60", "NEGOTIATOR_UPDATE_INTERVAL = 60",
+]
+UNCAPPED = "SCHEDD_ENABLE_PER_USER_MATCH_LIMITS = False"
+NEGOTIATOR_PHASES = ("LastNegotiationCycleDuration0", "LastNegotiationCyclePhase1Duration0",
+                     "LastNegotiationCyclePhase2Duration0", "LastNegotiationCyclePhase3Duration0",
+                     "LastNegotiationCyclePhase4Duration0", "LastNegotiationCycleMatches0",
+                     "LastNegotiationCycleRejections0", "LastNegotiationCycleCandidateSlots0")
+STEER = 1000
+
+
+# ------------------------------------------------------------------ the pool's ads
+def slot_ads(slots: int, users: int, seed: int = 1) -> list[str]:
+    """`slots` machine ads (old syntax, one string each): two in three static one-cpu slots,
+    the rest partitionable machines of 8-32 cpus; one in ten with GPUs."""
+    rng = random.Random(seed)
+    ads = []
+    for number in range(slots):
+        partitionable = number % 3 == 2
+        cpus = rng.choice((8, 16, 32)) if partitionable else 1
+        memory = cpus * rng.choice((2048, 4096, 8192))
+        gpus = rng.choice((1, 2, 4)) if number % 10 == 9 else 0
+        machine = f"m{number:06d}.scale.test"
+        name = f"slot1@{machine}"
+        mflops = cpus * rng.choice((1500, 2500, 4000))
+        lines = [
+            'MyType = "Machine"', 'TargetType = "Job"', f'Name = "{name}"',
+            f'Machine = "{machine}"', f'MyAddress = "{FAKE_ADDRESS}"',
+            f'StartdIpAddr = "{FAKE_ADDRESS}"', f'Arch = "{ARCH}"', f'OpSys = "{OPSYS}"',
+            'OpSysAndVer = "Ubuntu22"', f'UidDomain = "{UID_DOMAIN}"',
+            f'FileSystemDomain = "{UID_DOMAIN}"', "HasFileTransfer = true",
+            f"Cpus = {cpus}", f"TotalCpus = {cpus}", f"TotalSlotCpus = {cpus}",
+            f"Memory = {memory}", f"TotalMemory = {memory}", f"TotalSlotMemory = {memory}",
+            f"Disk = {cpus * 50_000_000}", f"TotalDisk = {cpus * 50_000_000}",
+            f"GPUs = {gpus}", f"TotalGPUs = {gpus}", f"TotalSlotGPUs = {gpus}",
+            'State = "Unclaimed"', 'Activity = "Idle"', "START = true",
+            "Requirements = START", "Rank = 0", "SlotID = 1", "SlotTypeID = 1",
+            'SlotType = "Partitionable"' if partitionable else 'SlotType = "Static"',
+            f"PartitionableSlot = {'true' if partitionable else 'false'}",
+            f'GridOwner = "User{number % users + 1}"', f"MFlops = {mflops / cpus:g}"
+            if partitionable else f"MFlops = {mflops:g}",
+            f"KFlops = {mflops * 1000 // cpus}", f"Mips = {mflops // cpus}",
+            "ClassAdLifetime = 86400", f"DaemonStartTime = {int(time.time()) - 3600}",
+            f"MyCurrentTime = {int(time.time())}", "IsWakeAble = false",
+            'CondorVersion = "$CondorVersion: 25.0.0 2025-01-01 BuildID: bench $"',
+        ]
+        ads.append("\n".join(lines) + "\n")
+    return ads
+
+
+def job_shapes(shapes: int) -> list[tuple[int, int, int, int]]:
+    """`shapes` distinct (cpus, memory MB, disk KB, gpus) requests, one in eight with a GPU."""
+    found = []
+    for number in range(shapes):
+        cpus = (1, 1, 1, 2, 4, 8)[number % 6]
+        memory = 512 * (1 + number // 6 % 16)
+        disk = 100_000 * (1 + number // 96)
+        gpus = 1 if number % 8 == 7 else 0
+        found.append((cpus, memory, disk, gpus))
+    return found
+
+
+def job_plan(jobs: int, users: int, shapes: int, seed: int = 2) -> dict[str, list[tuple]]:
+    """user -> its jobs' shapes, in submit order: jobs spread over the users evenly, each of a
+    shape drawn at random."""
+    rng = random.Random(seed)
+    every = job_shapes(shapes)
+    plan: dict[str, list[tuple]] = {f"User{user + 1}": [] for user in range(users)}
+    for number in range(jobs):
+        plan[f"User{number % users + 1}"].append(rng.choice(every))
+    return plan
+
+
+# ------------------------------------------------------------------ live: HTCondor's side
+def submit_plan(pool, plan: dict[str, list[tuple]]) -> float:
+    """Submit every user's jobs, those with and without GPUs in one condor_submit each;
+    the seconds it took."""
+    started = time.perf_counter()
+    for user, shapes in plan.items():
+        for with_gpus in (False, True):
+            items = [f"  {c}, {m}, {d}" for c, m, d, g in shapes if bool(g) == with_gpus]
+            if not items:
+                continue
+            commands = ["executable = /bin/sleep", "arguments = 600",
+                        "request_cpus = $(cpus)", "request_memory = $(memory)",
+                        "request_disk = $(disk)", *(["request_gpus = 1"] if with_gpus else [])]
+            done = pool.submit_as(user, commands, count=len(items) * 4,
+                                  queue=["queue cpus, memory, disk from (", *items, ")"])
+            if done.returncode != 0:
+                raise RuntimeError(f"condor_submit as {user}: {done.stderr.strip()}")
+    return time.perf_counter() - started
+
+
+def advertise(pool, ads: list[str], directory: Path) -> float:
+    """Send the machine ads to the collector in batches; the seconds it took."""
+    started = time.perf_counter()
+    batch = 5000
+    for start in range(0, len(ads), batch):
+        path = directory / f"slots{start}.ads"
+        path.write_text("\n".join(ads[start:start + batch]))
+        path.chmod(0o644)
+        pool.run_tool(["condor_advertise", "-multiple", "-fake-private-ad",
+                       "UPDATE_STARTD_AD", str(path)], timeout=300)
+    return time.perf_counter() - started
+
+
+def negotiator_ad(pool) -> dict:
+    import htcondor2
+
+    ads = htcondor2.Collector(pool.collector_host).query(htcondor2.AdType.Negotiator)
+    return {key: ads[0].get(key) for key in ("LastNegotiationCycleEnd0", *NEGOTIATOR_PHASES)
+            } if ads else {}
+
+
+def negotiation_cycle(pool, timeout: float) -> dict:
+    """The second negotiation cycle that ends from now (the first may have begun before a
+    change), each started by condor_reschedule: the negotiator ad's figures, or why not."""
+    last = negotiator_ad(pool).get("LastNegotiationCycleEnd0")
+    deadline = time.monotonic() + timeout
+    for _ in range(2):
+        pool.run_tool(["condor_reschedule"], check=False)
+        while True:
+            if time.monotonic() > deadline:
+                return {"error": f"no negotiation cycle ended within {timeout:g} s"}
+            time.sleep(2)
+            ad = negotiator_ad(pool)
+            if ad.get("LastNegotiationCycleEnd0") not in (None, last):
+                last = ad["LastNegotiationCycleEnd0"]
+                break
+    return ad
+
+
+def set_match_cap(pool, capped: bool) -> None:
+    """The schedd's per-user match limit on (HTCondor's default) or off, by reconfig."""
+    lines = pool.config_file.read_text().splitlines()
+    lines = [line for line in lines if line != UNCAPPED] + ([] if capped else [UNCAPPED])
+    pool.config_file.write_text("\n".join(lines) + "\n")
+    pool.run_tool(["condor_reconfig", "-schedd"], check=False)
+    time.sleep(2)
+
+
+def duty_cycles(pool) -> dict:
+    import htcondor2
+
+    collector = htcondor2.Collector(pool.collector_host)
+    found = {}
+    for kind, label in ((htcondor2.AdType.Collector, "collector"),
+                        (htcondor2.AdType.Schedd, "schedd"),
+                        (htcondor2.AdType.Negotiator, "negotiator")):
+        ads = collector.query(kind, projection=["RecentDaemonCoreDutyCycle"])
+        if ads:
+            found[label] = round(float(ads[0].get("RecentDaemonCoreDutyCycle", 0.0)), 3)
+    return found
+
+
+def process_pid(config_file: Path, program: str) -> int | None:
+    wanted = f"CONDOR_CONFIG={config_file}".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if program.encode() in (entry / "cmdline").read_bytes() and \
+                    wanted in (entry / "environ").read_bytes().split(b"\0"):
+                return int(entry.name)
+        except OSError:
+            continue
+    return None
+
+
+def cpu_of(pid: int | None) -> float:
+    """CPU seconds of a process and of its reaped children (the schedd's query workers)."""
+    if pid is None:
+        return 0.0
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return sum(map(int, fields[11:15])) / os.sysconf("SC_CLK_TCK")
+
+
+# ------------------------------------------------------------------ files: the same ads
+def job_ad(cluster: int, proc: int, user: str, shape: tuple, qdate: int) -> str:
+    cpus, memory, disk, gpus = shape
+    requirements = (f'(TARGET.Arch == "{ARCH}") && (TARGET.OpSys == "{OPSYS}") && '
+                    "(TARGET.Disk >= RequestDisk) && (TARGET.Memory >= RequestMemory) && "
+                    "(TARGET.Cpus >= RequestCpus)" +
+                    (" && (TARGET.GPUs >= RequestGPUs)" if gpus else ""))
+    return (f'MyType = "Job"\nClusterId = {cluster}\nProcId = {proc}\nOwner = "{user}"\n'
+            f'User = "{user}@{UID_DOMAIN}"\nJobStatus = 1\nQDate = {qdate}\nJobUniverse = 5\n'
+            f"RequestCpus = {cpus}\nRequestMemory = {memory}\nRequestDisk = {disk}\n"
+            + (f"RequestGPUs = {gpus}\n" if gpus else "") +
+            f"Requirements = {requirements}\n\n")
+
+
+def write_files(directory: Path, slots: list[str], plan: dict[str, list[tuple]]) -> list[str]:
+    """pool.status and pool.queue in `directory`; the queue's ads, in order."""
+    (directory / "pool.status").write_text("\n".join(slots))
+    queue = []
+    for cluster, (user, shapes) in enumerate(plan.items(), start=1):
+        queue += [job_ad(cluster, proc, user, shape, 1_700_000_000 + proc)
+                  for proc, shape in enumerate(shapes)]
+    (directory / "pool.queue").write_text("".join(queue))
+    return queue
+
+
+# ------------------------------------------------------------------ gridfair's side
+def run_daemon(spec: dict) -> dict:
+    """The daemon's cycles as `spec` says, in this process: timings by phase, peak RSS."""
+    import gridfair.daemon.cycle as cycle_module
+    from gridfair.core.negotiator import Negotiator
+    from gridfair.daemon.config import validate
+    from gridfair.daemon.cycle import CycleRunner
+    from gridfair.daemon.service import make_backend
+    from gridfair.daemon.store import Store
+
+    directory = Path(spec["directory"])
+    live = spec["source"] == "live"
+    backend_section = ({"htcondor": {"collector": spec["collector"], "uid_domain": UID_DOMAIN}}
+                       if live else {"files": {"directory": "pool", "actions": "a.jsonl"}})
+    config = validate({"daemon": {"store": "state.db", "query_timeout": 3600.0},
+                       "backend": {"kind": "htcondor" if live else "files",
+                                   **backend_section},
+                       "safety": {"max_snapshot_age": 1e12, "min_runtime": 0.0}},
+                      base=directory)
+    backend = make_backend(config)
+    spent: dict[str, list[float]] = {}
+    lock = threading.Lock()
+
+    def timed(owner, name, label, when=None):
+        original = getattr(owner, name)
+
+        def wrapper(*args, **kwargs):
+            if when is not None and not when(kwargs):
+                return original(*args, **kwargs)
+            wall, cpu = time.perf_counter(), time.thread_time()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                with lock:
+                    row = spent.setdefault(label, [0.0, 0.0])
+                    row[0] += time.perf_counter() - wall
+                    row[1] += time.thread_time() - cpu
+        setattr(owner, name, wrapper)
+
+    if live:
+        from gridfair.daemon.backends.htcondor import HTCondorBackend
+
+        timed(HTCondorBackend, "_query_slots", "collector_read")
+        timed(HTCondorBackend, "_query_demand", "schedd_read")
+    else:
+        import gridfair.daemon.backends.files as files_module
+
+        timed(files_module, "read_dumps", "collector_read", lambda kw: not kw.get("jobs"))
+        timed(files_module, "read_dumps", "schedd_read", lambda kw: kw.get("jobs"))
+    timed(type(backend), "read_snapshot", "read")
+    timed(Negotiator, "cycle", "decide")
+    timed(CycleRunner, "_record_plan", "journal")
+    timed(CycleRunner, "_carry_out", "act")
+    timed(cycle_module, "reconcile", "reconcile")
+    store = Store(directory / "state.db")
+    runner = CycleRunner(config, backend, store, dry_run=spec["dry_run"])
+    cycles = []
+    for number in range(spec["cycles"] + 1):
+        if number:
+            churn(spec, number)
+        spent.clear()
+        wall, cpu = time.perf_counter(), cpu_seconds()
+        report = runner.run()
+        row = {"wall_s": round(time.perf_counter() - wall, 3),
+               "cpu_s": round(cpu_seconds() - cpu, 3), "outcome": report.outcome,
+               "error": report.error, **{key: report.counts.get(key, 0) for key in
+                                         ("machines", "jobs", "decisions", "skipped")}}
+        read = spent.pop("read", [0.0, 0.0])
+        inner = [spent.get(key, [0.0, 0.0]) for key in ("collector_read", "schedd_read")]
+        spent["read_rest"] = [read[0] - inner[0][0] - inner[1][0],
+                              read[1] - inner[0][1] - inner[1][1]]
+        row["phases"] = {key: {"wall_s": round(w, 3), "cpu_s": round(c, 3)}
+                         for key, (w, c) in sorted(spent.items())}
+        cycles.append(row)
+    # What was decided, without times: two runs on the same pool decide the same or not.
+    digest = hashlib.sha256()
+    for row in store.db.query("select cycle, seq, kind, job, user, machine from decisions "
+                              "order by cycle, seq"):
+        digest.update(json.dumps(list(row.values())).encode())
+    result = {"cycles": cycles, "decisions_digest": digest.hexdigest()[:16],
+              "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+    if live and spec["steer"]:
+        result.update(steer(backend, spec))
+    return result
+
+
+def cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def churn(spec: dict, number: int) -> None:
+    """1 % of the jobs change before a steady cycle: half removed, as many submitted."""
+    count = max(2, spec["jobs"] // 100) // 2
+    if spec["source"] == "files":
+        path = Path(spec["directory"]) / "pool" / "pool.queue"
+        ads = path.read_text().split("\n\n")[:-1]
+        removed = set(random.Random(number).sample(range(len(ads)), count))
+        kept = [ad for index, ad in enumerate(ads) if index not in removed]
+        fresh = [job_ad(10_000 + number, proc, f"User{proc % 4 + 1}", (1, 512, 100_000, 0),
+                        1_800_000_000 + proc).rstrip("\n") for proc in range(count)]
+        path.write_text("\n\n".join(kept + fresh) + "\n\n")
+        return
+    environment = {**os.environ, "CONDOR_CONFIG": spec["condor_config"]}
+    tools = Path(spec["install"]) / "bin"
+    rows = subprocess.run([str(tools / "condor_q"), "-allusers", "-constraint", "JobStatus == 1",
+                           "-af", "ClusterId", "ProcId"], env=environment, capture_output=True,
+                          text=True, check=True).stdout.split("\n")
+    rng = random.Random(number)
+    chosen = rng.sample([row.replace(" ", ".") for row in rows if row.strip()], count)
+    subprocess.run([str(tools / "condor_rm"), *chosen], env=environment, capture_output=True,
+                   check=False)
+    submit = Path(spec["jobs_folder"]) / f"churn{number}.sub"
+    submit.write_text("universe = vanilla\nshould_transfer_files = NO\nexecutable = /bin/sleep\n"
+                      f"arguments = 600\nrequest_memory = 512\nqueue {count}\n")
+    submit.chmod(0o644)
+    subprocess.run(["setpriv", "--reuid=User1", "--regid=User1", "--init-groups",
+                    str(tools / "condor_submit"), "-terse", str(submit)], env=environment,
+                   capture_output=True, check=False, cwd=spec["jobs_folder"])
+    time.sleep(2)  # the schedd's autoclusters catch up
+
+
+def steer(backend, spec: dict) -> dict:
+    """Steer `STEER` idle jobs to slots (`allocate`), timed; the schedd's CPU meanwhile."""
+    snapshot = backend.read_snapshot()
+    machines = [machine for machine in snapshot.machines]
+    jobs = [job for job in snapshot.jobs][:STEER]
+    schedd = spec.get("schedd_pid")
+    theirs, wall = cpu_of(schedd), time.perf_counter()
+    failed = 0
+    for index, job in enumerate(jobs):
+        try:
+            backend.allocate(job, machines[index % len(machines)])
+        except Exception:  # noqa: BLE001 - counted: the figure says how many failed
+            failed += 1
+    backend.actions_done()
+    wall = time.perf_counter() - wall
+    time.sleep(1)  # the schedd's workers reaped
+    return {"steer_jobs": len(jobs), "steer_s": round(wall, 3), "steer_failed": failed,
+            "steer_schedd_cpu_s": round(cpu_of(schedd) - theirs, 3)}
+
+
+def daemon_side(spec: dict) -> dict:
+    """`run_daemon` in a process of its own (its peak RSS its own)."""
+    done = subprocess.run([sys.executable, __file__, "--daemon-spec", json.dumps(spec)],
+                          capture_output=True, text=True, check=False,
+                          env={**os.environ, **({"CONDOR_CONFIG": spec["condor_config"]}
+                                                if spec.get("condor_config") else {})})
+    if done.returncode != 0:
+        return {"error": done.stderr.strip().splitlines()[-1] if done.stderr.strip()
+                else f"exit {done.returncode}"}
+    return json.loads(done.stdout)
+
+
+# ------------------------------------------------------------------ one size
+def summary(gridfair: dict) -> dict:
+    cycles = gridfair.get("cycles") or []
+    steady = sorted(c["wall_s"] for c in cycles[1:])
+    return {"first_cycle_s": cycles[0]["wall_s"] if cycles else None,
+            "steady_cycle_s": steady[len(steady) // 2] if steady else None,
+            "peak_rss_mb": gridfair.get("peak_rss_mb"),
+            "steer_1000_s": gridfair.get("steer_s")}
+
+
+def run_size(slots: int, jobs: int, source: str, args: argparse.Namespace) -> dict:
+    ads = slot_ads(slots, args.users)
+    plan = job_plan(jobs, args.users, args.shapes)
+    load_before = os.getloadavg()
+    spec = {"source": source, "jobs": jobs, "cycles": args.cycles, "dry_run": not args.act,
+            "steer": not args.no_steer}
+    if source == "files":
+        with tempfile.TemporaryDirectory(prefix="gridfair-scale-") as scratch:
+            (Path(scratch) / "pool").mkdir()
+            write_files(Path(scratch) / "pool", ads, plan)
+            gridfair = daemon_side({**spec, "directory": scratch})
+        return {"slots": slots, "jobs": jobs, "source": source,
+                "gridfair": summary(gridfair), "htcondor": None,
+                "detail": {"gridfair": gridfair, "load_before": load_before,
+                           "load_after": os.getloadavg()}}
+    import htcondor2
+
+    from tests.live.harness.personal_pool import PersonalPool
+
+    with PersonalPool([], interval=60, extra_config=POOL_CONFIG,
+                      daemon_account=None) as pool, \
+            tempfile.TemporaryDirectory(prefix="gridfair-scale-", dir="/var/tmp") as scratch:
+        detail: dict = {"advertise_s": round(advertise(pool, ads, pool.jobs_folder), 1),
+                        "submit_s": round(submit_plan(pool, plan), 1)}
+        pool.wait_until(lambda: len(pool.status("Name")) >= slots, 120, 2)
+        set_match_cap(pool, capped=False)
+        detail["negotiator_uncapped"] = negotiation_cycle(pool, args.negotiation_timeout)
+        # The schedd groups its jobs into autoclusters when a negotiation first asks.
+        detail["autoclusters"] = len(pool.schedd().query(
+            "true", ["AutoClusterId"], opts=htcondor2.QueryOpt.AutoCluster))
+        set_match_cap(pool, capped=True)
+        detail["negotiator_capped"] = negotiation_cycle(pool, args.negotiation_timeout)
+        Path(scratch).chmod(0o755)
+        schedd = process_pid(pool.config_file, "condor_schedd")
+        gridfair = daemon_side({**spec, "directory": scratch, "collector": pool.collector_host,
+                                "condor_config": str(pool.config_file),
+                                "install": str(pool.install), "schedd_pid": schedd,
+                                "jobs_folder": str(pool.jobs_folder)})
+        detail.update(gridfair=gridfair, duty_cycle=duty_cycles(pool), load_before=load_before,
+                      load_after=os.getloadavg())
+    return {"slots": slots, "jobs": jobs, "source": source, "gridfair": summary(gridfair),
+            "htcondor": {"negotiation_cycle_s": detail["negotiator_uncapped"].get(
+                "LastNegotiationCycleDuration0"),
+                "capped_cycle_s": detail["negotiator_capped"].get(
+                    "LastNegotiationCycleDuration0")},
+            "detail": detail}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--slots", type=int)
+    parser.add_argument("--jobs", type=int)
+    parser.add_argument("--source", choices=("live", "files"), default="live")
+    parser.add_argument("--users", type=int, default=4)
+    parser.add_argument("--shapes", type=int, default=300)
+    parser.add_argument("--cycles", type=int, default=3, help="steady cycles (default 3)")
+    parser.add_argument("--act", action="store_true",
+                        help="let the daemon steer (default: --dry-run, decisions journaled)")
+    parser.add_argument("--no-steer", action="store_true", help="skip the 1,000-job steering")
+    parser.add_argument("--negotiation-timeout", type=float, default=600.0)
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--detail", action="store_true",
+                        help="with --json: each size's phases and the negotiator's ads too")
+    parser.add_argument("--daemon-spec", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.daemon_spec:
+        print(json.dumps(run_daemon(json.loads(args.daemon_spec))))
+        return
+    if (args.slots is None) != (args.jobs is None):
+        parser.error("give --slots and --jobs together, or neither (every size)")
+    sizes = [(args.slots, args.jobs, args.source)] if args.slots else list(SIZES)
+    results = []
+    for slots, jobs, source in sizes:
+        result = run_size(slots, jobs, source, args)
+        result["load_average"] = [round(value, 2) for value in os.getloadavg()]
+        if not (args.json and args.detail):
+            detail = result.pop("detail")
+            if not args.json:
+                print(json.dumps(detail, indent=1))
+        results.append(result)
+        if not args.json:
+            print(json.dumps(result))
+    if args.json:
+        print(json.dumps({"sizes": results}))
+
+
+if __name__ == "__main__":
+    main()

@@ -17,7 +17,8 @@ growth per 1,000 cycles (over the `--start` cycles before each point), the proce
 time of the admin commands against the store (`gridfair shares`, `gridfair history --user`
 for a user active throughout, `gridfair actions --since 1d`; in a process of their own,
 through click, the interpreter's start not counted), the number of per-user metric series, the
-active users, the log's size. The store scaled to a year at one cycle a minute is worked out
+active users, the log's size, and the time of the pruning after each cycle (median and
+longest over the same cycles). The store scaled to a year at one cycle a minute is worked out
 from its tables' sizes per row (docs/daemon.md has the arithmetic).
 
     .venv/bin/python bench/long_run.py --cycles 50000 --json
@@ -42,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 from gridfair.daemon.backends.files import FilesBackend  # noqa: E402
 from gridfair.daemon.config import validate  # noqa: E402
-from gridfair.daemon.retention import DAY, Retention  # noqa: E402
+from gridfair.daemon.retention import DAY, Pruner, Retention  # noqa: E402
 from gridfair.daemon.service import Daemon, setup_logging  # noqa: E402
 
 START_TIME = 1_700_000_000.0
@@ -263,6 +264,22 @@ def year_estimate(tables: dict[str, tuple[int, int]], step: float, users: int,
     return estimate
 
 
+def timed(pruner: Pruner) -> list[float]:
+    """The wall seconds of each of `pruner`'s steps from now on, appended to the list."""
+    spent: list[float] = []
+    step = pruner.step
+
+    def timed_step(*args, **kwargs) -> int:
+        started = time.perf_counter()
+        try:
+            return step(*args, **kwargs)
+        finally:
+            spent.append(time.perf_counter() - started)
+
+    pruner.step = timed_step
+    return spent
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -290,6 +307,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         store = directory / "state.db"
         backend = ClockedFiles(directory / "pool", directory / "a.jsonl", clock)
         daemon = Daemon(config, backend=backend)
+        prunes = timed(daemon.runner.pruner)
         seen = 0
         marks: dict[str, dict[str, object]] = {}
         sizes: dict[int, int] = {}
@@ -315,8 +333,12 @@ def run(args: argparse.Namespace) -> dict[str, object]:
                     "metric_series": series(daemon),
                     "active_users": pool.active(),
                     "log_mb": round((directory / "daemon.log").stat().st_size / 1e6, 2),
+                    # Of the pruning after each of the last `--start` cycles.
+                    "prune_seconds_median": round(sorted(prunes)[len(prunes) // 2], 4),
+                    "prune_seconds_max": round(max(prunes), 4),
                     "elapsed_seconds": round(time.perf_counter() - started, 1),
                 }
+                prunes.clear()
                 if args.progress:
                     print(json.dumps(marks), file=sys.stderr, flush=True)
             elif args.progress and number % 1000 == 0:

@@ -15,9 +15,10 @@ defaults) is crossed many times. Between two cycles the pool does what the daemo
 Measured after the first `--start` cycles ("start") and at the end: the store's size and its
 growth per 1,000 cycles (over the `--start` cycles before each point), the process's RSS, the
 time of the admin commands against the store (`gridfair shares`, `gridfair history --user`
-for a user active throughout, `gridfair actions --since 1d`; in this process, through click,
-so the interpreter's start is not counted), the number of per-user metric series, the
-active users, the log's size. The store scaled to a year at one cycle a minute is worked out
+for a user active throughout, `gridfair actions --since 1d`; in a process of their own,
+through click, the interpreter's start not counted), the number of per-user metric series, the
+active users, the log's size, and the time of the pruning after each cycle (median and
+longest over the same cycles). The store scaled to a year at one cycle a minute is worked out
 from its tables' sizes per row (docs/daemon.md has the arithmetic).
 
     .venv/bin/python bench/long_run.py --cycles 50000 --json
@@ -31,20 +32,18 @@ import logging
 import os
 import random
 import socket
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from click.testing import CliRunner
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gridfair.cli import cli  # noqa: E402
 from gridfair.daemon.backends.files import FilesBackend  # noqa: E402
 from gridfair.daemon.config import validate  # noqa: E402
-from gridfair.daemon.retention import DAY, Retention  # noqa: E402
+from gridfair.daemon.retention import DAY, Pruner, Retention  # noqa: E402
 from gridfair.daemon.service import Daemon, setup_logging  # noqa: E402
 
 START_TIME = 1_700_000_000.0
@@ -182,7 +181,22 @@ def store_bytes(path: Path) -> int:
 
 
 def admin_seconds(store: Path, user: str) -> dict[str, float]:
-    """Wall seconds of each admin command against the store, best of three."""
+    """Wall seconds of each admin command against the store, best of three, timed in a
+    process of its own (as an administrator runs them: the daemon's RSS is not theirs)
+    around the command alone (the interpreter's start is not counted)."""
+    done = subprocess.run([sys.executable, __file__, "--admin", str(store), user],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        sys.exit(f"the admin commands failed:\n{done.stderr}")
+    return json.loads(done.stdout)
+
+
+def time_admin(store: Path, user: str) -> dict[str, float]:
+    """`admin_seconds`, in the child process."""
+    from click.testing import CliRunner
+
+    from gridfair.cli import cli
+
     runner = CliRunner()
     commands = {"shares": ["shares", "--db", str(store)],
                 "history": ["history", "--db", str(store), "--user", user],
@@ -250,6 +264,22 @@ def year_estimate(tables: dict[str, tuple[int, int]], step: float, users: int,
     return estimate
 
 
+def timed(pruner: Pruner) -> list[float]:
+    """The wall seconds of each of `pruner`'s steps from now on, appended to the list."""
+    spent: list[float] = []
+    step = pruner.step
+
+    def timed_step(*args, **kwargs) -> int:
+        started = time.perf_counter()
+        try:
+            return step(*args, **kwargs)
+        finally:
+            spent.append(time.perf_counter() - started)
+
+    pruner.step = timed_step
+    return spent
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -277,6 +307,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         store = directory / "state.db"
         backend = ClockedFiles(directory / "pool", directory / "a.jsonl", clock)
         daemon = Daemon(config, backend=backend)
+        prunes = timed(daemon.runner.pruner)
         seen = 0
         marks: dict[str, dict[str, object]] = {}
         sizes: dict[int, int] = {}
@@ -302,8 +333,12 @@ def run(args: argparse.Namespace) -> dict[str, object]:
                     "metric_series": series(daemon),
                     "active_users": pool.active(),
                     "log_mb": round((directory / "daemon.log").stat().st_size / 1e6, 2),
+                    # Of the pruning after each of the last `--start` cycles.
+                    "prune_seconds_median": round(sorted(prunes)[len(prunes) // 2], 4),
+                    "prune_seconds_max": round(max(prunes), 4),
                     "elapsed_seconds": round(time.perf_counter() - started, 1),
                 }
+                prunes.clear()
                 if args.progress:
                     print(json.dumps(marks), file=sys.stderr, flush=True)
             elif args.progress and number % 1000 == 0:
@@ -321,6 +356,9 @@ def run(args: argparse.Namespace) -> dict[str, object]:
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["--admin"]:  # the child process of `admin_seconds`
+        print(json.dumps(time_admin(Path(sys.argv[2]), sys.argv[3])))
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cycles", type=int, default=50_000)
     parser.add_argument("--start", type=int, default=1000,

@@ -89,7 +89,7 @@ def test_a_store_of_an_earlier_gridfair_gets_the_new_columns(tmp_path):
                                  "machine": "m", "reason": "r"}], 1, 0.0)
     store.begin_cycle(1.0, "order:hosep", False)
     store.set_action_state("k", "confirmed", 2, 1.0)
-    store.db.execute("drop index idx_actions_planned_cycle")  # not yet there either
+    store.db.execute("drop index idx_actions_planned_cycle")  # retention's, newer still
     for table, column in (("cycles", "warnings"), ("cycles", "sim_start"),
                           ("actions", "planned_cycle")):
         store.db.execute(f"alter table {table} drop column {column}")

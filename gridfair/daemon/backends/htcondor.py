@@ -326,9 +326,10 @@ class HTCondorBackend(PoolBackend):
             if clusters:
                 known, missing, unusable = jobs_of_rows(rows, requests, f"schedd {name}")
             else:
-                known, unusable = jobs_from_ads([SourcedAd(ad, f"schedd {name}", index, None)
-                                                 for index, ad in enumerate(rows, 1)],
-                                                lenient=True)
+                # Whole ads: a request that can vary is judged here, as for fetched ads.
+                steerable, unsteerable = steerable_ads(rows, f"schedd {name}")
+                known, unusable = jobs_from_ads(steerable, lenient=True)
+                unusable = [*unsteerable, *unusable]
                 groups.extend(rows)
                 missing = []
             skipped.extend(unusable)

@@ -70,11 +70,11 @@ from typing import Any, Protocol
 
 from gridfair.core.pool import CPUS, GPUS, MEMORY, POWER, Node, Pool, Task, UserState
 from gridfair.core.stages import DECLINE, Decision, OrderPolicy, Preemption, PreemptPolicy
-from gridfair.core.victims import complete, sizes
+from gridfair.core.victims import complete
 from gridfair.errors import ConfigError
 from gridfair.policies.owner_share import preemption_of
 from gridfair.policies.ranking import RunningTasks, UserRanking
-from gridfair.policies.reclaim import RECEIVER_JOBS, RECEIVER_LOOKS, no_smaller
+from gridfair.policies.reclaim import first_move
 
 #: How many waiting users are tried, least key first, for one preemption.
 RECEIVER_USERS = 4
@@ -215,29 +215,10 @@ class FairPreempt(PreemptPolicy):
                 self._rank(user, now)
         if not self.holding:
             return None
-        # One cpu a machine: every job of a receiver is the same move's size, one try is all.
-        sizes_tried = RECEIVER_JOBS if pool.largest[0] > 1 else 1
-        for receiver_user in list(islice(self.waiting, RECEIVER_USERS)):
-            tried: list[tuple[float, float, float]] = []
-            looked = 0
-            while (receiver := pool.head(receiver_user)) is not None:
-                if pool.best_node(receiver) is not None:
-                    # Room a vacate left free holds it: the next cycle's free allocation
-                    # gives it out in the order's order, without a vacate.
-                    break
-                size = sizes(receiver)
-                if not any(no_smaller(size, before) for before in tried):
-                    choice = self._choose_for(receiver_user, receiver, now)
-                    if choice is not None:
-                        return choice
-                    if pool.set_aside_if_too_big(receiver_user, now):
-                        continue
-                    tried.append(size)
-                looked += 1
-                if len(tried) == sizes_tried or looked == RECEIVER_LOOKS:
-                    break
-                pool.park(receiver_user, now)
-        return None
+        # Room a vacate left free holds its receiver: the next cycle's free allocation gives
+        # it out in the order's order, without a vacate.
+        return first_move(pool, islice(self.waiting, RECEIVER_USERS), self._choose_for, now,
+                          free_room_waits=True)
 
     def _choose_for(self, receiver_user: UserState, receiver: Task,
                     now: float) -> Preemption | None:

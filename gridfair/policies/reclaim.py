@@ -51,7 +51,7 @@ Ties: the user seen first in the pool, the task submitted first.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import islice
 from typing import Any
 
@@ -117,30 +117,8 @@ class ReclaimPreempt(HosepPreempt):
             return None
         # The most deprived first; the next one when the first's next job has no allowed move
         # (on partitionable machines it may need more room than any move makes).
-        pool = self.pool
-        # One cpu a machine: every job of a receiver is the same move's size, one try is all.
-        sizes_tried = RECEIVER_JOBS if pool.largest[0] > 1 else 1
-        for receiver_user in list(islice(self.deficit, RECEIVER_USERS)):
-            # A job finding no move is set aside (until the next preemption), the next one
-            # tried; one asking for no less of anything than a job that found none is set
-            # aside untried (what held the smaller one back, room, Phi or overshooting, holds
-            # it back too). A job too big for every machine does not count.
-            tried: list[tuple[float, float, float]] = []
-            looked = 0
-            while (receiver := pool.head(receiver_user)) is not None:
-                size = sizes(receiver)
-                if not any(no_smaller(size, before) for before in tried):
-                    choice = self._choose_for(receiver_user, receiver, now)
-                    if choice is not None:
-                        return choice
-                    if pool.set_aside_if_too_big(receiver_user, now):
-                        continue
-                    tried.append(size)
-                looked += 1
-                if len(tried) == sizes_tried or looked == RECEIVER_LOOKS:
-                    break
-                pool.park(receiver_user, now)
-        return None
+        return first_move(self.pool, islice(self.deficit, RECEIVER_USERS), self._choose_for,
+                          now)
 
     def _choose_for(self, receiver_user: UserState, receiver: Task,
                     now: float) -> Preemption | None:
@@ -227,6 +205,40 @@ class ReclaimPreempt(HosepPreempt):
 
     def key_figures(self, user: UserState, now: float) -> Mapping[str, float]:
         return hosep_figures(user)
+
+
+def first_move(pool: Pool, receiver_users: Iterable[UserState],
+               choose_for: Callable[[UserState, Task, float], Preemption | None], now: float,
+               *, free_room_waits: bool = False) -> Preemption | None:
+    """The first move `choose_for` allows for a receiver's job, receivers in the order given.
+
+    A job finding no move is set aside (parked until the next preemption), the next one
+    tried; one asking for no less of anything than a job that found none is set aside untried
+    (what held the smaller one back, room, a share rule or overshooting, holds it back too),
+    up to `RECEIVER_JOBS` sizes among `RECEIVER_LOOKS` jobs; a job too big for every machine
+    does not count. With `free_room_waits`, a receiver whose next job fits free room is
+    passed over: the next free allocation gives it out without a vacate."""
+    # One cpu a machine: every job of a receiver is the same move's size, one try is all.
+    sizes_tried = RECEIVER_JOBS if pool.largest[0] > 1 else 1
+    for receiver_user in list(receiver_users):
+        tried: list[tuple[float, float, float]] = []
+        looked = 0
+        while (receiver := pool.head(receiver_user)) is not None:
+            if free_room_waits and pool.best_node(receiver) is not None:
+                break
+            size = sizes(receiver)
+            if not any(no_smaller(size, before) for before in tried):
+                choice = choose_for(receiver_user, receiver, now)
+                if choice is not None:
+                    return choice
+                if pool.set_aside_if_too_big(receiver_user, now):
+                    continue
+                tried.append(size)
+            looked += 1
+            if len(tried) == sizes_tried or looked == RECEIVER_LOOKS:
+                break
+            pool.park(receiver_user, now)
+    return None
 
 
 def no_smaller(size: tuple[float, ...], tried: tuple[float, ...]) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import configparser
 import logging
+import os
 import shutil
 import stat
 import subprocess
@@ -73,3 +74,37 @@ def test_systemd_accepts_the_unit(tmp_path: Path) -> None:
                           text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert "gridfair-daemon.service" not in done.stderr, done.stderr  # no warning about it
+
+
+def test_the_log_rotates_by_size_into_private_files(tmp_path: Path) -> None:
+    """`log_max_bytes`, as HTCondor's MAX_<SUBSYS>_LOG: past the size the file is renamed
+    `.1` (the older `.2`, ... up to `log_backups`) and a new one opened, private like the
+    first (under a permissive umask); nothing older is kept."""
+    config = validate({"daemon": {"log_file": "daemon.log", "log_max_bytes": 400,
+                                  "log_backups": 2}, "backend": {"kind": "sim"}}, base=tmp_path)
+    logger = logging.getLogger("gridfair")
+    previous_umask = os.umask(0o022)
+    try:
+        setup_logging(config)
+        for number in range(40):
+            logger.warning("line %02d of the cycle log", number)
+    finally:
+        os.umask(previous_umask)
+        for handler in logger.handlers:
+            handler.close()
+        logger.handlers.clear()
+        logger.propagate = True
+        logger.setLevel(logging.NOTSET)
+    files = sorted(path.name for path in tmp_path.iterdir())
+    assert files == ["daemon.log", "daemon.log.1", "daemon.log.2"]
+    for name in files:
+        path = tmp_path / name
+        assert path.stat().st_size <= 400
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, name
+    # The newest lines in the file itself, the ones before in .1: nothing lost between them.
+    newest = (tmp_path / "daemon.log").read_text().splitlines()
+    before = (tmp_path / "daemon.log.1").read_text().splitlines()
+    assert newest[-1].endswith("line 39 of the cycle log")
+    last_before = int(before[-1].split()[-5])
+    first_newest = int(newest[0].split()[-5])
+    assert first_newest == last_before + 1

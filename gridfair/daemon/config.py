@@ -57,6 +57,11 @@ SCHEMA: dict[str, dict[str, Key]] = {
                      "next cycle before starting jobs on its own (the htcondor backend's "
                      "lease); 0: two intervals"),
         "log_file": Key(str, "", path=True, help="also log to this file"),
+        "log_max_bytes": Key(int, 0, minimum=0, help="rotate log_file once a line would take "
+                             "it past this size, as HTCondor's MAX_<SUBSYS>_LOG does (0: never; "
+                             "logrotate and SIGHUP instead)"),
+        "log_backups": Key(int, 1, minimum=1, help="rotated log files kept (log_file.1, ...), "
+                           "as HTCondor's MAX_NUM_<SUBSYS>_LOG"),
         "log_level": Key(str, "info", choices=LOG_LEVELS),
     },
     "policy": {

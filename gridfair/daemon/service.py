@@ -17,6 +17,7 @@ hammered, and the first cycle after it returns runs as usual.
 from __future__ import annotations
 
 import logging
+import logging.handlers
 import shutil
 import signal
 import sys
@@ -110,6 +111,16 @@ def check(config: Config) -> str:
             f"store {config['daemon']['store']}")
 
 
+class PrivateLogFile(logging.handlers.RotatingFileHandler):
+    """The log file, its account's alone (`private_file`: 0600, no link followed, in a
+    directory of its own), also each new file a rotation opens; rotated by size when
+    `maxBytes` > 0, as HTCondor rotates its daemons' logs."""
+
+    def _open(self):  # noqa: ANN202 (logging's)
+        private_file(Path(self.baseFilename))
+        return super()._open()
+
+
 def setup_logging(config: Config) -> None:
     """Log to stderr and `daemon.log_file`, opened afresh (at start, and on SIGHUP after the
     file was rotated); the handlers in use are only replaced once the new ones are open."""
@@ -123,8 +134,8 @@ def setup_logging(config: Config) -> None:
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     if section["log_file"]:
         try:
-            private_file(Path(section["log_file"]))
-            handlers.append(logging.FileHandler(section["log_file"]))
+            handlers.append(PrivateLogFile(section["log_file"], maxBytes=section["log_max_bytes"],
+                                           backupCount=section["log_backups"]))
         except OSError as error:
             raise ConfigError(f"config key daemon.log_file: cannot open "
                               f"{section['log_file']}: {error.strerror}") from None

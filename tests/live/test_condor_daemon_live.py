@@ -54,7 +54,7 @@ def test_the_master_runs_gridfair_from_knobs(daemon_python: Path, daemon_dir: Pa
             [ad] = pool.wait_until(lambda: [ad for ad in gridfair_ads(pool)
                                             if ad["LastCycleOutcome"] == "ok"], 60)
             assert ad["Name"].startswith("gridfair@")
-            assert ad["GridfairPolicy"] == "order:hosep preempt:hosep"
+            assert ad["GridfairPolicy"] == "order:hosep preempt:reclaim"
             assert ad["LastCycleSlots"] == 2
             assert ad["GridfairShares"] == "User1 0/264500"
             assert ad["LeaseUntil"] > time.time()

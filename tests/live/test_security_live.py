@@ -400,11 +400,12 @@ def test_a_pool_that_validates_groups_refuses_a_borrowed_one_and_gridfair_trusts
     refused, a group cannot be edited afterwards, and gridfair told to trust groups charges
     each job to the group the schedd assigned."""
     group_map = Path("/var/tmp") / f"gridfair-groups-{time.monotonic_ns()}.map"
-    group_map.write_text("* User1 User1\n* User2 User2\n* /.*/ guests\n")
-    group_map.chmod(0o644)
+    # The pool first: where none can run, the test skips before it writes anything.
     pool = own_pool([SlotSpec("User1", 132250), SlotSpec("User2", 54760)], extra_config=[
         *POOL_CONFIG.read_text().splitlines(), f"GRIDFAIR_GROUP_MAP = {group_map}",
         *GROUPS_CONFIG.read_text().splitlines()])
+    group_map.write_text("* User1 User1\n* User2 User2\n* /.*/ guests\n")
+    group_map.chmod(0o644)
     try:
         with pool:
             refused = pool.submit_as(ATTACKER, sleep_job("accounting_group = User1",

@@ -7,7 +7,7 @@ Every string shown may have come from an ad a pool user wrote, so output is data
 terminal control or a spreadsheet formula:
 - table cells and every text report (`shown_all` over the report before its lines are made)
   have their control, bidi and unencodable characters escaped (`gridfair.text.shown`);
-- JSON is ASCII: `json` writes every such character as a `\\u` escape of four hex digits (`\\u001b`);
+- JSON is ASCII: `json` writes every such character as a four-hex-digit `\\u` escape;
 - CSV cells are escaped as table cells, and a text cell a spreadsheet would run as a formula
   (one that starts with `=`, `+`, `-`, `@`, a tab or a carriage return) gets a leading `'`,
   the OWASP rule (CSV injection): the cell shows as text. Numbers are written as numbers.

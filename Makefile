@@ -37,4 +37,4 @@ bench: $(STAMP)
 	for script in bench/*.py; do $(BIN)/python $$script || exit 1; done
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache dist build
+	rm -rf $(VENV) .venv-newest .pytest_cache .ruff_cache dist build

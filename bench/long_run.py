@@ -300,7 +300,8 @@ def run(args: argparse.Namespace) -> dict[str, object]:
             "backend": {"kind": "files", "files": {"directory": "pool", "actions": "a.jsonl",
                                                    "owner_attribute": "GridOwner"}},
             "safety": {"max_snapshot_age": 3600.0, "min_runtime": 0.0},
-            "metrics": {"enabled": True, "port": free_port()},
+            # Per-user gauges on, so the bench sees them follow the active users.
+            "metrics": {"enabled": True, "port": free_port(), "user_labels": True},
         }, base=directory)
         setup_logging(config)
         logging.getLogger("gridfair").handlers[:1] = []  # the file alone, not stderr

@@ -3,6 +3,7 @@ actions never pruned, space given back, and a daemon killed mid-prune losing not
 
 from __future__ import annotations
 
+import json
 import shutil
 import signal
 import sqlite3
@@ -10,8 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from prometheus_client import generate_latest
 
+from gridfair.cli import admin as _admin_commands  # noqa: F401 - registers the commands
+from gridfair.cli import cli
 from gridfair.core.pool import Pool
 from gridfair.daemon.config import validate
 from gridfair.daemon.metrics import PrometheusMetrics
@@ -200,6 +204,33 @@ def test_retention_config_keys():
         validate({**base, "retention": {"decisions": -1}}, base=Path("."))
     with pytest.raises(ConfigError, match="retention.prune_rows: expected an integer"):
         validate({**base, "retention": {"prune_rows": "many"}}, base=Path("."))
+
+
+def test_explain_of_a_pruned_user_says_when_it_was_last_seen(tmp_path: Path):
+    """Past `retention.users` a user's record goes, but its downsampled usage stays, so
+    `explain` still answers for it: when it was last in the pool, and that the record is
+    pruned, instead of "no such user"."""
+    store = Store(tmp_path / "s.db")
+    fill(store, 1)  # ann and bob for a day
+    with store.transaction("ann alone") as tx:
+        tx.execute("insert into users (name, first_seen, last_seen) values "
+                   "('ann', 600, 1e9), ('bob', 600, 86400)")
+        for n in range(145, 289):  # a second day: ann alone
+            tx.execute("insert into cycles (id, started, now, outcome) values (?, ?, ?, 'ok')",
+                       [n, n * STEP, n * STEP])
+            tx.execute("insert into usage (cycle, time, user, running) values (?, ?, 'ann', 1)",
+                       [n, n * STEP])
+    Pruner(store, Retention(users=0.5 * DAY, prune_rows=10**9)).step(288 * STEP)
+    assert [row[0] for row in store.db.execute("select name from users")] == ["ann"]
+    store.close()
+    result = CliRunner().invoke(cli, ["explain", "bob", "--db", str(tmp_path / "s.db")])
+    assert result.exit_code == 0, result.output
+    assert "not in the pool at the latest cycle" in result.output
+    assert "last in the pool at cycle 144" in result.output
+    assert "its user record is pruned" in result.output
+    report = json.loads(CliRunner().invoke(
+        cli, ["explain", "bob", "--db", str(tmp_path / "s.db"), "--format", "json"]).output)
+    assert report["record_pruned"] is True and report["last_seen"]["cycle"] == 144
 
 
 def test_series_of_users_gone_are_removed():

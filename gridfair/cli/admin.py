@@ -111,6 +111,13 @@ def _user_text(report: Mapping[str, Any]) -> str:
              f"{report['policy']}):"]
     if shares is None:
         lines.append("  not in the pool at the latest cycle")
+        last_seen = report["last_seen"]
+        if last_seen is not None:
+            lines.append(f"  last in the pool at cycle {last_seen['cycle']} "
+                         f"({clock(last_seen['time'], last_seen['sim_start'])})")
+        if report["record_pruned"]:
+            lines.append("  its user record is pruned (not seen for retention.users days); "
+                         "`gridfair history --user` shows its usage samples")
     else:
         lines += [
             f"  position {report['position']} of {report['users']} in the order the policy "

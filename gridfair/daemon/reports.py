@@ -142,7 +142,9 @@ def explain(db: sqlite_utils.Database, name: str, limit: int = 10) -> dict[str, 
                                 [name]).fetchone())
         if is_job:
             return _explain_job(db, name, limit)
-        if db.execute("select 1 from users where name = ?", [name]).fetchone():
+        # A user pruned after `retention.users` days still has its downsampled usage.
+        if (db.execute("select 1 from users where name = ?", [name]).fetchone()
+                or db.execute("select 1 from usage where user = ? limit 1", [name]).fetchone()):
             return _explain_user(db, name, limit)
     raise ReportError(f"no user or job named {name!r} in the store")
 
@@ -171,7 +173,12 @@ def _explain_user(db, user: str, limit: int) -> dict[str, Any]:
     usage = list(db.query("select * from usage where cycle = ? order by rowid", [cycle["id"]]))
     position = next((i for i, row in enumerate(usage, start=1) if row["user"] == user), None)
     mine = next((row for row in usage if row["user"] == user), None)
-    record = next(db.query("select * from users where name = ?", [user]))
+    record = next(db.query("select * from users where name = ?", [user]), None)
+    last_seen = None
+    if mine is None:  # gone from the pool: when it was last in it, as usage remembers
+        last_seen = next(db.query(
+            "select u.cycle, c.now as time, c.sim_start from usage u join cycles c "
+            "on c.id = u.cycle where u.user = ? order by u.cycle desc limit 1", [user]), None)
     involved = ("d.user = ? or d.figures like ? or d.figures like ?")
     patterns = [user, f'%"receiver": "{user}"%', f'%"victim_user": "{user}"%']
     held = []
@@ -190,8 +197,11 @@ def _explain_user(db, user: str, limit: int) -> dict[str, Any]:
         "shares": ({key: mine[key] for key in (*SHARE_KEYS, "dominant_share")}
                    if mine else None),
         "policy_figures": _loads(mine["figures"]) if mine else None,
-        "first_seen": record["first_seen"],
-        "last_preempted": record["last_preempted"],
+        # None once the user's record is pruned (not seen for `retention.users` days).
+        "first_seen": record["first_seen"] if record else None,
+        "last_preempted": record["last_preempted"] if record else None,
+        "record_pruned": record is None,
+        "last_seen": last_seen,
         "held_back": held,
         "charged_as": _charges(db, "owner = ?", [user]),
         "decisions": _decisions(db, involved, patterns, limit),

@@ -13,11 +13,11 @@ machine comes back:
    (cpus, memory, GPUs) up to `RECEIVER_JOBS` sizes among `RECEIVER_LOOKS` jobs, the job
    whose move brings it closest to its share taken (`closeness`: a move on its own machines
    first, then the least |PowerDiff_alpha'|, then the fewest victims, then queue order): in
-   queue order a 4-cpu job would take an owner at -0.5 to +0.375 where its 2-cpu job
-   takes it to 0, and a 1-cpu job at the head would take it a step that the next job then
-   overshoots (HTCondor's negotiator likewise tries each autocluster; a job asking for no
-   less of anything than one that found no move is not tried); then the next most deprived
-   provider's, up to `RECEIVER_USERS` of them;
+   queue order a 7-cpu job would take an owner at -0.5 (8 cpus of its own) to +0.375 where
+   its 4-cpu job takes it to 0, and a 1-cpu job at the head would take it a step that the
+   next job then overshoots (HTCondor's negotiator likewise tries each autocluster; a job
+   asking for no less of anything than one that found no move is not tried); then the next
+   most deprived provider's, up to `RECEIVER_USERS` of them;
 2. the receiver reclaims its own machines first: among the tasks of other users running on
    the machines it owns (fastest machine first), the one whose user is left most above its
    share (largest omega);
@@ -120,8 +120,8 @@ class ReclaimPreempt(HosepPreempt):
     def choose(self, now: float) -> Preemption | None:
         if self.excess.first() is None:
             return None
-        # The most deprived first; the next one when the first's next job has no allowed move
-        # (on partitionable machines it may need more room than any move makes).
+        # The most deprived first; the next one when none of the first's jobs has an allowed
+        # move (on partitionable machines it may need more room than any move makes).
         return first_move(self.pool, islice(self.deficit, RECEIVER_USERS), self._choose_for,
                           now, closeness=closeness)
 

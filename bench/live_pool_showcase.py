@@ -21,6 +21,13 @@ Each side runs on a fresh pool with the same jobs (same seed):
   `landing_timeout` = `--landing-cycles` (6) negotiation cycles; the pool runs
   configs/htcondor-pool.config (only gridfair's steered jobs start while its lease holds) and
   `PREEMPTION_REQUIREMENTS = False` (HTCondor never preempts on its own);
+  With `--condor-now`, the daemon carries each preemption out as one `condor_now JOB VICTIM
+  [VICTIM ...]` (`backend.htcondor.condor_now`: the victims' dynamic slots handed to the
+  receiver on their claims, no negotiation between) on a pool whose claims are kept
+  (`CONDOR_NOW_POOL`: `CLAIM_WORKLIFE = 1200`, which condor_now needs, and a dynamic slot
+  takes only a job gridfair steered, so that a kept claim is not reused for its submitter's
+  next job behind gridfair's back; with the daemon down, no job would start on a dynamic
+  slot: a bench knob, not a pool's);
 - htcondor: HTCondor alone, one of `HTCONDOR` (`--htcondor` names one or several).
 
 Entitlement, the same for both sides, at every moment (in MFlops; P = the pool's power):
@@ -51,7 +58,8 @@ Figures per run, from the pool's own job event log (every submitter's jobs write
 `--replay FILE...` computes the figures (and plots) again from saved records.
 
     .venv/bin/python bench/live_pool_showcase.py [--seeds 1 2 3] [--sides gridfair,htcondor]
-        [--gridfair sdrf-owners] [--htcondor groups-rank] [--json] [--plot-dir DIR] [--save DIR]
+        [--gridfair sdrf-owners] [--condor-now] [--htcondor groups-rank] [--json]
+        [--plot-dir DIR] [--save DIR]
 
 Needs root and HTCondor (GRIDFAIR_HTCONDOR, condor_master on PATH, or ../shared/htcondor).
 """
@@ -100,6 +108,13 @@ BURSTS = (("fill", "G1", 40), ("fill", "G2", 40), ("fill", "O2", 30), ("fill", "
 #: Users whose idle jobs are withdrawn at the shift.
 WITHDRAW = ("O3", "G1")
 INTERVAL = 2.0  # the daemon's cycle and the pool's negotiation interval
+#: The gridfair side's pool with `--condor-now`: claims kept (condor_now runs the receiver on
+#: its victims' claims, coalesced; with CLAIM_WORKLIFE = 0 "given slot is not claimed"), and a
+#: kept claim reused only for a job gridfair steered to the slot it is cut from (START's
+#: steering clause, configs/htcondor-pool.config, then takes or refuses it).
+CONDOR_NOW_POOL = ["CLAIM_WORKLIFE = 1200",
+                   "START = $(START) && (MY.DynamicSlot =!= true || TARGET.GridfairSlot =!= "
+                   "undefined)"]
 
 
 def provided_power() -> dict[str, float]:
@@ -372,7 +387,10 @@ class Record:
         return cls(**raw)
 
 
-def daemon_config(directory: Path, collector: str, name: str, landing_timeout: float) -> None:
+def daemon_config(directory: Path, collector: str, name: str, landing_timeout: float,
+                  condor_now: str = "") -> None:
+    """The daemon's gridfair.toml for policy `name`; `condor_now`: the program's path (empty:
+    vacate, then steer)."""
     order, preempt, options, _ = GRIDFAIR[name]
     (directory / "gridfair.toml").write_text(f"""
 [daemon]
@@ -389,6 +407,7 @@ landing_timeout = {landing_timeout}
 kind = "htcondor"
 [backend.htcondor]
 collector = "{collector}"
+condor_now = "{condor_now}"
 [policy]
 name = "reclaim"
 order = "{order}"
@@ -434,12 +453,17 @@ def run_side(side: str, config: str, seed: int, options: argparse.Namespace,
              for owner, cpus, per_cpu in MACHINES]
     bursts = scenario_jobs(seed)
     files = Path(tempfile.mkdtemp(prefix="gridfair-showcase-", dir="/var/tmp"))
+    condor_now = side == "gridfair" and getattr(options, "condor_now", False)
     if side == "gridfair":
         pool_config = [*(ROOT / "configs" / "htcondor-pool.config").read_text().splitlines(),
-                       "PREEMPTION_REQUIREMENTS = False"]
+                       "PREEMPTION_REQUIREMENTS = False", *(CONDOR_NOW_POOL if condor_now else ())]
         described = (f"{config}: the gridfair daemon as its account, {GRIDFAIR[config][3]}, "
                      f"every {INTERVAL:g} s; configs/htcondor-pool.config (only steered jobs "
-                     "start), PREEMPTION_REQUIREMENTS = False")
+                     "start), PREEMPTION_REQUIREMENTS = False"
+                     + ("; condor_now handovers, " + ", ".join(CONDOR_NOW_POOL)
+                        if condor_now else ""))
+        if condor_now:
+            config += "+condor-now"
     else:
         pool_config = HTCONDOR[config](files)
         described = f"{config}: " + "; ".join(line.replace(str(files), "DIR")
@@ -464,8 +488,9 @@ def run_side(side: str, config: str, seed: int, options: argparse.Namespace,
 
             daemon = None
             if directory is not None:
-                daemon_config(directory, pool.collector_host, config,
-                              options.landing_cycles * INTERVAL)
+                daemon_config(directory, pool.collector_host, config.removesuffix("+condor-now"),
+                              options.landing_cycles * INTERVAL,
+                              pool.tool("condor_now") if condor_now else "")
                 daemon = subprocess.Popen(daemon_command(python), cwd=directory,
                                           env=pool.daemon_environment(),
                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -606,6 +631,9 @@ def main() -> None:
                         help="comma-separated: gridfair, htcondor")
     parser.add_argument("--gridfair", default="sdrf-owners",
                         help=f"comma-separated gridfair policies ({', '.join(GRIDFAIR)})")
+    parser.add_argument("--condor-now", action="store_true",
+                        help="the gridfair side hands each preemption's slot over with "
+                        "condor_now, on a pool whose claims are kept (CONDOR_NOW_POOL)")
     parser.add_argument("--htcondor", default="groups-rank",
                         help=f"comma-separated HTCondor configurations ({', '.join(HTCONDOR)})")
     parser.add_argument("--landing-cycles", type=float, default=6.0,

@@ -445,6 +445,29 @@ def test_reclaim_never_takes_a_receiver_further_from_its_share() -> None:
     assert negotiator.cycle(2.0) == []
 
 
+@pytest.mark.parametrize("queue", [(7, 4), (1, 4)], ids=["overshoot", "undershoot"])
+def test_reclaim_takes_the_receivers_job_that_brings_it_closest_to_its_share(queue) -> None:
+    # A (owns a, 8 cpus of 100 MFlops) runs 4 jobs on B's machine: PowerDiff -0.5. The guest G
+    # fills a. In queue order, A's 7-cpu job would take it to +0.375 (closer than -0.5, so
+    # allowed) with 7 vacates; or its 1-cpu job to -0.375, after which its 4-cpu job takes it
+    # to +0.125 (5 vacates). Its 4-cpu job takes it to its share with 4 vacates: that one.
+    negotiator = negotiator_for("reclaim", [Node("a", "A", 800.0, cpus=8),
+                                            Node("b", "B", 800.0, cpus=8)])
+    pool = negotiator.pool
+    a, b = pool.nodes
+    running_on(pool, b, [("A", 1.0, 0.0, 0.0, 0.0)] * 4 + [("B", 1.0, 0.0, 0.0, 0.0)] * 4)
+    running_on(pool, a, [("G", 1.0, 0.0, 0.0, 0.0)] * 8)
+    for cpus in queue:
+        submit(negotiator, "A", 1.0, cpus=cpus)
+    decisions = negotiator.cycle(1.0)
+    assert [(d.kind, d.task.user) for d in decisions] == [(VACATE, "G")] * 4 + [
+        (ALLOCATE, "A")]
+    assert decisions[-1].task.cpus == 4 and pool.users["A"].power_diff == 0.0
+    # The job not taken is queued again, first in A's queue; at its share A takes nothing.
+    assert pool.head(pool.users["A"]).cpus == queue[0]
+    assert negotiator.cycle(2.0) == []
+
+
 def test_reclaim_skips_jobs_no_smaller_than_one_that_found_no_move() -> None:
     # As above, with ten 3-cpu jobs of growing memory ahead of A's 1-cpu job: none can have
     # a move where the first found none, so they are set aside untried and the 1-cpu job is

@@ -9,12 +9,15 @@ its own fast ones, and ends the least satisfied (docs/owner-share.md). This rule
 receiver, its ranking by PowerDiff (Eq. 3) and its free-machine order, and changes which
 machine comes back:
 1. receiver: u_alpha = argmin PowerDiff < 0 among providers with an idle job (as HOSEP), its
-   job of least demand; when that job has no allowed move (on partitionable machines it may
-   need more room than any move makes), on a pool with machines of several cpus its next
-   job asking for less of some resource (cpus, memory, GPUs), up to `RECEIVER_JOBS` of them
-   among `RECEIVER_LOOKS` (HTCondor's negotiator likewise tries each autocluster: a 4-cpu
-   job at the head of the queue must not keep its owner from the room a 1-cpu job fits),
-   then the next most deprived provider's, up to `RECEIVER_USERS` of them;
+   job of least demand; on a pool with machines of several cpus, its jobs of each size
+   (cpus, memory, GPUs) up to `RECEIVER_JOBS` sizes among `RECEIVER_LOOKS` jobs, the job
+   whose move brings it closest to its share taken (`closeness`: a move on its own machines
+   first, then the least |PowerDiff_alpha'|, then the fewest victims, then queue order): in
+   queue order a 7-cpu job would take an owner at -0.5 (8 cpus of its own) to +0.375 where
+   its 4-cpu job takes it to 0, and a 1-cpu job at the head would take it a step that the
+   next job then overshoots (HTCondor's negotiator likewise tries each autocluster; a job
+   asking for no less of anything than one that found no move is not tried); then the next
+   most deprived provider's, up to `RECEIVER_USERS` of them;
 2. the receiver reclaims its own machines first: among the tasks of other users running on
    the machines it owns (fastest machine first), the one whose user is left most above its
    share (largest omega);
@@ -45,7 +48,8 @@ Cost: for each of up to `RECEIVER_USERS` receivers and `RECEIVER_JOBS` of its jo
 step 2 looks at up to `VICTIM_CANDIDATES` tasks on the receiver's machines, step 3 at up to
 as many tasks of each of the `VICTIM_USERS` most over-share users.
 
-Ties: the user seen first in the pool, the task submitted first.
+Ties: the user seen first in the pool, the task submitted first (for a receiver's jobs of
+equal closeness, the first in its queue).
 """
 
 from __future__ import annotations
@@ -73,11 +77,12 @@ from gridfair.policies.owner_share import (
 VICTIM_USERS = 4
 #: How many users below their share are tried, most deprived first, for one preemption.
 RECEIVER_USERS = 4
-#: How many of a receiver's idle jobs are tried, in its queue order, each asking for less of
-#: something than those tried before it (as many as the negotiator sets aside for free
-#: machines), and how many are looked at in all.
+#: How many sizes of a receiver's idle jobs are tried, in its queue order (as many as the
+#: negotiator sets aside for free machines), and how many jobs are looked at in all.
 RECEIVER_JOBS = PARK_LIMIT
 RECEIVER_LOOKS = 16
+#: The reason a move of step 2 gives (the receiver's own machine).
+OWN_MACHINE = "own machine"
 
 
 class ReclaimPreempt(HosepPreempt):
@@ -115,10 +120,10 @@ class ReclaimPreempt(HosepPreempt):
     def choose(self, now: float) -> Preemption | None:
         if self.excess.first() is None:
             return None
-        # The most deprived first; the next one when the first's next job has no allowed move
-        # (on partitionable machines it may need more room than any move makes).
+        # The most deprived first; the next one when none of the first's jobs has an allowed
+        # move (on partitionable machines it may need more room than any move makes).
         return first_move(self.pool, islice(self.deficit, RECEIVER_USERS), self._choose_for,
-                          now)
+                          now, closeness=closeness)
 
     def _choose_for(self, receiver_user: UserState, receiver: Task,
                     now: float) -> Preemption | None:
@@ -131,7 +136,7 @@ class ReclaimPreempt(HosepPreempt):
             if choice is not None and (best is None or choice[3] > best[3]):
                 best = choice
         if best is not None:
-            return self._preemption(receiver_user, receiver, best, "own machine")
+            return self._preemption(receiver_user, receiver, best, OWN_MACHINE)
         for rank, victim_user in enumerate(self.excess):
             if rank == VICTIM_USERS:
                 break
@@ -209,7 +214,9 @@ class ReclaimPreempt(HosepPreempt):
 
 def first_move(pool: Pool, receiver_users: Iterable[UserState],
                choose_for: Callable[[UserState, Task, float], Preemption | None], now: float,
-               *, free_room_waits: bool = False) -> Preemption | None:
+               *, free_room_waits: bool = False,
+               closeness: Callable[[Preemption], tuple[Any, ...]] | None = None
+               ) -> Preemption | None:
     """The first move `choose_for` allows for a receiver's job, receivers in the order given.
 
     A job finding no move is set aside (parked until the next preemption), the next one
@@ -217,28 +224,49 @@ def first_move(pool: Pool, receiver_users: Iterable[UserState],
     (what held the smaller one back, room, a share rule or overshooting, holds it back too),
     up to `RECEIVER_JOBS` sizes among `RECEIVER_LOOKS` jobs; a job too big for every machine
     does not count. With `free_room_waits`, a receiver whose next job fits free room is
-    passed over: the next free allocation gives it out without a vacate."""
+    passed over: the next free allocation gives it out without a vacate. With `closeness`,
+    a receiver's jobs of every size are tried as far, and of their moves the one of least
+    `closeness` is taken (the first in queue order among equals); a job of a size already
+    moved is not tried again (its move would be the same, and it comes later)."""
     # One cpu a machine: every job of a receiver is the same move's size, one try is all.
     sizes_tried = RECEIVER_JOBS if pool.largest[0] > 1 else 1
     for receiver_user in list(receiver_users):
         tried: list[tuple[float, float, float]] = []
+        moved: list[tuple[float, float, float]] = []
+        best: tuple[tuple[Any, ...], Preemption] | None = None
         looked = 0
         while (receiver := pool.head(receiver_user)) is not None:
             if free_room_waits and pool.best_node(receiver) is not None:
                 break
             size = sizes(receiver)
-            if not any(no_smaller(size, before) for before in tried):
+            if size not in moved and not any(no_smaller(size, before) for before in tried):
                 choice = choose_for(receiver_user, receiver, now)
-                if choice is not None:
+                if choice is not None and closeness is None:
                     return choice
-                if pool.set_aside_if_too_big(receiver_user, now):
+                if choice is not None:
+                    key = closeness(choice)
+                    if best is None or key < best[0]:
+                        best = (key, choice)
+                    moved.append(size)
+                elif pool.set_aside_if_too_big(receiver_user, now):
                     continue
-                tried.append(size)
+                else:
+                    tried.append(size)
             looked += 1
-            if len(tried) == sizes_tried or looked == RECEIVER_LOOKS:
+            if len(tried) + len(moved) == sizes_tried or looked == RECEIVER_LOOKS:
                 break
             pool.park(receiver_user, now)
+        if best is not None:  # its job may be parked: the negotiator starts it all the same
+            return best[1]
     return None
+
+
+def closeness(move: Preemption) -> tuple[bool, float, int]:
+    """How close a move brings its receiver to its share, least first: one on the receiver's
+    own machines first (step 2), then the least |PowerDiff| after, then the fewest victims."""
+    figures = move.figures
+    return (figures["reason"] != OWN_MACHINE, abs(figures["receiver_power_diff_after"]),
+            len(move.victims))
 
 
 def no_smaller(size: tuple[float, ...], tried: tuple[float, ...]) -> bool:

@@ -83,7 +83,8 @@ def test_new_syntax_framing_ignores_brackets_in_strings_and_comments() -> None:
          "']'"),
         ('[{"A": 1}, 7]', None, "f, ad #2: not a JSON object but int"),
         ('[{"A": "\\/Expr(1 +)\\/"}]', None, "f, ad #1, attribute A: unusable value"),
-        ('[{"A": 1},', "json", "f:1: not valid JSON"),
+        ('[{"A": 1},', "json", "f, ad #2: not valid JSON: truncated JSON: the list of ads "
+         "is never closed"),
         ('A = 1', "xml", "unknown ad format 'xml'"),
     ],
 )

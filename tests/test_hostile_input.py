@@ -168,7 +168,7 @@ def test_json_nested_past_the_recursion_limit_is_a_clear_error_or_skip(tmp_path)
     path = tmp_path / "deep.json"
     path.write_text(json.dumps([JOB])[:-2] + ', "A": ' + "[" * 100_000 + "]" * 100_000
                     + "}, " + json.dumps({**JOB, "ClusterId": 2}) + "]")
-    with pytest.raises(InputError, match="nested too deep"):
+    with pytest.raises(InputError, match="ad #1: JSON ad nested deeper than 64 levels"):
         read_ads(path)
     jobs = list(read_history([path]))
     assert isinstance(jobs[0], SkippedAd) and "nested deeper" in jobs[0].reason

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator
 from typing import IO, Any, NamedTuple
 
 from gridfair.classads.bounds import MAX_AD, MAX_JSON_DEPTH, size_text
-from gridfair.errors import InputError, not_text
+from gridfair.errors import InputError
 
 #: Bytes read at a time.
 CHUNK = 1 << 20
@@ -46,12 +46,13 @@ def text_pieces(stream: IO[bytes], source: str, first: bytes = b"", *,
                 strict: bool) -> Iterator[str]:
     """The stream's text, piece by piece (about `CHUNK` bytes each), starting with the bytes
     `first` already read, its newlines made "\\n" (as text mode's universal newlines do).
-    `strict`: bytes that are not UTF-8, or a NUL, are an InputError naming where (a file of ads
-    is text or nothing); else undecodable bytes become U+FFFD, which makes the ad that holds
-    them unusable (a history goes on past it)."""
-    decoder = codecs.getincrementaldecoder("utf-8")("strict" if strict else "replace")
+    `strict` (a file of ads): a NUL is an InputError naming where (a binary file is seldom
+    anything else), and bytes that are not UTF-8 are kept as surrogate escapes (U+DC80 to
+    U+DCFF), for the ad that holds them to be refused naming them (`undecoded`); else they
+    become U+FFFD, which makes the ad that holds them unusable (a history goes on past it)."""
+    decoder = codecs.getincrementaldecoder("utf-8")("surrogateescape" if strict else "replace")
     data = first
-    read = consumed = emitted = 0  # bytes read, decoded before `data`; characters yielded
+    emitted = 0  # characters yielded
     held = ""  # a "\r" that ended a piece: the next may open with its "\n"
     while True:
         try:
@@ -59,13 +60,7 @@ def text_pieces(stream: IO[bytes], source: str, first: bytes = b"", *,
         except (OSError, EOFError, gzip.BadGzipFile) as error:
             raise InputError(f"cannot read: {getattr(error, 'strerror', None) or error}",
                              source=source) from None
-        read += len(data)
-        try:
-            text = held + decoder.decode(data, final=not data)
-        except UnicodeDecodeError as error:
-            buffered = len(error.object) - len(data)
-            raise InputError(not_text(_at(error, consumed - buffered)), source=source) from None
-        consumed = read
+        text = held + decoder.decode(data, final=not data)
         held = ""
         if data and text.endswith("\r"):
             text, held = text[:-1], "\r"
@@ -73,7 +68,7 @@ def text_pieces(stream: IO[bytes], source: str, first: bytes = b"", *,
             text = text.replace("\r\n", "\n").replace("\r", "\n")
         if strict:
             nul = text.find("\0")
-            if nul >= 0:  # valid UTF-8 is not always text: a binary file is seldom else
+            if nul >= 0:
                 raise InputError(f"not text (a NUL byte at character {emitted + nul})",
                                  source=source)
         emitted += len(text)
@@ -84,10 +79,21 @@ def text_pieces(stream: IO[bytes], source: str, first: bytes = b"", *,
         data = b""
 
 
-def _at(error: UnicodeDecodeError, offset: int) -> UnicodeDecodeError:
-    """The decoder's error with its positions counted from the file's start."""
-    return UnicodeDecodeError(error.encoding, error.object, error.start + offset,
-                              error.end + offset, error.reason)
+#: A character no UTF-8 text decodes to: a byte that was not UTF-8 (U+DC80 to U+DCFF, as
+#: `text_pieces` keeps it) or another lone surrogate.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def undecoded(text: str) -> tuple[int, str] | None:
+    """Where `text` holds a character that was not UTF-8 in its file, and what it was (a
+    byte, or a lone surrogate); None if it holds none."""
+    found = _SURROGATE.search(text)
+    if found is None:
+        return None
+    code = ord(found.group())
+    what = (f"byte 0x{code - 0xDC00:02X}" if 0xDC80 <= code <= 0xDCFF
+            else f"a lone surrogate U+{code:04X}")
+    return found.start(), what
 
 
 # ------------------------------------------------------------------- old syntax

@@ -49,6 +49,7 @@ from gridfair.classads.framing import (
     json_objects,
     text_pieces,
     too_big,
+    undecoded,
 )
 from gridfair.errors import InputError
 from gridfair.model import AdWarning, SkippedAd
@@ -573,6 +574,23 @@ def _check_decodable(ad: classad2.ClassAd, chunk: Framed, source: str) -> None:
                          ad=f"#{chunk.index}", attribute=_undecodable(ad)) from None
 
 
+def _check_utf8(chunk: Framed, source: str) -> None:
+    """An InputError naming the line and attribute of an ad's text where its file was not
+    UTF-8 (`undecoded`), if it was anywhere: such text must not reach the bindings (a lone
+    surrogate kills the process)."""
+    text = chunk.payload
+    found = undecoded(text)
+    if found is None:
+        return
+    at, what = found
+    assignments = list(_ASSIGNMENT.finditer(text, 0, at))
+    name = assignments[-1].group(1) if assignments else None
+    raise InputError(f"not UTF-8 text ({what})", source=source,
+                     line=chunk.line + text.count("\n", 0, at) if chunk.line else None,
+                     ad=f"#{chunk.index}",
+                     attribute=name if name is None or name.isascii() else ascii(name))
+
+
 def _undecodable(ad: classad2.ClassAd) -> str | None:
     """The first attribute whose value (evaluated) is not UTF-8, if one is."""
     for name in ad:
@@ -595,6 +613,8 @@ def _parse_old(chunk: Framed, source: str,
     text = chunk.payload
     if len(text) > SHORT_VALUE:
         check_ad_text(text, source, chunk.index, chunk.line, by_line=True)
+    if not text.isascii():
+        _check_utf8(chunk, source)
     ad = classad2.parseNext(text, classad2.ParserType.Old)
     lines = text.splitlines()
     expected = _attribute_lines(lines) if "#" in text else len(lines)
@@ -745,6 +765,8 @@ def _parse_new(chunk: Framed, source: str,
     text = chunk.payload
     if len(text) > SHORT_VALUE:
         check_ad_text(text, source, chunk.index, chunk.line, by_line=False)
+    if not text.isascii():
+        _check_utf8(chunk, source)
     try:
         ad = classad2.ClassAd(text)
     except (ValueError, classad2.ClassAdException):

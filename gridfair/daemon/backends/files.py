@@ -87,7 +87,7 @@ def _identity(path: Path) -> tuple[int, int, int]:
 def _dump_text(path: Path, size: int, jobs: bool) -> AdFile | None:
     """The dump's text, or None for a job dump of zero bytes (an empty queue); a dump that
     cannot be read, is not text or holds no ad fails the read, naming it."""
-    if jobs and size == 0:
+    if jobs and size == 0 and path.is_file():  # a FIFO has no size either: refused below
         return None
     try:
         return open_ads(path)

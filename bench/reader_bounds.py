@@ -17,9 +17,10 @@ Shapes, each written to a file of the size asked (streamed out, so the writer st
   (`read_dumps`: `reread`, each job's view kept with its text), a million users at ~330 MB.
 
 Each input is read in a subprocess of its own (so its peak RSS is its own): the seconds the
-read took, its peak RSS, and, as a baseline in the same run, the same process's RSS before the
-read and the seconds to read the file's bytes alone. The growth exponent of time and of RSS
-over the baseline is the slope of a least-squares fit of log(figure) on log(size); for the
+read took (wall and CPU), its peak RSS, and, as a baseline in the same run, the same process's
+RSS before the read and the seconds to read the file's bytes alone. The growth exponent of CPU
+time (wall time moves with the load of a shared machine) and of RSS over the baseline is the
+slope of a least-squares fit of log(figure) on log(size); for the
 shapes of one endless ad (`BOUNDED`), over the sizes of twice the per-ad limit and more (below
 it the ad is a legitimate one, parsed whole). The shapes that parse every ad (`FULL`) take
 `--full-sizes` (about a second per MB on a loaded machine), the others `--sizes`.
@@ -146,15 +147,15 @@ def measure_one(shape: str, path: Path) -> dict:
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     from gridfair.errors import InputError
 
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     error = None
     try:
         items = _read(shape, path)
     except InputError as refused:  # a file refused (one cut short) is an outcome too
         items, error = 0, str(refused).replace(str(path), "FILE")
-    seconds = time.perf_counter() - start
+    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return {"items": items, "error": error, "seconds": seconds,
+    return {"items": items, "error": error, "seconds": seconds, "cpu_seconds": cpu_seconds,
             "raw_read_seconds": raw_seconds, "base_rss_mb": base / 1024,
             "peak_rss_mb": peak / 1024, "growth_mb": (peak - base) / 1024}
 
@@ -187,7 +188,8 @@ def run(shapes: list[str], sizes: list[int], full_sizes: list[int], scratch: Pat
             row = {"size_mb": size, **json.loads(done.stdout),
                    "load_average": os.getloadavg()[0]}
             rows.append(row)
-            report(f"{shape:14} {size:5d} MB  {row['seconds']:7.2f} s "
+            report(f"{shape:14} {size:5d} MB  {row['seconds']:7.2f} s ({row['cpu_seconds']:6.2f} "
+                   f"CPU s) "
                    f"(raw read {row['raw_read_seconds']:5.2f} s)  peak RSS "
                    f"{row['peak_rss_mb']:7.1f} MB (+{row['growth_mb']:6.1f} over "
                    f"{row['base_rss_mb']:.0f})  items {row['items']}  load "
@@ -195,7 +197,8 @@ def run(shapes: list[str], sizes: list[int], full_sizes: list[int], scratch: Pat
                                                   else ""))
         fitted = [row for row in rows
                   if shape not in BOUNDED or row["size_mb"] >= 2 * MAX_AD / MB]
-        time_exponent = slope([(row["size_mb"], row["seconds"]) for row in fitted])
+        # CPU seconds: on a shared machine, wall seconds move with the other processes' load.
+        time_exponent = slope([(row["size_mb"], row["cpu_seconds"]) for row in fitted])
         # Memory: the growth over the baseline, floored at 1 MB (a bounded read grows ~0).
         memory_exponent = slope([(row["size_mb"], max(row["growth_mb"], 1.0))
                                  for row in fitted])
@@ -203,7 +206,7 @@ def run(shapes: list[str], sizes: list[int], full_sizes: list[int], scratch: Pat
             "rows": rows, "fitted_sizes_mb": [row["size_mb"] for row in fitted],
             "time_exponent": time_exponent, "memory_exponent": memory_exponent,
             "largest_growth_mb": max(row["growth_mb"] for row in rows)}
-        report(f"{shape:14} exponent over {[row['size_mb'] for row in fitted]} MB: time "
+        report(f"{shape:14} exponent over {[row['size_mb'] for row in fitted]} MB: CPU time "
                f"{_fmt(time_exponent)}, memory growth {_fmt(memory_exponent)}")
     results["load_average_after"] = os.getloadavg()
     return results

@@ -13,11 +13,16 @@ error name the ad's index and first line:
   (`condor_status -ads FILE` of HTCondor 25 shows the last);
 - new syntax (`condor_status -long:new`): one top-level `[ ... ]` per ad; the framing skips
   brackets inside string literals, quoted attribute names and comments;
-- JSON (`condor_status -json`): a list of objects, loaded with `json`; values are set on a
-  ClassAd as they are, except HTCondor's `"\\/Expr(...)\\/"` strings, which are expressions.
+- JSON (`condor_status -json`): a list of objects, each decoded with `json` on its own;
+  values are set on a ClassAd as they are, except HTCondor's `"\\/Expr(...)\\/"` strings,
+  which are expressions.
 
-Every ad is checked against `gridfair.classads.bounds` before or as it is parsed: its size,
-its lines', its JSON nesting, and its strings (none the bindings cannot hold).
+A file is read in one pass, in pieces (`open_ads`, `gridfair.classads.framing`): what is held
+is the ad being framed (an ad past `bounds.MAX_AD` keeps only its size until it ends, then is
+skipped naming the limit) besides what the read returns. Every ad is checked against
+`gridfair.classads.bounds` before or as it is parsed: its size, its lines', its JSON nesting,
+and its strings (none the bindings cannot hold); bytes that are not UTF-8 skip their ad, named
+with their line and attribute.
 """
 
 from __future__ import annotations
@@ -130,11 +135,12 @@ def parse_format(name: str | AdFormat | None) -> AdFormat | None:
 
 
 class AdFile:
-    """A file of ads opened to be read once, in pieces of text (`text_pieces`: strict UTF-8,
-    universal newlines, no NUL), by `parse_ads` or `reread`. `head` is its first pieces, up
-    to what tells its format (`detect_format`). A missing, unreadable or non-regular file (a
-    FIFO, a device) or one with no ad in it (blank) is an InputError here, when opened; text
-    that is not UTF-8 is one when it is reached."""
+    """A file of ads opened to be read once, in pieces of text (`text_pieces`, strict:
+    universal newlines, bytes that are not UTF-8 kept for their ad to be refused), by
+    `parse_ads` or `reread`. `head` is its first pieces, up to what tells its format
+    (`detect_format`). A missing, unreadable or non-regular file (a FIFO, a device) or one with
+    no ad in it (blank) is an InputError here, when opened; a NUL byte (a binary file) is one
+    when it is reached."""
 
     def __init__(self, path: str | Path) -> None:
         self.source = str(path)

@@ -617,10 +617,10 @@ def _attribute_lines(lines: list[str]) -> int:
 def _parse_old(chunk: Framed, source: str,
                warnings: list[AdWarning] | None) -> classad2.ClassAd:
     text = chunk.payload
+    if not text.isascii():  # first: what is named below must be text
+        _check_utf8(chunk, source)
     if len(text) > SHORT_VALUE:
         check_ad_text(text, source, chunk.index, chunk.line, by_line=True)
-    if not text.isascii():
-        _check_utf8(chunk, source)
     ad = classad2.parseNext(text, classad2.ParserType.Old)
     lines = text.splitlines()
     expected = _attribute_lines(lines) if "#" in text else len(lines)
@@ -769,10 +769,10 @@ def _no_stray_text(between: str, source: str, line: int, index: int) -> None:
 def _parse_new(chunk: Framed, source: str,
                warnings: list[AdWarning] | None) -> classad2.ClassAd:
     text = chunk.payload
+    if not text.isascii():  # first: what is named below must be text
+        _check_utf8(chunk, source)
     if len(text) > SHORT_VALUE:
         check_ad_text(text, source, chunk.index, chunk.line, by_line=False)
-    if not text.isascii():
-        _check_utf8(chunk, source)
     try:
         ad = classad2.ClassAd(text)
     except (ValueError, classad2.ClassAdException):

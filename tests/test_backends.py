@@ -459,7 +459,7 @@ def test_files_backend_skips_a_malformed_ad(tmp_path):
 
 @pytest.mark.parametrize(
     ("name", "content", "expected"),
-    [("broken.status", b"\xff\xfe A = 1", "not UTF-8 text"),
+    [("broken.status", b"\x89PNG\r\n\x1a\n\x00", "not text"),  # binary; not UTF-8: skipped
      ("broken.queue", b"A = 1\n\x00\x01", "not text"),
      ("blank.queue", b"\n", "empty: no ads in it"),  # what a failed condor_q writes
      ("empty.status", b"", "empty: no ads in it")],

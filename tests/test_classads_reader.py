@@ -83,7 +83,8 @@ def test_new_syntax_framing_ignores_brackets_in_strings_and_comments() -> None:
          "']'"),
         ('[{"A": 1}, 7]', None, "f, ad #2: not a JSON object but int"),
         ('[{"A": "\\/Expr(1 +)\\/"}]', None, "f, ad #1, attribute A: unusable value"),
-        ('[{"A": 1},', "json", "f:1: not valid JSON"),
+        ('[{"A": 1},', "json", "f, ad #2: not valid JSON: truncated JSON: the list of ads "
+         "is never closed"),
         ('A = 1', "xml", "unknown ad format 'xml'"),
     ],
 )
@@ -106,7 +107,7 @@ def test_lenient_reading_skips_the_bad_ad_and_keeps_the_rest() -> None:
 @pytest.mark.parametrize(
     ("content", "expected"),
     [(None, "no such file"), ("", "empty: no ads in it"), ("\n  \n", "empty: no ads in it"),
-     (b"\xff\xfe A = 1", "not UTF-8 text")],
+     (b"\xff\xfe A = 1\n\x00", "not text (a NUL byte at character 9)")],
 )
 def test_unreadable_or_empty_files(tmp_path: Path, content: str | bytes | None,
                                    expected: str) -> None:
@@ -118,6 +119,16 @@ def test_unreadable_or_empty_files(tmp_path: Path, content: str | bytes | None,
     with pytest.raises(InputError) as caught:
         read_ads(path, lenient=True)
     assert str(caught.value).startswith(f"{path}: {expected}")
+
+
+def test_bytes_that_are_not_utf8_skip_their_ad_naming_the_byte(tmp_path: Path) -> None:
+    path = tmp_path / "ads"
+    path.write_bytes(b"A = 1\n\nB = 2\nC = \"caf\xe9\"\n\n\xff\xfe D = 1\n\nE = 3\n")
+    ads, skipped = read_ads(path, lenient=True)
+    assert [dict(sourced.ad) for sourced in ads] == [{"A": 1}, {"E": 3}]
+    assert [(skip.index, skip.reason) for skip in skipped] == [
+        (2, "line 4, attribute C: not UTF-8 text (byte 0xE9)"),
+        (3, "line 6: not UTF-8 text (byte 0xFF)")]
 
 
 def test_a_directory_is_not_a_file_of_ads(tmp_path: Path) -> None:

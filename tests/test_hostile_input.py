@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from gridfair.classads.bounds import MAX_AD, MAX_ATTRIBUTE
 from gridfair.classads.history import read_history
 from gridfair.classads.reader import SourcedAd, read_ads, reread
-from gridfair.classads.views import job_view
+from gridfair.classads.views import AdConfig, job_view
 from gridfair.errors import InputError
 from gridfair.model import SkippedAd
 
@@ -168,7 +168,7 @@ def test_json_nested_past_the_recursion_limit_is_a_clear_error_or_skip(tmp_path)
     path = tmp_path / "deep.json"
     path.write_text(json.dumps([JOB])[:-2] + ', "A": ' + "[" * 100_000 + "]" * 100_000
                     + "}, " + json.dumps({**JOB, "ClusterId": 2}) + "]")
-    with pytest.raises(InputError, match="nested too deep"):
+    with pytest.raises(InputError, match="ad #1: JSON ad nested deeper than 64 levels"):
         read_ads(path)
     jobs = list(read_history([path]))
     assert isinstance(jobs[0], SkippedAd) and "nested deeper" in jobs[0].reason
@@ -282,3 +282,108 @@ def test_an_expression_of_too_many_operators_is_skipped_not_unparsed(tmp_path):
                                                       "Rank": f"/Expr({deep})/"}]))
     ads, [skip] = read_ads(tmp_path / "q.json", lenient=True)
     assert len(ads) == 1 and "40000 operators" in skip.reason
+
+
+# ------------------------------------------------ the ad reader (shares --jobs, files backend)
+_AD_CONFIG = AdConfig.with_attributes(None, None)
+_ENDLESS_AD_READ = """
+import resource, sys
+from pathlib import Path
+from gridfair.classads.reader import read_ads
+from gridfair.classads.views import job_view
+from gridfair.daemon.backends.files import read_dumps
+path = Path(sys.argv[1])
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+ads, skipped = read_ads(path, lenient=True)
+dump = read_dumps([path], job_view, {}, jobs=True)
+growth = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 1024
+print(len(ads), len(dump.values), round(growth))
+print(skipped[0].index, skipped[0].reason)
+print(dump.unparsed[0].index, dump.unparsed[0].reason)
+"""
+
+
+def test_an_endless_ad_is_skipped_naming_the_limit_in_memory_bounded_by_it(tmp_path):
+    """A `-long` dump of one ad that never ends (80 MB): `read_ads` and the daemon's dump read
+    skip it naming its line and the limit, and keep the ads after it, in memory bounded by
+    the per-ad limit (reading the whole file took 2 bytes of RSS a byte of it)."""
+    job = "".join(f"{name} = {json.dumps(value)}\n" for name, value in JOB.items())
+    path = tmp_path / "jobs.queue"
+    with path.open("w") as out:
+        out.write(job + "\n" + job.replace("ClusterId = 1", "ClusterId = 2"))
+        line = "".join(f"A{number} = {number}\n" for number in range(100_000))
+        while out.tell() < 80 << 20:
+            out.write(line)
+        out.write("\n" + job.replace("ClusterId = 1", "ClusterId = 3"))
+    done = subprocess.run([sys.executable, "-c", _ENDLESS_AD_READ, str(path)],
+                          capture_output=True, text=True, timeout=300, check=True)
+    counts, skipped, unparsed = done.stdout.splitlines()
+    ads, jobs, growth = map(int, counts.split())
+    assert (ads, jobs) == (2, 2)
+    limit = "longer than the limit of 16 MiB an ad"
+    second = len(JOB) + 2  # the line the endless ad starts on
+    assert skipped.startswith(f"2 line {second}: an ad of ") and skipped.endswith(limit), \
+        skipped
+    assert unparsed == skipped
+    assert growth < 3 * MAX_AD >> 20, growth  # MiB: the limit's, not the input's
+    with pytest.raises(InputError, match=f"jobs.queue:{second}, ad #2: an ad of .*{limit}"):
+        read_ads(path)
+
+
+def test_a_fifo_job_dump_is_refused_not_read_as_an_empty_queue(tmp_path):
+    """A FIFO has no size, as an empty queue's dump has none: it is refused, named."""
+    from gridfair.daemon.backends import PoolUnavailable
+    from gridfair.daemon.backends.files import AdDumps
+
+    os.mkfifo(tmp_path / "jobs.queue")
+    dumps = AdDumps([POOL / "basic4slot.status"], [tmp_path / "jobs.queue"], _AD_CONFIG)
+    with pytest.raises(PoolUnavailable, match=r"jobs.queue: not a regular file \(a FIFO\)"):
+        dumps.read()
+    shares = _run("shares", "--machines", str(POOL / "basic4slot.status"), "--jobs",
+                  "jobs.queue", cwd=tmp_path)
+    assert shares.returncode == 2 and "not a regular file (a FIFO)" in shares.stderr, \
+        shares.stderr
+
+
+def test_a_lone_surrogate_in_a_json_dump_skips_its_ad_in_every_read(tmp_path):
+    """`\\ud800` in a `-json` dump (SIGSEGV in classad2 when it reached it): the ad is
+    skipped naming the attribute, by `read_ads` and by the daemon's dump read, first and
+    steady (`reread` with the last read's memo)."""
+    from gridfair.daemon.backends.files import AdDumps
+
+    path = tmp_path / "jobs.queue"
+    path.write_text(json.dumps([JOB, {**JOB, "ClusterId": 2, "Owner": "\ud800"},
+                                {**JOB, "ClusterId": 3}]))
+    ads, [skip] = read_ads(path, lenient=True)
+    assert [sourced.ad["ClusterId"] for sourced in ads] == [1, 3]
+    assert skip.index == 2 and skip.reason.startswith("attribute Owner: invalid Unicode: a "
+                                                      "lone surrogate U+D800"), skip.reason
+    dumps = AdDumps([POOL / "basic4slot.status"], [path], _AD_CONFIG)
+    for _ in range(2):
+        snapshot = dumps.read()
+        queued = [job.id for job in snapshot.jobs if job.user == "ann@pool"]
+        assert queued == ["1.0", "3.0"]  # the others run on the dump's slots
+        [skipped] = [ad for ad in snapshot.skipped if ad.source == str(path)]
+        assert skipped.index == 2 and "attribute Owner: invalid Unicode" in skipped.reason
+
+
+def test_a_surrogate_written_as_utf8_bytes_skips_its_ad_naming_the_attribute(tmp_path):
+    """A lone surrogate encoded as bytes (b"\\xed\\xa0\\x80", as CESU-8 or a careless writer
+    makes it) is not UTF-8: its ad is skipped naming the attribute's line, by `read_ads` and
+    by the daemon's dump read, the others read (the whole dump was refused)."""
+    job = "".join(f"{name} = {json.dumps(value)}\n" for name, value in JOB.items())
+    bad = job.replace("ClusterId = 1", "ClusterId = 2").replace('Owner = "ann"',
+                                                                'Owner = "a\udb00n"')
+    path = tmp_path / "jobs.queue"
+    path.write_bytes((job + "\n" + bad + "\n" + job.replace("ClusterId = 1", "ClusterId = 3"))
+                     .encode("utf-8", "surrogatepass"))
+    ads, [skip] = read_ads(path, lenient=True)
+    assert [sourced.ad["ClusterId"] for sourced in ads] == [1, 3]
+    owner = len(job.splitlines()) + 2 + bad.splitlines().index('Owner = "a\udb00n"')
+    assert skip.index == 2 and skip.reason.startswith(
+        f"line {owner}, attribute Owner: not UTF-8 text"), skip.reason
+    from gridfair.daemon.backends.files import AdDumps
+
+    snapshot = AdDumps([POOL / "basic4slot.status"], [path], _AD_CONFIG).read()
+    assert [job.id for job in snapshot.jobs if job.user == "ann@pool"] == ["1.0", "3.0"]
+    assert [(ad.index, ad.reason) for ad in snapshot.skipped] == [(2, skip.reason)]

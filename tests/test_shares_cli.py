@@ -101,7 +101,7 @@ def test_owner_and_power_attribute_options(tmp_path: Path) -> None:
         (None, "no such file or directory"),
         ("\n", "empty: no ads in it"),  # what a failed condor_q writes
         ('[{"ClusterId": 1,', "not valid JSON"),
-        (b"\x89PNG\r\n\x1a\n\x00", "not UTF-8 text"),
+        (b"\x89PNG\r\n\x1a\n\x00", "not text (a NUL byte at character 7)"),  # binary
         (b"A = 1\n\x00", "not text (a NUL byte"),
     ],
 )

@@ -11,8 +11,9 @@ with the input rather than with the limit:
 
 Strings are checked before they reach `classad2`: a lone UTF-16 surrogate (JSON `"\\ud800"`)
 assigned to a ClassAd kills the process (SIGSEGV inside the bindings), and a NUL ends the
-string there silently. Only JSON can carry either (its `\\u` escapes); text is decoded as
-UTF-8, which holds no surrogates, and a NUL in text is refused as not text.
+string there silently. JSON can carry either (its `\\u` escapes); in other text a NUL is
+refused as not text, and bytes that are not UTF-8 are kept as lone surrogates (U+DC80 to
+U+DCFF) only until their ad is refused naming them (`gridfair.classads.framing.undecoded`).
 """
 
 from __future__ import annotations

@@ -37,27 +37,30 @@ started), is a `SkippedAd` naming the file, line and why: never a job with wrong
 
 from __future__ import annotations
 
-import codecs
 import gzip
-import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
-from typing import IO, Any, NamedTuple
+from typing import IO, Any
 
 from gridfair.classads.bounds import (
     MAX_AD,
-    MAX_JSON_DEPTH,
     SHORT_VALUE,
     check_ad_text,
     check_json_ad,
     open_regular,
-    size_text,
 )
-from gridfair.classads.reader import AdFormat, SourcedAd, parse_one, skip_reason
+from gridfair.classads.framing import Framed, json_objects, text_pieces, too_big
+from gridfair.classads.reader import (
+    AdFormat,
+    SourcedAd,
+    old_syntax_ads,
+    parse_one,
+    skip_reason,
+)
 from gridfair.classads.views import (
     DEFAULT_POWER_SOURCES,
     JOB_VIEW_ATTRIBUTES,
@@ -74,8 +77,6 @@ HISTORY_ONLY_ATTRIBUTES = (
     "NumJobStarts", "RemoteWallClockTime", "LastRemoteWallClockTime", "RequestGpus",
     "MachineAttrCpus0",
 )
-#: Bytes read at a time.
-CHUNK = 1 << 20
 #: Where the file names its format: the text looked at to tell which it is.
 HEAD = 64 << 10
 
@@ -181,16 +182,6 @@ def history_of_ads(ads: Iterable[Any], source: str,
 
 
 # ------------------------------------------------------------------------ reading
-class _Framed(NamedTuple):
-    """One ad as framed: its text (a dict for JSON), index, first line, and why it cannot
-    be read (None if it can)."""
-
-    payload: Any
-    index: int
-    line: int | None
-    problem: str | None = None
-
-
 def _open(path: Path) -> IO[bytes]:
     stream = open_regular(path)
     try:
@@ -204,22 +195,6 @@ def _open(path: Path) -> IO[bytes]:
 
 def _decode(data: bytes) -> str:
     return data.decode("utf-8", errors="replace").replace("\r\n", "\n")
-
-
-def _chunks(stream: IO[bytes], first: bytes, source: str) -> Iterator[str]:
-    """The file's text, chunk by chunk (undecodable bytes as U+FFFD, which makes the ad that
-    holds them unusable), starting with the bytes already read."""
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    data = first
-    try:
-        while data:
-            yield decoder.decode(data).replace("\r\n", "\n")
-            data = stream.read(CHUNK)
-    except (OSError, EOFError, gzip.BadGzipFile) as error:
-        raise InputError(f"cannot read: {error}", source=source) from None
-    tail = decoder.decode(b"", final=True)
-    if tail:
-        yield tail
 
 
 def _read_file(path: Path, power_sources: Sequence[tuple[str, float]],
@@ -239,7 +214,7 @@ def _read_file(path: Path, power_sources: Sequence[tuple[str, float]],
                              "or -json)", source=source)
         framer = _FRAMERS[history_format]
         syntax = AdFormat.JSON if history_format is HistoryFormat.JSON else AdFormat.OLD
-        for framed in framer(_chunks(stream, first, source)):
+        for framed in framer(text_pieces(stream, source, first, strict=False)):
             if framed.problem is not None:
                 yield SkippedAd(source, framed.index, None, framed.problem)
                 continue
@@ -251,7 +226,7 @@ def _read_file(path: Path, power_sources: Sequence[tuple[str, float]],
             yield _job_or_skip(sourced, power_sources)
 
 
-def _parse(framed: _Framed, syntax: AdFormat, source: str,
+def _parse(framed: Framed, syntax: AdFormat, source: str,
            power_sources: Sequence[tuple[str, float]]) -> SourcedAd:
     """The ad of `framed`: its values of the attributes read here, when each is a plain
     literal (`_plain_values`); else the whole ad, parsed by classad2 (an expression may read
@@ -335,10 +310,10 @@ def _assignments(ad: str, names: frozenset[str]) -> list[tuple[str, str]]:
 
 # ------------------------------------------------------------------------ framing
 # Each framer reads the text once, piece by piece, and keeps no more than the ad it is
-# framing: its pieces are joined once, when it ends, and an ad past `MAX_AD` keeps only its
-# size and lines until it ends, then is skipped as too big.
-_BLANK_LINES = re.compile(r"\n(?:[ \t]*\n)+")
-_LEADING_BLANK_LINES = re.compile(r"(?:[ \t]*\n)+")
+# framing, and an ad past `MAX_AD` keeps only its size and lines until it ends, then is
+# skipped as too big: `condor_history -long` as the ad reader frames old syntax
+# (`old_syntax_ads`), `-json` as it frames JSON (`json_objects`), and the history file's ads
+# and banners here, whose pieces are joined once, when the ad ends.
 
 
 def _complete_lines(chunks: Iterable[str]) -> Iterator[str]:
@@ -385,21 +360,20 @@ class _Pending:
     def blank(self) -> bool:
         return self.size <= MAX_AD and all(piece.isspace() for piece in self.pieces)
 
-    def take(self, index: int, line: int) -> _Framed:
+    def take(self, index: int, line: int) -> Framed:
         """The ad framed (an ad too big, as a problem), its first line after `line`; then
         nothing is pending."""
         if self.size > MAX_AD:
-            framed = _Framed(None, index, line, f"an ad of {self.size} characters, longer than "
-                                                f"the limit of {size_text(MAX_AD)} an ad")
+            framed = Framed(None, index, line, too_big(self.size))
         else:
             text = "".join(self.pieces)
-            framed = _Framed(text, index, line + _leading_lines(text))
+            framed = Framed(text, index, line + _leading_lines(text))
         self.pieces.clear()
         self.size = self.lines = 0
         return framed
 
 
-def _history_file_ads(chunks: Iterable[str]) -> Iterator[_Framed]:
+def _history_file_ads(chunks: Iterable[str]) -> Iterator[Framed]:
     """Ads each followed by its banner; what follows the last banner was cut short."""
     pending, line, index = _Pending(), 1, 0  # the ad read so far, and the line it starts on
     mid_line = False  # the last piece ended inside a line (one longer than an ad)
@@ -413,10 +387,10 @@ def _history_file_ads(chunks: Iterable[str]) -> Iterator[_Framed]:
             lines = pending.lines
             if pending.blank():
                 pending.take(index, line)
-                yield _Framed(None, index, line, "a *** banner with no ad before it")
+                yield Framed(None, index, line, "a *** banner with no ad before it")
             elif kind is not None:
                 framed = pending.take(index, line)
-                yield _Framed(None, index, framed.line,
+                yield Framed(None, index, framed.line,
                               f"a {kind} record (job epoch history), not a finished job")
             else:
                 yield pending.take(index, line)
@@ -451,97 +425,8 @@ def _leading_lines(text: str) -> int:
     return len(text) - len(text.lstrip("\n")) if text[:1] == "\n" else 0
 
 
-def _long_ads(chunks: Iterable[str]) -> Iterator[_Framed]:
-    """Ads separated by blank lines (`condor_history -long`)."""
-    pending, line, index = _Pending(), 1, 0
-    mid_line = False
-    for text in _complete_lines(chunks):
-        start = 0
-        # (where an ad ends, where the blank lines after it end): the piece's first lines if
-        # blank (the last piece ended at a line's end), then each run of blank lines in it.
-        leading = None if mid_line else _LEADING_BLANK_LINES.match(text)
-        gaps = [(0, leading.end())] if leading else []
-        gaps.extend((gap.start() + 1, gap.end())
-                    for gap in _BLANK_LINES.finditer(text, leading.end() if leading else 0))
-        for ad_end, gap_end in gaps:
-            pending.add(text[start:ad_end])
-            lines = pending.lines
-            if pending.blank():
-                pending.take(index, line)
-            else:
-                index += 1
-                yield pending.take(index, line)
-            line += lines + text.count("\n", ad_end, gap_end)
-            start = gap_end
-        pending.add(text[start:])
-        mid_line = not text.endswith("\n")
-    if not pending.blank():
-        yield pending.take(index + 1, line)
-
-
-_JSON_GAP = re.compile(r"[\s,\[\]]*")
-_NEXT_OBJECT = re.compile(r"^\{", re.M)
-
-
-def _json_ads(chunks: Iterable[str]) -> Iterator[_Framed]:
-    """Top-level objects of a JSON list or of JSON lines. An object that does not decode is
-    skipped, and reading goes on at the next line that opens an object. An object not yet
-    whole is decoded again once the text after its start has doubled (so each object is
-    decoded a bounded number of times), up to `MAX_AD`: past that it is corrupt."""
-    decoder = json.JSONDecoder()
-    pieces = iter(chunks)
-    text, position, line, index, done = "", 0, 1, 0, False
-    while True:
-        gap = _JSON_GAP.match(text, position)
-        line += text.count("\n", position, gap.end())
-        position = gap.end()
-        if position == len(text):
-            if done:
-                return
-            text, position = text[position:] + next(pieces, ""), 0
-            done = done or not text
-            continue
-        try:
-            value, end = decoder.raw_decode(text, position)
-        except (json.JSONDecodeError, RecursionError) as error:
-            unfinished = isinstance(error, json.JSONDecodeError)
-            if unfinished and not done and len(text) - position <= MAX_AD:
-                more = [text[position:]]
-                wanted = len(more[0])  # read as much again
-                while wanted > 0 and not done:
-                    piece = next(pieces, "")
-                    done = not piece
-                    more.append(piece)
-                    wanted -= len(piece)
-                text, position = "".join(more), 0
-                continue
-            index += 1
-            follow = _NEXT_OBJECT.search(text, position + 1)
-            end = follow.start() if follow else len(text)
-            if not unfinished:
-                problem = f"JSON ad nested deeper than {MAX_JSON_DEPTH} levels"
-            elif len(text) - position > MAX_AD:
-                problem = f"JSON ad longer than the limit of {size_text(MAX_AD)} an ad"
-            else:
-                assert isinstance(error, json.JSONDecodeError)
-                cut = "truncated" if follow is None else "corrupted"
-                at = line + text.count("\n", position, error.pos)
-                problem = f"{cut} JSON ad: {error.msg} (line {at})"
-            yield _Framed(None, index, line, problem)
-            line += text.count("\n", position, end)
-            position = end
-            continue
-        index += 1
-        if isinstance(value, dict):
-            yield _Framed(value, index, line)
-        else:
-            yield _Framed(None, index, line, f"not a JSON object but {type(value).__name__}")
-        line += text.count("\n", position, end)
-        position = end
-
-
-_FRAMERS = {HistoryFormat.FILE: _history_file_ads, HistoryFormat.LONG: _long_ads,
-            HistoryFormat.JSON: _json_ads}
+_FRAMERS = {HistoryFormat.FILE: _history_file_ads, HistoryFormat.LONG: old_syntax_ads,
+            HistoryFormat.JSON: json_objects}
 
 
 # ------------------------------------------------------------------------ jobs

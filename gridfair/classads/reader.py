@@ -13,19 +13,25 @@ error name the ad's index and first line:
   (`condor_status -ads FILE` of HTCondor 25 shows the last);
 - new syntax (`condor_status -long:new`): one top-level `[ ... ]` per ad; the framing skips
   brackets inside string literals, quoted attribute names and comments;
-- JSON (`condor_status -json`): a list of objects, loaded with `json`; values are set on a
-  ClassAd as they are, except HTCondor's `"\\/Expr(...)\\/"` strings, which are expressions.
+- JSON (`condor_status -json`): a list of objects, each decoded with `json` on its own;
+  values are set on a ClassAd as they are, except HTCondor's `"\\/Expr(...)\\/"` strings,
+  which are expressions.
 
-Every ad is checked against `gridfair.classads.bounds` before or as it is parsed: its size,
-its lines', its JSON nesting, and its strings (none the bindings cannot hold).
+A file is read in one pass, in pieces (`open_ads`, `gridfair.classads.framing`): what is held
+is the ad being framed (an ad past `bounds.MAX_AD` keeps only its size until it ends, then is
+skipped naming the limit) besides what the read returns. Every ad is checked against
+`gridfair.classads.bounds` before or as it is parsed: its size, its lines', its JSON nesting,
+and its strings (none the bindings cannot hold); bytes that are not UTF-8 skip their ad, named
+with their line and attribute.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from enum import StrEnum
+from functools import partial
 from itertools import accumulate
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -33,14 +39,24 @@ from typing import Any, NamedTuple
 import classad2
 
 from gridfair.classads.bounds import (
-    MAX_JSON_DEPTH,
+    MAX_AD,
     SHORT_VALUE,
     check_ad_text,
     check_json_ad,
     open_regular,
     operators_problem,
+    size_text,
 )
-from gridfair.errors import InputError, not_text
+from gridfair.classads.framing import (
+    CHUNK,
+    Framed,
+    blank_line_segments,
+    json_objects,
+    text_pieces,
+    too_big,
+    undecoded,
+)
+from gridfair.errors import InputError
 from gridfair.model import AdWarning, SkippedAd
 
 
@@ -81,15 +97,6 @@ def attribute_line(sourced: SourcedAd, attribute: str) -> int | None:
     return sourced.line + sourced.text.count("\n", 0, found.start(1))
 
 
-class _Chunk(NamedTuple):
-    """One ad before parsing: its text (a JSON value for JSON), index and first line. A tuple:
-    a steady re-read frames every ad of a dump and parses few, so framing is its cost."""
-
-    payload: Any
-    index: int
-    line: int | None
-
-
 # Tokens that matter for framing new-syntax ads: strings and quoted names (which may hold
 # brackets), comments, and the brackets themselves.
 _NEW_SYNTAX_TOKENS = re.compile(
@@ -127,29 +134,52 @@ def parse_format(name: str | AdFormat | None) -> AdFormat | None:
         raise InputError(f"unknown ad format {name!r} (known: {known})") from None
 
 
-def read_text(path: str | Path) -> str:
-    """The file's text; an unreadable, undecodable or empty file is an InputError."""
-    source = str(path)
-    with open_regular(path) as stream:
+class AdFile:
+    """A file of ads opened to be read once, in pieces of text (`text_pieces`, strict:
+    universal newlines, bytes that are not UTF-8 kept for their ad to be refused), by
+    `parse_ads` or `reread`. `head` is its first pieces, up to what tells its format
+    (`detect_format`). A missing, unreadable or non-regular file (a FIFO, a device) or one with
+    no ad in it (blank) is an InputError here, when opened; a NUL byte (a binary file) is one
+    when it is reached."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.source = str(path)
+        self._pieces = self._read(path)
+        head: list[str] = []
         try:
-            data = stream.read()
-        except OSError as error:
-            raise InputError(f"cannot read: {error.strerror}", source=source) from None
-    # Decoded in one go, not by text mode's chunked decoder with its newline translation: a
-    # third of a 300 MB dump's re-read went there.
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise InputError(not_text(error), source=source) from None
-    del data
-    nul = text.find("\0")
-    if nul >= 0:  # valid UTF-8 is not always text: a binary file is seldom anything else
-        raise InputError(f"not text (a NUL byte at character {nul})", source=source)
-    if "\r" in text:  # universal newlines, as text mode reads them
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
-    if text.isspace() or not text:  # not strip(): it would copy a big dump to test it
-        raise InputError("empty: no ads in it", source=source)
-    return text
+            for piece in self._pieces:
+                head.append(piece)
+                if not piece.isspace() and _format_shown("".join(head)):
+                    break
+                if len(head) * CHUNK > MAX_AD and "".join(head).isspace():
+                    raise InputError(f"blank for more than {size_text(MAX_AD)}: no ads in it",
+                                     source=self.source)
+        except InputError:
+            self._pieces.close()
+            raise
+        self.head = "".join(head)
+        if self.head.isspace() or not self.head:  # not strip(): it would copy the text
+            raise InputError("empty: no ads in it", source=self.source)
+
+    def _read(self, path: str | Path) -> Iterator[str]:
+        with open_regular(path) as stream:
+            yield from text_pieces(stream, self.source, strict=True)
+
+    def __iter__(self) -> Iterator[str]:
+        yield self.head
+        yield from self._pieces
+
+
+def _format_shown(head: str) -> bool:
+    """Whether `head` shows the format of the text it starts (`detect_format`): a character
+    that is not blank, and after a `[` another."""
+    stripped = head.lstrip()
+    return stripped[:1] != "[" or not stripped[1:].isspace() and len(stripped) > 1
+
+
+def open_ads(path: str | Path) -> AdFile:
+    """The file of ads at `path`, opened to be read in one pass (`AdFile`)."""
+    return AdFile(path)
 
 
 def read_ads(
@@ -163,28 +193,30 @@ def read_ads(
 
     A malformed ad is an InputError naming the file, line and ad index; with `lenient`, it is
     returned among the skipped ads instead and the others are read. Errors that leave no ad
-    boundaries to go on (no file, an empty file, JSON that does not load, new-syntax text
+    boundaries to go on (no file, an empty file, text that is not UTF-8, new-syntax text
     outside any ad or a `[` never closed) are raised either way. An ad that sets an attribute
-    twice is used (the last value wins) and warned about in `warnings`, when given.
+    twice is used (the last value wins) and warned about in `warnings`, when given. The file
+    is read in one pass, holding no more than the ad being framed besides the ads read.
     """
-    return parse_ads(read_text(path), str(path), ad_format, lenient=lenient,
+    return parse_ads(open_ads(path), str(path), ad_format, lenient=lenient,
                      warnings=warnings)
 
 
 def parse_ads(
-    text: str,
+    text: str | AdFile,
     source: str,
     ad_format: str | AdFormat | None = None,
     *,
     lenient: bool = False,
     warnings: list[AdWarning] | None = None,
 ) -> tuple[list[SourcedAd], list[SkippedAd]]:
-    """As `read_ads`, for text already read; `source` names it in errors."""
-    chosen = parse_format(ad_format) or detect_format(text)
-    frame, parse = _FORMATS[chosen]
+    """As `read_ads`, for text already read or a file opened (`open_ads`); `source` names it
+    in errors."""
+    chosen, pieces = _format_and_pieces(text, parse_format(ad_format))
+    parse = partial(_parse, chosen)
     ads: list[SourcedAd] = []
     skipped: list[SkippedAd] = []
-    for chunk in frame(text, source):
+    for chunk in _FRAMERS[chosen](pieces, source):
         try:
             ads.append(SourcedAd(parse(chunk, source, warnings), source, chunk.index,
                                  chunk.line, _text_of(chunk)))
@@ -197,6 +229,14 @@ def parse_ads(
     return ads, skipped
 
 
+def _format_and_pieces(text: str | AdFile, ad_format: AdFormat | None,
+                       ) -> tuple[AdFormat, Iterable[str]]:
+    """The format of the text (`ad_format`, or detected from its start) and its pieces."""
+    if isinstance(text, str):
+        return ad_format or detect_format(text), (text,)
+    return ad_format or detect_format(text.head), text
+
+
 def parse_one(payload: Any, syntax: AdFormat, source: str, index: int,
               line: int | None = None) -> SourcedAd:
     """One ad framed by the caller: old-syntax text whose first line is `line` of `source`,
@@ -207,8 +247,8 @@ def parse_one(payload: Any, syntax: AdFormat, source: str, index: int,
         if chunk is None:
             raise InputError("empty ad", source=source, line=line, ad=f"#{index}")
     else:
-        chunk = _Chunk(payload, index, line)
-    return SourcedAd(_FORMATS[syntax][1](chunk, source, None), source, index, chunk.line,
+        chunk = Framed(payload, index, line)
+    return SourcedAd(_PARSERS[syntax](chunk, source, None), source, index, chunk.line,
                      _text_of(chunk))
 
 
@@ -226,9 +266,9 @@ class AdText:
 
     def parsed(self) -> classad2.ClassAd:
         chunk = (_old_chunk(self.text, 1, 1) if self.syntax is AdFormat.OLD
-                 else _Chunk(self.text, 1, 1))
+                 else Framed(self.text, 1, 1))
         assert chunk is not None  # it was an ad when it was read
-        return _FORMATS[self.syntax][1](chunk, "an ad read before", None)
+        return _PARSERS[self.syntax](chunk, "an ad read before", None)
 
 
 def readable(ad: Any) -> Any:
@@ -261,56 +301,61 @@ class Reread(NamedTuple):
         return cls([], [], [], {}, [])
 
 
-def reread(text: str, source: str, memo: Mapping[str, Any],
+def reread(text: str | AdFile, source: str, memo: Mapping[str, Any],
            build: Callable[..., Any],
            refuse: Callable[[SourcedAd, InputError], SkippedAd],
            keep_text: bool = False, ad_format: AdFormat | None = None) -> Reread:
-    """`build` of every ad of `text` (a view, say), reusing what was built from an ad whose
-    text the last read saw (`memo`: the last read's `Reread.memo`, ad text -> what was built;
-    a dict is handed on, updated, as this read's).
+    """`build` of every ad of `text` (text, or a file opened by `open_ads`, read in one pass;
+    a view, say), reusing what was built from an ad whose text the last read saw (`memo`: the
+    last read's `Reread.memo`, ad text -> what was built; a dict is handed on, updated, as
+    this read's).
 
     A steady pool's dump differs from the last in a few ads: the unchanged ones are looked up
-    all at once (one `map` over the ads' texts), and only the others are framed, parsed and
-    built. Old syntax (`condor_q -long`) is framed by one split, and only ads built anew have
-    their first line counted. An ad that does not parse is skipped, as is one `build` refuses
-    (an InputError), made into a skipped ad by `refuse`; lenient, as `parse_ads(lenient=True)`
-    is. With `keep_text`, `build` is given the ad's text too, as an `AdText` (for the view to
-    keep instead of the parsed ad, which can then go). The format is detected unless given."""
-    chosen = ad_format or detect_format(text)
-    parse = _FORMATS[chosen][1]
-    if chosen is AdFormat.OLD:
-        keys, values, missing, chunk_at = _old_blocks(text, memo)
-    else:
-        chunks = _FORMATS[chosen][0](text, source)
-        # New syntax is looked up by its text; JSON chunks are loaded values: built every time.
-        keys = [chunk.payload for chunk in chunks] if chosen is AdFormat.NEW else []
-        values = list(map(memo.get, keys)) if keys else [None] * len(chunks)
-        missing = [position for position, value in enumerate(values) if value is None]
-        chunk_at = chunks.__getitem__
+    a segment of the text at a time (one `map` over its ads' texts), and only the others are
+    parsed and built. Old syntax (`condor_q -long`) is framed by one split of each segment,
+    and only ads built anew have their first line counted. An ad that does not parse is
+    skipped, as is one `build` refuses (an InputError), made into a skipped ad by `refuse`;
+    lenient, as `parse_ads(lenient=True)` is. With `keep_text`, `build` is given the ad's text
+    too, as an `AdText` (for the view to keep instead of the parsed ad, which can then go).
+    The format is detected unless given."""
+    chosen, pieces = _format_and_pieces(text, ad_format)
+    parse = partial(_parse, chosen)
+    # Old and new syntax are looked up by their text; JSON chunks are loaded values: built
+    # every time, with no keys.
+    keys: list[str] = []
+    values: list[Any] = []
+    missing: list[int] = []
     result = Reread(values, [], [], {}, [])
     warned = result.warned
     warned_keys = []
     built = 0
-    for position in missing:
-        chunk = chunk_at(position)
-        if chunk is None:
-            continue
-        warnings = len(warned)
-        try:
-            sourced = SourcedAd(parse(chunk, source, warned), source, chunk.index, chunk.line,
-                                _text_of(chunk))
-        except InputError as error:
-            result.unparsed.append(SkippedAd(source, chunk.index, None, skip_reason(error)))
-            continue
-        if len(warned) > warnings and keys:
-            warned_keys.append(keys[position])
-        try:
-            values[position] = (build(sourced, AdText(keys[position], chosen)) if keep_text
-                                and keys else build(sourced))
-        except InputError as error:
-            result.refused.append(refuse(sourced, error))
-            continue
-        built += 1
+    for batch in _BATCHES[chosen](pieces, source, memo):
+        base = len(values)
+        keys.extend(batch.keys)
+        values.extend(batch.values)
+        for at in batch.missing:
+            position = base + at
+            missing.append(position)
+            chunk = batch.chunk_at(at)
+            if chunk is None:
+                continue
+            warnings = len(warned)
+            try:
+                sourced = SourcedAd(parse(chunk, source, warned), source, chunk.index,
+                                    chunk.line, _text_of(chunk))
+            except InputError as error:
+                result.unparsed.append(SkippedAd(source, chunk.index, None,
+                                                 skip_reason(error)))
+                continue
+            if len(warned) > warnings and keys:
+                warned_keys.append(keys[position])
+            try:
+                values[position] = (build(sourced, AdText(keys[position], chosen))
+                                    if keep_text and keys else build(sourced))
+            except InputError as error:
+                result.refused.append(refuse(sourced, error))
+                continue
+            built += 1
     # The next read's memo: the last one with this read's new ads added, as long as the ads
     # it holds that this read no longer has stay few (`STALE_MEMO`); then this read's ads alone.
     # Remade every read, it would cost a pass over a million ads to drop a few thousand.
@@ -328,7 +373,55 @@ def reread(text: str, source: str, memo: Mapping[str, Any],
     return result
 
 
-def _text_of(chunk: _Chunk) -> str | None:
+class _Batch(NamedTuple):
+    """Ads framed for `reread`: their texts (none for JSON), what the memo holds for each
+    (None if nothing), the positions the memo has nothing for, and the `Framed` ad at such a
+    position (None for a blank block), asked in increasing order."""
+
+    keys: list[str]
+    values: list[Any]
+    missing: list[int]
+    chunk_at: Callable[[int], Framed | None]
+
+
+def _framed_batches(pieces: Iterable[str], source: str, memo: Mapping[str, Any],
+                    syntax: AdFormat) -> Iterator[_Batch]:
+    """A batch of each ad of new syntax or JSON, as `_FRAMERS` frames it; an ad that cannot
+    be read (its problem) is given to be parsed, which raises it."""
+    keyed = syntax is AdFormat.NEW
+    for chunk in _FRAMERS[syntax](pieces, source):
+        value = memo.get(chunk.payload) if keyed and chunk.problem is None else None
+        # A key for every ad of new syntax, "" for one that cannot be read (memo: nothing).
+        keys = [chunk.payload if chunk.problem is None else ""] if keyed else []
+        yield _Batch(keys, [value], [] if value is not None else [0],
+                     lambda _, chunk=chunk: chunk)
+
+
+def _old_batches(pieces: Iterable[str], source: str,
+                 memo: Mapping[str, Any]) -> Iterator[_Batch]:
+    """The old-syntax ads of each segment of the text (`blank_line_segments`) looked up in
+    `memo` (`_old_blocks`); an ad too big to keep, as a batch of its problem."""
+    index = 0
+    for segment in blank_line_segments(pieces):
+        if segment.text is None:
+            index += 1
+            problem = Framed(None, index, segment.line, too_big(segment.size))
+            yield _Batch([""], [None], [0], lambda _, chunk=problem: chunk)
+            continue
+        batch = _old_blocks(segment.text, memo, index, segment.line)
+        index += len(batch.keys)
+        yield batch
+
+
+def _parse(syntax: AdFormat, chunk: Framed, source: str,
+           warnings: list[AdWarning] | None) -> classad2.ClassAd:
+    """The ad of a framed chunk; an InputError for one framed with its problem."""
+    if chunk.problem is not None:
+        raise InputError(chunk.problem, source=source, line=chunk.line, ad=f"#{chunk.index}")
+    return _PARSERS[syntax](chunk, source, warnings)
+
+
+def _text_of(chunk: Framed) -> str | None:
     """The ad's text (None for JSON, whose chunks are loaded values)."""
     return chunk.payload if isinstance(chunk.payload, str) else None
 
@@ -342,7 +435,7 @@ def _ad_name(ad: classad2.ClassAd) -> str | None:
     return f"{cluster}.{proc}" if type(cluster) is int and type(proc) is int else None
 
 
-def _repeat_warning(source: str, chunk: _Chunk, ad: classad2.ClassAd,
+def _repeat_warning(source: str, chunk: Framed, ad: classad2.ClassAd,
                     repeats: list[tuple[str, int | None, int | None]]) -> AdWarning:
     """The warning about an ad that sets attributes more than once: `repeats` holds (name,
     first line, last line) of each, lines None where the syntax has none (JSON)."""
@@ -366,41 +459,50 @@ def skip_reason(error: InputError) -> str:
 
 
 # ------------------------------------------------------------------- old syntax
-def _old_chunks(text: str, source: str) -> list[_Chunk]:
-    chunks: list[_Chunk] = []
-    line = 1  # line of the block's start
-    # Blocks and the blank-line runs between them, alternately (split keeps the separators).
-    parts = _BLANK_LINE_RUNS.split(text)
-    for position in range(0, len(parts), 2):
-        block = parts[position]
-        chunk = _old_chunk(block, len(chunks) + 1, line)
-        if chunk is not None:
-            chunks.append(chunk)
-        line += block.count("\n")
-        if position + 1 < len(parts):
-            line += parts[position + 1].count("\n")
-    return chunks
+def old_syntax_ads(pieces: Iterable[str], source: str = "") -> Iterator[Framed]:
+    """The old-syntax ads of the text (given in pieces), segment by segment
+    (`blank_line_segments`): an ad too big to keep comes with its problem. Also the framer of
+    `condor_history -long` (`gridfair.classads.history`)."""
+    index = 0
+    for segment in blank_line_segments(pieces):
+        if segment.text is None:
+            index += 1
+            yield Framed(None, index, segment.line, too_big(segment.size))
+            continue
+        line = segment.line  # line of the block's start
+        # Blocks and the blank-line runs between them, alternately (split keeps the
+        # separators).
+        parts = _BLANK_LINE_RUNS.split(segment.text)
+        for position in range(0, len(parts), 2):
+            block = parts[position]
+            chunk = _old_chunk(block, index + 1, line)
+            if chunk is not None:
+                index += 1
+                yield chunk
+            line += block.count("\n")
+            if position + 1 < len(parts):
+                line += parts[position + 1].count("\n")
 
 
-def _old_chunk(block: str, index: int, line: int) -> _Chunk | None:
+def _old_chunk(block: str, index: int, line: int) -> Framed | None:
     """The ad of one old-syntax block that starts on `line`, or None for a blank block."""
     if block and not block[0].isspace() and block[-1] not in "\r\n":
         # The usual block: the split left no blank line or space around it.
-        return _Chunk(block + "\n", index, line)
+        return Framed(block + "\n", index, line)
     if not block.strip():
         return None
     leading = len(block) - len(block.lstrip("\r\n\t "))
     first_line = line + block.count("\n", 0, leading) if leading else line
-    return _Chunk(block.strip("\r\n") + "\n", index, first_line)
+    return Framed(block.strip("\r\n") + "\n", index, first_line)
 
 
-def _old_blocks(text: str, memo: Mapping[str, Any]) -> tuple[
-        list[str], list[Any], list[int], Callable[[int], _Chunk | None]]:
-    """Old-syntax text framed lazily, its ads looked up in `memo`: each ad's block of text,
-    what `memo` holds for it (None if nothing), the positions of the blocks it has nothing
-    for, and the `_Chunk` of the ad at a position, for positions asked in increasing order.
-    A block's first line is counted only when its chunk is asked for: a reader that reuses
-    most ads never needs theirs.
+def _old_blocks(text: str, memo: Mapping[str, Any], index: int = 0, line: int = 1) -> _Batch:
+    """Old-syntax text (the ads after the first `index`, from `line`) framed lazily, its ads
+    looked up in `memo`: each ad's block of text, what `memo` holds for it (None if nothing),
+    the positions of the blocks it has nothing for, and the `Framed` of the ad at a position,
+    for positions asked in increasing order. A block's first line is counted only when its
+    chunk is asked for: a reader that reuses most ads never needs theirs. Blank text before
+    the first ad and after the last is no block.
 
     The blocks are cut at each "\\n\\n", several times faster than the blank-line runs'
     expression, which gives the same blocks unless a run is longer or holds blanks. Such a run
@@ -421,9 +523,9 @@ def _old_blocks(text: str, memo: Mapping[str, Any]) -> tuple[
         missing = [position for position, value in enumerate(values) if value is None]
     first = 1 if not blocks[0].strip() else 0  # blank text before the first ad
     offsets: list[int] = []  # where each block starts in `text`, made on the first ask
-    counted = [0, 1]  # the offset lines are counted up to, and the line there
+    counted = [0, line]  # the offset lines are counted up to, and the line there
 
-    def chunk_at(position: int) -> _Chunk | None:
+    def chunk_at(position: int) -> Framed | None:
         if not offsets:
             # Cut at "\n\n", block k starts after k separators of two characters.
             offsets.extend(accumulate(map(len, parts or blocks), initial=0))
@@ -432,15 +534,19 @@ def _old_blocks(text: str, memo: Mapping[str, Any]) -> tuple[
         block = position + first
         start = offsets[block] if parts else offsets[block] + 2 * block
         if start < counted[0]:
-            counted[:] = [0, 1]
-        line = counted[1] + text.count("\n", counted[0], start)
-        counted[:] = [start, line]
-        return _old_chunk(blocks[block], position + 1, line)
+            counted[:] = [0, line]
+        at = counted[1] + text.count("\n", counted[0], start)
+        counted[:] = [start, at]
+        return _old_chunk(blocks[block], index + position + 1, at)
 
-    if first:
-        return (blocks[1:], values[1:], [position - 1 for position in missing if position],
-                chunk_at)
-    return blocks, values, missing, chunk_at
+    batch = (_Batch(blocks[1:], values[1:], [position - 1 for position in missing if position],
+                    chunk_at) if first else _Batch(blocks, values, missing, chunk_at))
+    if batch.keys and not batch.keys[-1].strip():
+        batch.keys.pop()
+        batch.values.pop()
+        if batch.missing and batch.missing[-1] == len(batch.keys):
+            batch.missing.pop()
+    return batch
 
 
 # Where a block cut at "\n\n" is not the expression's: a blank line at its start (the run
@@ -462,7 +568,7 @@ def _misframed(block: str, position: int, last: int) -> bool:
                 or (position < last and _BLANK_LINE_AT_END.search(block)))
 
 
-def _check_decodable(ad: classad2.ClassAd, chunk: _Chunk, source: str) -> None:
+def _check_decodable(ad: classad2.ClassAd, chunk: Framed, source: str) -> None:
     """An InputError naming the attribute of `ad` that holds a string that is not UTF-8: a
     string escape (`"\\377"`) can make any byte, and the bindings then fail on every read
     of it. Only ads with a backslash in their text are looked at."""
@@ -472,6 +578,23 @@ def _check_decodable(ad: classad2.ClassAd, chunk: _Chunk, source: str) -> None:
         raise InputError(f"not UTF-8 text: a string escape makes invalid bytes "
                          f"({error.reason})", source=source, line=chunk.line,
                          ad=f"#{chunk.index}", attribute=_undecodable(ad)) from None
+
+
+def _check_utf8(chunk: Framed, source: str) -> None:
+    """An InputError naming the line and attribute of an ad's text where its file was not
+    UTF-8 (`undecoded`), if it was anywhere: such text must not reach the bindings (a lone
+    surrogate kills the process)."""
+    text = chunk.payload
+    found = undecoded(text)
+    if found is None:
+        return
+    at, what = found
+    assignments = list(_ASSIGNMENT.finditer(text, 0, at))
+    name = assignments[-1].group(1) if assignments else None
+    raise InputError(f"not UTF-8 text ({what})", source=source,
+                     line=chunk.line + text.count("\n", 0, at) if chunk.line else None,
+                     ad=f"#{chunk.index}",
+                     attribute=name if name is None or name.isascii() else ascii(name))
 
 
 def _undecodable(ad: classad2.ClassAd) -> str | None:
@@ -491,9 +614,11 @@ def _attribute_lines(lines: list[str]) -> int:
     return sum(1 for line in lines if not line.lstrip().startswith("#"))
 
 
-def _parse_old(chunk: _Chunk, source: str,
+def _parse_old(chunk: Framed, source: str,
                warnings: list[AdWarning] | None) -> classad2.ClassAd:
     text = chunk.payload
+    if not text.isascii():  # first: what is named below must be text
+        _check_utf8(chunk, source)
     if len(text) > SHORT_VALUE:
         check_ad_text(text, source, chunk.index, chunk.line, by_line=True)
     ad = classad2.parseNext(text, classad2.ParserType.Old)
@@ -543,31 +668,86 @@ def _repeats(assignments: Any, text: str,
 
 
 # ------------------------------------------------------------------- new syntax
-def _new_chunks(text: str, source: str) -> list[_Chunk]:
-    chunks: list[_Chunk] = []
-    depth = 0
-    start = end = 0  # the ad being framed starts at `start`; the last one ended at `end`
-    # Lines of `start` and `end`, counted on as the framing goes (from 0 it is quadratic).
-    line = end_line = 1
-    for match in _NEW_SYNTAX_TOKENS.finditer(text):
-        token = match.group()
-        if token == "[":
-            if depth == 0:
-                _no_stray_text(text[end:match.start()], source, end_line, len(chunks) + 1)
-                line = end_line + text.count("\n", end, match.start())
-                start = match.start()
-            depth += 1
-        elif token == "]" and depth > 0:
-            depth -= 1
-            if depth == 0:
-                end = match.end()
-                chunks.append(_Chunk(text[start:end], len(chunks) + 1, line))
-                end_line = line + text.count("\n", start, end)
+#: `_NEW_SYNTAX_TOKENS`, and strings and comments not yet closed where the text read so far
+#: ends (a lone `/` may open a comment): such a token is matched again with more text.
+_NEW_SYNTAX_PARTIAL_TOKENS = re.compile(
+    r'"(?:[^"\\]|\\.)*(?:"|\\?\Z)|\'(?:[^\'\\]|\\.)*(?:\'|\\?\Z)|/\*.*?(?:\*/|\Z)|//[^\n]*'
+    r"|/\Z|\[|\]", re.DOTALL)
+
+
+class _Lines:
+    """Lines counted in a text as positions are asked in increasing order."""
+
+    __slots__ = ("at", "line")
+
+    def __init__(self, line: int) -> None:
+        self.at, self.line = 0, line
+
+    def of(self, text: str, position: int) -> int:
+        self.line += text.count("\n", self.at, position)
+        self.at = position
+        return self.line
+
+    def drop(self, text: str, before: int) -> None:
+        """`text[:before]` is dropped: positions are counted from there on."""
+        self.of(text, before)
+        self.at = 0
+
+
+def _new_framed(pieces: Iterable[str], source: str) -> Iterator[Framed]:
+    """Top-level `[ ... ]` ads of the text, read piece by piece: what is kept is the ad being
+    framed (an ad past `MAX_AD` keeps only its size), and the text after the last token that
+    may not be whole."""
+    text = ""  # the text kept: from the ad's start, or from where stray text is looked for
+    scan = depth = start = end = index = 0  # positions in `text`: scanned, ad, between ads
+    dropped = 0  # characters of the ad being framed not kept (past `MAX_AD`)
+    line = 1  # the ad's first line
+    lines = _Lines(1)
+    pieces = iter(pieces)
+    done = False
+    while not done:
+        piece = next(pieces, "")
+        done = not piece
+        keep = start if depth else end
+        if depth and (dropped or scan - start > MAX_AD):  # too big: its size is kept
+            dropped += scan - start
+            keep = start = scan
+        elif not depth and keep < scan:
+            _no_stray_text(text[keep:scan], source, lines.of(text, keep), index + 1)
+            keep = end = scan
+        if len(text) - scan > MAX_AD + CHUNK:
+            raise InputError(f"a string or comment longer than the limit of "
+                             f"{size_text(MAX_AD)} an ad (never closed?)", source=source,
+                             line=lines.of(text, scan), ad=f"#{index + 1}")
+        lines.drop(text, keep)
+        text = text[keep:] + piece
+        scan, start, end = scan - keep, start - keep if depth else 0, end - keep
+        for match in _NEW_SYNTAX_PARTIAL_TOKENS.finditer(text, scan):
+            if match.end() == len(text) and not done:
+                scan = match.start()  # it may go on in the next piece
+                break
+            token = match.group()
+            if token == "[":
+                if depth == 0:
+                    _no_stray_text(text[end:match.start()], source, lines.of(text, end),
+                                   index + 1)
+                    start = match.start()
+                    line = lines.of(text, start)
+                depth += 1
+            elif token == "]" and depth > 0:
+                depth -= 1
+                if depth == 0:
+                    index += 1
+                    end = match.end()
+                    yield (Framed(None, index, line, too_big(dropped + end - start)) if dropped
+                           else Framed(text[start:end], index, line))
+                    dropped = 0
+        else:
+            scan = len(text)
     if depth > 0:
         raise InputError("malformed ad: '[' is never closed (truncated file?)",
-                         source=source, line=line, ad=f"#{len(chunks) + 1}")
-    _no_stray_text(text[end:], source, end_line, len(chunks) + 1)
-    return chunks
+                         source=source, line=line, ad=f"#{index + 1}")
+    _no_stray_text(text[end:], source, lines.of(text, end), index + 1)
 
 
 def _no_stray_text(between: str, source: str, line: int, index: int) -> None:
@@ -586,9 +766,11 @@ def _no_stray_text(between: str, source: str, line: int, index: int) -> None:
                          ad=f"#{index}")
 
 
-def _parse_new(chunk: _Chunk, source: str,
+def _parse_new(chunk: Framed, source: str,
                warnings: list[AdWarning] | None) -> classad2.ClassAd:
     text = chunk.payload
+    if not text.isascii():  # first: what is named below must be text
+        _check_utf8(chunk, source)
     if len(text) > SHORT_VALUE:
         check_ad_text(text, source, chunk.index, chunk.line, by_line=False)
     try:
@@ -638,50 +820,18 @@ _NESTING_OR_ASSIGNMENT = re.compile(r"[\[\]{}]|" + _ASSIGNMENT.pattern.replace(
 
 
 # ------------------------------------------------------------------------ JSON
-def _json_chunks(text: str, source: str) -> list[_Chunk]:
-    try:
-        values = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise InputError(f"not valid JSON: {error.msg}", source=source, line=error.lineno) from None
-    except RecursionError:
-        raise InputError(f"JSON nested too deep (an ad may nest {MAX_JSON_DEPTH} levels)",
-                         source=source) from None
-    if isinstance(values, dict):
-        values = [values]
-    if not isinstance(values, list):
-        raise InputError("JSON ads must be a list of objects", source=source)
-    keys = sum(len(value) for value in values if isinstance(value, dict))
-    if len(_JSON_KEY.findall(text)) > keys:
-        # More keys in the text than in the objects loaded: some object (or a nested one)
-        # repeats a key, which `json` drops silently. Loaded again, keeping count.
-        values = json.loads(text, object_pairs_hook=_KeyedObject.of)
-        if isinstance(values, dict):
-            values = [values]
-    return [_Chunk(value, index, None) for index, value in enumerate(values, start=1)]
+def _json_framed(pieces: Iterable[str], source: str) -> Iterator[Framed]:
+    """The objects of a JSON list (or JSON lines), each decoded on its own (`json_objects`,
+    keeping count of repeated keys); no line is kept (a JSON ad is named by its index). JSON
+    that does not decode is an InputError."""
+    for chunk in json_objects(pieces, keyed=True, closed=True):
+        if chunk.corrupt:  # no ad boundary left to trust: the file is refused, lenient or not
+            raise InputError(f"not valid JSON: {chunk.problem}", source=source,
+                             ad=f"#{chunk.index}")
+        yield chunk._replace(line=None)
 
 
-#: A JSON object key (or a string ending in `":`: never fewer than the keys).
-_JSON_KEY = re.compile(r'"\s*:')
-
-
-class _KeyedObject(dict):
-    """A JSON object that knows the keys its text repeated (the last value is kept)."""
-
-    repeated: list[str]
-
-    @classmethod
-    def of(cls, pairs: list[tuple[str, Any]]) -> _KeyedObject:
-        loaded = cls(pairs)
-        loaded.repeated = []
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key.lower() in seen:
-                loaded.repeated.append(key)
-            seen.add(key.lower())
-        return loaded
-
-
-def _parse_json(chunk: _Chunk, source: str,
+def _parse_json(chunk: Framed, source: str,
                 warnings: list[AdWarning] | None) -> classad2.ClassAd:
     value, index = chunk.payload, chunk.index
     if not isinstance(value, dict):
@@ -727,11 +877,12 @@ def _json_value(item: Any) -> Any:
     return item
 
 
-_FORMATS = {
-    AdFormat.OLD: (_old_chunks, _parse_old),
-    AdFormat.NEW: (_new_chunks, _parse_new),
-    AdFormat.JSON: (_json_chunks, _parse_json),
-}
+_FRAMERS: dict[AdFormat, Callable[[Iterable[str], str], Iterator[Framed]]] = {
+    AdFormat.OLD: old_syntax_ads, AdFormat.NEW: _new_framed, AdFormat.JSON: _json_framed}
+_PARSERS = {AdFormat.OLD: _parse_old, AdFormat.NEW: _parse_new, AdFormat.JSON: _parse_json}
+_BATCHES: dict[AdFormat, Callable[[Iterable[str], str, Mapping[str, Any]], Iterator[_Batch]]] = {
+    AdFormat.OLD: _old_batches, AdFormat.NEW: partial(_framed_batches, syntax=AdFormat.NEW),
+    AdFormat.JSON: partial(_framed_batches, syntax=AdFormat.JSON)}
 
 
 # ------------------------------------------------------------------------ help

@@ -34,11 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from gridfair.classads.reader import (
+    AdFile,
     AdFormat,
     Reread,
     SourcedAd,
+    open_ads,
     parse_ads,
-    read_text,
     reread,
 )
 from gridfair.classads.views import AdConfig, job_view, machine_view, skipped_ad
@@ -83,13 +84,13 @@ def _identity(path: Path) -> tuple[int, int, int]:
     return status.st_ino, status.st_size, status.st_mtime_ns
 
 
-def _dump_text(path: Path, size: int, jobs: bool) -> str | None:
+def _dump_text(path: Path, size: int, jobs: bool) -> AdFile | None:
     """The dump's text, or None for a job dump of zero bytes (an empty queue); a dump that
     cannot be read, is not text or holds no ad fails the read, naming it."""
-    if jobs and size == 0:
+    if jobs and size == 0 and path.is_file():  # a FIFO has no size either: refused below
         return None
     try:
-        return read_text(path)
+        return open_ads(path)
     except InputError as error:
         if not path.exists():
             raise PoolUnavailable(f"dump vanished while reading: {path}") from None

@@ -221,6 +221,51 @@ def test_the_daemon_holds_lands_and_releases_on_the_files_backend(tmp_path):
         assert (state, attempts) in {("failed", 1), ("confirmed", 2)}
 
 
+def test_an_allocation_given_up_while_its_job_was_on_no_ad_lands_late(tmp_path):
+    """Under load a job that has left the idle rows may be on no slot ad for longer than the
+    landing timeout (found live: 6 s): the allocation is given up ("not seen"). When the job
+    is then seen running on its slot, the allocation is journaled landed, late, instead of
+    staying "not landed" while the job runs where gridfair sent it."""
+    pool = tmp_path / "pool"
+    shutil.copytree(POOL, pool, copy_function=shutil.copy)
+    (pool / "partitionable.status").unlink()
+    config = validate({"daemon": {"store": "state.db"},
+                       "backend": {"kind": "files",
+                                   "files": {"directory": "pool", "actions": "a.jsonl"}},
+                       "safety": {"max_snapshot_age": 1e9, "landing_timeout": 60.0,
+                                  "min_runtime": 0}}, base=tmp_path)
+    runner = CycleRunner(config, FilesBackend(pool, tmp_path / "a.jsonl"),
+                         Store(tmp_path / "state.db"))
+    runner.run()
+    key = sorted(journal(tmp_path / "state.db"))[0]
+    job_id, slot_name = journal(tmp_path / "state.db")[key][:2]
+    with sqlite3.connect(tmp_path / "state.db") as db:
+        [(confirmed_at,)] = db.execute("select updated_at from actions where key = ?",
+                                       [key]).fetchall()
+    queue = pool / "jobs.queue"
+    dump = queue.read_text()
+    cluster, proc = job_id.split(".")
+    # Started: out of the idle jobs, and on no slot's ad yet, past the landing timeout.
+    queue.write_text("\n\n".join(ad for ad in dump.split("\n\n") if not (
+        f"ClusterId = {cluster}" in ad.splitlines() and f"ProcId = {proc}" in ad.splitlines())))
+    touch(pool, confirmed_at + 61)
+    runner.run()
+    _, _, state, _, error = journal(tmp_path / "state.db")[key]
+    assert (state, error.split(";")[0]) == (
+        "failed", f"not landed: job {job_id} not seen in the pool for 61 s")
+    # The next snapshot shows it running on its slot.
+    queue.write_text(dump)
+    start_job_in_dump(queue, job_id, slot_name, confirmed_at + 30)
+    touch(pool, confirmed_at + 70)
+    runner.run()
+    assert journal(tmp_path / "state.db")[key][2] == "landed"
+    with sqlite3.connect(tmp_path / "state.db") as db:
+        [(note,)] = db.execute("select note from action_log where key = ? and state = 'landed'",
+                               [key]).fetchall()
+    assert re.fullmatch(f"running on {slot_name}: landed late, [0-9]+ s after it was given up",
+                        note), note
+
+
 def test_a_landed_job_keeps_its_slot_while_the_slot_ad_lags():
     """The schedd says 9.0 runs on slot1 (landed), the collector's slot ad still says
     Unclaimed: the view shows the slot taken, so no cycle gives it away meanwhile."""

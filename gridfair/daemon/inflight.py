@@ -237,6 +237,8 @@ def _why_not_held(flight: Flight, job: Job | None, running: str | None,
                   vacated: Mapping[tuple[str, str], float], waited: float,
                   timeout: float) -> str | None:
     """Why a flight that has not landed no longer holds its slot, or None if it does."""
+    if machine is None:  # whatever became of its job, even one no ad lists now
+        return f"not landed: slot {flight.machine} is gone"
     if job is None:
         # Read from autoclusters, a job that has just started is on no ad until its slot's
         # ad catches up (idle rows list only idle jobs): absence is evidence only with time.
@@ -247,8 +249,6 @@ def _why_not_held(flight: Flight, job: Job | None, running: str | None,
     # not evidence either way, so it holds until the timeout.
     if job.status not in (JobStatus.IDLE, JobStatus.RUNNING):
         return f"not landed: {flight.job} is {job.status.name.lower()}"
-    if machine is None:
-        return f"not landed: slot {flight.machine} is gone"
     occupant = machine.running_job
     if occupant is not None and not _leaving(occupant, flight.machine, jobs, vacated):
         who = jobs[occupant].user if occupant in jobs else machine.running_user

@@ -189,6 +189,51 @@ def test_in_the_simulator_a_job_too_big_for_every_machine_stalls_nothing(order) 
     assert huge.state == QUEUED
 
 
+@pytest.mark.parametrize("kept", [False, True])
+def test_a_running_job_whose_request_grew_is_charged_the_slot_it_holds(kept) -> None:
+    """Two partitionable machines of 2 cpus and 2 GiB. User2 runs 5.0 and 5.1 in dynamic
+    slots of 1 cpu and 1 GiB on A, but their ads now ask for 2 cpus and 2 GiB each (grown
+    after the match: an expression of MemoryUsage, or a new value in this snapshot); User3
+    runs 6.0 (2 cpus, 1 GiB) on B; User1 waits with 1 cpu and 512 MiB. Charged what they
+    hold, User2 and User3 are both at dominant share 0.5 (User2 at 1.0 were it charged its
+    requests). Fair preemption takes one of User2's jobs (its memory share, 0.5 against
+    0.25, puts it first): User2 falls to 0.25, not below User1's 0.25 after. The same on the
+    pool the daemon keeps between cycles (`kept`) as on one laid out afresh."""
+    from gridfair.classads.kept_pool import KeptPool  # what the daemon reads ads by
+    from gridfair.classads.to_pool import pool_from_snapshot
+    from gridfair.model import Job, JobStatus, Machine, Snapshot
+
+    def node(host: str) -> Machine:
+        return Machine(f"slot1@{host}", None, 200.0, 2.0, 2048.0, slot_type="Partitionable")
+
+    def dynamic(host: str, number: int, job: str, user: str, cpus: float, memory: float
+                ) -> Machine:
+        return Machine(f"slot1_{number}@{host}", None, 100.0 * cpus, cpus, memory,
+                       state="Claimed", activity="Busy", running_job=job, running_user=user,
+                       slot_type="Dynamic")
+
+    def running(job: str, user: str, slot: str, cpus: float, memory: float) -> Job:
+        return Job(job, user, JobStatus.RUNNING, 0.0, request_cpus=cpus, request_memory=memory,
+                   start_time=10.0, machine=slot)
+
+    machines = (node("a"), node("b"), dynamic("a", 1, "5.0", "User2", 1, 1024),
+                dynamic("a", 2, "5.1", "User2", 1, 1024), dynamic("b", 1, "6.0", "User3", 2, 1024))
+    jobs = (running("5.0", "User2", "slot1_1@a", 2, 2048),
+            running("5.1", "User2", "slot1_2@a", 2, 2048),
+            running("6.0", "User3", "slot1_1@b", 2, 1024),
+            Job("9.0", "User1", JobStatus.IDLE, 20.0, request_cpus=1, request_memory=512))
+    snapshot, stages = Snapshot(100.0, machines, jobs), build_stages(order="drf", preempt="fair")
+    loaded = (KeptPool().update(snapshot, stages) if kept
+              else pool_from_snapshot(snapshot, stages))
+    users = loaded.pool.users
+    assert (users["User2"].usage[CPUS], users["User2"].usage[MEMORY]) == (2.0, 2048.0)
+    decisions = loaded.negotiator.cycle(100.0)
+    assert [(d.kind, d.task.id) for d in decisions] == [(VACATE, "5.0"), (ALLOCATE, "9.0")]
+    figures = decisions[0].figures
+    assert (figures["victim_share"], figures["victim_share_after"],
+            figures["receiver_share_after"]) == (0.5, 0.25, 0.25)
+
+
 def test_the_daemons_safety_rules_hold_a_fair_preemption_back() -> None:
     from gridfair.daemon.safety import SafetyLimits, VacateGuard  # the daemon's, above core
 

@@ -225,7 +225,8 @@ def test_an_allocation_given_up_while_its_job_was_on_no_ad_lands_late(tmp_path):
     """Under load a job that has left the idle rows may be on no slot ad for longer than the
     landing timeout (found live: 6 s): the allocation is given up ("not seen"). When the job
     is then seen running on its slot, the allocation is journaled landed, late, instead of
-    staying "not landed" while the job runs where gridfair sent it."""
+    staying "not landed" while the job runs where gridfair sent it; also when the daemon that
+    gave it up was killed and another one sees it (found live: killed just after)."""
     pool = tmp_path / "pool"
     shutil.copytree(POOL, pool, copy_function=shutil.copy)
     (pool / "partitionable.status").unlink()
@@ -253,11 +254,14 @@ def test_an_allocation_given_up_while_its_job_was_on_no_ad_lands_late(tmp_path):
     _, _, state, _, error = journal(tmp_path / "state.db")[key]
     assert (state, error.split(";")[0]) == (
         "failed", f"not landed: job {job_id} not seen in the pool for 61 s")
-    # The next snapshot shows it running on its slot.
+    # The next snapshot, read by a daemon started again after an outage, shows it running on
+    # its slot.
     queue.write_text(dump)
     start_job_in_dump(queue, job_id, slot_name, confirmed_at + 30)
-    touch(pool, confirmed_at + 70)
-    runner.run()
+    touch(pool, confirmed_at + 600)
+    runner.store.close()
+    CycleRunner(config, FilesBackend(pool, tmp_path / "a.jsonl"),
+                Store(tmp_path / "state.db")).run()
     assert journal(tmp_path / "state.db")[key][2] == "landed"
     with sqlite3.connect(tmp_path / "state.db") as db:
         [(note,)] = db.execute("select note from action_log where key = ? and state = 'landed'",

@@ -25,11 +25,12 @@ against the snapshot (`settle`):
   and the safety guard spares the held job from preemption.
 
 A flight given up for a timeout alone (not started in time, or its job on no ad) is still
-watched for `LATE_LANDING_TIMEOUTS` landing timeouts (`given_up`): seen then running on its
-slot, it is journaled `landed`, late. Under load the pool may start a job, or the collector
-list the dynamic slot it runs in, after the timeout (found live: a job that left the idle
-rows at once was on no slot ad for over the 6 s a test allowed, and its allocation stayed
-"not landed" while it ran where gridfair sent it).
+watched by the next `LATE_LANDING_CYCLES` cycles (`given_up`; counted in cycles, so that a
+daemon restarted after an outage still looks): seen then running on its slot, it is
+journaled `landed`, late. Under load the pool may start a job, or the collector list the
+dynamic slot it runs in, after the timeout (found live: a job that left the idle rows at once
+was on no slot ad for over the 6 s a test allowed, and its allocation stayed "not landed"
+while it ran where gridfair sent it).
 """
 
 from __future__ import annotations
@@ -46,9 +47,9 @@ from gridfair.model import JOB_ID, PARTITIONABLE, Job, JobStatus, Machine, Snaps
 
 CLAIMED, BUSY = "Claimed", "Busy"
 
-#: How long a flight given up for a timeout is still watched for a late landing, in landing
-#: timeouts.
-LATE_LANDING_TIMEOUTS = 5
+#: How many cycles after a flight is given up for a timeout it is still watched for a late
+#: landing.
+LATE_LANDING_CYCLES = 10
 #: The problems of a flight given up for a timeout alone, and their SQL patterns.
 _NOT_SEEN = "not landed: job {job} not seen in the pool for {waited:.0f} s"
 _NOT_STARTED = "not landed: not started within {timeout:g} s (waited {waited:.0f} s)"
@@ -93,11 +94,11 @@ def in_flight(store: Store) -> list[Flight]:
     return _flights(store, "state = ?", [CONFIRMED])
 
 
-def given_up(store: Store, since: float) -> list[Flight]:
-    """The allocations given up for a timeout alone at `since` or later, and not carried out
-    again since: watched for a late landing."""
-    return _flights(store, "state = ? and updated_at >= ? and (error like ? or error like ?)",
-                    [FAILED, since, *_TIMED_OUT])
+def given_up(store: Store, since_cycle: int) -> list[Flight]:
+    """The allocations given up for a timeout alone in cycle `since_cycle` or later, and not
+    carried out again since: watched for a late landing."""
+    return _flights(store, "state = ? and cycle >= ? and (error like ? or error like ?)",
+                    [FAILED, since_cycle, *_TIMED_OUT])
 
 
 def _flights(store: Store, where: str, values: list) -> list[Flight]:
@@ -359,10 +360,11 @@ def record(store: Store, settlement: Settlement, cycle: int, now: float,
                   len(settlement.missed), len(settlement.held))
 
 
-def pending(store: Store, snapshot: Snapshot, timeout: float) -> Settlement:
-    """The journal's flights settled against `snapshot`, and the flights given up for a
-    timeout in the last `LATE_LANDING_TIMEOUTS` timeouts watched for a late landing."""
+def pending(store: Store, snapshot: Snapshot, timeout: float, cycle: int) -> Settlement:
+    """The journal's flights settled against `snapshot` in cycle `cycle`, and the flights
+    given up for a timeout in the last `LATE_LANDING_CYCLES` cycles watched for a late
+    landing."""
     flights = in_flight(store)
-    late = given_up(store, snapshot.time - LATE_LANDING_TIMEOUTS * timeout)
+    late = given_up(store, cycle - LATE_LANDING_CYCLES)
     return settle(snapshot, flights, vacated_for(store, flights), timeout, late)
 

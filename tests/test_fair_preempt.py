@@ -5,7 +5,9 @@ jobs too big for every machine, the daemon's safety rules, and bad compositions.
 
 from __future__ import annotations
 
+import json
 import random
+import re
 
 import pytest
 
@@ -14,6 +16,7 @@ from gridfair.core.pool import CPUS, EPSILON, GPUS, MEMORY, POWER, QUEUED, Node,
 from gridfair.core.stages import ALLOCATE, VACATE
 from gridfair.errors import ConfigError
 from gridfair.policies.registry import build_stages
+from gridfair.sim.engine import Simulation
 
 # Machines of 4 cpus and 16 GiB at 100 MFlops a cpu: a task's MFlops share is its cpu share.
 MACHINE = {"power": 400.0, "cpus": 4, "memory": 16.0}
@@ -160,6 +163,75 @@ def test_a_job_bigger_than_every_machine_is_reported_once_and_vacates_nothing() 
     negotiator.submit(Task("C.0", "C", 45.0, cpus=1, memory=4, work=1e9), 45.0)
     assert moves(negotiator.cycle(50.0)) == [(VACATE, "A.2", "m1"), (ALLOCATE, "C.0", "m1")]
     assert huge.state == QUEUED and negotiator.unplaceable == []
+
+
+@pytest.mark.parametrize("order", ["drf", "wdrf", "sdrf"])
+def test_in_the_simulator_a_job_too_big_for_every_machine_stalls_nothing(order) -> None:
+    """Under the stop rule (SDRF's paper's; the SDRF authors' simulator's for every order) a
+    first user's job that fits no free node ends the allocation phase until room is freed.
+    No room freed can ever make C.huge (64 GiB on machines of 16) fit: at the head of the
+    first user's queue it stalled the whole pool, every cycle. It is set aside, reported once
+    for the run, and never a reason to vacate; everything else runs."""
+    stages = build_stages(order=order, preempt="fair", allocation="stop")
+    pool = Pool(task_key=stages.order.task_key)
+    negotiator = Negotiator(pool, stages.order, stages.preempt, allocation=stages.allocation)
+    for name in ("m0", "m1"):
+        pool.add_node(Node(name, None, **MACHINE))
+    huge = Task("C.huge", "C", 0.0, cpus=1, memory=64, duration=10.0)
+    tasks = [huge, Task("C.0", "C", 0.0, cpus=1, memory=4, duration=10.0),
+             *(Task(f"A.{n}", "A", 0.0, cpus=2, memory=1, duration=100.0) for n in range(4)),
+             *(Task(f"B.{n}", "B", 5.0, cpus=1, memory=6, duration=50.0) for n in range(2))]
+    result = Simulation(negotiator, tasks, keep_decisions=True).run()
+    assert [task.id for task in tasks if task.finish_time is None] == ["C.huge"]
+    assert [(task.id, reason) for task, reason in result.unplaceable] == [
+        ("C.huge", "asks for 64 MiB of memory; the largest machine has 16")]
+    assert all(decision.task is not huge for decision in result.decisions)
+    assert huge.state == QUEUED
+
+
+@pytest.mark.parametrize("kept", [False, True])
+def test_a_running_job_whose_request_grew_is_charged_the_slot_it_holds(kept) -> None:
+    """Two partitionable machines of 2 cpus and 2 GiB. User2 runs 5.0 and 5.1 in dynamic
+    slots of 1 cpu and 1 GiB on A, but their ads now ask for 2 cpus and 2 GiB each (grown
+    after the match: an expression of MemoryUsage, or a new value in this snapshot); User3
+    runs 6.0 (2 cpus, 1 GiB) on B; User1 waits with 1 cpu and 512 MiB. Charged what they
+    hold, User2 and User3 are both at dominant share 0.5 (User2 at 1.0 were it charged its
+    requests). Fair preemption takes one of User2's jobs (its memory share, 0.5 against
+    0.25, puts it first): User2 falls to 0.25, not below User1's 0.25 after. The same on the
+    pool the daemon keeps between cycles (`kept`) as on one laid out afresh."""
+    from gridfair.classads.kept_pool import KeptPool  # what the daemon reads ads by
+    from gridfair.classads.to_pool import pool_from_snapshot
+    from gridfair.model import Job, JobStatus, Machine, Snapshot
+
+    def node(host: str) -> Machine:
+        return Machine(f"slot1@{host}", None, 200.0, 2.0, 2048.0, slot_type="Partitionable")
+
+    def dynamic(host: str, number: int, job: str, user: str, cpus: float, memory: float
+                ) -> Machine:
+        return Machine(f"slot1_{number}@{host}", None, 100.0 * cpus, cpus, memory,
+                       state="Claimed", activity="Busy", running_job=job, running_user=user,
+                       slot_type="Dynamic")
+
+    def running(job: str, user: str, slot: str, cpus: float, memory: float) -> Job:
+        return Job(job, user, JobStatus.RUNNING, 0.0, request_cpus=cpus, request_memory=memory,
+                   start_time=10.0, machine=slot)
+
+    machines = (node("a"), node("b"), dynamic("a", 1, "5.0", "User2", 1, 1024),
+                dynamic("a", 2, "5.1", "User2", 1, 1024), dynamic("b", 1, "6.0", "User3", 2, 1024))
+    jobs = (running("5.0", "User2", "slot1_1@a", 2, 2048),
+            running("5.1", "User2", "slot1_2@a", 2, 2048),
+            running("6.0", "User3", "slot1_1@b", 2, 1024),
+            Job("9.0", "User1", JobStatus.IDLE, 20.0, request_cpus=1, request_memory=512))
+    snapshot, stages = Snapshot(100.0, machines, jobs), build_stages(order="drf", preempt="fair")
+    loaded = (KeptPool().update(snapshot, stages) if kept
+              else pool_from_snapshot(snapshot, stages))
+    users = loaded.pool.users
+    assert (users["User2"].usage[CPUS], users["User2"].usage[MEMORY]) == (2.0, 2048.0)
+    decisions = loaded.negotiator.cycle(100.0)
+    assert [(d.kind, d.task.id) for d in decisions] == [(VACATE, "5.0"), (ALLOCATE, "9.0")]
+    figures = decisions[0].figures
+    assert (figures["victim_share"], figures["victim_share_after"],
+            figures["receiver_share_after"]) == (0.5, 0.25, 0.25)
 
 
 def test_the_daemons_safety_rules_hold_a_fair_preemption_back() -> None:
@@ -358,6 +430,45 @@ def test_the_daemon_cycles_with_fair_and_records_why_it_stopped(tmp_path) -> Non
     declined = rows(tmp_path, "select policy, reason from decisions where kind = 'decline'")
     assert declined and all(policy == "fair" and reason.startswith("fair share stops: ")
                             for policy, reason in declined)
+
+
+def queue_carol(tmp_path, request_memory: str) -> None:
+    """carol (who owns nothing) queues three jobs before bbockelm's, the first asking for
+    `request_memory`, the others as bbockelm's do."""
+    bbockelm = (tmp_path / "pool" / "jobs.queue").read_text().split("\n\n")[0]
+    carol = (bbockelm.replace("bbockelm@", "carol@").replace('Owner = "bbockelm"',
+                                                            'Owner = "carol"')
+             .replace("ClusterId = 15", "ClusterId = 16").replace("#15.0#", "#16.0#")
+             .replace("QDate = 1357311627", "QDate = 1357311000"))
+    asked = re.sub(r"(?m)^RequestMemory = .*$", f"RequestMemory = {request_memory}", carol)
+    assert asked != carol
+    (tmp_path / "pool" / "carol.queue").write_text("\n\n".join(
+        [asked] + [carol.replace("ProcId = 0", f"ProcId = {proc}").replace(
+            "#16.0#", f"#16.{proc}#") for proc in (1, 2)]) + "\n")
+
+
+@pytest.mark.parametrize("policy", ["drf-fair", "sdrf-fair"])
+def test_the_daemon_notes_a_job_too_big_for_every_machine_once_and_stalls_nothing(
+        tmp_path, policy) -> None:
+    """carol's first job asks for 100 TB of memory (the largest machine has 15,940 MiB). Under
+    the stop rule it ended each cycle's allocation phase whenever carol was first: one slot
+    given out, the others left free, cycle after cycle. It is noted once over three cycles,
+    named in no decision (no vacate for it), and carol's and bbockelm's jobs get the room."""
+    from test_daemon import files_config, make_daemon, rows
+
+    raw = files_config(tmp_path, policy={"name": policy, "allocation": "stop"},
+                       safety={"min_runtime": 0, "max_vacates_per_cycle": 10,
+                               "preempt_cooldown": 0})
+    queue_carol(tmp_path, "100000000")
+    assert make_daemon(tmp_path, raw, max_cycles=3).run() == 0
+    notes = [note for (events,) in rows(tmp_path, "select events from cycles order by id")
+             for note in json.loads(events)["notes"]]
+    assert notes == ["16.0: too big for every machine: asks for 1e+08 MiB of memory; the "
+                     "largest machine has 15940"]
+    assert rows(tmp_path, "select count(*) from decisions where job = '16.0'") == [(0,)]
+    allocated = {job for (job,) in rows(tmp_path, "select job from decisions where cycle = 1 "
+                                                  "and kind = 'allocate'")}
+    assert {"16.1", "16.2", "15.0", "15.1"} <= allocated
 
 
 def test_compare_shows_drf_with_and_without_fair_preemption() -> None:

@@ -221,6 +221,95 @@ def test_the_daemon_holds_lands_and_releases_on_the_files_backend(tmp_path):
         assert (state, attempts) in {("failed", 1), ("confirmed", 2)}
 
 
+def test_an_allocation_given_up_while_its_job_was_on_no_ad_lands_late(tmp_path):
+    """Under load a job that has left the idle rows may be on no slot ad for longer than the
+    landing timeout (found live: 6 s): the allocation is given up ("not seen"). When the job
+    is then seen running on its slot, the allocation is journaled landed, late, instead of
+    staying "not landed" while the job runs where gridfair sent it; also when the daemon that
+    gave it up was killed and another one sees it (found live: killed just after)."""
+    pool = tmp_path / "pool"
+    shutil.copytree(POOL, pool, copy_function=shutil.copy)
+    (pool / "partitionable.status").unlink()
+    config = validate({"daemon": {"store": "state.db"},
+                       "backend": {"kind": "files",
+                                   "files": {"directory": "pool", "actions": "a.jsonl"}},
+                       "safety": {"max_snapshot_age": 1e9, "landing_timeout": 60.0,
+                                  "min_runtime": 0}}, base=tmp_path)
+    runner = CycleRunner(config, FilesBackend(pool, tmp_path / "a.jsonl"),
+                         Store(tmp_path / "state.db"))
+    runner.run()
+    key = sorted(journal(tmp_path / "state.db"))[0]
+    job_id, slot_name = journal(tmp_path / "state.db")[key][:2]
+    with sqlite3.connect(tmp_path / "state.db") as db:
+        [(confirmed_at,)] = db.execute("select updated_at from actions where key = ?",
+                                       [key]).fetchall()
+    queue = pool / "jobs.queue"
+    dump = queue.read_text()
+    cluster, proc = job_id.split(".")
+    # Started: out of the idle jobs, and on no slot's ad yet, past the landing timeout.
+    queue.write_text("\n\n".join(ad for ad in dump.split("\n\n") if not (
+        f"ClusterId = {cluster}" in ad.splitlines() and f"ProcId = {proc}" in ad.splitlines())))
+    touch(pool, confirmed_at + 61)
+    runner.run()
+    _, _, state, _, error = journal(tmp_path / "state.db")[key]
+    assert (state, error.split(";")[0]) == (
+        "failed", f"not landed: job {job_id} not seen in the pool for 61 s")
+    # The next snapshot, read by a daemon started again after an outage, shows it running on
+    # its slot.
+    queue.write_text(dump)
+    start_job_in_dump(queue, job_id, slot_name, confirmed_at + 30)
+    touch(pool, confirmed_at + 600)
+    runner.store.close()
+    CycleRunner(config, FilesBackend(pool, tmp_path / "a.jsonl"),
+                Store(tmp_path / "state.db")).run()
+    assert journal(tmp_path / "state.db")[key][2] == "landed"
+    with sqlite3.connect(tmp_path / "state.db") as db:
+        [(note,)] = db.execute("select note from action_log where key = ? and state = 'landed'",
+                               [key]).fetchall()
+    assert re.fullmatch(f"running on {slot_name}: landed late, [0-9]+ s after it was given up",
+                        note), note
+
+
+def test_a_machine_leaving_releases_what_was_held_for_it(tmp_path):
+    """DRF with fair preemption gives bbockelm the two free static slots and four CPUs of the
+    partitionable machine ingwe2, where bt runs 3.0-3.3. Then ingwe2's ad is gone from the
+    snapshot (the machine left), with 15.2, which had started there, on no ad any more: every
+    allocation to it is released at once ("slot ... is gone", not held until the landing
+    timeout), bt is no longer charged for the jobs it ran there, and no decision names it."""
+    pool = tmp_path / "pool"
+    shutil.copytree(POOL, pool, copy_function=shutil.copy)
+    config = validate({"daemon": {"store": "state.db"}, "policy": {"name": "drf-fair"},
+                       "backend": {"kind": "files",
+                                   "files": {"directory": "pool", "actions": "a.jsonl"}},
+                       "safety": {"max_snapshot_age": 1e9, "landing_timeout": 60.0,
+                                  "min_runtime": 0}}, base=tmp_path)
+    runner = CycleRunner(config, FilesBackend(pool, tmp_path / "a.jsonl"),
+                         Store(tmp_path / "state.db"))
+    runner.run()
+    gone = "slot1@ingwe2.cs.wisc.edu"
+    to_gone = {key: row[0] for key, row in journal(tmp_path / "state.db").items()
+               if row[1] == gone}
+    assert sorted(to_gone.values()) == ["15.2", "15.3", "15.4", "15.5"]
+    with sqlite3.connect(tmp_path / "state.db") as db:
+        [(confirmed_at,)] = db.execute("select max(updated_at) from actions").fetchall()
+    (pool / "partitionable.status").unlink()
+    queue = pool / "jobs.queue"
+    queue.write_text("\n\n".join(ad for ad in queue.read_text().split("\n\n")
+                                  if "ProcId = 2" not in ad.splitlines()))
+    touch(pool, confirmed_at + 1)
+    runner.run()
+    after = journal(tmp_path / "state.db")
+    assert {after[key][2:] for key in to_gone} == {
+        ("failed", 1, f"not landed: slot {gone} is gone")}
+    with sqlite3.connect(tmp_path / "state.db") as db:
+        usage = dict(db.execute("select user, running from usage where cycle = 2"))
+        named = db.execute("select count(*) from decisions where cycle = 2 and machine = ?",
+                           [gone]).fetchall()
+    # bt: 2.0 and 2.1 on the static slots; bbockelm: the two static slots held for it.
+    assert usage == {"bt@cs.wisc.edu": 2, "bbockelm@users.opensciencegrid.org": 2}
+    assert named == [(0,)]
+
+
 def test_a_landed_job_keeps_its_slot_while_the_slot_ad_lags():
     """The schedd says 9.0 runs on slot1 (landed), the collector's slot ad still says
     Unclaimed: the view shows the slot taken, so no cycle gives it away meanwhile."""

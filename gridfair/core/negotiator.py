@@ -10,8 +10,9 @@ while its rule allows, so free nodes are always used before any preemption (OSEP
 A preemption may vacate several tasks of one partitionable machine (one VACATE each, then the
 ALLOCATE); the receiver always fits once they are gone. When the stage stops by its own rule it
 may say why (`declined`, recorded apart from the decisions). A task too big for every node is
-never a reason to vacate: the preemption stage sets it aside (`Pool.set_aside_if_too_big`) and
-the negotiator reports it once (`unplaceable`).
+never a reason to vacate, nor to stop phase 1 (under either rule): phase 1 and the preemption
+stage set it aside (`Pool.set_aside_if_too_big`) and the negotiator reports it once
+(`unplaceable`).
 
 Decisions are applied to the pool as they are made, because each changes what the next one
 sees. The daemon journals them and carries them out afterwards; the simulator schedules the
@@ -89,9 +90,12 @@ class Negotiator:
         #: Why the preemption stage stopped in the last preemption phase, by its own rule
         #: (DECLINE decisions: never acted on, kept apart from the cycle's decisions).
         self.declined: list[Decision] = []
-        #: Tasks first found in the last preemption phase to be too big for every node, with
-        #: why; each task is reported once (`_reported`).
+        #: Tasks first found in the last cycle to be too big for every node, with why; each
+        #: task is reported once (`_reported`).
         self.unplaceable: list[tuple[Task, str]] = []
+        #: Every task reported in `unplaceable` over the negotiator's life, in order (what a
+        #: simulation reports; the daemon makes a negotiator per cycle and keeps its own).
+        self.reported: list[tuple[Task, str]] = []
         self._reported: set[int] = set()
         for stage in (order, preempt, admit):
             if stage is not None:
@@ -126,6 +130,10 @@ class Negotiator:
         was given out."""
         decisions: list[Decision] = []
         self.held_back = []
+        # What the cycle reports, cleared only when it holds something: a simulation runs a
+        # cycle per event.
+        if self.unplaceable:
+            self.unplaceable = []
         if self.admit is not None:
             decisions.extend(self._apply_review(now))
         reviewed = len(decisions)
@@ -136,6 +144,8 @@ class Negotiator:
             self._preempt(now, decisions, single)
             # What the preemption stage's last search set aside is queued again.
             self.pool.unblock_all(now)
+        if self.pool.found_too_big:
+            self._report_unplaceable()
         return decisions
 
     def _report_unplaceable(self) -> None:
@@ -144,6 +154,7 @@ class Negotiator:
             if task.seq not in self._reported:
                 self._reported.add(task.seq)
                 self.unplaceable.append((task, reason))
+                self.reported.append((task, reason))
         found.clear()
 
     def _apply_review(self, now: float) -> list[Decision]:
@@ -171,10 +182,14 @@ class Negotiator:
                 continue
             node = best_node(task)
             if node is None:
-                if self.allocation == STOP:
+                # A task too big for every node is set aside whatever the rule: room freed
+                # later can never make it fit, so it must not stop the phase (under `stop`, one
+                # user's RequestMemory = 1e9 at the head of the queue stalled the whole pool).
+                too_big = pool.set_aside_if_too_big(user, now)
+                if self.allocation == STOP and not too_big:
                     return
                 count = parked[user.index] = parked.get(user.index, 0) + 1
-                if count > PARK_LIMIT or pool.park(user, now) is None:
+                if count > PARK_LIMIT or (not too_big and pool.park(user, now) is None):
                     pool.block(user, now)
                 continue
             order = self.order
@@ -193,8 +208,6 @@ class Negotiator:
         # phase per event.
         if self.declined:
             self.declined = []
-        if self.unplaceable:
-            self.unplaceable = []
         while (choice := preempt.choose(now)) is not None:
             if self.vacate_guard is not None:
                 rule = self.vacate_guard(choice, now)
@@ -227,5 +240,3 @@ class Negotiator:
             declined = preempt.declined(now) if self.explain else None
             if declined is not None:
                 self.declined.append(declined)
-        if pool.found_too_big:
-            self._report_unplaceable()

@@ -577,9 +577,10 @@ class Pool:
 
     def set_aside_if_too_big(self, user: UserState, now: float) -> bool:
         """If the user's next idle task is too big for every node, set it aside (`park`,
-        until `unblock_all`), list it in `found_too_big` and return True. A preemption stage
-        asks this of a receiver it found no victim for: such a task is never a reason to
-        vacate, and must not stop the stage from looking at the next one."""
+        until `unblock_all`), list it in `found_too_big` and return True. The negotiator's
+        free allocation asks this of a task that fits no free node, and a preemption stage of a
+        receiver it found no victim for: such a task is never a reason to vacate or to stop
+        allocating, and must not stop either from looking at the next one."""
         task = self.head(user)
         reason = self.too_big(task) if task is not None else None
         if reason is None:

@@ -294,7 +294,7 @@ class CycleRunner:
             self._reconciled = None
         recon = reconcile(snapshot, self._known, cycle, self._reconciled)
         # Allocations not yet running hold their slots in the policy's view (inflight.py).
-        flights = inflight.pending(store, snapshot, self.limits.landing_timeout)
+        flights = inflight.pending(store, snapshot, self.limits.landing_timeout, cycle)
         if not self.dry_run and snapshot_too_old(self.limits, snapshot.time, now) is None:
             inflight.record(store, flights, cycle, now, self.backend.withdraw)
             self.metrics.settled(len(flights.landed), len(flights.missed))

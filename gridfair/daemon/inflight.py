@@ -23,6 +23,14 @@ against the snapshot (`settle`):
   that no longer fits beside the rest (they did not leave, or others took the room) is
   "not landed: no room". The policy therefore decides as if the allocation had happened,
   and the safety guard spares the held job from preemption.
+
+A flight given up for a timeout alone (not started in time, or its job on no ad) is still
+watched by the next `LATE_LANDING_CYCLES` cycles (`given_up`; counted in cycles, so that a
+daemon restarted after an outage still looks): seen then running on its slot, it is
+journaled `landed`, late. Under load the pool may start a job, or the collector list the
+dynamic slot it runs in, after the timeout (found live: a job that left the idle rows at once
+was on no slot ad for over the 6 s a test allowed, and its allocation stayed "not landed"
+while it ran where gridfair sent it).
 """
 
 from __future__ import annotations
@@ -38,6 +46,15 @@ from gridfair.daemon.store import CONFIRMED, FAILED, LANDED, Store
 from gridfair.model import JOB_ID, PARTITIONABLE, Job, JobStatus, Machine, Snapshot, whole_slot
 
 CLAIMED, BUSY = "Claimed", "Busy"
+
+#: How many cycles after a flight is given up for a timeout it is still watched for a late
+#: landing.
+LATE_LANDING_CYCLES = 10
+#: The problems of a flight given up for a timeout alone, and their SQL patterns.
+_NOT_SEEN = "not landed: job {job} not seen in the pool for {waited:.0f} s"
+_NOT_STARTED = "not landed: not started within {timeout:g} s (waited {waited:.0f} s)"
+_TIMED_OUT = ("not landed: job % not seen in the pool for %",
+              "not landed: not started within %")
 
 log = logging.getLogger("gridfair.daemon")
 
@@ -68,16 +85,29 @@ class Settlement:
     started: list[tuple[str, float | None]] = field(default_factory=list)
     #: (flight, why it did not land)
     missed: list[tuple[Flight, str]] = field(default_factory=list)
+    #: (flight given up for a timeout, the slot it runs on now)
+    landed_late: list[tuple[Flight, str]] = field(default_factory=list)
 
 
 def in_flight(store: Store) -> list[Flight]:
     """The confirmed allocations of the journal (none has been seen running yet)."""
+    return _flights(store, "state = ?", [CONFIRMED])
+
+
+def given_up(store: Store, since_cycle: int) -> list[Flight]:
+    """The allocations given up for a timeout alone in cycle `since_cycle` or later, and not
+    carried out again since: watched for a late landing."""
+    return _flights(store, "state = ? and cycle >= ? and (error like ? or error like ?)",
+                    [FAILED, since_cycle, *_TIMED_OUT])
+
+
+def _flights(store: Store, where: str, values: list) -> list[Flight]:
     return [Flight(row["key"], row["job"], row["machine"], row["updated_at"], row["user"] or "",
                    *(row[name] if row[name] is not None else default
                      for name, default in (("cpus", 1.0), ("memory", 0.0), ("gpus", 0.0))))
             for row in store.db.query(
                 "select key, job, machine, updated_at, user, cpus, memory, gpus from actions "
-                "where state = ? and kind = ? order by updated_at, key", [CONFIRMED, ALLOCATE])]
+                f"where kind = ? and {where} order by updated_at, key", [ALLOCATE, *values])]
 
 
 def vacated_for(store: Store, flights: Iterable[Flight]) -> dict[tuple[str, str], float]:
@@ -107,18 +137,29 @@ def partitionable(machine: Machine | None) -> bool:
 
 
 def settle(snapshot: Snapshot, flights: Iterable[Flight],
-           vacated: Mapping[tuple[str, str], float], timeout: float) -> Settlement:
-    """Sort the flights into landed, missed and held; build the view with the held slots."""
+           vacated: Mapping[tuple[str, str], float], timeout: float,
+           late: Iterable[Flight] = ()) -> Settlement:
+    """Sort the flights into landed, missed and held, and the `late` ones (`given_up`) seen
+    on their slots into landed late; build the view with the held slots."""
     jobs = snapshot.jobs_by_id
     machines = snapshot.machines_by_name
     where = snapshot.job_slots
     settlement = Settlement(snapshot)
+
+    def running_on(job_id: str) -> str | None:
+        job = jobs.get(job_id)
+        return where.get(job_id) or (
+            job.machine if job is not None and job.status is JobStatus.RUNNING else None)
+
+    for flight in late:
+        running = running_on(flight.job)
+        if on_slot(running, flight.machine):
+            settlement.landed_late.append((flight, running))
     held_slots: set[str] = set()
     room: _Room | None = None  # built on the first flight to a partitionable slot
     for flight in flights:
         job = jobs.get(flight.job)
-        running = where.get(flight.job) or (
-            job.machine if job is not None and job.status is JobStatus.RUNNING else None)
+        running = running_on(flight.job)
         if on_slot(running, flight.machine):
             settlement.landed.append(flight)
             settlement.started.append((running, job.start_time if job is not None else None))
@@ -197,27 +238,23 @@ def _why_not_held(flight: Flight, job: Job | None, running: str | None,
                   vacated: Mapping[tuple[str, str], float], waited: float,
                   timeout: float) -> str | None:
     """Why a flight that has not landed no longer holds its slot, or None if it does."""
+    if machine is None:  # whatever became of its job, even one no ad lists now
+        return f"not landed: slot {flight.machine} is gone"
     if job is None:
         # Read from autoclusters, a job that has just started is on no ad until its slot's
         # ad catches up (idle rows list only idle jobs): absence is evidence only with time.
-        if waited > timeout:
-            return f"not landed: job {flight.job} not seen in the pool for {waited:.0f} s"
-        return None
+        return _NOT_SEEN.format(job=flight.job, waited=waited) if waited > timeout else None
     if running is not None:
         return f"not landed: {flight.job} started on {running}"
     # Running where no ad says yet (the schedd marks it running before RemoteHost is set):
     # not evidence either way, so it holds until the timeout.
     if job.status not in (JobStatus.IDLE, JobStatus.RUNNING):
         return f"not landed: {flight.job} is {job.status.name.lower()}"
-    if machine is None:
-        return f"not landed: slot {flight.machine} is gone"
     occupant = machine.running_job
     if occupant is not None and not _leaving(occupant, flight.machine, jobs, vacated):
         who = jobs[occupant].user if occupant in jobs else machine.running_user
         return f"not landed: {flight.machine} runs {occupant} ({who or 'unknown user'})"
-    if waited > timeout:
-        return f"not landed: not started within {timeout:g} s (waited {waited:.0f} s)"
-    return None
+    return _NOT_STARTED.format(timeout=timeout, waited=waited) if waited > timeout else None
 
 
 def _leaving(occupant: str, slot: str, jobs: Mapping[str, Job],
@@ -313,13 +350,21 @@ def record(store: Store, settlement: Settlement, cycle: int, now: float,
             store.set_action_state(flight.key, FAILED, cycle, now,
                                    problem + withdrawn.get(flight.key, ""), retryable=True,
                                    db=db)
-    if settlement.landed or settlement.missed or settlement.held:
-        log.debug("cycle %d: allocations %d landed, %d not landed, %d in flight", cycle,
-                 len(settlement.landed), len(settlement.missed), len(settlement.held))
+        for flight, where in settlement.landed_late:
+            store.set_action_state(flight.key, LANDED, cycle, now,
+                                   f"running on {where}: landed late, "
+                                   f"{now - flight.confirmed:.0f} s after it was given up", db=db)
+    if settlement.landed or settlement.missed or settlement.held or settlement.landed_late:
+        log.debug("cycle %d: allocations %d landed (%d late), %d not landed, %d in flight",
+                  cycle, len(settlement.landed), len(settlement.landed_late),
+                  len(settlement.missed), len(settlement.held))
 
 
-def pending(store: Store, snapshot: Snapshot, timeout: float) -> Settlement:
-    """The journal's flights settled against `snapshot`."""
+def pending(store: Store, snapshot: Snapshot, timeout: float, cycle: int) -> Settlement:
+    """The journal's flights settled against `snapshot` in cycle `cycle`, and the flights
+    given up for a timeout in the last `LATE_LANDING_CYCLES` cycles watched for a late
+    landing."""
     flights = in_flight(store)
-    return settle(snapshot, flights, vacated_for(store, flights), timeout)
+    late = given_up(store, cycle - LATE_LANDING_CYCLES)
+    return settle(snapshot, flights, vacated_for(store, flights), timeout, late)
 

@@ -106,6 +106,8 @@ class SimulationResult:
     wall_seconds: float
     decisions: list[Decision] = field(default_factory=list)
     submitted: int = 0  # tasks that arrived (len(tasks) when they are kept)
+    #: Tasks too big for every node (they never run), each once, with why.
+    unplaceable: list[tuple[Task, str]] = field(default_factory=list)
 
 
 def run_rate(task: Task, node: Node) -> float:
@@ -609,4 +611,5 @@ class Simulation:
             wall_seconds=wallclock.perf_counter() - started,
             decisions=kept,
             submitted=submitted,
+            unplaceable=self.negotiator.reported,
         )

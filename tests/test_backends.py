@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import inspect
 import shutil
-import threading
 import time
 from pathlib import Path
 
@@ -390,39 +389,26 @@ def test_htcondor_unreachable_schedd_is_skipped_not_fatal():
 
 @pytest.mark.parametrize("demand", ["autocluster", "jobs"])
 def test_htcondor_schedds_that_hang_cost_one_wait_together_and_are_skipped(demand):
-    """Two schedds that never answer: asked side by side, both skipped after one
-    `schedd_timeout` (not one each), not asked again in the read's learning rounds, and
-    the answering schedd's jobs used."""
+    """Two schedds that never answer: probed side by side, both skipped after one
+    `schedd_timeout` (not one each, nor one a learning round of the read), and the
+    answering schedd's jobs used."""
     htcondor_backend()  # the test pool's queues
     expected = HTCondorBackend(FakeCollector(), schedd_factory=FakeSchedd, demand=demand,
                                lease_knob="").read_snapshot().jobs
     backend = HTCondorBackend(FakeCollector(), demand=demand, lease_knob="",
                               schedd_timeout=1.0)
-    release = threading.Event()
-    asked: list[str] = []
     backend.collector.schedds += [classad2.ClassAd({"Name": f"hung{n}@example"})
                                   for n in (1, 2)]
 
     class HungSchedd(FakeSchedd):
-        def __init__(self, location) -> None:
-            super().__init__(location)
-            self.name = location["Name"]
-
         def query(self, *args, **kwargs):
-            asked.append(self.name)
-            release.wait(30)
-            return []
+            time.sleep(60)  # in the probe's child process, killed at the timeout
 
     backend.schedd_factory = (lambda location: HungSchedd(location)
                               if location["Name"].startswith("hung") else FakeSchedd(location))
-    try:
-        started = time.monotonic()
-        snapshot = backend.read_snapshot()
-        took = time.monotonic() - started
-    finally:
-        release.set()
-    assert took < 1.9
-    assert sorted(asked) == ["hung1@example", "hung2@example"]
+    started = time.monotonic()
+    snapshot = backend.read_snapshot()
+    assert time.monotonic() - started < 1.9
     assert [(s.name, s.reason) for s in snapshot.skipped if s.index == 0] == [
         ("hung1@example", "no answer within 1 s"), ("hung2@example", "no answer within 1 s")]
     assert snapshot.jobs == expected and expected

@@ -3,22 +3,26 @@ of the collector and the job history of every schedd it lists. Read-only, and th
 answer at once (the daemon's `htcondor` backend is what reads a pool cycle after cycle).
 
 A pool that cannot be reached is an InputError naming it: the address is the user's input.
-The schedds are asked side by side (`ask_side_by_side`, which the daemon's `htcondor` backend
-uses too): one that hangs costs its wait once, not once a schedd.
+Whether daemons answer can be asked side by side (`probe_side_by_side`, which the daemon's
+`htcondor` backend uses for its schedds): daemons that hang cost one wait together.
 """
 
 from __future__ import annotations
 
-import threading
+import os
+import signal
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
+from select import PIPE_BUF
 from typing import Any, TypeVar
 
 from gridfair.classads.reader import SourcedAd
 from gridfair.errors import InputError
 
 Asked = TypeVar("Asked")
-Answer = TypeVar("Answer")
+#: Seconds between looks at the probes still running (`probe_side_by_side`).
+PROBE_POLL = 0.02
 
 #: What a replay reads of a slot ad, beyond the owner and power attributes.
 SLOT_ATTRIBUTES = ("Name", "Cpus", "Memory", "GPUs", "State", "Activity", "SlotType",
@@ -40,42 +44,53 @@ def _collector(pool: str | None) -> Any:
         raise InputError(f"collector {pool or 'COLLECTOR_HOST'}: {error}") from None
 
 
-def ask_side_by_side(asked: Sequence[Asked], ask: Callable[[Asked], Answer], timeout: float,
-                     errors: tuple[type[BaseException], ...],
-                     ) -> list[tuple[Answer | None, str | None]]:
-    """(`ask(item)`, None) for each item that answered, (None, why) for each other, in the
-    items' order. Every item is asked at once, in a daemon thread of its own, and all are
-    waited for at most `timeout` seconds together: `why` is "query failed: ERROR" for one of
-    `errors`, "no answer within N s" for one still asking then (its thread is left to end on
-    its own: a hung daemon must not keep the process from exiting). Any other exception is
-    raised here, after every item has answered or the time is up."""
-    outcomes: list[tuple[bool, Any] | None] = [None] * len(asked)
-
-    def run(position: int, item: Asked) -> None:
-        try:
-            outcomes[position] = (True, ask(item))
-        except BaseException as error:  # noqa: BLE001 - handed to the caller, below
-            outcomes[position] = (False, error)
-
-    threads = [threading.Thread(target=run, args=(position, item), daemon=True,
-                                name=f"ask-{position}")
-               for position, item in enumerate(asked)]
-    for thread in threads:
-        thread.start()
+def probe_side_by_side(asked: Sequence[Asked], probe: Callable[[Asked], object],
+                       timeout: float) -> list[str | None]:
+    """None for each item whose `probe(item)` returned within `timeout` seconds, and why
+    for each other ("query failed: ERROR" for an exception, "no answer within N s"), in the
+    items' order. Each probe runs in a child process of its own, all at once: the bindings
+    hold the GIL for the whole of a query (a thread waiting on a stopped schedd stops every
+    other thread for the bindings' 20 s, measured), so only a process can wait on a daemon
+    beside another; the children left at the deadline are killed."""
+    children: list[tuple[int, int]] = []
+    for item in asked:
+        readable, writable = os.pipe()
+        with warnings.catch_warnings():
+            # Python 3.12+ warns of fork in a threaded process: the child runs the probe
+            # alone, in the bindings, which no other thread can be inside (they hold the GIL).
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+        if pid == 0:  # the child: the probe's outcome on the pipe, then out at once
+            os.close(readable)
+            try:
+                probe(item)
+                message = b""
+            except BaseException as error:  # noqa: BLE001 - its message is the answer
+                message = (str(error) or type(error).__name__).encode(errors="replace")
+            os.write(writable, message[:PIPE_BUF] or b"\0")
+            os._exit(0)
+        os.close(writable)
+        children.append((pid, readable))
     deadline = time.monotonic() + timeout
-    for thread in threads:
-        thread.join(max(0.0, deadline - time.monotonic()))
-    answers: list[tuple[Answer | None, str | None]] = []
-    for thread, outcome in zip(threads, outcomes, strict=True):
-        if outcome is None or thread.is_alive():
-            answers.append((None, f"no answer within {timeout:g} s"))
-        elif outcome[0]:
-            answers.append((outcome[1], None))
-        elif isinstance(outcome[1], errors):
-            answers.append((None, f"query failed: {outcome[1]}"))
+    waiting = {pid for pid, _ in children}
+    while waiting and time.monotonic() < deadline:
+        for pid in list(waiting):
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                waiting.discard(pid)
+        if waiting:
+            time.sleep(PROBE_POLL)
+    problems: list[str | None] = []
+    for pid, readable in children:
+        if pid in waiting:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            problems.append(f"no answer within {timeout:g} s")
         else:
-            raise outcome[1]
-    return answers
+            answer = os.read(readable, PIPE_BUF)
+            problems.append(None if answer == b"\0" else
+                            f"query failed: {answer.decode(errors='replace') or 'no answer'}")
+        os.close(readable)
+    return problems
 
 
 def collector_slots(pool: str | None, attributes: Sequence[str]) -> list[SourcedAd]:

@@ -17,12 +17,13 @@ Reading, each cycle:
 Projections, never whole ads: the attributes in `backends.ads.SLOT_ATTRIBUTES` /
 `JOB_ATTRIBUTES`, the owner and power attributes, and whatever the ads' Requirements and Rank
 turn out to read (learnt from the ads, kept; of many new names read at once, only those some
-ad has: `DIRECT_LEARNING`). The schedds are asked side by side, each in a thread of its own:
-one that fails, or has not answered within `schedd_timeout` (20 s) of the others being asked,
-is reported as a skipped source, not asked again in that read, and the others are used (its
-running jobs are still seen on their slots); so schedds that hang cost one wait together, not
-one each, and the read stays under the daemon's `query_timeout`. No schedd listed or
-answering, or the collector not answering, fails the cycle.
+ad has: `DIRECT_LEARNING`). Whether each schedd answers is probed first, side by side (a
+child process each: the bindings hold the GIL while they wait on a daemon); one that fails,
+or has not answered within `schedd_timeout` (20 s), is reported as a skipped source, not asked
+again in that read, and the others are used (its running jobs are still seen on their slots):
+schedds that hang cost one wait together, not one each, and the read stays under the daemon's
+`query_timeout`. No schedd listed or answering, or the collector not answering, fails the
+cycle.
 
 Acting:
 - vacate: `Schedd.act(JobAction.Vacate, [job_id])` on the job's own schedd, one job per
@@ -64,7 +65,7 @@ from typing import Any
 import classad2
 import htcondor2
 
-from gridfair.classads.live_reads import ask_side_by_side
+from gridfair.classads.live_reads import probe_side_by_side
 from gridfair.classads.reader import SourcedAd, skip_reason
 from gridfair.classads.submitters import SubmitterMap, charge_snapshot
 from gridfair.classads.views import (
@@ -110,9 +111,9 @@ POOL_ERRORS = (htcondor2.HTCondorException, OSError, RuntimeError, ValueError)
 TOOL_TIMEOUT = 30.0
 
 
-#: Seconds the schedds of a snapshot read may take to answer its queries, side by side, before
-#: those that have not are skipped for the read: under the daemon's `query_timeout` (30 s by
-#: default), and the bindings' own wait for a schedd that accepts and never answers (20 s).
+#: Seconds the schedds may take to answer a probe, side by side, before those that have not
+#: are skipped for the snapshot read: under the daemon's `query_timeout` (30 s by default),
+#: and the bindings' own wait for a schedd that accepts and never answers (20 s).
 SCHEDD_TIMEOUT = 20.0
 #: Clusters a query for single job ads names at most (`fetch_constraints`).
 FETCH_CLUSTERS = 50
@@ -376,24 +377,32 @@ class HTCondorBackend(PoolBackend):
                      ask: Callable[[classad2.ClassAd], Any],
                      ) -> list[tuple[classad2.ClassAd, Any, str | None]]:
         """(location, `ask(location)`, None) for each schedd that answered, (location, None,
-        why) for each other, in the locations' order: every schedd is asked at once, in a
-        thread of its own, so that schedds that hang cost `schedd_timeout` together, not
-        each (the bindings wait 20 s for a stopped one); one that did not answer in this
-        snapshot read is not asked again in it (`_silent`, the learning rounds)."""
+        why) for each other, in the locations' order. Whether each answers is first probed,
+        side by side (`probe_side_by_side`: schedds that hang cost `schedd_timeout` together,
+        where asking them in turn costs the bindings' 20 s each, the whole process waiting);
+        those that answered are then asked in turn. One that did not answer in this snapshot
+        read is not asked again in it (`_silent`: the learning rounds)."""
         pending = [location for location in locations
                    if _schedd_name(location) not in self._silent]
-        answers = iter(ask_side_by_side(pending, ask, self.schedd_timeout, POOL_ERRORS))
+        probed = dict(zip(map(_schedd_name, pending), probe_side_by_side(
+            pending, self._probe, self.schedd_timeout), strict=True))
         result = []
         for location in locations:
             name = _schedd_name(location)
-            if name in self._silent:
-                result.append((location, None, self._silent[name]))
-                continue
-            answer, problem = next(answers)
+            problem, answer = self._silent.get(name) or probed[name], None
+            if problem is None:
+                try:
+                    answer = ask(location)
+                except POOL_ERRORS as error:
+                    problem = f"query failed: {error}"
             if problem is not None:
                 self._silent[name] = problem
             result.append((location, answer, problem))
         return result
+
+    def _probe(self, location: classad2.ClassAd) -> None:
+        """A query that the schedd answers at once (no job matches `false`)."""
+        self.schedd_factory(location).query("false", ["ClusterId"], limit=1)
 
     def _fetch_jobs(self, schedd: Any, name: str, job_ids: Sequence[str],
                     projection: list[str],

@@ -71,6 +71,11 @@ POOL_CONFIG = [
     "DAEMON_LIST = MASTER, COLLECTOR, NEGOTIATOR, SCHEDD",
     "NEGOTIATOR_INTERVAL = 60", "NEGOTIATOR_CYCLE_DELAY = 20", "NEGOTIATOR_MIN_INTERVAL = 5",
     "SCHEDD_INTERVAL = 60", "NEGOTIATOR_UPDATE_INTERVAL = 60",
+    # gridfair's steering rank (configs/htcondor-pool.config), as a pool it steers has. It
+    # also makes the schedd form autoclusters: with no expression of the negotiator's reading
+    # a job attribute (these slots' Requirements read none), the schedd is given no
+    # significant attribute and forms none ("autocluster -1" for every request; measured).
+    "NEGOTIATOR_PRE_JOB_RANK = 1e15 * (TARGET.GridfairSlot =?= MY.Name)",
 ]
 UNCAPPED = "SCHEDD_ENABLE_PER_USER_MATCH_LIMITS = False"
 NEGOTIATOR_PHASES = ("LastNegotiationCycleDuration0", "LastNegotiationCyclePhase1Duration0",

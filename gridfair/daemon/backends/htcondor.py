@@ -315,7 +315,7 @@ class HTCondorBackend(PoolBackend):
         """Every schedd's idle jobs (from its autoclusters and narrow rows), the ads matching
         reads of them (autocluster ads, and the job ads fetched whole: a schedd may have
         formed no autocluster for them, before a negotiation or at all), the skipped ads and
-        sources, and the schedds' locations. The schedds are asked side by side
+        sources, and the schedds' locations. A schedd that hangs is skipped
         (`_ask_schedds`)."""
         locations = self._locate_schedds()
         jobs: list[Job] = []

@@ -26,7 +26,11 @@ Then, in the same run:
 
 `--source files` writes the same slot and job ads as `condor_status -long` / `condor_q -long`
 dumps and runs the daemon on them with the files backend (no HTCondor: reads, decide, journal
-and peak RSS alone); steady cycles churn the dump in the same way.
+and peak RSS alone); steady cycles churn the dump in the same way (in a process of its own).
+
+Each cycle's peak RSS is given by phase (`peak_rss_mb`: the read, the pool laid out, reconcile,
+decide, journal, act and the rest, each the peak while it ran: Linux's VmHWM, reset between
+phases), and the run's as `peak_rss_mb`.
 
     .venv/bin/python bench/live_scale.py --slots 1000 --jobs 10000 --json
     .venv/bin/python bench/live_scale.py --source files --slots 10000 --jobs 100000 --json
@@ -67,6 +71,11 @@ POOL_CONFIG = [
     "DAEMON_LIST = MASTER, COLLECTOR, NEGOTIATOR, SCHEDD",
     "NEGOTIATOR_INTERVAL = 60", "NEGOTIATOR_CYCLE_DELAY = 20", "NEGOTIATOR_MIN_INTERVAL = 5",
     "SCHEDD_INTERVAL = 60", "NEGOTIATOR_UPDATE_INTERVAL = 60",
+    # gridfair's steering rank (configs/htcondor-pool.config), as a pool it steers has. It
+    # also makes the schedd form autoclusters: with no expression of the negotiator's reading
+    # a job attribute (these slots' Requirements read none), the schedd is given no
+    # significant attribute and forms none ("autocluster -1" for every request; measured).
+    "NEGOTIATOR_PRE_JOB_RANK = 1e15 * (TARGET.GridfairSlot =?= MY.Name)",
 ]
 UNCAPPED = "SCHEDD_ENABLE_PER_USER_MATCH_LIMITS = False"
 NEGOTIATOR_PHASES = ("LastNegotiationCycleDuration0", "LastNegotiationCyclePhase1Duration0",
@@ -290,12 +299,16 @@ def run_daemon(spec: dict) -> dict:
     spent: dict[str, list[float]] = {}
     lock = threading.Lock()
 
-    def timed(owner, name, label, when=None):
+    peaks: dict[str, float] = {}  # phase -> its peak RSS (MB), the phases not nested
+
+    def timed(owner, name, label, when=None, peak=False):
         original = getattr(owner, name)
 
         def wrapper(*args, **kwargs):
             if when is not None and not when(kwargs):
                 return original(*args, **kwargs)
+            if peak:
+                high_water.reset()
             wall, cpu = time.perf_counter(), time.thread_time()
             try:
                 return original(*args, **kwargs)
@@ -304,6 +317,9 @@ def run_daemon(spec: dict) -> dict:
                     row = spent.setdefault(label, [0.0, 0.0])
                     row[0] += time.perf_counter() - wall
                     row[1] += time.thread_time() - cpu
+                    if peak:
+                        peaks[label] = max(peaks.get(label, 0.0), high_water.mb())
+                        high_water.reset()
         setattr(owner, name, wrapper)
 
     if live:
@@ -316,11 +332,13 @@ def run_daemon(spec: dict) -> dict:
 
         timed(files_module, "read_dumps", "collector_read", lambda kw: not kw.get("jobs"))
         timed(files_module, "read_dumps", "schedd_read", lambda kw: kw.get("jobs"))
-    timed(type(backend), "read_snapshot", "read")
-    timed(Negotiator, "cycle", "decide")
-    timed(CycleRunner, "_record_plan", "journal")
-    timed(CycleRunner, "_carry_out", "act")
-    timed(cycle_module, "reconcile", "reconcile")
+    high_water = HighWater()
+    timed(type(backend), "read_snapshot", "read", peak=True)
+    timed(CycleRunner, "_load", "pool", peak=True)
+    timed(Negotiator, "cycle", "decide", peak=True)
+    timed(CycleRunner, "_record_plan", "journal", peak=True)
+    timed(CycleRunner, "_carry_out", "act", peak=True)
+    timed(cycle_module, "reconcile", "reconcile", peak=True)
     store = Store(directory / "state.db")
     runner = CycleRunner(config, backend, store, dry_run=spec["dry_run"])
     cycles = []
@@ -328,8 +346,12 @@ def run_daemon(spec: dict) -> dict:
         if number:
             churn(spec, number)
         spent.clear()
+        peaks.clear()
+        high_water.reset()
         wall, cpu = time.perf_counter(), cpu_seconds()
         report = runner.run()
+        peaks["other"] = high_water.mb()  # the cycle outside the phases above
+        high_water.reset()
         row = {"wall_s": round(time.perf_counter() - wall, 3),
                "cpu_s": round(cpu_seconds() - cpu, 3), "outcome": report.outcome,
                "error": report.error, **{key: report.counts.get(key, 0) for key in
@@ -340,6 +362,7 @@ def run_daemon(spec: dict) -> dict:
                               read[1] - inner[0][1] - inner[1][1]]
         row["phases"] = {key: {"wall_s": round(w, 3), "cpu_s": round(c, 3)}
                          for key, (w, c) in sorted(spent.items())}
+        row["peak_rss_mb"] = {key: round(mb, 1) for key, mb in sorted(peaks.items())}
         cycles.append(row)
     # What was decided, without times: two runs on the same pool decide the same or not.
     digest = hashlib.sha256()
@@ -347,10 +370,32 @@ def run_daemon(spec: dict) -> dict:
                               "order by cycle, seq"):
         digest.update(json.dumps(list(row.values())).encode())
     result = {"cycles": cycles, "decisions_digest": digest.hexdigest()[:16],
-              "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+              "peak_rss_mb": round(high_water.highest, 1)}
     if live and spec["steer"]:
         result.update(steer(backend, spec))
     return result
+
+
+class HighWater:
+    """This process's peak RSS since the last `reset` (Linux: VmHWM, reset by writing 5 to
+    /proc/self/clear_refs), so that a phase's peak is its own; `highest` is the peak of the
+    whole run (each peak is read before a reset)."""
+
+    STATUS, CLEAR = Path("/proc/self/status"), Path("/proc/self/clear_refs")
+
+    def __init__(self) -> None:
+        self.highest = 0.0
+
+    def mb(self) -> float:
+        line = next(line for line in self.STATUS.read_text().splitlines()
+                    if line.startswith("VmHWM:"))
+        peak = int(line.split()[1]) / 1024
+        self.highest = max(self.highest, peak)
+        return peak
+
+    def reset(self) -> None:
+        self.mb()
+        self.CLEAR.write_text("5")
 
 
 def cpu_seconds() -> float:
@@ -362,14 +407,12 @@ def churn(spec: dict, number: int) -> None:
     """1 % of the jobs change before a steady cycle: half removed, as many submitted."""
     count = max(2, spec["jobs"] // 100) // 2
     if spec["source"] == "files":
-        path = Path(spec["directory"]) / "pool" / "pool.queue"
-        ads = path.read_text().split("\n\n")[:-1]
-        removed = set(random.Random(number).sample(range(len(ads)), count))
-        kept = [ad for index, ad in enumerate(ads) if index not in removed]
-        fresh = [job_ad(10_000 + number, proc, f"User{proc % 4 + 1}", (1, 512, 100_000, 0),
-                        1_800_000_000 + proc).rstrip("\n") for proc in range(count)]
-        path.write_text("\n\n".join(kept + fresh) + "\n\n")
+        # In a process of its own: rewriting the dump holds it whole, which is the bench's
+        # memory, not the daemon's (it doubled the daemon's peak at 1,000,000 jobs).
+        subprocess.run([sys.executable, __file__, "--churn-spec",
+                        json.dumps({**spec, "number": number})], check=True)
         return
+    environment = {**os.environ, "CONDOR_CONFIG": spec["condor_config"]}
     environment = {**os.environ, "CONDOR_CONFIG": spec["condor_config"]}
     tools = Path(spec["install"]) / "bin"
     rows = subprocess.run([str(tools / "condor_q"), "-allusers", "-constraint", "JobStatus == 1",
@@ -387,6 +430,19 @@ def churn(spec: dict, number: int) -> None:
                     str(tools / "condor_submit"), "-terse", str(submit)], env=environment,
                    capture_output=True, check=False, cwd=spec["jobs_folder"])
     time.sleep(2)  # the schedd's autoclusters catch up
+
+
+def churn_dump(spec: dict) -> None:
+    """`churn` of the files source: the job dump with `count` ads removed and as many added."""
+    number = spec["number"]
+    count = max(2, spec["jobs"] // 100) // 2
+    path = Path(spec["directory"]) / "pool" / "pool.queue"
+    ads = path.read_text().split("\n\n")[:-1]
+    removed = set(random.Random(number).sample(range(len(ads)), count))
+    kept = [ad for index, ad in enumerate(ads) if index not in removed]
+    fresh = [job_ad(10_000 + number, proc, f"User{proc % 4 + 1}", (1, 512, 100_000, 0),
+                    1_800_000_000 + proc).rstrip("\n") for proc in range(count)]
+    path.write_text("\n\n".join(kept + fresh) + "\n\n")
 
 
 def steer(backend, spec: dict) -> dict:
@@ -495,7 +551,11 @@ def main() -> None:
     parser.add_argument("--detail", action="store_true",
                         help="with --json: each size's phases and the negotiator's ads too")
     parser.add_argument("--daemon-spec", help=argparse.SUPPRESS)
+    parser.add_argument("--churn-spec", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.churn_spec:
+        churn_dump(json.loads(args.churn_spec))
+        return
     if args.daemon_spec:
         print(json.dumps(run_daemon(json.loads(args.daemon_spec))))
         return

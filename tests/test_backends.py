@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import shutil
+import time
 from pathlib import Path
 
 import classad2
@@ -384,6 +385,33 @@ def test_htcondor_unreachable_schedd_is_skipped_not_fatal():
     snapshot = backend.read_snapshot()
     assert [s.name for s in snapshot.skipped] == ["gone@example"]
     assert len(snapshot.jobs) == 14
+
+
+@pytest.mark.parametrize("demand", ["autocluster", "jobs"])
+def test_htcondor_schedds_that_hang_cost_one_wait_together_and_are_skipped(demand):
+    """Two schedds that never answer: probed side by side, both skipped after one
+    `schedd_timeout` (not one each, nor one a learning round of the read), and the
+    answering schedd's jobs used."""
+    htcondor_backend()  # the test pool's queues
+    expected = HTCondorBackend(FakeCollector(), schedd_factory=FakeSchedd, demand=demand,
+                               lease_knob="").read_snapshot().jobs
+    backend = HTCondorBackend(FakeCollector(), demand=demand, lease_knob="",
+                              schedd_timeout=1.0)
+    backend.collector.schedds += [classad2.ClassAd({"Name": f"hung{n}@example"})
+                                  for n in (1, 2)]
+
+    class HungSchedd(FakeSchedd):
+        def query(self, *args, **kwargs):
+            time.sleep(60)  # in the probe's child process, killed at the timeout
+
+    backend.schedd_factory = (lambda location: HungSchedd(location)
+                              if location["Name"].startswith("hung") else FakeSchedd(location))
+    started = time.monotonic()
+    snapshot = backend.read_snapshot()
+    assert time.monotonic() - started < 1.9
+    assert [(s.name, s.reason) for s in snapshot.skipped if s.index == 0] == [
+        ("hung1@example", "no answer within 1 s"), ("hung2@example", "no answer within 1 s")]
+    assert snapshot.jobs == expected and expected
 
 
 def test_htcondor_vacate_and_allocate_use_act_and_edit():

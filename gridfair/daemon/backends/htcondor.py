@@ -17,9 +17,13 @@ Reading, each cycle:
 Projections, never whole ads: the attributes in `backends.ads.SLOT_ATTRIBUTES` /
 `JOB_ATTRIBUTES`, the owner and power attributes, and whatever the ads' Requirements and Rank
 turn out to read (learnt from the ads, kept; of many new names read at once, only those some
-ad has: `DIRECT_LEARNING`). A schedd that does not answer is reported as a
-skipped source and the others are used (its running jobs are still seen on their slots); no
-schedd listed or answering, or the collector not answering, fails the cycle.
+ad has: `DIRECT_LEARNING`). Whether each schedd answers is probed first, side by side (a
+child process each: the bindings hold the GIL while they wait on a daemon); one that fails,
+or has not answered within `schedd_timeout` (20 s), is reported as a skipped source, not asked
+again in that read, and the others are used (its running jobs are still seen on their slots):
+schedds that hang cost one wait together, not one each, and the read stays under the daemon's
+`query_timeout`. No schedd listed or answering, or the collector not answering, fails the
+cycle.
 
 Acting:
 - vacate: `Schedd.act(JobAction.Vacate, [job_id])` on the job's own schedd, one job per
@@ -61,6 +65,7 @@ from typing import Any
 import classad2
 import htcondor2
 
+from gridfair.classads.live_reads import probe_side_by_side
 from gridfair.classads.reader import SourcedAd, skip_reason
 from gridfair.classads.submitters import SubmitterMap, charge_snapshot
 from gridfair.classads.views import (
@@ -106,6 +111,10 @@ POOL_ERRORS = (htcondor2.HTCondorException, OSError, RuntimeError, ValueError)
 TOOL_TIMEOUT = 30.0
 
 
+#: Seconds the schedds may take to answer a probe, side by side, before those that have not
+#: are skipped for the snapshot read: under the daemon's `query_timeout` (30 s by default),
+#: and the bindings' own wait for a schedd that accepts and never answers (20 s).
+SCHEDD_TIMEOUT = 20.0
 #: Clusters a query for single job ads names at most (`fetch_constraints`).
 FETCH_CLUSTERS = 50
 #: How the backend reads demand: autocluster ads and narrow idle rows, or every job ad.
@@ -219,6 +228,7 @@ class HTCondorBackend(PoolBackend):
         pool: str | None = None,
         tool_environment: Mapping[str, str] | None = None,
         lease_knob: str = "GRIDFAIR_LEASE_UNTIL",
+        schedd_timeout: float = SCHEDD_TIMEOUT,
     ) -> None:
         if demand not in DEMAND_READS:
             raise ConfigError(f"demand must be one of {', '.join(DEMAND_READS)}, not {demand!r}")
@@ -246,6 +256,9 @@ class HTCondorBackend(PoolBackend):
         _learn(self.slot_projection, {*SLOT_ATTRIBUTES, owner_attribute, *power})
         _learn(self.job_projection, set(JOB_ATTRIBUTES))
         self._schedd_of: dict[str, classad2.ClassAd] = {}  # job id -> its schedd's location
+        self.schedd_timeout = schedd_timeout
+        # Schedds that did not answer in this snapshot read -> why (`_ask_schedds`).
+        self._silent: dict[str, str] = {}
         self._steered_on: dict[str, classad2.ClassAd] = {}  # schedds to reschedule, by name
         self._known_negotiators: list[classad2.ClassAd] = []
         # Names read that no slot (job) had (`DIRECT_LEARNING`), and reads since.
@@ -302,42 +315,23 @@ class HTCondorBackend(PoolBackend):
         """Every schedd's idle jobs (from its autoclusters and narrow rows), the ads matching
         reads of them (autocluster ads, and the job ads fetched whole: a schedd may have
         formed no autocluster for them, before a negotiation or at all), the skipped ads and
-        sources, and the schedds' locations."""
+        sources, and the schedds' locations. A schedd that hangs is skipped
+        (`_ask_schedds`)."""
         locations = self._locate_schedds()
         jobs: list[Job] = []
         groups: list[classad2.ClassAd] = []
         skipped: list[SkippedAd] = []
         schedd_of: dict[str, classad2.ClassAd] = {}
-        for location in locations:
+        projection = list(self.job_projection.values())
+        for location, answer, problem in self._ask_schedds(
+                locations, lambda location: self._schedd_demand(location, projection)):
             name = _schedd_name(location)
-            try:
-                schedd = self.schedd_factory(location)
-                clusters = schedd.query("true", [], opts=htcondor2.QueryOpt.AutoCluster)
-                # With no autocluster every job's ad is needed whole: one query for the ads,
-                # not narrow rows and then the ads by id.
-                rows = schedd.query(self.job_constraint, list(IDLE_ROW_ATTRIBUTES) if clusters
-                                    else list(self.job_projection.values()))
-            except POOL_ERRORS as error:
-                skipped.append(SkippedAd(f"schedd {name}", 0, name, f"query failed: {error}"))
+            if answer is None:
+                skipped.append(SkippedAd(f"schedd {name}", 0, name, problem))
                 continue
-            groups.extend(clusters)
-            requests, bad = autocluster_requests(clusters, f"schedd {name} autoclusters")
-            skipped.extend(bad)
-            if clusters:
-                known, missing, unusable = jobs_of_rows(rows, requests, f"schedd {name}")
-            else:
-                # Whole ads: a request that can vary is judged here, as for fetched ads.
-                steerable, unsteerable = steerable_ads(rows, f"schedd {name}")
-                known, unusable = jobs_from_ads(steerable, lenient=True)
-                unusable = [*unsteerable, *unusable]
-                groups.extend(rows)
-                missing = []
-            skipped.extend(unusable)
-            if missing:
-                fetched, unfetched, fetched_ads = self._fetch_jobs(schedd, name, missing)
-                groups.extend(fetched_ads)
-                known.extend(fetched)
-                skipped.extend(unfetched)
+            known, answered_groups, answered_skips = answer
+            groups.extend(answered_groups)
+            skipped.extend(answered_skips)
             for job in known:
                 if job.id in schedd_of:
                     skipped.append(SkippedAd(f"schedd {name}", 0, job.id,
@@ -348,16 +342,79 @@ class HTCondorBackend(PoolBackend):
         self._schedd_of = schedd_of
         return jobs, groups, skipped, locations
 
+    def _schedd_demand(self, location: classad2.ClassAd, projection: list[str],
+                       ) -> tuple[list[Job], list[classad2.ClassAd], list[SkippedAd]]:
+        """One schedd's idle jobs, the ads matching reads of them, and its ads skipped; one
+        of `POOL_ERRORS` when it does not answer its first queries."""
+        name = _schedd_name(location)
+        schedd = self.schedd_factory(location)
+        clusters = schedd.query("true", [], opts=htcondor2.QueryOpt.AutoCluster)
+        # With no autocluster every job's ad is needed whole: one query for the ads, not
+        # narrow rows and then the ads by id.
+        rows = schedd.query(self.job_constraint,
+                            list(IDLE_ROW_ATTRIBUTES) if clusters else projection)
+        groups = list(clusters)
+        requests, skipped = autocluster_requests(clusters, f"schedd {name} autoclusters")
+        if clusters:
+            known, missing, unusable = jobs_of_rows(rows, requests, f"schedd {name}")
+        else:
+            # Whole ads: a request that can vary is judged here, as for fetched ads.
+            steerable, unsteerable = steerable_ads(rows, f"schedd {name}")
+            known, unusable = jobs_from_ads(steerable, lenient=True)
+            unusable = [*unsteerable, *unusable]
+            groups.extend(rows)
+            missing = []
+        skipped.extend(unusable)
+        if missing:
+            fetched, unfetched, fetched_ads = self._fetch_jobs(schedd, name, missing,
+                                                               projection)
+            groups.extend(fetched_ads)
+            known.extend(fetched)
+            skipped.extend(unfetched)
+        return known, groups, skipped
+
+    def _ask_schedds(self, locations: Sequence[classad2.ClassAd],
+                     ask: Callable[[classad2.ClassAd], Any],
+                     ) -> list[tuple[classad2.ClassAd, Any, str | None]]:
+        """(location, `ask(location)`, None) for each schedd that answered, (location, None,
+        why) for each other, in the locations' order. Whether each answers is first probed,
+        side by side (`probe_side_by_side`: schedds that hang cost `schedd_timeout` together,
+        where asking them in turn costs the bindings' 20 s each, the whole process waiting);
+        those that answered are then asked in turn. One that did not answer in this snapshot
+        read is not asked again in it (`_silent`: the learning rounds)."""
+        pending = [location for location in locations
+                   if _schedd_name(location) not in self._silent]
+        probed = dict(zip(map(_schedd_name, pending), probe_side_by_side(
+            pending, self._probe, self.schedd_timeout), strict=True))
+        result = []
+        for location in locations:
+            name = _schedd_name(location)
+            problem, answer = self._silent.get(name) or probed[name], None
+            if problem is None:
+                try:
+                    answer = ask(location)
+                except POOL_ERRORS as error:
+                    problem = f"query failed: {error}"
+            if problem is not None:
+                self._silent[name] = problem
+            result.append((location, answer, problem))
+        return result
+
+    def _probe(self, location: classad2.ClassAd) -> None:
+        """A query that the schedd answers at once (no job matches `false`)."""
+        self.schedd_factory(location).query("false", ["ClusterId"], limit=1)
+
     def _fetch_jobs(self, schedd: Any, name: str, job_ids: Sequence[str],
+                    projection: list[str],
                     ) -> tuple[list[Job], list[SkippedAd], list[classad2.ClassAd]]:
-        """The whole ads (the job projection) of these jobs, a query per `FETCH_CLUSTERS`
-        clusters, as jobs and as ads; a job the schedd does not answer for (it left the
-        queue) is skipped."""
+        """The whole ads (`projection`: the job projection) of these jobs, a query per
+        `FETCH_CLUSTERS` clusters, as jobs and as ads; a job the schedd does not answer for
+        (it left the queue) is skipped."""
         ads: list[classad2.ClassAd] = []
         skipped: list[SkippedAd] = []
         for constraint, asked in fetch_constraints(job_ids):
             try:
-                ads.extend(schedd.query(constraint, list(self.job_projection.values())))
+                ads.extend(schedd.query(constraint, projection))
             except POOL_ERRORS as error:
                 skipped.extend(SkippedAd(f"schedd {name}", 0, job_id,
                                          f"job ad query failed: {error}") for job_id in asked)
@@ -419,6 +476,7 @@ class HTCondorBackend(PoolBackend):
         only the ads themselves tell: query, learn what is missing, query again. What is learnt
         is kept, so after the first cycle one query each is enough."""
         self._reads_since_absent += 1
+        self._silent = {}
         if (self._reads_since_absent > ABSENT_READS or len(self._absent_slot_names)
                 + len(self._absent_job_names) > ABSENT_LIMIT):
             self._absent_slot_names.clear()
@@ -460,11 +518,10 @@ class HTCondorBackend(PoolBackend):
     def _whole_jobs(self) -> list[classad2.ClassAd]:
         """Every schedd's jobs of `job_constraint`, whole; a schedd that does not answer
         is left out (the job query that follows reports it)."""
-        ads: list[classad2.ClassAd] = []
-        for location in self._locate_schedds():
-            with contextlib.suppress(*POOL_ERRORS):
-                ads.extend(self.schedd_factory(location).query(self.job_constraint))
-        return ads
+        return [ad for _, answer, _ in self._ask_schedds(
+            self._locate_schedds(),
+            lambda location: self.schedd_factory(location).query(self.job_constraint))
+            for ad in answer or ()]
 
     def _query_slots(self) -> list[classad2.ClassAd]:
         try:
@@ -480,12 +537,12 @@ class HTCondorBackend(PoolBackend):
         job_ads: list[SourcedAd] = []
         schedd_of: dict[str, classad2.ClassAd] = {}
         projection = list(self.job_projection.values())
-        for location in locations:
+        for location, ads, problem in self._ask_schedds(
+                locations, lambda location: self.schedd_factory(location).query(
+                    self.job_constraint, projection)):
             name = _schedd_name(location)
-            try:
-                ads = self.schedd_factory(location).query(self.job_constraint, projection)
-            except POOL_ERRORS as error:
-                skipped.append(SkippedAd(f"schedd {name}", 0, name, f"query failed: {error}"))
+            if ads is None:
+                skipped.append(SkippedAd(f"schedd {name}", 0, name, problem))
                 continue
             steerable, unsteerable = steerable_ads(ads, f"schedd {name}")
             job_ads.extend(steerable)

@@ -384,8 +384,11 @@ class HTCondorBackend(PoolBackend):
         read is not asked again in it (`_silent`: the learning rounds)."""
         pending = [location for location in locations
                    if _schedd_name(location) not in self._silent]
+        # One schedd alone is asked at once: a hang costs the same wait with or without a
+        # probe, and the probe's fork and extra query would be paid every cycle.
         probed = dict(zip(map(_schedd_name, pending), probe_side_by_side(
-            pending, self._probe, self.schedd_timeout), strict=True))
+            pending, self._probe, self.schedd_timeout) if len(pending) > 1
+            else [None] * len(pending), strict=True))
         result = []
         for location in locations:
             name = _schedd_name(location)

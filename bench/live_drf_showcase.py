@@ -83,6 +83,8 @@ MACHINES = ((4, 6, 2), (2, 3, 8), (3, 2, 16))
 PER_CPU = 1000.0
 CAPACITY_CPUS = sum(count * cpus for count, cpus, _ in MACHINES)
 CAPACITY_GIB = sum(count * cpus * per_cpu for count, cpus, per_cpu in MACHINES)
+#: (machines, cpus each, GiB each) for the bound
+MACHINE_UNITS = tuple((count, cpus, cpus * per_cpu) for count, cpus, per_cpu in MACHINES)
 JOB_SECONDS = (60.0, 150.0)
 #: user -> (phase, jobs, cpus choices, GiB choices); every backlog outlasts the run
 USERS = {
@@ -178,6 +180,89 @@ def granularity_bound(present: Mapping[str, Sequence[tuple[int, int]]],
     return total
 
 
+def assignment_bound(present: Mapping[str, Sequence[tuple[int, int]]],
+                     entitled: Mapping[str, float], machines: Sequence[tuple[int, int, int]],
+                     capacity: tuple[int, int], whole: bool = True,
+                     seconds: float = 3.0) -> float:
+    """The least sum_u |held_u - entitled_u| any assignment of the jobs present (each user's
+    running and idle jobs, whole units) to the machines ((count, cpus, memory) per kind) can
+    reach, as a mixed-integer program: how many jobs of each user and size run on each machine,
+    within its cpus and memory; t_u >= each resource's share - entitled_u (the dominant share is
+    their maximum) and t_u >= entitled_u - the share of one resource the program picks per user
+    (exact: the maximum is at least the picked one). `whole=False` relaxes it to a linear
+    program (jobs split, still only over machines they fit on whole, identical machines pooled;
+    the dominant share bounded by the sum of its jobs' own dominant shares): a weaker bound at a
+    fraction of the cost. The result is a lower bound either way: the solver's proven bound
+    when `seconds` run out before it proves its optimum, never below `granularity_bound`."""
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
+    users = sorted(entitled)
+    if whole:  # each machine on its own
+        boxes = [(1, cpus, memory) for count, cpus, memory in machines for _ in range(count)]
+    else:
+        boxes = list(machines)
+    counts: dict[tuple[int, tuple[int, int]], int] = {}
+    for number, user in enumerate(users):
+        for size in present.get(user, ()):
+            counts[number, size] = counts.get((number, size), 0) + 1
+    # Variables: jobs of (user, size) on a box it fits, then t_u, then (whole) z_ur.
+    columns = [(number, size, box) for (number, size) in sorted(counts)
+               for box, (_, cpus, memory) in enumerate(boxes)
+               if size[0] <= cpus and size[1] <= memory]
+    slack = len(columns)
+    picks = slack + len(users)
+    width = picks + (2 * len(users) if whole else 0)
+    rows: list[list[float]] = []
+    lower: list[float] = []
+    upper: list[float] = []
+
+    def row(entries: Mapping[int, float], low: float, high: float) -> None:
+        line = [0.0] * width
+        for index, value in entries.items():
+            line[index] += value
+        rows.append(line)
+        lower.append(low)
+        upper.append(high)
+
+    for key, count in counts.items():  # no more jobs of a size than the user has
+        row({i: 1.0 for i, column in enumerate(columns) if column[:2] == key}, 0, count)
+    for box, (count, cpus, memory) in enumerate(boxes):  # each box's cpus and memory
+        for resource, room in ((0, cpus), (1, memory)):
+            row({i: column[1][resource] for i, column in enumerate(columns)
+                 if column[2] == box}, 0, count * room)
+    for number, user in enumerate(users):
+        mine = [i for i, column in enumerate(columns) if column[0] == number]
+        wanted = entitled[user]
+        for resource in (0, 1):  # share_r - t_u <= entitled
+            share = {i: columns[i][1][resource] / capacity[resource] for i in mine}
+            row({**share, slack + number: -1.0}, -float("inf"), wanted)
+            if whole:  # share_r + t_u >= entitled, unless r is not the one picked
+                pick = picks + 2 * number + resource
+                row({**share, slack + number: 1.0, pick: -wanted}, 0, float("inf"))
+        if whole:  # pick one resource: z_u0 + z_u1 = 1 (the constraint above is off for z = 1)
+            row({picks + 2 * number: 1.0, picks + 2 * number + 1: 1.0}, 1, 1)
+        else:  # sum of its jobs' dominant shares + t_u >= entitled
+            row({**{i: dominant_share(*columns[i][1], capacity) for i in mine},
+                 slack + number: 1.0}, wanted, float("inf"))
+    cost = [0.0] * slack + [1.0] * len(users) + [0.0] * (width - picks)
+    integral = [1 if whole else 0] * slack + [0] * len(users) + [1] * (width - picks)
+    highest = [float("inf")] * picks + [1.0] * (width - picks)
+    # Each t_u at least the user's own granularity_bound (a valid cut: no assignment gives
+    # the user a share its jobs cannot add up to), which the linear relaxation misses.
+    lowest = [0.0] * width
+    for number, user in enumerate(users):
+        lowest[slack + number] = granularity_bound(present, {user: entitled[user]}, capacity)
+    solved = milp(cost, constraints=LinearConstraint(rows, lower, upper),
+                  integrality=integral, bounds=Bounds(lowest, highest),
+                  options={"time_limit": seconds})
+    bound = getattr(solved, "mip_dual_bound", None)
+    if solved.status == 0 or bound is None:
+        bound = solved.fun
+    if bound is None:
+        raise RuntimeError(f"assignment bound: the solver failed: {solved.message}")
+    return max(0.0, float(bound))
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Moment:
     """The pool from `time` to the next moment."""
@@ -185,13 +270,19 @@ class Moment:
     time: float
     held: Mapping[str, float]  # dominant share held
     entitled: Mapping[str, float]  # DRF's
-    bound: float
+    granularity: float  # granularity_bound
+    packing: float  # assignment_bound
     cpus_used: float  # fraction of the pool's cpus allocated
     memory_used: float
 
     @property
     def error(self) -> float:
         return share_error(self.held, self.entitled)
+
+    @property
+    def bound(self) -> float:
+        """The larger of the two lower bounds."""
+        return max(self.granularity, self.packing)
 
 
 def timeline(record: showcase.Record) -> list[Moment]:
@@ -203,6 +294,8 @@ def timeline(record: showcase.Record) -> list[Moment]:
                      | {run.end for run in record.runs if run.end}
                      | {life.submitted for life in record.lifetimes.values()}
                      | {life.ended for life in record.lifetimes.values() if life.ended})
+    # Bounds only from the state at the arrival on (the window every figure covers).
+    first = max((change for change in changes if change <= record.arrival), default=0.0)
     moments = []
     for moment in (change for change in changes if change <= record.until):
         running = {run.job for run in record.runs
@@ -224,9 +317,20 @@ def timeline(record: showcase.Record) -> list[Moment]:
         moments.append(Moment(
             moment, {user: dominant_share(*v, capacity) for user, v in held.items()}, entitled,
             granularity_bound(present, entitled, units),
+            _moment_bound(tuple(sorted((user, tuple(sorted(sizes)))
+                                       for user, sizes in present.items())),
+                          tuple(sorted(entitled.items())), units)
+            if moment >= first else 0.0,
             sum(v[0] for v in held.values()) / capacity[0],
             sum(v[1] for v in held.values()) / capacity[1]))
     return moments
+
+
+@functools.lru_cache(maxsize=4096)
+def _moment_bound(present: tuple, entitled: tuple, units: tuple[int, int]) -> float:
+    """assignment_bound on hashable arguments: a job starting or being vacated changes neither
+    the jobs present nor the entitlement, so most moments repeat an earlier one."""
+    return assignment_bound(dict(present), dict(entitled), MACHINE_UNITS, units)
 
 
 def time_mean(moments: Sequence[Moment], since: float, until: float, value) -> float:
@@ -358,6 +462,9 @@ def figures(record: showcase.Record, plot_dir: str | None = None) -> dict[str, o
         "vacates": len(evicted), "completed_jobs": completed,
         "landed_fraction": None,
         "bound": round(bound, 4), "excess_over_bound": round(error - bound, 4),
+        "bound_granularity": round(time_mean(moments, since, until, lambda s: s.granularity),
+                                   4),
+        "bound_packing": round(time_mean(moments, since, until, lambda s: s.packing), 4),
         "vacates_per_completed": round(len(evicted) / completed, 3) if completed else None,
         "lost_cpu_seconds": round(sum((run.end - run.start) * record.jobs[run.job].cpus
                                       for run in evicted), 1),

@@ -117,6 +117,11 @@ HTCONDOR = {
                  "PREEMPTION_REQUIREMENTS = False"],
     # Fair share in dominant shares with priority preemption: HTCondor's closest to DRF.
     "dominant-prio": [*COMMON, DOMINANT_WEIGHT, *showcase.PRIORITY_PREEMPTION],
+    # The same with the manual's guard against preempting a job just started (its example
+    # keeps a claim an hour; here 30 s, a fifth of the longest job).
+    "dominant-guard": [*COMMON, DOMINANT_WEIGHT, "PRIORITY_HALFLIFE = 60",
+                       "PREEMPTION_REQUIREMENTS = (time() - EnteredCurrentState) > 30"
+                       " && RemoteUserPrio > SubmitterUserPrio * 1.2"],
 }
 
 

@@ -188,7 +188,7 @@ def granularity_bound(present: Mapping[str, Sequence[tuple[int, int]]],
 def assignment_bound(present: Mapping[str, Sequence[tuple[int, int]]],
                      entitled: Mapping[str, float], machines: Sequence[tuple[int, int, int]],
                      capacity: tuple[int, int], whole: bool = True,
-                     seconds: float = 3.0) -> float:
+                     nodes: int = 500) -> float:
     """The least sum_u |held_u - entitled_u| any assignment of the jobs present (each user's
     running and idle jobs, whole units) to the machines ((count, cpus, memory) per kind) can
     reach, as a mixed-integer program: how many jobs of each user and size run on each machine,
@@ -198,7 +198,8 @@ def assignment_bound(present: Mapping[str, Sequence[tuple[int, int]]],
     program (jobs split, still only over machines they fit on whole, identical machines pooled;
     the dominant share bounded by the sum of its jobs' own dominant shares): a weaker bound at a
     fraction of the cost. The result is a lower bound either way: the solver's proven bound
-    when `seconds` run out before it proves its optimum, never below `granularity_bound`."""
+    when `nodes` branch-and-bound nodes run out before it proves its optimum (a node limit,
+    not a time limit: the same bound on every machine), never below `granularity_bound`."""
     from scipy.optimize import Bounds, LinearConstraint, milp
 
     users = sorted(entitled)
@@ -259,7 +260,7 @@ def assignment_bound(present: Mapping[str, Sequence[tuple[int, int]]],
         lowest[slack + number] = granularity_bound(present, {user: entitled[user]}, capacity)
     solved = milp(cost, constraints=LinearConstraint(rows, lower, upper),
                   integrality=integral, bounds=Bounds(lowest, highest),
-                  options={"time_limit": seconds})
+                  options={"node_limit": nodes})
     bound = getattr(solved, "mip_dual_bound", None)
     if solved.status == 0 or bound is None:
         bound = solved.fun

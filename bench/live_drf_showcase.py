@@ -41,11 +41,18 @@ The sides, each on a fresh pool with the same jobs (same seed):
   safety and pool configuration (only steered jobs start, HTCondor never preempts on its own);
 - htcondor: HTCondor alone, one of `HTCONDOR` (`--htcondor` names one or several).
 
+Two scenarios, told by the configuration's name: pure fair share (`drf-fair` and the HTCondor
+configurations without a suffix), and entitlements (`wdrf-fair`, weighted DRF with `WEIGHTS`:
+A entitled to twice the others' dominant share; HTCondor's `...-factors` configurations, with
+priority factors in the inverse ratio, `condor_userprio -setfactor`); the entitlement is then
+weighted DRF's progressive filling.
+
 The machinery (pool, daemon, event log, records, `--save`/`--replay`) is
 bench/live_pool_showcase.py's, imported.
 
     .venv/bin/python bench/live_drf_showcase.py [--seeds 1 2 3] [--sides gridfair,htcondor]
-        [--htcondor dominant-prio] [--json] [--plot-dir DIR] [--save DIR] [--replay FILE...]
+        [--gridfair drf-fair] [--htcondor dominant-prio] [--json] [--plot-dir DIR]
+        [--save DIR] [--replay FILE...]
 
 Needs root and HTCondor (GRIDFAIR_HTCONDOR, condor_master on PATH, or ../shared/htcondor).
 """
@@ -95,11 +102,20 @@ USERS = {
 }
 ARRIVING, LEAVING = "A", "M"
 INTERVAL = showcase.INTERVAL
-SCENARIO = "fair-share"  # no owners, no weights
+#: The entitlement scenario: A entitled to twice the others' share (weighted DRF); gridfair
+#: runs `wdrf-fair` with these weights, HTCondor a configuration with priority factors in
+#: their inverse ratio (a user's effective priority is its usage times its factor).
+WEIGHTS = {"A": 2, "C": 1, "M": 1, "X": 1}
+DEFAULT_FACTOR = 1000  # HTCondor's default priority factor
 
 # The gridfair side, in bench/live_pool_showcase.py's table of daemon policies.
 showcase.GRIDFAIR.setdefault("drf-fair", ("drf", "fair", lambda: "",
                                           "order drf, preempt fair (--policy drf-fair)"))
+showcase.GRIDFAIR.setdefault("wdrf-fair", (
+    "wdrf", "fair", lambda: "weights = { " + ", ".join(f"{user} = {weight}" for user, weight
+                                                        in WEIGHTS.items()) + " }",
+    "order wdrf with weights " + ", ".join(f"{u} {w}" for u, w in WEIGHTS.items())
+    + ", preempt fair (--policy wdrf-fair)"))
 
 #: HTCondor's knobs common to every configuration (docs/results/live-drf.md cites the manual):
 #: preemption considered, a partitionable slot's dynamic slots preempted together for a job
@@ -123,6 +139,14 @@ HTCONDOR = {
                        "PREEMPTION_REQUIREMENTS = (time() - EnteredCurrentState) > 30"
                        " && RemoteUserPrio > SubmitterUserPrio * 1.2"],
 }
+#: The weighted scenario's HTCondor configurations: these, with priority factors set.
+FACTORED = {f"{name}-factors": HTCONDOR[name] for name in ("cpus-prio", "dominant-prio")}
+HTCONDOR.update(FACTORED)
+
+
+def weights_of(config: str) -> dict[str, int] | None:
+    """The users' weights of the run's scenario: WEIGHTS for the weighted one, else None."""
+    return dict(WEIGHTS) if config == "wdrf-fair" or config in FACTORED else None
 
 
 # ----------------------------------------------------------------------------- the maths
@@ -131,18 +155,25 @@ def dominant_share(cpus: float, memory: float, capacity: tuple[float, float]) ->
     return max(cpus / capacity[0], memory / capacity[1])
 
 
-def drf_entitlement(demand: Mapping[str, tuple[float, float]],
-                    capacity: tuple[float, float]) -> dict[str, float]:
+def drf_entitlement(demand: Mapping[str, tuple[float, float]], capacity: tuple[float, float],
+                    weights: Mapping[str, int] | None = None) -> dict[str, float]:
     """DRF's dominant share for each user with demand ((cpus, memory) asked for in all):
-    progressive filling on the pool's capacities."""
+    progressive filling on the pool's capacities. With whole `weights` (1 for a user they leave
+    out), weighted DRF: a user of weight w is w users of 1/w of its demand each, whose dominant
+    shares rise together, so its own rises w times as fast."""
     vectors = {}
     for user, (cpus, memory) in demand.items():
-        vector = [0.0] * 4
-        vector[CPUS], vector[MEMORY] = cpus, memory
-        vectors[user] = vector
+        clones = (weights or {}).get(user, 1)
+        for clone in range(clones):
+            vector = [0.0] * 4
+            vector[CPUS], vector[MEMORY] = cpus / clones, memory / clones
+            vectors[user, clone] = vector
     whole = [0.0] * 4
     whole[CPUS], whole[MEMORY] = capacity
-    return drf_shares(vectors, whole)
+    entitled: dict[str, float] = {}
+    for (user, _), share in drf_shares(vectors, whole).items():
+        entitled[user] = entitled.get(user, 0.0) + share
+    return entitled
 
 
 def share_error(held: Mapping[str, float], entitled: Mapping[str, float]) -> float:
@@ -319,7 +350,8 @@ def timeline(record: showcase.Record) -> list[Moment]:
                 total[0] += asked.cpus
                 total[1] += asked.memory
             present.setdefault(asked.user, []).append((asked.cpus, -(-asked.memory // GIB)))
-        entitled = drf_entitlement({user: tuple(v) for user, v in demand.items()}, capacity)
+        entitled = drf_entitlement({user: tuple(v) for user, v in demand.items()}, capacity,
+                                   weights_of(record.config))
         moments.append(Moment(
             moment, {user: dominant_share(*v, capacity) for user, v in held.items()}, entitled,
             granularity_bound(present, entitled, units),
@@ -367,6 +399,8 @@ def run_side(side: str, config: str, seed: int, options: argparse.Namespace,
     from gridfair.daemon.pool_record import landing, read_lifetimes, read_runs
     from gridfair.model import whole_slot
     from tests.live.harness.personal_pool import (
+        ACCOUNTING_PREFIX,
+        UID_DOMAIN,
         PersonalPool,
         SlotSpec,
         daemon_command,
@@ -385,11 +419,20 @@ def run_side(side: str, config: str, seed: int, options: argparse.Namespace,
     else:
         pool_config = HTCONDOR[config]
         described = f"{config}: " + "; ".join(pool_config)
+        if config in FACTORED:
+            described += "; priority factors " + ", ".join(
+                f"{user} {DEFAULT_FACTOR * max(WEIGHTS.values()) // weight}"
+                for user, weight in WEIGHTS.items())
     directory = daemon_directory() if side == "gridfair" else None
     load_before = os.getloadavg()
     with PersonalPool(slots, layout="partitionable", interval=int(INTERVAL),
                       extra_config=pool_config) as pool:
         event_log = pool.shared_file("events.log")
+        if config in FACTORED:  # set before any job: usage is charged with them from the start
+            for user, weight in WEIGHTS.items():
+                pool.run_tool(["condor_userprio", "-setfactor",
+                               f"{ACCOUNTING_PREFIX}.{user}@{UID_DOMAIN}",
+                               str(DEFAULT_FACTOR * max(WEIGHTS.values()) // weight)])
         jobs: dict[str, showcase.Submitted] = {}
 
         def submit(phase: str) -> None:
@@ -459,7 +502,8 @@ def figures(record: showcase.Record, plot_dir: str | None = None) -> dict[str, o
     error = time_mean(moments, since, until, lambda state: state.error)
     bound = time_mean(moments, since, until, lambda state: state.bound)
     result: dict[str, object] = {
-        "side": record.side, "scenario": SCENARIO, "seed": record.seed,
+        "side": record.side, "seed": record.seed,
+        "scenario": "fair-share" if weights_of(record.config) is None else "weighted",
         "config": record.config,
         "dominant_share_error": round(error, 4),
         "utilization": {

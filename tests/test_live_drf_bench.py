@@ -39,6 +39,16 @@ def test_drf_entitlement_is_the_papers() -> None:
     assert entitled == pytest.approx({"A": 4 / 18, "B": 8 / 9})
 
 
+def test_weighted_drf_gives_a_double_weight_twice_the_dominant_share() -> None:
+    # A of weight 2: A's dominant share (memory) 2s, B's (cpus) s. Memory binds first:
+    # 2s + s/6 = 1 (cpus: s/1 + s = 2s <= 1), so s = 6/13: A 12/13, B 6/13.
+    many = 10
+    entitled = showcase.drf_entitlement(
+        {"A": (many * A_TASK[0], many * A_TASK[1]), "B": (many * B_TASK[0], many * B_TASK[1])},
+        PAPER, {"A": 2})
+    assert entitled == pytest.approx({"A": 12 / 13, "B": 6 / 13})
+
+
 def test_bounds_on_one_machine_and_on_three_small_ones() -> None:
     present = {"A": [A_TASK] * 5, "B": [B_TASK] * 5}
     entitled = {"A": 2 / 3, "B": 2 / 3}

@@ -72,7 +72,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -371,7 +371,9 @@ def _moment_bound(present: tuple, entitled: tuple, units: tuple[int, int]) -> fl
     return assignment_bound(dict(present), dict(entitled), MACHINE_UNITS, units)
 
 
-def time_mean(moments: Sequence[Moment], since: float, until: float, value) -> float:
+def time_mean(moments: Sequence[Moment], since: float, until: float,
+              value: Callable[[Moment], float]) -> float:
+    """`value`'s mean over [since, until], each state held until the next moment."""
     return sum(value(state) * (end - start) for start, end, state
                in showcase.pieces(moments, since, until)) / (until - since)
 

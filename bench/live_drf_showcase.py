@@ -112,8 +112,9 @@ DEFAULT_FACTOR = 1000  # HTCondor's default priority factor
 showcase.GRIDFAIR.setdefault("drf-fair", ("drf", "fair", lambda: "",
                                           "order drf, preempt fair (--policy drf-fair)"))
 showcase.GRIDFAIR.setdefault("wdrf-fair", (
-    "wdrf", "fair", lambda: "weights = { " + ", ".join(f"{user} = {weight}" for user, weight
-                                                        in WEIGHTS.items()) + " }",
+    # The daemon charges a user of no machine to its authenticated name, user@UID_DOMAIN.
+    "wdrf", "fair", lambda: "weights = { " + ", ".join(
+        f'"{user}@gridfair.test" = {weight}' for user, weight in WEIGHTS.items()) + " }",
     "order wdrf with weights " + ", ".join(f"{u} {w}" for u, w in WEIGHTS.items())
     + ", preempt fair (--policy wdrf-fair)"))
 

@@ -111,10 +111,20 @@ DEFAULT_FACTOR = 1000  # HTCondor's default priority factor
 # The gridfair side, in bench/live_pool_showcase.py's table of daemon policies.
 showcase.GRIDFAIR.setdefault("drf-fair", ("drf", "fair", lambda: "",
                                           "order drf, preempt fair (--policy drf-fair)"))
+
+
+def wdrf_options() -> str:
+    """`wdrf-fair`'s [policy.options]: WEIGHTS, naming each user as the daemon charges one who
+    owns no machine, by its authenticated name (user@UID_DOMAIN: docs/live-pool.md, "Who a
+    job is charged to"); a bare name would match nobody, and every weight be 0."""
+    from tests.live.harness.personal_pool import UID_DOMAIN
+
+    return "weights = { " + ", ".join(f'"{user}@{UID_DOMAIN}" = {weight}'
+                                       for user, weight in WEIGHTS.items()) + " }"
+
+
 showcase.GRIDFAIR.setdefault("wdrf-fair", (
-    # The daemon charges a user of no machine to its authenticated name, user@UID_DOMAIN.
-    "wdrf", "fair", lambda: "weights = { " + ", ".join(
-        f'"{user}@gridfair.test" = {weight}' for user, weight in WEIGHTS.items()) + " }",
+    "wdrf", "fair", wdrf_options,
     "order wdrf with weights " + ", ".join(f"{u} {w}" for u, w in WEIGHTS.items())
     + ", preempt fair (--policy wdrf-fair)"))
 

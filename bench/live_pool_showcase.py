@@ -270,10 +270,11 @@ class Moment:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Submitted:
-    """What the bench submitted as a job: whose, and how many cpus it asks for."""
+    """What the bench submitted as a job: whose, and how many cpus (and MiB) it asks for."""
 
     user: str
     cpus: int
+    memory: int = 0  # MiB; 0 in records saved before it was kept
 
 
 def timeline(runs: Sequence, lifetimes: Mapping, jobs: Mapping[str, Submitted],

@@ -1,0 +1,72 @@
+"""Showcase 3's maths (bench/live_drf_showcase.py): DRF's entitlement, the dominant-share error
+and the lower bounds on it, against hand-worked examples."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+sys.path.insert(0, str(BENCH))  # the bench imports its siblings
+_spec = importlib.util.spec_from_file_location("live_drf_showcase",
+                                               BENCH / "live_drf_showcase.py")
+showcase = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = showcase
+_spec.loader.exec_module(showcase)
+
+#: The DRF paper's example (Ghodsi et al., NSDI 2011, section 4): 9 cpus and 18 GB; user A's
+#: tasks ask for <1 cpu, 4 GB>, B's for <3 cpus, 1 GB>; DRF gives A 3 tasks and B 2 tasks,
+#: a dominant share of 2/3 each (A: 12 of 18 GB, B: 6 of 9 cpus).
+PAPER = (9, 18)
+A_TASK, B_TASK = (1, 4), (3, 1)
+
+
+def test_drf_entitlement_is_the_papers() -> None:
+    many = 10  # both want more than the pool holds
+    entitled = showcase.drf_entitlement(
+        {"A": (many * A_TASK[0], many * A_TASK[1]), "B": (many * B_TASK[0], many * B_TASK[1])},
+        PAPER)
+    assert entitled == pytest.approx({"A": 2 / 3, "B": 2 / 3})
+    held = {"A": showcase.dominant_share(3 * A_TASK[0], 3 * A_TASK[1], PAPER),
+            "B": showcase.dominant_share(2 * B_TASK[0], 2 * B_TASK[1], PAPER)}
+    assert held == pytest.approx({"A": 2 / 3, "B": 2 / 3})
+    assert showcase.share_error(held, entitled) == pytest.approx(0.0)
+    # With less demand than its share, a user gets its demand, the other the rest it can use.
+    entitled = showcase.drf_entitlement({"A": (1, 4), "B": (30, 10)}, PAPER)
+    assert entitled == pytest.approx({"A": 4 / 18, "B": 8 / 9})
+
+
+def test_weighted_drf_gives_a_double_weight_twice_the_dominant_share() -> None:
+    # A of weight 2: A's dominant share (memory) 2s, B's (cpus) s. Memory binds first:
+    # 2s + s/6 = 1 (cpus: s/1 + s = 2s <= 1), so s = 6/13: A 12/13, B 6/13.
+    many = 10
+    entitled = showcase.drf_entitlement(
+        {"A": (many * A_TASK[0], many * A_TASK[1]), "B": (many * B_TASK[0], many * B_TASK[1])},
+        PAPER, {"A": 2})
+    assert entitled == pytest.approx({"A": 12 / 13, "B": 6 / 13})
+
+
+def test_bounds_on_one_machine_and_on_three_small_ones() -> None:
+    present = {"A": [A_TASK] * 5, "B": [B_TASK] * 5}
+    entitled = {"A": 2 / 3, "B": 2 / 3}
+    # One machine of 9 cpus and 18 GB: A 3 tasks and B 2 reach the entitlement exactly.
+    assert showcase.assignment_bound(present, entitled, [(1, 9, 18)], PAPER) == pytest.approx(0)
+    # Three machines of 3 cpus and 6 GB: a machine holds one A task (the 2 cpus and 2 GB
+    # left take no B task) or one B task; the best is A 1, B 2: |2/9 - 2/3| + 0 = 4/9.
+    small = [(3, 3, 6)]
+    assert showcase.assignment_bound(present, entitled, small, PAPER) == pytest.approx(4 / 9)
+    # The linear relaxation splits tasks across machines: it proves nothing here.
+    assert showcase.assignment_bound(present, entitled, small, PAPER,
+                                     whole=False) == pytest.approx(0)
+    assert showcase.granularity_bound(present, entitled, PAPER) == pytest.approx(0)
+
+
+def test_a_job_no_machine_holds_counts_in_the_packing_bound_only() -> None:
+    # Two machines of 4 cpus and 8 GiB; M's jobs ask for 12 GiB: they fit the pool's 16 GiB
+    # in total (so the granularity bound is the distance to 0 or 12/16) but no machine.
+    present, entitled = {"M": [(1, 12)] * 2}, {"M": 0.5}
+    assert showcase.granularity_bound(present, entitled, (8, 16)) == pytest.approx(0.25)
+    assert showcase.assignment_bound(present, entitled, [(2, 4, 8)], (8, 16)) == pytest.approx(0.5)

@@ -118,12 +118,16 @@ class ChurningPool:
             self.occupant[job[2]] = None
 
     def follow(self, actions: Path, seen: int, now: float) -> int:
-        """Carry out the daemon's actions logged after line `seen`; returns the lines seen."""
+        """Carry out the daemon's actions logged after byte `seen`; returns the bytes seen.
+        Read from there on, not from the top: the log only grows, and reading it whole each
+        cycle made the bench's own cost (and memory) grow with the run."""
         if not actions.exists():
             return seen
-        with actions.open() as lines:
-            fresh = lines.readlines()[seen:]
-        for line in fresh:
+        with actions.open("rb") as log:
+            log.seek(seen)
+            fresh = log.read()
+        fresh = fresh[:fresh.rfind(b"\n") + 1]  # whole lines only
+        for line in fresh.splitlines():
             action = json.loads(line)
             job = self.jobs.get(action["job"])
             if job is None:

@@ -471,6 +471,24 @@ def test_the_daemon_notes_a_job_too_big_for_every_machine_once_and_stalls_nothin
     assert {"16.1", "16.2", "15.0", "15.1"} <= allocated
 
 
+def test_the_daemon_notes_once_a_weight_given_to_a_user_the_pool_does_not_have(
+        tmp_path) -> None:
+    """The pool charges bbockelm as 'bbockelm@<domain>': a weight for the bare 'bbockelm'
+    gives nobody a weight, and weighted DRF runs as plain DRF. The daemon says so, once."""
+    from test_daemon import files_config, make_daemon, rows
+
+    raw = files_config(tmp_path, policy={"name": "wdrf-fair",
+                                         "options": {"weights": {"bbockelm": 2.0}}},
+                       safety={"min_runtime": 0})
+    assert make_daemon(tmp_path, raw, max_cycles=2).run() == 0
+    notes = [note for (events,) in rows(tmp_path, "select events from cycles order by id")
+             for note in json.loads(events)["notes"]]
+    assert len(notes) == 1 and notes[0].startswith(
+        "policy.options.weights names 'bbockelm': no such user in the pool (its weight goes "
+        "to nobody; users are named as charged, e.g. '")
+    assert "@" in notes[0]
+
+
 def test_compare_shows_drf_with_and_without_fair_preemption() -> None:
     import json
 

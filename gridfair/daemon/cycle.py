@@ -206,6 +206,8 @@ class CycleRunner:
         self._reconciled: Snapshot | None = None
         # Jobs already reported too big for every machine (each is noted once, not per cycle).
         self._too_big: set[str] = set()
+        # Users named by configured weights and found in no pool (each noted once).
+        self._unweighted: set[str] = set()
         self.pruner = Pruner(store, Retention.from_config(config["retention"]))
 
     def reconfigure(self, config: Config) -> None:
@@ -316,6 +318,7 @@ class CycleRunner:
             as_run = shadow.side_rows(pool, cycle, shadow.POOL) if self.shadow else []
             decisions = list(loaded.admissions) + negotiator.cycle(now)
             notes += self._newly_too_big(negotiator.unplaceable, snapshot.jobs_by_id)
+            notes += self._newly_unweighted(stages, pool)
             stale = snapshot_too_old(self.limits, snapshot.time, now)
             held = [{"rule": h.rule, "victim": h.preemption.victim.id,
                      "victim_user": h.preemption.victim.user, "receiver": h.preemption.receiver.id,
@@ -387,6 +390,24 @@ class CycleRunner:
                 notes.append(f"{task.id}: too big for every machine: {reason}")
                 log.warning("job %s of %s is too big for every machine: %s", task.id,
                             task.user, reason)
+        return notes
+
+    def _newly_unweighted(self, stages: Stages, pool: Pool) -> list[str]:
+        """Notes (and a log line) for the users configured weights name and the pool does not
+        have, once each: a bare name where the pool charges `user@UID_DOMAIN` gives that user
+        no weight, which would otherwise pass in silence (weighted DRF run as plain DRF)."""
+        entitlements = getattr(stages.order, "entitlements", None)
+        if entitlements is None:
+            return []
+        notes = []
+        for name in entitlements.unknown(pool.users):
+            if name not in self._unweighted:
+                self._unweighted.add(name)
+                example = next(iter(sorted(pool.users)), None)
+                notes.append(f"policy.options.weights names {name!r}: no such user in the "
+                             "pool (its weight goes to nobody; users are named as charged"
+                             + (f", e.g. {example!r})" if example else ")"))
+                log.warning("%s", notes[-1])
         return notes
 
     def _hold_pool(self, cycle: int) -> dict[str, Any]:

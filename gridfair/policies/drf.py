@@ -173,12 +173,16 @@ class Entitlements:
         self._users = len(pool.users)
         return True
 
+    def unknown(self, user_names: Iterable[str]) -> list[str]:
+        """The users configured weights name that are not among `user_names`, sorted."""
+        if self.configured is None:
+            return []
+        known = set(user_names)
+        return sorted(name for name in self.configured if name not in known)
+
     def check_known(self, user_names: Iterable[str], where: str = "the pool") -> None:
         """Configured weights must name only users that exist (in `where`)."""
-        if self.configured is None:
-            return
-        known = set(user_names)
-        unknown = sorted(name for name in self.configured if name not in known)
+        unknown = self.unknown(user_names)
         if unknown:
             listed = ", ".join(repr(name) for name in unknown[:5])
             more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""

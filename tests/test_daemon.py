@@ -80,6 +80,10 @@ SIM = {"backend": {"kind": "sim"}}
     # an option real for another stage is still an error: hosep reads no delta
     ({"policy": {"name": "hosep", "options": {"delta": 0.9}}, **SIM},
      "config key policy.options.delta: not an option of the chosen stages"),
+    # schedds that hang must be given up before the whole read is
+    ({"backend": {"kind": "htcondor", "htcondor": {"schedd_timeout": 30}}},
+     "config key backend.htcondor.schedd_timeout: must be under daemon.query_timeout (30 s), "
+     "got 30"),
     # a config must say which pool it drives: no default (it used to be the demo simulation)
     ({"daemon": {"store": "x.db"}},
      "config key backend.kind: missing (the pool the daemon drives): write [backend] kind = "

@@ -132,6 +132,10 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "condor_now": Key(str, "", help="the condor_now program (a path, or a name on PATH): "
                           "a vacate and the allocation of the slot it frees run as one "
                           "`condor_now JOB VICTIM`; empty: vacate, then steer"),
+        "schedd_timeout": Key(float, 20.0, minimum=0.1, help="seconds the schedds (asked side "
+                              "by side) may take to answer before those that have not are "
+                              "skipped for the cycle with the reason; under "
+                              "daemon.query_timeout"),
     },
     # How long the store keeps each kind of record (`gridfair.daemon.retention`), in days of
     # the backend's clock; 0: for ever.
@@ -224,6 +228,7 @@ def validate(raw: Mapping[str, Any], *, base: Path) -> Config:
     _require_backend_keys(kind, sections)
     _check_policy(sections["policy"])
     _check_lease(sections["daemon"])
+    _check_schedd_timeout(sections)
     _check_retention(sections["retention"])
     return Config(sections)
 
@@ -236,6 +241,16 @@ def _check_retention(retention: Mapping[str, Any]) -> None:
             raise ConfigError(f"config key retention.{later}: must be at least "
                               f"retention.{earlier} ({retention[earlier]:g} days), got "
                               f"{retention[later]:g}")
+
+
+def _check_schedd_timeout(sections: Mapping[str, Mapping[str, Any]]) -> None:
+    """Schedds that hang are skipped after `schedd_timeout`, which must leave the rest of the
+    read time to finish: one at or past `query_timeout` fails the whole read instead."""
+    schedd_timeout = sections["backend.htcondor"]["schedd_timeout"]
+    query_timeout = sections["daemon"]["query_timeout"]
+    if sections["backend"]["kind"] == "htcondor" and schedd_timeout >= query_timeout:
+        raise ConfigError(f"config key backend.htcondor.schedd_timeout: must be under "
+                          f"daemon.query_timeout ({query_timeout:g} s), got {schedd_timeout:g}")
 
 
 def _check_lease(daemon: dict[str, Any]) -> None:

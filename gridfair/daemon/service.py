@@ -81,6 +81,7 @@ def make_backend(config: Config) -> PoolBackend:
         owner_attribute=section["owner_attribute"], power_attribute=section["power_attribute"],
         steer_attribute=section["steer_attribute"], submitters=submitters,
         condor_now=condor_now, lease_knob=section["lease_knob"],
+        schedd_timeout=section["schedd_timeout"],
     )
 
 

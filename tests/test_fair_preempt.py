@@ -189,6 +189,22 @@ def test_in_the_simulator_a_job_too_big_for_every_machine_stalls_nothing(order) 
     assert huge.state == QUEUED
 
 
+def test_under_sequential_arrivals_a_job_too_big_for_every_machine_wakes_every_arrival() -> None:
+    """iSPD's rule: an arrival wakes the negotiator only when no task is waiting. C.huge fits
+    no machine and waits for ever; counted as waiting, A.0 arriving on an empty pool at 10 s
+    never ran (no finish would ever wake the negotiator)."""
+    stages = build_stages(order="drf", allocation="stop")
+    pool = Pool(task_key=stages.order.task_key)
+    negotiator = Negotiator(pool, stages.order, stages.preempt, allocation=stages.allocation)
+    pool.add_node(Node("m0", None, **MACHINE))
+    tasks = [Task("C.huge", "C", 0.0, cpus=1, memory=64, duration=10.0),
+             Task("A.0", "A", 10.0, cpus=1, memory=1, duration=5.0)]
+    result = Simulation(negotiator, tasks, arrivals="sequential").run()
+    assert [(task.id, reason) for task, reason in result.unplaceable] == [
+        ("C.huge", "asks for 64 MiB of memory; the largest machine has 16")]
+    assert tasks[1].start_time == 10.0 and tasks[1].finish_time == 15.0
+
+
 @pytest.mark.parametrize("kept", [False, True])
 def test_a_running_job_whose_request_grew_is_charged_the_slot_it_holds(kept) -> None:
     """Two partitionable machines of 2 cpus and 2 GiB. User2 runs 5.0 and 5.1 in dynamic

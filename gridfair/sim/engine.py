@@ -62,6 +62,7 @@ import heapq
 import math
 import time as wallclock
 from abc import abstractmethod
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
 from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
@@ -533,8 +534,17 @@ class Simulation:
         events = negotiations = 0
         chained = False  # a negotiation event is on the heap
 
+        stuck: Counter[str] = Counter()  # per user, its queued tasks too big for every machine
+        counted = 0  # of `negotiator.reported`, the tasks in `stuck`
+
         def waiting() -> bool:
-            return any(user.idle_count for user in users)
+            # A task too big for every machine waits for ever: counted as waiting, it would
+            # keep every later arrival from waking the negotiator (iSPD's rule), so it is not.
+            nonlocal counted
+            for task, _ in negotiator.reported[counted:]:
+                stuck[task.user] += 1
+            counted = len(negotiator.reported)
+            return any(user.idle_count > stuck[user.name] for user in users)
 
         def negotiate(now: float) -> None:
             nonlocal negotiations, chained

@@ -192,6 +192,32 @@ def test_space_is_given_back_and_old_stores_are_converted(tmp_path: Path):
     store.close()
 
 
+def test_the_write_ahead_log_is_cut_back_once_a_long_reader_lets_go(tmp_path: Path):
+    """A reader holding a snapshot (an admin command, a backup) keeps every checkpoint from
+    resetting the log, which grows meanwhile; SQLite keeps the file at its largest unless
+    `journal_size_limit` is set. After the reader lets go, the next checkpoint cuts it back."""
+    from gridfair.daemon.store import WAL_SIZE_LIMIT
+
+    def write(megabytes: int) -> None:
+        for _ in range(megabytes):
+            with store.transaction("write") as tx:
+                tx.conn.executemany("insert into job_events (cycle, time, job, event) "
+                               "values (1, 0, 'j', ?)", [("x" * 1000,)] * 1000)
+
+    store = Store(tmp_path / "s.db")
+    reader = sqlite3.connect(tmp_path / "s.db")
+    reader.execute("begin")
+    reader.execute("select count(*) from usage").fetchone()  # the snapshot is held from here
+    write(24)
+    wal = tmp_path / "s.db-wal"
+    assert wal.stat().st_size > 2 * WAL_SIZE_LIMIT
+    reader.rollback()
+    reader.close()
+    write(6)  # past an automatic checkpoint, which resets the log and cuts it back
+    assert wal.stat().st_size <= WAL_SIZE_LIMIT
+    store.close()
+
+
 def test_retention_config_keys():
     base = {"backend": {"kind": "sim"}}
     config = validate({**base, "retention": {"decisions": 3, "usage_daily": 365}},

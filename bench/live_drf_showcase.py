@@ -562,35 +562,12 @@ def _mean_shares(moments: Sequence[Moment], since: float, until: float,
 
 def plot(moments: Sequence[Moment], record: showcase.Record, path: Path, title: str) -> None:
     """Each user's dominant share held (solid) and DRF's (dotted) over time, from the arrival."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot
-
-    arrival, until = record.arrival, record.until
-    shown = [state for state in moments if state.time <= until]
-    times = [state.time - arrival for state in shown] + [until - arrival]
-    figure, axis = pyplot.subplots(figsize=(7.5, 3.6), dpi=80)
-    for user in USERS:
-        held = [state.held.get(user, 0.0) for state in shown]
-        fair = [state.entitled.get(user, 0.0) for state in shown]
-        line, = axis.step(times, [*held, held[-1]], where="post", label=user, linewidth=1.4)
-        axis.step(times, [*fair, fair[-1]], where="post", color=line.get_color(),
-                  linestyle=":", linewidth=1.2)
-    for at, label in ((0.0, f"{ARRIVING} arrives"), (record.shift - arrival, f"{LEAVING} leaves")):
-        axis.axvline(at, color="grey", linewidth=0.8)
-        axis.text(at, 0.97, f" {label}", transform=axis.get_xaxis_transform(), fontsize=8,
-                  va="top")
-    axis.set_xlim(min(-20.0, times[0]), until - arrival)
-    axis.set_ylim(0, 0.8)
-    axis.set_xlabel(f"seconds since {ARRIVING} arrived")
-    axis.set_ylabel("dominant share")
-    axis.set_title(title + " (dotted: DRF's)", fontsize=9)
-    axis.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path)
-    pyplot.close(figure)
+    showcase.plot_steps(
+        moments, USERS, lambda state, user: state.held.get(user, 0.0),
+        lambda state, user: state.entitled.get(user, 0.0), record.arrival, record.until,
+        [(0.0, f"{ARRIVING} arrives"), (record.shift - record.arrival, f"{LEAVING} leaves")],
+        path, title + " (dotted: DRF's)", top=0.8, xlabel=f"seconds since {ARRIVING} arrived",
+        ylabel="dominant share")
 
 
 # ----------------------------------------------------------------------------- main

@@ -78,8 +78,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # tests.live.harness: the live harness, in a clone only
@@ -593,30 +594,43 @@ def figures(record: Record, plot_dir: str | None = None) -> dict[str, object]:
 def plot(moments: Sequence[Moment], arrival: float, shift: float, until: float, path: Path,
          title: str) -> None:
     """Each user's held share (solid) and entitlement (dotted) over time, from the arrival."""
+    users = sorted({user for moment in moments for user in (*moment.held, *moment.entitled)})
+    plot_steps(moments, users, lambda moment, user: moment.held.get(user, 0.0) / TOTAL_POWER,
+               lambda moment, user: moment.entitled.get(user, 0.0) / TOTAL_POWER,
+               arrival, until, [(0.0, "O1 arrives"), (shift - arrival, "shift")], path,
+               title + " (dotted: entitled)", top=0.65, xlabel="seconds since O1 arrived",
+               ylabel="share of the pool's MFlops")
+
+
+def plot_steps(moments: Sequence[Any], users: Sequence[str],
+               held: Callable[[Any, str], float], dotted: Callable[[Any, str], float],
+               arrival: float, until: float, marks: Sequence[tuple[float, str]], path: Path,
+               title: str, *, top: float, xlabel: str, ylabel: str) -> None:
+    """A showcase's picture: per user, `held` (solid) and `dotted` as steps over time from
+    the arrival, with vertical `marks` (time since the arrival, label)."""
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib import pyplot
 
-    users = sorted({user for moment in moments for user in (*moment.held, *moment.entitled)})
     shown = [moment for moment in moments if moment.time <= until]
     times = [moment.time - arrival for moment in shown] + [until - arrival]
     figure, axis = pyplot.subplots(figsize=(7.5, 3.6), dpi=80)
     for user in users:
-        held = [moment.held.get(user, 0.0) / TOTAL_POWER for moment in shown]
-        entitled = [moment.entitled.get(user, 0.0) / TOTAL_POWER for moment in shown]
-        line, = axis.step(times, [*held, held[-1]], where="post", label=user, linewidth=1.4)
-        axis.step(times, [*entitled, entitled[-1]], where="post", color=line.get_color(),
+        solid = [held(moment, user) for moment in shown]
+        dots = [dotted(moment, user) for moment in shown]
+        line, = axis.step(times, [*solid, solid[-1]], where="post", label=user, linewidth=1.4)
+        axis.step(times, [*dots, dots[-1]], where="post", color=line.get_color(),
                   linestyle=":", linewidth=1.2)
-    for at, label in ((0.0, "O1 arrives"), (shift - arrival, "shift")):
+    for at, label in marks:
         axis.axvline(at, color="grey", linewidth=0.8)
         axis.text(at, 0.97, f" {label}", transform=axis.get_xaxis_transform(), fontsize=8,
                   va="top")
     axis.set_xlim(min(-20.0, times[0]), until - arrival)
-    axis.set_ylim(0, 0.65)
-    axis.set_xlabel("seconds since O1 arrived")
-    axis.set_ylabel("share of the pool's MFlops")
-    axis.set_title(title + " (dotted: entitled)", fontsize=9)
+    axis.set_ylim(0, top)
+    axis.set_xlabel(xlabel)
+    axis.set_ylabel(ylabel)
+    axis.set_title(title, fontsize=9)
     axis.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -18,6 +18,7 @@ from gridfair.daemon.backends.files import FilesBackend
 from gridfair.daemon.config import validate
 from gridfair.daemon.cycle import CycleRunner
 from gridfair.daemon.inflight import Flight, on_slot, settle
+from gridfair.daemon.metrics import PrometheusMetrics
 from gridfair.daemon.safety import SafetyLimits, VacateGuard
 from gridfair.daemon.store import Store
 from gridfair.model import Job, JobStatus, Machine, Snapshot
@@ -260,8 +261,15 @@ def test_an_allocation_given_up_while_its_job_was_on_no_ad_lands_late(tmp_path):
     start_job_in_dump(queue, job_id, slot_name, confirmed_at + 30)
     touch(pool, confirmed_at + 600)
     runner.store.close()
-    CycleRunner(config, FilesBackend(pool, tmp_path / "a.jsonl"),
-                Store(tmp_path / "state.db")).run()
+    metrics = PrometheusMetrics("127.0.0.1", 0)
+    try:
+        CycleRunner(config, FilesBackend(pool, tmp_path / "a.jsonl"),
+                    Store(tmp_path / "state.db"), metrics=metrics).run()
+        late = metrics.registry.get_sample_value("gridfair_allocations_settled_total",
+                                                 {"outcome": "landed_late"})
+    finally:
+        metrics.close()
+    assert late == 1.0
     assert journal(tmp_path / "state.db")[key][2] == "landed"
     with sqlite3.connect(tmp_path / "state.db") as db:
         [(note,)] = db.execute("select note from action_log where key = ? and state = 'landed'",

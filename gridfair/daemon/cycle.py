@@ -299,7 +299,8 @@ class CycleRunner:
         flights = inflight.pending(store, snapshot, self.limits.landing_timeout, cycle)
         if not self.dry_run and snapshot_too_old(self.limits, snapshot.time, now) is None:
             inflight.record(store, flights, cycle, now, self.backend.withdraw)
-            self.metrics.settled(len(flights.landed), len(flights.missed))
+            self.metrics.settled(len(flights.landed), len(flights.missed),
+                                 len(flights.landed_late))
         stages = stages_from_config(self.config["policy"])
         loaded = self._load(flights.view, stages)
         # Closed when the cycle is done with it: freed then, not by the cyclic collector.

@@ -49,8 +49,9 @@ class NullMetrics:
     def error(self, where: str) -> None:
         """Something failed (snapshot, action, store)."""
 
-    def settled(self, landed: int, missed: int) -> None:
-        """Allocations in flight found started on their slots, or given up (not landed)."""
+    def settled(self, landed: int, missed: int, late: int = 0) -> None:
+        """Allocations in flight found started on their slots, or given up (not landed), and
+        given-up ones since seen started on their slots (landed late)."""
 
     def users(self, rows: Iterable[tuple[str, float, float]]) -> None:
         """Per-user (name, PowerDiff, dominant share) as of the cycle's snapshot."""
@@ -79,7 +80,8 @@ class PrometheusMetrics(NullMetrics):
         self.errors = Counter("gridfair_errors_total", "Errors by where they happened",
                               ["where"], registry=registry)
         self.settlements = Counter("gridfair_allocations_settled_total", "Allocations "
-                                   "settled: landed on their slot, or not landed",
+                                   "settled: landed on their slot, or not landed; landed_late: "
+                                   "not landed, since seen started on their slot",
                                    ["outcome"], registry=registry)
         self.power_diff = Gauge("gridfair_user_power_diff", "HOSEP PowerDiff per user "
                                 "(+Inf: uses power while providing none)", ["user"],
@@ -104,9 +106,10 @@ class PrometheusMetrics(NullMetrics):
     def error(self, where: str) -> None:
         self.errors.labels(where).inc()
 
-    def settled(self, landed: int, missed: int) -> None:
+    def settled(self, landed: int, missed: int, late: int = 0) -> None:
         self.settlements.labels("landed").inc(landed)
         self.settlements.labels("not_landed").inc(missed)
+        self.settlements.labels("landed_late").inc(late)
 
     def users(self, rows: Iterable[tuple[str, float, float]]) -> None:
         """The cycle's users' series set (with `user_labels` only); those of users the pool no

@@ -70,7 +70,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -595,7 +594,8 @@ def main() -> None:
     if options.replay:
         records = [showcase.Record.load(Path(path)) for path in options.replay]
     else:
-        records = run_all(parser, options)
+        records = showcase.run_all(parser, options, run_side,
+                                   {"gridfair": showcase.GRIDFAIR, "htcondor": HTCONDOR})
     runs = [figures(record, options.plot_dir) for record in records]
     if options.json:
         print(json.dumps({"runs": runs}, indent=1))
@@ -610,35 +610,6 @@ def main() -> None:
               f"{run['vacates']:>4} {run['completed_jobs']:>4} "
               f"{'-' if landed is None else f'{landed:.3f}':>6}  "
               f"{run['loadavg_before'][0]:.1f}-{run['loadavg_after'][0]:.1f}")
-
-
-def run_all(parser: argparse.ArgumentParser,
-            options: argparse.Namespace) -> list[showcase.Record]:
-    sides = [side for side in ("gridfair", "htcondor") if side in options.sides.split(",")]
-    named = {"gridfair": (options.gridfair.split(","), showcase.GRIDFAIR),
-             "htcondor": (options.htcondor.split(","), HTCONDOR)}
-    unknown = [name for side in sides for name in named[side][0] if name not in named[side][1]]
-    if not sides or unknown:
-        parser.error(f"--sides {options.sides!r}: gridfair and/or htcondor; --gridfair: "
-                     f"{', '.join(showcase.GRIDFAIR)}; --htcondor: {', '.join(HTCONDOR)}")
-    plan = [(side, name) for side in sides for name in named[side][0]]
-    install = Path(tempfile.mkdtemp(prefix="gridfair-install-", dir="/var/tmp"))
-    records = []
-    try:
-        python = None
-        if "gridfair" in sides:
-            from tests.live.harness.personal_pool import install_daemon
-
-            python = install_daemon(showcase.ROOT, install)
-        for seed in options.seeds:
-            for side, name in plan:
-                records.append(run_side(side, name, seed, options, python))
-                if options.save:
-                    records[-1].save(Path(options.save))
-                print(f"done: {side} {name} seed {seed}", file=sys.stderr, flush=True)
-    finally:
-        shutil.rmtree(install, ignore_errors=True)
-    return records
 
 
 if __name__ == "__main__":

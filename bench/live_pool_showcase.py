@@ -678,15 +678,24 @@ def main() -> None:
     print_table(runs)
 
 
-def run_all(parser: argparse.ArgumentParser, options: argparse.Namespace) -> list[Record]:
+def run_all(parser: argparse.ArgumentParser, options: argparse.Namespace,
+            run: Callable[..., Record] | None = None,
+            configurations: Mapping[str, Mapping] | None = None) -> list[Record]:
+    """Every (side, configuration) of `--sides` on every seed, each on a fresh pool, the
+    daemon installed once: `run(side, name, seed, options, python)` (this showcase's
+    `run_side` unless given), the names checked against `configurations` (side -> the
+    configurations it knows; these GRIDFAIR and HTCONDOR unless given)."""
+    run = run or run_side
+    configurations = configurations or {"gridfair": GRIDFAIR, "htcondor": HTCONDOR}
     sides = [side for side in ("gridfair", "htcondor") if side in options.sides.split(",")]
-    named = {"gridfair": (options.gridfair.split(","), GRIDFAIR),
-             "htcondor": (options.htcondor.split(","), HTCONDOR)}
-    unknown = [name for side in sides for name in named[side][0] if name not in named[side][1]]
+    asked = {"gridfair": options.gridfair.split(","), "htcondor": options.htcondor.split(",")}
+    unknown = [name for side in sides for name in asked[side]
+               if name not in configurations[side]]
     if not sides or unknown:
         parser.error(f"--sides {options.sides!r}: gridfair and/or htcondor; --gridfair: "
-                     f"{', '.join(GRIDFAIR)}; --htcondor: {', '.join(HTCONDOR)}")
-    plan = [(side, name) for side in sides for name in named[side][0]]
+                     f"{', '.join(configurations['gridfair'])}; --htcondor: "
+                     f"{', '.join(configurations['htcondor'])}")
+    plan = [(side, name) for side in sides for name in asked[side]]
     install = Path(tempfile.mkdtemp(prefix="gridfair-install-", dir="/var/tmp"))
     records = []
     try:
@@ -697,9 +706,10 @@ def run_all(parser: argparse.ArgumentParser, options: argparse.Namespace) -> lis
             python = install_daemon(ROOT, install)
         for seed in options.seeds:
             for side, name in plan:
-                records.append(run_side(side, name, seed, options, python))
+                records.append(run(side, name, seed, options, python))
                 if options.save:
                     records[-1].save(Path(options.save))
+                print(f"done: {side} {name} seed {seed}", file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(install, ignore_errors=True)
     return records

@@ -170,16 +170,22 @@ def journal(db_path: Path) -> dict[str, tuple]:
             "where kind = 'allocate'")}
 
 
-def test_the_daemon_holds_lands_and_releases_on_the_files_backend(tmp_path):
+def static_files_pool(tmp_path):
+    """The real pool's dumps on the files backend, static slots only (a partitionable slot
+    is settled but not held: its own test above), landing timeout 60 s; (pool, config)."""
     pool = tmp_path / "pool"
     shutil.copytree(POOL, pool, copy_function=shutil.copy)
-    # Static slots only: a partitionable slot is settled but not held (its own test above).
     (pool / "partitionable.status").unlink()
     config = validate({"daemon": {"store": "state.db"},
                        "backend": {"kind": "files",
                                    "files": {"directory": "pool", "actions": "a.jsonl"}},
                        "safety": {"max_snapshot_age": 1e9, "landing_timeout": 60.0,
                                   "min_runtime": 0}}, base=tmp_path)
+    return pool, config
+
+
+def test_the_daemon_holds_lands_and_releases_on_the_files_backend(tmp_path):
+    pool, config = static_files_pool(tmp_path)
     store = Store(tmp_path / "state.db")
     runner = CycleRunner(config, FilesBackend(pool, tmp_path / "a.jsonl"), store)
     first = runner.run()
@@ -228,14 +234,7 @@ def test_an_allocation_given_up_while_its_job_was_on_no_ad_lands_late(tmp_path):
     is then seen running on its slot, the allocation is journaled landed, late, instead of
     staying "not landed" while the job runs where gridfair sent it; also when the daemon that
     gave it up was killed and another one sees it (found live: killed just after)."""
-    pool = tmp_path / "pool"
-    shutil.copytree(POOL, pool, copy_function=shutil.copy)
-    (pool / "partitionable.status").unlink()
-    config = validate({"daemon": {"store": "state.db"},
-                       "backend": {"kind": "files",
-                                   "files": {"directory": "pool", "actions": "a.jsonl"}},
-                       "safety": {"max_snapshot_age": 1e9, "landing_timeout": 60.0,
-                                  "min_runtime": 0}}, base=tmp_path)
+    pool, config = static_files_pool(tmp_path)
     runner = CycleRunner(config, FilesBackend(pool, tmp_path / "a.jsonl"),
                          Store(tmp_path / "state.db"))
     runner.run()

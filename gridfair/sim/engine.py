@@ -544,6 +544,8 @@ class Simulation:
             for task, _ in negotiator.reported[counted:]:
                 stuck[task.user] += 1
             counted = len(negotiator.reported)
+            if not stuck:  # the usual case: no dictionary lookup per user in the event loop
+                return any(user.idle_count for user in users)
             return any(user.idle_count > stuck[user.name] for user in users)
 
         def negotiate(now: float) -> None:

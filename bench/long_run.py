@@ -400,6 +400,10 @@ def main() -> None:
             "admin_seconds_end": round(sum(end["admin_seconds"].values()), 4),
             "metric_series_end": end["metric_series"],
             "active_users_end": result["active_users_end"],
+            # Beyond the keys: the year the store scales to, and the load.
+            "store_gb_year_at_one_cycle_a_minute": result["year_at_one_cycle_a_minute_gb"],
+            "load_average_before": result["load_average_before"],
+            "load_average_after": result["load_average_after"],
         }))
         return
     print(json.dumps(result, indent=1))

@@ -177,6 +177,24 @@ def test_a_flight_whose_job_no_ad_lists_holds_what_the_job_asked_for():
     assert node.free_cpus == 0.0
 
 
+def test_a_request_grown_after_the_steering_does_not_push_other_flights_off_the_machine():
+    """User1's job was allocated 1 CPU and 1 GiB, then its submitter edited its request to 3
+    CPUs (condor_qedit): the pool's START cuts it no dynamic slot larger than the allocation,
+    so its flight holds 1 CPU, and User3's 2-CPU flight settled after it still lands beside
+    it. Charged what the job asks now, User3's flight was "not landed: no room"."""
+    grown = dataclasses.replace(idle("9.0", "User1", 3), request_memory=3072.0)
+    jobs = [grown, idle("8.0", "User3", 2)]
+    flights = [dataclasses.replace(flight("9.0"), cpus=1.0, memory=1024.0, gpus=0.0),
+               dataclasses.replace(flight("8.0"), cpus=2.0, memory=2048.0, gpus=0.0)]
+    result = settle(Snapshot(T0 + 1, (pslot(),), tuple(jobs)), flights, {}, 4.0)
+    assert sorted(result.held) == ["8.0", "9.0"] and not result.missed
+    loaded = pool_from_snapshot(result.view, build_stages("hosep"))
+    [node] = loaded.pool.nodes
+    assert sorted((t.id, t.cpus) for t in loaded.pool.tasks.values() if t.node is node) == [
+        ("8.0", 2.0), ("9.0", 1.0)]
+    assert node.free_cpus == 1.0
+
+
 @pytest.mark.parametrize("allocation, allocated", [("stop", []), ("backfill", ["9.1"]),
                                                    (None, [])])
 def test_the_daemons_allocation_rule_backfills_past_a_job_that_fits_nowhere(

@@ -17,8 +17,9 @@ against the snapshot (`settle`):
   the backend withdraws the steering so the pool may start the job anywhere;
 - otherwise it holds its slot: the cycle's view of the pool (`Settlement.view`) shows the job
   running there since the allocation, and the jobs it displaces (vacated for it, slower to
-  leave than the next snapshot) idle. On a partitionable slot the job holds the CPUs and
-  memory it asked for (its dynamic slot does not exist yet), beside what else runs there;
+  leave than the next snapshot) idle. On a partitionable slot the job holds the CPUs,
+  memory and GPUs allocated to it (its dynamic slot does not exist yet; the pool's START cuts
+  none larger, whatever the job's request says by then), beside what else runs there;
   the jobs vacated on that slot leave it in the view, with their dynamic slots; a flight
   that no longer fits beside the rest (they did not leave, or others took the room) is
   "not landed: no room". The policy therefore decides as if the allocation had happened,
@@ -68,10 +69,22 @@ class Flight:
     machine: str
     confirmed: float  # when the pool accepted it (the journal's updated_at)
     user: str = ""  # the job's user, to show the slot taken while no ad lists the job
-    # What the job asked for, held on a partitionable slot while no ad lists the job
-    cpus: float = 1.0
-    memory: float = 0.0
-    gpus: float = 0.0
+    # The size allocated on a partitionable slot (None in a journal from before it was kept)
+    cpus: float | None = None
+    memory: float | None = None
+    gpus: float | None = None
+
+    def holds(self, job: Job | None) -> tuple[float, float, float]:
+        """The CPUs, memory and GPUs the flight holds on a partitionable slot: the size
+        allocated, since the pool's START cuts no larger dynamic slot for the job whatever
+        its request says now (a submitter may edit it once steered: a grown request must not
+        push other users' flights off the machine). In a journal from before the size was
+        kept: what the job asks for (1 CPU if no ad lists it)."""
+        if self.cpus is not None:
+            return self.cpus, self.memory or 0.0, self.gpus or 0.0
+        if job is not None:
+            return job.request_cpus, job.request_memory, job.request_gpus
+        return 1.0, 0.0, 0.0
 
 
 @dataclass
@@ -103,8 +116,7 @@ def given_up(store: Store, since_cycle: int) -> list[Flight]:
 
 def _flights(store: Store, where: str, values: list) -> list[Flight]:
     return [Flight(row["key"], row["job"], row["machine"], row["updated_at"], row["user"] or "",
-                   *(row[name] if row[name] is not None else default
-                     for name, default in (("cpus", 1.0), ("memory", 0.0), ("gpus", 0.0))))
+                   row["cpus"], row["memory"], row["gpus"])
             for row in store.db.query(
                 "select key, job, machine, updated_at, user, cpus, memory, gpus from actions "
                 f"where kind = ? and {where} order by updated_at, key", [ALLOCATE, *values])]
@@ -211,9 +223,7 @@ class _Room:
     def take(self, flight: Flight, job: Job | None) -> str | None:
         """Hold room for the flight's job; why not, if it does not fit."""
         left = self.left[flight.machine]
-        # A job no ad lists (started, its dynamic slot's ad not caught up) holds what it asked.
-        cpus, memory, gpus = ((job.request_cpus, job.request_memory, job.request_gpus)
-                              if job is not None else (flight.cpus, flight.memory, flight.gpus))
+        cpus, memory, gpus = flight.holds(job)
         if cpus > left[0] or memory > left[1] or gpus > left[2]:
             asked, free = ((f" and {gpus:g} GPUs", f", {max(left[2], 0):g} GPUs") if gpus
                            else ("", ""))
@@ -309,18 +319,22 @@ def hold_slots(snapshot: Snapshot, held: Mapping[str, Flight],
         flight = held.get(job.id)
         if flight is not None:
             started = job.start_time if job.status is JobStatus.RUNNING else None
+            cpus, memory, gpus = (flight.holds(job) if flight.machine in shared else
+                                  (job.request_cpus, job.request_memory, job.request_gpus))
             view_jobs[position] = dataclasses.replace(
                 job, status=JobStatus.RUNNING, machine=flight.machine,
-                start_time=started or flight.confirmed)
+                start_time=started or flight.confirmed, request_cpus=cpus,
+                request_memory=memory, request_gpus=gpus)
         else:
             view_jobs[position] = dataclasses.replace(job, status=JobStatus.IDLE, machine=None,
                                                       start_time=None)
     # A held job no ad lists (started, its slot's ad not caught up): running where it was sent.
-    view_jobs.extend(Job(flight.job, flight.user, JobStatus.RUNNING, flight.confirmed,
-                         start_time=flight.confirmed, machine=flight.machine,
-                         request_cpus=flight.cpus, request_memory=flight.memory,
-                         request_gpus=flight.gpus)
-                     for flight in held.values() if flight.job not in jobs)
+    for flight in held.values():
+        if flight.job not in jobs:
+            cpus, memory, gpus = flight.holds(None)
+            view_jobs.append(Job(flight.job, flight.user, JobStatus.RUNNING, flight.confirmed,
+                                 start_time=flight.confirmed, machine=flight.machine,
+                                 request_cpus=cpus, request_memory=memory, request_gpus=gpus))
     # The view's index: the snapshot's, with the few jobs that differ (a copy, not a pass).
     view_index = jobs.copy()
     view_index.update((job.id, job) for job in view_jobs[len(snapshot.jobs):])

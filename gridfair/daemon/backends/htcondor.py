@@ -25,6 +25,13 @@ schedds that hang cost one wait together, not one each, and the read stays under
 `query_timeout`. No schedd listed or answering, or the collector not answering, fails the
 cycle.
 
+Several collectors (an HA pair, a flock: `backend.htcondor.collector = "A, B"`) are each read,
+probed side by side first when there are more than one (`collector_timeout`): one that fails
+or hangs is a skipped source, and only none answering fails the cycle. The same startd heard
+by two collectors is read once; another ad of a machine name read from an earlier collector
+is skipped as a duplicate (`_query_slots`; the rule and why in docs/daemon.md). The daemon's
+ad goes to every collector that answered, and the lease to every negotiator they list.
+
 Acting:
 - vacate: `Schedd.act(JobAction.Vacate, [job_id])` on the job's own schedd, one job per
   call, because the result ad only has totals (`TotalSuccess`, `TotalNotFound`, ...) and the

@@ -491,6 +491,55 @@ def test_htcondor_daemon_ad_goes_to_every_collector_that_answered():
     assert len(backend.collector.advertised) == 2 and len(second.advertised) == 1
 
 
+def _jobs_demand() -> HTCondorBackend:
+    backend = htcondor_backend()
+    backend.demand = "jobs"
+    backend.job_constraint = "JobStatus == 1 || JobStatus == 2"
+    return backend
+
+
+def _own_ads() -> dict[str, classad2.ClassAd]:
+    return {f"{ad['ClusterId']}.{ad['ProcId']}": ad for queue in FakeSchedd.queues.values()
+            for ad in queue}
+
+
+def test_htcondor_jobs_demand_shares_one_ad_among_jobs_that_match_alike():
+    """With `demand = "jobs"` the jobs whose ads differ only in ids, dates and owners keep one
+    ad between them (each job's own ad is let go), and every match is the one of the job's
+    own ad."""
+    from gridfair.classads.matching import symmetric_match
+
+    backend = _jobs_demand()
+    snapshot = backend.read_snapshot()
+    assert len(snapshot.jobs) == 14 and len({id(job.ad) for job in snapshot.jobs}) == 2
+    own = _own_ads()
+    for job in snapshot.jobs:
+        for machine in snapshot.machines:
+            assert symmetric_match(job.ad, machine.ad) == symmetric_match(own[job.id],
+                                                                           machine.ad)
+
+
+def test_htcondor_jobs_demand_keeps_its_own_ad_where_a_slot_reads_the_job_id():
+    """A slot that reads `TARGET.Half`, which each job computes from its ProcId: jobs no
+    longer match alike, so none shares its ad and each matches as its own ad says."""
+    from gridfair.classads.matching import symmetric_match
+
+    backend = _jobs_demand()
+    for ad in FakeSchedd.queues[SCHEDDS[0]]:
+        ad["Half"] = classad2.ExprTree("ProcId % 2")
+    slot = backend.collector.slots[0]
+    slot["Requirements"] = classad2.ExprTree(f"({slot.lookup('Requirements')}) && "
+                                             "TARGET.Half =?= 0")
+    snapshot = backend.read_snapshot()
+    machine = snapshot.machines_by_name[slot["Name"]]
+    idle = _idle(snapshot)
+    assert len(idle) == 8 and len({id(job.ad) for job in idle}) == 8
+    own = _own_ads()
+    assert [symmetric_match(job.ad, machine.ad) for job in idle] == [
+        symmetric_match(own[job.id], machine.ad) for job in idle]
+    assert {symmetric_match(job.ad, machine.ad) for job in idle} == {True, False}
+
+
 def test_htcondor_vacate_and_allocate_use_act_and_edit():
     backend = htcondor_backend()
     snapshot = backend.read_snapshot()

@@ -63,6 +63,7 @@ used; the snapshot lists each identity's charge and why.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import subprocess
 import time
@@ -291,6 +292,9 @@ class HTCondorBackend(PoolBackend):
         self._absent_slot_names: set[str] = set()
         self._absent_job_names: set[str] = set()
         self._reads_since_absent = 0
+        # (names the jobs' Requirements and Rank read of their own ads, names the slots' read
+        # of a job) in the last snapshot read (`_query_learning`, `shared_match_ads`).
+        self._job_reads: tuple[set[str], set[str]] = (set(), set())
 
     @classmethod
     def connect(cls, pool: str | None, *, more_pools: Sequence[str] = (),
@@ -499,6 +503,8 @@ class HTCondorBackend(PoolBackend):
             self._query_jobs, lambda demand: (sourced.ad for sourced in demand[0]))
         machines, bad_slots = machines_from_ads(slots, self.ad_config, lenient=True)
         jobs, bad_jobs = jobs_from_ads(job_ads, lenient=True)
+        del job_ads  # each job's own ad is let go once `shared_match_ads` gives it a shared one
+        jobs = shared_match_ads(jobs, *self._job_reads)
         # A job's owner may edit its JobStatus and RemoteHost: a job runs where a slot says so.
         jobs, not_running = running_as_slots_say(jobs, machines)
         snapshot = snapshot_of(taken, machines, jobs, (*self._collector_skips(), *skipped,
@@ -523,10 +529,15 @@ class HTCondorBackend(PoolBackend):
             self._absent_job_names.clear()
             self._reads_since_absent = 0
         for _ in range(LEARNING_ROUNDS):
+            # The last round's ads let go before the next round's come (at 100,000 job ads
+            # with `demand = "jobs"`, two rounds' held at once doubled the first cycle's peak).
+            slots = demand = None
             slots = self._query_slots()
             demand = query_demand()
             slot_own, slot_other = match_references(sourced.ad for sourced in slots)
             job_own, job_other = match_references(job_ads_of(demand))
+            # What matching reads of a job: its own expressions' reads and the slots'.
+            self._job_reads = (job_own, slot_other)
             grew = _learn_present(self.slot_projection, slot_own | job_other,
                                   self._absent_slot_names, self._whole_slots)
             if self.demand == "jobs":
@@ -893,6 +904,63 @@ class HTCondorBackend(PoolBackend):
 
     def _unsteer(self, schedd: Any, job_id: str) -> None:
         schedd.edit([job_id], self.steer_attribute, "undefined")
+
+
+#: Job attributes that name, date or place a job, not what it asks for or requires: jobs whose
+#: ads differ in these alone match alike, where no match expression reads them.
+JOB_IDENTITY = frozenset(name.lower() for name in (
+    "ClusterId", "ProcId", "QDate", "JobStatus", "JobCurrentStartDate", "RemoteHost", "Owner",
+    "User", "AcctGroup", "AcctGroupUser", "AccountingGroup", "JobPrio", "GlobalJobId",
+    "EnteredCurrentStatus", "ServerTime"))
+
+
+def shared_match_ads(jobs: Sequence[Job], own_reads: Collection[str],
+                     slot_reads: Collection[str]) -> list[Job]:
+    """The jobs, those whose ads differ only in `JOB_IDENTITY` attributes that no match
+    expression reads sharing one ad for matching (the first one's), as a schedd's
+    autoclusters share one: with `demand = "jobs"` every job ad was kept until the next
+    read, a parsed ad of about 3.4 KB a job. `own_reads` are what the jobs' Requirements and
+    Rank read of their own ads (`match_references`: with what those read in turn),
+    `slot_reads` what the slots' read of a job; a group whose ad reaches an identity
+    attribute through one of those (the slot reads `TARGET.A`, the job's `A` reads
+    `ClusterId`) keeps each job's own ad. The matcher groups jobs again, by the same rule
+    (`classads.matching`): the matches, hence the decisions, are those of the jobs' own ads."""
+    read = {name.lower() for name in (*own_reads, *slot_reads)}
+    unread = JOB_IDENTITY - read
+    shared: dict[str, Any] = {}  # the ad's text less unread identity lines -> its ad, or None
+    result = []
+    for job in jobs:
+        ad = job.ad
+        if ad is None:
+            result.append(job)
+            continue
+        try:
+            text = ad.printOld()
+        except (ValueError, SystemError):  # a string that is not UTF-8: the job keeps its ad
+            result.append(job)
+            continue
+        key = "\n".join(line for line in text.split("\n")
+                        if line.partition(" = ")[0].lower() not in unread)
+        first = shared.get(key, False)
+        if first is False:
+            first = shared[key] = ad if not _reaches(ad, slot_reads, unread) else None
+        result.append(job if first is None or first is ad else
+                      dataclasses.replace(job, ad=first))
+    return result
+
+
+def _reaches(ad: classad2.ClassAd, slot_reads: Collection[str], names: Collection[str]) -> bool:
+    """Whether the ad's match expressions, or its attributes the slots read, read any of
+    `names` (in the ad or, unscoped or MY., as it may be seen through another)."""
+    for attribute in (*MATCH_EXPRESSIONS, *slot_reads):
+        if attribute not in ad:
+            continue
+        tree = ad.lookup(attribute)
+        refs = [*ad.internalRefs(tree), *ad.externalRefs(tree)]
+        if any(scope.lower() in ("", "my") and name.lower() in names
+               for scope, _, name in (ref.rpartition(".") for ref in refs)):
+            return True
+    return False
 
 
 def pool_uid_domain() -> str:

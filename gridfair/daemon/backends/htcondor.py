@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import math
 import subprocess
 import time
@@ -927,7 +928,10 @@ def shared_match_ads(jobs: Sequence[Job], own_reads: Collection[str],
     (`classads.matching`): the matches, hence the decisions, are those of the jobs' own ads."""
     read = {name.lower() for name in (*own_reads, *slot_reads)}
     unread = JOB_IDENTITY - read
-    shared: dict[str, Any] = {}  # the ad's text less unread identity lines -> its ad, or None
+    # A digest of the ad's text less the unread identity lines -> its group's ad, or None: a
+    # digest (collision-resistant, whatever users write), not the text, so that jobs that
+    # share nothing cost a few bytes each here, not their ad's text again.
+    shared: dict[bytes, Any] = {}
     result = []
     for job in jobs:
         ad = job.ad
@@ -939,8 +943,9 @@ def shared_match_ads(jobs: Sequence[Job], own_reads: Collection[str],
         except (ValueError, SystemError):  # a string that is not UTF-8: the job keeps its ad
             result.append(job)
             continue
-        key = "\n".join(line for line in text.split("\n")
-                        if line.partition(" = ")[0].lower() not in unread)
+        key = hashlib.blake2b("\n".join(
+            line for line in text.split("\n") if line.partition(" = ")[0].lower() not in unread
+        ).encode(errors="surrogateescape"), digest_size=16).digest()
         first = shared.get(key, False)
         if first is False:
             first = shared[key] = ad if not _reaches(ad, slot_reads, unread) else None

@@ -260,7 +260,7 @@ class HTCondorBackend(PoolBackend):
             (more_collectors or {}).items())]
         self.collector_timeout = collector_timeout
         # Collectors that did not answer in this snapshot read -> why; the cycle's lease and
-        # adverts do not wait on them either (`_answering`).
+        # adverts do not wait on them either (`_for_actions`).
         self._silent_collectors: dict[str, str] = {}
         # HOSEP's "vacate this, run that there" in one step (handover); None: vacate + steer.
         self.condor_now = condor_now

@@ -28,11 +28,15 @@ Then, in the same run:
 dumps and runs the daemon on them with the files backend (no HTCondor: reads, decide, journal
 and peak RSS alone); steady cycles churn the dump in the same way (in a process of its own).
 
+`--demand jobs` runs the live daemon with `backend.htcondor.demand = "jobs"` (every job ad
+read; its schedd read is `_query_jobs`).
+
 Each cycle's peak RSS is given by phase (`peak_rss_mb`: the read, the pool laid out, reconcile,
 decide, journal, act and the rest, each the peak while it ran: Linux's VmHWM, reset between
 phases), and the run's as `peak_rss_mb`.
 
     .venv/bin/python bench/live_scale.py --slots 1000 --jobs 10000 --json
+    .venv/bin/python bench/live_scale.py --slots 1000 --jobs 10000 --demand jobs --json
     .venv/bin/python bench/live_scale.py --source files --slots 10000 --jobs 100000 --json
 
 With no size given it runs 1,000 / 10,000 / 50,000 slots with 10,000 / 100,000 jobs live and
@@ -288,7 +292,8 @@ def run_daemon(spec: dict) -> dict:
 
     directory = Path(spec["directory"])
     live = spec["source"] == "live"
-    backend_section = ({"htcondor": {"collector": spec["collector"], "uid_domain": UID_DOMAIN}}
+    backend_section = ({"htcondor": {"collector": spec["collector"], "uid_domain": UID_DOMAIN,
+                                     "demand": spec.get("demand", "autocluster")}}
                        if live else {"files": {"directory": "pool", "actions": "a.jsonl"}})
     config = validate({"daemon": {"store": "state.db", "query_timeout": 3600.0},
                        "backend": {"kind": "htcondor" if live else "files",
@@ -326,7 +331,8 @@ def run_daemon(spec: dict) -> dict:
         from gridfair.daemon.backends.htcondor import HTCondorBackend
 
         timed(HTCondorBackend, "_query_slots", "collector_read")
-        timed(HTCondorBackend, "_query_demand", "schedd_read")
+        timed(HTCondorBackend, "_query_demand" if spec.get("demand", "autocluster") ==
+              "autocluster" else "_query_jobs", "schedd_read")
     else:
         import gridfair.daemon.backends.files as files_module
 
@@ -492,7 +498,7 @@ def run_size(slots: int, jobs: int, source: str, args: argparse.Namespace) -> di
     plan = job_plan(jobs, args.users, args.shapes)
     load_before = os.getloadavg()
     spec = {"source": source, "jobs": jobs, "cycles": args.cycles, "dry_run": not args.act,
-            "steer": not args.no_steer}
+            "steer": not args.no_steer, "demand": args.demand}
     if source == "files":
         with tempfile.TemporaryDirectory(prefix="gridfair-scale-") as scratch:
             (Path(scratch) / "pool").mkdir()
@@ -545,6 +551,8 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=3, help="steady cycles (default 3)")
     parser.add_argument("--act", action="store_true",
                         help="let the daemon steer (default: --dry-run, decisions journaled)")
+    parser.add_argument("--demand", choices=("autocluster", "jobs"), default="autocluster",
+                        help="the live daemon's backend.htcondor.demand (default autocluster)")
     parser.add_argument("--no-steer", action="store_true", help="skip the 1,000-job steering")
     parser.add_argument("--negotiation-timeout", type=float, default=600.0)
     parser.add_argument("--json", action="store_true", help="print one JSON object")

@@ -414,6 +414,132 @@ def test_htcondor_schedds_that_hang_cost_one_wait_together_and_are_skipped(deman
     assert snapshot.jobs == expected and expected
 
 
+def two_collectors(second: FakeCollector | None = None) -> HTCondorBackend:
+    """The test pool's backend on two collectors: the test pool's at cm1, `second` at cm2
+    (by default one listing the same slots, as the other collector of an HA pair)."""
+    htcondor_backend()  # the test pool's queues
+    return HTCondorBackend(FakeCollector(), schedd_factory=FakeSchedd, lease_knob="",
+                           pool="cm1:9618", collector_timeout=1.0,
+                           more_collectors={"cm2:9618": second or FakeCollector()})
+
+
+def test_htcondor_reads_every_collector_and_skips_a_duplicate_machine_name():
+    """The second collector has every slot of the first (the same startds, as both of an HA
+    pair hear them: read once, no reason given), a slot of its own, and one of the first
+    collector's names at another startd's address: skipped with the reason, the first
+    collector's ad kept."""
+    second = FakeCollector()
+    own = classad2.ClassAd(str(second.slots[0]))
+    own["Name"], own["Machine"] = "slot1@flocked.example", "flocked.example"
+    impostor = second.slots[1]
+    impostor["MyAddress"], impostor["GridOwner"] = "<10.0.0.9:9618>", "Impostor"
+    second.slots.append(own)
+    backend = two_collectors(second)
+    one = htcondor_backend().read_snapshot()
+    snapshot = backend.read_snapshot()
+    assert [m.name for m in snapshot.machines] == [m.name for m in one.machines] + [
+        "slot1@flocked.example"]
+    assert snapshot.machines_by_name[impostor["Name"]].owner != "Impostor"
+    assert [(skip.source, skip.index, skip.reason) for skip in snapshot.skipped] == [
+        ("collector cm2:9618", 2, "attribute Name: duplicate machine name (also ad #2 of "
+         "collector cm1:9618)")]
+    assert snapshot.jobs == one.jobs
+
+
+def test_htcondor_collector_that_hangs_is_skipped_and_the_others_read():
+    """A collector that accepts and never answers (a stopped one) costs one
+    `collector_timeout`, is skipped with the reason, and is not asked by the cycle's
+    adverts; the first collector's pool is read as if alone."""
+
+    class HungCollector(FakeCollector):
+        def query(self, *args, **kwargs):
+            time.sleep(60)  # in the probe's child process, killed at the timeout
+
+    backend = two_collectors(HungCollector())
+    started = time.monotonic()
+    snapshot = backend.read_snapshot()
+    assert time.monotonic() - started < 1.9
+    assert [(s.source, s.name, s.reason) for s in snapshot.skipped] == [
+        ("collector cm2:9618", "cm2:9618", "no answer within 1 s")]
+    alone = htcondor_backend().read_snapshot()
+    assert snapshot.machines == alone.machines and snapshot.jobs == alone.jobs
+    backend.advertise({"MyType": "GridfairNegotiator", "Name": "gridfair@cm"})
+    assert [ad["Name"] for _, ad in backend.collector.advertised] == ["gridfair@cm"]
+
+
+def test_htcondor_no_collector_answering_fails_the_read_with_each_reason():
+    from gridfair.daemon.backends import PoolUnavailable
+
+    second = FakeCollector()
+    backend = two_collectors(second)
+    backend.collector.down = second.down = True
+    with pytest.raises(PoolUnavailable, match=(
+            "collector cm1:9618: query failed: Failed communication with collector; "
+            "collector cm2:9618: query failed: Failed communication with collector")):
+        backend.read_snapshot()
+
+
+def test_htcondor_daemon_ad_goes_to_every_collector_that_answered():
+    second = FakeCollector()
+    backend = two_collectors(second)
+    backend.read_snapshot()
+    backend.advertise({"MyType": "GridfairNegotiator", "Name": "gridfair@cm"})
+    second.refuse_ads = True
+    with pytest.raises(ActionFailed, match=r"^advert: collector cm2:9618 refused "
+                       "UPDATE_AD_GENERIC \\(Failed to send update to collector\\)"):
+        backend.advertise({"MyType": "GridfairNegotiator", "Name": "gridfair@cm"})
+    assert len(backend.collector.advertised) == 2 and len(second.advertised) == 1
+
+
+def _jobs_demand() -> HTCondorBackend:
+    backend = htcondor_backend()
+    backend.demand = "jobs"
+    backend.job_constraint = "JobStatus == 1 || JobStatus == 2"
+    return backend
+
+
+def _own_ads() -> dict[str, classad2.ClassAd]:
+    return {f"{ad['ClusterId']}.{ad['ProcId']}": ad for queue in FakeSchedd.queues.values()
+            for ad in queue}
+
+
+def test_htcondor_jobs_demand_shares_one_ad_among_jobs_that_match_alike():
+    """With `demand = "jobs"` the jobs whose ads differ only in ids, dates and owners keep one
+    ad between them (each job's own ad is let go), and every match is the one of the job's
+    own ad."""
+    from gridfair.classads.matching import symmetric_match
+
+    backend = _jobs_demand()
+    snapshot = backend.read_snapshot()
+    assert len(snapshot.jobs) == 14 and len({id(job.ad) for job in snapshot.jobs}) == 2
+    own = _own_ads()
+    for job in snapshot.jobs:
+        for machine in snapshot.machines:
+            assert symmetric_match(job.ad, machine.ad) == symmetric_match(own[job.id],
+                                                                           machine.ad)
+
+
+def test_htcondor_jobs_demand_keeps_its_own_ad_where_a_slot_reads_the_job_id():
+    """A slot that reads `TARGET.Half`, which each job computes from its ProcId: jobs no
+    longer match alike, so none shares its ad and each matches as its own ad says."""
+    from gridfair.classads.matching import symmetric_match
+
+    backend = _jobs_demand()
+    for ad in FakeSchedd.queues[SCHEDDS[0]]:
+        ad["Half"] = classad2.ExprTree("ProcId % 2")
+    slot = backend.collector.slots[0]
+    slot["Requirements"] = classad2.ExprTree(f"({slot.lookup('Requirements')}) && "
+                                             "TARGET.Half =?= 0")
+    snapshot = backend.read_snapshot()
+    machine = snapshot.machines_by_name[slot["Name"]]
+    idle = _idle(snapshot)
+    assert len(idle) == 8 and len({id(job.ad) for job in idle}) == 8
+    own = _own_ads()
+    assert [symmetric_match(job.ad, machine.ad) for job in idle] == [
+        symmetric_match(own[job.id], machine.ad) for job in idle]
+    assert {symmetric_match(job.ad, machine.ad) for job in idle} == {True, False}
+
+
 def test_htcondor_vacate_and_allocate_use_act_and_edit():
     backend = htcondor_backend()
     snapshot = backend.read_snapshot()

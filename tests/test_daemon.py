@@ -84,6 +84,13 @@ SIM = {"backend": {"kind": "sim"}}
     ({"backend": {"kind": "htcondor", "htcondor": {"schedd_timeout": 30}}},
      "config key backend.htcondor.schedd_timeout: must be under daemon.query_timeout (30 s), "
      "got 30"),
+    # several collectors are probed before the schedds: both waits within the read's
+    ({"backend": {"kind": "htcondor", "htcondor": {"collector": "cm1:9618, cm2:9618",
+                                                    "collector_timeout": 10}}},
+     "config key backend.htcondor.collector_timeout: with backend.htcondor.schedd_timeout, "
+     "must be under daemon.query_timeout (30 s), got 10 + 20"),
+    ({"backend": {"kind": "htcondor", "htcondor": {"collector": "cm1:9618 cm1:9618"}}},
+     "config key backend.htcondor.collector: cm1:9618 named twice"),
     # a config must say which pool it drives: no default (it used to be the demo simulation)
     ({"daemon": {"store": "x.db"}},
      "config key backend.kind: missing (the pool the daemon drives): write [backend] kind = "

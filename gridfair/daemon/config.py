@@ -108,7 +108,9 @@ SCHEMA: dict[str, dict[str, Key]] = {
                                "KFlops / 1000, else Mips"),
     },
     "backend.htcondor": {
-        "collector": Key(str, "", help="host[:port]; empty: COLLECTOR_HOST"),
+        "collector": Key(str, "", help="host[:port], or several separated by commas (an HA "
+                         "pair, a flock of pools): each is read, an earlier one's machine "
+                         "names win; empty: COLLECTOR_HOST"),
         "slot_constraint": Key(str, "true"),
         "demand": Key(str, "autocluster", choices=("autocluster", "jobs"),
                       help="idle jobs as autocluster ads + narrow rows, or every job ad"),
@@ -136,6 +138,10 @@ SCHEMA: dict[str, dict[str, Key]] = {
                               "by side) may take to answer before those that have not are "
                               "skipped for the cycle with the reason; under "
                               "daemon.query_timeout"),
+        "collector_timeout": Key(float, 5.0, minimum=0.1, help="with several collectors: "
+                                 "seconds they (asked side by side) may take to answer before "
+                                 "those that have not are skipped for the cycle with the "
+                                 "reason; with schedd_timeout, under daemon.query_timeout"),
     },
     # How long the store keeps each kind of record (`gridfair.daemon.retention`), in days of
     # the backend's clock; 0: for ever.
@@ -244,13 +250,35 @@ def _check_retention(retention: Mapping[str, Any]) -> None:
 
 
 def _check_schedd_timeout(sections: Mapping[str, Mapping[str, Any]]) -> None:
-    """Schedds that hang are skipped after `schedd_timeout`, which must leave the rest of the
-    read time to finish: one at or past `query_timeout` fails the whole read instead."""
-    schedd_timeout = sections["backend.htcondor"]["schedd_timeout"]
+    """Schedds that hang are skipped after `schedd_timeout` (collectors, when there are
+    several, after `collector_timeout` before them), which must leave the rest of the read
+    time to finish: one at or past `query_timeout` fails the whole read instead."""
+    if sections["backend"]["kind"] != "htcondor":
+        return
+    htcondor = sections["backend.htcondor"]
     query_timeout = sections["daemon"]["query_timeout"]
-    if sections["backend"]["kind"] == "htcondor" and schedd_timeout >= query_timeout:
+    if htcondor["schedd_timeout"] >= query_timeout:
         raise ConfigError(f"config key backend.htcondor.schedd_timeout: must be under "
-                          f"daemon.query_timeout ({query_timeout:g} s), got {schedd_timeout:g}")
+                          f"daemon.query_timeout ({query_timeout:g} s), got "
+                          f"{htcondor['schedd_timeout']:g}")
+    waits = htcondor["schedd_timeout"] + htcondor["collector_timeout"]
+    if len(collector_addresses(htcondor["collector"])) > 1 and waits >= query_timeout:
+        raise ConfigError(f"config key backend.htcondor.collector_timeout: with "
+                          f"backend.htcondor.schedd_timeout, must be under daemon.query_timeout "
+                          f"({query_timeout:g} s), got {htcondor['collector_timeout']:g} + "
+                          f"{htcondor['schedd_timeout']:g}")
+
+
+def collector_addresses(text: str) -> list[str]:
+    """The collectors `backend.htcondor.collector` names, in order (commas or spaces between,
+    as HTCondor's COLLECTOR_HOST lists an HA pair); none for COLLECTOR_HOST. One named twice
+    is a ConfigError."""
+    addresses = text.replace(",", " ").split()
+    twice = next((address for number, address in enumerate(addresses)
+                  if address in addresses[:number]), None)
+    if twice is not None:
+        raise ConfigError(f"config key backend.htcondor.collector: {twice} named twice")
+    return addresses
 
 
 def _check_lease(daemon: dict[str, Any]) -> None:

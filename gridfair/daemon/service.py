@@ -32,7 +32,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from gridfair.daemon.advert import ad_name, daemon_ad
 from gridfair.daemon.backends import ActionFailed, PoolBackend
-from gridfair.daemon.config import Config
+from gridfair.daemon.config import Config, collector_addresses
 from gridfair.daemon.cycle import CycleReport, CycleRunner
 from gridfair.daemon.faults import FaultPoints
 from gridfair.daemon.metrics import NullMetrics, PrometheusMetrics
@@ -74,8 +74,9 @@ def make_backend(config: Config) -> PoolBackend:
         if condor_now is None:
             raise ConfigError(f"config key backend.htcondor.condor_now: no program "
                               f"{section['condor_now']!r} (not executable, not on PATH)")
+    pools = collector_addresses(section["collector"]) or [None]
     return HTCondorBackend.connect(
-        section["collector"] or None,
+        pools[0], more_pools=pools[1:], collector_timeout=section["collector_timeout"],
         slot_constraint=section["slot_constraint"],
         job_constraint=section["job_constraint"] or None, demand=section["demand"],
         owner_attribute=section["owner_attribute"], power_attribute=section["power_attribute"],

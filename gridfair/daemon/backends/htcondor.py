@@ -25,6 +25,13 @@ schedds that hang cost one wait together, not one each, and the read stays under
 `query_timeout`. No schedd listed or answering, or the collector not answering, fails the
 cycle.
 
+Several collectors (an HA pair, a flock: `backend.htcondor.collector = "A, B"`) are each read,
+probed side by side first when there are more than one (`collector_timeout`): one that fails
+or hangs is a skipped source, and only none answering fails the cycle. The same startd heard
+by two collectors is read once; another ad of a machine name read from an earlier collector
+is skipped as a duplicate (`_query_slots`; the rule and why in docs/daemon.md). The daemon's
+ad goes to every collector that answered, and the lease to every negotiator they list.
+
 Acting:
 - vacate: `Schedd.act(JobAction.Vacate, [job_id])` on the job's own schedd, one job per
   call, because the result ad only has totals (`TotalSuccess`, `TotalNotFound`, ...) and the
@@ -56,6 +63,8 @@ used; the snapshot lists each identity's charge and why.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import hashlib
 import math
 import subprocess
 import time
@@ -115,6 +124,9 @@ TOOL_TIMEOUT = 30.0
 #: are skipped for the snapshot read: under the daemon's `query_timeout` (30 s by default),
 #: and the bindings' own wait for a schedd that accepts and never answers (20 s).
 SCHEDD_TIMEOUT = 20.0
+#: Seconds the collectors, when there are several, may take to answer a probe, side by side,
+#: before those that have not are skipped for the snapshot read (`_probe_collectors`).
+COLLECTOR_TIMEOUT = 5.0
 #: Clusters a query for single job ads names at most (`fetch_constraints`).
 FETCH_CLUSTERS = 50
 #: How the backend reads demand: autocluster ads and narrow idle rows, or every job ad.
@@ -209,6 +221,11 @@ def _schedd_name(location: classad2.ClassAd) -> str:
     return str(location.get("Name", "schedd"))
 
 
+def _probe_collector(collector: Any) -> None:
+    """A query that a collector answers at once (no slot matches `false`)."""
+    collector.query(htcondor2.AdType.Startd, "false", ["Name"])
+
+
 class HTCondorBackend(PoolBackend):
     name = "htcondor"
 
@@ -229,13 +246,24 @@ class HTCondorBackend(PoolBackend):
         tool_environment: Mapping[str, str] | None = None,
         lease_knob: str = "GRIDFAIR_LEASE_UNTIL",
         schedd_timeout: float = SCHEDD_TIMEOUT,
+        more_collectors: Mapping[str, Any] | None = None,
+        collector_timeout: float = COLLECTOR_TIMEOUT,
     ) -> None:
         if demand not in DEMAND_READS:
             raise ConfigError(f"demand must be one of {', '.join(DEMAND_READS)}, not {demand!r}")
-        self.collector = collector
+        self.collector = collector  # the first collector (`collectors`)
+        self.pool = pool  # the collector's address, for the tools (None: COLLECTOR_HOST)
+        # Every collector read, in order (earlier ones win a machine name, `_query_slots`):
+        # the first, then `more_collectors` (address -> collector).
+        self.collectors: list[tuple[str, Any]] = [(self.collector_name, collector), *(
+            (f"collector {address}", other) for address, other in
+            (more_collectors or {}).items())]
+        self.collector_timeout = collector_timeout
+        # Collectors that did not answer in this snapshot read -> why; the cycle's lease and
+        # adverts do not wait on them either (`_for_actions`).
+        self._silent_collectors: dict[str, str] = {}
         # HOSEP's "vacate this, run that there" in one step (handover); None: vacate + steer.
         self.condor_now = condor_now
-        self.pool = pool  # the collector's address, for the tools (None: COLLECTOR_HOST)
         self.tool_environment = dict(tool_environment) if tool_environment else None
         self.schedd_factory = schedd_factory
         self.slot_constraint = slot_constraint
@@ -260,20 +288,29 @@ class HTCondorBackend(PoolBackend):
         # Schedds that did not answer in this snapshot read -> why (`_ask_schedds`).
         self._silent: dict[str, str] = {}
         self._steered_on: dict[str, classad2.ClassAd] = {}  # schedds to reschedule, by name
-        self._known_negotiators: list[classad2.ClassAd] = []
+        self._known_negotiators: list[tuple[classad2.ClassAd, Any]] = []
         # Names read that no slot (job) had (`DIRECT_LEARNING`), and reads since.
         self._absent_slot_names: set[str] = set()
         self._absent_job_names: set[str] = set()
         self._reads_since_absent = 0
+        # (names the jobs' Requirements and Rank read of their own ads, names the slots' read
+        # of a job) in the last snapshot read (`_query_learning`, `shared_match_ads`).
+        self._job_reads: tuple[set[str], set[str]] = (set(), set())
 
     @classmethod
-    def connect(cls, pool: str | None, **options: Any) -> HTCondorBackend:
-        """A backend on the collector at `pool` (None: the configured COLLECTOR_HOST)."""
-        try:
-            collector = htcondor2.Collector(pool)
-        except POOL_ERRORS as error:
-            raise PoolUnavailable(f"collector {pool or 'COLLECTOR_HOST'}: {error}") from None
-        return cls(collector, pool=pool, **options)
+    def connect(cls, pool: str | None, *, more_pools: Sequence[str] = (),
+                **options: Any) -> HTCondorBackend:
+        """A backend on the collector at `pool` (None: the configured COLLECTOR_HOST), and on
+        those at `more_pools` (host:port each) after it."""
+        collectors = {}
+        for address in (pool, *more_pools):
+            try:
+                collectors[address] = htcondor2.Collector(address)
+            except POOL_ERRORS as error:
+                raise PoolUnavailable(f"collector {address or 'COLLECTOR_HOST'}: "
+                                      f"{error}") from None
+        first = collectors.pop(pool)
+        return cls(first, pool=pool, more_collectors=collectors, **options)
 
     @property
     def collector_name(self) -> str:
@@ -302,12 +339,10 @@ class HTCondorBackend(PoolBackend):
         # job beyond that is asked of the single job ads fetched.
         slots, (jobs, groups, skipped, locations) = self._query_learning(
             self._query_demand, lambda demand: demand[1])
-        machines, bad_slots = machines_from_ads(
-            [SourcedAd(ad, "collector", index, None) for index, ad in enumerate(slots, 1)],
-            self.ad_config, lenient=True)
-        self._schedd_of.update(self._schedds_of_running(slots, locations))
-        return charge_snapshot(snapshot_of(taken, machines, jobs, (*skipped, *bad_slots)),
-                               self.submitters)
+        machines, bad_slots = machines_from_ads(slots, self.ad_config, lenient=True)
+        self._schedd_of.update(self._schedds_of_running(slots, machines, locations))
+        return charge_snapshot(snapshot_of(taken, machines, jobs, (
+            *self._collector_skips(), *skipped, *bad_slots)), self.submitters)
 
     def _query_demand(
         self,
@@ -430,14 +465,18 @@ class HTCondorBackend(PoolBackend):
                        for job_id in job_ids if job_id not in answered)
         return jobs, [*skipped, *unusable], ads
 
-    def _schedds_of_running(self, slots: Iterable[classad2.ClassAd],
+    def _schedds_of_running(self, slots: Iterable[SourcedAd], machines: Iterable[Machine],
                             locations: Sequence[classad2.ClassAd]) -> dict[str, classad2.ClassAd]:
-        """Running job id -> its schedd's location, from the slots' `GlobalJobId`
-        (`schedd#cluster.proc#time`); with one schedd, that one."""
+        """Running job id -> its schedd's location, from the `GlobalJobId`
+        (`schedd#cluster.proc#time`) of the slots kept as `machines` (not a duplicate name's
+        ad); with one schedd, that one."""
         by_name = {_schedd_name(location): location for location in locations}
         only = locations[0] if len(locations) == 1 else None
+        kept = {machine.name for machine in machines}
         found: dict[str, classad2.ClassAd] = {}
-        for slot in slots:
+        for slot in (sourced.ad for sourced in slots):
+            if slot.get("Name") not in kept:
+                continue
             job_id = slot.get("JobId")
             if not isinstance(job_id, str):
                 continue
@@ -449,24 +488,28 @@ class HTCondorBackend(PoolBackend):
         return found
 
     def _locate_schedds(self) -> list[classad2.ClassAd]:
-        try:
-            return self.collector.locateAll(htcondor2.DaemonType.Schedd)
-        except POOL_ERRORS as error:
-            raise PoolUnavailable(f"{self.collector_name}: query failed: {error}") from None
+        """The schedds every collector that answers lists, each name once (the first
+        collector's location of it)."""
+        found: dict[str, classad2.ClassAd] = {}
+        for _, answer in self._ask_collectors(
+                lambda collector: collector.locateAll(htcondor2.DaemonType.Schedd)):
+            for location in answer:
+                found.setdefault(_schedd_name(location), location)
+        return list(found.values())
 
     def _read_jobs(self) -> Snapshot:
         """Slots from the collector; every job ad of `job_constraint` from the schedds."""
         taken = time.time()
         slots, (job_ads, skipped, locations) = self._query_learning(
             self._query_jobs, lambda demand: (sourced.ad for sourced in demand[0]))
-        machines, bad_slots = machines_from_ads(
-            [SourcedAd(ad, "collector", index, None) for index, ad in enumerate(slots, 1)],
-            self.ad_config, lenient=True)
+        machines, bad_slots = machines_from_ads(slots, self.ad_config, lenient=True)
         jobs, bad_jobs = jobs_from_ads(job_ads, lenient=True)
+        del job_ads  # each job's own ad is let go once `shared_match_ads` gives it a shared one
+        jobs = shared_match_ads(jobs, *self._job_reads)
         # A job's owner may edit its JobStatus and RemoteHost: a job runs where a slot says so.
         jobs, not_running = running_as_slots_say(jobs, machines)
-        snapshot = snapshot_of(taken, machines, jobs,
-                               (*skipped, *bad_slots, *bad_jobs, *not_running))
+        snapshot = snapshot_of(taken, machines, jobs, (*self._collector_skips(), *skipped,
+                                                       *bad_slots, *bad_jobs, *not_running))
         return charge_snapshot(snapshot, self.submitters)
 
     def _query_learning(self, query_demand: Callable[[], tuple],
@@ -480,16 +523,22 @@ class HTCondorBackend(PoolBackend):
         is kept, so after the first cycle one query each is enough."""
         self._reads_since_absent += 1
         self._silent = {}
+        self._probe_collectors()
         if (self._reads_since_absent > ABSENT_READS or len(self._absent_slot_names)
                 + len(self._absent_job_names) > ABSENT_LIMIT):
             self._absent_slot_names.clear()
             self._absent_job_names.clear()
             self._reads_since_absent = 0
         for _ in range(LEARNING_ROUNDS):
+            # The last round's ads let go before the next round's come (at 100,000 job ads
+            # with `demand = "jobs"`, two rounds' held at once doubled the first cycle's peak).
+            slots = demand = None
             slots = self._query_slots()
             demand = query_demand()
-            slot_own, slot_other = match_references(slots)
+            slot_own, slot_other = match_references(sourced.ad for sourced in slots)
             job_own, job_other = match_references(job_ads_of(demand))
+            # What matching reads of a job: its own expressions' reads and the slots'.
+            self._job_reads = (job_own, slot_other)
             grew = _learn_present(self.slot_projection, slot_own | job_other,
                                   self._absent_slot_names, self._whole_slots)
             if self.demand == "jobs":
@@ -513,10 +562,8 @@ class HTCondorBackend(PoolBackend):
         return slots, demand
 
     def _whole_slots(self) -> list[classad2.ClassAd]:
-        try:
-            return self.collector.query(htcondor2.AdType.Startd, self.slot_constraint)
-        except POOL_ERRORS as error:
-            raise PoolUnavailable(f"collector query failed: {error}") from None
+        return [ad for _, answer in self._ask_collectors(lambda collector: collector.query(
+            htcondor2.AdType.Startd, self.slot_constraint)) for ad in answer]
 
     def _whole_jobs(self) -> list[classad2.ClassAd]:
         """Every schedd's jobs of `job_constraint`, whole; a schedd that does not answer
@@ -526,12 +573,76 @@ class HTCondorBackend(PoolBackend):
             lambda location: self.schedd_factory(location).query(self.job_constraint))
             for ad in answer or ()]
 
-    def _query_slots(self) -> list[classad2.ClassAd]:
-        try:
-            return self.collector.query(htcondor2.AdType.Startd, self.slot_constraint,
-                                        list(self.slot_projection.values()))
-        except POOL_ERRORS as error:
-            raise PoolUnavailable(f"{self.collector_name}: query failed: {error}") from None
+    def _query_slots(self) -> list[SourcedAd]:
+        """The slot ads of every collector that answers, in the collectors' order. The same
+        startd heard by two collectors (an HA pair: a startd updates every collector it is
+        given) is read once, from the first: an ad whose Name, `MyAddress` and
+        `DaemonStartTime` an earlier collector's ad has. Another ad of a Name read already is
+        left in, for `machines_from_ads` to skip as a duplicate machine name."""
+        projection = list(self.slot_projection.values())
+        several = len(self.collectors) > 1
+        if several:
+            projection += [name for name in ("MyAddress", "DaemonStartTime")
+                           if name.lower() not in self.slot_projection]
+        first_of: dict[Any, tuple[str, Any, Any]] = {}  # Name -> its first ad's startd
+        slots: list[SourcedAd] = []
+        for source, answer in self._ask_collectors(lambda collector: collector.query(
+                htcondor2.AdType.Startd, self.slot_constraint, projection)):
+            for index, ad in enumerate(answer, 1):
+                startd = (source, ad.get("MyAddress"), ad.get("DaemonStartTime"))
+                first = first_of.setdefault(str(ad.get("Name")), startd)
+                if first[0] != source and isinstance(first[1], str) and first[1:] == startd[1:]:
+                    continue
+                slots.append(SourcedAd(ad, source if several else "collector", index, None))
+        return slots
+
+    def _probe_collectors(self) -> None:
+        """With several collectors, whether each answers is probed first, side by side
+        (`probe_side_by_side`, as for schedds): one that fails, or has not answered within
+        `collector_timeout`, is not asked again in this snapshot read, nor by the cycle's
+        lease and adverts. One collector alone is asked at once."""
+        self._silent_collectors = {}
+        if len(self.collectors) > 1:
+            problems = probe_side_by_side([collector for _, collector in self.collectors],
+                                          _probe_collector, self.collector_timeout)
+            self._silent_collectors = {
+                name: problem for (name, _), problem in zip(self.collectors, problems,
+                                                             strict=True) if problem}
+        self._answering()
+
+    def _answering(self) -> list[tuple[str, Any]]:
+        """(name, collector) of the collectors not silent in the last snapshot read;
+        `PoolUnavailable` naming each one's reason if there is none."""
+        answering = [(name, collector) for name, collector in self.collectors
+                     if name not in self._silent_collectors]
+        if not answering:
+            raise PoolUnavailable("; ".join(f"{name}: {problem}" for name, problem
+                                            in self._silent_collectors.items()))
+        return answering
+
+    def _for_actions(self) -> list[tuple[str, Any]]:
+        """The collectors the cycle's lease and adverts go to: those that answered the last
+        read (a silent one would hold each for the bindings' wait), or all if none did."""
+        return [(name, collector) for name, collector in self.collectors
+                if name not in self._silent_collectors] or self.collectors
+
+    def _ask_collectors(self, ask: Callable[[Any], Any]) -> list[tuple[str, Any]]:
+        """(name, `ask(collector)`) of each collector that answers, in order; one that
+        fails is silent for the rest of the read (`_answering` raises if none is left)."""
+        answers = []
+        for name, collector in self._answering():
+            try:
+                answers.append((name, ask(collector)))
+            except POOL_ERRORS as error:
+                self._silent_collectors[name] = f"query failed: {error}"
+        if not answers:
+            self._answering()
+        return answers
+
+    def _collector_skips(self) -> list[SkippedAd]:
+        """The collectors that did not answer the snapshot read, as skipped sources."""
+        return [SkippedAd(name, 0, name.removeprefix("collector "), problem)
+                for name, problem in self._silent_collectors.items()]
 
     def _query_jobs(self) -> tuple[list[SourcedAd], list[SkippedAd], list[classad2.ClassAd]]:
         """Every schedd's jobs; a schedd that does not answer becomes a skipped source."""
@@ -667,7 +778,7 @@ class HTCondorBackend(PoolBackend):
     def _set_lease(self, value: str) -> None:
         if not self.lease_knob:
             return
-        for ad in self._negotiators():
+        for ad, _ in self._negotiators():
             name = ad.get("Name", "negotiator")
             try:
                 htcondor2.RemoteParam(ad)[self.lease_knob] = value
@@ -682,12 +793,19 @@ class HTCondorBackend(PoolBackend):
         """The negotiators' clock against this host's: each negotiator's against the
         collector's (its ad's `MyCurrentTime`, stamped by the negotiator when it sent the ad,
         less `LastHeardFrom`, stamped by the collector when it came: whatever the ad's age),
-        the one furthest off, plus the collector's against this host's (`_collector_offset`)."""
-        own = [ad["MyCurrentTime"] - ad["LastHeardFrom"] for ad in self._negotiators()
-               if type(ad.get("MyCurrentTime")) is int and type(ad.get("LastHeardFrom")) is int]
-        return float(max(own, key=abs, default=0)) + self._collector_offset(bound)
+        plus that collector's against this host's (`_collector_offset`): the negotiator
+        furthest off."""
+        offsets: dict[int, float] = {}  # id(collector) -> its offset, asked once
+        skews = []
+        for ad, collector in self._negotiators():
+            if id(collector) not in offsets:
+                offsets[id(collector)] = self._collector_offset(collector, bound)
+            own = (ad["MyCurrentTime"] - ad["LastHeardFrom"] if type(ad.get("MyCurrentTime"))
+                   is int and type(ad.get("LastHeardFrom")) is int else 0)
+            skews.append(own + offsets[id(collector)])
+        return float(max(skews, key=abs, default=0.0))
 
-    def _collector_offset(self, bound: float) -> float:
+    def _collector_offset(self, collector: Any, bound: float) -> float:
         """The collector's clock less this host's, in whole seconds; 0.0 if within `bound`.
         Read by asking the collector for its own ad under `time() >= T`, a constraint it
         evaluates with its own clock: two questions say whether it is within the bound, and
@@ -695,8 +813,8 @@ class HTCondorBackend(PoolBackend):
         def at_least(offset: int) -> bool:
             moment = math.floor(wall_clock()) + offset
             try:
-                return bool(self.collector.query(htcondor2.AdType.Collector,
-                                                 f"time() >= {moment}", ["Name"]))
+                return bool(collector.query(htcondor2.AdType.Collector,
+                                            f"time() >= {moment}", ["Name"]))
             except POOL_ERRORS as error:
                 raise ActionFailed(f"lease: cannot read the collector's clock: {error}") from None
 
@@ -712,16 +830,26 @@ class HTCondorBackend(PoolBackend):
             low, high = (middle, high) if at_least(middle) else (low, middle)
         return float(low)
 
-    def _negotiators(self) -> list[classad2.ClassAd]:
-        """The negotiators' ads from the collector, else the last ones it listed: a collector
-        that restarts hears from the negotiator again only at NEGOTIATOR_UPDATE_INTERVAL
-        (5 minutes by default), and the lease must not lapse for that."""
-        try:
-            found = self.collector.query(htcondor2.AdType.Negotiator)
-        except POOL_ERRORS as error:
-            found, problem = [], f"{self.collector_name}: query failed: {error}"
-        else:
-            problem = "the collector lists no negotiator"
+    def _negotiators(self) -> list[tuple[classad2.ClassAd, Any]]:
+        """(ad, the collector it came from) of each negotiator the collectors that answered
+        the last read list, each name once (the first collector's ad of it: both of an HA
+        pair hear it), else the last ones listed: a collector that restarts hears from the
+        negotiator again only at NEGOTIATOR_UPDATE_INTERVAL (5 minutes by default), and the
+        lease must not lapse for that."""
+        by_name: dict[str, tuple[classad2.ClassAd, Any]] = {}
+        problems = []
+        for name, collector in self._for_actions():
+            try:
+                ads = collector.query(htcondor2.AdType.Negotiator)
+            except POOL_ERRORS as error:
+                problems.append(f"{name}: query failed: {error}")
+                continue
+            for ad in ads:
+                by_name.setdefault(str(ad.get("Name")), (ad, collector))
+        found = list(by_name.values())
+        problem = "; ".join(problems) or (
+            "the collector lists no negotiator" if len(self.collectors) == 1 else
+            "no collector lists a negotiator")
         if found:
             self._known_negotiators = found
         elif self._known_negotiators:
@@ -743,11 +871,19 @@ class HTCondorBackend(PoolBackend):
         self._to_collector(query, "INVALIDATE_ADS_GENERIC")
 
     def _to_collector(self, ad: classad2.ClassAd, command: str) -> None:
-        try:
-            self.collector.advertise([ad], command)
-        except POOL_ERRORS as error:
-            raise ActionFailed(f"advert: the collector refused {command} ({error}; is the "
-                               "daemon's account allowed DAEMON there?)") from None
+        """`command` with `ad` to every collector that answered the last read (a daemon
+        updates every collector of its pool; each of an HA pair must list gridfair); an
+        ActionFailed naming those that refused, once all were sent to."""
+        refusals = []
+        for name, collector in self._for_actions():
+            try:
+                collector.advertise([ad], command)
+            except POOL_ERRORS as error:
+                refusals.append(f"{name if len(self.collectors) > 1 else 'the collector'} "
+                                f"refused {command} ({error})")
+        if refusals:
+            raise ActionFailed(f"advert: {'; '.join(refusals)}: is the daemon's account "
+                               "allowed DAEMON there?")
 
     def withdraw(self, job_id: str) -> None:
         """An allocation that did not land: the job no longer names a slot, so HTCondor may
@@ -769,6 +905,67 @@ class HTCondorBackend(PoolBackend):
 
     def _unsteer(self, schedd: Any, job_id: str) -> None:
         schedd.edit([job_id], self.steer_attribute, "undefined")
+
+
+#: Job attributes that name, date or place a job, not what it asks for or requires: jobs whose
+#: ads differ in these alone match alike, where no match expression reads them.
+JOB_IDENTITY = frozenset(name.lower() for name in (
+    "ClusterId", "ProcId", "QDate", "JobStatus", "JobCurrentStartDate", "RemoteHost", "Owner",
+    "User", "AcctGroup", "AcctGroupUser", "AccountingGroup", "JobPrio", "GlobalJobId",
+    "EnteredCurrentStatus", "ServerTime"))
+
+
+def shared_match_ads(jobs: Sequence[Job], own_reads: Collection[str],
+                     slot_reads: Collection[str]) -> list[Job]:
+    """The jobs, those whose ads differ only in `JOB_IDENTITY` attributes that no match
+    expression reads sharing one ad for matching (the first one's), as a schedd's
+    autoclusters share one: with `demand = "jobs"` every job ad was kept until the next
+    read, a parsed ad of about 3.4 KB a job. `own_reads` are what the jobs' Requirements and
+    Rank read of their own ads (`match_references`: with what those read in turn),
+    `slot_reads` what the slots' read of a job; a group whose ad reaches an identity
+    attribute through one of those (the slot reads `TARGET.A`, the job's `A` reads
+    `ClusterId`) keeps each job's own ad. The matcher groups jobs again, by the same rule
+    (`classads.matching`): the matches, hence the decisions, are those of the jobs' own ads."""
+    read = {name.lower() for name in (*own_reads, *slot_reads)}
+    unread = JOB_IDENTITY - read
+    # A digest of the ad's text less the unread identity lines -> its group's ad, or None: a
+    # digest (collision-resistant, whatever users write), not the text, so that jobs that
+    # share nothing cost a few bytes each here, not their ad's text again.
+    shared: dict[bytes, Any] = {}
+    result = []
+    for job in jobs:
+        ad = job.ad
+        if ad is None:
+            result.append(job)
+            continue
+        try:
+            text = ad.printOld()
+        except (ValueError, SystemError):  # a string that is not UTF-8: the job keeps its ad
+            result.append(job)
+            continue
+        key = hashlib.blake2b("\n".join(
+            line for line in text.split("\n") if line.partition(" = ")[0].lower() not in unread
+        ).encode(errors="surrogateescape"), digest_size=16).digest()
+        first = shared.get(key, False)
+        if first is False:
+            first = shared[key] = ad if not _reaches(ad, slot_reads, unread) else None
+        result.append(job if first is None or first is ad else
+                      dataclasses.replace(job, ad=first))
+    return result
+
+
+def _reaches(ad: classad2.ClassAd, slot_reads: Collection[str], names: Collection[str]) -> bool:
+    """Whether the ad's match expressions, or its attributes the slots read, read any of
+    `names` (in the ad or, unscoped or MY., as it may be seen through another)."""
+    for attribute in (*MATCH_EXPRESSIONS, *slot_reads):
+        if attribute not in ad:
+            continue
+        tree = ad.lookup(attribute)
+        refs = [*ad.internalRefs(tree), *ad.externalRefs(tree)]
+        if any(scope.lower() in ("", "my") and name.lower() in names
+               for scope, _, name in (ref.rpartition(".") for ref in refs)):
+            return True
+    return False
 
 
 def pool_uid_domain() -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import math
 import re
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -415,7 +416,9 @@ def _accounting_principal(text: Callable[[str], str | None]) -> tuple[str | None
     user = text("User") or text("Owner")
     if user is None:
         return None, None
-    return user, text("AcctGroup") or _group_of(text("AccountingGroup"))
+    group = text("AcctGroup") or _group_of(text("AccountingGroup"))
+    # One string a user (and group), not one a job: a pool's million jobs have a few hundred.
+    return sys.intern(user), group if group is None else sys.intern(group)
 
 
 def _group_of(accounting_group: str | None) -> str | None:

@@ -577,15 +577,16 @@ class CycleRunner:
     @staticmethod
     def _write_jobs(db, recon: Reconciliation, cycle: int, now: float) -> None:
         # Plain executemany: the first cycle on a big pool writes every job, and sqlite-utils'
-        # generic upsert costs several times more per row.
+        # generic upsert costs several times more per row. Rows made as they are written: a
+        # list of them would hold a first cycle's million events twice.
         db.conn.executemany(
             f"insert or replace into jobs ({', '.join(JobRow._fields)}) "
             f"values ({', '.join('?' * len(JobRow._fields))})", recon.changed)
-        db.conn.executemany("delete from jobs where id = ?", [(job,) for job in recon.gone])
+        db.conn.executemany("delete from jobs where id = ?", ((job,) for job in recon.gone))
         db.conn.executemany(
             "insert into job_events (cycle, time, job, user, event, machine) "
             "values (?, ?, ?, ?, ?, ?)",
-            [(cycle, now, e.job, e.user, e.event, e.machine) for e in recon.events])
+            ((cycle, now, e.job, e.user, e.event, e.machine) for e in recon.events))
 
     @staticmethod
     def _write_charges(db, snapshot: Snapshot, cycle: int) -> None:

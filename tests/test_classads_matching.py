@@ -267,3 +267,23 @@ def test_slots_kept_as_ad_text_match_as_their_parsed_ads(tmp_path: Path) -> None
                    for machine in snapshot.machines]
         assert answers == [symmetric_match(job, machine.ad) for machine in parsed]
     assert answers[0] and not any(answers[1:])  # 6 cpus: the whole machine alone
+
+
+def test_ads_kept_as_text_are_parsed_again_when_a_new_class_regroups_their_side() -> None:
+    # A job classified against a first slot is classified again when a slot whose
+    # Requirements read a job attribute comes (its side is regrouped): kept as text, its ad is
+    # parsed again then too (it was handed over as text, and failed). Slots alike.
+    job = 'MyType = "Job"\nOwner = "alice"\nRequirements = true\n'
+    first = 'MyType = "Machine"\nName = "a"\nRequirements = true\n'
+    picky = 'MyType = "Machine"\nName = "b"\nRequirements = TARGET.Owner == "bob"\n'
+    task = _task(AdText(job, AdFormat.OLD), "1.0")
+    matcher = AutoclusterMatcher()
+    assert matcher(task, _node(readable(AdText(first, AdFormat.OLD)), "a"))
+    assert not matcher(task, _node(readable(AdText(picky, AdFormat.OLD)), "b"))
+    assert matcher.regroupings == 1
+    slot = _node(AdText(first, AdFormat.OLD), "a")
+    named = 'MyType = "Job"\nOwner = "bob"\nRequirements = TARGET.Name == "a"\n'
+    matcher = AutoclusterMatcher()
+    assert matcher(task, slot)
+    assert matcher(_task(readable(AdText(named, AdFormat.OLD)), "2.0"), slot)
+    assert matcher.regroupings == 1

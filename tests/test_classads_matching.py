@@ -238,8 +238,52 @@ def test_jobs_kept_as_ad_text_match_as_their_parsed_ads(tmp_path: Path) -> None:
     tasks = [_task(job.ad, job.id) for job in snapshot.jobs]
     nodes = [_node(machine.ad, machine.name) for machine in snapshot.machines]
     answers = [matcher(task, node) for task, node in itertools.product(tasks, nodes)]
-    assert answers == [symmetric_match(readable(task.ad), node.ad)
+    assert answers == [symmetric_match(readable(task.ad), readable(node.ad))
                        for task, node in itertools.product(tasks, nodes)]
     assert answers == [symmetric_match(job, machine)
                        for job, machine in itertools.product(jobs, machines)]
     assert 0 < sum(answers) < len(answers)  # some pairs match and some do not
+
+
+def test_slots_kept_as_ad_text_match_as_their_parsed_ads(tmp_path: Path) -> None:
+    # The files backend keeps a slot's ad as its text too: parsed again to be matched, a
+    # partitionable slot is the whole machine (TotalSlotCpus 8, though its dynamic slots
+    # leave 4), as the parsed view's ad is.
+    directory = tmp_path / "pool"
+    directory.mkdir()
+    slots = owned("partionable8core", tmp_path, ["alice"] * 5, [8000, 1000, 1000, 1000, 1000])
+    (directory / "pool.status").write_text(slots.read_text())
+    (directory / "pool.queue").write_text("")
+    snapshot = FilesBackend(directory, tmp_path / "a.jsonl").read_snapshot()
+    parsed = read_snapshot(slots, REAL / "test.old.ad").machines
+    assert all(isinstance(machine.ad, AdText) for machine in snapshot.machines)
+    assert readable(snapshot.machines[0].ad)["Cpus"] == parsed[0].ad["Cpus"] == 8
+    job = real_job()
+    for cpus in (1, 6):
+        job["RequestCpus"] = cpus
+        job["Requirements"] = classad2.ExprTree("TARGET.Cpus >= RequestCpus")
+        task = _task(job, "15.0")
+        answers = [AutoclusterMatcher()(task, _node(machine.ad, machine.name))
+                   for machine in snapshot.machines]
+        assert answers == [symmetric_match(job, machine.ad) for machine in parsed]
+    assert answers[0] and not any(answers[1:])  # 6 cpus: the whole machine alone
+
+
+def test_ads_kept_as_text_are_parsed_again_when_a_new_class_regroups_their_side() -> None:
+    # A job classified against a first slot is classified again when a slot whose
+    # Requirements read a job attribute comes (its side is regrouped): kept as text, its ad is
+    # parsed again then too (it was handed over as text, and failed). Slots alike.
+    job = 'MyType = "Job"\nOwner = "alice"\nRequirements = true\n'
+    first = 'MyType = "Machine"\nName = "a"\nRequirements = true\n'
+    picky = 'MyType = "Machine"\nName = "b"\nRequirements = TARGET.Owner == "bob"\n'
+    task = _task(AdText(job, AdFormat.OLD), "1.0")
+    matcher = AutoclusterMatcher()
+    assert matcher(task, _node(readable(AdText(first, AdFormat.OLD)), "a"))
+    assert not matcher(task, _node(readable(AdText(picky, AdFormat.OLD)), "b"))
+    assert matcher.regroupings == 1
+    slot = _node(AdText(first, AdFormat.OLD), "a")
+    named = 'MyType = "Job"\nOwner = "bob"\nRequirements = TARGET.Name == "a"\n'
+    matcher = AutoclusterMatcher()
+    assert matcher(task, slot)
+    assert matcher(_task(readable(AdText(named, AdFormat.OLD)), "2.0"), slot)
+    assert matcher.regroupings == 1

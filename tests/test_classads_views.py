@@ -100,6 +100,21 @@ def test_job_user_is_who_htcondor_authenticated_whatever_group_it_names(
     assert (jobs[0].user, jobs[0].group) == (user, group)
 
 
+def test_the_jobs_of_one_user_share_its_name_and_group(tmp_path: Path) -> None:
+    # A pool's million jobs have a few hundred users: one string each, not one a job. Both
+    # ways of reading a job (plain values, or attribute by attribute) share them.
+    text = (REAL / "test.old.ad").read_text().strip()
+    plain = text + '\nAcctGroup = "hep"\n'
+    explained = plain + "QDate = 1357311627 + 0\n"  # an expression: the long way
+    ads = [ad.replace("ProcId = 0", f"ProcId = {proc}") for proc, ad in
+           enumerate((plain, plain, explained, explained))]
+    path = tmp_path / "jobs.ad"
+    path.write_text("\n\n".join(ads) + "\n")
+    jobs, _ = read_jobs(path)
+    assert [job.id for job in jobs] == ["15.0", "15.1", "15.2", "15.3"]
+    assert len({id(job.user) for job in jobs}) == len({id(job.group) for job in jobs}) == 1
+
+
 def test_power_falls_back_to_kflops_then_mips(tmp_path: Path) -> None:
     path = with_lines("basic4slot", tmp_path, 'GridOwner = "a"\nKFlops = 1500000',
                       'GridOwner = "a"\nMips = 900', 'GridOwner = "a"\nMFlops = 7\nMips = 3',

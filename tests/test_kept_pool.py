@@ -324,7 +324,7 @@ def test_reconcile_passing_over_unchanged_jobs_finds_what_a_full_pass_finds(tmp_
         assert all(incremental.since_of(job.id) == full.since[job.id] for job in snapshot.jobs)
         passed_over += len(snapshot.jobs) - len(incremental.since)
         for row in full.changed:
-            known[row["id"]] = row
+            known[row.id] = row
         for job_id in full.gone:
             del known[job_id]
         previous = snapshot

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from gridfair.classads.reader import STALE_MEMO, AdFormat, parse_ads, read_ads, reread
 from gridfair.classads.synthetic import job_ads, machine_ads, write_ads
-from gridfair.classads.views import machine_view, machines_from_ads, skipped_ad
+from gridfair.classads.views import job_view, machine_view, machines_from_ads, skipped_ad
 from gridfair.core.collector import CycleCollector, collector_paused
 from gridfair.daemon.backends.files import FilesBackend
 from gridfair.daemon.config import validate
@@ -118,6 +118,29 @@ def test_a_memo_holds_few_ads_gone_from_the_dump_and_is_remade_past_the_bound(
     # (25), and remade from the read's 20 past that.
     assert STALE_MEMO * len(slots) == 25
     assert sizes == [22, 24, 20] * 4
+
+
+def test_the_text_of_an_unchanged_job_is_held_once_however_the_memo_is_handed_on(
+        tmp_path: Path) -> None:
+    # A job kept as its text (`AdText`) and the memo share one string: the read's own copy of
+    # an unchanged ad is let go, whether the memo is kept (a few jobs change) or remade (many
+    # left). A million-job dump held twice was the steady read's peak.
+    dump = tmp_path / "pool.queue"
+    job = JOB.replace("\n\n", "\nQDate = 1\n\n")
+    clusters = list(range(1, 21))
+    dump.write_text("".join(job.format(cluster=n) for n in clusters))
+    read = reread(dump.read_text(), str(dump), {}, job_view, skipped_ad, keep_text=True)
+    for step, kept in enumerate((19, 10), 1):  # a job leaves (memo kept), then ten (remade)
+        clusters = clusters[-kept:] + [100 * step + n for n in range(20 - kept)]
+        dump.write_text("".join(job.format(cluster=n) for n in clusters))
+        last_views = {view.id: view for view in read.values}
+        read = reread(dump.read_text(), str(dump), read.memo, job_view, skipped_ad,
+                      keep_text=True)
+        assert [view.id for view in read.values] == [f"{n}.0" for n in clusters]
+        assert all(view is last_views[view.id] for view in read.values[:kept])  # not rebuilt
+        texts = {id(text) for text in read.memo}
+        assert all(id(view.ad.text) in texts for view in read.values)
+    assert len(read.memo) == 20  # remade: this read's ads alone
 
 
 def test_a_reread_builds_what_the_long_way_does_however_the_ads_move(tmp_path: Path) -> None:

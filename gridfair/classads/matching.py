@@ -85,8 +85,6 @@ class AutoclusterMatcher:
         jobs, machines = self._jobs, self._machines
         job_group = jobs.group_of.get(task.id)
         machine_group = machines.group_of.get(node.name)
-        if job_group is None:
-            job_ad = readable(job_ad)  # a job kept as text is parsed to be classified
         while job_group is None or machine_group is None:
             # A new group may read attributes of the other side that no group read before,
             # which regroups that side: classify both again until neither changes.
@@ -124,10 +122,11 @@ class AutoclusterMatcher:
     def forget_machine(self, name: str) -> None:
         self._machines.group_of.pop(name, None)
 
-    def _classify(self, side: _Side, other: _Side, key: str, ad: classad2.ClassAd) -> int:
+    def _classify(self, side: _Side, other: _Side, key: str, ad: Any) -> int:
         group = side.group_of.get(key)
         if group is not None:
             return group
+        ad = readable(ad)  # an ad kept as text is parsed to be classified
         side.attributes.update(name.lower() for name in ad)
         signature = _signature(ad, side.significant)
         group = side.group_ids.get(signature)

@@ -321,21 +321,27 @@ def reread(text: str | AdFile, source: str, memo: Mapping[str, Any],
     chosen, pieces = _format_and_pieces(text, ad_format)
     parse = partial(_parse, chosen)
     # Old and new syntax are looked up by their text; JSON chunks are loaded values: built
-    # every time, with no keys.
-    keys: list[str] = []
+    # every time, with no keys. Only the texts of the ads built anew are kept past their
+    # segment: an unchanged ad's text is the memo's already, and holding this read's copy of
+    # every one would hold the dump's text twice at the read's peak.
+    keyed = 0  # ads looked up by their text
+    new_keys: list[tuple[str, int]] = []  # (text, position) of each ad the memo did not have
+    missing = 0  # ads the memo did not have
     values: list[Any] = []
-    missing: list[int] = []
     result = Reread(values, [], [], {}, [])
     warned = result.warned
     warned_keys = []
     built = 0
     for batch in _BATCHES[chosen](pieces, source, memo):
         base = len(values)
-        keys.extend(batch.keys)
+        keyed += len(batch.keys)
         values.extend(batch.values)
+        missing += len(batch.missing)
         for at in batch.missing:
             position = base + at
-            missing.append(position)
+            key = batch.keys[at] if batch.keys else None
+            if key is not None:
+                new_keys.append((key, position))
             chunk = batch.chunk_at(at)
             if chunk is None:
                 continue
@@ -347,26 +353,31 @@ def reread(text: str | AdFile, source: str, memo: Mapping[str, Any],
                 result.unparsed.append(SkippedAd(source, chunk.index, None,
                                                  skip_reason(error)))
                 continue
-            if len(warned) > warnings and keys:
-                warned_keys.append(keys[position])
+            if len(warned) > warnings and key is not None:
+                warned_keys.append(key)
             try:
-                values[position] = (build(sourced, AdText(keys[position], chosen))
-                                    if keep_text and keys else build(sourced))
+                values[position] = (build(sourced, AdText(key, chosen))
+                                    if keep_text and key is not None else build(sourced))
             except InputError as error:
                 result.refused.append(refuse(sourced, error))
                 continue
             built += 1
     # The next read's memo: the last one with this read's new ads added, as long as the ads
-    # it holds that this read no longer has stay few (`STALE_MEMO`); then this read's ads alone.
+    # it holds that this read no longer has stay few (`STALE_MEMO`); then this read's ads alone:
+    # those the memo gave (found by the value they gave) and those built anew.
     # Remade every read, it would cost a pass over a million ads to drop a few thousand.
-    if keys and isinstance(memo, dict) and len(memo) + len(missing) <= STALE_MEMO * len(keys):
+    built_anew = ((key, values[position]) for key, position in new_keys)
+    if keyed and isinstance(memo, dict) and len(memo) + len(new_keys) <= STALE_MEMO * keyed:
         result = result._replace(memo=memo)
-        memo.update((keys[position], values[position]) for position in missing)
-    else:
-        result.memo.update(zip(keys, values, strict=False))  # JSON: no keys
+        memo.update(built_anew)
+    elif keyed:
+        given = set(map(id, values))
+        result.memo.update((key, value) for key, value in memo.items()
+                           if value is not None and id(value) in given)
+        result.memo.update(built_anew)
     for key in warned_keys:
         result.memo.pop(key, None)
-    if built < len(missing):  # blank blocks and skipped ads leave no value
+    if built < missing:  # blank blocks and skipped ads leave no value
         values[:] = [value for value in values if value is not None]
     if not values and not result.unparsed and not result.refused:
         raise InputError(f"no ads found ({chosen.value} syntax)", source=source)

@@ -83,9 +83,10 @@ def task_from_job(job: Job) -> Task:
                 gpus=job.request_gpus, ad=job.ad)
 
 
-def queue_order(job: Job) -> tuple[float, tuple[int, ...]]:
-    """QDate, then the id as numbers (so 10.0 comes after 9.0)."""
-    return job.qdate, tuple(map(int, job.id.split(".")))
+def queue_order(job: Job) -> tuple[float, ...]:
+    """QDate, then the id as numbers (so 10.0 comes after 9.0); one flat tuple, as the kept
+    pool holds one a job (the order of `(qdate, (cluster, proc))`, at two thirds its size)."""
+    return (job.qdate, *map(int, job.id.split(".")))
 
 
 @dataclass(frozen=True, slots=True)

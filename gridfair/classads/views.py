@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import math
 import re
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +26,14 @@ from typing import Any
 
 import classad2
 
-from gridfair.classads.reader import AdFormat, SourcedAd, attribute_line, read_ads, skip_reason
+from gridfair.classads.reader import (
+    AdFormat,
+    AdText,
+    SourcedAd,
+    attribute_line,
+    read_ads,
+    skip_reason,
+)
 from gridfair.errors import InputError
 from gridfair.model import (
     PARTITIONABLE,
@@ -156,8 +164,12 @@ class AdValues:
 
 
 # --------------------------------------------------------------------- machines
-def machine_view(sourced: SourcedAd, config: AdConfig = AdConfig()) -> Machine:
-    """The machine an ad describes; an InputError if it cannot be used."""
+def machine_view(sourced: SourcedAd, config: AdConfig = AdConfig(),
+                 keep_ad: AdText | None = None) -> Machine:
+    """The machine an ad describes; an InputError if it cannot be used. The machine keeps its
+    parsed ad for matching, or `keep_ad` instead (the ad as text, parsed again when matched:
+    a parsed slot ad weighs about 5 KB against its 1 KB of text, which the `files` backend's
+    memo keeps anyway, and a cycle matches part of the slots)."""
     values = AdValues(sourced, None)
     values.name = values.text("Name", required=True)
     owner = values.text(config.owner_attr, required=True)
@@ -174,7 +186,10 @@ def machine_view(sourced: SourcedAd, config: AdConfig = AdConfig()) -> Machine:
         memory = values.number("Memory", 0.0)
         gpus = values.number("GPUs", 0.0)
     power = _power(values, config)
-    ad = sourced.ad if slot_type != PARTITIONABLE else _whole_machine(sourced.ad)
+    if keep_ad is not None:
+        ad: Any = keep_ad if slot_type != PARTITIONABLE else _WholeMachineText(keep_ad)
+    else:
+        ad = sourced.ad if slot_type != PARTITIONABLE else _whole_machine(sourced.ad)
     return Machine(
         name=values.name,
         owner=owner,
@@ -207,6 +222,19 @@ def _whole_machine(ad: Any) -> Any:
         if total in ad:
             whole[left] = ad.lookup(total)
     return whole
+
+
+class _WholeMachineText(AdText):
+    """A partitionable slot's ad kept as text: parsed, it is the whole machine
+    (`_whole_machine`), as matching reads it."""
+
+    __slots__ = ()
+
+    def __init__(self, text: AdText) -> None:
+        super().__init__(text.text, text.syntax)
+
+    def parsed(self) -> classad2.ClassAd:
+        return _whole_machine(super().parsed())
 
 
 def _power(values: AdValues, config: AdConfig) -> float:
@@ -415,7 +443,9 @@ def _accounting_principal(text: Callable[[str], str | None]) -> tuple[str | None
     user = text("User") or text("Owner")
     if user is None:
         return None, None
-    return user, text("AcctGroup") or _group_of(text("AccountingGroup"))
+    group = text("AcctGroup") or _group_of(text("AccountingGroup"))
+    # One string a user (and group), not one a job: a pool's million jobs have a few hundred.
+    return sys.intern(user), group if group is None else sys.intern(group)
 
 
 def _group_of(accounting_group: str | None) -> str | None:

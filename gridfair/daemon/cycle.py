@@ -57,7 +57,7 @@ from gridfair.daemon.config import Config
 from gridfair.daemon.faults import FaultPoints, wall_clock
 from gridfair.daemon.host import host_shortage
 from gridfair.daemon.metrics import NullMetrics
-from gridfair.daemon.reconcile import Reconciliation, reconcile
+from gridfair.daemon.reconcile import JobRow, Reconciliation, reconcile
 from gridfair.daemon.retention import Pruner, Retention
 from gridfair.daemon.safety import SafetyLimits, VacateGuard, snapshot_too_old
 from gridfair.daemon.store import (
@@ -201,7 +201,7 @@ class CycleRunner:
         self.incremental = bool(config["daemon"]["incremental"])
         # The store's `jobs` table as of the last recorded cycle: read once, then kept current
         # with what each cycle writes (a restart reads it again).
-        self._known: dict[str, dict[str, Any]] | None = None
+        self._known: dict[str, JobRow] | None = None
         # The snapshot `_known` was last reconciled with: its unchanged jobs are passed over.
         self._reconciled: Snapshot | None = None
         # Jobs already reported too big for every machine (each is noted once, not per cycle).
@@ -292,7 +292,8 @@ class CycleRunner:
         now = self.backend.now()
         store = self.store
         if self._known is None:
-            self._known = store.known_jobs()
+            self._known = {job_id: JobRow(*(row[name] for name in JobRow._fields))
+                           for job_id, row in store.known_jobs().items()}
             self._reconciled = None
         recon = reconcile(snapshot, self._known, cycle, self._reconciled)
         # Allocations not yet running hold their slots in the policy's view (inflight.py).
@@ -476,7 +477,7 @@ class CycleRunner:
         known = self._known
         assert known is not None
         for row in recon.changed:
-            known[row["id"]] = row
+            known[row.id] = row
         for job in recon.gone:
             known.pop(job, None)
 
@@ -576,16 +577,16 @@ class CycleRunner:
     @staticmethod
     def _write_jobs(db, recon: Reconciliation, cycle: int, now: float) -> None:
         # Plain executemany: the first cycle on a big pool writes every job, and sqlite-utils'
-        # generic upsert costs several times more per row.
+        # generic upsert costs several times more per row. Rows made as they are written: a
+        # list of them would hold a first cycle's million events twice.
         db.conn.executemany(
-            "insert or replace into jobs (id, user, status, machine, since, last_seen, cycle, "
-            "identity) values (:id, :user, :status, :machine, :since, :last_seen, :cycle, "
-            ":identity)", recon.changed)
-        db.conn.executemany("delete from jobs where id = ?", [(job,) for job in recon.gone])
+            f"insert or replace into jobs ({', '.join(JobRow._fields)}) "
+            f"values ({', '.join('?' * len(JobRow._fields))})", recon.changed)
+        db.conn.executemany("delete from jobs where id = ?", ((job,) for job in recon.gone))
         db.conn.executemany(
             "insert into job_events (cycle, time, job, user, event, machine) "
             "values (?, ?, ?, ?, ?, ?)",
-            [(cycle, now, e.job, e.user, e.event, e.machine) for e in recon.events])
+            ((cycle, now, e.job, e.user, e.event, e.machine) for e in recon.events))
 
     @staticmethod
     def _write_charges(db, snapshot: Snapshot, cycle: int) -> None:

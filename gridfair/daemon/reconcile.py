@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import compress
 from operator import is_not, not_, or_
-from typing import Any
+from typing import NamedTuple
 
 from gridfair.model import JOB_ID, Job, JobStatus, Snapshot
 
@@ -33,6 +33,20 @@ class JobEvent:
     machine: str | None
 
 
+class JobRow(NamedTuple):
+    """A row of the store's `jobs` table, as a cycle writes it and the daemon keeps it in
+    memory until the next (`CycleRunner._known`): a tuple, a third of a dict's size a job."""
+
+    id: str
+    user: str
+    status: str  # a `STATUS_NAMES` value
+    machine: str | None
+    since: float  # when its current state began
+    last_seen: float
+    cycle: int
+    identity: str | None
+
+
 @dataclass
 class Reconciliation:
     #: job id -> when its current state began (idle since / running since), for the jobs
@@ -40,14 +54,14 @@ class Reconciliation:
     since: dict[str, float] = field(default_factory=dict)
     events: list[JobEvent] = field(default_factory=list)
     #: rows of the `jobs` table that changed, and ids of jobs that left the pool.
-    changed: list[dict[str, Any]] = field(default_factory=list)
+    changed: list[JobRow] = field(default_factory=list)
     gone: list[str] = field(default_factory=list)
-    known: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    known: Mapping[str, JobRow] = field(default_factory=dict)
 
     def since_of(self, job_id: str) -> float:
         """When the job's current state began, for action keys."""
         since = self.since.get(job_id)
-        return since if since is not None else self.known[job_id]["since"]
+        return since if since is not None else self.known[job_id].since
 
     def counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -57,7 +71,7 @@ class Reconciliation:
 
 
 def reconcile(
-    snapshot: Snapshot, known: Mapping[str, Mapping[str, Any]], cycle: int,
+    snapshot: Snapshot, known: Mapping[str, JobRow], cycle: int,
     previous: Snapshot | None = None,
 ) -> Reconciliation:
     """What changed between the stored jobs (`known`) and the snapshot.
@@ -72,24 +86,23 @@ def reconcile(
         status = STATUS_NAMES[job.status]
         machine = on_slot.get(job.id, job.machine) if job.status == JobStatus.RUNNING else None
         before = known.get(job.id)
-        if before is not None and before["since"] < job.qdate:
+        if before is not None and before.since < job.qdate:
             before = None  # submitted after the state we knew began: another job, same id
-        if before is not None and before["status"] == status and before["machine"] == machine:
-            result.since[job.id] = before["since"]
+        if before is not None and before.status == status and before.machine == machine:
+            result.since[job.id] = before.since
             continue
         since = _since(job, before, snapshot.time)
         result.since[job.id] = since
         event = _event(before, status, machine)
         if event is not None:
             result.events.append(JobEvent(job.id, job.user, event, machine))
-        result.changed.append({"id": job.id, "user": job.user, "status": status,
-                               "machine": machine, "since": since, "last_seen": snapshot.time,
-                               "cycle": cycle, "identity": job.identity})
+        result.changed.append(JobRow(job.id, job.user, status, machine, since, snapshot.time,
+                                     cycle, job.identity))
     present = snapshot.jobs_by_id
     for job_id in list(compress(known, map(not_, map(present.__contains__, known)))):
         row = known[job_id]  # in stored order
         result.gone.append(job_id)
-        result.events.append(JobEvent(job_id, row["user"], "gone", row["machine"]))
+        result.events.append(JobEvent(job_id, row.user, "gone", row.machine))
     return result
 
 
@@ -110,7 +123,7 @@ def _changed_since(snapshot: Snapshot, previous: Snapshot | None) -> Iterable[Jo
     return compress(jobs, map(or_, new_view, map(moved.__contains__, ids)))
 
 
-def _since(job: Job, before: Mapping[str, Any] | None, now: float) -> float:
+def _since(job: Job, before: JobRow | None, now: float) -> float:
     if job.status == JobStatus.RUNNING and job.start_time:
         return job.start_time
     if before is None and job.status == JobStatus.IDLE:
@@ -119,14 +132,14 @@ def _since(job: Job, before: Mapping[str, Any] | None, now: float) -> float:
     return now
 
 
-def _event(before: Mapping[str, Any] | None, status: str, machine: str | None) -> str | None:
+def _event(before: JobRow | None, status: str, machine: str | None) -> str | None:
     running = status == "running"
     if before is None:
         return "seen-running" if running else ("submitted" if status == "idle" else status)
-    if running and before["status"] == "running":
+    if running and before.status == "running":
         return "moved"
     if running:
         return "started"
-    if before["status"] == "running" and status == "idle":
+    if before.status == "running" and status == "idle":
         return "vacated"
     return status

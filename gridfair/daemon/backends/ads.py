@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
-from gridfair.classads.reader import SourcedAd
+from gridfair.classads.reader import SourcedAd, readable
 from gridfair.classads.views import AdConfig, jobs_from_ads, machines_from_ads
 from gridfair.model import AdWarning, Job, JobStatus, Machine, SkippedAd, Snapshot, index_jobs
 
@@ -36,7 +36,7 @@ JOB_ATTRIBUTES = (
 def job_of_slot(machine: Machine) -> Job:
     """A running job known only from its slot's ad."""
     assert machine.running_job is not None and machine.running_user is not None
-    start = machine.ad.get("JobStart") if machine.ad is not None else None
+    start = readable(machine.ad).get("JobStart") if machine.ad is not None else None
     start = float(start) if isinstance(start, int | float) else None
     return Job(
         id=machine.running_job,

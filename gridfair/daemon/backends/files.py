@@ -29,13 +29,13 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 from gridfair.classads.reader import (
     AdFile,
     AdFormat,
+    AdText,
     Reread,
     SourcedAd,
     open_ads,
@@ -100,8 +100,9 @@ def _dump_text(path: Path, size: int, jobs: bool) -> AdFile | None:
 def read_dumps(paths: Sequence[Path], build: Callable[..., Any],
                reads: dict[Path, DumpRead], *, jobs: bool = False,
                ad_format: AdFormat | None = None) -> Reread:
-    """`build` (a view) of every ad of the dumps, in order, with the ads skipped and the
-    warnings; `jobs`: they are job dumps (whose ads are kept as text, `AdText`).
+    """`build` (a view, given the ad and its text, `AdText`, to keep instead of the parsed
+    ad) of every ad of the dumps, in order, with the ads skipped and the warnings; `jobs`:
+    they are job dumps (where zero bytes is an empty queue).
 
     `reads` holds the last reads, updated in place: an unchanged dump is not read again and a
     changed one builds only its changed ads anew."""
@@ -112,7 +113,7 @@ def read_dumps(paths: Sequence[Path], build: Callable[..., Any],
         if last.identity != identity:
             text = _dump_text(path, identity[1], jobs)
             last.read = Reread.nothing() if text is None else reread(
-                text, str(path), last.read.memo, build, skipped_ad, jobs, ad_format)
+                text, str(path), last.read.memo, build, skipped_ad, True, ad_format)
             # Taken before the read: a dump rewritten during it is read again next cycle.
             last.identity = identity
         total.values.extend(last.read.values)
@@ -170,7 +171,9 @@ class AdDumps:
         self.ad_config = ad_config
         self.ad_format = ad_format
         self._reads: dict[Path, DumpRead] = {}
-        self._machine_view = partial(machine_view, config=ad_config)
+
+    def _slot_view(self, sourced: SourcedAd, text: AdText) -> Machine:
+        return machine_view(sourced, self.ad_config, text)
 
     def dumps(self) -> tuple[list[Path], list[Path]]:
         """The slot dumps and the job dumps, as they are now."""
@@ -190,9 +193,8 @@ class AdDumps:
         # Dumps gone are forgotten with their ads.
         present = set(slot_files) | set(job_files)
         self._reads = {path: read for path, read in self._reads.items() if path in present}
-        slots = read_dumps(slot_files, self._machine_view, self._reads,
-                           ad_format=self.ad_format)
-        # Jobs keep their ads as text, parsed again only to be matched (`AdText`).
+        # Slots and jobs keep their ads as text, parsed again only to be matched (`AdText`).
+        slots = read_dumps(slot_files, self._slot_view, self._reads, ad_format=self.ad_format)
         jobs = read_dumps(job_files, job_view, self._reads, jobs=True, ad_format=self.ad_format)
         jobs_by_id = index_jobs(jobs.values)
         # The long way below skips the later of two ads of one name: it never makes a

@@ -14,7 +14,7 @@ Then, in the same run:
 - HTCondor: the negotiator's own ad after a cycle (`LastNegotiationCycleDuration0`, its
   phases and matches), first with `SCHEDD_ENABLE_PER_USER_MATCH_LIMITS = False` (every slot
   matched), then with the schedd's default per-user match limit (`capped`); each cycle is
-  started by `condor_reschedule` and the second one after the change is taken;
+  asked for with `condor_reschedule`; the first that started after the change is taken;
 - gridfair: the daemon (`CycleRunner`, htcondor backend, `--dry-run` by default: decisions
   journaled, nothing steered) in a process of its own, so that its peak RSS is its own: a
   first cycle, then `--cycles` steady ones, before each of which 1 % of the jobs change
@@ -49,6 +49,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import os
 import random
 import resource
@@ -193,21 +194,26 @@ def negotiator_ad(pool) -> dict:
 
 
 def negotiation_cycle(pool, timeout: float) -> dict:
-    """The second negotiation cycle that ends from now (the first may have begun before a
-    change), each started by condor_reschedule: the negotiator ad's figures, or why not."""
+    """The first negotiation cycle that starts after now (so after a change to the pool's
+    configuration), asked for with condor_reschedule: the negotiator ad's figures, or why not.
+    A cycle already running ends first, and the next is asked for (its start,
+    `LastNegotiationCycleTime0`, tells them apart: at 50,000 slots a cycle takes minutes)."""
+    since = math.floor(time.time()) + 1
+    time.sleep(since - time.time())  # a cycle starting this second started after the call
     last = negotiator_ad(pool).get("LastNegotiationCycleEnd0")
     deadline = time.monotonic() + timeout
-    for _ in range(2):
+    pool.run_tool(["condor_reschedule"], check=False)
+    while True:
+        if time.monotonic() > deadline:
+            return {"error": f"no negotiation cycle started and ended within {timeout:g} s"}
+        time.sleep(2)
+        ad = negotiator_ad(pool)
+        if ad.get("LastNegotiationCycleEnd0") in (None, last):
+            continue
+        if ad.get("LastNegotiationCycleTime0", 0) >= since:
+            return ad
+        last = ad["LastNegotiationCycleEnd0"]
         pool.run_tool(["condor_reschedule"], check=False)
-        while True:
-            if time.monotonic() > deadline:
-                return {"error": f"no negotiation cycle ended within {timeout:g} s"}
-            time.sleep(2)
-            ad = negotiator_ad(pool)
-            if ad.get("LastNegotiationCycleEnd0") not in (None, last):
-                last = ad["LastNegotiationCycleEnd0"]
-                break
-    return ad
 
 
 def set_match_cap(pool, capped: bool) -> None:

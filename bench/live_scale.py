@@ -196,8 +196,8 @@ def negotiator_ad(pool) -> dict:
 def negotiation_cycle(pool, timeout: float) -> dict:
     """The first negotiation cycle that starts after now (so after a change to the pool's
     configuration), asked for with condor_reschedule: the negotiator ad's figures, or why not.
-    A cycle already running ends first, and the next is asked for (its start,
-    `LastNegotiationCycleTime0`, tells them apart: at 50,000 slots a cycle takes minutes)."""
+    A cycle already running ends first, and the next is asked for (its start, its end less
+    its duration, tells them apart: at 50,000 slots a cycle takes minutes)."""
     since = math.floor(time.time()) + 1
     time.sleep(since - time.time())  # a cycle starting this second started after the call
     last = negotiator_ad(pool).get("LastNegotiationCycleEnd0")
@@ -210,7 +210,7 @@ def negotiation_cycle(pool, timeout: float) -> dict:
         ad = negotiator_ad(pool)
         if ad.get("LastNegotiationCycleEnd0") in (None, last):
             continue
-        if ad.get("LastNegotiationCycleTime0", 0) >= since:
+        if ad["LastNegotiationCycleEnd0"] - ad.get("LastNegotiationCycleDuration0", 0) >= since:
             return ad
         last = ad["LastNegotiationCycleEnd0"]
         pool.run_tool(["condor_reschedule"], check=False)

@@ -20,8 +20,10 @@ Then, in the same run:
   first cycle, then `--cycles` steady ones, before each of which 1 % of the jobs change
   (half removed, as many submitted). Each cycle is split into collector read, schedd read,
   the rest of the read (views, charging), decide (the policy), journal and act, wall and CPU
-  seconds of the thread doing it. Then 1,000 idle jobs are steered (`allocate`: an edit each,
-  then one reschedule, as a cycle does), timed, with the schedd's CPU seconds meanwhile;
+  seconds of the thread doing it. Then 1,000 idle jobs are steered as a cycle steers them
+  (`allocate_all` in the cycle's batches, then one reschedule), timed, with the schedd's CPU
+  seconds meanwhile, raw and net of its background CPU over an idle window just before; and
+  1,000 others one at a time (two edits a job, as before), the baseline in the same run;
 - the collector's and schedd's `RecentDaemonCoreDutyCycle`, the load average.
 
 `--source files` writes the same slot and job ads as `condor_status -long` / `condor_q -long`
@@ -83,6 +85,9 @@ NEGOTIATOR_PHASES = ("LastNegotiationCycleDuration0", "LastNegotiationCyclePhase
                      "LastNegotiationCyclePhase4Duration0", "LastNegotiationCycleMatches0",
                      "LastNegotiationCycleRejections0", "LastNegotiationCycleCandidateSlots0")
 STEER = 1000
+#: The schedd's idle window before the steering (its background CPU a second), and the wait
+#: after it for its workers to be reaped (counted in both).
+STEER_IDLE_S, STEER_SETTLE_S = 10.0, 1.0
 
 
 # ------------------------------------------------------------------ the pool's ads
@@ -446,23 +451,56 @@ def churn_dump(spec: dict) -> None:
 
 
 def steer(backend, spec: dict) -> dict:
-    """Steer `STEER` idle jobs to slots (`allocate`), timed; the schedd's CPU meanwhile."""
+    """Steer `STEER` idle jobs to slots as a cycle does (`allocate_all` in the cycle's
+    batches: one edit for the jobs given one value, then `actions_done`: one reschedule),
+    timed, with the schedd's CPU meanwhile; and, as the baseline in the same run, `STEER`
+    other jobs one at a time (`allocate_all` of one job: two edits, as every allocation
+    was before). The schedd's CPU is given raw and net of its background work (its timers,
+    the negotiator's requests: at 100,000 jobs a large part), measured just before each over
+    an idle window of `STEER_IDLE_S`."""
+    from gridfair.daemon.cycle import ALLOCATION_BATCH
+
     snapshot = backend.read_snapshot()
     machines = [machine for machine in snapshot.machines]
-    jobs = [job for job in snapshot.jobs][:STEER]
-    schedd = spec.get("schedd_pid")
+    jobs = [job for job in snapshot.jobs][:2 * STEER]
+    allocations = [(job, machines[index % len(machines)]) for index, job in enumerate(jobs)]
+    one_at_a_time = steered(backend, spec.get("schedd_pid"), allocations[STEER:], 1)
+    batched = steered(backend, spec.get("schedd_pid"), allocations[:STEER], ALLOCATION_BATCH)
+    return {**{f"steer_{key}": value for key, value in batched.items()},
+            **{f"steer_one_at_a_time_{key}": value for key, value in one_at_a_time.items()}}
+
+
+def steered(backend, schedd: int | None, allocations: list, batch: int) -> dict:
+    """Carry out the allocations `batch` at a time, then the reschedule: wall seconds, the
+    failures, the schedd's CPU seconds, raw and net of its idle rate just before, and whether
+    a negotiation cycle ended meanwhile (its requests to the schedd are in both windows)."""
+    negotiated = last_negotiation(backend)
+    idle = cpu_of(schedd)
+    time.sleep(STEER_IDLE_S)
     theirs, wall = cpu_of(schedd), time.perf_counter()
+    background = (theirs - idle) / STEER_IDLE_S
     failed = 0
-    for index, job in enumerate(jobs):
-        try:
-            backend.allocate(job, machines[index % len(machines)])
-        except Exception:  # noqa: BLE001 - counted: the figure says how many failed
-            failed += 1
+    for start in range(0, len(allocations), batch):
+        problems = backend.allocate_all(allocations[start:start + batch])
+        failed += sum(problem is not None for problem in problems)
     backend.actions_done()
     wall = time.perf_counter() - wall
-    time.sleep(1)  # the schedd's workers reaped
-    return {"steer_jobs": len(jobs), "steer_s": round(wall, 3), "steer_failed": failed,
-            "steer_schedd_cpu_s": round(cpu_of(schedd) - theirs, 3)}
+    time.sleep(STEER_SETTLE_S)  # the schedd's workers reaped
+    raw = cpu_of(schedd) - theirs
+    baseline = background * (wall + STEER_SETTLE_S)
+    return {"jobs": len(allocations), "s": round(wall, 3), "failed": failed,
+            "schedd_cpu_s": round(raw, 3), "schedd_idle_cpu_s": round(baseline, 3),
+            "schedd_net_cpu_s": round(raw - baseline, 3),
+            "negotiation_ended": last_negotiation(backend) != negotiated}
+
+
+def last_negotiation(backend) -> object:
+    """When the pool's negotiator last ended a cycle (its ad's LastNegotiationCycleEnd0)."""
+    import htcondor2
+
+    ads = backend.collector.query(htcondor2.AdType.Negotiator,
+                                  projection=["LastNegotiationCycleEnd0"])
+    return ads[0].get("LastNegotiationCycleEnd0") if ads else None
 
 
 def daemon_side(spec: dict) -> dict:

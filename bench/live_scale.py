@@ -22,8 +22,9 @@ Then, in the same run:
   the rest of the read (views, charging), decide (the policy), journal and act, wall and CPU
   seconds of the thread doing it. Then 1,000 idle jobs are steered as a cycle steers them
   (`allocate_all` in the cycle's batches, then one reschedule), timed, with the schedd's CPU
-  seconds meanwhile, raw and net of its background CPU over an idle window just before; and
-  1,000 others one at a time (two edits a job, as before), the baseline in the same run;
+  seconds meanwhile, raw and net of its background CPU over an idle window just before: the
+  allocations the last cycle decided, 1,000 jobs each to a slot of its own, and 1,000 others
+  one at a time (two edits a job, as before: the baseline in the same run);
 - the collector's and schedd's `RecentDaemonCoreDutyCycle`, the load average.
 
 `--source files` writes the same slot and job ads as `condor_status -long` / `condor_q -long`
@@ -377,7 +378,7 @@ def run_daemon(spec: dict) -> dict:
     result = {"cycles": cycles, "decisions_digest": digest.hexdigest()[:16],
               "peak_rss_mb": round(high_water.highest, 1)}
     if live and spec["steer"]:
-        result.update(steer(backend, spec))
+        result.update(steer(backend, spec, store))
     return result
 
 
@@ -450,24 +451,65 @@ def churn_dump(spec: dict) -> None:
     path.write_text("\n\n".join(kept + fresh) + "\n\n")
 
 
-def steer(backend, spec: dict) -> dict:
-    """Steer `STEER` idle jobs to slots as a cycle does (`allocate_all` in the cycle's
-    batches: one edit for the jobs given one value, then `actions_done`: one reschedule),
-    timed, with the schedd's CPU meanwhile; and, as the baseline in the same run, `STEER`
-    other jobs one at a time (`allocate_all` of one job: two edits, as every allocation
-    was before). The schedd's CPU is given raw and net of its background work (its timers,
-    the negotiator's requests: at 100,000 jobs a large part), measured just before each over
-    an idle window of `STEER_IDLE_S`."""
+def steer(backend, spec: dict, store) -> dict:
+    """Steer `STEER` idle jobs as a cycle does (`allocate_all` in the cycle's batches: one
+    edit for the jobs given one value, then `actions_done`: one reschedule), timed, with the
+    schedd's CPU meanwhile, three ways on three sets of jobs in the same run: `decided`, the
+    allocations the daemon's last cycle decided (a partitionable slot takes several jobs);
+    `steer_`, each job to a slot of its own (the most edits); and, the baseline, each job to a
+    slot of its own one at a time (two edits a job, as every allocation was before). The
+    schedd's CPU is given raw and net of its background work (its timers, the negotiator's
+    requests: at 100,000 jobs a large part), measured just before each over an idle window of
+    `STEER_IDLE_S`, with the number of edits."""
     from gridfair.daemon.cycle import ALLOCATION_BATCH
 
     snapshot = backend.read_snapshot()
-    machines = [machine for machine in snapshot.machines]
-    jobs = [job for job in snapshot.jobs][:2 * STEER]
-    allocations = [(job, machines[index % len(machines)]) for index, job in enumerate(jobs)]
-    one_at_a_time = steered(backend, spec.get("schedd_pid"), allocations[STEER:], 1)
-    batched = steered(backend, spec.get("schedd_pid"), allocations[:STEER], ALLOCATION_BATCH)
-    return {**{f"steer_{key}": value for key, value in batched.items()},
-            **{f"steer_one_at_a_time_{key}": value for key, value in one_at_a_time.items()}}
+    jobs, machines = snapshot.jobs_by_id, snapshot.machines_by_name
+    decided: dict[str, tuple] = {}
+    for row in store.db.query("select job, machine from decisions where kind = 'allocate' "
+                              "and cycle = (select max(cycle) from decisions) order by seq"):
+        if row["job"] in jobs and row["machine"] in machines and len(decided) < STEER:
+            decided[row["job"]] = (jobs[row["job"]], machines[row["machine"]])
+    others = [job for job in snapshot.jobs if job.id not in decided][:2 * STEER]
+    slots = list(snapshot.machines)
+    own_slot = [(job, slots[index % len(slots)]) for index, job in enumerate(others)]
+    schedd = spec.get("schedd_pid")
+    edits = EditCount(backend)
+    result = {}
+    for prefix, allocations, batch in (
+            ("steer_one_at_a_time_", own_slot[STEER:], 1),
+            ("steer_", own_slot[:STEER], ALLOCATION_BATCH),
+            ("steer_decided_", list(decided.values()), ALLOCATION_BATCH)):
+        figures = steered(backend, schedd, allocations, batch)
+        result.update({prefix + key: value for key, value in
+                       {**figures, "edits": edits.take()}.items()})
+    return result
+
+
+class EditCount:
+    """Counts the `Schedd.edit` calls (each a connection and a transaction of the schedd) the
+    backend makes, through its schedd factory."""
+
+    def __init__(self, backend) -> None:
+        self.count = 0
+        make = backend.schedd_factory
+
+        def counting(location):
+            schedd = make(location)
+            edit = schedd.edit
+
+            def counted(*args, **kwargs):
+                self.count += 1
+                return edit(*args, **kwargs)
+
+            schedd.edit = counted
+            return schedd
+
+        backend.schedd_factory = counting
+
+    def take(self) -> int:
+        count, self.count = self.count, 0
+        return count
 
 
 def steered(backend, schedd: int | None, allocations: list, batch: int) -> dict:

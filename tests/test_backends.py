@@ -421,11 +421,16 @@ def test_htcondor_vacate_and_allocate_use_act_and_edit():
     assert FakeSchedd.acted == [(htcondor2.JobAction.Vacate, ["3.0"])]
     assert backend.vacate(["3.0"]) == {"3.0": "job not in a state that can be vacated"}
     job = _idle(snapshot)[0]
-    backend.allocate(job, snapshot.machines[0])
+    partitionable = snapshot.machines_by_name["slot1@ingwe2.cs.wisc.edu"]
+    backend.allocate(job, partitionable)
     # The size allocated first, as literals, then the slot (which makes the job matchable).
     assert FakeSchedd.edits[-2:] == [
         ([job.id], "GridfairSlotSize", "{1, 1, 0}"),
-        ([job.id], "GridfairSlot", classad2.quote(snapshot.machines[0].name))]
+        ([job.id], "GridfairSlot", classad2.quote(partitionable.name))]
+    # A static slot's START does not read the size: the slot alone.
+    static = snapshot.machines[0]
+    backend.allocate(job, static)
+    assert FakeSchedd.edits[-1:] == [([job.id], "GridfairSlot", classad2.quote(static.name))]
 
 
 @pytest.mark.parametrize("demand", ["autocluster", "jobs"])

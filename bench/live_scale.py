@@ -457,10 +457,11 @@ def steer(backend, spec: dict, store) -> dict:
     schedd's CPU meanwhile, three ways on three sets of jobs in the same run: `decided`, the
     allocations the daemon's last cycle decided (a partitionable slot takes several jobs);
     `steer_`, each job to a slot of its own (the most edits); and, the baseline, each job to a
-    slot of its own one at a time (two edits a job, as every allocation was before). The
-    schedd's CPU is given raw and net of its background work (its timers, the negotiator's
-    requests: at 100,000 jobs a large part), measured just before each over an idle window of
-    `STEER_IDLE_S`, with the number of edits."""
+    slot of its own one at a time as every allocation was before (its size, then its slot:
+    two edits a job, and one reschedule). The schedd's CPU is given raw and net of its
+    background work (its timers, the negotiator's requests: at 100,000 jobs a large part),
+    measured just before each over an idle window of `STEER_IDLE_S`, with the number of
+    edits."""
     from gridfair.daemon.cycle import ALLOCATION_BATCH
 
     snapshot = backend.read_snapshot()
@@ -476,11 +477,11 @@ def steer(backend, spec: dict, store) -> dict:
     schedd = spec.get("schedd_pid")
     edits = EditCount(backend)
     result = {}
-    for prefix, allocations, batch in (
-            ("steer_one_at_a_time_", own_slot[STEER:], 1),
-            ("steer_", own_slot[:STEER], ALLOCATION_BATCH),
-            ("steer_decided_", list(decided.values()), ALLOCATION_BATCH)):
-        figures = steered(backend, schedd, allocations, batch)
+    for prefix, allocations, carry_out in (
+            ("steer_one_at_a_time_", own_slot[STEER:], one_at_a_time),
+            ("steer_", own_slot[:STEER], in_batches(ALLOCATION_BATCH)),
+            ("steer_decided_", list(decided.values()), in_batches(ALLOCATION_BATCH))):
+        figures = steered(backend, schedd, allocations, carry_out)
         result.update({prefix + key: value for key, value in
                        {**figures, "edits": edits.take()}.items()})
     return result
@@ -512,19 +513,42 @@ class EditCount:
         return count
 
 
-def steered(backend, schedd: int | None, allocations: list, batch: int) -> dict:
-    """Carry out the allocations `batch` at a time, then the reschedule: wall seconds, the
-    failures, the schedd's CPU seconds, raw and net of its idle rate just before, and whether
-    a negotiation cycle ended meanwhile (its requests to the schedd are in both windows)."""
+def in_batches(size: int):
+    """Carry out allocations as the cycle does: `allocate_all` of each batch of `size`; the
+    failures."""
+    def carry_out(backend, allocations: list) -> int:
+        failed = 0
+        for start in range(0, len(allocations), size):
+            problems = backend.allocate_all(allocations[start:start + size])
+            failed += sum(problem is not None for problem in problems)
+        return failed
+    return carry_out
+
+
+def one_at_a_time(backend, allocations: list) -> int:
+    """Carry out allocations as the backend did before batches: the size, then the slot
+    name, an edit each, one job after another (the backend's `_steer`); the failures."""
+    failed = 0
+    for job, machine in allocations:
+        location = backend._schedd_of[job.id]
+        try:
+            backend._steer(backend.schedd_factory(location), job, machine)
+        except Exception:  # noqa: BLE001 - counted: the figure says how many failed
+            failed += 1
+        backend._steered_on[location["Name"]] = location
+    return failed
+
+
+def steered(backend, schedd: int | None, allocations: list, carry_out) -> dict:
+    """Carry out the allocations, then the reschedule: wall seconds, the failures, the
+    schedd's CPU seconds, raw and net of its idle rate just before, and whether a negotiation
+    cycle ended meanwhile (its requests to the schedd are in both windows)."""
     negotiated = last_negotiation(backend)
     idle = cpu_of(schedd)
     time.sleep(STEER_IDLE_S)
     theirs, wall = cpu_of(schedd), time.perf_counter()
     background = (theirs - idle) / STEER_IDLE_S
-    failed = 0
-    for start in range(0, len(allocations), batch):
-        problems = backend.allocate_all(allocations[start:start + batch])
-        failed += sum(problem is not None for problem in problems)
+    failed = carry_out(backend, allocations)
     backend.actions_done()
     wall = time.perf_counter() - wall
     time.sleep(STEER_SETTLE_S)  # the schedd's workers reaped

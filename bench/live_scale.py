@@ -20,8 +20,11 @@ Then, in the same run:
   first cycle, then `--cycles` steady ones, before each of which 1 % of the jobs change
   (half removed, as many submitted). Each cycle is split into collector read, schedd read,
   the rest of the read (views, charging), decide (the policy), journal and act, wall and CPU
-  seconds of the thread doing it. Then 1,000 idle jobs are steered (`allocate`: an edit each,
-  then one reschedule, as a cycle does), timed, with the schedd's CPU seconds meanwhile;
+  seconds of the thread doing it. Then 1,000 idle jobs are steered as a cycle steers them
+  (`allocate_all` in the cycle's batches, then one reschedule), timed, with the schedd's CPU
+  seconds meanwhile, raw and net of its background CPU over an idle window just before: the
+  allocations the last cycle decided, 1,000 jobs each to a slot of its own, and 1,000 others
+  one at a time (two edits a job, as before: the baseline in the same run);
 - the collector's and schedd's `RecentDaemonCoreDutyCycle`, the load average.
 
 `--source files` writes the same slot and job ads as `condor_status -long` / `condor_q -long`
@@ -88,6 +91,9 @@ NEGOTIATOR_PHASES = ("LastNegotiationCycleDuration0", "LastNegotiationCyclePhase
                      "LastNegotiationCyclePhase4Duration0", "LastNegotiationCycleMatches0",
                      "LastNegotiationCycleRejections0", "LastNegotiationCycleCandidateSlots0")
 STEER = 1000
+#: The schedd's idle window before the steering (its background CPU a second), and the wait
+#: after it for its workers to be reaped (counted in both).
+STEER_IDLE_S, STEER_SETTLE_S = 10.0, 1.0
 
 
 # ------------------------------------------------------------------ the pool's ads
@@ -384,7 +390,7 @@ def run_daemon(spec: dict) -> dict:
     result = {"cycles": cycles, "decisions_digest": digest.hexdigest()[:16],
               "peak_rss_mb": round(high_water.highest, 1)}
     if live and spec["steer"]:
-        result.update(steer(backend, spec))
+        result.update(steer(backend, spec, store))
     return result
 
 
@@ -457,24 +463,122 @@ def churn_dump(spec: dict) -> None:
     path.write_text("\n\n".join(kept + fresh) + "\n\n")
 
 
-def steer(backend, spec: dict) -> dict:
-    """Steer `STEER` idle jobs to slots (`allocate`), timed; the schedd's CPU meanwhile."""
+def steer(backend, spec: dict, store) -> dict:
+    """Steer `STEER` idle jobs as a cycle does (`allocate_all` in the cycle's batches: one
+    edit for the jobs given one value, then `actions_done`: one reschedule), timed, with the
+    schedd's CPU meanwhile, three ways on three sets of jobs in the same run: `decided`, the
+    allocations the daemon's last cycle decided (a partitionable slot takes several jobs);
+    `steer_`, each job to a slot of its own (the most edits); and, the baseline, each job to a
+    slot of its own one at a time as every allocation was before (its size, then its slot:
+    two edits a job, and one reschedule). The schedd's CPU is given raw and net of its
+    background work (its timers, the negotiator's requests: at 100,000 jobs a large part),
+    measured just before each over an idle window of `STEER_IDLE_S`, with the number of
+    edits."""
+    from gridfair.daemon.cycle import ALLOCATION_BATCH
+
     snapshot = backend.read_snapshot()
-    machines = [machine for machine in snapshot.machines]
-    jobs = [job for job in snapshot.jobs][:STEER]
+    jobs, machines = snapshot.jobs_by_id, snapshot.machines_by_name
+    decided: dict[str, tuple] = {}
+    for row in store.db.query("select job, machine from decisions where kind = 'allocate' "
+                              "and cycle = (select max(cycle) from decisions) order by seq"):
+        if row["job"] in jobs and row["machine"] in machines and len(decided) < STEER:
+            decided[row["job"]] = (jobs[row["job"]], machines[row["machine"]])
+    others = [job for job in snapshot.jobs if job.id not in decided][:2 * STEER]
+    slots = list(snapshot.machines)
+    own_slot = [(job, slots[index % len(slots)]) for index, job in enumerate(others)]
     schedd = spec.get("schedd_pid")
-    theirs, wall = cpu_of(schedd), time.perf_counter()
+    edits = EditCount(backend)
+    result = {}
+    for prefix, allocations, carry_out in (
+            ("steer_one_at_a_time_", own_slot[STEER:], one_at_a_time),
+            ("steer_", own_slot[:STEER], in_batches(ALLOCATION_BATCH)),
+            ("steer_decided_", list(decided.values()), in_batches(ALLOCATION_BATCH))):
+        figures = steered(backend, schedd, allocations, carry_out)
+        result.update({prefix + key: value for key, value in
+                       {**figures, "edits": edits.take()}.items()})
+    return result
+
+
+class EditCount:
+    """Counts the `Schedd.edit` calls (each a connection and a transaction of the schedd) the
+    backend makes, through its schedd factory."""
+
+    def __init__(self, backend) -> None:
+        self.count = 0
+        make = backend.schedd_factory
+
+        def counting(location):
+            schedd = make(location)
+            edit = schedd.edit
+
+            def counted(*args, **kwargs):
+                self.count += 1
+                return edit(*args, **kwargs)
+
+            schedd.edit = counted
+            return schedd
+
+        backend.schedd_factory = counting
+
+    def take(self) -> int:
+        count, self.count = self.count, 0
+        return count
+
+
+def in_batches(size: int):
+    """Carry out allocations as the cycle does: `allocate_all` of each batch of `size`; the
+    failures."""
+    def carry_out(backend, allocations: list) -> int:
+        failed = 0
+        for start in range(0, len(allocations), size):
+            problems = backend.allocate_all(allocations[start:start + size])
+            failed += sum(problem is not None for problem in problems)
+        return failed
+    return carry_out
+
+
+def one_at_a_time(backend, allocations: list) -> int:
+    """Carry out allocations as the backend did before batches: the size, then the slot
+    name, an edit each, one job after another (the backend's `_steer`); the failures."""
     failed = 0
-    for index, job in enumerate(jobs):
+    for job, machine in allocations:
+        location = backend._schedd_of[job.id]
         try:
-            backend.allocate(job, machines[index % len(machines)])
+            backend._steer(backend.schedd_factory(location), job, machine)
         except Exception:  # noqa: BLE001 - counted: the figure says how many failed
             failed += 1
+        backend._steered_on[location["Name"]] = location
+    return failed
+
+
+def steered(backend, schedd: int | None, allocations: list, carry_out) -> dict:
+    """Carry out the allocations, then the reschedule: wall seconds, the failures, the
+    schedd's CPU seconds, raw and net of its idle rate just before, and whether a negotiation
+    cycle ended meanwhile (its requests to the schedd are in both windows)."""
+    negotiated = last_negotiation(backend)
+    idle = cpu_of(schedd)
+    time.sleep(STEER_IDLE_S)
+    theirs, wall = cpu_of(schedd), time.perf_counter()
+    background = (theirs - idle) / STEER_IDLE_S
+    failed = carry_out(backend, allocations)
     backend.actions_done()
     wall = time.perf_counter() - wall
-    time.sleep(1)  # the schedd's workers reaped
-    return {"steer_jobs": len(jobs), "steer_s": round(wall, 3), "steer_failed": failed,
-            "steer_schedd_cpu_s": round(cpu_of(schedd) - theirs, 3)}
+    time.sleep(STEER_SETTLE_S)  # the schedd's workers reaped
+    raw = cpu_of(schedd) - theirs
+    baseline = background * (wall + STEER_SETTLE_S)
+    return {"jobs": len(allocations), "s": round(wall, 3), "failed": failed,
+            "schedd_cpu_s": round(raw, 3), "schedd_idle_cpu_s": round(baseline, 3),
+            "schedd_net_cpu_s": round(raw - baseline, 3),
+            "negotiation_ended": last_negotiation(backend) != negotiated}
+
+
+def last_negotiation(backend) -> object:
+    """When the pool's negotiator last ended a cycle (its ad's LastNegotiationCycleEnd0)."""
+    import htcondor2
+
+    ads = backend.collector.query(htcondor2.AdType.Negotiator,
+                                  projection=["LastNegotiationCycleEnd0"])
+    return ads[0].get("LastNegotiationCycleEnd0") if ads else None
 
 
 def daemon_side(spec: dict) -> dict:

@@ -51,6 +51,7 @@ from gridfair.daemon.backends import (
     PoolBackend,
     PoolUnavailable,
     UnusablePool,
+    action_problem,
     require_slots,
 )
 from gridfair.daemon.config import Config
@@ -675,7 +676,7 @@ class CycleRunner:
             try:
                 results = self.backend.vacate([a.job.id for a in vacates])
             except Exception as error:  # noqa: BLE001 - recorded as the actions' failure
-                results = {a.job.id: _failure(error) for a in vacates}
+                results = {a.job.id: action_problem(error) for a in vacates}
             self.faults.reached("after_vacate", number)
             now = self.backend.now()
             with store.transaction("record vacate outcomes") as db:
@@ -707,13 +708,10 @@ class CycleRunner:
             # the restart resolves each from the pool (never issued again).
             self._issue(batch, cycle)
             self.faults.reached("after_issue_allocations", number)
-            problems = []
-            for action in batch:
-                try:
-                    self.backend.allocate(action.job, action.machine)
-                    problems.append(None)
-                except Exception as error:  # noqa: BLE001 - recorded as the action's failure
-                    problems.append(_failure(error))
+            try:
+                problems = self.backend.allocate_all([(a.job, a.machine) for a in batch])
+            except Exception as error:  # noqa: BLE001 - recorded as the actions' failure
+                problems = [action_problem(error)] * len(batch)
             now = self.backend.now()
             with store.transaction("record allocation outcomes") as db:
                 for action, problem in zip(batch, problems, strict=True):
@@ -738,7 +736,7 @@ class CycleRunner:
                                       allocation.machine)
                 problem = None
             except Exception as error:  # noqa: BLE001 - recorded as the actions' failure
-                problem = _failure(error)
+                problem = action_problem(error)
             now = self.backend.now()
             with self.store.transaction("record a handover's outcome") as db:
                 for action in group:
@@ -827,12 +825,6 @@ def handover_groups(
             rest += [*run, action]
         run = []
     return groups, rest + run
-
-
-def _failure(error: Exception) -> str:
-    if isinstance(error, ActionFailed):
-        return str(error)
-    return f"backend error: {type(error).__name__}: {error}"
 
 
 def _decision_columns(decision: Decision) -> dict[str, Any]:

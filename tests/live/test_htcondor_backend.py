@@ -100,6 +100,11 @@ class CountingSchedd(htcondor2.Schedd):
 
     reschedules = 0
     queries = 0
+    edits: list[tuple[str, int]] = []  # (attribute, jobs named)
+
+    def edit(self, job_spec: list[str], attr: str, *args: object, **kwargs: object) -> int:
+        type(self).edits.append((attr, len(job_spec)))
+        return super().edit(job_spec, attr, *args, **kwargs)
 
     def reschedule(self) -> None:
         type(self).reschedules += 1
@@ -129,6 +134,54 @@ def test_allocations_land_on_the_chosen_slot(clean_queue: PersonalPool) -> None:
     pool.schedd().act(htcondor2.JobAction.Release, ids)
     assert pool.wait_until(lambda: len(pool.running()) == 4 and pool.running_on_nodes(),
                            40) == chosen
+
+
+def test_allocations_together_are_one_edit_a_value(clean_queue: PersonalPool) -> None:
+    """A batch of allocations is steered with one edit (one connection and transaction of
+    the schedd, which is what costs it) for all the jobs given the same value: the four
+    jobs of one size take one edit of the size (on partitionable slots: a static slot's
+    START does not read it), then one of the slot name each; each job holds the values
+    after."""
+    pool = clean_queue
+    ids = pool.submit([JobSpec("User2", LONG)] * 4, extra=["hold = True"])
+    CountingSchedd.edits = []
+    live = backend(pool, schedd_factory=CountingSchedd, **ANY_JOB)
+    snapshot = live.read_snapshot()
+    jobs = {job.id: job for job in snapshot.jobs}
+    slots = nodes(snapshot)
+    allocations = [(jobs[job_id], slot) for job_id, slot in zip(ids, slots, strict=True)]
+    assert live.allocate_all(allocations) == [None] * 4
+    size = [1, 64, 0] if slots[0].slot_type == "Partitionable" else None
+    assert CountingSchedd.edits == [("GridfairSlotSize", 4)] * bool(size) + [
+        ("GridfairSlot", 1)] * 4
+    assert steering(pool) == {job_id: (slot.name, size)
+                              for job_id, slot in zip(ids, slots, strict=True)}
+
+
+def steering(pool: PersonalPool) -> dict[str, tuple]:
+    """Each steered job's slot name and allocated size, by job id."""
+    return {f"{ad['ClusterId']}.{ad['ProcId']}": (ad["GridfairSlot"], ad.get("GridfairSlotSize"))
+            for ad in pool.schedd().query("GridfairSlot =!= undefined", [
+                "ClusterId", "ProcId", "GridfairSlot", "GridfairSlotSize"])}
+
+
+def test_a_job_gone_from_a_batch_fails_alone(clean_queue: PersonalPool) -> None:
+    """The schedd aborts an edit's whole transaction when one job it names is gone: the
+    others of the batch are still steered (edited again one at a time), and the gone one is
+    its allocation's failure, in the schedd's words."""
+    pool = clean_queue
+    ids = pool.submit([JobSpec("User2", LONG)] * 3, extra=["hold = True"])
+    live = backend(pool, **ANY_JOB)
+    snapshot = live.read_snapshot()
+    jobs = {job.id: job for job in snapshot.jobs}
+    pool.run_tool(["condor_rm", ids[1]])
+    slot = nodes(snapshot)[0]
+    problems = live.allocate_all([(jobs[job_id], slot) for job_id in ids])
+    assert problems[0] is None and problems[2] is None
+    assert problems[1] is not None and ids[1] in problems[1]
+    assert "nonexistent job" in problems[1]
+    size = [1, 64, 0] if slot.slot_type == "Partitionable" else None
+    assert steering(pool) == {ids[0]: (slot.name, size), ids[2]: (slot.name, size)}
 
 
 def test_a_job_gone_before_the_action_is_a_named_failure(clean_queue: PersonalPool) -> None:

@@ -53,6 +53,14 @@ class ActionFailed(GridfairError):
     """An action was refused or could not be delivered; the journal records it as failed."""
 
 
+def action_problem(error: Exception) -> str:
+    """What the journal records of an action that raised `error`: an `ActionFailed`'s own
+    message, anything else named as the backend's error."""
+    if isinstance(error, ActionFailed):
+        return str(error)
+    return f"backend error: {type(error).__name__}: {error}"
+
+
 class PoolBackend(ABC):
     """A pool the daemon negotiates for."""
 
@@ -85,6 +93,21 @@ class PoolBackend(ABC):
 
         Raises `ActionFailed` when it is refused.
         """
+
+    def allocate_all(self, allocations: Sequence[tuple[Job, Machine]]) -> list[str | None]:
+        """Carry out several allocations: for each, in order, None if done or why not (as
+        `action_problem` words what `allocate` raised). Default: `allocate` each; a backend
+        that can carry out several in one request to the pool does (htcondor: one edit for
+        all the jobs given one value)."""
+        problems: list[str | None] = []
+        for job, machine in allocations:
+            try:
+                self.allocate(job, machine)
+            except Exception as error:  # noqa: BLE001 - the action's failure, journaled
+                problems.append(action_problem(error))
+            else:
+                problems.append(None)
+        return problems
 
     def can_hand_over(self, machine: Machine) -> bool:
         """Whether `handover` can free `machine` for another job in one action of the pool

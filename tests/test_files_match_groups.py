@@ -1,0 +1,78 @@
+"""The `files` backend's match groups: jobs alike for matching share one ad text, and a job
+whose match can depend on what differs between them keeps its own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gridfair.classads.matching import AutoclusterMatcher
+from gridfair.classads.reader import AdText
+from gridfair.classads.to_pool import node_from_machine, task_from_job
+from gridfair.daemon.backends.files import FilesBackend
+from gridfair.model import Snapshot
+
+SLOT = ('MyType = "Machine"\nName = "slot{n}@host"\nGridOwner = "owner"\nCpus = 4\n'
+        'Memory = 8000\nMFlops = 1000\nRequirements = {requirements}\n\n')
+JOB = ('MyType = "Job"\nClusterId = {cluster}\nProcId = {proc}\nOwner = "{owner}"\n'
+       'JobStatus = 1\nQDate = {qdate}\nRequestCpus = 1\nRequestMemory = 100\n{extra}'
+       'Requirements = {requirements}\n\n')
+
+
+def _pool(tmp_path: Path, jobs: list[dict], slot_requirements: str = "true") -> FilesBackend:
+    pool = tmp_path / "pool"
+    pool.mkdir(exist_ok=True)
+    _write(pool, jobs, slot_requirements)
+    return FilesBackend(pool, tmp_path / "actions.jsonl")
+
+
+def _write(pool: Path, jobs: list[dict], slot_requirements: str = "true") -> None:
+    (pool / "slots.status").write_text(
+        "".join(SLOT.format(n=n, requirements=slot_requirements) for n in range(2)))
+    (pool / "jobs.queue").write_text("".join(
+        JOB.format(**{"proc": 0, "owner": "alice", "qdate": 1000 + n, "extra": "",
+                      "requirements": "TARGET.Cpus >= 1", **job})
+        for n, job in enumerate(jobs)))
+
+
+def _matches(snapshot: Snapshot) -> dict[str, bool]:
+    """Job id -> whether it matches the first slot, as the daemon's matcher says."""
+    matcher = AutoclusterMatcher()
+    node = node_from_machine(snapshot.machines[0])
+    return {job.id: matcher(task_from_job(job), node) for job in snapshot.jobs}
+
+
+def test_jobs_alike_but_for_their_ids_dates_and_owners_share_one_text(tmp_path: Path) -> None:
+    jobs = [{"cluster": 1}, {"cluster": 2, "proc": 3, "owner": "bob"},
+            {"cluster": 3, "requirements": "TARGET.Cpus >= 2"}]
+    snapshot = _pool(tmp_path, jobs).read_snapshot()
+    first, second, other = snapshot.jobs
+    assert isinstance(first.ad, AdText)
+    assert second.ad is first.ad  # one text for the two
+    assert (second.id, second.user, second.qdate) == ("2.3", "bob", 1001.0)  # its own view
+    assert other.ad is not first.ad  # another Requirements: another group
+
+
+def test_a_job_whose_requirements_read_its_cluster_id_keeps_its_own_text(
+        tmp_path: Path) -> None:
+    # Through another attribute, as a user may hide it; the match must be each job's own.
+    jobs = [{"cluster": cluster, "extra": "Mine = ClusterId\n",
+             "requirements": "Mine == 1 && TARGET.Cpus >= 1"} for cluster in (1, 2)]
+    snapshot = _pool(tmp_path, jobs).read_snapshot()
+    first, second = snapshot.jobs
+    assert second.ad is not first.ad
+    assert "ClusterId = 2" in second.ad.text
+    assert _matches(snapshot) == {"1.0": True, "2.0": False}
+
+
+def test_jobs_share_no_identity_a_slot_reads_and_are_regrouped_when_a_slot_starts_to(
+        tmp_path: Path) -> None:
+    jobs = [{"cluster": 1, "owner": "alice"}, {"cluster": 2, "owner": "bob"}]
+    backend = _pool(tmp_path, jobs)
+    first, second = backend.read_snapshot().jobs
+    assert second.ad is first.ad
+    # The slots now take alice's jobs alone: bob's job must not be matched by alice's text.
+    _write(tmp_path / "pool", jobs, 'TARGET.Owner == "alice"')
+    snapshot = backend.read_snapshot()
+    first, second = snapshot.jobs
+    assert second.ad is not first.ad
+    assert _matches(snapshot) == {"1.0": True, "2.0": False}

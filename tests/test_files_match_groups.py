@@ -20,7 +20,7 @@ JOB = ('MyType = "Job"\nClusterId = {cluster}\nProcId = {proc}\nOwner = "{owner}
 
 def _pool(tmp_path: Path, jobs: list[dict], slot_requirements: str = "true") -> FilesBackend:
     pool = tmp_path / "pool"
-    pool.mkdir(exist_ok=True)
+    pool.mkdir(parents=True, exist_ok=True)
     _write(pool, jobs, slot_requirements)
     return FilesBackend(pool, tmp_path / "actions.jsonl")
 
@@ -76,3 +76,16 @@ def test_jobs_share_no_identity_a_slot_reads_and_are_regrouped_when_a_slot_start
     first, second = snapshot.jobs
     assert second.ad is not first.ad
     assert _matches(snapshot) == {"1.0": True, "2.0": False}
+
+
+def test_a_job_or_slot_reading_names_no_reference_shows_shares_nothing(tmp_path: Path) -> None:
+    # `eval` reads an attribute named by a value: no reference list shows it is ClusterId.
+    hidden = [{"cluster": cluster, "extra": 'Mine = eval(strcat("Cluster", "Id"))\n',
+               "requirements": "Mine == 1"} for cluster in (1, 2)]
+    first, second = _pool(tmp_path, hidden).read_snapshot().jobs
+    assert second.ad is not first.ad
+    # A slot's Requirements may read any job attribute so: no job shares its text then.
+    backend = _pool(tmp_path / "slot", [{"cluster": 1}, {"cluster": 2}],
+                    'eval(strcat("TARGET.Cluster", "Id")) == 1')
+    first, second = backend.read_snapshot().jobs
+    assert second.ad is not first.ad

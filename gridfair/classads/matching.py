@@ -24,6 +24,7 @@ grow with jobs times slots times names).
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Collection, Iterable
 from typing import Any
 
@@ -42,6 +43,23 @@ JOB_IDENTITY = frozenset(name.lower() for name in (
     "ClusterId", "ProcId", "QDate", "JobStatus", "JobCurrentStartDate", "RemoteHost", "Owner",
     "User", "AcctGroup", "AcctGroupUser", "AccountingGroup", "JobPrio", "GlobalJobId",
     "EnteredCurrentStatus", "ServerTime"))
+
+#: Calls that read attributes named by a value (`eval(strcat("Cluster", "Id"))`), which no
+#: reference list shows.
+_HIDDEN_READS = re.compile(r"\beval\w*\s*\(", re.IGNORECASE)
+
+
+def hides_reads(ad: classad2.ClassAd, attributes: Iterable[str] = MATCH_EXPRESSIONS) -> bool:
+    """Whether the ad's `attributes`, or what they read of the ad, may read attributes no
+    reference list names."""
+    for attribute in attributes:
+        if attribute not in ad:
+            continue
+        read = (ref.rpartition(".")[2] for ref in ad.internalRefs(ad.lookup(attribute)) if ref)
+        if any(_HIDDEN_READS.search(str(ad.lookup(name)))
+               for name in (attribute, *read) if name in ad):
+            return True
+    return False
 
 
 def match_references(ads: Iterable[classad2.ClassAd]) -> tuple[set[str], set[str]]:
@@ -78,7 +96,9 @@ def match_key(text: str, unread: Collection[str]) -> bytes:
 def reaches(ad: classad2.ClassAd, slot_reads: Collection[str], names: Collection[str]) -> bool:
     """Whether the ad's match expressions, or its attributes the slots read, read any of
     `names` (lower-case; in the ad or, unscoped or MY., as it may be seen through another;
-    classad2 follows references within the ad through)."""
+    classad2 follows references within the ad through), or may (`eval` and the like)."""
+    if hides_reads(ad, (*MATCH_EXPRESSIONS, *slot_reads)):
+        return True
     for attribute in (*MATCH_EXPRESSIONS, *slot_reads):
         if attribute not in ad:
             continue

@@ -168,8 +168,8 @@ def machine_view(sourced: SourcedAd, config: AdConfig = AdConfig(),
                  keep_ad: AdText | None = None) -> Machine:
     """The machine an ad describes; an InputError if it cannot be used. The machine keeps its
     parsed ad for matching, or `keep_ad` instead (the ad as text, parsed again when matched:
-    a parsed slot ad weighs about 5 KB against its 1 KB of text, which the `files` backend's
-    memo keeps anyway, and a cycle matches part of the slots)."""
+    a parsed slot ad weighs about 5 KB against its 1 KB of text, and a cycle matches part of
+    the slots)."""
     values = AdValues(sourced, None)
     values.name = values.text("Name", required=True)
     owner = values.text(config.owner_attr, required=True)

@@ -40,7 +40,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gridfair.classads.matching import JOB_IDENTITY, match_key, match_references, reaches
+from gridfair.classads.matching import (
+    JOB_IDENTITY,
+    hides_reads,
+    match_key,
+    match_references,
+    reaches,
+)
 from gridfair.classads.reader import (
     AdFile,
     AdFormat,
@@ -79,7 +85,8 @@ JOB_SUFFIX = ".queue"
 @dataclass
 class DumpRead:
     """What one dump gave when last read, and the stat identity it had then: the views built
-    from its ads, the ads skipped, and the views by ad text for the next read (`reread`)."""
+    from its ads, the ads skipped, and the views by their ad text's digest for the next read
+    (`reread`)."""
 
     identity: tuple[int, int, int] | None = None
     read: Reread = field(default_factory=Reread.nothing)
@@ -191,7 +198,10 @@ class AdDumps:
             weakref.WeakValueDictionary())
 
     def _slot_view(self, sourced: SourcedAd, text: AdText | None = None) -> Machine:
-        self._slot_reads.update(name.lower() for name in match_references((sourced.ad,))[1])
+        self._slot_reads.update(name.lower() for name in match_references((sourced.ad,))[1]
+                                if name)
+        if hides_reads(sourced.ad):  # it may read any attribute of a job
+            self._slot_reads |= JOB_IDENTITY
         return machine_view(sourced, self.ad_config, text)
 
     def _job_view(self, sourced: SourcedAd, text: AdText | None = None) -> Job:

@@ -89,3 +89,26 @@ def test_a_job_or_slot_reading_names_no_reference_shows_shares_nothing(tmp_path:
                     'eval(strcat("TARGET.Cluster", "Id")) == 1')
     first, second = backend.read_snapshot().jobs
     assert second.ad is not first.ad
+
+
+def test_the_matcher_parses_a_shared_text_once(tmp_path: Path) -> None:
+    parsed: list[AdText] = []
+
+    class Counted(AdText):
+        __slots__ = ()
+
+        def parsed(self):
+            parsed.append(self)
+            return super().parsed()
+
+    snapshot = _pool(tmp_path, [{"cluster": n} for n in range(1, 6)]).read_snapshot()
+    shared = snapshot.jobs[0].ad
+    counted = Counted(shared.text, shared.syntax)
+    matcher = AutoclusterMatcher()
+    node = node_from_machine(snapshot.machines[0])
+    for job in snapshot.jobs:
+        assert job.ad is shared
+        task = task_from_job(job)
+        task.ad = counted
+        assert matcher(task, node)
+    assert len(parsed) == 1

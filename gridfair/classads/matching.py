@@ -131,10 +131,14 @@ class _Side:
         self.group_of: dict[str, int] = {}  # job id or machine name -> group
         self.group_ids: dict[tuple[Any, ...], int] = {}
         self.representatives: list[classad2.ClassAd] = []
+        # id of an ad -> (the ad, its group): ads shared by several jobs (the `files`
+        # backend's match groups) are parsed and classified once.
+        self.group_of_ad: dict[int, tuple[Any, int]] = {}
 
     def reset(self) -> None:
         self.attributes.clear()
         self.group_of.clear()
+        self.group_of_ad.clear()
         self.group_ids.clear()
         self.representatives.clear()
 
@@ -203,6 +207,11 @@ class AutoclusterMatcher:
         group = side.group_of.get(key)
         if group is not None:
             return group
+        classified = side.group_of_ad.get(id(ad))
+        if classified is not None:
+            group = side.group_of[key] = classified[1]
+            return group
+        kept = ad
         ad = readable(ad)  # an ad kept as text is parsed to be classified
         side.attributes.update(name.lower() for name in ad)
         signature = _signature(ad, side.significant)
@@ -215,6 +224,7 @@ class AutoclusterMatcher:
             group = side.group_ids[signature] = len(side.representatives)
             side.representatives.append(ad)
         side.group_of[key] = group
+        side.group_of_ad[id(kept)] = (kept, group)
         return group
 
     def _learn(self, ad: classad2.ClassAd, other: _Side) -> None:

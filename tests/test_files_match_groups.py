@@ -112,3 +112,14 @@ def test_the_matcher_parses_a_shared_text_once(tmp_path: Path) -> None:
         task.ad = counted
         assert matcher(task, node)
     assert len(parsed) == 1
+
+
+def test_jobs_keep_their_own_text_where_a_slot_reads_what_their_ids_make(
+        tmp_path: Path) -> None:
+    # The slot reads TARGET.Mine, an attribute alike in every job's text, which each job
+    # computes from its own ClusterId.
+    jobs = [{"cluster": cluster, "extra": "Mine = ClusterId\n"} for cluster in (1, 2)]
+    snapshot = _pool(tmp_path, jobs, "TARGET.Mine == 1").read_snapshot()
+    first, second = snapshot.jobs
+    assert second.ad is not first.ad
+    assert _matches(snapshot) == {"1.0": True, "2.0": False}

@@ -341,3 +341,17 @@ def test_a_job_charged_to_another_user_keeps_every_other_field():
     assert (moved.user, moved.identity) == ("User2", "user2@pool")
     assert all(getattr(moved, name) is getattr(job, name) for name in names
                if name not in ("user", "identity"))
+
+
+def test_jobs_asking_for_the_same_whole_numbers_share_their_floats(tmp_path: Path) -> None:
+    # A float a job's CPUs and memory was 48 B a job: a million jobs ask for a few values.
+    ad = ('ClusterId = {n}\nProcId = 0\nOwner = "a"\nJobStatus = 1\nQDate = 1\n'
+          'RequestCpus = 2\nRequestMemory = {memory}\n\n')
+    path = tmp_path / "q"
+    path.write_text("".join(ad.format(n=n, memory=m) for n, m in
+                            ((1, 2048), (2, 2048), (3, 2048.5), (4, 70000))))
+    first, second, fraction, large = read_jobs(path)[0]
+    assert (second.request_cpus, second.request_memory) == (2.0, 2048.0)
+    assert second.request_cpus is first.request_cpus
+    assert second.request_memory is first.request_memory
+    assert (fraction.request_memory, large.request_memory) == (2048.5, 70000.0)

@@ -23,6 +23,9 @@ grow with jobs times slots times names).
 
 from __future__ import annotations
 
+import hashlib
+import re
+from collections.abc import Collection, Iterable
 from typing import Any
 
 import classad2
@@ -31,6 +34,80 @@ from gridfair.classads.reader import readable
 from gridfair.core.pool import Node, Task
 
 _TARGET_PREFIX = "target."
+
+#: Expressions of an ad that matching evaluates.
+MATCH_EXPRESSIONS = ("Requirements", "Rank")
+#: Job attributes that name, date or place a job, not what it asks for or requires: jobs whose
+#: ads differ in these alone match alike, where no match expression reads them.
+JOB_IDENTITY = frozenset(name.lower() for name in (
+    "ClusterId", "ProcId", "QDate", "JobStatus", "JobCurrentStartDate", "RemoteHost", "Owner",
+    "User", "AcctGroup", "AcctGroupUser", "AccountingGroup", "JobPrio", "GlobalJobId",
+    "EnteredCurrentStatus", "ServerTime"))
+
+#: Calls that read attributes named by a value (`eval(strcat("Cluster", "Id"))`), which no
+#: reference list shows.
+_HIDDEN_READS = re.compile(r"\beval\w*\s*\(", re.IGNORECASE)
+
+
+def hides_reads(ad: classad2.ClassAd, attributes: Iterable[str] = MATCH_EXPRESSIONS) -> bool:
+    """Whether the ad's `attributes`, or what they read of the ad, may read attributes no
+    reference list names."""
+    for attribute in attributes:
+        if attribute not in ad:
+            continue
+        read = (ref.rpartition(".")[2] for ref in ad.internalRefs(ad.lookup(attribute)) if ref)
+        if any(_HIDDEN_READS.search(str(ad.lookup(name)))
+               for name in (attribute, *read) if name in ad):
+            return True
+    return False
+
+
+def match_references(ads: Iterable[classad2.ClassAd]) -> tuple[set[str], set[str]]:
+    """(attributes of the ads themselves, attributes of the other side) that their
+    Requirements and Rank read. An unscoped name the ad lacks may be either: both get it."""
+    own: set[str] = set()
+    other: set[str] = set()
+    for ad in ads:
+        for expression in MATCH_EXPRESSIONS:
+            if expression not in ad:
+                continue
+            tree = ad.lookup(expression)
+            own.update(ref.rpartition(".")[2] for ref in ad.internalRefs(tree))
+            for ref in ad.externalRefs(tree):
+                scope, dot, name = ref.rpartition(".")
+                if not dot or scope.lower() == "my":
+                    own.add(name)
+                if not dot or scope.lower() == "target":
+                    other.add(name)
+    return own, other
+
+
+def match_key(text: str, unread: Collection[str]) -> bytes:
+    """What identifies an old-syntax job ad's match group: a digest of its lines but those
+    setting an attribute of `unread` (lower-case names; identity attributes no expression of
+    the match reads). Collision-resistant, whatever users write: a job cannot make its key
+    another's without the same lines. The text's own lines, in order (`printOld`'s, or a
+    dump's: one attribute a line)."""
+    kept = "\n".join(line for line in text.split("\n")
+                     if line.partition("=")[0].strip().lower() not in unread)
+    return hashlib.blake2b(kept.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def reaches(ad: classad2.ClassAd, slot_reads: Collection[str], names: Collection[str]) -> bool:
+    """Whether the ad's match expressions, or its attributes the slots read, read any of
+    `names` (lower-case; in the ad or, unscoped or MY., as it may be seen through another;
+    classad2 follows references within the ad through), or may (`eval` and the like)."""
+    if hides_reads(ad, (*MATCH_EXPRESSIONS, *slot_reads)):
+        return True
+    for attribute in (*MATCH_EXPRESSIONS, *slot_reads):
+        if attribute not in ad:
+            continue
+        tree = ad.lookup(attribute)
+        refs = [*ad.internalRefs(tree), *ad.externalRefs(tree)]
+        if any(scope.lower() in ("", "my") and name.lower() in names
+               for scope, _, name in (ref.rpartition(".") for ref in refs)):
+            return True
+    return False
 
 
 def symmetric_match(job_ad: classad2.ClassAd, machine_ad: classad2.ClassAd) -> bool:
@@ -54,10 +131,14 @@ class _Side:
         self.group_of: dict[str, int] = {}  # job id or machine name -> group
         self.group_ids: dict[tuple[Any, ...], int] = {}
         self.representatives: list[classad2.ClassAd] = []
+        # id of an ad -> (the ad, its group): ads shared by several jobs (the `files`
+        # backend's match groups) are parsed and classified once.
+        self.group_of_ad: dict[int, tuple[Any, int]] = {}
 
     def reset(self) -> None:
         self.attributes.clear()
         self.group_of.clear()
+        self.group_of_ad.clear()
         self.group_ids.clear()
         self.representatives.clear()
 
@@ -126,6 +207,11 @@ class AutoclusterMatcher:
         group = side.group_of.get(key)
         if group is not None:
             return group
+        classified = side.group_of_ad.get(id(ad))
+        if classified is not None:
+            group = side.group_of[key] = classified[1]
+            return group
+        kept = ad
         ad = readable(ad)  # an ad kept as text is parsed to be classified
         side.attributes.update(name.lower() for name in ad)
         signature = _signature(ad, side.significant)
@@ -138,6 +224,7 @@ class AutoclusterMatcher:
             group = side.group_ids[signature] = len(side.representatives)
             side.representatives.append(ad)
         side.group_of[key] = group
+        side.group_of_ad[id(kept)] = (kept, group)
         return group
 
     def _learn(self, ad: classad2.ClassAd, other: _Side) -> None:

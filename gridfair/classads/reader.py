@@ -27,6 +27,7 @@ with their line and attribute.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -255,10 +256,11 @@ def parse_one(payload: Any, syntax: AdFormat, source: str, index: int,
 
 class AdText:
     """An ad kept as the text it was read from, parsed again when it is read (`readable`).
-    A parsed `classad2` job ad weighs about 2.4 KB against ~300 bytes of text, which the
-    `files` backend's memo keeps anyway; a daemon cycle keeps every job but matches few."""
+    A parsed `classad2` job ad weighs about 2.4 KB against ~300 bytes of text; a daemon cycle
+    keeps every job but matches few (and jobs alike for matching share one: the `files`
+    backend's match groups, which refer to it weakly)."""
 
-    __slots__ = ("text", "syntax")
+    __slots__ = ("text", "syntax", "__weakref__")
 
     def __init__(self, text: str, syntax: AdFormat) -> None:
         self.text = text
@@ -276,6 +278,12 @@ def readable(ad: Any) -> Any:
     return ad.parsed() if isinstance(ad, AdText) else ad
 
 
+def ad_digest(text: str) -> bytes:
+    """What `reread`'s memo knows an ad's text by: a digest (collision-resistant, whatever
+    users write), 16 bytes where a job ad's text is hundreds."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
 #: How big the memo `reread` hands on may grow, against the ads of the read, before it is
 #: remade from them alone: ads gone from the dump (a job that left, an ad that changed) stay in
 #: it until then. At 1 % of the ads changing per read, it is remade every 25 reads.
@@ -290,10 +298,10 @@ class Reread(NamedTuple):
     values: list[Any]
     unparsed: list[SkippedAd]
     refused: list[SkippedAd]
-    #: ad text -> what was built from it (None if nothing was), for the next read: this
+    #: digest of an ad's text (`ad_digest`) -> what was built from it, for the next read: this
     #: read's ads, and maybe some of the last reads' (`STALE_MEMO`). An ad warned about is
     #: left out, so that every read that has it warns again.
-    memo: dict[str, Any]
+    memo: dict[bytes, Any]
     warned: list[AdWarning]
 
     @classmethod
@@ -301,14 +309,14 @@ class Reread(NamedTuple):
         return cls([], [], [], {}, [])
 
 
-def reread(text: str | AdFile, source: str, memo: Mapping[str, Any],
+def reread(text: str | AdFile, source: str, memo: Mapping[bytes, Any],
            build: Callable[..., Any],
            refuse: Callable[[SourcedAd, InputError], SkippedAd],
            keep_text: bool = False, ad_format: AdFormat | None = None) -> Reread:
     """`build` of every ad of `text` (text, or a file opened by `open_ads`, read in one pass;
     a view, say), reusing what was built from an ad whose text the last read saw (`memo`: the
-    last read's `Reread.memo`, ad text -> what was built; a dict is handed on, updated, as
-    this read's).
+    last read's `Reread.memo`, digest of the ad's text -> what was built; a dict is handed on,
+    updated, as this read's). The memo holds no text: an unchanged ad is known by its digest.
 
     A steady pool's dump differs from the last in a few ads: the unchanged ones are looked up
     a segment of the text at a time (one `map` over its ads' texts), and only the others are
@@ -320,12 +328,11 @@ def reread(text: str | AdFile, source: str, memo: Mapping[str, Any],
     The format is detected unless given."""
     chosen, pieces = _format_and_pieces(text, ad_format)
     parse = partial(_parse, chosen)
-    # Old and new syntax are looked up by their text; JSON chunks are loaded values: built
-    # every time, with no keys. Only the texts of the ads built anew are kept past their
-    # segment: an unchanged ad's text is the memo's already, and holding this read's copy of
-    # every one would hold the dump's text twice at the read's peak.
-    keyed = 0  # ads looked up by their text
-    new_keys: list[tuple[str, int]] = []  # (text, position) of each ad the memo did not have
+    # Old and new syntax are looked up by their text's digest; JSON chunks are loaded values:
+    # built every time, with no keys. No text is kept past its segment but in what `build`
+    # keeps of it.
+    keyed = 0  # ads looked up by their text's digest
+    new_keys: list[tuple[bytes, int]] = []  # (digest, position) of each ad built anew
     missing = 0  # ads the memo did not have
     values: list[Any] = []
     result = Reread(values, [], [], {}, [])
@@ -340,6 +347,7 @@ def reread(text: str | AdFile, source: str, memo: Mapping[str, Any],
         for at in batch.missing:
             position = base + at
             key = batch.keys[at] if batch.keys else None
+            text_kept = batch.texts[at] if keep_text and batch.keys else None
             if key is not None:
                 new_keys.append((key, position))
             chunk = batch.chunk_at(at)
@@ -356,8 +364,8 @@ def reread(text: str | AdFile, source: str, memo: Mapping[str, Any],
             if len(warned) > warnings and key is not None:
                 warned_keys.append(key)
             try:
-                values[position] = (build(sourced, AdText(key, chosen))
-                                    if keep_text and key is not None else build(sourced))
+                values[position] = (build(sourced, AdText(text_kept, chosen))
+                                    if text_kept is not None else build(sourced))
             except InputError as error:
                 result.refused.append(refuse(sourced, error))
                 continue
@@ -385,31 +393,33 @@ def reread(text: str | AdFile, source: str, memo: Mapping[str, Any],
 
 
 class _Batch(NamedTuple):
-    """Ads framed for `reread`: their texts (none for JSON), what the memo holds for each
-    (None if nothing), the positions the memo has nothing for, and the `Framed` ad at such a
-    position (None for a blank block), asked in increasing order."""
+    """Ads framed for `reread`: their texts and the texts' digests (none for JSON), what the
+    memo holds for each (None if nothing), the positions the memo has nothing for, and the
+    `Framed` ad at such a position (None for a blank block), asked in increasing order."""
 
-    keys: list[str]
+    texts: list[str]
+    keys: list[bytes]
     values: list[Any]
     missing: list[int]
     chunk_at: Callable[[int], Framed | None]
 
 
-def _framed_batches(pieces: Iterable[str], source: str, memo: Mapping[str, Any],
+def _framed_batches(pieces: Iterable[str], source: str, memo: Mapping[bytes, Any],
                     syntax: AdFormat) -> Iterator[_Batch]:
     """A batch of each ad of new syntax or JSON, as `_FRAMERS` frames it; an ad that cannot
     be read (its problem) is given to be parsed, which raises it."""
     keyed = syntax is AdFormat.NEW
     for chunk in _FRAMERS[syntax](pieces, source):
-        value = memo.get(chunk.payload) if keyed and chunk.problem is None else None
-        # A key for every ad of new syntax, "" for one that cannot be read (memo: nothing).
-        keys = [chunk.payload if chunk.problem is None else ""] if keyed else []
-        yield _Batch(keys, [value], [] if value is not None else [0],
+        # A key for every ad of new syntax, None for one that cannot be read (memo: nothing).
+        texts = [chunk.payload if chunk.problem is None else ""] if keyed else []
+        keys = [ad_digest(texts[0]) if chunk.problem is None else None] if keyed else []
+        value = memo.get(keys[0]) if keys and keys[0] is not None else None
+        yield _Batch(texts, keys, [value], [] if value is not None else [0],
                      lambda _, chunk=chunk: chunk)
 
 
 def _old_batches(pieces: Iterable[str], source: str,
-                 memo: Mapping[str, Any]) -> Iterator[_Batch]:
+                 memo: Mapping[bytes, Any]) -> Iterator[_Batch]:
     """The old-syntax ads of each segment of the text (`blank_line_segments`) looked up in
     `memo` (`_old_blocks`); an ad too big to keep, as a batch of its problem."""
     index = 0
@@ -417,7 +427,7 @@ def _old_batches(pieces: Iterable[str], source: str,
         if segment.text is None:
             index += 1
             problem = Framed(None, index, segment.line, too_big(segment.size))
-            yield _Batch([""], [None], [0], lambda _, chunk=problem: chunk)
+            yield _Batch([""], [None], [None], [0], lambda _, chunk=problem: chunk)
             continue
         batch = _old_blocks(segment.text, memo, index, segment.line)
         index += len(batch.keys)
@@ -507,9 +517,10 @@ def _old_chunk(block: str, index: int, line: int) -> Framed | None:
     return Framed(block.strip("\r\n") + "\n", index, first_line)
 
 
-def _old_blocks(text: str, memo: Mapping[str, Any], index: int = 0, line: int = 1) -> _Batch:
+def _old_blocks(text: str, memo: Mapping[bytes, Any], index: int = 0, line: int = 1) -> _Batch:
     """Old-syntax text (the ads after the first `index`, from `line`) framed lazily, its ads
-    looked up in `memo`: each ad's block of text, what `memo` holds for it (None if nothing),
+    looked up in `memo`: each ad's block of text and its digest, what `memo` holds for it
+    (None if nothing),
     the positions of the blocks it has nothing for, and the `Framed` of the ad at a position,
     for positions asked in increasing order. A block's first line is counted only when its
     chunk is asked for: a reader that reuses most ads never needs theirs. Blank text before
@@ -524,13 +535,15 @@ def _old_blocks(text: str, memo: Mapping[str, Any], index: int = 0, line: int = 
     """
     parts: list[str] = []
     blocks = text.split("\n\n")
-    values = list(map(memo.get, blocks))
+    keys = list(map(ad_digest, blocks))
+    values = list(map(memo.get, keys))
     missing = [position for position, value in enumerate(values) if value is None]
     last = len(blocks) - 1
     if any(_misframed(blocks[position], position, last) for position in missing):
         parts = _BLANK_LINE_RUNS.split(text)
         blocks = parts[0::2]
-        values = list(map(memo.get, blocks))
+        keys = list(map(ad_digest, blocks))
+        values = list(map(memo.get, keys))
         missing = [position for position, value in enumerate(values) if value is None]
     first = 1 if not blocks[0].strip() else 0  # blank text before the first ad
     offsets: list[int] = []  # where each block starts in `text`, made on the first ask
@@ -550,9 +563,11 @@ def _old_blocks(text: str, memo: Mapping[str, Any], index: int = 0, line: int = 
         counted[:] = [start, at]
         return _old_chunk(blocks[block], index + position + 1, at)
 
-    batch = (_Batch(blocks[1:], values[1:], [position - 1 for position in missing if position],
-                    chunk_at) if first else _Batch(blocks, values, missing, chunk_at))
-    if batch.keys and not batch.keys[-1].strip():
+    batch = (_Batch(blocks[1:], keys[1:], values[1:],
+                    [position - 1 for position in missing if position], chunk_at) if first
+             else _Batch(blocks, keys, values, missing, chunk_at))
+    if batch.texts and not batch.texts[-1].strip():
+        batch.texts.pop()
         batch.keys.pop()
         batch.values.pop()
         if batch.missing and batch.missing[-1] == len(batch.keys):

@@ -81,6 +81,9 @@ _EXPRESSION = classad2.ExprTree
 _UNDEFINED = classad2.Value.Undefined
 _ERROR = classad2.Value.Error
 _JOB_STATUSES = {int(status): status for status in JobStatus}  # JobStatus(code) is slow
+#: The whole numbers an ad's requests usually are (CPUs, MB), as one float each: not a float
+#: a job (48 B a job of its CPUs and memory, 48 MB at a million jobs), for 2 MB once.
+_WHOLE_FLOATS = tuple(map(float, range(1 << 16)))
 
 
 class AdValues:
@@ -153,7 +156,8 @@ class AdValues:
         kind = type(value)  # exact types: a bool is an int to isinstance, not a number here
         if kind is not float and kind is not int:
             raise self.error(f"not a number: {value!r}", attribute)
-        number = float(value)
+        number = (_WHOLE_FLOATS[value] if kind is int and 0 <= value < len(_WHOLE_FLOATS)
+                  else float(value))
         if not math.isfinite(number):
             raise self.error(f"not a finite number: {value!r}", attribute)
         if positive and number <= 0:
@@ -168,8 +172,8 @@ def machine_view(sourced: SourcedAd, config: AdConfig = AdConfig(),
                  keep_ad: AdText | None = None) -> Machine:
     """The machine an ad describes; an InputError if it cannot be used. The machine keeps its
     parsed ad for matching, or `keep_ad` instead (the ad as text, parsed again when matched:
-    a parsed slot ad weighs about 5 KB against its 1 KB of text, which the `files` backend's
-    memo keeps anyway, and a cycle matches part of the slots)."""
+    a parsed slot ad weighs about 5 KB against its 1 KB of text, and a cycle matches part of
+    the slots)."""
     values = AdValues(sourced, None)
     values.name = values.text("Name", required=True)
     owner = values.text(config.owner_attr, required=True)

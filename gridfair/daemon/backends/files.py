@@ -18,6 +18,13 @@ used twice sends the read the long way, every ad parsed, so the views' rules say
 skipped and why. The snapshot's time is the newest file's modification time: a stale dump is
 recognised as stale by the safety rules.
 
+Jobs alike for matching share one ad text, as a schedd's autoclusters share one ad: those
+whose old-syntax ads differ only in identity attributes (`JOB_IDENTITY`: ids, dates, status,
+owner) that no slot's Requirements or Rank reads keep the text of the first such job read
+(found by `match_key`, a digest of the other lines), unless their own match expressions, or
+what the slots read of them, reach such an attribute (`reaches`): those keep their own. A
+million jobs of a few hundred shapes keep a few hundred texts.
+
 Actions are appended to a JSON-lines file, one object per action, so a policy can be tried on
 a snapshot of a real pool and its decisions read afterwards.
 """
@@ -27,11 +34,19 @@ from __future__ import annotations
 import json
 import os
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gridfair.classads.matching import (
+    JOB_IDENTITY,
+    hides_reads,
+    match_key,
+    match_references,
+    reaches,
+)
 from gridfair.classads.reader import (
     AdFile,
     AdFormat,
@@ -70,7 +85,8 @@ JOB_SUFFIX = ".queue"
 @dataclass
 class DumpRead:
     """What one dump gave when last read, and the stat identity it had then: the views built
-    from its ads, the ads skipped, and the views by ad text for the next read (`reread`)."""
+    from its ads, the ads skipped, and the views by their ad text's digest for the next read
+    (`reread`)."""
 
     identity: tuple[int, int, int] | None = None
     read: Reread = field(default_factory=Reread.nothing)
@@ -171,9 +187,51 @@ class AdDumps:
         self.ad_config = ad_config
         self.ad_format = ad_format
         self._reads: dict[Path, DumpRead] = {}
+        # Lower-case names of a job's attributes that a slot's Requirements or Rank has read,
+        # ever (a slot read anew adds its own): those identity attributes are no job's to
+        # share. The job views were built knowing `_job_reads` of them.
+        self._slot_reads: set[str] = set()
+        self._job_reads = 0
+        self._unread = JOB_IDENTITY
+        # Match key -> the text its jobs share, as long as a job holds it.
+        self._shared: weakref.WeakValueDictionary[bytes, AdText] = (
+            weakref.WeakValueDictionary())
 
-    def _slot_view(self, sourced: SourcedAd, text: AdText) -> Machine:
+    def _slot_view(self, sourced: SourcedAd, text: AdText | None = None) -> Machine:
+        self._slot_reads.update(name.lower() for name in match_references((sourced.ad,))[1]
+                                if name)
+        if hides_reads(sourced.ad):  # it may read any attribute of a job
+            self._slot_reads |= JOB_IDENTITY
         return machine_view(sourced, self.ad_config, text)
+
+    def _job_view(self, sourced: SourcedAd, text: AdText | None = None) -> Job:
+        return job_view(sourced, self._match_text(sourced, text))
+
+    def _match_text(self, sourced: SourcedAd, text: AdText | None) -> AdText | None:
+        """The text the job is matched by: its group's (the first job's of its match key),
+        or its own when it is the first, when its expressions (or what the slots read of it)
+        reach an identity attribute that differs among the group, or when its syntax is not
+        one attribute a line (JSON has no text kept: None, the parsed ad is)."""
+        if text is None or text.syntax is not AdFormat.OLD:
+            return text
+        key = match_key(text.text, self._unread)
+        shared = self._shared.get(key)
+        if shared is not None:
+            return shared
+        if not reaches(sourced.ad, self._slot_reads, self._unread):
+            self._shared[key] = text
+        return text
+
+    def _know_slot_reads(self, job_files: Sequence[Path]) -> None:
+        """When the slots read of jobs names not read before, the jobs are grouped again:
+        their views (and memos) are let go, to be built anew knowing them."""
+        if len(self._slot_reads) == self._job_reads:
+            return
+        self._job_reads = len(self._slot_reads)
+        self._unread = JOB_IDENTITY - self._slot_reads
+        self._shared = weakref.WeakValueDictionary()
+        for path in job_files:
+            self._reads.pop(path, None)
 
     def dumps(self) -> tuple[list[Path], list[Path]]:
         """The slot dumps and the job dumps, as they are now."""
@@ -195,7 +253,9 @@ class AdDumps:
         self._reads = {path: read for path, read in self._reads.items() if path in present}
         # Slots and jobs keep their ads as text, parsed again only to be matched (`AdText`).
         slots = read_dumps(slot_files, self._slot_view, self._reads, ad_format=self.ad_format)
-        jobs = read_dumps(job_files, job_view, self._reads, jobs=True, ad_format=self.ad_format)
+        self._know_slot_reads(job_files)
+        jobs = read_dumps(job_files, self._job_view, self._reads, jobs=True,
+                          ad_format=self.ad_format)
         jobs_by_id = index_jobs(jobs.values)
         # The long way below skips the later of two ads of one name: it never makes a
         # usable set of ads unusable, nor an unusable one usable.

@@ -65,7 +65,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import math
 import subprocess
 import time
@@ -76,6 +75,12 @@ import classad2
 import htcondor2
 
 from gridfair.classads.live_reads import probe_side_by_side
+from gridfair.classads.matching import (
+    JOB_IDENTITY,
+    match_key,
+    match_references,
+    reaches,
+)
 from gridfair.classads.reader import SourcedAd, skip_reason
 from gridfair.classads.submitters import SubmitterMap, charge_snapshot
 from gridfair.classads.views import (
@@ -163,9 +168,7 @@ def not_steered(attribute: str) -> str:
             "allocate); ask for a number")
 
 
-#: Expressions of an ad that matching evaluates, and how many query rounds may be spent
-#: learning the attributes they read.
-MATCH_EXPRESSIONS = ("Requirements", "Rank")
+#: How many query rounds may be spent learning the attributes match expressions read.
 LEARNING_ROUNDS = 4
 #: New names for a projection learnt as they are; more at once (a flood of jobs each reading
 #: an attribute of its own, `TARGET.Flood$(Process)` or `MY.Flood$(Process)`) are first looked
@@ -177,26 +180,6 @@ DIRECT_LEARNING = 64
 #: appears meanwhile is learnt once they are forgotten), nor past this many names.
 ABSENT_READS = 10
 ABSENT_LIMIT = 100_000
-
-
-def match_references(ads: Iterable[classad2.ClassAd]) -> tuple[set[str], set[str]]:
-    """(attributes of the ads themselves, attributes of the other side) that their
-    Requirements and Rank read. An unscoped name the ad lacks may be either: both get it."""
-    own: set[str] = set()
-    other: set[str] = set()
-    for ad in ads:
-        for expression in MATCH_EXPRESSIONS:
-            if expression not in ad:
-                continue
-            tree = ad.lookup(expression)
-            own.update(ref.rpartition(".")[2] for ref in ad.internalRefs(tree))
-            for ref in ad.externalRefs(tree):
-                scope, dot, name = ref.rpartition(".")
-                if not dot or scope.lower() == "my":
-                    own.add(name)
-                if not dot or scope.lower() == "target":
-                    other.add(name)
-    return own, other
 
 
 def _learn(projection: dict[str, str], names: set[str]) -> bool:
@@ -969,14 +952,6 @@ class HTCondorBackend(PoolBackend):
         return problems
 
 
-#: Job attributes that name, date or place a job, not what it asks for or requires: jobs whose
-#: ads differ in these alone match alike, where no match expression reads them.
-JOB_IDENTITY = frozenset(name.lower() for name in (
-    "ClusterId", "ProcId", "QDate", "JobStatus", "JobCurrentStartDate", "RemoteHost", "Owner",
-    "User", "AcctGroup", "AcctGroupUser", "AccountingGroup", "JobPrio", "GlobalJobId",
-    "EnteredCurrentStatus", "ServerTime"))
-
-
 def shared_match_ads(jobs: Sequence[Job], own_reads: Collection[str],
                      slot_reads: Collection[str]) -> list[Job]:
     """The jobs, those whose ads differ only in `JOB_IDENTITY` attributes that no match
@@ -1005,29 +980,13 @@ def shared_match_ads(jobs: Sequence[Job], own_reads: Collection[str],
         except (ValueError, SystemError):  # a string that is not UTF-8: the job keeps its ad
             result.append(job)
             continue
-        key = hashlib.blake2b("\n".join(
-            line for line in text.split("\n") if line.partition(" = ")[0].lower() not in unread
-        ).encode(errors="surrogateescape"), digest_size=16).digest()
+        key = match_key(text, unread)
         first = shared.get(key, False)
         if first is False:
-            first = shared[key] = ad if not _reaches(ad, slot_reads, unread) else None
+            first = shared[key] = ad if not reaches(ad, slot_reads, unread) else None
         result.append(job if first is None or first is ad else
                       dataclasses.replace(job, ad=first))
     return result
-
-
-def _reaches(ad: classad2.ClassAd, slot_reads: Collection[str], names: Collection[str]) -> bool:
-    """Whether the ad's match expressions, or its attributes the slots read, read any of
-    `names` (in the ad or, unscoped or MY., as it may be seen through another)."""
-    for attribute in (*MATCH_EXPRESSIONS, *slot_reads):
-        if attribute not in ad:
-            continue
-        tree = ad.lookup(attribute)
-        refs = [*ad.internalRefs(tree), *ad.externalRefs(tree)]
-        if any(scope.lower() in ("", "my") and name.lower() in names
-               for scope, _, name in (ref.rpartition(".") for ref in refs)):
-            return True
-    return False
 
 
 def pool_uid_domain() -> str:

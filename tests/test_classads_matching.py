@@ -128,6 +128,46 @@ def test_a_flood_of_jobs_each_reading_an_attribute_of_its_own_regroups_no_slot()
     assert matcher.regroupings <= 3
 
 
+def test_a_job_reading_its_own_attribute_through_eval_is_an_autocluster_of_its_own() -> None:
+    """`eval(strcat("Cluster", "Id"))` reads ClusterId, which no reference list shows: jobs
+    alike in every other line must not share an autocluster, or job 2's match would be job
+    1's (it matched a slot its own Requirements refuse)."""
+    jobs = []
+    for cluster in (1, 2):
+        ad = classad2.ClassAd({"ClusterId": cluster, "RequestMemory": 1})
+        ad["Requirements"] = classad2.ExprTree(
+            'eval(strcat("Cluster", "Id")) == 1 && TARGET.Memory >= RequestMemory')
+        jobs.append(_task(ad, f"{cluster}.0"))
+    slot = classad2.ClassAd({"Memory": 10})
+    slot["Requirements"] = classad2.ExprTree("true")
+    node = _node(slot, "m1")
+    matcher = AutoclusterMatcher()
+    assert [matcher(task, node) for task in jobs] == [True, False]
+    assert [symmetric_match(task.ad, slot) for task in jobs] == [True, False]
+    assert matcher.autoclusters == 2
+
+
+def test_a_slot_reading_a_job_attribute_through_eval_splits_every_autocluster() -> None:
+    """A slot's `eval(strcat("TARGET.Own", "er"))` reads Owner, which no reference list
+    shows: alice's and bob's jobs, alike but for their owner, classified before that slot was
+    seen, are regrouped, and only alice's matches it."""
+    alice = classad2.ClassAd({"Owner": "alice", "RequestMemory": 1})
+    bob = classad2.ClassAd({"Owner": "bob", "RequestMemory": 1})
+    for job in (alice, bob):
+        job["Requirements"] = classad2.ExprTree("TARGET.Memory >= RequestMemory")
+    anyone = classad2.ClassAd({"Memory": 10})
+    anyone["Requirements"] = classad2.ExprTree("true")
+    only_alice = classad2.ClassAd({"Memory": 10})
+    only_alice["Requirements"] = classad2.ExprTree('eval(strcat("TARGET.Own", "er")) == "alice"')
+    assert symmetric_match(alice, only_alice) and not symmetric_match(bob, only_alice)
+    matcher = AutoclusterMatcher()
+    a, b = _task(alice, "1.0"), _task(bob, "2.0")
+    assert matcher(a, _node(anyone, "m1")) and matcher(b, _node(anyone, "m1"))
+    assert matcher.autoclusters == 1
+    assert matcher(a, _node(only_alice, "m2")) is True
+    assert matcher(b, _node(only_alice, "m2")) is False
+
+
 def test_without_ads_only_resources_count() -> None:
     matcher = AutoclusterMatcher()
     assert matcher(Task("1.0", "u", 0.0), Node("m", None, 1.0, ad=real_slots()[0]))

@@ -127,6 +127,9 @@ class _Side:
 
     def __init__(self) -> None:
         self.significant: set[str] = set()  # lower-case names the other side's ads read
+        # An ad of the other side may read names built at run time (`eval`): any attribute
+        # may then matter, and only ads alike in every attribute match alike.
+        self.whole = False
         self.attributes: set[str] = set()  # lower-case names the ads classified have
         self.group_of: dict[str, int] = {}  # job id or machine name -> group
         self.group_ids: dict[tuple[Any, ...], int] = {}
@@ -214,7 +217,7 @@ class AutoclusterMatcher:
         kept = ad
         ad = readable(ad)  # an ad kept as text is parsed to be classified
         side.attributes.update(name.lower() for name in ad)
-        signature = _signature(ad, side.significant)
+        signature = _signature(ad, side.significant, side.whole)
         group = side.group_ids.get(signature)
         if group is None:
             # Ads of one signature read the same attributes of the other side (their
@@ -234,16 +237,22 @@ class AutoclusterMatcher:
         read = {_unscoped(name) for name in _refs(ad.externalRefs(ad.lookup("Requirements")))}
         new = read - other.significant
         other.significant |= new
-        if not new.isdisjoint(other.attributes):
+        hidden = not other.whole and hides_reads(ad, ("Requirements",))
+        other.whole = other.whole or hidden
+        if hidden and other.attributes or not new.isdisjoint(other.attributes):
             other.reset()
             self._matches.clear()
             self._regroupings += 1
 
 
-def _signature(ad: classad2.ClassAd, significant: set[str]) -> tuple[Any, ...]:
+def _signature(ad: classad2.ClassAd, significant: set[str], whole: bool) -> tuple[Any, ...]:
     """What a match with this ad can depend on: its Requirements, and the text of every
     attribute of its own that its Requirements or the other side read (with what those
-    attributes read in turn)."""
+    attributes read in turn); the whole ad if those may read names built at run time
+    (`eval`: `eval(strcat("Cluster", "Id"))` reads an attribute no reference list shows), or
+    the other side's may (`whole`)."""
+    if whole:
+        return (None, str(ad))
     # Whichever is shorter is looked through: the other side's reads (a flood may make them
     # many) or the ad's own attributes (an ad may have many).
     names = ({name for name in significant if name in ad} if len(significant) <= len(ad)
@@ -256,6 +265,8 @@ def _signature(ad: classad2.ClassAd, significant: set[str]) -> tuple[Any, ...]:
         text = None
     for name in list(names):
         names.update(name.lower() for name in _refs(ad.internalRefs(ad.lookup(name))))
+    if hides_reads(ad, ("Requirements", *names)):
+        return (None, str(ad))
     return (text, *sorted((name, str(ad.lookup(name))) for name in names))
 
 

@@ -201,7 +201,10 @@ def test_ctrl_c_exits_130_and_removes_the_partial_tasks_file(tmp_path):
         process = subprocess.Popen(
             [sys.executable, "-m", "gridfair", "simulate", "--workload", str(workload),
              "--capacity-ratio", "0.9", "-p", "sdrf", "-q", "--tasks-out", str(tasks)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            # As from a shell: a test runner's worker may ignore SIGINT, and a child started
+            # with it ignored never sees it (every try exited 0 in CI on Python 3.13).
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         deadline = time.monotonic() + 30
         while not tasks.exists() and time.monotonic() < deadline:
             time.sleep(0.01)

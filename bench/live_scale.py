@@ -526,10 +526,11 @@ class EditCount:
 
 
 def in_batches(size: int):
-    """Carry out allocations as the cycle does: `allocate_all` of each batch of `size`; the
-    failures."""
+    """Carry out allocations as the cycle does: those to one slot side by side
+    (`steering_order`), `allocate_all` of each batch of `size`; the failures."""
     def carry_out(backend, allocations: list) -> int:
         failed = 0
+        allocations = sorted(allocations, key=lambda allocation: allocation[1].name)
         for start in range(0, len(allocations), size):
             problems = backend.allocate_all(allocations[start:start + size])
             failed += sum(problem is not None for problem in problems)

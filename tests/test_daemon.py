@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -560,3 +561,55 @@ def test_interrupted_vacate_of_a_job_restarted_on_its_slot(tmp_path, issued_at, 
     CycleRunner(config, backend, store).run()
     state, = rows(tmp_path, f"select state from actions where key = '{key}'")[0]
     assert state == expected
+
+
+class RecordedAllocations(FilesBackend):
+    """Keeps the slot names of each `allocate_all` call."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.calls: list[list[str]] = []
+
+    def allocate_all(self, allocations):
+        self.calls.append([machine.name for _, machine in allocations])
+        return super().allocate_all(allocations)
+
+
+def test_a_cycles_allocations_are_carried_out_in_batches_of_whole_slots(tmp_path,
+                                                                         monkeypatch):
+    """A backend's cost is per value it sets in a call (htcondor: an edit per slot named), so
+    a cycle's allocations are carried out in batches of `ALLOCATION_BATCH`, in steering order;
+    each is journaled."""
+    import gridfair.daemon.cycle as cycle_module
+
+    monkeypatch.setattr(cycle_module, "ALLOCATION_BATCH", 4)
+    raw = files_config(tmp_path, safety={"max_vacates_per_cycle": 0})
+    backend = RecordedAllocations(tmp_path / "pool", tmp_path / "actions.jsonl")
+    make_daemon(tmp_path, raw, backend=backend).tick()
+    named = [name for call in backend.calls for name in call]
+    decided = rows(tmp_path, "select machine from decisions where kind = 'allocate' "
+                             "and cycle = 1 order by seq")
+    assert sorted(named) == sorted(machine for (machine,) in decided)
+    assert Counter(named).most_common(1)[0][1] >= 3  # a slot taking several jobs
+    assert [len(call) for call in backend.calls] == [4] * (len(named) // 4) + (
+        [len(named) % 4] if len(named) % 4 else [])
+    assert rows(tmp_path, "select state, count(*) from actions where kind = 'allocate' "
+                          "group by state") == [("confirmed", len(named))]
+
+
+def test_allocations_to_one_slot_are_carried_out_side_by_side():
+    """The jobs one slot takes, decided apart, are carried out side by side (in decision
+    order among them), the slots in name order: a batch names each slot once."""
+    from gridfair.daemon.cycle import PlannedAction, steering_order
+    from gridfair.model import Job, JobStatus, Machine
+
+    def allocation(job: str, slot: str) -> PlannedAction:
+        return PlannedAction(f"allocate:{job}@{slot}", "allocate",
+                             Job(job, "u", JobStatus.IDLE, 0.0), Machine(slot, "o", 1.0))
+
+    decided = [allocation("1.0", "slot1@b"), allocation("2.0", "slot1@a"),
+               allocation("3.0", "slot1@b"), allocation("4.0", "slot2@a"),
+               allocation("5.0", "slot1@a")]
+    assert [(a.job.id, a.machine.name) for a in steering_order(decided)] == [
+        ("2.0", "slot1@a"), ("5.0", "slot1@a"), ("1.0", "slot1@b"), ("3.0", "slot1@b"),
+        ("4.0", "slot2@a")]

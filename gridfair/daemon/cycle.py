@@ -34,7 +34,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,7 +80,12 @@ log = logging.getLogger("gridfair.daemon")
 #: The decisions a backend can carry out; others (drop, kill, resize) are recorded only.
 ACTION_KINDS = (VACATE, ALLOCATE)
 #: Allocations journaled issued, carried out and journaled done together (`_carry_out`).
-ALLOCATION_BATCH = 64
+#: Large, because a backend's cost is per value it sets in a call, not per job (htcondor: an
+#: edit, hence a connection, for each slot named and each size given), and the connections
+#: of a minute past about 13,000 make each dearer (the kernel's search for a free local port
+#: among those in TIME_WAIT: measured, docs/results/scale.md); small enough that a stop waits
+#: for one batch only (about 2 s at 4,096 allocations, live).
+ALLOCATION_BATCH = 4096
 #: Skipped ads (and warnings) logged one line each per cycle; the others are counted in one.
 LOGGED_ADS = 5
 #: The clock skew a lease tolerates: this share of its length, and at least this many seconds
@@ -665,7 +670,7 @@ class CycleRunner:
         # the backend can.
         groups, rest = handover_groups(actions, self.backend.can_hand_over)
         vacates = [a for a in rest if a.kind == VACATE]
-        allocations = [a for a in rest if a.kind == ALLOCATE]
+        allocations = steering_order([a for a in rest if a.kind == ALLOCATE])
         confirmed, failed, left = self._hand_over(cycle, groups)
         if self.stopping.is_set():
             # Left planned: the next start carries them out if it decides them again.
@@ -786,6 +791,13 @@ def log_ads(cycle: int, snapshot: Snapshot, store: Any) -> None:
         if len(items) > LOGGED_ADS:
             log.warning("cycle %d: %d more %s, %d in all (`gridfair shares --db %s` lists "
                         "them)", cycle, len(items) - LOGGED_ADS, many, len(items), store)
+
+
+def steering_order(allocations: Iterable[PlannedAction]) -> list[PlannedAction]:
+    """The allocations with those to one slot side by side (the slots by name, each's jobs in
+    decision order): a batch then names each slot once, where the jobs one slot takes would
+    otherwise be spread over several batches, an edit each."""
+    return sorted(allocations, key=lambda action: action.machine.name)
 
 
 def undone_in_cycle(decisions: Sequence[Decision]) -> set[int]:

@@ -19,9 +19,9 @@ from gridfair.core.shares import share_rows
 from gridfair.daemon.backends.files import FilesBackend
 from gridfair.daemon.config import validate
 from gridfair.daemon.cycle import CycleRunner
-from gridfair.daemon.reconcile import reconcile
+from gridfair.daemon.reconcile import KnownJobs, reconcile
 from gridfair.daemon.store import Store
-from gridfair.model import JobStatus
+from gridfair.model import JOB_ID, JobStatus
 from gridfair.policies.registry import build_stages
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -312,22 +312,28 @@ def test_reconcile_passing_over_unchanged_jobs_finds_what_a_full_pass_finds(tmp_
     pool = ChurningPool(directory, seed)
     pool.write()
     backend = FilesBackend(directory, tmp_path / "a.jsonl")
-    known: dict = {}
-    previous = None
+    known = KnownJobs.from_rows({})
+    stored: dict[str, dict] = {}  # the `jobs` table as the rows written make it
     passed_over = 0
     for cycle in range(1, 16):
         snapshot = backend.read_snapshot()
-        full = reconcile(snapshot, known, cycle)
-        incremental = reconcile(snapshot, known, cycle, previous)
-        assert incremental.events == full.events and incremental.gone == full.gone
-        assert incremental.changed == full.changed
-        assert all(incremental.since_of(job.id) == full.since[job.id] for job in snapshot.jobs)
-        passed_over += len(snapshot.jobs) - len(incremental.since)
-        for row in full.changed:
-            known[row.id] = row
+        full = reconcile(snapshot, KnownJobs.from_rows(stored), cycle)
+        incremental = reconcile(snapshot, known, cycle)
+        assert list(incremental.events) == list(full.events)
+        assert incremental.gone == full.gone and incremental.changed == full.changed
+        assert list(incremental.rows()) == list(full.rows())
+        stored.update((row.id, row._asdict()) for row in full.rows())
         for job_id in full.gone:
-            del known[job_id]
-        previous = snapshot
+            del stored[job_id]
+        # The known jobs, kept as the views and the `since` they do not say, are the rows.
+        table = KnownJobs.from_rows(stored)
+        assert list(incremental.after.ids()) == list(map(JOB_ID, snapshot.jobs))
+        assert sorted(stored) == sorted(incremental.after.ids())
+        assert all(incremental.after.get(job_id) == table.get(job_id)
+                   and incremental.since_of(job_id) == table.since_of(job_id)
+                   for job_id in stored)
+        passed_over += len(snapshot.jobs) - incremental.looked_at
+        known = incremental.after
         pool.step()
         if cycle % 4 == 0:
             _slot_ads_say_moved(pool)

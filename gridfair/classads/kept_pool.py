@@ -21,10 +21,11 @@ remember arrival order (DMFA-SRQ) or admit jobs as they are submitted get the re
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import compress, repeat
-from operator import is_, is_not, itemgetter, not_
+from operator import and_, is_, is_not, not_
 from typing import TYPE_CHECKING
 
 from gridfair.classads.matching import AutoclusterMatcher
@@ -51,7 +52,6 @@ KEPT_STAGES = frozenset({
     "order:drf", "order:wdrf",
 })
 
-_TASK, _QUEUE_KEY = itemgetter(1), itemgetter(2)  # of a kept job's entry
 _ABSENT = object()  # a job the last cycle did not have
 
 #: The kinds of change a snapshot can bring, as counted in `PoolEvents`.
@@ -90,8 +90,9 @@ class KeptPool:
     def __init__(self, *, matcher: Callable[[Task, Node], bool] | None = None) -> None:
         self._matcher = matcher
         self._machines: dict[str, tuple[Machine, Node]] = {}
-        self._jobs: dict[str, tuple[Job, Task, tuple]] = {}  # id -> job, its task, queue key
+        self._jobs: dict[str, Task] = {}  # id -> the job's task
         self._views: dict[str, Job] = {}  # id -> the job's view in the last snapshot
+        self._queue: list[str] = []  # the last snapshot's job ids in queue order
         self._running: dict[str, str] = {}  # running job in the pool -> its slot
         self._in_pool = 0  # jobs in the last pool: running on a slot, or idle
         self.events = PoolEvents()
@@ -111,12 +112,13 @@ class KeptPool:
         nodes = self._nodes((machine for machine in snapshot.machines
                              if machine.slot_type != DYNAMIC), events)
         last_views = self._views
+        index = snapshot.jobs_by_id
         jobs, fresh = self._tasks(snapshot)
         # Over every job of the snapshot, so run in C: compress, map, attrgetter.
-        statuses = list(map(JOB_STATUS, snapshot.jobs))
-        running_jobs = sorted(
-            compress(snapshot.jobs, map(is_, statuses, repeat(JobStatus.RUNNING))),
-            key=lambda job: jobs[job.id][2])
+        queue = self._queue
+        statuses = list(map(JOB_STATUS, map(index.__getitem__, queue)))
+        running_jobs = list(map(index.__getitem__, compress(
+            queue, map(is_, statuses, repeat(JobStatus.RUNNING)))))
         layout = lay_out(snapshot.machines, running_jobs, jobs)
         held = layout.held_on_closed()
         for machine, available in layout.nodes:
@@ -132,7 +134,7 @@ class KeptPool:
         for share in layout.running:
             node = nodes[share.node]
             if share.job is not None:
-                task = jobs[share.job.id][1]
+                task = jobs[share.job.id]
                 started = share.job.start_time if share.job.start_time is not None else now
                 running_on[share.job.id] = share.slot
             else:
@@ -143,16 +145,15 @@ class KeptPool:
                 (node.cpus, node.memory, node.gpus) if share.whole
                 else (share.cpus, share.memory, share.gpus))
             running.append((task, node, started))
-        idle_jobs = compress(snapshot.jobs, map(is_, statuses, repeat(JobStatus.IDLE)))
-        idle = list(map(jobs.__getitem__, map(JOB_ID, idle_jobs)))
-        idle.sort(key=_QUEUE_KEY)
-        self._count_job_events(running_on, len(idle), fresh, last_views, jobs, events)
+        idle = list(map(jobs.__getitem__, compress(
+            queue, map(is_, statuses, repeat(JobStatus.IDLE)))))
+        del statuses
+        self._count_job_events(running_on, len(idle), fresh, last_views, index, events)
         pool = Pool(task_key=stages.order.task_key,
                     exact_accounting=stages.order.exact_accounting,
                     matcher=layout.matcher(self._matcher if self._matcher is not None
                                            else AutoclusterMatcher()))
-        pool.load([nodes[machine.name] for machine, _ in layout.nodes],
-                  list(map(_TASK, idle)), running)
+        pool.load([nodes[machine.name] for machine, _ in layout.nodes], idle, running)
         negotiator = Negotiator(pool, stages.order, stages.preempt, stages.admit,
                             allocation=stages.allocation)
         pool.announce(now)
@@ -178,27 +179,52 @@ class KeptPool:
         self._machines = current
         return {name: node for name, (_, node) in current.items()}
 
-    def _tasks(self, snapshot: Snapshot) -> tuple[dict[str, tuple[Job, Task, tuple]],
-                                                   list[Job]]:
-        """Job id -> (job, its task, queue key) for the snapshot's jobs, kept from the last
-        cycle and updated in place: a new task for each job whose view is not the one of the
-        last cycle (returned too), and the jobs that left dropped. Only those are visited one
-        by one; the rest is done over all jobs at once, in C."""
+    def _tasks(self, snapshot: Snapshot) -> tuple[dict[str, Task], list[Job]]:
+        """Job id -> its task for the snapshot's jobs, kept from the last cycle and updated
+        in place: a new task for each job whose view is not the one of the last cycle
+        (returned too), and the jobs that left dropped; the queue order kept as well
+        (`_requeue`). Only those jobs are visited one by one; the rest is done over all jobs
+        at once, in C."""
         jobs = snapshot.jobs
         index = snapshot.jobs_by_id
         fresh = list(compress(jobs, map(is_not, map(self._views.get, map(JOB_ID, jobs)), jobs)))
         kept = self._jobs
+        left = len(kept) + sum(1 for job in fresh if job.id not in kept) != len(index)
+        self._queue = self._requeue(index, fresh, left)
         for job in fresh:
-            kept[job.id] = (job, task_from_job(job), queue_order(job))
-        if len(kept) != len(index):  # jobs that left: looked for only when there are some
+            kept[job.id] = task_from_job(job)
+        if left:  # jobs that left: looked for only when there are some
             for job_id in list(compress(kept, map(not_, map(index.__contains__, kept)))):
                 del kept[job_id]
         self._views = index
         return kept, fresh
 
+    def _requeue(self, index: Mapping[str, Job], fresh: list[Job], left: bool) -> list[str]:
+        """The snapshot's job ids in queue order (`queue_order`: QDate, then the id), from the
+        last snapshot's: the jobs that left or have a new view taken out, and the new views
+        put in their places, found by bisection. Only their keys are made, not one a job
+        kept (a million jobs' keys held 92 MB); when many are new, all are sorted anew."""
+        queue = self._queue
+        if not fresh and not left:
+            return queue
+        if len(fresh) * 8 > len(queue):
+            return sorted(index, key=lambda job_id: queue_order(index[job_id]))
+        renewed = set(map(JOB_ID, fresh))
+        queue = list(compress(queue, map(and_, map(index.__contains__, queue),
+                                          map(not_, map(renewed.__contains__, queue)))))
+        merged: list[str] = []
+        start = 0
+        for job in sorted(fresh, key=queue_order):
+            at = bisect_left(queue, queue_order(job), start,
+                             key=lambda job_id: queue_order(index[job_id]))
+            merged += queue[start:at]
+            merged.append(job.id)
+            start = at
+        merged += queue[start:]
+        return merged
+
     def _count_job_events(self, running_on: dict[str, str], idle: int, fresh: Iterable[Job],
-                          last_views: Mapping[str, Job],
-                          jobs: Mapping[str, tuple[Job, Task, tuple]],
+                          last_views: Mapping[str, Job], views: Mapping[str, Job],
                           events: PoolEvents) -> None:
         """Count the jobs whose place (a slot, or the queue) is not the last cycle's.
 
@@ -221,9 +247,7 @@ class KeptPool:
             events.add("started", len(running_on))
             self._running, self._in_pool = running_on, in_pool
             return
-        now_views = {job_id: entry[0] for job_id, entry in
-                     ((job_id, jobs.get(job_id)) for job_id in running_before)
-                     if entry is not None}
+        now_views = {job_id: views[job_id] for job_id in running_before if job_id in views}
         now_views.update((job.id, job) for job in fresh)
         arrived = 0  # jobs in the pool now that were not in it last cycle
         for job_id in now_views.keys() | running_on.keys():

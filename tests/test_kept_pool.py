@@ -15,6 +15,7 @@ from gridfair.classads.kept_pool import EVENT_KINDS, KeptPool, unsupported
 from gridfair.classads.reader import AdFormat
 from gridfair.classads.synthetic import job_ads, machine_ads, write_ads
 from gridfair.classads.to_pool import place_running, pool_from_snapshot, queue_order
+from gridfair.core.pool import Node, Pool, Task, fifo_key, least_demand_key
 from gridfair.core.shares import share_rows
 from gridfair.daemon.backends.files import FilesBackend
 from gridfair.daemon.config import validate
@@ -352,3 +353,40 @@ def _slot_ads_say_moved(pool: ChurningPool) -> None:
                                                "RemoteOwner")})
         pool._release(old)
         pool.write()
+
+
+@pytest.mark.parametrize("key", [fifo_key, least_demand_key])
+@pytest.mark.parametrize("park", [False, True])
+def test_deferred_queue_serves_as_the_tasks_would_when_a_vacated_task_rejoins(key, park):
+    # The kept pool loads idle jobs as handles made into tasks at their queue's head. A
+    # running task vacated back into the queue ranks after the deferred ones (a later QDate,
+    # or a later seq under least demand): the next head must still be the deferred task.
+    def pools():
+        for deferred in (False, True):
+            pool = Pool(task_key=key)
+            node = Node("n", "owner", 100.0, cpus=10.0)
+            late = Task("9.0", "u", 50.0)
+            made = [Task(f"1.{proc}", "u", float(proc)) for proc in range(4)]
+            if deferred:
+                pool.make_task = lambda handle: Task(f"1.{handle}", "u", float(handle))
+                pool.load([node], (), [(late, node, 0.0)], deferred=["u"] * 4)
+            else:
+                pool.load([node], made, [(late, node, 0.0)])
+            yield pool, node, late
+
+    served = []
+    for pool, node, late in pools():
+        user = pool.users["u"]
+        order = [pool.head(user).id]
+        pool.vacate(late, 1.0)
+        if park:
+            pool.park(user, 1.0)  # the head set aside: the next one must come from the queue
+            order.append(pool.head(user).id)
+        while (head := pool.head(user)) is not None:
+            pool.start(head, node, 2.0)
+            order.append(head.id)
+        pool.unblock_all(3.0)
+        order.append(pool.head(user).id if pool.head(user) else None)
+        served.append(order)
+    assert served[0] == served[1]
+    assert served[0][-2] == "9.0" and served[0].count("9.0") == 1

@@ -2,14 +2,17 @@
 
 A rebuild (`to_pool.pool_from_snapshot`) makes every job a new task and replays the whole
 snapshot through the policy stages, event by event: at 100k jobs most of a cycle. `KeptPool`
-keeps the slots and tasks it made, and each cycle compares the snapshot with the last one:
+keeps the slots it made and the jobs' queue order, and each cycle compares the snapshot with
+the last one:
 - jobs submitted (new idle), started, vacated, moved, finished (gone, held, completed);
 - slots that came, went, or changed (a new ad: state, claim, power, owner).
-Only what changed is made anew: a task whose job ad is the one of the last cycle is the same
-object (what the last negotiation did to it, `Pool.load` sets again). The pool's indexes are then
-laid out in one pass (`Pool.load`: no policy callback per job) in the rebuild's orders (slots
-as the snapshot lists them, idle jobs by QDate then id, running jobs by slot), and the stages
-learn the pool from its totals (`Pool.announce`). Totals are summed in the rebuild's order, so
+Only what changed is made anew. The pool's indexes are then laid out in one pass (`Pool.load`:
+no policy callback per job) in the rebuild's orders (slots as the snapshot lists them, idle
+jobs by QDate then id, running jobs by slot), and the stages learn the pool from its totals
+(`Pool.announce`). A running job's task is made each cycle; an idle job's only when it
+reaches its user's queue head (`Pool.load`'s deferred tasks), where the order stage's task key
+allows it (`DEFERRABLE_KEYS`): a million idle jobs cost their views and a handle each, not a
+task each. Totals are summed in the rebuild's order, so
 every figure, tie and decision is the rebuild's to the last bit (`tests/test_kept_pool.py`
 runs both on the same snapshot sequences).
 
@@ -25,7 +28,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import compress, repeat
-from operator import and_, is_, is_not, not_
+from operator import and_, attrgetter, is_, is_not, not_
 from typing import TYPE_CHECKING
 
 from gridfair.classads.matching import AutoclusterMatcher
@@ -39,7 +42,7 @@ from gridfair.classads.to_pool import (
 )
 from gridfair.core.collector import collector_paused
 from gridfair.core.negotiator import Negotiator
-from gridfair.core.pool import Node, Pool, Task
+from gridfair.core.pool import Node, Pool, Task, fifo_key, least_demand_key
 from gridfair.model import DYNAMIC, JOB_ID, JOB_STATUS, Job, JobStatus, Machine, Snapshot
 
 if TYPE_CHECKING:
@@ -52,6 +55,11 @@ KEPT_STAGES = frozenset({
     "order:drf", "order:wdrf",
 })
 
+#: Task keys that never decrease along the queue order for the daemon's tasks, so that a
+#: user's queued tasks can stay deferred behind its head: QDate (the queue's first key), and
+#: HOSEP's least demand, 0 for a task with neither work nor duration (the daemon's).
+DEFERRABLE_KEYS = (fifo_key, least_demand_key)
+_JOB_USER = attrgetter("user")
 _ABSENT = object()  # a job the last cycle did not have
 
 #: The kinds of change a snapshot can bring, as counted in `PoolEvents`.
@@ -87,10 +95,13 @@ class PoolEvents:
 class KeptPool:
     """Slots and tasks kept between cycles; `update` lays out the pool of a new snapshot."""
 
-    def __init__(self, *, matcher: Callable[[Task, Node], bool] | None = None) -> None:
+    def __init__(self, *, matcher: Callable[[Task, Node], bool] | None = None,
+                 defer: bool = True) -> None:
+        """`defer`: idle jobs' tasks made as they reach their queue's head, where the task
+        key allows; not when every queued task must be in `Pool.tasks` (the shadow's rows)."""
         self._matcher = matcher
+        self._defer = defer
         self._machines: dict[str, tuple[Machine, Node]] = {}
-        self._jobs: dict[str, Task] = {}  # id -> the job's task
         self._views: dict[str, Job] = {}  # id -> the job's view in the last snapshot
         self._queue: list[str] = []  # the last snapshot's job ids in queue order
         self._running: dict[str, str] = {}  # running job in the pool -> its slot
@@ -113,13 +124,13 @@ class KeptPool:
                              if machine.slot_type != DYNAMIC), events)
         last_views = self._views
         index = snapshot.jobs_by_id
-        jobs, fresh = self._tasks(snapshot)
+        fresh = self._fresh(snapshot)
         # Over every job of the snapshot, so run in C: compress, map, attrgetter.
         queue = self._queue
         statuses = list(map(JOB_STATUS, map(index.__getitem__, queue)))
         running_jobs = list(map(index.__getitem__, compress(
             queue, map(is_, statuses, repeat(JobStatus.RUNNING)))))
-        layout = lay_out(snapshot.machines, running_jobs, jobs)
+        layout = lay_out(snapshot.machines, running_jobs, index)
         held = layout.held_on_closed()
         for machine, available in layout.nodes:
             node = nodes[machine.name]
@@ -134,7 +145,7 @@ class KeptPool:
         for share in layout.running:
             node = nodes[share.node]
             if share.job is not None:
-                task = jobs[share.job.id]
+                task = task_from_job(share.job)
                 started = share.job.start_time if share.job.start_time is not None else now
                 running_on[share.job.id] = share.slot
             else:
@@ -145,7 +156,7 @@ class KeptPool:
                 (node.cpus, node.memory, node.gpus) if share.whole
                 else (share.cpus, share.memory, share.gpus))
             running.append((task, node, started))
-        idle = list(map(jobs.__getitem__, compress(
+        idle = list(map(index.__getitem__, compress(
             queue, map(is_, statuses, repeat(JobStatus.IDLE)))))
         del statuses
         self._count_job_events(running_on, len(idle), fresh, last_views, index, events)
@@ -153,7 +164,12 @@ class KeptPool:
                     exact_accounting=stages.order.exact_accounting,
                     matcher=layout.matcher(self._matcher if self._matcher is not None
                                            else AutoclusterMatcher()))
-        pool.load([nodes[machine.name] for machine, _ in layout.nodes], idle, running)
+        laid_out = [nodes[machine.name] for machine, _ in layout.nodes]
+        if self._defer and stages.order.task_key in DEFERRABLE_KEYS:
+            pool.make_task = lambda handle: task_from_job(idle[handle])
+            pool.load(laid_out, (), running, deferred=list(map(_JOB_USER, idle)))
+        else:
+            pool.load(laid_out, list(map(task_from_job, idle)), running)
         negotiator = Negotiator(pool, stages.order, stages.preempt, stages.admit,
                             allocation=stages.allocation)
         pool.announce(now)
@@ -179,25 +195,18 @@ class KeptPool:
         self._machines = current
         return {name: node for name, (_, node) in current.items()}
 
-    def _tasks(self, snapshot: Snapshot) -> tuple[dict[str, Task], list[Job]]:
-        """Job id -> its task for the snapshot's jobs, kept from the last cycle and updated
-        in place: a new task for each job whose view is not the one of the last cycle
-        (returned too), and the jobs that left dropped; the queue order kept as well
-        (`_requeue`). Only those jobs are visited one by one; the rest is done over all jobs
-        at once, in C."""
+    def _fresh(self, snapshot: Snapshot) -> list[Job]:
+        """The snapshot's jobs whose view is not the one of the last cycle (new ones, and
+        changed ones); the queue order made the snapshot's (`_requeue`). Only those jobs are
+        visited one by one; the rest is done over all jobs at once, in C."""
         jobs = snapshot.jobs
         index = snapshot.jobs_by_id
-        fresh = list(compress(jobs, map(is_not, map(self._views.get, map(JOB_ID, jobs)), jobs)))
-        kept = self._jobs
-        left = len(kept) + sum(1 for job in fresh if job.id not in kept) != len(index)
+        last = self._views
+        fresh = list(compress(jobs, map(is_not, map(last.get, map(JOB_ID, jobs)), jobs)))
+        left = len(last) + sum(1 for job in fresh if job.id not in last) != len(index)
         self._queue = self._requeue(index, fresh, left)
-        for job in fresh:
-            kept[job.id] = task_from_job(job)
-        if left:  # jobs that left: looked for only when there are some
-            for job_id in list(compress(kept, map(not_, map(index.__contains__, kept)))):
-                del kept[job_id]
         self._views = index
-        return kept, fresh
+        return fresh
 
     def _requeue(self, index: Mapping[str, Job], fresh: list[Job], left: bool) -> list[str]:
         """The snapshot's job ids in queue order (`queue_order`: QDate, then the id), from the

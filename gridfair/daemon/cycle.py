@@ -465,7 +465,7 @@ class CycleRunner:
             self.kept = None
             return pool_from_snapshot(snapshot, stages)
         if self.kept is None:
-            self.kept = KeptPool()
+            self.kept = KeptPool(defer=not self.shadow)  # the shadow's rows read every task
         return self.kept.update(snapshot, stages)
 
     # -------------------------------------------------------------- recording

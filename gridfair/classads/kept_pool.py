@@ -12,9 +12,9 @@ jobs by QDate then id, running jobs by slot), and the stages learn the pool from
 (`Pool.announce`). A running job's task is made each cycle; an idle job's only when it
 reaches its user's queue head (`Pool.load`'s deferred tasks), where the order stage's task key
 allows it (`DEFERRABLE_KEYS`): a million idle jobs cost their views and a handle each, not a
-task each. Totals are summed in the rebuild's order, so
-every figure, tie and decision is the rebuild's to the last bit (`tests/test_kept_pool.py`
-runs both on the same snapshot sequences).
+task each. Totals are summed in the rebuild's order, so every figure, tie and decision is the
+rebuild's to the last bit (`tests/test_kept_pool.py` runs both on the same snapshot
+sequences).
 
 Stages whose state follows from the pool as it is now take this path: HOSEP, OSEP, reclaim,
 DRF and weighted DRF. Stages that integrate over the events' times (SDRF, HTCondor priority),
@@ -93,7 +93,8 @@ class PoolEvents:
 
 
 class KeptPool:
-    """Slots and tasks kept between cycles; `update` lays out the pool of a new snapshot."""
+    """Slots and the jobs' queue order kept between cycles; `update` lays out the pool of a
+    new snapshot."""
 
     def __init__(self, *, matcher: Callable[[Task, Node], bool] | None = None,
                  defer: bool = True) -> None:
@@ -218,14 +219,18 @@ class KeptPool:
             return queue
         if len(fresh) * 8 > len(queue):
             return sorted(index, key=lambda job_id: queue_order(index[job_id]))
+        # The kept ids still in the queue as they were: their keys have not changed.
         renewed = set(map(JOB_ID, fresh))
         queue = list(compress(queue, map(and_, map(index.__contains__, queue),
                                           map(not_, map(renewed.__contains__, queue)))))
+
+        def key(job_id: str) -> tuple[float, ...]:
+            return queue_order(index[job_id])
+
         merged: list[str] = []
         start = 0
         for job in sorted(fresh, key=queue_order):
-            at = bisect_left(queue, queue_order(job), start,
-                             key=lambda job_id: queue_order(index[job_id]))
+            at = bisect_left(queue, queue_order(job), start, key=key)
             merged += queue[start:at]
             merged.append(job.id)
             start = at

@@ -697,7 +697,8 @@ class Pool:
 
     def _drop_stale_heads(self, user: UserState) -> None:
         """Pop heap heads that are no longer queued (started, dropped) - lazy deletion; the
-        oldest deferred task takes the place of the last one."""
+        oldest deferred task is made when the last one made leaves the heap, or the heap
+        empties (`UserState.frontier`)."""
         idle = user.idle
         deferred = user.deferred
         while idle and idle[0][2].state != QUEUED:

@@ -15,13 +15,14 @@ from gridfair.classads.kept_pool import EVENT_KINDS, KeptPool, unsupported
 from gridfair.classads.reader import AdFormat
 from gridfair.classads.synthetic import job_ads, machine_ads, write_ads
 from gridfair.classads.to_pool import place_running, pool_from_snapshot, queue_order
+from gridfair.core.pool import Node, Pool, Task, fifo_key, least_demand_key
 from gridfair.core.shares import share_rows
 from gridfair.daemon.backends.files import FilesBackend
 from gridfair.daemon.config import validate
 from gridfair.daemon.cycle import CycleRunner
-from gridfair.daemon.reconcile import reconcile
+from gridfair.daemon.reconcile import KnownJobs, reconcile
 from gridfair.daemon.store import Store
-from gridfair.model import JobStatus
+from gridfair.model import JOB_ID, JobStatus
 from gridfair.policies.registry import build_stages
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -312,22 +313,28 @@ def test_reconcile_passing_over_unchanged_jobs_finds_what_a_full_pass_finds(tmp_
     pool = ChurningPool(directory, seed)
     pool.write()
     backend = FilesBackend(directory, tmp_path / "a.jsonl")
-    known: dict = {}
-    previous = None
+    known = KnownJobs.from_rows({})
+    stored: dict[str, dict] = {}  # the `jobs` table as the rows written make it
     passed_over = 0
     for cycle in range(1, 16):
         snapshot = backend.read_snapshot()
-        full = reconcile(snapshot, known, cycle)
-        incremental = reconcile(snapshot, known, cycle, previous)
-        assert incremental.events == full.events and incremental.gone == full.gone
-        assert incremental.changed == full.changed
-        assert all(incremental.since_of(job.id) == full.since[job.id] for job in snapshot.jobs)
-        passed_over += len(snapshot.jobs) - len(incremental.since)
-        for row in full.changed:
-            known[row.id] = row
+        full = reconcile(snapshot, KnownJobs.from_rows(stored), cycle)
+        incremental = reconcile(snapshot, known, cycle)
+        assert list(incremental.events) == list(full.events)
+        assert incremental.gone == full.gone and incremental.changed == full.changed
+        assert list(incremental.rows()) == list(full.rows())
+        stored.update((row.id, row._asdict()) for row in full.rows())
         for job_id in full.gone:
-            del known[job_id]
-        previous = snapshot
+            del stored[job_id]
+        # The known jobs, kept as the views and the `since` they do not say, are the rows.
+        table = KnownJobs.from_rows(stored)
+        assert list(incremental.after.ids()) == list(map(JOB_ID, snapshot.jobs))
+        assert sorted(stored) == sorted(incremental.after.ids())
+        assert all(incremental.after.get(job_id) == table.get(job_id)
+                   and incremental.since_of(job_id) == table.since_of(job_id)
+                   for job_id in stored)
+        passed_over += len(snapshot.jobs) - incremental.looked_at
+        known = incremental.after
         pool.step()
         if cycle % 4 == 0:
             _slot_ads_say_moved(pool)
@@ -346,3 +353,40 @@ def _slot_ads_say_moved(pool: ChurningPool) -> None:
                                                "RemoteOwner")})
         pool._release(old)
         pool.write()
+
+
+@pytest.mark.parametrize("key", [fifo_key, least_demand_key])
+@pytest.mark.parametrize("park", [False, True])
+def test_deferred_queue_serves_as_the_tasks_would_when_a_vacated_task_rejoins(key, park):
+    # The kept pool loads idle jobs as handles made into tasks at their queue's head. A
+    # running task vacated back into the queue ranks after the deferred ones (a later QDate,
+    # or a later seq under least demand): the next head must still be the deferred task.
+    def pools():
+        for deferred in (False, True):
+            pool = Pool(task_key=key)
+            node = Node("n", "owner", 100.0, cpus=10.0)
+            late = Task("9.0", "u", 50.0)
+            made = [Task(f"1.{proc}", "u", float(proc)) for proc in range(4)]
+            if deferred:
+                pool.make_task = lambda handle: Task(f"1.{handle}", "u", float(handle))
+                pool.load([node], (), [(late, node, 0.0)], deferred=["u"] * 4)
+            else:
+                pool.load([node], made, [(late, node, 0.0)])
+            yield pool, node, late
+
+    served = []
+    for pool, node, late in pools():
+        user = pool.users["u"]
+        order = [pool.head(user).id]
+        pool.vacate(late, 1.0)
+        if park:
+            pool.park(user, 1.0)  # the head set aside: the next one must come from the queue
+            order.append(pool.head(user).id)
+        while (head := pool.head(user)) is not None:
+            pool.start(head, node, 2.0)
+            order.append(head.id)
+        pool.unblock_all(3.0)
+        order.append(pool.head(user).id if pool.head(user) else None)
+        served.append(order)
+    assert served[0] == served[1]
+    assert served[0][-2] == "9.0" and served[0].count("9.0") == 1

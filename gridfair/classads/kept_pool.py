@@ -2,16 +2,19 @@
 
 A rebuild (`to_pool.pool_from_snapshot`) makes every job a new task and replays the whole
 snapshot through the policy stages, event by event: at 100k jobs most of a cycle. `KeptPool`
-keeps the slots and tasks it made, and each cycle compares the snapshot with the last one:
+keeps the slots it made and the jobs' queue order, and each cycle compares the snapshot with
+the last one:
 - jobs submitted (new idle), started, vacated, moved, finished (gone, held, completed);
 - slots that came, went, or changed (a new ad: state, claim, power, owner).
-Only what changed is made anew: a task whose job ad is the one of the last cycle is the same
-object (what the last negotiation did to it, `Pool.load` sets again). The pool's indexes are then
-laid out in one pass (`Pool.load`: no policy callback per job) in the rebuild's orders (slots
-as the snapshot lists them, idle jobs by QDate then id, running jobs by slot), and the stages
-learn the pool from its totals (`Pool.announce`). Totals are summed in the rebuild's order, so
-every figure, tie and decision is the rebuild's to the last bit (`tests/test_kept_pool.py`
-runs both on the same snapshot sequences).
+Only what changed is made anew. The pool's indexes are then laid out in one pass (`Pool.load`:
+no policy callback per job) in the rebuild's orders (slots as the snapshot lists them, idle
+jobs by QDate then id, running jobs by slot), and the stages learn the pool from its totals
+(`Pool.announce`). A running job's task is made each cycle; an idle job's only when it
+reaches its user's queue head (`Pool.load`'s deferred tasks), where the order stage's task key
+allows it (`DEFERRABLE_KEYS`): a million idle jobs cost their views and a handle each, not a
+task each. Totals are summed in the rebuild's order, so every figure, tie and decision is the
+rebuild's to the last bit (`tests/test_kept_pool.py` runs both on the same snapshot
+sequences).
 
 Stages whose state follows from the pool as it is now take this path: HOSEP, OSEP, reclaim,
 DRF and weighted DRF. Stages that integrate over the events' times (SDRF, HTCondor priority),
@@ -21,10 +24,11 @@ remember arrival order (DMFA-SRQ) or admit jobs as they are submitted get the re
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import compress, repeat
-from operator import is_, is_not, itemgetter, not_
+from operator import and_, attrgetter, is_, is_not, not_
 from typing import TYPE_CHECKING
 
 from gridfair.classads.matching import AutoclusterMatcher
@@ -38,7 +42,7 @@ from gridfair.classads.to_pool import (
 )
 from gridfair.core.collector import collector_paused
 from gridfair.core.negotiator import Negotiator
-from gridfair.core.pool import Node, Pool, Task
+from gridfair.core.pool import Node, Pool, Task, fifo_key, least_demand_key
 from gridfair.model import DYNAMIC, JOB_ID, JOB_STATUS, Job, JobStatus, Machine, Snapshot
 
 if TYPE_CHECKING:
@@ -51,7 +55,11 @@ KEPT_STAGES = frozenset({
     "order:drf", "order:wdrf",
 })
 
-_TASK, _QUEUE_KEY = itemgetter(1), itemgetter(2)  # of a kept job's entry
+#: Task keys that never decrease along the queue order for the daemon's tasks, so that a
+#: user's queued tasks can stay deferred behind its head: QDate (the queue's first key), and
+#: HOSEP's least demand, 0 for a task with neither work nor duration (the daemon's).
+DEFERRABLE_KEYS = (fifo_key, least_demand_key)
+_JOB_USER = attrgetter("user")
 _ABSENT = object()  # a job the last cycle did not have
 
 #: The kinds of change a snapshot can bring, as counted in `PoolEvents`.
@@ -85,13 +93,18 @@ class PoolEvents:
 
 
 class KeptPool:
-    """Slots and tasks kept between cycles; `update` lays out the pool of a new snapshot."""
+    """Slots and the jobs' queue order kept between cycles; `update` lays out the pool of a
+    new snapshot."""
 
-    def __init__(self, *, matcher: Callable[[Task, Node], bool] | None = None) -> None:
+    def __init__(self, *, matcher: Callable[[Task, Node], bool] | None = None,
+                 defer: bool = True) -> None:
+        """`defer`: idle jobs' tasks made as they reach their queue's head, where the task
+        key allows; not when every queued task must be in `Pool.tasks` (the shadow's rows)."""
         self._matcher = matcher
+        self._defer = defer
         self._machines: dict[str, tuple[Machine, Node]] = {}
-        self._jobs: dict[str, tuple[Job, Task, tuple]] = {}  # id -> job, its task, queue key
         self._views: dict[str, Job] = {}  # id -> the job's view in the last snapshot
+        self._queue: list[str] = []  # the last snapshot's job ids in queue order
         self._running: dict[str, str] = {}  # running job in the pool -> its slot
         self._in_pool = 0  # jobs in the last pool: running on a slot, or idle
         self.events = PoolEvents()
@@ -111,13 +124,14 @@ class KeptPool:
         nodes = self._nodes((machine for machine in snapshot.machines
                              if machine.slot_type != DYNAMIC), events)
         last_views = self._views
-        jobs, fresh = self._tasks(snapshot)
+        index = snapshot.jobs_by_id
+        fresh = self._fresh(snapshot)
         # Over every job of the snapshot, so run in C: compress, map, attrgetter.
-        statuses = list(map(JOB_STATUS, snapshot.jobs))
-        running_jobs = sorted(
-            compress(snapshot.jobs, map(is_, statuses, repeat(JobStatus.RUNNING))),
-            key=lambda job: jobs[job.id][2])
-        layout = lay_out(snapshot.machines, running_jobs, jobs)
+        queue = self._queue
+        statuses = list(map(JOB_STATUS, map(index.__getitem__, queue)))
+        running_jobs = list(map(index.__getitem__, compress(
+            queue, map(is_, statuses, repeat(JobStatus.RUNNING)))))
+        layout = lay_out(snapshot.machines, running_jobs, index)
         held = layout.held_on_closed()
         for machine, available in layout.nodes:
             node = nodes[machine.name]
@@ -132,7 +146,7 @@ class KeptPool:
         for share in layout.running:
             node = nodes[share.node]
             if share.job is not None:
-                task = jobs[share.job.id][1]
+                task = task_from_job(share.job)
                 started = share.job.start_time if share.job.start_time is not None else now
                 running_on[share.job.id] = share.slot
             else:
@@ -143,16 +157,20 @@ class KeptPool:
                 (node.cpus, node.memory, node.gpus) if share.whole
                 else (share.cpus, share.memory, share.gpus))
             running.append((task, node, started))
-        idle_jobs = compress(snapshot.jobs, map(is_, statuses, repeat(JobStatus.IDLE)))
-        idle = list(map(jobs.__getitem__, map(JOB_ID, idle_jobs)))
-        idle.sort(key=_QUEUE_KEY)
-        self._count_job_events(running_on, len(idle), fresh, last_views, jobs, events)
+        idle = list(map(index.__getitem__, compress(
+            queue, map(is_, statuses, repeat(JobStatus.IDLE)))))
+        del statuses
+        self._count_job_events(running_on, len(idle), fresh, last_views, index, events)
         pool = Pool(task_key=stages.order.task_key,
                     exact_accounting=stages.order.exact_accounting,
                     matcher=layout.matcher(self._matcher if self._matcher is not None
                                            else AutoclusterMatcher()))
-        pool.load([nodes[machine.name] for machine, _ in layout.nodes],
-                  list(map(_TASK, idle)), running)
+        laid_out = [nodes[machine.name] for machine, _ in layout.nodes]
+        if self._defer and stages.order.task_key in DEFERRABLE_KEYS:
+            pool.make_task = lambda handle: task_from_job(idle[handle])
+            pool.load(laid_out, (), running, deferred=list(map(_JOB_USER, idle)))
+        else:
+            pool.load(laid_out, list(map(task_from_job, idle)), running)
         negotiator = Negotiator(pool, stages.order, stages.preempt, stages.admit,
                             allocation=stages.allocation)
         pool.announce(now)
@@ -178,27 +196,49 @@ class KeptPool:
         self._machines = current
         return {name: node for name, (_, node) in current.items()}
 
-    def _tasks(self, snapshot: Snapshot) -> tuple[dict[str, tuple[Job, Task, tuple]],
-                                                   list[Job]]:
-        """Job id -> (job, its task, queue key) for the snapshot's jobs, kept from the last
-        cycle and updated in place: a new task for each job whose view is not the one of the
-        last cycle (returned too), and the jobs that left dropped. Only those are visited one
-        by one; the rest is done over all jobs at once, in C."""
+    def _fresh(self, snapshot: Snapshot) -> list[Job]:
+        """The snapshot's jobs whose view is not the one of the last cycle (new ones, and
+        changed ones); the queue order made the snapshot's (`_requeue`). Only those jobs are
+        visited one by one; the rest is done over all jobs at once, in C."""
         jobs = snapshot.jobs
         index = snapshot.jobs_by_id
-        fresh = list(compress(jobs, map(is_not, map(self._views.get, map(JOB_ID, jobs)), jobs)))
-        kept = self._jobs
-        for job in fresh:
-            kept[job.id] = (job, task_from_job(job), queue_order(job))
-        if len(kept) != len(index):  # jobs that left: looked for only when there are some
-            for job_id in list(compress(kept, map(not_, map(index.__contains__, kept)))):
-                del kept[job_id]
+        last = self._views
+        fresh = list(compress(jobs, map(is_not, map(last.get, map(JOB_ID, jobs)), jobs)))
+        left = len(last) + sum(1 for job in fresh if job.id not in last) != len(index)
+        self._queue = self._requeue(index, fresh, left)
         self._views = index
-        return kept, fresh
+        return fresh
+
+    def _requeue(self, index: Mapping[str, Job], fresh: list[Job], left: bool) -> list[str]:
+        """The snapshot's job ids in queue order (`queue_order`: QDate, then the id), from the
+        last snapshot's: the jobs that left or have a new view taken out, and the new views
+        put in their places, found by bisection. Only their keys are made, not one a job
+        kept (a million jobs' keys held 92 MB); when many are new, all are sorted anew."""
+        queue = self._queue
+        if not fresh and not left:
+            return queue
+        if len(fresh) * 8 > len(queue):
+            return sorted(index, key=lambda job_id: queue_order(index[job_id]))
+        # The kept ids still in the queue as they were: their keys have not changed.
+        renewed = set(map(JOB_ID, fresh))
+        queue = list(compress(queue, map(and_, map(index.__contains__, queue),
+                                          map(not_, map(renewed.__contains__, queue)))))
+
+        def key(job_id: str) -> tuple[float, ...]:
+            return queue_order(index[job_id])
+
+        merged: list[str] = []
+        start = 0
+        for job in sorted(fresh, key=queue_order):
+            at = bisect_left(queue, queue_order(job), start, key=key)
+            merged += queue[start:at]
+            merged.append(job.id)
+            start = at
+        merged += queue[start:]
+        return merged
 
     def _count_job_events(self, running_on: dict[str, str], idle: int, fresh: Iterable[Job],
-                          last_views: Mapping[str, Job],
-                          jobs: Mapping[str, tuple[Job, Task, tuple]],
+                          last_views: Mapping[str, Job], views: Mapping[str, Job],
                           events: PoolEvents) -> None:
         """Count the jobs whose place (a slot, or the queue) is not the last cycle's.
 
@@ -221,9 +261,7 @@ class KeptPool:
             events.add("started", len(running_on))
             self._running, self._in_pool = running_on, in_pool
             return
-        now_views = {job_id: entry[0] for job_id, entry in
-                     ((job_id, jobs.get(job_id)) for job_id in running_before)
-                     if entry is not None}
+        now_views = {job_id: views[job_id] for job_id in running_before if job_id in views}
         now_views.update((job.id, job) for job in fresh)
         arrived = 0  # jobs in the pool now that were not in it last cycle
         for job_id in now_views.keys() | running_on.keys():

@@ -84,8 +84,7 @@ def task_from_job(job: Job) -> Task:
 
 
 def queue_order(job: Job) -> tuple[float, ...]:
-    """QDate, then the id as numbers (so 10.0 comes after 9.0); one flat tuple, as the kept
-    pool holds one a job (the order of `(qdate, (cluster, proc))`, at two thirds its size)."""
+    """QDate, then the id as numbers (so 10.0 comes after 9.0), as one flat tuple."""
     return (job.qdate, *map(int, job.id.split(".")))
 
 

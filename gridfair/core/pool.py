@@ -14,7 +14,7 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_left, insort
 from collections import Counter, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from operator import attrgetter
 from typing import Any
 
@@ -136,7 +136,7 @@ class UserState:
 
     __slots__ = (
         "name", "provided_power", "provided_nodes", "allocated_power", "running",
-        "usage", "idle", "idle_count", "blocked", "index", "submitted", "deferred",
+        "usage", "idle", "idle_count", "blocked", "index", "submitted", "deferred", "frontier",
     )
 
     def __init__(self, name: str, index: int) -> None:
@@ -154,6 +154,9 @@ class UserState:
         # Queued tasks not yet made into Task objects (`Pool.submit_deferred`), oldest first,
         # flat as seq, handle, seq, handle, ... (no tuple per task); None until the first one.
         self.deferred: deque[int] | None = None
+        # The last of them made into a Task: while it is in `idle`, every task still deferred
+        # ranks after `idle`'s head, whatever else (a vacated task) joined the heap.
+        self.frontier: Task | None = None
 
     @property
     def power_diff(self) -> float:
@@ -321,11 +324,14 @@ class Pool:
         return node
 
     def load(self, nodes: Iterable[Node], queued: Iterable[Task],
-             running: Iterable[tuple[Task, Node, float]]) -> None:
+             running: Iterable[tuple[Task, Node, float]], *,
+             deferred: Sequence[str] = ()) -> None:
         """Fill an empty pool in one pass: the state that `add_node` for each node, `submit`
-        for each queued task, then `submit` and `start` for each running one (on its node, at
-        its start time), in these orders, would leave, but without calling listeners (none
-        may listen yet) and with the free index sorted once instead of per node.
+        for each queued task, then `submit_deferred` for the users in `deferred` (the i-th
+        task is `make_task(i)`), then `submit` and `start` for each running one (on its node,
+        at its start time), in these orders, would leave, but without calling listeners (none
+        may listen yet) and with the free index sorted once instead of per node. Deferred
+        tasks need each user's keys not to decrease in the order given (`submit_deferred`).
 
         For the daemon's kept pool, laid out again each cycle from the objects it keeps: totals
         are summed in the same order as those events would sum them, so they are equal to the
@@ -371,6 +377,8 @@ class Pool:
         self._seq += len(queued)
         for user in self.users.values():
             heapq.heapify(user.idle)
+        if deferred:
+            self._load_deferred(deferred)
         running = list(running)
         self._loaded_running = [task for task, _, _ in running]  # for `announce`
         for task, node, started in running:
@@ -387,6 +395,27 @@ class Pool:
                 self._hold_gpus(user, node, task.gpus)
         self._free = sorted((-node.power_per_cpu, node.index) for node in self.nodes
                             if node.free_cpus > EPSILON)
+
+    def _load_deferred(self, deferred: Sequence[str]) -> None:
+        """`load`'s deferred tasks: a handle each in its user's queue, the first made now."""
+        counts = Counter(deferred)
+        for name, tasks in counts.items():  # users made in order of first mention
+            user = self.user(name)
+            user.submitted += tasks
+            user.idle_count += tasks
+            if user.deferred is None:
+                user.deferred = deque()
+        appends = {name: self.users[name].deferred.append for name in counts}
+        base = self._seq
+        for handle, name in enumerate(deferred):  # one visit per task, as in `load`
+            append = appends[name]
+            append(base + handle if base else handle)  # its seq: in a fresh pool, the handle
+            append(handle)
+        self._seq += len(deferred)
+        for name in counts:
+            user = self.users[name]
+            queue = user.deferred
+            self._materialise(user, queue.popleft(), queue.popleft())
 
     def announce(self, now: float) -> None:
         """Tell the listeners that joined a `load`ed pool what it holds: `task_started` for
@@ -620,6 +649,8 @@ class Pool:
         """
         task = heapq.heappop(user.idle)[2]
         self._parked.append((user, task))
+        if task is user.frontier and user.deferred:
+            self._materialise(user, user.deferred.popleft(), user.deferred.popleft())
         self._drop_stale_heads(user)
         for user_changed in self._on_user_changed:  # its head, which orders may rank by, moved
             user_changed(user, now)
@@ -666,14 +697,16 @@ class Pool:
 
     def _drop_stale_heads(self, user: UserState) -> None:
         """Pop heap heads that are no longer queued (started, dropped) - lazy deletion; the
-        oldest deferred task takes the place of the last one."""
+        oldest deferred task is made when the last one made leaves the heap, or the heap
+        empties (`UserState.frontier`)."""
         idle = user.idle
+        deferred = user.deferred
         while idle and idle[0][2].state != QUEUED:
-            heapq.heappop(idle)
+            if heapq.heappop(idle)[2] is user.frontier and deferred:
+                self._materialise(user, deferred.popleft(), deferred.popleft())
         if user.idle_count == 0:
             idle.clear()
-        elif not idle and user.deferred:
-            deferred = user.deferred
+        elif not idle and deferred:
             self._materialise(user, deferred.popleft(), deferred.popleft())
 
     def _materialise(self, user: UserState, seq: int, handle: int) -> None:
@@ -681,6 +714,7 @@ class Pool:
         task = self.make_task(handle)
         task.seq = seq
         self.tasks[task.id] = task
+        user.frontier = task
         heapq.heappush(user.idle, (self.task_key(task), seq, task))
 
     def _enrol(self, task: Task) -> UserState:

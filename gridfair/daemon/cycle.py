@@ -58,7 +58,7 @@ from gridfair.daemon.config import Config
 from gridfair.daemon.faults import FaultPoints, wall_clock
 from gridfair.daemon.host import host_shortage
 from gridfair.daemon.metrics import NullMetrics
-from gridfair.daemon.reconcile import JobRow, Reconciliation, reconcile
+from gridfair.daemon.reconcile import JobRow, KnownJobs, Reconciliation, reconcile
 from gridfair.daemon.retention import Pruner, Retention
 from gridfair.daemon.safety import SafetyLimits, VacateGuard, snapshot_too_old
 from gridfair.daemon.store import (
@@ -205,11 +205,9 @@ class CycleRunner:
         self.cycles_run = 0
         self.collector = CycleCollector()
         self.incremental = bool(config["daemon"]["incremental"])
-        # The store's `jobs` table as of the last recorded cycle: read once, then kept current
-        # with what each cycle writes (a restart reads it again).
-        self._known: dict[str, JobRow] | None = None
-        # The snapshot `_known` was last reconciled with: its unchanged jobs are passed over.
-        self._reconciled: Snapshot | None = None
+        # The store's `jobs` table as of the last recorded cycle: read once, then the jobs of
+        # the snapshot each cycle records (a restart reads it again).
+        self._known: KnownJobs | None = None
         # Jobs already reported too big for every machine (each is noted once, not per cycle).
         self._too_big: set[str] = set()
         # Users named by configured weights and found in no pool (each noted once).
@@ -298,10 +296,8 @@ class CycleRunner:
         now = self.backend.now()
         store = self.store
         if self._known is None:
-            self._known = {job_id: JobRow(*(row[name] for name in JobRow._fields))
-                           for job_id, row in store.known_jobs().items()}
-            self._reconciled = None
-        recon = reconcile(snapshot, self._known, cycle, self._reconciled)
+            self._known = KnownJobs.from_rows(store.known_jobs())
+        recon = reconcile(snapshot, self._known, cycle)
         # Allocations not yet running hold their slots in the policy's view (inflight.py).
         flights = inflight.pending(store, snapshot, self.limits.landing_timeout, cycle)
         if not self.dry_run and snapshot_too_old(self.limits, snapshot.time, now) is None:
@@ -346,8 +342,7 @@ class CycleRunner:
                       "skipped": len(snapshot.skipped)}
             to_run = self._record_plan(cycle, snapshot, recon, decisions, usage, held, notes, now,
                                        act, counts, negotiator.declined)
-            self._remember_jobs(recon)
-            self._reconciled = snapshot
+            self._known = recon.after  # what the cycle just wrote to the `jobs` table
             if self.shadow:
                 store.record_shadow(shadow.capacity_row(pool, cycle),
                                     as_run + shadow.side_rows(pool, cycle, shadow.GRIDFAIR),
@@ -475,17 +470,8 @@ class CycleRunner:
             self.kept = None
             return pool_from_snapshot(snapshot, stages)
         if self.kept is None:
-            self.kept = KeptPool()
+            self.kept = KeptPool(defer=not self.shadow)  # the shadow's rows read every task
         return self.kept.update(snapshot, stages)
-
-    def _remember_jobs(self, recon: Reconciliation) -> None:
-        """Apply what the cycle just wrote to the `jobs` table to the copy kept in memory."""
-        known = self._known
-        assert known is not None
-        for row in recon.changed:
-            known[row.id] = row
-        for job in recon.gone:
-            known.pop(job, None)
 
     # -------------------------------------------------------------- recording
     @staticmethod
@@ -587,7 +573,7 @@ class CycleRunner:
         # list of them would hold a first cycle's million events twice.
         db.conn.executemany(
             f"insert or replace into jobs ({', '.join(JobRow._fields)}) "
-            f"values ({', '.join('?' * len(JobRow._fields))})", recon.changed)
+            f"values ({', '.join('?' * len(JobRow._fields))})", recon.rows())
         db.conn.executemany("delete from jobs where id = ?", ((job,) for job in recon.gone))
         db.conn.executemany(
             "insert into job_events (cycle, time, job, user, event, machine) "

@@ -12,11 +12,12 @@ cycle (decayed usage, commitments) is policy state, saved and restored by the da
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from itertools import compress
 from operator import is_not, not_, or_
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from gridfair.model import JOB_ID, Job, JobStatus, Snapshot
 
@@ -34,8 +35,7 @@ class JobEvent:
 
 
 class JobRow(NamedTuple):
-    """A row of the store's `jobs` table, as a cycle writes it and the daemon keeps it in
-    memory until the next (`CycleRunner._known`): a tuple, a third of a dict's size a job."""
+    """A row of the store's `jobs` table, as a cycle writes it."""
 
     id: str
     user: str
@@ -47,63 +47,186 @@ class JobRow(NamedTuple):
     identity: str | None
 
 
-@dataclass
+class KnownJob(NamedTuple):
+    """What reconciling needs of a job's stored row."""
+
+    user: str
+    status: str  # a `STATUS_NAMES` value
+    machine: str | None
+    since: float
+
+
+class KnownJobs:
+    """The store's `jobs` table as the daemon keeps it between cycles: read from the store's
+    rows once (`from_rows`), then the snapshot last reconciled, whose views say each job's
+    user, status and slot as the table does. Of `since` only what a job's view does not say
+    is held (`default_since`): a job idle since its QDate or running since its
+    `JobCurrentStartDate` costs nothing beyond its view, not a row of its own a job."""
+
+    __slots__ = ("_rows", "_snapshot", "_since")
+
+    def __init__(self, snapshot: Snapshot | None = None,
+                 since: dict[str, float] | None = None,
+                 rows: dict[str, KnownJob] | None = None) -> None:
+        self._snapshot = snapshot
+        self._since = since if since is not None else {}
+        self._rows = rows
+
+    @classmethod
+    def from_rows(cls, rows: Mapping[str, Mapping[str, Any]]) -> KnownJobs:
+        """The jobs of the store's rows (`Store.known_jobs`), as after a restart."""
+        return cls(rows={job_id: KnownJob(row["user"], row["status"], row["machine"],
+                                          row["since"]) for job_id, row in rows.items()})
+
+    def get(self, job_id: str) -> KnownJob | None:
+        if self._rows is not None:
+            return self._rows.get(job_id)
+        snapshot = self._snapshot
+        job = snapshot.jobs_by_id.get(job_id) if snapshot is not None else None
+        if job is None:
+            return None
+        since = self._since.get(job_id)
+        return KnownJob(job.user, STATUS_NAMES[job.status], _machine(job, snapshot.job_slots),
+                        default_since(job) if since is None else since)
+
+    def since_of(self, job_id: str) -> float:
+        """When a known job's current state began (a KeyError for a job not known)."""
+        if self._rows is not None:
+            return self._rows[job_id].since
+        since = self._since.get(job_id)
+        if since is not None:
+            return since
+        job = self._snapshot.jobs_by_id[job_id] if self._snapshot is not None else None
+        since = default_since(job) if job is not None else None
+        if since is None:
+            raise KeyError(job_id)
+        return since
+
+    @property
+    def snapshot(self) -> Snapshot | None:
+        """The snapshot the known jobs are those of, or None (read from the store)."""
+        return self._snapshot
+
+    def ids(self) -> Iterable[str]:
+        """The known jobs' ids, in stored order."""
+        if self._rows is not None:
+            return self._rows
+        return self._snapshot.jobs_by_id if self._snapshot is not None else ()
+
+    @property
+    def held_since(self) -> Mapping[str, float]:
+        """The `since` held apart from the views: the jobs whose view does not say it."""
+        return self._since
+
+
+def default_since(job: Job) -> float | None:
+    """When the job's current state began as its view alone says: running since it started
+    (when the ad says), idle since its submission; None for any other."""
+    if job.status is JobStatus.RUNNING:
+        return job.start_time or None
+    return job.qdate if job.status is JobStatus.IDLE else None
+
+
+def _machine(job: Job, on_slot: Mapping[str, str]) -> str | None:
+    return on_slot.get(job.id, job.machine) if job.status is JobStatus.RUNNING else None
+
+
 class Reconciliation:
-    #: job id -> when its current state began (idle since / running since), for the jobs
-    #: looked at; the others' is their stored row's (`since_of`).
-    since: dict[str, float] = field(default_factory=dict)
-    events: list[JobEvent] = field(default_factory=list)
-    #: rows of the `jobs` table that changed, and ids of jobs that left the pool.
-    changed: list[JobRow] = field(default_factory=list)
-    gone: list[str] = field(default_factory=list)
-    known: Mapping[str, JobRow] = field(default_factory=dict)
+    """What changed: the jobs whose row changed (`rows` writes them), those that left, the
+    events, and the known jobs as of this snapshot (`after`)."""
+
+    __slots__ = ("snapshot", "cycle", "before", "after", "changed", "gone", "looked_at",
+                 "_counts")
+
+    def __init__(self, snapshot: Snapshot, cycle: int, before: KnownJobs, after: KnownJobs,
+                 changed: list[Job], gone: list[str], looked_at: int,
+                 counts: Counter[str]) -> None:
+        self.snapshot, self.cycle = snapshot, cycle
+        self.before, self.after = before, after
+        #: views of the jobs whose row of the `jobs` table changed, and ids of jobs that left.
+        self.changed, self.gone = changed, gone
+        self.looked_at = looked_at  # jobs compared with their row (the rest passed over)
+        self._counts = counts
 
     def since_of(self, job_id: str) -> float:
         """When the job's current state began, for action keys."""
-        since = self.since.get(job_id)
-        return since if since is not None else self.known[job_id].since
+        return self.after.since_of(job_id)
 
     def counts(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for event in self.events:
-            counts[event.event] = counts.get(event.event, 0) + 1
-        return counts
+        return dict(self._counts)
+
+    def rows(self) -> Iterator[JobRow]:
+        """The changed rows of the `jobs` table, made as they are read (a first cycle on a big
+        pool changes every row: held as views, not as rows)."""
+        time, cycle, on_slot, after = (self.snapshot.time, self.cycle,
+                                       self.snapshot.job_slots, self.after)
+        for job in self.changed:
+            yield JobRow(job.id, job.user, STATUS_NAMES[job.status], _machine(job, on_slot),
+                         after.since_of(job.id), time, cycle, job.identity)
+
+    @property
+    def events(self) -> Iterator[JobEvent]:
+        """The job events, made as they are read: one a changed row whose job did something
+        (a first cycle on a big pool has one a job), then one a job that left."""
+        on_slot, before = self.snapshot.job_slots, self.before
+        for job in self.changed:
+            machine = _machine(job, on_slot)
+            event = _event(_before(before, job), STATUS_NAMES[job.status], machine)
+            if event is not None:
+                yield JobEvent(job.id, job.user, event, machine)
+        for job_id in self.gone:
+            row = before.get(job_id)
+            assert row is not None
+            yield JobEvent(job_id, row.user, "gone", row.machine)
 
 
-def reconcile(
-    snapshot: Snapshot, known: Mapping[str, JobRow], cycle: int,
-    previous: Snapshot | None = None,
-) -> Reconciliation:
-    """What changed between the stored jobs (`known`) and the snapshot.
+def reconcile(snapshot: Snapshot, known: KnownJobs, cycle: int, *,
+              pass_over: bool = True) -> Reconciliation:
+    """What changed between the stored jobs (`known`) and the snapshot; `known` is left as
+    it was, the result's `after` is the known jobs as of this snapshot.
 
-    `previous` is the snapshot `known` was last reconciled with, if the caller has it: a job
+    When `known` are the jobs of the snapshot last reconciled (`KnownJobs.snapshot`), a job
     whose view is the very object it was then (views are immutable, and a reader hands out
     the same one for an unchanged ad) and that is on the same slot cannot have changed, and
-    is passed over; its row stands."""
-    result = Reconciliation(known=known)
+    is passed over (unless `pass_over` is false): its row stands."""
+    previous = known.snapshot if pass_over else None
     on_slot = snapshot.job_slots
-    for job in _changed_since(snapshot, previous):
-        status = STATUS_NAMES[job.status]
-        machine = on_slot.get(job.id, job.machine) if job.status == JobStatus.RUNNING else None
-        before = known.get(job.id)
-        if before is not None and before.since < job.qdate:
-            before = None  # submitted after the state we knew began: another job, same id
-        if before is not None and before.status == status and before.machine == machine:
-            result.since[job.id] = before.since
-            continue
-        since = _since(job, before, snapshot.time)
-        result.since[job.id] = since
-        event = _event(before, status, machine)
-        if event is not None:
-            result.events.append(JobEvent(job.id, job.user, event, machine))
-        result.changed.append(JobRow(job.id, job.user, status, machine, since, snapshot.time,
-                                     cycle, job.identity))
     present = snapshot.jobs_by_id
-    for job_id in list(compress(known, map(not_, map(present.__contains__, known)))):
-        row = known[job_id]  # in stored order
-        result.gone.append(job_id)
-        result.events.append(JobEvent(job_id, row.user, "gone", row.machine))
-    return result
+    held = known.held_since
+    # The `since` the views do not say, of the jobs still here (few: see `default_since`).
+    since_after = {job_id: since for job_id, since in held.items() if job_id in present}
+    changed: list[Job] = []
+    counts: Counter[str] = Counter()
+    looked_at = 0
+    for job in _changed_since(snapshot, previous):
+        looked_at += 1
+        status = STATUS_NAMES[job.status]
+        machine = _machine(job, on_slot)
+        before = _before(known, job)
+        if before is not None and before.status == status and before.machine == machine:
+            since = before.since
+        else:
+            since = _since(job, before, snapshot.time)
+            event = _event(before, status, machine)
+            if event is not None:
+                counts[event] += 1
+            changed.append(job)
+        if since == default_since(job):
+            since_after.pop(job.id, None)
+        else:
+            since_after[job.id] = since
+    gone = list(compress(known.ids(), map(not_, map(present.__contains__, known.ids()))))
+    if gone:
+        counts["gone"] = len(gone)
+    return Reconciliation(snapshot, cycle, known, KnownJobs(snapshot, since_after), changed,
+                          gone, looked_at, counts)
+
+
+def _before(known: KnownJobs, job: Job) -> KnownJob | None:
+    """The job's known row, unless the job was submitted after the state it tells began:
+    another job with the same id."""
+    before = known.get(job.id)
+    return None if before is not None and before.since < job.qdate else before
 
 
 def _changed_since(snapshot: Snapshot, previous: Snapshot | None) -> Iterable[Job]:
@@ -123,7 +246,7 @@ def _changed_since(snapshot: Snapshot, previous: Snapshot | None) -> Iterable[Jo
     return compress(jobs, map(or_, new_view, map(moved.__contains__, ids)))
 
 
-def _since(job: Job, before: JobRow | None, now: float) -> float:
+def _since(job: Job, before: KnownJob | None, now: float) -> float:
     if job.status == JobStatus.RUNNING and job.start_time:
         return job.start_time
     if before is None and job.status == JobStatus.IDLE:
@@ -132,7 +255,7 @@ def _since(job: Job, before: JobRow | None, now: float) -> float:
     return now
 
 
-def _event(before: JobRow | None, status: str, machine: str | None) -> str | None:
+def _event(before: KnownJob | None, status: str, machine: str | None) -> str | None:
     running = status == "running"
     if before is None:
         return "seen-running" if running else ("submitted" if status == "idle" else status)

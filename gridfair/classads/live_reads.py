@@ -30,6 +30,17 @@ SLOT_ATTRIBUTES = ("Name", "Cpus", "Memory", "GPUs", "State", "Activity", "SlotT
                    "TotalSlotGPUs")
 
 
+#: What the bindings read of a schedd's collector ad to reach it (`htcondor2.Schedd` raises
+#: KeyError without `CondorVersion`): an ad anyone allowed to advertise a schedd can send.
+SCHEDD_LOCATION = ("Name", "MyAddress", "CondorVersion")
+
+
+def location_problem(location: Any) -> str | None:
+    """Why a schedd's collector ad cannot be used to reach it, or None."""
+    missing = [name for name in SCHEDD_LOCATION if not isinstance(location.get(name), str)]
+    return f"its collector ad has no {', '.join(missing)} (a string)" if missing else None
+
+
 def _bindings() -> Any:
     import htcondor2  # the bindings take a while to load: only a live read needs them
 
@@ -107,9 +118,11 @@ def collector_slots(pool: str | None, attributes: Sequence[str]) -> list[Sourced
 
 
 def schedd_history(pool: str | None, constraint: str, stop_when: str | None,
-                   attributes: Sequence[str]) -> Iterator[tuple[str, list[Any]]]:
-    """(source, ads) of every schedd the collector lists: its history ads that satisfy
-    `constraint`, newest first, read until `stop_when` holds (`Schedd.history(since=...)`)."""
+                   attributes: Sequence[str]) -> Iterator[tuple[str, list[Any], str | None]]:
+    """(source, ads, None) of every schedd the collector lists: its history ads that satisfy
+    `constraint`, newest first, read until `stop_when` holds (`Schedd.history(since=...)`);
+    (source, [], why) for a schedd whose history cannot be read (it hangs, is gone, refuses):
+    the others are still read. `InputError` when none can be."""
     htcondor2 = _bindings()
     errors = (htcondor2.HTCondorException, OSError, RuntimeError, ValueError)
     try:
@@ -119,11 +132,21 @@ def schedd_history(pool: str | None, constraint: str, stop_when: str | None,
                          f"{error}") from None
     if not locations:
         raise InputError(f"collector {pool or 'COLLECTOR_HOST'} lists no schedd")
+    failed: list[str] = []
     for location in locations:
         source = f"schedd {location.get('Name', '?')}"
+        problem = location_problem(location)
+        if problem is not None:
+            failed.append(f"{source}: {problem}")
+            yield source, [], f"cannot read its history: {problem}"
+            continue
         try:
-            ads = htcondor2.Schedd(location).history(constraint, list(attributes),
-                                                     since=stop_when)
+            ads = list(htcondor2.Schedd(location).history(constraint, list(attributes),
+                                                          since=stop_when))
         except errors as error:
-            raise InputError(f"cannot read its history: {error}", source=source) from None
-        yield source, list(ads)
+            failed.append(f"{source}: {error}")
+            yield source, [], f"cannot read its history: {error}"
+            continue
+        yield source, ads, None
+    if len(failed) == len(locations):
+        raise InputError("no schedd's history can be read: " + "; ".join(failed))

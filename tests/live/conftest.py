@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,40 @@ SLOTS = (SlotSpec("User1", 132250), SlotSpec("User1", 132250),
 
 #: gridfair's pool knobs, as shipped: a steered job starts on its slot; no claim reuse.
 POOL_CONFIG = REPOSITORY / "configs" / "htcondor-pool.config"
+
+
+@contextmanager
+def ghost_schedd(pool: PersonalPool, *, with_version: bool) -> Iterator[str]:
+    """A schedd ad in the pool's collector for a schedd that is not there (it outlived its
+    schedd, or anyone allowed to advertise one sent it): at an address that refuses
+    connections, with or without the `CondorVersion` the bindings need to reach it. Yields
+    its name; withdrawn after."""
+    import htcondor2
+
+    name = f"ghost{int(with_version)}@gridfair.test"
+    ad = pool.jobs_folder / f"{name}.ad"
+    ad.write_text(f'MyType = "Scheduler"\nName = "{name}"\nMachine = "gridfair.test"\n'
+                  'MyAddress = "<127.0.0.1:1>"\nScheddIpAddr = "<127.0.0.1:1>"\n'
+                  "ClassAdLifetime = 3600\n" + ('CondorVersion = "$CondorVersion: 25.14.0 '
+                                                 '2026-08-21 $"\n' if with_version else ""))
+    ad.chmod(0o644)
+    collector = htcondor2.Collector(pool.collector_host)
+
+    def schedds() -> int:
+        return len(collector.locateAll(htcondor2.DaemonType.Schedd))
+
+    alone = schedds()
+    pool.run_tool(["condor_advertise", "UPDATE_SCHEDD_AD", str(ad)])
+    try:
+        pool.wait_until(lambda: schedds() == alone + 1, 30, 0.5)
+        yield name
+    finally:
+        query = pool.jobs_folder / f"{name}.query"
+        query.write_text(f'MyType = "Query"\nTargetType = "Scheduler"\n'
+                         f'Requirements = Name == "{name}"\n')
+        query.chmod(0o644)
+        pool.run_tool(["condor_advertise", "INVALIDATE_SCHEDD_ADS", str(query)])
+        pool.wait_until(lambda: schedds() == alone, 30, 0.5)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -8,10 +8,12 @@ import json
 import time
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from gridfair.classads.history import HistoryJob, read_history
 from gridfair.cli import cli
+from tests.live.conftest import ghost_schedd
 from tests.live.harness.personal_pool import JobSpec, PersonalPool
 
 FAST = 132250.0
@@ -74,3 +76,26 @@ def test_jobs_of_dynamic_slots_replay_on_their_partitionable_slots(
     slots = {job.slot for job in read_history([pool.directory / "local" / "spool" / "history"])
              if isinstance(job, HistoryJob) and job.qdate >= since}
     assert slots and all("_" in slot.partition("@")[0] for slot in slots)
+
+
+@pytest.mark.parametrize("with_version", [True, False])
+def test_a_schedd_whose_history_cannot_be_read_is_skipped_and_the_others_replayed(
+        static_pool: PersonalPool, with_version: bool) -> None:
+    """A schedd the collector lists whose history cannot be read (its ad outlived it: an
+    address that refuses connections; or its ad lacks what the bindings need to reach it) is
+    skipped with the reason; the other schedd's history is replayed."""
+    pool = static_pool
+    pool.clear_queue()
+    since = int(time.time())
+    pool.submit([JobSpec("User1", 2 * FAST)], count=2)
+    pool.wait_until(lambda: not pool.jobs("ClusterId"), 120, every=1)
+    with ghost_schedd(pool, with_version=with_version) as ghost:
+        result = CliRunner().invoke(cli, ["simulate", "--pool", pool.collector_host, "--since",
+                                          str(since), "--policy", "condor", "--interval", "2",
+                                          "--format", "json", "-q"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["summary"]["tasks"] == 2
+    why = "cannot read its history: " + ("" if with_version else
+                                         "its collector ad has no CondorVersion")
+    assert (f"schedd whose history cannot be read (first: schedd {ghost}: {why}"
+            in result.stderr), result.stderr

@@ -12,7 +12,7 @@ from gridfair.classads.submitters import SubmitterMap
 from gridfair.daemon.backends import ActionFailed, PoolUnavailable
 from gridfair.daemon.backends.htcondor import HTCondorBackend
 from gridfair.model import JobStatus
-from tests.live.conftest import POOL_CONFIG, SLOTS, own_pool
+from tests.live.conftest import POOL_CONFIG, SLOTS, ghost_schedd, own_pool
 from tests.live.harness.personal_pool import UID_DOMAIN, JobSpec, PersonalPool, SlotSpec
 
 LONG = 132250 * 600  # ten minutes on the fastest slot: runs for the whole test
@@ -399,3 +399,24 @@ def test_with_no_autocluster_the_job_ads_are_read_in_one_query() -> None:
         return [(j.id, j.user, j.request_cpus, j.request_memory) for j in snapshot.jobs]
 
     assert len(grouped.jobs) == 7 and demand(grouped) == demand(whole)
+
+
+@pytest.mark.parametrize("with_version", [True, False])
+def test_a_schedd_that_cannot_be_reached_is_skipped_and_the_rest_read(
+        static_pool: PersonalPool, with_version: bool) -> None:
+    """A schedd ad for a schedd that is not there (an address that refuses connections, or an
+    ad lacking the `CondorVersion` the bindings need: `htcondor2.Schedd` raises KeyError, which
+    was the reason given, "query failed: 'CondorVersion'"): skipped with its reason, the other
+    schedd's jobs read."""
+    pool = static_pool
+    pool.clear_queue()
+    [job] = pool.submit([JobSpec("User1", LONG)], extra=["hold = true"])
+    try:
+        with ghost_schedd(pool, with_version=with_version) as ghost:
+            snapshot = backend(pool, **ANY_JOB).read_snapshot()
+        assert [job_read.id for job_read in snapshot.jobs] == [job]
+        [skipped] = snapshot.skipped
+        assert skipped.name == ghost
+        assert ("query failed" if with_version else "no CondorVersion") in skipped.reason
+    finally:
+        pool.clear_queue()

@@ -74,7 +74,7 @@ from typing import Any
 import classad2
 import htcondor2
 
-from gridfair.classads.live_reads import probe_side_by_side
+from gridfair.classads.live_reads import location_problem, probe_side_by_side
 from gridfair.classads.matching import (
     JOB_IDENTITY,
     match_key,
@@ -409,6 +409,10 @@ class HTCondorBackend(PoolBackend):
         where asking them in turn costs the bindings' 20 s each, the whole process waiting);
         those that answered are then asked in turn. One that did not answer in this snapshot
         read is not asked again in it (`_silent`: the learning rounds)."""
+        for location in locations:
+            problem = location_problem(location)
+            if problem is not None:
+                self._silent.setdefault(_schedd_name(location), problem)
         pending = [location for location in locations
                    if _schedd_name(location) not in self._silent]
         # One schedd alone is asked at once: a hang costs the same wait with or without a

@@ -188,7 +188,10 @@ def _live_history(pool: str | None, since: float | None, until: float | None,
     window += [f"QDate < {until:.0f}"] if until is not None else []
     stop = f"EnteredCurrentStatus < {since:.0f}" if since is not None else None
     attributes = history_attributes(config.power_sources)
-    for source, ads in schedd_history(pool, " && ".join(window) or "true", stop, attributes):
+    for source, ads, problem in schedd_history(pool, " && ".join(window) or "true", stop,
+                                               attributes):
+        if problem is not None:
+            yield SkippedAd(source, 0, "", problem)
         yield from history_of_ads(ads, source, config.power_sources)
 
 
@@ -240,9 +243,7 @@ class _Reading:
                 f"{record.id}@{used_ids[record.id]}"
             jobs.add(record, job_id, user, rate)
         for kind, (number, first) in self.unread.items():
-            count(self.skipped, f"{kind} (first: {first.source} ad #{first.index}"
-                                f"{' ' + first.name if first.name else ''}: {first.reason})",
-                  number)
+            count(self.skipped, f"{kind} (first: {first.line()})", number)
         if self.missing_slots:
             shown = ", ".join(f"{slot} ({number})"
                               for slot, number in self.missing_slots.most_common(3))
@@ -313,7 +314,8 @@ class _Reading:
 #: Kinds of unreadable ads, by a word of their reason (`history` names them so).
 UNREADABLE_KINDS = (("times run backwards", "job whose times run backwards"),
                     ("truncated", "ad cut short at the end of a file"),
-                    ("job epoch history", "job epoch record (one per run), not a job"))
+                    ("job epoch history", "job epoch record (one per run), not a job"),
+                    ("cannot read its history", "schedd whose history cannot be read"))
 
 
 def _kind(skipped: SkippedAd) -> str:

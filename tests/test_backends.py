@@ -78,13 +78,19 @@ def _queues() -> dict[str, list[classad2.ClassAd]]:
     return queues
 
 
+def schedd_location(name: str, number: int) -> classad2.ClassAd:
+    """A schedd's location as `Collector.locateAll` gives it: what `htcondor2.Schedd` reads."""
+    return classad2.ClassAd({"Name": name, "MyAddress": f"<127.0.0.{number}:9618>",
+                             "CondorVersion": "$CondorVersion: 25.14.0 2026-08-21 $"})
+
+
 class FakeCollector:
     """htcondor2.Collector's query/locateAll, over the test pool's slot ads."""
 
     def __init__(self, pool=None, security=None) -> None:
         self.slots = _ads("*.status")
-        self.schedds = [classad2.ClassAd({"Name": name, "MyAddress": f"<127.0.0.{i}:9618>"})
-                        for i, name in enumerate(SCHEDDS, start=1)]
+        self.schedds = [schedd_location(name, number)
+                        for number, name in enumerate(SCHEDDS, start=1)]
         self.queries: list[tuple] = []
         self.down = False
         self.advertised: list[tuple[str, classad2.ClassAd]] = []
@@ -374,7 +380,7 @@ def test_htcondor_skips_an_unusable_autocluster_with_its_reason():
 
 def test_htcondor_unreachable_schedd_is_skipped_not_fatal():
     backend = htcondor_backend()
-    backend.collector.schedds.append(classad2.ClassAd({"Name": "gone@example"}))
+    backend.collector.schedds.append(schedd_location("gone@example", 99))
 
     def factory(location):
         if location["Name"] == "gone@example":
@@ -397,7 +403,7 @@ def test_htcondor_schedds_that_hang_cost_one_wait_together_and_are_skipped(deman
                                lease_knob="").read_snapshot().jobs
     backend = HTCondorBackend(FakeCollector(), demand=demand, lease_knob="",
                               schedd_timeout=1.0)
-    backend.collector.schedds += [classad2.ClassAd({"Name": f"hung{n}@example"})
+    backend.collector.schedds += [schedd_location(f"hung{n}@example", 100 + n)
                                   for n in (1, 2)]
 
     class HungSchedd(FakeSchedd):

@@ -84,7 +84,7 @@ ACTION_KINDS = (VACATE, ALLOCATE)
 #: edit, hence a connection, for each slot named and each size given), and the connections
 #: of a minute past about 13,000 make each dearer (the kernel's search for a free local port
 #: among those in TIME_WAIT: measured, docs/results/scale.md); small enough that a stop waits
-#: for one batch only (about 2 s at 4,096 allocations, live).
+#: for one batch only (about 3.5 s at 4,096 allocations, live at 10,000 slots).
 ALLOCATION_BATCH = 4096
 #: Skipped ads (and warnings) logged one line each per cycle; the others are counted in one.
 LOGGED_ADS = 5

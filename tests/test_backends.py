@@ -341,15 +341,22 @@ def test_htcondor_fetches_the_whole_ad_of_a_job_whose_autocluster_is_missing(mon
     assert not snapshot.skipped
 
 
-def test_htcondor_fetch_constraints_select_the_jobs_asked_in_batches_of_clusters():
+def test_htcondor_fetch_constraints_select_the_jobs_asked_in_batches_of_clusters(monkeypatch):
+    import gridfair.daemon.backends.htcondor as htcondor_module
+
+    monkeypatch.setattr(htcondor_module, "FETCH_JOBS", 150)
     queue = [classad2.ClassAd({"ClusterId": cluster, "ProcId": proc})
              for cluster in range(1, 121) for proc in range(3)]
+    queue += [classad2.ClassAd({"ClusterId": 200, "ProcId": proc}) for proc in range(400)]
     asked = [f"{cluster}.{proc}" for cluster in range(1, 121) for proc in (0, 2)]
+    asked += [f"200.{proc}" for proc in range(1, 400, 2)]  # 200 procs of a large cluster
     batches = list(fetch_constraints(asked))
-    assert [len(ids) for _, ids in batches] == [100, 100, 40]  # 50, 50 and 20 clusters
+    # 50 clusters a query, 150 jobs a query: the large cluster's procs split over two.
+    assert [len(ids) for _, ids in batches] == [100, 100, 40, 150, 50]
     for constraint, ids in batches:
         # A schedd gave no answer to a chain of a few hundred terms: one term a cluster.
         assert constraint.count("||") < FETCH_CLUSTERS
+        assert "member(" not in constraint  # a scan of the list for every job: quadratic
         found = [f"{ad['ClusterId']}.{ad['ProcId']}" for ad in _select(queue, constraint, [])]
         assert found == ids
     assert [job_id for _, ids in batches for job_id in ids] == asked
@@ -361,7 +368,7 @@ def test_htcondor_skips_a_fetched_job_the_schedd_does_not_answer_for(monkeypatch
     def edit(answer, constraint, opts):
         if opts == htcondor2.QueryOpt.AutoCluster:
             return answer[1:]  # the eight idle jobs' autocluster: their ads are fetched
-        return answer[1:] if "member(ProcId" in constraint else answer  # one has left
+        return answer[1:] if "string(ProcId)" in constraint else answer  # one has left
 
     edit_answers(monkeypatch, edit)
     snapshot = backend.read_snapshot()

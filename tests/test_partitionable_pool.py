@@ -126,6 +126,30 @@ def test_a_flight_that_no_longer_fits_beside_the_rest_is_not_landed():
                    "1024 MiB)")
 
 
+def test_a_flight_whose_job_starts_in_a_dynamic_slot_not_naming_it_yet_holds():
+    """Seen live (tests/live/test_failopen_live.py, partitionable, one run in three): the job
+    had left the idle rows and its dynamic slot was claimed, taking the machine's last CPU,
+    but the slot's ad named no job yet; the flight was "not landed: no room" while its job
+    started there. That room is the flight's own: it holds, the view shows the job once (on
+    the partitionable slot, the jobless dynamic slot left out), never beyond the machine;
+    the slot is one flight's, so a second finds no room."""
+    starting = dataclasses.replace(dslot(1, "", "User1", cpus=2.0), running_job=None,
+                                   running_user=None, activity="Idle")
+    machines = [pslot(cpus=2.0, memory=2048.0), starting]
+    flights = [Flight(f"allocate:{job_id}@slot1@h:0", job_id, "slot1@h", T0, "User1", 2.0,
+                      2048.0, 0.0) for job_id in ("9.0", "9.1")]
+    result = settle(Snapshot(T0 + 1, tuple(machines), ()), flights, {}, 4.0)
+    assert list(result.held) == ["9.0"]
+    [(missed, why)] = result.missed
+    assert missed.job == "9.1" and why.startswith("not landed: slot1@h has no room")
+    assert [m.name for m in result.view.machines] == ["slot1@h"]
+    loaded = pool_from_snapshot(result.view, build_stages("hosep"))
+    [node] = loaded.pool.nodes
+    assert node.free_cpus == 0.0
+    assert [(t.id, t.cpus) for t in loaded.pool.tasks.values() if t.node is node] == [
+        ("9.0", 2.0)]
+
+
 def test_a_taken_back_partitionable_slot_takes_no_new_job_but_keeps_its_running_ones():
     """Its owner took the machine back (State Owner): what runs in its dynamic slots stays
     charged, and nothing new is placed there, neither on free room nor by preemption."""

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import compress, count
 
@@ -197,19 +197,28 @@ def settle(snapshot: Snapshot, flights: Iterable[Flight],
     # after the schedd) keeps its slot in the view too, or the slot would look free.
     lagging = {flight.job: flight for flight in settlement.landed
                if flight.machine in machines and machines[flight.machine].running_job is None}
-    settlement.view = hold_slots(snapshot, {**lagging, **settlement.held}, vacated)
+    settlement.view = hold_slots(snapshot, {**lagging, **settlement.held}, vacated,
+                                 room.starting if room is not None else ())
     return settlement
 
 
 class _Room:
     """What is left on each partitionable slot for the flights held there, in the order they
     are settled: its CPUs and memory less its dynamic slots' (but those of jobs vacated for
-    the flights, on their way out) and the flights already held."""
+    the flights, on their way out) and the flights already held.
+
+    A dynamic slot claimed with no job named yet is a job starting: its schedd has claimed it
+    and its ad does not say for which job. A flight that finds no room beside it takes that
+    slot as its own job's (seen live: the job had left the idle rows, its dynamic slot took
+    the machine's last CPU, and the flight was "not landed: no room" while its job started
+    there); each such slot is one flight's (`starting`, left out of the view)."""
 
     def __init__(self, snapshot: Snapshot, vacated: Mapping[tuple[str, str], float]) -> None:
         self.left: dict[str, list[float]] = {
             machine.name: [machine.cpus, machine.memory, machine.gpus]
             for machine in snapshot.machines if machine.slot_type == PARTITIONABLE}
+        self.unnamed: dict[str, list[Machine]] = {}  # slot -> its claimed, jobless dynamic slots
+        self.starting: set[str] = set()  # those taken as a flight's job's
         jobs = snapshot.jobs_by_id
         for machine in snapshot.machines:
             left = self.left.get(machine.parent or "")
@@ -219,11 +228,23 @@ class _Room:
             left[0] -= machine.cpus
             left[1] -= machine.memory
             left[2] -= machine.gpus
+            if machine.running_job is None:
+                self.unnamed.setdefault(machine.parent or "", []).append(machine)
 
     def take(self, flight: Flight, job: Job | None) -> str | None:
         """Hold room for the flight's job; why not, if it does not fit."""
         left = self.left[flight.machine]
         cpus, memory, gpus = flight.holds(job)
+        if cpus > left[0] or memory > left[1] or gpus > left[2]:
+            unnamed = self.unnamed.get(flight.machine, [])
+            own = next((slot for slot in unnamed if slot.cpus >= cpus and slot.memory >= memory
+                        and slot.gpus >= gpus), None)
+            if own is not None:  # the flight's job starting there: its room is the flight's
+                unnamed.remove(own)
+                self.starting.add(own.name)
+                left[0] += own.cpus
+                left[1] += own.memory
+                left[2] += own.gpus
         if cpus > left[0] or memory > left[1] or gpus > left[2]:
             asked, free = ((f" and {gpus:g} GPUs", f", {max(left[2], 0):g} GPUs") if gpus
                            else ("", ""))
@@ -280,11 +301,12 @@ def _leaving(occupant: str, slot: str, jobs: Mapping[str, Job],
 
 
 def hold_slots(snapshot: Snapshot, held: Mapping[str, Flight],
-               vacated: Mapping[tuple[str, str], float]) -> Snapshot:
+               vacated: Mapping[tuple[str, str], float],
+               starting: Collection[str] = ()) -> Snapshot:
     """The snapshot as it will be once the held allocations start: each held job runs on its
     slot since the allocation (or its start, if it runs); a job vacated for it (still on the
     slot, or on a dynamic slot of the partitionable slot it holds) is idle, and that dynamic
-    slot gone."""
+    slot gone, as are the `starting` dynamic slots (a held job's own, not named yet)."""
     machines_by_name = snapshot.machines_by_name
     held = {flight.job: flight for flight in held.values()
             if flight.machine in machines_by_name}
@@ -299,6 +321,7 @@ def hold_slots(snapshot: Snapshot, held: Mapping[str, Flight],
     gone = {machine.name for machine in snapshot.machines if machine.parent in shared
             and _leaving_slot(machine, jobs, vacated)}
     leaving.update(machines_by_name[name].running_job for name in gone)
+    gone.update(starting)
     machines = []
     for machine in snapshot.machines:
         if machine.name in gone:

@@ -101,13 +101,15 @@ def test_a_killed_daemon_never_stops_the_pool(daemon_python: Path, daemon_dir: P
             # The journal of the jobs watched alone: all of it is too long for a failure's
             # message, which would cut off what says why.
             notes = list(db.execute(
-                "select action_log.key, action_log.cycle, action_log.state, action_log.note "
+                "select action_log.key, action_log.cycle, action_log.time, action_log.state, "
+                "action_log.note "
                 "from action_log join actions on actions.key = action_log.key "
                 f"where actions.job in ({', '.join('?' * len(watched))}) "
                 "order by action_log.rowid", watched))
+            notes += list(db.execute("select id, started, snapshot_time, now from cycles"))
         running = pool.running_on_nodes()
         assert {job: allocations[job] for job in watched} == {
-            job: (running[job], "landed") for job in watched}, notes
+            job: (running[job], "landed") for job in watched}, "\n".join(map(str, notes))
         # Every action carried out once: one 'issued' entry per attempt, none repeated.
         assert all(issued[key] == attempts for key, *_, attempts in actions), (actions, issued)
         assert all(attempts == 1 for *_, state, attempts in actions if state == "landed")

@@ -25,10 +25,8 @@ from gridfair.daemon.backends.htcondor import (
     DIRECT_LEARNING,
     FETCH_CLUSTERS,
     HTCondorBackend,
-    RowFields,
     autocluster_requests,
     fetch_constraints,
-    jobs_of_rows,
 )
 from gridfair.daemon.backends.sim import SimBackend
 from gridfair.model import Job, JobStatus, Machine, Snapshot
@@ -362,31 +360,6 @@ def test_htcondor_fetch_constraints_select_the_jobs_asked_in_batches_of_clusters
         found = [f"{ad['ClusterId']}.{ad['ProcId']}" for ad in _select(queue, constraint, [])]
         assert found == ids
     assert [job_id for _, ids in batches for job_id in ids] == asked
-
-
-def test_idle_rows_read_again_give_what_a_first_read_gives():
-    """A steady cycle reads every idle row again; a row unchanged since the last read is not
-    read attribute by attribute again (`RowFields`), and a row that changed (its accounting
-    group edited, its QDate, a value that is no longer plain) is read as it is now."""
-    from gridfair.classads.views import JobRequest
-
-    def rows(group_of_first: str, qdate_of_second: object) -> list[classad2.ClassAd]:
-        return [classad2.ClassAd({"ClusterId": 7, "ProcId": proc, "JobStatus": 1,
-                                  "QDate": qdate_of_second if proc == 1 else 1_700_000_000,
-                                  "AutoClusterId": 3, "Owner": "alice",
-                                  "User": "alice@pool", "AcctGroup": group_of_first
-                                  if proc == 0 else "physics"}) for proc in range(3)]
-
-    requests = {3: JobRequest(2.0, 1024.0, None)}
-    known = RowFields()
-    for group, qdate in (("physics", 1_700_000_001), ("physics", 1_700_000_001),
-                         ("chemistry", 1_700_000_005), ("chemistry", "yesterday")):
-        known.turn()
-        read = jobs_of_rows(rows(group, qdate), requests, "schedd s", known)
-        assert read == jobs_of_rows(rows(group, qdate), requests, "schedd s")
-        jobs = {job.id: job for job in read[0]}
-        assert jobs["7.0"].group == group and jobs["7.0"].request_cpus == 2.0
-    assert "7.1" not in jobs and "QDate" in read[2][0].reason  # not plain: read and named
 
 
 def test_htcondor_skips_a_fetched_job_the_schedd_does_not_answer_for(monkeypatch):

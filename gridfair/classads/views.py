@@ -384,18 +384,6 @@ def _plain_job(ad: Any, request: SourcedAd | JobRequest, keep_ad: Any) -> Job | 
     `grouped_job_view` reads attribute by attribute (and explains). The same job either way:
     the checks are those reads' own, for plain values, and what the job asks for is read by
     `job_request` as that path reads it, after everything else it checks."""
-    fields = plain_job_fields(ad)
-    return None if fields is None else job_of_fields(fields, request, keep_ad)
-
-
-#: What a job's own plain values say (`plain_job_fields`): id, user, status, QDate, group,
-#: start date, RemoteHost.
-PlainJobFields = tuple[str, str, JobStatus, float, "str | None", "float | None", "str | None"]
-
-
-def plain_job_fields(ad: Any) -> PlainJobFields | None:
-    """`_plain_job`'s reading of the ad's own values, or None where one is not plain; a
-    function of the ad's attributes alone (a backend may keep it for an ad unchanged)."""
     get = ad.get
     try:
         cluster, proc, status_code = get("ClusterId"), get("ProcId"), get("JobStatus")
@@ -426,18 +414,12 @@ def plain_job_fields(ad: Any) -> PlainJobFields | None:
         return None
     if user is None:
         return None
-    return (f"{cluster}.{proc}", user, status, float(qdate), group,
-            None if started is None else float(started), machine)
-
-
-def job_of_fields(fields: PlainJobFields, request: SourcedAd | JobRequest,
-                  keep_ad: Any = None) -> Job:
-    """The job of `plain_job_fields`, asking for what `request` says."""
-    job_id, user, status, qdate, group, started, machine = fields
+    job_id = f"{cluster}.{proc}"
     asks = request if isinstance(request, JobRequest) else job_request(request, job_id)
-    return Job(id=job_id, user=user, status=status, qdate=qdate,
+    return Job(id=job_id, user=user, status=status, qdate=float(qdate),
                request_cpus=asks.cpus, request_memory=asks.memory,
-               request_gpus=asks.gpus, group=group, start_time=started, machine=machine,
+               request_gpus=asks.gpus, group=group,
+               start_time=None if started is None else float(started), machine=machine,
                ad=asks.ad if keep_ad is None else keep_ad)
 
 

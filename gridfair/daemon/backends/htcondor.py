@@ -65,7 +65,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import math
 import subprocess
 import time
@@ -87,13 +86,10 @@ from gridfair.classads.submitters import SubmitterMap, charge_snapshot
 from gridfair.classads.views import (
     AdConfig,
     JobRequest,
-    PlainJobFields,
     grouped_job_view,
-    job_of_fields,
     job_request,
     jobs_from_ads,
     machines_from_ads,
-    plain_job_fields,
     request_varies,
 )
 from gridfair.daemon.backends import (
@@ -285,7 +281,6 @@ class HTCondorBackend(PoolBackend):
         # Schedds that did not answer in this snapshot read -> why (`_ask_schedds`).
         self._silent: dict[str, str] = {}
         self._steered_on: dict[str, classad2.ClassAd] = {}  # schedds to reschedule, by name
-        self._row_fields = RowFields()
         self._known_negotiators: list[tuple[classad2.ClassAd, Any]] = []
         # Names read that no slot (job) had (`DIRECT_LEARNING`), and reads since.
         self._absent_slot_names: set[str] = set()
@@ -351,7 +346,6 @@ class HTCondorBackend(PoolBackend):
         sources, and the schedds' locations. A schedd that hangs is skipped
         (`_ask_schedds`)."""
         locations = self._locate_schedds()
-        self._row_fields.turn()
         jobs: list[Job] = []
         groups: list[classad2.ClassAd] = []
         skipped: list[SkippedAd] = []
@@ -390,8 +384,7 @@ class HTCondorBackend(PoolBackend):
         groups = list(clusters)
         requests, skipped = autocluster_requests(clusters, f"schedd {name} autoclusters")
         if clusters:
-            known, missing, unusable = jobs_of_rows(rows, requests, f"schedd {name}",
-                                                    self._row_fields)
+            known, missing, unusable = jobs_of_rows(rows, requests, f"schedd {name}")
         else:
             # Whole ads: a request that can vary is judged here, as for fetched ads.
             steerable, unsteerable = steerable_ads(rows, f"schedd {name}")
@@ -1114,12 +1107,10 @@ def _procs_constraint(batch: list[tuple[str, list[str]]]) -> tuple[str, list[str
 
 def jobs_of_rows(
     rows: Iterable[classad2.ClassAd], requests: dict[int, JobRequest | str], source: str,
-    known: RowFields | None = None,
 ) -> tuple[list[Job], list[str], list[SkippedAd]]:
     """(jobs, ids of jobs whose autocluster is not among `requests`, skipped rows): each row
     (`IDLE_ROW_ATTRIBUTES`) a job asking for what its autocluster's ad says, or skipped with
-    the reason its autocluster's jobs are not steered. A row `known` has read before is not
-    read again."""
+    the reason its autocluster's jobs are not steered."""
     jobs: list[Job] = []
     missing: list[str] = []
     skipped: list[SkippedAd] = []
@@ -1133,46 +1124,12 @@ def jobs_of_rows(
                 row.get("ProcId"), int):
             missing.append(f"{row['ClusterId']}.{row['ProcId']}")
             continue
-        fields = known.fields(row) if known is not None and request is not None else None
-        if fields is not None:
-            jobs.append(job_of_fields(fields, request))
-            continue
         sourced = SourcedAd(row, source, index, None)
         try:
             jobs.append(grouped_job_view(sourced, request or sourced))
         except InputError as error:
             skipped.append(SkippedAd(source, index, None, skip_reason(error)))
     return jobs, missing, skipped
-
-
-class RowFields:
-    """What the idle rows of the last read said (`plain_job_fields`), by a digest of each
-    row's text: a steady cycle reads every idle job's row again (HTCondor has no incremental
-    query), and most are unchanged; such a row is not read attribute by attribute again
-    (`jobs_of_rows`: 6.3 µs a row against 10.3, 100,000 rows, measured; a row first seen
-    costs 2 µs more). A digest (collision-resistant, whatever users
-    write in the attributes they may edit), not the text: 16 bytes a row. Kept one read: the
-    rows of the read before are let go (`turn`)."""
-
-    def __init__(self) -> None:
-        self._last: dict[bytes, PlainJobFields] = {}
-        self._now: dict[bytes, PlainJobFields] = {}
-
-    def turn(self) -> None:
-        """A new read begins: what the last one found is what the next rows are looked up in."""
-        self._last, self._now = self._now, {}
-
-    def fields(self, row: classad2.ClassAd) -> PlainJobFields | None:
-        """The row's plain fields, or None where one is not plain (the caller reads it)."""
-        try:
-            text = row.printOld()
-        except (ValueError, SystemError):  # a string that is not UTF-8: read and named
-            return None
-        key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-        found = self._last.get(key) or self._now.get(key) or plain_job_fields(row)
-        if found is not None:
-            self._now[key] = found
-        return found
 
 
 def _act_problem(result: classad2.ClassAd | None) -> str | None:

@@ -31,6 +31,9 @@ Then, in the same run:
 dumps and runs the daemon on them with the files backend (no HTCondor: reads, decide, journal
 and peak RSS alone); steady cycles churn the dump in the same way (in a process of its own).
 
+`--negotiator-max-time S` raises the negotiator's time limits to S seconds: by default its
+per-schedd limit (120 s) ends the "uncapped" cycle long before it has matched every slot.
+
 `--demand jobs` runs the live daemon with `backend.htcondor.demand = "jobs"` (every job ad
 read; its schedd read is `_query_jobs`).
 
@@ -623,7 +626,10 @@ def run_size(slots: int, jobs: int, source: str, args: argparse.Namespace) -> di
 
     from tests.live.harness.personal_pool import PersonalPool
 
-    with PersonalPool([], interval=60, extra_config=POOL_CONFIG,
+    limits = ([f"NEGOTIATOR_MAX_TIME_PER_{scope} = {args.negotiator_max_time:g}"
+               for scope in ("SCHEDD", "SUBMITTER", "PIESPIN", "CYCLE")]
+              if args.negotiator_max_time else [])
+    with PersonalPool([], interval=60, extra_config=[*POOL_CONFIG, *limits],
                       daemon_account=None) as pool, \
             tempfile.TemporaryDirectory(prefix="gridfair-scale-", dir="/var/tmp") as scratch:
         detail: dict = {"advertise_s": round(advertise(pool, ads, pool.jobs_folder), 1),
@@ -666,6 +672,10 @@ def main() -> None:
                         help="the live daemon's backend.htcondor.demand (default autocluster)")
     parser.add_argument("--no-steer", action="store_true", help="skip the 1,000-job steering")
     parser.add_argument("--negotiation-timeout", type=float, default=600.0)
+    parser.add_argument("--negotiator-max-time", type=float,
+                        help="raise the negotiator's time limits (NEGOTIATOR_MAX_TIME_PER_"
+                             "SCHEDD, _SUBMITTER, _PIESPIN, _CYCLE: by default 120, 60, 120 "
+                             "and 1200 s, which end the uncapped cycle early) to these seconds")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--detail", action="store_true",
                         help="with --json: each size's phases and the negotiator's ads too")

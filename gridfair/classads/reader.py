@@ -520,11 +520,10 @@ def _old_chunk(block: str, index: int, line: int) -> Framed | None:
 def _old_blocks(text: str, memo: Mapping[bytes, Any], index: int = 0, line: int = 1) -> _Batch:
     """Old-syntax text (the ads after the first `index`, from `line`) framed lazily, its ads
     looked up in `memo`: each ad's block of text and its digest, what `memo` holds for it
-    (None if nothing),
-    the positions of the blocks it has nothing for, and the `Framed` of the ad at a position,
-    for positions asked in increasing order. A block's first line is counted only when its
-    chunk is asked for: a reader that reuses most ads never needs theirs. Blank text before
-    the first ad and after the last is no block.
+    (None if nothing), the positions of the blocks it has nothing for, and the `Framed` of the
+    ad at a position, for positions asked in increasing order. A block's first line is counted
+    only when its chunk is asked for: a reader that reuses most ads never needs theirs. Blank
+    text before the first ad and after the last is no block.
 
     The blocks are cut at each "\\n\\n", several times faster than the blank-line runs'
     expression, which gives the same blocks unless a run is longer or holds blanks. Such a run

@@ -235,17 +235,21 @@ class _Room:
         """Hold room for the flight's job; why not, if it does not fit."""
         left = self.left[flight.machine]
         cpus, memory, gpus = flight.holds(job)
-        if cpus > left[0] or memory > left[1] or gpus > left[2]:
+
+        def fits(cpus_left: float, memory_left: float, gpus_left: float) -> bool:
+            return cpus <= cpus_left and memory <= memory_left and gpus <= gpus_left
+
+        if not fits(*left):
             unnamed = self.unnamed.get(flight.machine, [])
-            own = next((slot for slot in unnamed if slot.cpus >= cpus and slot.memory >= memory
-                        and slot.gpus >= gpus), None)
+            own = next((slot for slot in unnamed if fits(slot.cpus, slot.memory, slot.gpus)),
+                       None)
             if own is not None:  # the flight's job starting there: its room is the flight's
                 unnamed.remove(own)
                 self.starting.add(own.name)
                 left[0] += own.cpus
                 left[1] += own.memory
                 left[2] += own.gpus
-        if cpus > left[0] or memory > left[1] or gpus > left[2]:
+        if not fits(*left):
             asked, free = ((f" and {gpus:g} GPUs", f", {max(left[2], 0):g} GPUs") if gpus
                            else ("", ""))
             return (f"not landed: {flight.machine} has no room for {cpus:g} CPUs and "

@@ -1077,9 +1077,9 @@ def fetch_constraints(job_ids: Iterable[str]) -> Iterator[tuple[str, list[str]]]
     `[p0 = true; p7 = true][strcat("p", string(ProcId))]`: a hash lookup for the schedd,
     where `member(ProcId, {...})` scans the list for every job of the cluster (25,000 jobs
     of 100,000 in 8 clusters: 0.87 s of the schedd's CPU against 19.0 s, measured by
-    `bench/live_fetch_by_id.py`). A schedd
-    answers a constraint of a few hundred `||` terms with no ads and no error (a chain of 500
-    `(ClusterId == c && ProcId == p)` terms, on HTCondor 25): one term a cluster."""
+    `bench/live_fetch_by_id.py`). A schedd answers a constraint of a few hundred `||` terms
+    with no ads and no error (a chain of 500 `(ClusterId == c && ProcId == p)` terms, on
+    HTCondor 25): one term a cluster."""
     procs: dict[str, list[str]] = {}
     for job_id in job_ids:
         cluster, _, proc = job_id.partition(".")

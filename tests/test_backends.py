@@ -561,14 +561,22 @@ def test_htcondor_vacate_and_allocate_use_act_and_edit():
     assert backend.vacate(["3.0"]) == {"3.0": "job not in a state that can be vacated"}
     job = _idle(snapshot)[0]
     partitionable = snapshot.machines_by_name["slot1@ingwe2.cs.wisc.edu"]
+    before = time.time()
     backend.allocate(job, partitionable)
-    # The size allocated first, as literals, then the slot (which makes the job matchable).
-    assert FakeSchedd.edits[-2:] == [
-        ([job.id], "GridfairSlotSize", "{1, 1, 0}"),
-        ([job.id], "GridfairSlot", classad2.quote(partitionable.name))]
-    # A static slot's START does not read the size: the slot alone.
+    # The size allocated first, then the run the steering is for and its expiry, as
+    # literals, then the slot (which makes the job matchable).
+    edits = FakeSchedd.edits[-4:]
+    assert edits[:2] == [([job.id], "GridfairSlotSize", "{1, 1, 0}"),
+                         ([job.id], "GridfairSteerRunCount", str(job.run_count))]
+    assert edits[2][:2] == ([job.id], "GridfairSteerUntil")
+    life = backend.steering_life
+    assert before + life <= int(edits[2][2]) <= time.time() + life + 1
+    assert edits[3] == ([job.id], "GridfairSlot", classad2.quote(partitionable.name))
+    # A static slot's START does not read the size: the slot alone, with its run and expiry.
     static = snapshot.machines[0]
     backend.allocate(job, static)
+    assert [edit[1] for edit in FakeSchedd.edits[-3:]] == [
+        "GridfairSteerRunCount", "GridfairSteerUntil", "GridfairSlot"]
     assert FakeSchedd.edits[-1:] == [([job.id], "GridfairSlot", classad2.quote(static.name))]
 
 

@@ -150,6 +150,7 @@ DEMAND_READS = ("autocluster", "jobs")
 IDLE_ROW_ATTRIBUTES = (
     "ClusterId", "ProcId", "JobStatus", "QDate", "AutoClusterId", "JobCurrentStartDate",
     "RemoteHost", "Owner", "User", "AcctGroup", "AcctGroupUser", "AccountingGroup",
+    "JobRunCount",
 )
 DEFAULT_JOB_CONSTRAINTS = {"autocluster": "JobStatus == 1",
                            "jobs": "JobStatus == 1 || JobStatus == 2"}
@@ -158,6 +159,13 @@ DEFAULT_JOB_CONSTRAINTS = {"autocluster": "JobStatus == 1",
 #: slot (`GridfairSlotSize = {cpus, memory, gpus}`), which a dynamic slot cut for the job may
 #: not exceed (configs/htcondor-pool.config, GRIDFAIR_WITHIN_ALLOCATION).
 SIZE_SUFFIX = "Size"
+#: The steering's run and expiry (`GridfairSteerRunCount`, `GridfairSteerUntil`): it
+#: authorizes one start, of the job's run counted then, until then
+#: (configs/htcondor-pool.config, GRIDFAIR_STEERED).
+RUN_COUNT_ATTRIBUTE = "GridfairSteerRunCount"
+UNTIL_ATTRIBUTE = "GridfairSteerUntil"
+#: Seconds a steering lives by default: `safety.landing_timeout`'s default.
+STEERING_LIFE = 120.0
 
 
 def not_steered(attribute: str) -> str:
@@ -241,6 +249,7 @@ class HTCondorBackend(PoolBackend):
         schedd_timeout: float = SCHEDD_TIMEOUT,
         more_collectors: Mapping[str, Any] | None = None,
         collector_timeout: float = COLLECTOR_TIMEOUT,
+        steering_life: float = STEERING_LIFE,
     ) -> None:
         if demand not in DEMAND_READS:
             raise ConfigError(f"demand must be one of {', '.join(DEMAND_READS)}, not {demand!r}")
@@ -264,6 +273,9 @@ class HTCondorBackend(PoolBackend):
         self.job_constraint = job_constraint or DEFAULT_JOB_CONSTRAINTS[demand]
         self.ad_config = AdConfig.with_attributes(owner_attribute, power_attribute or None)
         self.steer_attribute = steer_attribute
+        # How long a steering authorizes its one start: the allocation's life, after which the
+        # daemon gives it up (`safety.landing_timeout`).
+        self.steering_life = steering_life
         # The negotiator knob holding gridfair's lease on starts ("": hold none).
         self.lease_knob = lease_knob
         self.leases = bool(lease_knob)
@@ -721,18 +733,25 @@ class HTCondorBackend(PoolBackend):
                                    "answer to the last query)")
             else:
                 of_schedd.setdefault(_schedd_name(location), []).append(index)
+        until = _number_literal(math.ceil(self.now() + self.steering_life))
         for name, indices in of_schedd.items():
             location = self._schedd_of[allocations[indices[0]][0].id]
             schedd = self.schedd_factory(location)
+            jobs = [allocations[index][0] for index in indices]
             sized = self._edit_each(schedd, self.steer_attribute + SIZE_SUFFIX, {
                 allocations[index][0].id: _size_literal(allocations[index][0])
                 for index in indices if allocations[index][1].slot_type != STATIC})
+            counted = self._edit_each(schedd, RUN_COUNT_ATTRIBUTE, {
+                job.id: str(job.run_count) for job in jobs if sized.get(job.id) is None})
+            dated = self._edit_each(schedd, UNTIL_ATTRIBUTE, dict.fromkeys(
+                (job.id for job in jobs if counted.get(job.id, "") is None), until))
             named = self._edit_each(schedd, self.steer_attribute, {
                 allocations[index][0].id: classad2.quote(allocations[index][1].name)
-                for index in indices if sized.get(allocations[index][0].id) is None})
+                for index in indices if dated.get(allocations[index][0].id, "") is None})
             for index in indices:
                 job_id = allocations[index][0].id
-                problems[index] = sized.get(job_id) or named[job_id]
+                problems[index] = (sized.get(job_id) or counted.get(job_id)
+                                   or dated.get(job_id) or named.get(job_id))
             if any(problem is None for problem in named.values()):
                 self._steered_on[name] = location
         return problems
@@ -927,10 +946,13 @@ class HTCondorBackend(PoolBackend):
             raise ActionFailed(f"schedd refused the edit of {job_id}: {error}") from None
 
     def _steer(self, schedd: Any, job: Job, machine: Machine) -> None:
-        """Name the slot in the job, as a string literal, after the size allocated there (the
-        pool takes a job only with both, and cuts no larger slot: the order keeps a match
-        between the edits from failing)."""
+        """Name the slot in the job, as a string literal, after the size allocated there and
+        the run and expiry of the steering (the pool takes a job only with all of them, and
+        cuts no larger slot: the order keeps a match between the edits from failing)."""
         schedd.edit([job.id], self.steer_attribute + SIZE_SUFFIX, _size_literal(job))
+        schedd.edit([job.id], RUN_COUNT_ATTRIBUTE, str(job.run_count))
+        schedd.edit([job.id], UNTIL_ATTRIBUTE,
+                    _number_literal(math.ceil(self.now() + self.steering_life)))
         schedd.edit([job.id], self.steer_attribute, classad2.quote(machine.name))
 
     def _unsteer(self, schedd: Any, job_id: str) -> None:

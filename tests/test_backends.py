@@ -600,6 +600,34 @@ def test_htcondor_does_not_steer_idle_jobs_whose_requests_read_the_slot_or_the_c
         "for a number"))}
 
 
+@pytest.mark.parametrize("demand", ["autocluster", "jobs"])
+@pytest.mark.parametrize("requirements", [
+    "(MY.GridfairSlot =?= undefined) && TARGET.Cpus >= 1",
+    "TARGET.Cpus >= 1 && gridfairslotsize =?= undefined",  # unscoped, another case
+    "TARGET.Cpus >= 1 && eval(\"GridfairSlot\") =?= undefined",  # may read it: eval
+])
+def test_htcondor_does_not_steer_jobs_whose_match_reads_the_steering(demand, requirements):
+    """Issue 43, attack 2: a job that matches every slot as gridfair reads it and none once
+    steered (its Requirements read the steering gridfair writes) is not steered, so it is
+    never a reason to vacate another user's job or hold a free slot. The other idle jobs are
+    steered as before."""
+    backend = htcondor_backend()
+    backend.demand = demand
+    backend.job_constraint = "JobStatus == 1 || JobStatus == 2"
+    crafted = [ad for ad in FakeSchedd.queues[SCHEDDS[0]]
+               if ad["JobStatus"] == 1 and ad["ProcId"] % 2 == 0]
+    for ad in crafted:
+        ad["Requirements"] = classad2.ExprTree(requirements)
+    snapshot = backend.read_snapshot()
+    crafted_ids = {f"{ad['ClusterId']}.{ad['ProcId']}" for ad in crafted}
+    assert not crafted_ids & {job.id for job in _idle(snapshot)}
+    assert _idle(snapshot)
+    reasons = {skip.reason for skip in snapshot.skipped if skip.name in crafted_ids}
+    assert reasons == {"not steered: its Requirements or Rank read gridfair's steering "
+                       "attributes (or may: eval), which gridfair sets when it steers the job: "
+                       "it would not match as steered"}
+
+
 def test_htcondor_jobs_demand_counts_a_job_running_only_where_its_slot_says_so():
     """A job ad edited by its owner to say it runs (JobStatus 2, RemoteHost an owner's slot)
     is skipped; a running job is placed on the slot whose ad names it, whatever its ad says."""

@@ -27,7 +27,7 @@ from gridfair.moments import is_relative, parse_moment
 
 #: The per-user columns of `usage` that `gridfair shares` shows.
 SHARE_KEYS = ("user", "provided_mflops", "allocated_mflops", "power_diff", "nodes_provided",
-              "nodes_used", "running", "idle")
+              "nodes_used", "running", "idle", "in_flight", "in_flight_mflops")
 
 
 class ReportError(GridfairError):
@@ -98,7 +98,9 @@ def shares_report(db: sqlite_utils.Database) -> SharesReport:
         shown = next(iter(db.query(
             "select * from cycles where id = (select max(cycle) from usage)")), None)
         cycle = latest if shown is None else shown
-        users = [{key: row[key] for key in SHARE_KEYS} for row in db.query(
+        # A store from before allocations in flight were counted apart has none recorded.
+        users = [{key: row[key] if row[key] is not None else 0 for key in SHARE_KEYS}
+                 for row in db.query(
             "select * from usage where cycle = ? order by rowid", [cycle["id"]])]
         decisions = [
             {"kind": row["kind"], "job": row["job"], "user": row["user"],

@@ -539,6 +539,9 @@ def test_sim_restarted_on_the_same_store_is_a_new_world(tmp_path):
     assert states == [("failed", 1, 12)]
     [(events,)] = rows(tmp_path, "select events from cycles where id = 2")
     assert "did not land" in events and "landing backoff" in events
+    [(job,)] = rows(tmp_path, "select job from actions order by job limit 1")
+    explained = CliRunner().invoke(cli, ["explain", job, "--db", str(tmp_path / "state.db")])
+    assert "Landing backoff: cycle 2: not steered until" in explained.output
 
 
 # Job 2.0 runs on slot1@ingwe.cs.wisc.edu in the test pool since JobCurrentStartDate 1417808259.

@@ -65,7 +65,6 @@ def test_a_squatter_gives_every_machine_back_within_the_bound(daemon_python: Pat
                 for rule in (item["rule"] for item in json.loads(cycle_held))]
     # Three cycles of two vacates, each start a negotiation cycle (2 s) later; a user-wide
     # cool-down would have held the second pair back for 60 s.
-    print(f"FIGURE took={took:.1f} held={held}")
     assert took < 3600 // SCALE, (took, held)
     assert not any(rule.startswith("preempt_cooldown") for rule in held), held
 

@@ -16,7 +16,7 @@ from gridfair.core.pool import Task
 from gridfair.core.stages import ALLOCATION_RULES
 from gridfair.policies.drf import FORMS
 from gridfair.policies.hosep import PREEMPTION_TESTS
-from gridfair.policies.registry import policy_names, unread_options
+from gridfair.policies.registry import every_option, policy_names, unread_options
 from gridfair.sim.deadline_metrics import deadline_summary
 from gridfair.sim.engine import ARRIVALS, SAME_INSTANT_ORDERS
 from gridfair.sim.metrics import SATISFACTION_BASES, RunMetrics
@@ -39,8 +39,10 @@ USER_COLUMNS = (
 )
 
 
-#: The policy options simulate takes as flags (`--absolute-power-diff`, ...).
-OPTION_FLAGS = ("absolute_power_diff", "hosep_test", "delta", "form", "slot_weight")
+#: The policy options simulate takes as flags (`--absolute-power-diff`, ...): those the
+#: stages declare so (`core.stages.option`).
+OPTION_FLAGS = tuple(name for name, declared in every_option().items()
+                     if declared.metadata["flag"])
 
 
 @cli.command(cls=WithTerms, terms=(
@@ -182,9 +184,9 @@ OPTION_FLAGS = ("absolute_power_diff", "hosep_test", "delta", "form", "slot_weig
               "once a run takes over 2 s).")
 def simulate(grid, workload, workload_format, policy, order, preempt, admit, checkpoint,
              allocation, seed, interval, vacate_delay, claim_worklife, arrivals, status_refresh,
-             same_instant, absolute_power_diff, hosep_test, slot_weight, satisfaction_base,
-             output_format, tasks_out, capacity_ratio, equal_shares, form, delta, capacity,
-             deadlines, check, db_path, quiet, **grid_workload_options) -> None:
+             same_instant, satisfaction_base, output_format, tasks_out, capacity_ratio,
+             equal_shares, capacity, deadlines, check, db_path, quiet,
+             **grid_workload_options) -> None:
     """Simulate GRID under a policy and report per-user satisfaction, waits and preemptions.
 
     GRID is a grid file or an embedded grid's name (`gridfair grid list`)."""
@@ -192,8 +194,7 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
         raise click.UsageError("give --policy NAME, or --order (with --preempt/--admit)")
     if workload is None and grid_workload_options["pool"] is None:
         raise click.UsageError("give --workload, or --pool HOST to replay the pool's history")
-    policy_options = dict(zip(OPTION_FLAGS, (absolute_power_diff, hosep_test, delta, form,
-                                             slot_weight), strict=True))
+    policy_options = {name: grid_workload_options.pop(name) for name in OPTION_FLAGS}
     _refuse_unread({name: value for name, value in policy_options.items()
                     if value not in (None, False)}, policy, order, preempt, admit)
     workload_options = {"capacity_ratio": capacity_ratio, **grid_workload_options,
@@ -233,10 +234,8 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
         "claim_worklife": claim_worklife,
         "arrivals": arrivals, "satisfaction_base": satisfaction_base,
         "options": {key: value for key, value in {
-            **workload_options, "delta": delta, "form": form,
-            "hosep_test": hosep_test, "status_refresh": status_refresh,
-            "same_instant": same_instant if same_instant != "ordered" else None,
-            "slot_weight": slot_weight}.items()
+            **workload_options, **policy_options, "status_refresh": status_refresh,
+            "same_instant": same_instant if same_instant != "ordered" else None}.items()
                     if value not in (None, False)},
     }) if db_path else None
     outputs: list[Callable[[Task], None]] = [in_arrival_order.add]
@@ -339,9 +338,9 @@ def run_problems(result, recorder: RunRecorder, negotiator) -> list[str]:
     """What `--check` finds wrong in the run's records (an empty list: nothing)."""
     problems = check_conservation(result, recorder)
     preempt = negotiator.preempt
-    if preempt is not None and preempt.name in ("osep", "hosep"):
-        absolute = bool(getattr(preempt, "absolute", False))
-        violations = owner_share_violations(recorder, preempt.name, absolute=absolute)
+    if preempt is not None and preempt.owner_share_rule is not None:
+        violations = owner_share_violations(recorder, preempt.owner_share_rule,
+                                            absolute=preempt.absolute)
         problems += [f"t={v.time:g}: {v.message}" for v in violations[:5]]
         if len(violations) > 5:
             problems.append(f"and {len(violations) - 5} more {preempt.name} rule violations")

@@ -44,7 +44,7 @@ from gridfair.classads.to_pool import LoadedPool, pool_from_snapshot
 from gridfair.core.collector import CycleCollector
 from gridfair.core.pool import CPUS, GPUS, MEMORY, POWER, Pool, Task, UserState
 from gridfair.core.shares import share_rows
-from gridfair.core.stages import ALLOCATE, VACATE, Decision
+from gridfair.core.stages import ALLOCATE, VACATE, Decision, Entitled, Figured, Stateful
 from gridfair.daemon import inflight, shadow
 from gridfair.daemon.backends import (
     ActionFailed,
@@ -313,7 +313,7 @@ class CycleRunner:
                                                   store.last_preempted(), flights.held)
             saved = store.policy_state()
             for key, stage in stage_list(stages):
-                if key in saved and hasattr(stage, "import_state"):
+                if key in saved and isinstance(stage, Stateful):
                     # Restored after the pool is replayed, so the saved levels (as of the last
                     # finished cycle) win over what the replay of running jobs accrued.
                     stage.import_state(saved[key], source=f"{store.path} policy_state {key}")
@@ -363,7 +363,7 @@ class CycleRunner:
             duration = time.perf_counter() - clock
             with store.transaction(f"record the outcome of cycle {cycle}") as db:
                 for key, stage in stage_list(stages):
-                    if hasattr(stage, "export_state"):
+                    if isinstance(stage, Stateful):
                         db["policy_state"].upsert({"stage": key, "cycle": cycle, "updated": now,
                                                    "state": dumps(stage.export_state(now))},
                                                   pk="stage")
@@ -399,9 +399,9 @@ class CycleRunner:
         """Notes (and a log line) for the users configured weights name and the pool does not
         have, once each: a bare name where the pool charges `user@UID_DOMAIN` gives that user
         no weight, which would otherwise pass in silence (weighted DRF run as plain DRF)."""
-        entitlements = getattr(stages.order, "entitlements", None)
-        if entitlements is None:
+        if not isinstance(stages.order, Entitled):
             return []
+        entitlements = stages.order.entitlements
         notes = []
         for name in entitlements.unknown(pool.users):
             if name not in self._unweighted:
@@ -479,7 +479,7 @@ class CycleRunner:
         """Per-user figures as of the snapshot (before this cycle's decisions): the columns of
         `gridfair shares`, plus the dominant share and each stage's own figures."""
         rows = []
-        figured = [stage for _, stage in stage_list(stages) if hasattr(stage, "key_figures")]
+        figured = [stage for _, stage in stage_list(stages) if isinstance(stage, Figured)]
         for share in share_rows(pool):
             user = pool.users[share["user"]]
             rows.append({

@@ -28,9 +28,7 @@ from gridfair.core.pool import DONE, Task
 from gridfair.core.stages import ALLOCATION_RULES
 from gridfair.errors import GridfairError, InputError
 from gridfair.experiments.allocation import allocate
-from gridfair.policies.drf import FORMS
-from gridfair.policies.hosep import PREEMPTION_TESTS
-from gridfair.policies.registry import policy_names
+from gridfair.policies.registry import every_option, policy_names
 from gridfair.sim.deadline_metrics import deadline_summary
 from gridfair.sim.engine import ARRIVALS
 from gridfair.sim.metrics import SATISFACTION_BASES, RunMetrics
@@ -71,6 +69,23 @@ class Parameter:
     choices: Callable[[], Sequence[str]] | None = None
 
 
+def _policy_parameters() -> list[Parameter]:
+    """The policy options the stages declare `swept` (`core.stages.option`), as parameters
+    whose default (None; False for a flag) leaves the stage's own."""
+    parameters = []
+    for name, declared in every_option().items():
+        if not declared.metadata["swept"]:
+            continue
+        default = declared.default
+        types: tuple[type, ...] = ((bool,) if isinstance(default, bool) else
+                                   (int, float) if isinstance(default, int | float) else (str,))
+        choices = declared.metadata["choices"]
+        parameters.append(Parameter(
+            name, POLICY, types, False if types == (bool,) else None, declared.metadata["help"],
+            None if choices is None else (lambda choices=choices: choices)))
+    return parameters
+
+
 PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
     Parameter("grid", RUN, (str,), None, "grid file (TOML or iSPD .imsx)"),
     Parameter("workload", RUN, (str,), None, "a workload the grid defines, or a workload file"),
@@ -90,24 +105,11 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
               lambda: SATISFACTION_BASES),
     Parameter("horizon", METRICS, (int, float), None,
               "also count the tasks completed by this time (s), e.g. the trace's end"),
-    Parameter("absolute_power_diff", POLICY, (bool,), False, "HOSEP: omega vs |PowerDiff|"),
-    Parameter("hosep_test", POLICY, (str,), None, "HOSEP: preemption test, fig2 or ispd2014",
-              lambda: PREEMPTION_TESTS),
-    Parameter("delta", POLICY, (int, float), None, "SDRF: commitment decay per second"),
-    Parameter("slot_weight", POLICY, (str,), None,
-              "HTCondor priority: a job's weight, as SLOT_WEIGHT (default Cpus), linear in "
-              "Cpus, Memory and GPUs"),
+    *_policy_parameters(),
     Parameter("allocation", RUN, (str,), None,
               "allocation rule when the first user's task does not fit: stop (Algorithm 1) or "
               "backfill (default: task lists stop, others take the order's paper rule)",
               lambda: ALLOCATION_RULES),
-    Parameter("form", POLICY, (str,), None,
-              "DRF, weighted DRF and SDRF: the equations as printed (paper, default) or as the "
-              "SDRF authors' simulator computes them (authors: per-resource weights/"
-              "entitlements, exact fit test, running-sum usage, SDRF's rate-of-change tie-break)",
-              lambda: FORMS),
-    Parameter("sdrf_priority", POLICY, (str,), None, "SDRF: eq5 (default) or alg1",
-              lambda: ("eq5", "alg1")),
     Parameter("capacity_ratio", SCENARIO, (int, float), None,
               "task trace: capacity as a multiple of the trace's mean usage"),
     Parameter("equal_shares", SCENARIO, (bool,), False,

@@ -66,12 +66,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import islice
-from typing import Any, Protocol
+from typing import Any
 
 from gridfair.core.pool import CPUS, GPUS, MEMORY, POWER, Node, Pool, Task, UserState
-from gridfair.core.stages import DECLINE, Decision, OrderPolicy, Preemption, PreemptPolicy
+from gridfair.core.stages import (
+    DECLINE,
+    Decision,
+    OrderPolicy,
+    Preemption,
+    PreemptPolicy,
+    ShareKeyed,
+)
 from gridfair.core.victims import complete
-from gridfair.errors import ConfigError
 from gridfair.policies.owner_share import preemption_of
 from gridfair.policies.ranking import RunningTasks, UserRanking
 from gridfair.policies.reclaim import first_move
@@ -88,18 +94,6 @@ Key = tuple[float, ...]
 #: How much of a refined key is the order's own.
 ORDER_KEY = 2
 
-
-class ShareKeyed(Protocol):
-    """An order stage that can tell a user's key were it to hold something else."""
-
-    name: str
-
-    def share_key(self, user: UserState, usage: Sequence[float], now: float) -> Key: ...
-
-
-#: What each order's key is, for the sentences.
-_MEASURES = {"drf": "dominant share", "wdrf": "weighted dominant share",
-             "sdrf": "SDRF priority", "dmfa-srq": "fraction of its DMFA-SRQ target"}
 
 _VACATE = ("vacate {victim_job} of {victim_user} on {machine} ({order} fair share): "
            "{victim_user}'s {measure} {victim_share:.4g} falls to {victim_share_after:.4g}, "
@@ -146,14 +140,17 @@ class FairPreempt(PreemptPolicy):
     users who stay at or above it after the move (Kueue's `LessThanOrEqualToFinalShare`)."""
 
     name = "fair"
+    needs_order = ShareKeyed
+    needs_order_text = "an order of the DRF family"
+
+    @classmethod
+    def from_options(cls, options: Any, order: OrderPolicy) -> FairPreempt:
+        return cls(order)
 
     def __init__(self, order: OrderPolicy) -> None:
-        if not hasattr(order, "share_key"):
-            known = ", ".join(sorted(_MEASURES))
-            raise ConfigError(f"preempt policy 'fair' needs an order of the DRF family "
-                              f"({known}), not {order.name!r}")
-        self.order: ShareKeyed = order  # type: ignore[assignment]
-        self.measure = _MEASURES.get(order.name, "share")
+        self.order = order
+        self._share_key = order.share_key  # type: ignore[attr-defined]  # see needs_order
+        self.measure = order.measure
 
     def attach(self, pool: Pool) -> None:
         self.pool = pool
@@ -179,7 +176,7 @@ class FairPreempt(PreemptPolicy):
         usage = moved(user.usage, change, sign) if change else user.usage
         capacity = self.pool.capacity
         shares = [held / total for held, total in zip(usage, capacity, strict=True) if total > 0]
-        return (*self.order.share_key(user, usage, now), *sorted(shares, reverse=True))
+        return (*self._share_key(user, usage, now), *sorted(shares, reverse=True))
 
     def _rank(self, user: UserState, now: float) -> None:
         if not (user.active or user.running):

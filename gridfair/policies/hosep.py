@@ -47,10 +47,11 @@ Ties: equal keys go to the user seen first in the pool, the task submitted first
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from gridfair.core.pool import Node, Task, UserState, least_demand_key, power_diff
-from gridfair.core.stages import DECLINE, Decision, OrderPolicy, Preemption
+from gridfair.core.stages import DECLINE, Decision, OrderPolicy, Preemption, option
 from gridfair.errors import ConfigError
 from gridfair.policies.owner_share import (
     VICTIM_CANDIDATES,
@@ -93,11 +94,23 @@ def hosep_figures(user: UserState) -> dict[str, float]:
     }
 
 
+@dataclass(frozen=True)
+class HosepOptions:
+    """HOSEP's preemption options."""
+
+    absolute_power_diff: bool = option(False, "HOSEP: omega vs |PowerDiff|", flag=True,
+                                       swept=True)
+    hosep_test: str = option("fig2", "HOSEP: preemption test, fig2 or ispd2014",
+                             choices=PREEMPTION_TESTS, flag=True, swept=True)
+
+
 class HosepOrder(OrderPolicy):
     """Free machines to the user of least PowerDiff, its job of least demand first."""
 
     name = "hosep"
     task_key = staticmethod(least_demand_key)
+    # PowerDiff is of the running tasks and the machines owned as they are now.
+    state_from_totals = True
 
     def attach(self, pool) -> None:
         self.ranking = UserRanking()
@@ -144,6 +157,13 @@ class HosepPreempt(OwnerSharePreempt):
     under-share user, while the victim stays better off than the receiver."""
 
     name = "hosep"
+    Options = HosepOptions
+    state_from_totals = True
+    owner_share_rule = "hosep"
+
+    @classmethod
+    def from_options(cls, options: HosepOptions, order: OrderPolicy) -> HosepPreempt:
+        return cls(absolute=options.absolute_power_diff, test=options.hosep_test)
 
     def __init__(self, *, absolute: bool = False, test: str = "fig2") -> None:
         if test not in PREEMPTION_TESTS:

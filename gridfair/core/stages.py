@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, NamedTuple, Protocol, Self, runtime_checkable
 
 from gridfair.core.pool import Node, PoolListener, Task, UserState, fifo_key
+from gridfair.core.shares import ALL_RESOURCES
 from gridfair.errors import ConfigError
 
 ALLOCATE = "allocate"
@@ -213,6 +214,9 @@ class OrderPolicy(Stage, PoolListener, ABC):
     name: str = "order"
     #: What the order's key is, in the sentences of stages that weigh by it (`fair`).
     measure: ClassVar[str] = "share"
+    #: The resources (indexes of `UserState.usage`) the order takes shares over: the DRF
+    #: family's `resources` option; the daemon's dominant share is over these.
+    resources: tuple[int, ...] = ALL_RESOURCES
     #: Task order inside a user's queue, as a key function (FIFO unless a paper says otherwise).
     task_key = staticmethod(fifo_key)
     #: The allocation rule a run uses with this order when neither the run nor its workload

@@ -42,8 +42,8 @@ from typing import Any
 from gridfair.classads.kept_pool import KeptPool, unsupported
 from gridfair.classads.to_pool import LoadedPool, pool_from_snapshot
 from gridfair.core.collector import CycleCollector
-from gridfair.core.pool import CPUS, GPUS, MEMORY, POWER, Pool, Task, UserState
-from gridfair.core.shares import share_rows
+from gridfair.core.pool import Pool, Task, UserState
+from gridfair.core.shares import dominant_share, share_rows
 from gridfair.core.stages import ALLOCATE, VACATE, Decision, Entitled, Figured, Stateful
 from gridfair.daemon import inflight, shadow
 from gridfair.daemon.backends import (
@@ -484,7 +484,8 @@ class CycleRunner:
             user = pool.users[share["user"]]
             rows.append({
                 "cycle": cycle, "time": now, **share,
-                "dominant_share": dominant_share(user, pool.capacity),
+                "dominant_share": dominant_share(user.usage, pool.capacity,
+                                                 stages.order.resources),
                 "figures": dumps(policy_figures(figured, user, now)),
             })
         return rows
@@ -830,12 +831,6 @@ def _decision_columns(decision: Decision) -> dict[str, Any]:
     return {"kind": data["kind"], "job": data["job"], "user": data["user"],
             "machine": data["machine"], "policy": data["policy"], "reason": data["reason"],
             "figures": dumps(data["figures"])}
-
-
-def dominant_share(user: UserState, capacity: list[float]) -> float:
-    """DRF's dominant share: the largest fraction of any pool resource the user holds."""
-    return max((user.usage[i] / capacity[i] for i in (CPUS, MEMORY, POWER, GPUS)
-                if capacity[i] > 0), default=0.0)
 
 
 def policy_figures(figured: Sequence[Any], user: UserState, now: float) -> dict[str, Any]:

@@ -13,6 +13,7 @@ import pytest
 from gridfair.core.negotiator import PARK_LIMIT
 from gridfair.core.pool import Task
 from gridfair.errors import InputError
+from gridfair.sim.engine_options import EngineOptions
 from gridfair.sim.grid_loader import embedded_grids
 from gridfair.sim.metrics import UserWaits, user_metrics
 from gridfair.sim.scenario import build_scenario, run_scenario
@@ -71,7 +72,7 @@ def test_sequential_arrivals_need_the_workload_as_a_list():
     scenario = build_scenario(TABLE1, "low")
     with pytest.raises(InputError, match="sequential arrivals take the workload as a list"):
         run_scenario(Scenario(scenario.nodes, iter(scenario.tasks)), policy="hosep",
-                     arrivals="sequential")
+                     engine=EngineOptions(arrivals="sequential"))
 
 
 def test_repeated_trace_shifts_copies_by_the_period_and_keeps_users(tmp_path: Path):

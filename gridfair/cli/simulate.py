@@ -18,7 +18,13 @@ from gridfair.policies.drf import FORMS
 from gridfair.policies.hosep import PREEMPTION_TESTS
 from gridfair.policies.registry import every_option, policy_names, unread_options
 from gridfair.sim.deadline_metrics import deadline_summary
-from gridfair.sim.engine import ARRIVALS, SAME_INSTANT_ORDERS
+from gridfair.sim.engine_options import (
+    ARRIVALS,
+    SAME_INSTANT_ORDERS,
+    Arrivals,
+    EngineOptions,
+    SameInstant,
+)
 from gridfair.sim.metrics import SATISFACTION_BASES, RunMetrics
 from gridfair.sim.records import RunRecorder, check_conservation, owner_share_violations
 from gridfair.sim.scenario import build_scenario, run_streamed, simulation_of
@@ -101,7 +107,8 @@ OPTION_FLAGS = tuple(name for name, declared in every_option().items()
               help="Reuse a finished task's claim for its user's next task, with no "
                    "negotiation, for this many seconds (HTCondor's CLAIM_WORKLIFE, 1200 by "
                    "default in a pool; negative: forever). Default: no reuse.")
-@click.option("--arrivals", type=click.Choice(ARRIVALS), default="batch", show_default=True,
+@click.option("--arrivals", type=click.Choice(ARRIVALS), default=Arrivals.BATCH.value,
+              show_default=True,
               help="batch: negotiate once per instant on all it brought (the daemon's way); "
                    "sequential: reproduce the published simulator (iSPD): arrivals one at a "
                    "time, one decision per negotiation event.")
@@ -110,7 +117,8 @@ OPTION_FLAGS = tuple(name for name, declared in every_option().items()
               help="Sequential arrivals: iSPD's periodic machine status (its HOSEP: 15): a "
                    "machine given a task is neither free nor a victim until the second status "
                    "refresh after.")
-@click.option("--same-instant", type=click.Choice(SAME_INSTANT_ORDERS), default="ordered",
+@click.option("--same-instant", type=click.Choice(SAME_INSTANT_ORDERS),
+              default=SameInstant.ORDERED.value,
               show_default=True,
               help="Sequential arrivals: the order of events of one instant. ordered: "
                    "completions and chained negotiations, then arrivals in submit order; "
@@ -207,6 +215,9 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
         click.echo(f"gridfair: warning: skipped {count}: {shown(reason)}", err=True)
     for note, count in scenario.notes.items():
         click.echo(f"gridfair: note: {count} {shown(note)}", err=True)
+    engine = EngineOptions(arrivals=arrivals, interval=interval, vacate_delay=vacate_delay,
+                           status_refresh=status_refresh, claim_worklife=claim_worklife,
+                           same_instant=same_instant)
     progress = tasks_progress(quiet)
     recorder = RunRecorder() if check else None
     # Runs stream their tasks out as they end (records written, metrics added, the task let
@@ -214,15 +225,13 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
     # event loop, deadline figures.
     deadlines_in_play = isinstance(scenario.tasks, list) and any(
         task.deadline is not None for task in scenario.tasks)
-    keep_tasks = check or arrivals == "sequential" or deadlines_in_play
+    keep_tasks = check or engine.sequential or deadlines_in_play
     metrics = RunMetrics(scenario.nodes, satisfaction_base)
     in_arrival_order = InOrder(arrival_key, metrics.add)
     simulation = simulation_of(
         scenario, policy=policy, order=order, preempt=preempt, admit=admit,
-        policy_options=policy_options, checkpointing=checkpoint, interval=interval,
-        vacate_delay=vacate_delay, progress=progress, recorder=recorder, arrivals=arrivals,
-        allocation=allocation, keep_tasks=keep_tasks, status_refresh=status_refresh,
-        claim_worklife=claim_worklife, same_instant=same_instant,
+        policy_options=policy_options, checkpointing=checkpoint, engine=engine,
+        progress=progress, recorder=recorder, allocation=allocation, keep_tasks=keep_tasks,
     )
     negotiator = simulation.negotiator
     # Opened before the run: an unwritable file is an error before any work is done.
@@ -235,7 +244,7 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
         "arrivals": arrivals, "satisfaction_base": satisfaction_base,
         "options": {key: value for key, value in {
             **workload_options, **policy_options, "status_refresh": status_refresh,
-            "same_instant": same_instant if same_instant != "ordered" else None}.items()
+            "same_instant": same_instant if same_instant != SameInstant.ORDERED else None}.items()
                     if value not in (None, False)},
     }) if db_path else None
     outputs: list[Callable[[Task], None]] = [in_arrival_order.add]
@@ -270,7 +279,7 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
             "checkpointing": checkpoint,
             "arrivals": arrivals,
             **({"status_refresh": status_refresh} if status_refresh is not None else {}),
-            **({"same_instant": same_instant} if same_instant != "ordered" else {}),
+            **({"same_instant": same_instant} if same_instant != SameInstant.ORDERED else {}),
             "satisfaction_base": satisfaction_base,
             "users": [user.as_dict() for user in users],
             "summary": _deterministic({
@@ -284,7 +293,8 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
                    f"workload={workload}  seed={seed}  "
                    f"checkpointing={'on' if checkpoint else 'off'}  arrivals={arrivals}  "
                    + (f"status refresh={status_refresh:g} s  " if status_refresh else "")
-                   + (f"same instant={same_instant}  " if same_instant != "ordered" else "")
+                   + (f"same instant={same_instant}  "
+                      if same_instant != SameInstant.ORDERED else "")
                    + f"satisfaction base={satisfaction_base}")
         click.echo(render_table(USER_COLUMNS, [user.as_dict() for user in users]))
         click.echo(

@@ -30,7 +30,7 @@ from gridfair.errors import GridfairError, InputError
 from gridfair.experiments.allocation import allocate
 from gridfair.policies.registry import every_option, policy_names
 from gridfair.sim.deadline_metrics import deadline_summary
-from gridfair.sim.engine import ARRIVALS
+from gridfair.sim.engine_options import ARRIVALS, Arrivals, EngineOptions
 from gridfair.sim.metrics import SATISFACTION_BASES, RunMetrics
 from gridfair.sim.scenario import build_scenario, run_streamed, simulation_of
 from gridfair.sim.share_curve import ShareCurve
@@ -99,7 +99,7 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
     Parameter("claim_worklife", RUN, (int, float), None,
               "reuse claims for the user's next task for this long (HTCondor's "
               "CLAIM_WORKLIFE; negative: forever)"),
-    Parameter("arrivals", RUN, (str,), "batch",
+    Parameter("arrivals", RUN, (str,), Arrivals.BATCH.value,
               "batch, or sequential: the published simulator's event loop", lambda: ARRIVALS),
     Parameter("satisfaction_base", METRICS, (str,), "grid", "Def. 5's ideal machine",
               lambda: SATISFACTION_BASES),
@@ -297,12 +297,14 @@ def _simulate(spec: RunSpec) -> tuple[list[dict[str, Any]], dict[str, Any], str,
     # Streamed (each task let go when it ends) unless the deadline figures need them all.
     deadlines_in_play = isinstance(scenario.tasks, list) and any(
         task.deadline is not None for task in scenario.tasks)
+    engine = EngineOptions(arrivals=spec.get("arrivals"), interval=spec.get("interval"),
+                           vacate_delay=spec.get("vacate_delay"),
+                           claim_worklife=spec.get("claim_worklife"))
     simulation = simulation_of(
         scenario, policy=spec.get("policy"), policy_options=spec._options(POLICY),
-        checkpointing=spec.get("checkpointing"), interval=spec.get("interval"),
-        vacate_delay=spec.get("vacate_delay"), arrivals=spec.get("arrivals"),
-        allocation=spec.get("allocation"), claim_worklife=spec.get("claim_worklife"),
-        keep_tasks=deadlines_in_play or spec.get("arrivals") == "sequential",
+        checkpointing=spec.get("checkpointing"), engine=engine,
+        allocation=spec.get("allocation"),
+        keep_tasks=deadlines_in_play or engine.sequential,
         listeners=[curve] if curve is not None else [],
     )
     metrics = RunMetrics(scenario.nodes, spec.get("satisfaction_base"))

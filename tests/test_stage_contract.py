@@ -184,7 +184,12 @@ class FewestRunningOrder(OrderPolicy):
 
 @pytest.fixture
 def fewest(monkeypatch):
-    """The new stage, named in the registry's tables (what adding it to the product is)."""
+    """The new stage, named in the registry's tables (what adding it to the product is). The
+    commands that list the compositions in their options are loaded first, so that the stage
+    leaves no trace in them once the test is over."""
+    import gridfair.cli.shares  # noqa: F401
+    import gridfair.cli.simulate  # noqa: F401
+
     monkeypatch.setitem(registry.ORDERS, "fewest", FewestRunningOrder)
     monkeypatch.setitem(registry.COMPOSITIONS, "fewest", ("fewest", None, None))
 
@@ -224,3 +229,10 @@ def test_a_stage_defined_in_one_file_runs_in_the_daemon_and_explain(
     assert explained["policy_figures"]["cpus_running"] >= 0
     assert any(d["policy"] == "fewest" and d["reason"].startswith("free slot to ")
                for d in explained["decisions"])
+
+
+def test_every_option_declared_a_flag_is_a_flag_of_simulate() -> None:
+    from gridfair.cli.simulate import OPTION_FLAGS, simulate
+
+    assert OPTION_FLAGS
+    assert set(OPTION_FLAGS) <= {param.name for param in simulate.params}

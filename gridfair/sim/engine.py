@@ -34,6 +34,10 @@ negotiation, while the claim is younger than the work life (`_ClaimReuse`). A po
 replayed under HTCondor's priority needs it: with claims reused, HTCondor keeps a slot with
 its submitter from job to job.
 
+The run's options are one `EngineOptions` (`engine_options.py`: modes as enums, checked when
+made); each arrival semantics is a loop of its own (`_BatchLoop`, `_SequentialLoop`), chosen
+once when the simulation is made.
+
 Arrival semantics (`arrivals`). `batch` (the default, and the daemon's way): all that happens
 at one instant is applied, then one negotiation cycle decides everything it can.
 `sequential` reproduces the published simulator, iSPD (the HOSEP paper's figures; its

@@ -54,6 +54,7 @@ def test_each_test_orders_victims_its_way() -> None:
     ((0, 0.3, 0.3), (0, 0.6, 0.6), (0, 0.2, 0.2), BELOW),  # victim ends below the receiver
     ((0, 0.4, 0.5), (0, 0.4, 0.4), (0, 0.4, 0.3), TIED),   # tied on the order's key, above next
     ((0, 0.4, 0.3), (0, 0.4, 0.5), (0, 0.4, 0.4), None),   # tied, below on the refined key
+    ((0, 0.4, 0.4), (0, 0.4, 0.4), (0, 0.4, 0.3), TIED),   # equal to the victim before: no
 ])
 def test_fair_shares_rule(receiver_after, victim_before, victim_after, clause) -> None:
     assert refusal(receiver_after, victim_before, victim_after) == clause

@@ -42,7 +42,8 @@ from typing import Any
 from gridfair.core.pool import CPUS, GPUS, MEMORY, Task, UserState
 from gridfair.core.stages import option
 from gridfair.errors import ConfigError
-from gridfair.policies.live_tree import DecayingOrder, Line
+from gridfair.policies.decaying_order import DecayingOrder
+from gridfair.policies.live_tree import Line
 
 DEFAULT_HALFLIFE = 86400.0
 DEFAULT_PRIORITY_FACTOR = 1000.0

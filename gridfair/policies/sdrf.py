@@ -49,6 +49,7 @@ from gridfair.core.pool import RESOURCE_NAMES, Pool, UserState
 from gridfair.core.stages import STOP, option
 from gridfair.errors import ConfigError
 from gridfair.policies.authors_ties import authors_user_order, index_users
+from gridfair.policies.decaying_order import DecayingOrder
 from gridfair.policies.drf import (
     AUTHORS,
     DEFAULT_RESOURCES,
@@ -61,7 +62,7 @@ from gridfair.policies.drf import (
     dominant,
     resource_shares,
 )
-from gridfair.policies.live_tree import DecayingOrder, Line, value_at
+from gridfair.policies.live_tree import Line, value_at
 
 DEFAULT_DELTA = 1.0 - 1e-6
 PRIORITIES = ("eq5", "alg1")

@@ -54,8 +54,9 @@ from gridfair.daemon.backends import (
     action_problem,
     require_slots,
 )
+from gridfair.daemon.clock import wall_clock
 from gridfair.daemon.config import Config
-from gridfair.daemon.faults import FaultPoints, wall_clock
+from gridfair.daemon.faults import FaultPoints
 from gridfair.daemon.host import host_shortage
 from gridfair.daemon.metrics import NullMetrics
 from gridfair.daemon.reconcile import JobRow, KnownJobs, Reconciliation, reconcile

@@ -105,7 +105,7 @@ from gridfair.daemon.backends.ads import (
     running_as_slots_say,
     snapshot_of,
 )
-from gridfair.daemon.faults import wall_clock
+from gridfair.daemon.clock import wall_clock
 from gridfair.errors import ConfigError, InputError
 from gridfair.model import (
     DYNAMIC,

@@ -36,10 +36,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from gridfair.classads.history import HistoryJob, read_history  # noqa: E402
-from gridfair.daemon.pool_record import read_runs  # noqa: E402
 from gridfair.sim.engine_options import EngineOptions  # noqa: E402
 from gridfair.sim.records import RunRecorder  # noqa: E402
 from gridfair.sim.scenario import build_scenario, simulation_of  # noqa: E402
+from tests.harness.pool_record import read_runs  # noqa: E402
 
 DEFAULT = ROOT / "tests" / "data" / "condor_history"
 #: HTCondor's CLAIM_WORKLIFE when a pool leaves it alone.

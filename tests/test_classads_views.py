@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 from gridfair.classads.reader import AdFormat, readable
-from gridfair.classads.synthetic import job_ads, machine_ads, write_ads
 from gridfair.classads.views import AdConfig, read_jobs, read_machines, read_snapshot
 from gridfair.errors import InputError
 from gridfair.model import JobStatus
 from tests.conftest import TEST_DATA
+from tests.harness.synthetic import job_ads, machine_ads, write_ads
 
 REAL = TEST_DATA / "htcondor"
 

@@ -13,7 +13,6 @@ import pytest
 
 from gridfair.classads.kept_pool import EVENT_KINDS, KeptPool, unsupported
 from gridfair.classads.reader import AdFormat
-from gridfair.classads.synthetic import job_ads, machine_ads, write_ads
 from gridfair.classads.to_pool import place_running, pool_from_snapshot, queue_order
 from gridfair.core.pool import Node, Pool, Task, fifo_key, least_demand_key
 from gridfair.core.shares import share_rows
@@ -24,6 +23,7 @@ from gridfair.daemon.reconcile import KnownJobs, reconcile
 from gridfair.daemon.store import Store
 from gridfair.model import JOB_ID, JobStatus
 from gridfair.policies.registry import build_stages
+from tests.harness.synthetic import job_ads, machine_ads, write_ads
 
 ROOT = Path(__file__).resolve().parent.parent
 REAL_POOL = ROOT / "tests" / "data" / "daemon" / "pool"

@@ -15,12 +15,13 @@ from gridfair.core.pool import Task
 from gridfair.errors import InputError
 from gridfair.sim.engine_options import EngineOptions
 from gridfair.sim.grid_loader import embedded_grids
-from gridfair.sim.metrics import UserWaits, user_metrics
+from gridfair.sim.metrics import user_metrics
 from gridfair.sim.scenario import build_scenario, run_scenario
 from gridfair.sim.workloads.registry import Scenario
 from gridfair.sim.workloads.repeat import DAY, RepeatedTasks, repeated_trace_scenario
 from gridfair.sim.workloads.taskcsv import read_tasks
 from tests.conftest import TEST_DATA
+from tests.harness.waits import UserWaits
 
 TABLE1 = str(embedded_grids()["hosep-table1"])
 MODEL = str(embedded_grids()["multi-owner-hosep"])

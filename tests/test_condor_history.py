@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from gridfair.ad_views import JobStatus, SkippedAd
 from gridfair.classads.history import HistoryJob, read_history
 from gridfair.classads.reader import read_ads
 from gridfair.classads.views import job_view
@@ -20,7 +21,6 @@ from gridfair.cli import cli
 from gridfair.cli import compare as _compare  # noqa: F401 - registers `compare`
 from gridfair.cli import simulate as _simulate  # noqa: F401 - registers `simulate`
 from gridfair.errors import InputError
-from gridfair.model import JobStatus, SkippedAd
 from gridfair.sim.engine import run_rate
 from gridfair.sim.engine_options import EngineOptions
 from gridfair.sim.scenario import build_scenario

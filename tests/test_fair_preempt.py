@@ -216,9 +216,9 @@ def test_a_running_job_whose_request_grew_is_charged_the_slot_it_holds(kept) -> 
     requests). Fair preemption takes one of User2's jobs (its memory share, 0.5 against
     0.25, puts it first): User2 falls to 0.25, not below User1's 0.25 after. The same on the
     pool the daemon keeps between cycles (`kept`) as on one laid out afresh."""
+    from gridfair.ad_views import Job, JobStatus, Machine, Snapshot
     from gridfair.classads.kept_pool import KeptPool  # what the daemon reads ads by
     from gridfair.classads.to_pool import pool_from_snapshot
-    from gridfair.model import Job, JobStatus, Machine, Snapshot
 
     def node(host: str) -> Machine:
         return Machine(f"slot1@{host}", None, 200.0, 2.0, 2048.0, slot_type="Partitionable")

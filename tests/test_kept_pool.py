@@ -11,6 +11,7 @@ from pathlib import Path
 import classad2
 import pytest
 
+from gridfair.ad_views import JOB_ID, JobStatus
 from gridfair.classads.kept_pool import EVENT_KINDS, KeptPool, unsupported
 from gridfair.classads.reader import AdFormat
 from gridfair.classads.to_pool import place_running, pool_from_snapshot, queue_order
@@ -21,7 +22,6 @@ from gridfair.daemon.config import validate
 from gridfair.daemon.cycle import CycleRunner
 from gridfair.daemon.reconcile import KnownJobs, reconcile
 from gridfair.daemon.store import Store
-from gridfair.model import JOB_ID, JobStatus
 from gridfair.policies.registry import build_stages
 from tests.harness.synthetic import job_ads, machine_ads, write_ads
 

@@ -11,9 +11,9 @@ from typing import Any, NamedTuple
 
 import classad2
 
+from gridfair.ad_views import AdWarning
 from gridfair.classads.framing import Framed, undecoded
 from gridfair.errors import InputError
-from gridfair.model import AdWarning
 
 # An attribute's assignment at a line's start or after `[` or `;` (old and new syntax), its
 # name (plain or quoted) the group; not a comparison (`==`, `=?=`, `=!=`).

@@ -10,11 +10,11 @@ from typing import Any
 
 import classad2
 
+from gridfair.ad_views import AdWarning
 from gridfair.classads.ad_text import check_decodable, excerpt, repeat_warning
 from gridfair.classads.bounds import check_json_ad, operators_problem
 from gridfair.classads.framing import Framed, json_objects
 from gridfair.errors import InputError
-from gridfair.model import AdWarning
 
 _JSON_EXPRESSION = re.compile(r"^/Expr\((.*)\)/$", re.DOTALL)
 

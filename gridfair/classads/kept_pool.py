@@ -31,6 +31,7 @@ from itertools import compress, repeat
 from operator import and_, attrgetter, is_, is_not, not_
 from typing import TYPE_CHECKING
 
+from gridfair.ad_views import DYNAMIC, JOB_ID, JOB_STATUS, Job, JobStatus, Machine, Snapshot
 from gridfair.classads.matching import AutoclusterMatcher
 from gridfair.classads.to_pool import (
     LoadedPool,
@@ -43,7 +44,6 @@ from gridfair.classads.to_pool import (
 from gridfair.core.collector import collector_paused
 from gridfair.core.negotiator import Negotiator
 from gridfair.core.pool import Node, Pool, Task, fifo_key, least_demand_key
-from gridfair.model import DYNAMIC, JOB_ID, JOB_STATUS, Job, JobStatus, Machine, Snapshot
 
 if TYPE_CHECKING:
     from gridfair.policies.registry import Stages

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Iterator
 
 import classad2
 
+from gridfair.ad_views import AdWarning
 from gridfair.classads.ad_text import (
     ASSIGNMENT,
     check_decodable,
@@ -19,7 +20,6 @@ from gridfair.classads.ad_text import (
 from gridfair.classads.bounds import MAX_AD, SHORT_VALUE, check_ad_text, size_text
 from gridfair.classads.framing import CHUNK, Framed, too_big
 from gridfair.errors import InputError
-from gridfair.model import AdWarning
 
 # Tokens that matter for framing new-syntax ads: strings and quoted names (which may hold
 # brackets), comments, and the brackets themselves.

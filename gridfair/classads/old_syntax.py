@@ -10,6 +10,7 @@ from typing import Any
 
 import classad2
 
+from gridfair.ad_views import AdWarning
 from gridfair.classads.ad_text import (
     ASSIGNMENT,
     Batch,
@@ -23,7 +24,6 @@ from gridfair.classads.ad_text import (
 from gridfair.classads.bounds import SHORT_VALUE, check_ad_text
 from gridfair.classads.framing import Framed, blank_line_segments, too_big
 from gridfair.errors import InputError
-from gridfair.model import AdWarning
 
 # One or more blank lines: what separates old-syntax ads.
 _BLANK_LINE_RUNS = re.compile(r"(\n(?:[ \t\r]*\n)+)")

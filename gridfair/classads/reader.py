@@ -38,6 +38,7 @@ from typing import Any, NamedTuple
 
 import classad2
 
+from gridfair.ad_views import AdWarning, SkippedAd
 from gridfair.classads.ad_text import ASSIGNMENT, Batch, ad_digest
 from gridfair.classads.bounds import (
     MAX_AD,
@@ -55,7 +56,6 @@ from gridfair.classads.json_ads import json_framed, parse_json
 from gridfair.classads.new_syntax import new_framed, parse_new
 from gridfair.classads.old_syntax import old_blocks, old_chunk, old_syntax_ads, parse_old
 from gridfair.errors import InputError
-from gridfair.model import AdWarning, SkippedAd
 
 
 class AdFormat(StrEnum):

@@ -39,6 +39,7 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Any
 
+from gridfair.ad_views import JOB_STATUS, AdNote, Job, JobStatus, Machine, Snapshot
 from gridfair.classads.kept_pool import KeptPool, unsupported
 from gridfair.classads.to_pool import LoadedPool, pool_from_snapshot
 from gridfair.core.collector import CycleCollector
@@ -73,7 +74,6 @@ from gridfair.daemon.store import (
     dumps,
 )
 from gridfair.errors import GridfairError
-from gridfair.model import JOB_STATUS, AdNote, Job, JobStatus, Machine, Snapshot
 from gridfair.policies.registry import Stages, build_stages
 
 log = logging.getLogger("gridfair.daemon")

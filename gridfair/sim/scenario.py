@@ -13,11 +13,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence, Sized
 from pathlib import Path
 from typing import Any
 
+from gridfair.ad_views import SkippedAd
 from gridfair.classads.views import AdConfig
 from gridfair.core.negotiator import Negotiator
 from gridfair.core.pool import Pool, PoolListener, Task
 from gridfair.errors import InputError
-from gridfair.model import SkippedAd
 from gridfair.policies.registry import build_stages
 from gridfair.sim import ispd  # noqa: F401 - registers the iSPD model's own load
 from gridfair.sim.engine import Simulation, SimulationResult

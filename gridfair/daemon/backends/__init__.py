@@ -16,8 +16,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gridfair.ad_views import Job, Machine, SkippedAd, Snapshot
 from gridfair.errors import GridfairError
-from gridfair.model import Job, Machine, SkippedAd, Snapshot
 
 
 class PoolUnavailable(GridfairError):

@@ -18,6 +18,7 @@ import classad2
 import htcondor2
 import pytest
 
+from gridfair.ad_views import Job, JobStatus, Machine, Snapshot
 from gridfair.classads.reader import read_ads
 from gridfair.daemon.backends import ActionFailed, PoolBackend
 from gridfair.daemon.backends.files import FilesBackend
@@ -29,7 +30,6 @@ from gridfair.daemon.backends.htcondor import (
     fetch_constraints,
 )
 from gridfair.daemon.backends.sim import SimBackend
-from gridfair.model import Job, JobStatus, Machine, Snapshot
 
 POOL = Path(__file__).parent / "data" / "daemon" / "pool"
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from gridfair.ad_views import Job, JobStatus, Snapshot
 from gridfair.daemon.backoff import (
     CAP,
     USER_STREAK,
@@ -15,7 +16,6 @@ from gridfair.daemon.backoff import (
     without_backed_off,
 )
 from gridfair.daemon.store import FAILED, LANDED, Store
-from gridfair.model import Job, JobStatus, Snapshot
 
 BASE = 120.0  # landing_timeout
 NOW = 1_000_000.0

@@ -440,8 +440,8 @@ def test_a_preemptions_vacates_and_allocation_are_one_handover():
     """Decisions in the negotiator's order: free allocations, then each preemption as its
     vacates (one or several, on one slot) and the allocation on that slot. Only those runs are
     handovers, on slots the backend can hand over; everything else is carried out as it is."""
+    from gridfair.ad_views import Job, JobStatus, Machine
     from gridfair.daemon.cycle import PlannedAction, handover_groups
-    from gridfair.model import Job, JobStatus, Machine
 
     def action(kind: str, job: str, slot: str) -> PlannedAction:
         return PlannedAction(f"{kind}:{job}@{slot}", kind, Job(job, "u", JobStatus.IDLE, 0.0),
@@ -606,8 +606,8 @@ def test_a_cycles_allocations_are_carried_out_in_batches_of_whole_slots(tmp_path
 def test_allocations_to_one_slot_are_carried_out_side_by_side():
     """The jobs one slot takes, decided apart, are carried out side by side (in decision
     order among them), the slots in name order: a batch names each slot once."""
+    from gridfair.ad_views import Job, JobStatus, Machine
     from gridfair.daemon.cycle import PlannedAction, steering_order
-    from gridfair.model import Job, JobStatus, Machine
 
     def allocation(job: str, slot: str) -> PlannedAction:
         return PlannedAction(f"allocate:{job}@{slot}", "allocate",

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from gridfair.ad_views import Job, JobStatus, Machine, Snapshot
 from gridfair.core.negotiator import Hold
 from gridfair.core.pool import Node, Task
 from gridfair.core.stages import Preemption
@@ -22,7 +23,6 @@ from gridfair.daemon.inflight import Flight, on_slot, settle
 from gridfair.daemon.metrics import PrometheusMetrics
 from gridfair.daemon.safety import SafetyLimits, VacateGuard
 from gridfair.daemon.store import Store
-from gridfair.model import Job, JobStatus, Machine, Snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
 POOL = ROOT / "tests" / "data" / "daemon" / "pool"

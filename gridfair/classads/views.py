@@ -1,4 +1,4 @@
-"""Machine and job ads as the frozen views of `gridfair.model`, and a snapshot of a pool.
+"""Machine and job ads as the frozen views of `gridfair.ad_views`, and a snapshot of a pool.
 
 Values are evaluated with classad2 in the ad's own scope (`RequestMemory` is often an
 expression). Which attribute names the machine's owner and which its power is configurable
@@ -26,16 +26,7 @@ from typing import Any
 
 import classad2
 
-from gridfair.classads.reader import (
-    AdFormat,
-    AdText,
-    SourcedAd,
-    attribute_line,
-    read_ads,
-    skip_reason,
-)
-from gridfair.errors import InputError
-from gridfair.model import (
+from gridfair.ad_views import (
     PARTITIONABLE,
     STATIC,
     AdWarning,
@@ -45,6 +36,15 @@ from gridfair.model import (
     SkippedAd,
     Snapshot,
 )
+from gridfair.classads.reader import (
+    AdFormat,
+    AdText,
+    SourcedAd,
+    attribute_line,
+    read_ads,
+    skip_reason,
+)
+from gridfair.errors import InputError
 
 #: (attribute, factor to MFlops), tried in order: HTCondor's KFlops is in kilo-flops; Mips is
 #: taken as it is, a relative figure of the same order as MFlops on one core.

@@ -21,6 +21,7 @@ from typing import Any
 
 import click
 
+from gridfair.ad_views import Snapshot, ad_note_line
 from gridfair.classads.reader import FORMAT_NAMES
 from gridfair.classads.to_pool import pool_from_snapshot
 from gridfair.classads.views import AdConfig
@@ -32,7 +33,6 @@ from gridfair.core.shares import SUMMED, SharesReport, share_rows, share_totals
 from gridfair.core.stages import DECLINE
 from gridfair.daemon import reports
 from gridfair.daemon.store import open_readonly
-from gridfair.model import Snapshot, ad_note_line
 from gridfair.policies.registry import build_stages, policy_names
 from gridfair.text import shown_all
 

@@ -50,8 +50,9 @@ TERMS: dict[str, str] = {
                    "Allocated, waiting cpus x the grid's mean MFlops per cpu), / the grid's "
                    "MFlops; 0 when owners never wait below their share. compare gives its "
                    "mean over the run (a pool's history), shadow its mean over cycles.",
-    "Dominant share": "the largest fraction of any pool resource (cpus, memory, power) a user "
-                      "holds (DRF).",
+    "Dominant share": "the largest fraction of any pool resource a user holds (DRF), over the "
+                      "order's resources: cpus, memory, power and GPUs unless DRF's resources "
+                      "option names others.",
 }
 
 

@@ -144,8 +144,8 @@ class Negotiator:
         """One negotiation at time `now`; returns the decisions in the order they were made.
 
         `single` makes at most one allocation or one preemption (the published simulator's
-        event loop, `Simulation(arrivals="sequential")`): a preemption only if no free node
-        was given out."""
+        event loop, `Arrivals.SEQUENTIAL` in `sim/engine_options.py`): a preemption only if no
+        free node was given out."""
         decisions: list[Decision] = []
         self.held_back = []
         # What the cycle reports, cleared only when it holds something: a simulation runs a

@@ -12,12 +12,23 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gridfair.core.pool import POWER, Pool, UserState, power_diff
+from gridfair.core.pool import CPUS, GPUS, MEMORY, POWER, Pool, UserState, power_diff
+
+#: The resources a dominant share is taken over unless the order names its own.
+ALL_RESOURCES = (CPUS, MEMORY, POWER, GPUS)
 
 #: The columns summed into the report's totals: MFlops (floats, summed exactly rounded, so the
 #: totals do not depend on the Python version), then counts.
 SUMMED_MFLOPS = ("provided_mflops", "allocated_mflops", "in_flight_mflops")
 SUMMED = (*SUMMED_MFLOPS, "nodes_provided", "nodes_used", "running", "idle", "in_flight")
+
+
+def dominant_share(usage: Sequence[float], capacity: Sequence[float],
+                   resources: Sequence[int] = ALL_RESOURCES) -> float:
+    """DRF's dominant share: the largest fraction of the pool's total of any of `resources`
+    the user holds (`usage`, indexed as `UserState.usage`); a resource the pool has none of
+    counts for nothing."""
+    return max((usage[i] / capacity[i] for i in resources if capacity[i] > 0), default=0.0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,9 +23,9 @@ import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from gridfair.ad_views import Job, JobStatus, SkippedAd, Snapshot
 from gridfair.core.stages import ALLOCATE
 from gridfair.daemon.store import FAILED, LANDED, Store
-from gridfair.model import Job, JobStatus, SkippedAd, Snapshot
 
 #: Seconds of failures looked back on.
 WINDOW = 86_400.0

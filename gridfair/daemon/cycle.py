@@ -39,12 +39,13 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Any
 
+from gridfair.ad_views import JOB_STATUS, AdNote, Job, JobStatus, Machine, Snapshot
 from gridfair.classads.kept_pool import KeptPool, unsupported
 from gridfair.classads.to_pool import LoadedPool, pool_from_snapshot
 from gridfair.core.collector import CycleCollector
-from gridfair.core.pool import CPUS, GPUS, MEMORY, POWER, Pool, Task, UserState
-from gridfair.core.shares import flight_usage, share_rows
-from gridfair.core.stages import ALLOCATE, VACATE, Decision
+from gridfair.core.pool import Pool, Task, UserState
+from gridfair.core.shares import dominant_share, flight_usage, share_rows
+from gridfair.core.stages import ALLOCATE, VACATE, Decision, Entitled, Figured, Stateful
 from gridfair.daemon import inflight, shadow
 from gridfair.daemon.backends import (
     ActionFailed,
@@ -55,8 +56,9 @@ from gridfair.daemon.backends import (
     require_slots,
 )
 from gridfair.daemon.backoff import landing_backoff, newly_backed, without_backed_off
+from gridfair.daemon.clock import wall_clock
 from gridfair.daemon.config import Config
-from gridfair.daemon.faults import FaultPoints, wall_clock
+from gridfair.daemon.faults import FaultPoints
 from gridfair.daemon.host import host_shortage
 from gridfair.daemon.metrics import NullMetrics
 from gridfair.daemon.reconcile import JobRow, KnownJobs, Reconciliation, reconcile
@@ -73,7 +75,6 @@ from gridfair.daemon.store import (
     dumps,
 )
 from gridfair.errors import GridfairError
-from gridfair.model import JOB_STATUS, AdNote, Job, JobStatus, Machine, Snapshot
 from gridfair.policies.registry import Stages, build_stages
 
 log = logging.getLogger("gridfair.daemon")
@@ -319,7 +320,7 @@ class CycleRunner:
                 store.vacated_since(now - self.limits.preempt_cooldown), flights.held)
             saved = store.policy_state()
             for key, stage in stage_list(stages):
-                if key in saved and hasattr(stage, "import_state"):
+                if key in saved and isinstance(stage, Stateful):
                     # Restored after the pool is replayed, so the saved levels (as of the last
                     # finished cycle) win over what the replay of running jobs accrued.
                     stage.import_state(saved[key], source=f"{store.path} policy_state {key}")
@@ -370,7 +371,7 @@ class CycleRunner:
             duration = time.perf_counter() - clock
             with store.transaction(f"record the outcome of cycle {cycle}") as db:
                 for key, stage in stage_list(stages):
-                    if hasattr(stage, "export_state"):
+                    if isinstance(stage, Stateful):
                         db["policy_state"].upsert({"stage": key, "cycle": cycle, "updated": now,
                                                    "state": dumps(stage.export_state(now))},
                                                   pk="stage")
@@ -406,9 +407,9 @@ class CycleRunner:
         """Notes (and a log line) for the users configured weights name and the pool does not
         have, once each: a bare name where the pool charges `user@UID_DOMAIN` gives that user
         no weight, which would otherwise pass in silence (weighted DRF run as plain DRF)."""
-        entitlements = getattr(stages.order, "entitlements", None)
-        if entitlements is None:
+        if not isinstance(stages.order, Entitled):
             return []
+        entitlements = stages.order.entitlements
         notes = []
         for name in entitlements.unknown(pool.users):
             if name not in self._unweighted:
@@ -489,7 +490,7 @@ class CycleRunner:
         what the slots show: the allocations `in_flight`, which the policy's view runs, are
         counted apart (`share_rows`) and left out of the dominant share."""
         rows = []
-        figured = [stage for _, stage in stage_list(stages) if hasattr(stage, "key_figures")]
+        figured = [stage for _, stage in stage_list(stages) if isinstance(stage, Figured)]
         flights = flight_usage(pool, in_flight)
         for share in share_rows(pool, in_flight):
             user = pool.users[share["user"]]
@@ -498,7 +499,7 @@ class CycleRunner:
                 "cycle": cycle, "time": now, **share,
                 "dominant_share": dominant_share(
                     [used - flying for used, flying in zip(user.usage, held, strict=True)],
-                    pool.capacity),
+                    pool.capacity, stages.order.resources),
                 "figures": dumps(policy_figures(figured, user, now)),
             })
         return rows
@@ -844,12 +845,6 @@ def _decision_columns(decision: Decision) -> dict[str, Any]:
     return {"kind": data["kind"], "job": data["job"], "user": data["user"],
             "machine": data["machine"], "policy": data["policy"], "reason": data["reason"],
             "figures": dumps(data["figures"])}
-
-
-def dominant_share(usage: Sequence[float], capacity: Sequence[float]) -> float:
-    """DRF's dominant share: the largest fraction of any pool resource `usage` holds."""
-    return max((usage[i] / capacity[i] for i in (CPUS, MEMORY, POWER, GPUS)
-                if capacity[i] > 0), default=0.0)
 
 
 def policy_figures(figured: Sequence[Any], user: UserState, now: float) -> dict[str, Any]:

@@ -19,10 +19,10 @@ from typing import Any
 
 import sqlite_utils
 
+from gridfair.ad_views import ad_note_line
 from gridfair.core.shares import SharesReport, share_totals
 from gridfair.daemon.store import ACTION_STATES
 from gridfair.errors import GridfairError, InputError
-from gridfair.model import ad_note_line
 from gridfair.moments import is_relative, parse_moment
 
 #: The per-user columns of `usage` that `gridfair shares` shows.

@@ -28,11 +28,9 @@ from gridfair.core.pool import DONE, Task
 from gridfair.core.stages import ALLOCATION_RULES
 from gridfair.errors import GridfairError, InputError
 from gridfair.experiments.allocation import allocate
-from gridfair.policies.drf import FORMS
-from gridfair.policies.hosep import PREEMPTION_TESTS
-from gridfair.policies.registry import policy_names
+from gridfair.policies.registry import every_option, policy_names
 from gridfair.sim.deadline_metrics import deadline_summary
-from gridfair.sim.engine import ARRIVALS
+from gridfair.sim.engine_options import ARRIVALS, Arrivals, EngineOptions
 from gridfair.sim.metrics import SATISFACTION_BASES, RunMetrics
 from gridfair.sim.scenario import build_scenario, run_streamed, simulation_of
 from gridfair.sim.share_curve import ShareCurve
@@ -71,6 +69,23 @@ class Parameter:
     choices: Callable[[], Sequence[str]] | None = None
 
 
+def _policy_parameters() -> list[Parameter]:
+    """The policy options the stages declare `swept` (`core.stages.option`), as parameters
+    whose default (None; False for a flag) leaves the stage's own."""
+    parameters = []
+    for name, declared in every_option().items():
+        if not declared.metadata["swept"]:
+            continue
+        default = declared.default
+        types: tuple[type, ...] = ((bool,) if isinstance(default, bool) else
+                                   (int, float) if isinstance(default, int | float) else (str,))
+        choices = declared.metadata["choices"]
+        parameters.append(Parameter(
+            name, POLICY, types, False if types == (bool,) else None, declared.metadata["help"],
+            None if choices is None else (lambda choices=choices: choices)))
+    return parameters
+
+
 PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
     Parameter("grid", RUN, (str,), None, "grid file (TOML or iSPD .imsx)"),
     Parameter("workload", RUN, (str,), None, "a workload the grid defines, or a workload file"),
@@ -84,30 +99,17 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
     Parameter("claim_worklife", RUN, (int, float), None,
               "reuse claims for the user's next task for this long (HTCondor's "
               "CLAIM_WORKLIFE; negative: forever)"),
-    Parameter("arrivals", RUN, (str,), "batch",
+    Parameter("arrivals", RUN, (str,), Arrivals.BATCH.value,
               "batch, or sequential: the published simulator's event loop", lambda: ARRIVALS),
     Parameter("satisfaction_base", METRICS, (str,), "grid", "Def. 5's ideal machine",
               lambda: SATISFACTION_BASES),
     Parameter("horizon", METRICS, (int, float), None,
               "also count the tasks completed by this time (s), e.g. the trace's end"),
-    Parameter("absolute_power_diff", POLICY, (bool,), False, "HOSEP: omega vs |PowerDiff|"),
-    Parameter("hosep_test", POLICY, (str,), None, "HOSEP: preemption test, fig2 or ispd2014",
-              lambda: PREEMPTION_TESTS),
-    Parameter("delta", POLICY, (int, float), None, "SDRF: commitment decay per second"),
-    Parameter("slot_weight", POLICY, (str,), None,
-              "HTCondor priority: a job's weight, as SLOT_WEIGHT (default Cpus), linear in "
-              "Cpus, Memory and GPUs"),
+    *_policy_parameters(),
     Parameter("allocation", RUN, (str,), None,
               "allocation rule when the first user's task does not fit: stop (Algorithm 1) or "
               "backfill (default: task lists stop, others take the order's paper rule)",
               lambda: ALLOCATION_RULES),
-    Parameter("form", POLICY, (str,), None,
-              "DRF, weighted DRF and SDRF: the equations as printed (paper, default) or as the "
-              "SDRF authors' simulator computes them (authors: per-resource weights/"
-              "entitlements, exact fit test, running-sum usage, SDRF's rate-of-change tie-break)",
-              lambda: FORMS),
-    Parameter("sdrf_priority", POLICY, (str,), None, "SDRF: eq5 (default) or alg1",
-              lambda: ("eq5", "alg1")),
     Parameter("capacity_ratio", SCENARIO, (int, float), None,
               "task trace: capacity as a multiple of the trace's mean usage"),
     Parameter("equal_shares", SCENARIO, (bool,), False,
@@ -295,12 +297,14 @@ def _simulate(spec: RunSpec) -> tuple[list[dict[str, Any]], dict[str, Any], str,
     # Streamed (each task let go when it ends) unless the deadline figures need them all.
     deadlines_in_play = isinstance(scenario.tasks, list) and any(
         task.deadline is not None for task in scenario.tasks)
+    engine = EngineOptions(arrivals=spec.get("arrivals"), interval=spec.get("interval"),
+                           vacate_delay=spec.get("vacate_delay"),
+                           claim_worklife=spec.get("claim_worklife"))
     simulation = simulation_of(
         scenario, policy=spec.get("policy"), policy_options=spec._options(POLICY),
-        checkpointing=spec.get("checkpointing"), interval=spec.get("interval"),
-        vacate_delay=spec.get("vacate_delay"), arrivals=spec.get("arrivals"),
-        allocation=spec.get("allocation"), claim_worklife=spec.get("claim_worklife"),
-        keep_tasks=deadlines_in_play or spec.get("arrivals") == "sequential",
+        checkpointing=spec.get("checkpointing"), engine=engine,
+        allocation=spec.get("allocation"),
+        keep_tasks=deadlines_in_play or engine.sequential,
         listeners=[curve] if curve is not None else [],
     )
     metrics = RunMetrics(scenario.nodes, spec.get("satisfaction_base"))

@@ -65,6 +65,8 @@ class OsepOrder(OrderPolicy):
     """Free nodes to the user with the largest f (most owed nodes) first, FIFO within it."""
 
     name = "osep"
+    # Node balances are of the running tasks and the machines owned as they are now.
+    state_from_totals = True
 
     def attach(self, pool) -> None:
         self.pool = pool
@@ -96,6 +98,8 @@ class OsepPreempt(OwnerSharePreempt):
     user furthest below it."""
 
     name = "osep"
+    state_from_totals = True
+    owner_share_rule = "osep"
 
     def deficit_key(self, user: UserState) -> Any | None:
         balance = node_balance(user)

@@ -74,6 +74,15 @@ from typing import Any
 import classad2
 import htcondor2
 
+from gridfair.ad_views import (
+    DYNAMIC,
+    PARTITIONABLE,
+    STATIC,
+    Job,
+    Machine,
+    SkippedAd,
+    Snapshot,
+)
 from gridfair.classads.live_reads import location_problem, probe_side_by_side
 from gridfair.classads.matching import (
     JOB_IDENTITY,
@@ -105,17 +114,8 @@ from gridfair.daemon.backends.ads import (
     running_as_slots_say,
     snapshot_of,
 )
-from gridfair.daemon.faults import wall_clock
+from gridfair.daemon.clock import wall_clock
 from gridfair.errors import ConfigError, InputError
-from gridfair.model import (
-    DYNAMIC,
-    PARTITIONABLE,
-    STATIC,
-    Job,
-    Machine,
-    SkippedAd,
-    Snapshot,
-)
 
 #: The result attributes of `Schedd.act` that explain a failure, in the order checked.
 ACT_FAILURES = (

@@ -533,7 +533,7 @@ class PersonalPool:
     def running_on_nodes(self) -> dict[str, str]:
         """job id -> the node it runs on: its static slot, or the partitionable slot its
         dynamic slot is cut from (the slot gridfair steers to)."""
-        from gridfair.model import whole_slot
+        from gridfair.ad_views import whole_slot
 
         return {job: whole_slot(slot) for job, slot in self.running().items()}
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -120,19 +121,27 @@ def run_on_htcondor(specs: Sequence[RunSpec], sink: OutcomeSink, staging: Path,
                if key in wanted and job not in sweep.gathered}
     log = htcondor2.JobEventLog(str(sweep.event_log))
 
+    gathered: set[str] = set()
+
     def gather(ended: dict[JobId, RunOutcome]) -> None:
         for job, outcome in ended.items():
-            sink(wanted[pending.pop(job)], outcome)
+            key = pending.pop(job)
+            sink(wanted[key], outcome)
             sweep.mark_gathered(job)
+            gathered.add(key)
 
     try:
+        # Jobs of an earlier command: those that ended meanwhile are gathered, those still
+        # queued waited for, and those neither in the log nor queued run again. The log is
+        # read again after the queue: a job's end is logged before it leaves the queue, so
+        # one that left meanwhile is in the log by then.
         gather(_read_events(log, pending, sweep, schedd))
-        # Jobs of an earlier command neither ended (in the log) nor queued are run again.
         queued = _queued(schedd, pending)
+        gather(_read_events(log, pending, sweep, schedd))
         for job in set(pending) - queued:
             del pending[job]
         waiting = set(pending.values())
-        todo = [spec for spec in specs if spec.key not in waiting]
+        todo = [spec for spec in specs if spec.key not in waiting | gathered]
         if todo:
             cluster = _submit(schedd, todo, sweep, target)
             pending.update({(cluster, proc): spec.key for proc, spec in enumerate(todo)})
@@ -238,7 +247,7 @@ def _submit(schedd: Schedd, specs: Sequence[RunSpec], sweep: _Staging, target: P
         "universe": "vanilla",
         "initialdir": str(sweep.directory.resolve()),
         "executable": str(sweep.script.resolve()),
-        "arguments": f"$(key) {environment.python}" + (" wheels" if wheels else ""),
+        "arguments": _arguments(["$(key)", environment.python, *(["wheels"] if wheels else [])]),
         "should_transfer_files": "YES",
         "when_to_transfer_output": "ON_EXIT",
         "transfer_input_files": f"runs/$(key).json$(inputs){wheels}",
@@ -248,7 +257,7 @@ def _submit(schedd: Schedd, specs: Sequence[RunSpec], sweep: _Staging, target: P
         "error": "logs/$(key).err",
         "log": str(sweep.event_log.resolve()),
         "request_cpus": "1",
-        "JobBatchName": f"gridfair-sweep-{sweep.directory.name}",
+        "JobBatchName": "gridfair-sweep-" + re.sub(r"[^\w.-]", "_", sweep.directory.stem),
         "+GridfairRun": '"$(key)"',
     }
     if target.request_memory is not None:
@@ -257,6 +266,13 @@ def _submit(schedd: Schedd, specs: Sequence[RunSpec], sweep: _Staging, target: P
     cluster = result.cluster()
     sweep.record_cluster(cluster, [spec.key for spec in specs])
     return cluster
+
+
+def _arguments(arguments: Sequence[str]) -> str:
+    """`arguments` in the submit language's quoted syntax: a path may hold spaces or quotes."""
+    quoted = ("'" + argument.replace("'", "''").replace('"', '""') + "'"
+              for argument in arguments)
+    return '"' + " ".join(quoted) + '"'
 
 
 def _read_events(log: JobEventLog, pending: Mapping[JobId, str], sweep: _Staging,

@@ -20,6 +20,7 @@ from click.testing import CliRunner
 
 import gridfair.cli.sweep  # noqa: F401 - registers the command
 from gridfair.cli import cli
+from gridfair.sim.grid_loader import embedded_grids
 from tests.live.conftest import own_pool
 from tests.live.harness.personal_pool import PersonalPool, SlotSpec, as_account, ensure_account
 
@@ -29,38 +30,39 @@ RESEARCHER = "researcher"
 SLOTS = tuple(SlotSpec("User1", 100000) for _ in range(8))
 SEEDS = 100  # x 2 policies + the failing run: 201 runs
 
-GRID = """
-[[machines]]
-name = "fast"
-owner = "A"
-mflops = 100000
-count = 2
-[[machines]]
-name = "slow"
-owner = "B"
-mflops = 30000
-count = 2
-[workloads.few]
-kind = "hosep-synthetic"
-mix = { small = 40 }
-[synthetic]
-users = ["A", "B"]
-late_users = ["A"]
-late_submit_time = 60
-size_minutes = { small = [5, 30] }
-"""
-SWEEP = f"""
+#: The grid, sent with every job as a file of the sweep's (a copy of an embedded grid).
+GRID = embedded_grids()["hosep-table1"]
+
+
+def sweep_text(seeds: int) -> str:
+    """A sweep of 2 x `seeds` short runs of GRID (grid.toml beside it), and a run that fails
+    in the simulator (its workload is not the grid's)."""
+    return f"""
 [parameters]
 grid = "grid.toml"
-workload = "few"
+workload = "low"
 policy = ["osep", "hosep"]
-seed = {{ from = 1, to = {SEEDS} }}
+seed = {{ from = 1, to = {seeds} }}
 [[matrix]]
 [[matrix]]
 workload = "not-in-the-grid"
 policy = "osep"
 seed = 1
 """
+
+
+def researcher_directory(pool: PersonalPool, seeds: int) -> Path:
+    """The researcher's own directory with the sweep file and its grid, where the pool's
+    daemons (running as the researcher for the researcher's jobs) reach it."""
+    ensure_account(RESEARCHER)
+    directory = pool.jobs_folder / f"sweep-{time.monotonic_ns()}"
+    directory.mkdir()
+    (directory / "grid.toml").write_bytes(GRID.read_bytes())
+    (directory / "s.toml").write_text(sweep_text(seeds), encoding="utf-8")
+    shutil.chown(directory, RESEARCHER)
+    for path in directory.iterdir():
+        shutil.chown(path, RESEARCHER)
+    return directory
 
 
 @pytest.fixture(scope="module")
@@ -71,16 +73,7 @@ def pool() -> Iterator[PersonalPool]:
 
 @pytest.fixture
 def sweep_dir(pool: PersonalPool) -> Iterator[Path]:
-    """The researcher's own directory with the sweep file and its grid, where the pool's
-    daemons (running as the researcher for the researcher's jobs) reach it."""
-    ensure_account(RESEARCHER)
-    directory = pool.jobs_folder / f"sweep-{time.monotonic_ns()}"
-    directory.mkdir()
-    (directory / "grid.toml").write_text(GRID, encoding="utf-8")
-    (directory / "s.toml").write_text(SWEEP, encoding="utf-8")
-    shutil.chown(directory, RESEARCHER)
-    for path in directory.iterdir():
-        shutil.chown(path, RESEARCHER)
+    directory = researcher_directory(pool, SEEDS)
     yield directory
     pool.clear_queue()
     shutil.rmtree(directory, ignore_errors=True)
@@ -112,18 +105,21 @@ def test_a_sweep_on_the_pool_stores_what_a_local_sweep_stores(
         pool: PersonalPool, daemon_python: Path, sweep_dir: Path) -> None:
     sweep = researcher_sweep(pool, daemon_python, sweep_dir, "--job-python",
                              str(daemon_python))
-    # Remove a job near the cluster's end while it waits in the queue (201 runs on 8 slots;
-    # the last is the failing run).
+    # Hold one job and remove another near the cluster's end while they wait in the queue
+    # (201 runs on 8 slots; the last is the failing run).
     ids = pool.wait_until(lambda: pool.jobs("ClusterId", "ProcId", "GridfairRun"), 60)
-    cluster, proc, removed = sorted(ids, key=lambda row: int(row[1]))[-2]
-    pool.run_tool(["condor_rm", f"{cluster}.{proc}"])
+    in_order = sorted(ids, key=lambda row: int(row[1]))
+    (cluster, held_proc, held), (_, removed_proc, removed) = in_order[-3], in_order[-2]
+    pool.run_tool(["condor_hold", f"{cluster}.{held_proc}"])
+    pool.run_tool(["condor_rm", f"{cluster}.{removed_proc}"])
     out, err = sweep.communicate(timeout=240)
     assert sweep.returncode == 1, err
     db = sweep_dir / "s.db"
     with sqlite3.connect(db) as connection:
         failed = dict(connection.execute("select key, error from runs where status = 'error'"))
         assert connection.execute("select count(*) from runs").fetchone() == (2 * SEEDS + 1,)
-    assert failed[removed].startswith("job removed from the queue")
+    assert failed[removed].startswith("job removed from the queue: via condor_rm")
+    assert failed[held].startswith("job held: via condor_hold")
     assert sum(error.startswith("InputError: workload 'not-in-the-grid'")
                for error in failed.values()) == 1, failed
 
@@ -131,8 +127,9 @@ def test_a_sweep_on_the_pool_stores_what_a_local_sweep_stores(
                                str(daemon_python), "--resume")
     out, err = resumed.communicate(timeout=120)
     assert resumed.returncode == 1, err  # the simulator's failure is the run's, every time
-    clusters = sorted((sweep_dir / "s.htcondor" / "clusters").glob("*.json"))
-    assert len(clusters) == 2 and len(json.loads(clusters[1].read_text())) == 2
+    clusters = sorted((sweep_dir / "s.htcondor" / "clusters").glob("*.json"),
+                      key=lambda path: int(path.stem))
+    assert len(clusters) == 2 and len(json.loads(clusters[1].read_text())) == 3
 
     for flags in (["--in-process"], ["--workers", "2"]):
         local = sweep_dir / f"local{len(flags)}.db"
@@ -149,7 +146,7 @@ def test_jobs_install_gridfair_from_wheels_sent_with_them(
     subprocess.run([str(daemon_python.parent / "pip"), "wheel", "--quiet", "--wheel-dir",
                     str(wheels), *map(str, installed.glob("gridfair-*.whl"))], check=True)
     subprocess.run(["chmod", "-R", "a+rX", str(wheels)], check=True)
-    (sweep_dir / "s.toml").write_text(SWEEP.replace(f"to = {SEEDS}", "to = 2"))
+    (sweep_dir / "s.toml").write_text(sweep_text(2))
     sweep = researcher_sweep(pool, daemon_python, sweep_dir, "--wheels", str(wheels),
                              "--job-python", os.path.realpath(daemon_python))
     out, err = sweep.communicate(timeout=120)
@@ -158,3 +155,37 @@ def test_jobs_install_gridfair_from_wheels_sent_with_them(
     CliRunner().invoke(cli, ["sweep", str(sweep_dir / "s.toml"), "--db", str(local), "-q",
                              "--in-process"])
     assert rows(local) == rows(sweep_dir / "s.db")
+
+
+def stored_runs(db: Path) -> int:
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as connection:
+            return connection.execute("select count(*) from runs").fetchone()[0]
+    except sqlite3.OperationalError:  # not created yet
+        return 0
+
+
+def test_a_sweep_whose_command_is_killed_is_gathered_by_resume(
+        pool: PersonalPool, daemon_python: Path, sweep_dir: Path) -> None:
+    (sweep_dir / "s.toml").write_text(sweep_text(20))
+    sweep = researcher_sweep(pool, daemon_python, sweep_dir, "--job-python",
+                             str(daemon_python))
+    db = sweep_dir / "s.db"
+    pool.wait_until(lambda: stored_runs(db) >= 5, 60)
+    sweep.kill()  # the client goes; its jobs stay queued and go on
+    sweep.wait()
+    assert stored_runs(db) < 41
+    resumed = researcher_sweep(pool, daemon_python, sweep_dir, "--job-python",
+                               str(daemon_python), "--resume")
+    out, err = resumed.communicate(timeout=120)
+    assert resumed.returncode == 1, err
+    # Nothing submitted twice but the run that failed before the kill (the simulator's).
+    clusters = sorted((sweep_dir / "s.htcondor" / "clusters").glob("*.json"),
+                      key=lambda path: int(path.stem))
+    first = json.loads(clusters[0].read_text())
+    again = [key for path in clusters[1:] for key in json.loads(path.read_text())]
+    assert len(first) == 41 and again in ([], [first[-1]])
+    local = sweep_dir / "local.db"
+    CliRunner().invoke(cli, ["sweep", str(sweep_dir / "s.toml"), "--db", str(local), "-q",
+                             "--in-process"])
+    assert rows(local) == rows(db)

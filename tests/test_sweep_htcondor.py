@@ -18,6 +18,7 @@ from gridfair.cli import cli
 from gridfair.experiments.htcondor_runner import (
     JOB_SCRIPT,
     JobEnvironment,
+    _queue_summary,
     _Staging,
     job_outcome,
 )
@@ -159,3 +160,22 @@ def test_wheels_of_another_version_stop_the_command_before_any_job(tmp_path: Pat
                                       "--on", "htcondor", "--wheels", str(tmp_path / "wheels")])
     assert result.exit_code == 2 and "no wheel of gridfair" in result.output, result.output
     assert "Traceback" not in result.output
+
+
+class QueueOf:
+    """A schedd whose queue holds these jobs (cluster, proc, JobStatus)."""
+
+    def __init__(self, *jobs: tuple[int, int, int]) -> None:
+        self.jobs = jobs
+
+    def query(self, constraint: str, projection: list[str]) -> list[dict]:
+        return [{"ClusterId": c, "ProcId": p, "JobStatus": s} for c, p, s in self.jobs
+                if f"ClusterId == {c}" in constraint]
+
+
+def test_progress_counts_the_sweeps_jobs_in_the_queue() -> None:
+    pending = {(7, 0): "a", (7, 1): "b", (7, 2): "c", (9, 0): "d"}
+    # 7.3 is not the sweep's any more (gathered); cluster 8 is someone else's.
+    schedd = QueueOf((7, 0, 2), (7, 1, 1), (7, 2, 5), (7, 3, 2), (8, 0, 2), (9, 0, 1))
+    assert _queue_summary(schedd, pending) == "1 held, 2 idle, 1 running"
+    assert _queue_summary(QueueOf(), pending) == "no job queued"

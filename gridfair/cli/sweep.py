@@ -24,6 +24,9 @@ from gridfair.experiments.runs import RunOutcome, RunSpec
 from gridfair.experiments.spec import load_sweep
 from gridfair.experiments.store import ResultsStore
 
+#: The Python that makes a job's venv from --wheels, unless --job-python names another.
+DEFAULT_JOB_PYTHON = "/usr/bin/python3"
+
 
 @cli.command()
 @click.argument("spec_file", metavar="SPEC.toml", type=click.Path(dir_okay=False))
@@ -62,7 +65,8 @@ def sweep(spec_file, workers, scheduler, in_process, backend, collector, schedd,
     """Run every combination of SPEC.toml's parameters and store each run's metrics.
 
     Exit status 1 when some runs failed (each is stored with its error; --resume tries them
-    again), 2 on bad input.
+    again), 2 on bad input. With --on htcondor, the jobs of a command that was stopped go on
+    in the queue, and --resume gathers them.
     """
     if sum(option is not None and option is not False
            for option in (workers, scheduler, in_process)) > 1:
@@ -133,10 +137,6 @@ def _pool_target(backend: str, workers: int | None, scheduler: str | None, in_pr
     return PoolTarget(JobEnvironment(job_python or DEFAULT_JOB_PYTHON,
                                      Path(wheels) if wheels else None),
                       collector=collector, schedd=schedd, request_memory=request_memory)
-
-
-#: The Python that makes a job's venv from --wheels, unless --job-python names another.
-DEFAULT_JOB_PYTHON = "/usr/bin/python3"
 
 
 def _run_on_pool(todo: list[RunSpec], record: OutcomeSink, db_path: Path, target: PoolTarget,

@@ -47,14 +47,15 @@ if TYPE_CHECKING:  # the bindings are imported when a sweep goes to a pool
     from htcondor2 import JobEventLog, Schedd
 
 #: The job's program: a POSIX shell script, so that it needs nothing of gridfair to start.
-#: $1: the run's key; $2: the Python to run it with; $3: "wheels" when the job first makes a
-#: venv of its own with that Python from the wheels transferred with it (no network needed).
+#: $1: the run's key; $2: the Python to run it with; $3, when given: the gridfair to install
+#: (`gridfair==VERSION`) in a venv the job first makes with that Python, from the wheels
+#: transferred with it (no network needed).
 JOB_SCRIPT = """#!/bin/sh
 set -u
 python=$2
-if [ "${3:-}" = wheels ]; then
+if [ -n "${3:-}" ]; then
     "$python" -m venv env || exit 3
-    env/bin/python -m pip install --quiet --no-index --find-links . gridfair >pip.log 2>&1 \\
+    env/bin/python -m pip install --quiet --no-index --find-links . "$3" >pip.log 2>&1 \\
         || { cat pip.log >&2; exit 4; }
     python=env/bin/python
 fi
@@ -247,7 +248,8 @@ def _submit(schedd: Schedd, specs: Sequence[RunSpec], sweep: _Staging, target: P
         "universe": "vanilla",
         "initialdir": str(sweep.directory.resolve()),
         "executable": str(sweep.script.resolve()),
-        "arguments": _arguments(["$(key)", environment.python, *(["wheels"] if wheels else [])]),
+        "arguments": _arguments(["$(key)", environment.python,
+                                 *([f"gridfair=={__version__}"] if wheels else [])]),
         "should_transfer_files": "YES",
         "when_to_transfer_output": "ON_EXIT",
         "transfer_input_files": f"runs/$(key).json$(inputs){wheels}",

@@ -179,3 +179,14 @@ def test_progress_counts_the_sweeps_jobs_in_the_queue() -> None:
     schedd = QueueOf((7, 0, 2), (7, 1, 1), (7, 2, 5), (7, 3, 2), (8, 0, 2), (9, 0, 1))
     assert _queue_summary(schedd, pending) == "1 held, 2 idle, 1 running"
     assert _queue_summary(QueueOf(), pending) == "no job queued"
+
+
+def test_an_unreachable_pool_is_a_clear_error(tmp_path: Path) -> None:
+    spec = tmp_path / "s.toml"
+    spec.write_text(f'[parameters]\ngrid = "{GRID.as_posix()}"\nworkload = "low"\n'
+                    'policy = "osep"\n')
+    result = CliRunner().invoke(cli, ["sweep", str(spec), "--db", str(tmp_path / "s.db"),
+                                      "--on", "htcondor", "--job-python", "/usr/bin/python3",
+                                      "--pool", "127.0.0.1:1"])
+    assert result.exit_code == 2, result.output
+    assert "cannot reach the schedd of the pool at 127.0.0.1:1" in result.output

@@ -80,11 +80,11 @@ def sweep_dir(pool: PersonalPool) -> Iterator[Path]:
 
 
 def researcher_sweep(pool: PersonalPool, python: Path, directory: Path,
-                     *args: str) -> subprocess.Popen[str]:
+                     *args: str, quiet: bool = True) -> subprocess.Popen[str]:
     """`gridfair sweep s.toml --on htcondor ARGS` run by the researcher in `directory`."""
     return subprocess.Popen(
         as_account(RESEARCHER, [str(python), "-m", "gridfair", "sweep", "s.toml", "--on",
-                                "htcondor", "-q", *args]),
+                                "htcondor", *(["-q"] if quiet else []), *args]),
         cwd=directory, env=pool.daemon_environment(), stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True)
 
@@ -176,9 +176,11 @@ def test_a_sweep_whose_command_is_killed_is_gathered_by_resume(
     sweep.wait()
     assert stored_runs(db) < 41
     resumed = researcher_sweep(pool, daemon_python, sweep_dir, "--job-python",
-                               str(daemon_python), "--resume")
+                               str(daemon_python), "--resume", quiet=False)
     out, err = resumed.communicate(timeout=120)
     assert resumed.returncode == 1, err
+    # Progress from the queue, and from the runs as they are stored.
+    assert "gridfair sweep: jobs: " in err and "gridfair sweep: run 1/" in err
     # Nothing submitted twice but the run that failed before the kill (the simulator's).
     clusters = sorted((sweep_dir / "s.htcondor" / "clusters").glob("*.json"),
                       key=lambda path: int(path.stem))

@@ -172,7 +172,7 @@ class _Staging:
         self.script.write_text(JOB_SCRIPT, encoding="utf-8")
         self.script.chmod(0o755)
         self._gathered_file = directory / "gathered"
-        self.gathered = set()
+        self.gathered: set[JobId] = set()
         if self._gathered_file.exists():
             for line in self._gathered_file.read_text().split():
                 cluster, _, proc = line.partition(".")

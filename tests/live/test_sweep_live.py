@@ -120,6 +120,7 @@ def test_a_sweep_on_the_pool_stores_what_a_local_sweep_stores(
         assert connection.execute("select count(*) from runs").fetchone() == (2 * SEEDS + 1,)
     assert failed[removed].startswith("job removed from the queue: via condor_rm")
     assert failed[held].startswith("job held: via condor_hold")
+    assert pool.jobs("ProcId", constraint=f"ClusterId == {cluster}") == []  # held: removed
     assert sum(error.startswith("InputError: workload 'not-in-the-grid'")
                for error in failed.values()) == 1, failed
 

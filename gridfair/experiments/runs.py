@@ -50,6 +50,8 @@ SIMULATION, ALLOCATION = "simulation", "allocation"
 RECORDED = "as-it-happened"
 #: Scenario parameters that name files, resolved as the grid and workload are.
 PATH_PARAMETERS = ("machines", "submitter_map")
+#: Parameters that may name an input file (a workload may also be a name the grid defines).
+FILE_PARAMETERS = ("grid", "workload", *PATH_PARAMETERS)
 
 
 def run_policies() -> list[str]:
@@ -207,6 +209,15 @@ class RunSpec:
             return value
         candidate = Path(self.base_dir) / value
         return str(candidate) if candidate.exists() else value
+
+    def input_files(self) -> dict[str, str]:
+        """parameter -> path of each input file the run reads (what a job must be sent)."""
+        files = {}
+        for name in FILE_PARAMETERS:
+            path = self._path(self.params.get(name))
+            if path is not None and Path(path).is_file():
+                files[name] = path
+        return files
 
     def _options(self, target: str) -> dict[str, Any]:
         return {name: value for name, value in self.params.items()

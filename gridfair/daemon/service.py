@@ -252,6 +252,7 @@ class Daemon:
             log.info(report.line())
             self.failures = 0
             self.skip_until = 0.0
+        self.metrics.lease(report.lease_until or 0.0)
         self._advertise(report)
         if self.on_cycle is not None:
             self.on_cycle(report)

@@ -168,6 +168,15 @@ def restart_only_changes(running: Config, new: Config) -> list[str]:
     return changed
 
 
+def changed_settings(running: Config, new: Config) -> list[str]:
+    """"section.key: old -> new" for each setting whose value differs, in the config's order
+    (what a reload's log line says it changed)."""
+    before = running.sections
+    return [f"{section}.{key}: {before.get(section, {}).get(key)!r} -> {value!r}"
+            for section, keys in new.sections.items() for key, value in keys.items()
+            if before.get(section, {}).get(key) != value]
+
+
 class Daemon:
     def __init__(
         self,
@@ -224,6 +233,7 @@ class Daemon:
         self.ad_name = ad_name(self.runner.dry_run)
         self.ad: dict[str, Any] | None = None
         self.ad_failing = False
+        self.config_refused = ""  # why the last SIGHUP's configuration was refused, if it was
 
     # ------------------------------------------------------------- one cycle
     def tick(self) -> CycleReport | None:
@@ -264,7 +274,8 @@ class Daemon:
         if report is not None:
             self.ad = daemon_ad(self.ad_name, report, policy=self.runner.label,
                                 backend=self.backend.name, interval=self.interval,
-                                started=self.started, dry_run=self.runner.dry_run)
+                                started=self.started, dry_run=self.runner.dry_run,
+                                config_refused=self.config_refused)
         if self.ad is None:
             return
         try:
@@ -355,7 +366,10 @@ class Daemon:
         except ConfigError as error:
             log.error("SIGHUP: configuration refused, the daemon goes on with the one it "
                       "runs: %s", error)
+            self.config_refused = str(error)
             return
+        changed = changed_settings(self.config, config)
+        self.config_refused = ""
         self.config = config
         self.backoff_max = config["daemon"]["backoff_max"]
         if config["daemon"]["interval"] != self.interval:
@@ -363,7 +377,8 @@ class Daemon:
             scheduler.reschedule_job("negotiation-cycle", trigger="interval",
                                      seconds=self.interval)
         log.info("SIGHUP: configuration %s reloaded: policy %s, every %g s, from the next "
-                 "cycle on", self.source, self.runner.label, self.interval)
+                 "cycle on; changed: %s", self.source, self.runner.label, self.interval,
+                 "; ".join(changed) or "nothing")
 
     def close(self) -> None:
         if self.ad is not None:

@@ -91,8 +91,10 @@ def render_shares(report: SharesReport) -> str:
     lines.append(_table(report.users, report.totals))
     unmapped = unmapped_submitters(report)
     if unmapped:
-        lines.append("Unmapped submitters (own no slot; see --uid-domain, --submitter-map): "
-                     + ", ".join(unmapped))
+        # Most are ordinary users, who run on what owners leave; an owner misnamed (another
+        # UID domain, an account of another name) is among them too.
+        lines.append("Users who own no slot (an owner listed here is misnamed: see "
+                     "--uid-domain, --submitter-map): " + ", ".join(unmapped))
     if report.charges:
         lines.append("Charged identities (who HTCondor authenticated -> the owner charged):")
         lines += [f"  {charge['identity']} -> {charge['owner']}: {charge['rule']}"

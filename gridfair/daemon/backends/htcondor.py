@@ -105,7 +105,12 @@ from gridfair.daemon.backends.ads import (
     running_as_slots_say,
     snapshot_of,
 )
-from gridfair.daemon.backends.lease import config_tool, persist, warn_not_kept
+from gridfair.daemon.backends.lease import (
+    config_tool,
+    not_answering,
+    persist,
+    warn_not_kept,
+)
 from gridfair.daemon.faults import wall_clock
 from gridfair.errors import ConfigError, InputError
 from gridfair.model import (
@@ -821,10 +826,13 @@ class HTCondorBackend(PoolBackend):
                     htcondor2.RemoteParam(ad)[self.lease_knob] = value
                 elif refused := persist(tool, ad, self.lease_knob, value,
                                         self.tool_environment):
-                    raise ActionFailed(f"lease: negotiator {name} refused {self.lease_knob} = "
-                                       f"{value} ({refused}; is the daemon's account in its "
-                                       "ALLOW_CONFIG and ALLOW_ADMINISTRATOR, the knob in "
-                                       "SETTABLE_ATTRS_CONFIG, ENABLE_PERSISTENT_CONFIG on?)")
+                    raise ActionFailed(
+                        f"lease: negotiator {name} does not answer ({refused})"
+                        if not_answering(refused) else
+                        f"lease: negotiator {name} refused {self.lease_knob} = {value} "
+                        f"({refused}; is the daemon's account in its ALLOW_CONFIG and "
+                        "ALLOW_ADMINISTRATOR, the knob in SETTABLE_ATTRS_CONFIG, "
+                        "ENABLE_PERSISTENT_CONFIG on?)")
                 htcondor2.send_command(ad, htcondor2.DaemonCommand.Reconfig)
             except POOL_ERRORS as error:
                 raise ActionFailed(f"lease: negotiator {name} refused {self.lease_knob} = "

@@ -62,3 +62,13 @@ def warn_not_kept() -> None:
         _warned.append(True)
         log.warning("no condor_config_val in HTCondor's BIN or on PATH: the lease is set as "
                     "runtime configuration, which a restarted negotiator forgets")
+
+
+#: How HTCondor's tools and bindings say a daemon is not there (stopped, not yet started).
+NOT_ANSWERING = ("can't connect", "failed to connect", "connection refused", "timed out")
+
+
+def not_answering(answer: str) -> bool:
+    """Whether `answer` (a refusal) says the negotiator is not there, rather than that it
+    refused: at a pool's shutdown it simply stopped, and the account's rights are fine."""
+    return any(phrase in answer.lower() for phrase in NOT_ANSWERING)

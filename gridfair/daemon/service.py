@@ -31,9 +31,9 @@ from typing import Any
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from gridfair.daemon.advert import ad_name, daemon_ad
-from gridfair.daemon.backends import ActionFailed, PoolBackend
+from gridfair.daemon.backends import ActionFailed, PoolBackend, require_slots
 from gridfair.daemon.config import Config, collector_addresses
-from gridfair.daemon.cycle import CycleReport, CycleRunner
+from gridfair.daemon.cycle import CycleReport, CycleRunner, read_with_timeout
 from gridfair.daemon.faults import FaultPoints
 from gridfair.daemon.metrics import NullMetrics, PrometheusMetrics
 from gridfair.daemon.store import Store, StoreError, private_file
@@ -41,6 +41,13 @@ from gridfair.errors import ConfigError
 from gridfair.text import shown
 
 log = logging.getLogger("gridfair.daemon")
+
+#: At start, the longest wait for a live pool to answer with its slots before the first
+#: cycle: condor_master starts the daemon with the collector, which lists the slots seconds
+#: later (the first cycle failed, warned and backed off every time, before).
+STARTUP_WAIT = 60.0
+#: Seconds between looks at the pool during that wait.
+STARTUP_LOOK_EVERY = 2.0
 
 
 def make_backend(config: Config) -> PoolBackend:
@@ -320,6 +327,8 @@ class Daemon:
         )
         log.info("daemon started: backend %s, policy %s, every %g s, store %s",
                  self.backend.name, self.runner.label, self.interval, self.store.path)
+        if self.backend.name == "htcondor":  # files and the simulator are there at once
+            self.wait_for_pool(STARTUP_WAIT)
         scheduler.start()
         try:
             while not self.stopping.wait(0.2):
@@ -334,6 +343,25 @@ class Daemon:
             self.close()
         log.info("daemon stopped after %d cycle(s)", self.cycles)
         return 128 + signal.SIGINT if self.stopped_by == signal.SIGINT else 0
+
+    def wait_for_pool(self, longest: float) -> None:
+        """Until the pool answers a read with slots, a signal stops the daemon, or `longest`
+        seconds passed (then the first cycle fails and says why, as any cycle would)."""
+        deadline = time.monotonic() + longest
+        said = False
+        while not self.stopping.is_set():
+            try:
+                require_slots(read_with_timeout(self.backend, self.runner.timeout),
+                              f"the {self.backend.name} pool")
+                return
+            except Exception as error:  # noqa: BLE001 - the first cycle reports what lasts
+                if time.monotonic() >= deadline:
+                    return
+                if not said:
+                    log.info("waiting for the pool before the first cycle (up to %g s): %s",
+                             longest, error)
+                    said = True
+            self.stopping.wait(STARTUP_LOOK_EVERY)
 
     def _on_signal(self, number: int, frame) -> None:
         log.info("%s received: stopping after the current step", signal.Signals(number).name)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import time
 from pathlib import Path
@@ -55,10 +56,13 @@ def test_the_master_runs_gridfair_from_knobs(daemon_python: Path, daemon_dir: Pa
     ])
     with pool:
         try:
-            # Its first cycles may fail: the master starts it with the pool's other daemons,
-            # before the slots are in the collector.
+            # The master starts it with the pool's other daemons, before the slots are in
+            # the collector: it waits for them, and its first cycle is a good one.
             [ad] = pool.wait_until(lambda: [ad for ad in gridfair_ads(pool)
                                             if ad["LastCycleOutcome"] == "ok"], 60)
+            with sqlite3.connect(f"file:{daemon_dir / 'state.db'}?mode=ro", uri=True) as db:
+                first = db.execute("select outcome from cycles order by id limit 1").fetchone()
+            assert first == ("ok",)
             assert ad["Name"].startswith("gridfair@")
             assert ad["GridfairPolicy"] == "order:hosep preempt:reclaim"
             assert ad["LastCycleSlots"] == 2

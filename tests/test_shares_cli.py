@@ -152,7 +152,8 @@ def test_machines_without_a_usable_ad_exit_2_naming_the_file(tmp_path: Path) -> 
 def test_submitters_owning_no_slot_are_listed_as_unmapped(machines: Path) -> None:
     result = run("--machines", str(machines), "--jobs", str(REAL / "test.old.ad"),
                  "--now", NOW)
-    unmapped = [line for line in result.output.splitlines() if line.startswith("Users who own no slot")]
+    unmapped = [line for line in result.output.splitlines()
+                if line.startswith("Users who own no slot")]
     assert len(unmapped) == 1 and "bt@cs.wisc.edu" in unmapped[0]
     assert "alice" not in unmapped[0]
 

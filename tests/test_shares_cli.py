@@ -38,16 +38,16 @@ def test_table(machines: Path) -> None:
     # Labelled as the daemon's store labels it (`shares --db` prints the same).
     assert lines[0] == "Shares at 2014-12-05 19:40:00 UTC (order:hosep preempt:hosep)"
     assert lines[1].split() == ["User", "Name", "Provided", "Allocated", "Power", "Nodes",
-                                "Nodes", "Running", "Idle"]
+                                "Nodes", "Running", "Idle", "In", "Flight"]
     assert set(lines[3]) == {"-", " "}
     rows = [line.split() for line in lines[4:9]]
     # Providers by PowerDiff (all -1, ties by name), then those who provide nothing.
     assert [row[0] for row in rows] == ["alice", "bob", "carol",
                                         "bbockelm@users.opensciencegrid.org", "bt@cs.wisc.edu"]
-    assert rows[0] == ["alice", "4000", "0", "-1.000", "2", "0", "0", "0"]
-    assert rows[4] == ["bt@cs.wisc.edu", "0", "3000", "inf", "0", "2", "2", "0"]
+    assert rows[0] == ["alice", "4000", "0", "-1.000", "2", "0", "0", "0", "0"]
+    assert rows[4] == ["bt@cs.wisc.edu", "0", "3000", "inf", "0", "2", "2", "0", "0"]
     assert lines[10].split() == ["Number", "of", "users:", "5", "10000", "3000", "-", "4", "2",
-                                 "2", "1"]
+                                 "2", "1", "0"]
     assert "Decisions now (1, none carried out):" in lines
     assert any(line.startswith("  allocate 15.0 (bbockelm@users.opensciencegrid.org) on "
                                "slot4@ingwe.cs.wisc.edu: free machine to") for line in lines)
@@ -61,7 +61,8 @@ def test_json(machines: Path) -> None:
     assert set(report) >= {"users", "totals", "decisions", "skipped"}
     assert report["users"][0] == {
         "user": "alice", "provided_mflops": 4000.0, "allocated_mflops": 0.0,
-        "power_diff": -1.0, "nodes_provided": 2, "nodes_used": 0, "running": 0, "idle": 0}
+        "power_diff": -1.0, "nodes_provided": 2, "nodes_used": 0, "running": 0, "idle": 0,
+        "in_flight": 0, "in_flight_mflops": 0.0}
     assert report["users"][-1]["power_diff"] is None  # +inf has no JSON form
     assert report["totals"]["users"] == 5
     assert [(d["kind"], d["job"], d["machine"], d["policy"]) for d in report["decisions"]] == [

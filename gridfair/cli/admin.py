@@ -154,7 +154,9 @@ def _user_text(report: Mapping[str, Any]) -> str:
             f"({shares['nodes_used']} slots): PowerDiff "
             f"{format_cell(shares['power_diff'], '+.3f')}, dominant share "
             f"{format_cell(shares['dominant_share'], '.3f')}",
-            f"  jobs: {shares['running']} running, {shares['idle']} idle",
+            f"  jobs: {shares['running']} running, {shares['idle']} idle"
+            + (f" ({shares['in_flight']} of them allocated, in flight)"
+               if shares.get("in_flight") else ""),
         ]
         figures = report["policy_figures"] or {}
         if figures:
@@ -167,6 +169,8 @@ def _user_text(report: Mapping[str, Any]) -> str:
     if report["last_preempted"] is not None:
         lines.append("  last preempted at "
                      f"{clock(report['last_preempted'], report['sim_start'])}")
+    if report["backoff"]:
+        lines.append(f"  landing backoff: {report['backoff']}")
     if report["held_back"]:
         lines.append("Preemptions involving it that safety rules held back:")
         lines += [f"  cycle {h['cycle']}: {h['rule']}" for h in report["held_back"]]
@@ -233,6 +237,8 @@ def _job_text(report: Mapping[str, Any], waiting: Sequence[str] = ()) -> str:
                   + (f" ({entry['note']})" if entry["note"] else "") for entry in action["log"]]
     if not report["actions"]:
         lines.append("  none")
+    if report["backoff"]:
+        lines.append(f"Landing backoff: {report['backoff']}")
     if waiting:
         lines.append("Why it waits:")
         lines += waiting
@@ -245,7 +251,7 @@ HISTORY_COLUMNS = (
     ("provided_mflops", "Provided MFlops", ".0f"), ("allocated_mflops", "Allocated MFlops",
                                                     ".0f"),
     ("power_diff", "PowerDiff", "+.3f"), ("dominant_share", "Dominant share", ".3f"),
-    ("running", "Running", "d"), ("idle", "Idle", "d"),
+    ("running", "Running", "d"), ("idle", "Idle", "d"), ("in_flight", "In Flight", "d"),
 )
 
 

@@ -47,6 +47,7 @@ SHARE_COLUMNS: tuple[tuple[str, tuple[str, str], str], ...] = (
     ("nodes_used", ("Nodes", "Used"), "d"),
     ("running", ("Running", "Jobs"), "d"),
     ("idle", ("Idle", "Jobs"), "d"),
+    ("in_flight", ("In Flight", "(of Idle)"), "d"),
 )
 
 

@@ -25,7 +25,11 @@ TERMS: dict[str, str] = {
     "omega": "what the victim's PowerDiff becomes once it loses the machine (HOSEP, Def. 3 "
              "and Eq. 4); HOSEP preempts only if omega stays above the receiver's PowerDiff.",
     "Nodes": "machines (slots): provided (owned by the user) and used (running its jobs).",
-    "Running Jobs, Idle Jobs": "a user's jobs running, and waiting to run, in the pool.",
+    "Running Jobs, Idle Jobs": "a user's jobs running (as the slots show them), and waiting "
+                               "to run, in the pool.",
+    "In Flight": "a user's idle jobs gridfair has allocated a slot to and the pool has not "
+                 "started yet (counted idle, as HTCondor does; the policy's view holds their "
+                 "slots for them).",
     "Satisfaction %": "a user's mean, over its completed tasks, of 100 x the task's run time "
                       "on an ideal machine / (completion - submission) (HOSEP, Eq. 1-2, "
                       "Def. 5): 100 is no wait at ideal speed. The ideal machine has the mean "

@@ -14,7 +14,7 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_left, insort
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from operator import attrgetter
 from typing import Any
 
@@ -260,6 +260,10 @@ class Pool:
         #: whoever reports them (the negotiator) takes them out.
         self.found_too_big: list[tuple[Task, str]] = []
         self.running = 0  # tasks running now
+        #: Running tasks no preemption may take in this preemption phase, by seq, with why (a
+        #: safety rule of the daemon's, `Negotiator`): the stages pass over them to the next
+        #: victim (`vacatable`), so one protected job never shields the others.
+        self.protected: dict[int, str] = {}
         # Nodes with free cpus as (-power per cpu, index): fastest first, then by index. A flat
         # sorted list: pools have up to thousands of nodes, where it beats a SortedList.
         self._free: list[tuple[float, int]] = []
@@ -529,6 +533,13 @@ class Pool:
     def head(self, user: UserState) -> Task | None:
         """The user's next idle task by the pool's task key (parked ones aside), or None."""
         return user.idle[0][2] if user.idle_count > 0 and user.idle else None
+
+    def vacatable(self, tasks: Iterable[Task]) -> Iterator[Task]:
+        """`tasks`, less those protected from preemption now (`protected`)."""
+        protected = self.protected
+        if not protected:
+            return iter(tasks)
+        return (task for task in tasks if task.seq not in protected)
 
     def has_free(self) -> bool:
         return bool(self._free)

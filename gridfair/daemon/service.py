@@ -90,6 +90,7 @@ def make_backend(config: Config) -> PoolBackend:
         steer_attribute=section["steer_attribute"], submitters=submitters,
         condor_now=condor_now, lease_knob=section["lease_knob"],
         schedd_timeout=section["schedd_timeout"],
+        steering_life=config["safety"]["landing_timeout"],
     )
 
 

@@ -239,7 +239,8 @@ class FairPreempt(PreemptPolicy):
             if skipped:
                 continue
             best: tuple[Any, ...] | None = None
-            for tried, victim in enumerate(self.running.of(victim_user.name)):
+            for tried, victim in enumerate(self.pool.vacatable(
+                    self.running.of(victim_user.name))):
                 if tried == VICTIM_CANDIDATES:
                     break
                 move = self._allowed(receiver_user, receiver, victim, now)
@@ -275,7 +276,7 @@ class FairPreempt(PreemptPolicy):
         if pool.fits_after_vacate(receiver, victim):
             victims: tuple[Task, ...] = (victim,)
         elif node.cpus > 1:
-            candidates = [task for task in self.on_node[node.index].values()
+            candidates = [task for task in pool.vacatable(self.on_node[node.index].values())
                           if task is not victim and stays_above(task)]
             more = complete(pool, receiver, victim, candidates, now)
             if not more:

@@ -192,7 +192,8 @@ class HosepPreempt(OwnerSharePreempt):
             receiver_diff = receiver_user.power_diff
             victim_diff = victim_user.power_diff
             threshold = abs(receiver_diff) if self.absolute else receiver_diff
-            for tried, victim in enumerate(self.running.of(victim_user.name)):
+            for tried, victim in enumerate(self.pool.vacatable(
+                    self.running.of(victim_user.name))):
                 if tried == VICTIM_CANDIDATES:
                     break
                 node = victim.node

@@ -130,7 +130,8 @@ class OsepPreempt(OwnerSharePreempt):
 
     def _choose_for(self, receiver_user: UserState, receiver: Task, victim_user: UserState,
                     now: float) -> Preemption | None:
-        for victim in islice(self.running.of(victim_user.name), VICTIM_CANDIDATES):
+        for victim in islice(self.pool.vacatable(self.running.of(victim_user.name)),
+                             VICTIM_CANDIDATES):
             if self.pool.fits_after_vacate(receiver, victim):
                 return self._preemption(receiver_user, receiver, victim, (), now)
             more = self.more_victims(receiver, victim, now)

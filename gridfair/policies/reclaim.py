@@ -115,7 +115,7 @@ class ReclaimPreempt(HosepPreempt):
 
     def _own_machines(self, receiver_user: UserState) -> Iterator[Task]:
         guests = self.guests_on.get(receiver_user.name, ())
-        return (entry[3] for entry in guests[:VICTIM_CANDIDATES])
+        return islice(self.pool.vacatable(entry[3] for entry in guests), VICTIM_CANDIDATES)
 
     def choose(self, now: float) -> Preemption | None:
         if self.excess.first() is None:
@@ -140,7 +140,8 @@ class ReclaimPreempt(HosepPreempt):
         for rank, victim_user in enumerate(self.excess):
             if rank == VICTIM_USERS:
                 break
-            for tried, victim in enumerate(self.running.of(victim_user.name)):
+            for tried, victim in enumerate(self.pool.vacatable(
+                    self.running.of(victim_user.name))):
                 if tried == VICTIM_CANDIDATES:
                     break
                 choice = self._allowed(receiver_user, receiver, victim_user, victim, now)

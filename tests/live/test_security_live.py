@@ -436,3 +436,63 @@ def test_a_pool_that_validates_groups_refuses_a_borrowed_one_and_gridfair_trusts
     charges = {charge.identity: charge for charge in snapshot.charges}
     assert charges["group guests"].reason == ("accounting group (trusted: the pool validates "
                                               "groups); owns no slot")
+
+
+def run_count(pool: PersonalPool, job: str) -> int:
+    value = attribute(pool, job, "JobRunCount")
+    return 0 if value == "undefined" else int(value)
+
+
+def idle_again(pool: PersonalPool, job: str, how: str) -> None:
+    """The job, started once, returns to idle as its owner makes it: it exits and is kept
+    (`on_exit_remove = false`), or its owner vacates it, or holds and releases it."""
+    if how == "vacate":
+        pool.run_tool(["condor_vacate_job", job], account=ATTACKER)
+    elif how == "hold-release":
+        pool.run_tool(["condor_hold", job], account=ATTACKER)
+        pool.wait_until(lambda: attribute(pool, job, "JobStatus") == "5", 20)
+        pool.run_tool(["condor_release", job], account=ATTACKER)
+    assert pool.wait_until(lambda: attribute(pool, job, "JobStatus") == "1", 30)
+
+
+@pytest.mark.parametrize(("layout", "how"), [
+    ("static", "exit"), ("static", "vacate"), ("static", "hold-release"),
+    ("partitionable", "exit")])
+def test_a_steering_authorizes_one_start(request: pytest.FixtureRequest, layout: str,
+                                         how: str) -> None:
+    """Issue 43, attack 3: a job gridfair steered starts once on its slot; when it returns to
+    idle (its program exits and the job is kept, its owner vacates it, or holds and releases
+    it) the same steering starts it nowhere for three negotiation cycles while gridfair holds
+    its lease, and the owner cannot write the run count back. A new decision starts it again.
+    (Before: the job restarted on its old steering, 8 times in 180 s.)"""
+    pool = request.getfixturevalue(f"{layout}_pool")
+    pool.clear_queue()
+    live = backend(pool)
+    live.hold_starts(time.time() + 120)
+    try:
+        arguments = ["arguments = 3", "on_exit_remove = false"] if how == "exit" else []
+        done = pool.submit_as(ATTACKER, ["executable = /bin/sleep", *(arguments or
+                                                                       ["arguments = 600"])])
+        assert done.returncode == 0, done.stderr
+        job = first_job(done)
+        snapshot = live.read_snapshot()
+        slot = snapshot.machines_by_name["slot3@vm"]
+        live.allocate(snapshot.jobs_by_id[job], slot)
+        live.actions_done()
+        assert pool.wait_until(lambda: job in pool.running(), 30)
+        assert run_count(pool, job) == 1
+        idle_again(pool, job, how)
+        edited = pool.run_tool(["condor_qedit", job, "JobRunCount", "0"], account=ATTACKER,
+                               check=False)
+        assert edited.returncode != 0
+        time.sleep(3 * pool.interval + 2)
+        assert job not in pool.running()
+        assert run_count(pool, job) == 1
+        again = live.read_snapshot().jobs_by_id[job]
+        assert again.run_count == 1
+        live.allocate(again, slot)
+        live.actions_done()
+        assert pool.wait_until(lambda: run_count(pool, job) == 2, 30)
+    finally:
+        live.release_starts()
+        pool.clear_queue()

@@ -30,6 +30,7 @@ JOB_ATTRIBUTES = (
     "ClusterId", "ProcId", "Owner", "User", "AcctGroup", "AcctGroupUser", "AccountingGroup",
     "JobStatus", "QDate", "RequestCpus", "RequestMemory", "RequestDisk", "DiskUsage",
     "JobCurrentStartDate", "RemoteHost", "Requirements", "JobPrio", "RequestGPUs",
+    "JobRunCount",
 )
 
 

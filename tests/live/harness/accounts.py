@@ -100,8 +100,9 @@ def runnable_install(install: Path, account: str) -> Path:
     if _runs_install(account, copy):
         return copy
     raise _closed(account, install / "bin", "the HTCondor install", (
-        f"nor could it run a copy in {copy}. Open the way (chmod o+x), let it write "
-        f"{COPIES_PARENT}, or set GRIDFAIR_HTCONDOR to an install it can run"))
+        f"nor could it run a copy in {copy} (made there when {COPIES_PARENT} is writable and "
+        "open to it). Open the way (chmod o+x), or set GRIDFAIR_HTCONDOR to an install it can "
+        "run"))
 
 
 def require_reach(account: str, directory: Path) -> None:

@@ -114,6 +114,12 @@ from gridfair.daemon.backends.ads import (
     running_as_slots_say,
     snapshot_of,
 )
+from gridfair.daemon.backends.lease import (
+    config_tool,
+    not_answering,
+    persist,
+    warn_not_kept,
+)
 from gridfair.daemon.clock import wall_clock
 from gridfair.errors import ConfigError, InputError
 
@@ -846,9 +852,10 @@ class HTCondorBackend(PoolBackend):
 
     def hold_starts(self, until: float) -> None:
         """Set the lease knob (`GRIDFAIR_LEASE_UNTIL`, which the pool's
-        NEGOTIATOR_JOB_CONSTRAINT compares with `time()`) on every negotiator, as runtime
-        configuration, and have each reconfigure: the account needs CONFIG there, for a knob
-        in SETTABLE_ATTRS_CONFIG, and ADMINISTRATOR (configs/htcondor-pool.config)."""
+        NEGOTIATOR_JOB_CONSTRAINT compares with `time()`) on every negotiator, as persistent
+        configuration (kept across the negotiator's restart: `backends.lease`), and have each
+        reconfigure: the account needs CONFIG there, for a knob in SETTABLE_ATTRS_CONFIG, and
+        ADMINISTRATOR (configs/htcondor-pool.config)."""
         self._set_lease(str(math.ceil(until)))
 
     def release_starts(self) -> None:
@@ -857,10 +864,22 @@ class HTCondorBackend(PoolBackend):
     def _set_lease(self, value: str) -> None:
         if not self.lease_knob:
             return
+        tool = config_tool(htcondor2.param)
         for ad, _ in self._negotiators():
             name = ad.get("Name", "negotiator")
             try:
-                htcondor2.RemoteParam(ad)[self.lease_knob] = value
+                if tool is None:  # runtime configuration only: forgotten at a restart
+                    warn_not_kept()
+                    htcondor2.RemoteParam(ad)[self.lease_knob] = value
+                elif refused := persist(tool, ad, self.lease_knob, value,
+                                        self.tool_environment):
+                    raise ActionFailed(
+                        f"lease: negotiator {name} does not answer ({refused})"
+                        if not_answering(refused) else
+                        f"lease: negotiator {name} refused {self.lease_knob} = {value} "
+                        f"({refused}; is the daemon's account in its ALLOW_CONFIG and "
+                        "ALLOW_ADMINISTRATOR, the knob in SETTABLE_ATTRS_CONFIG, "
+                        "ENABLE_PERSISTENT_CONFIG on?)")
                 htcondor2.send_command(ad, htcondor2.DaemonCommand.Reconfig)
             except POOL_ERRORS as error:
                 raise ActionFailed(f"lease: negotiator {name} refused {self.lease_knob} = "

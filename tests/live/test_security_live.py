@@ -227,6 +227,13 @@ def test_an_ordinary_user_cannot_renew_or_cancel_the_lease(clean_queue: Personal
                              env=pool.environment, capture_output=True, text=True, check=False)
     assert attempt.returncode != 0
     assert "Failed to set remote daemon parameter" in attempt.stderr
+    # Nor as persistent configuration, the way gridfair sets it (kept across restarts).
+    persistent = pool.run_tool(["condor_config_val", "-negotiator", "-set",
+                                "GRIDFAIR_LEASE_UNTIL = 9999999999"], account=ATTACKER,
+                               check=False)
+    assert persistent.returncode != 0, persistent
+    assert int(pool.run_tool(["condor_config_val", "-negotiator",
+                              "GRIDFAIR_LEASE_UNTIL"]).stdout) < 9999999999
     factor = pool.run_tool(["condor_userprio", "-setfactor", f"{ATTACKER}@{UID_DOMAIN}", "1"],
                            account=ATTACKER, check=False)
     assert factor.returncode != 0 or "denied" in (factor.stdout + factor.stderr).lower()

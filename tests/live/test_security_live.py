@@ -209,8 +209,9 @@ def test_a_claimed_accounting_group_is_charged_to_the_real_identity(
             "group owners not trusted") in result.output
     rows = {line.split()[0]: line.split() for line in result.output.splitlines()
             if line.startswith(("User1 ", "mallory"))}
-    assert rows["mallory@gridfair.test"][-2:] == ["0", "1"]  # its idle job, its own
-    assert rows["User1"][-2:] == ["0", "0"]  # User1 has no job
+    # Running, idle, in flight: its idle job, its own.
+    assert rows["mallory@gridfair.test"][-3:] == ["0", "1", "0"]
+    assert rows["User1"][-3:] == ["0", "0", "0"]  # User1 has no job
 
 
 def test_an_ordinary_user_cannot_renew_or_cancel_the_lease(clean_queue: PersonalPool,

@@ -125,9 +125,21 @@ def test_explain_says_why_an_idle_job_waits(store):
                         "after safety.landing_timeout)")
     assert waits[1] == (f"  cycle 1: a vacate of 3.1 ({BT}) on slot1@ingwe2.cs.wisc.edu to "
                         "make room for it was held back: max_vacates_per_cycle: 1 already "
-                        "this cycle")
+                        "this cycle (lifted the next cycle)")
     assert waits[2].startswith(f"  its user {BB} is position 1 of 2 in the order ")
     assert "Why it waits" not in invoke("explain", "3.1", "--db", str(store))  # running
+
+
+@pytest.mark.parametrize(("rule", "lifted"), [
+    ("preempt_cooldown: 3.1 was preempted 100 s ago (cool-down 1800 s)",
+     " (lifted at 2014-12-05 20:08:20 UTC)"),
+    ("min_runtime: 3.1 has run 60 s (minimum 600 s)", " (lifted at 2014-12-05 19:49:00 UTC)"),
+    ("in_flight: 3.1 was allocated to slot1@x and has not started yet", ""),
+])
+def test_a_held_back_vacate_says_when_its_rule_stops_holding(rule, lifted):
+    from gridfair.cli.admin import _lifted
+
+    assert _lifted({"rule": rule, "now": 1417808400.0, "sim_start": None}) == lifted
 
 
 def test_explain_unknown_name_is_exit_2(store):

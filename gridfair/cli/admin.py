@@ -9,6 +9,7 @@ followed by what went wrong in them: cycles that failed, ads skipped and warning
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -196,7 +197,7 @@ def why_waiting(db: Any, report: Mapping[str, Any], last: int) -> list[str]:
                                                                       "confirmed")]
     lines += [f"  cycle {held['cycle']}: a vacate of {held['victim']} ({held['victim_user']}) "
               f"on {held['machine']} to make room for it was held back: {held['rule']}"
-              for held in reports.held_back_for(db, job, last)]
+              + _lifted(held) for held in reports.held_back_for(db, job, last)]
     if not lines:
         lines.append("  no allocation and no held-back vacate for it in the recent cycles: no "
                      "free slot its request fits, and no vacate the policy would make for it")
@@ -211,6 +212,24 @@ def why_waiting(db: Any, report: Mapping[str, Any], last: int) -> list[str]:
                      f"(PowerDiff {format_cell(shares['power_diff'], '+.3f')}; "
                      f"{shares['running']} running, {shares['idle']} idle)")
     return lines
+
+
+#: A time-bound safety rule's words (`gridfair.daemon.safety`): how long it has held, and for
+#: how long it holds.
+TIME_BOUND = re.compile(r"(?:has run|was preempted) (\d+) s(?: ago)? \((?:minimum|cool-down) "
+                        r"(\d+) s\)")
+
+
+def _lifted(held: Mapping[str, Any]) -> str:
+    """When a held-back vacate's rule stops holding: a time for a time-bound rule (minimum
+    run, cool-down), the next cycle for the per-cycle limit."""
+    bound = TIME_BOUND.search(held["rule"])
+    if bound is not None:
+        until = held["now"] + int(bound.group(2)) - int(bound.group(1))
+        return f" (lifted at {clock(until, held['sim_start'])})"
+    if held["rule"].startswith("max_vacates_per_cycle"):
+        return " (lifted the next cycle)"
+    return ""
 
 
 def _job_text(report: Mapping[str, Any], waiting: Sequence[str] = ()) -> str:

@@ -15,14 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.live.conftest import REPOSITORY, own_pool
+from tests.live.conftest import REPOSITORY, htcondor_or_skip, own_pool
 from tests.live.harness.accounts import Unreachable
 from tests.live.harness.personal_pool import (
     JobSpec,
     PersonalPool,
     SlotSpec,
     _processes_of,
-    find_htcondor,
     sweep_abandoned_pools,
 )
 
@@ -37,7 +36,7 @@ time.sleep(600)
 
 
 def test_a_pool_whose_run_was_killed_is_stopped_by_the_next_run() -> None:
-    own_pool([SlotSpec("User1", 1000)])  # skips with the reason where no pool can run
+    htcondor_or_skip()
     run = subprocess.Popen([sys.executable, "-c", KILLED_RUN], cwd=REPOSITORY,
                            stdout=subprocess.PIPE, text=True)
     try:
@@ -87,10 +86,10 @@ def test_jobs_run_again_after_a_vacate_wherever_the_submitter_stands(
 def test_a_pool_runs_from_an_install_under_a_directory_closed_to_htcondors_account() -> None:
     """An install beside a checkout under `mktemp -d` (0700): its daemons, acting as HTCondor's
     own account, could not reach it; the pool runs from a copy they reach, and runs jobs."""
-    own_pool([SlotSpec("User1", 1000)])  # skips with the reason where no pool can run
+    source = htcondor_or_skip()
     closed = Path(tempfile.mkdtemp())
     install = closed / "shared" / "htcondor"
-    shutil.copytree(find_htcondor(), install)
+    shutil.copytree(source, install)
     pool = None
     try:
         with PersonalPool([SlotSpec("User1", 1000)], install=install) as pool:

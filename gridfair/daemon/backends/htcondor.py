@@ -136,6 +136,10 @@ ACT_FAILURES = (
 # ValueError from the lower layers (no route, refused, bad reply).
 POOL_ERRORS = (htcondor2.HTCondorException, OSError, RuntimeError, ValueError)
 
+#: The collector's ad type of each kind of daemon the lease is set on.
+_DAEMON_AD_TYPES = {"negotiator": htcondor2.AdType.Negotiator,
+                    "schedd": htcondor2.AdType.Schedd}
+
 #: Seconds an HTCondor tool (condor_now) may take before the action counts as failed.
 TOOL_TIMEOUT = 30.0
 
@@ -326,7 +330,9 @@ class HTCondorBackend(PoolBackend):
         # Schedds that did not answer in this snapshot read -> why (`_ask_schedds`).
         self._silent: dict[str, str] = {}
         self._steered_on: dict[str, classad2.ClassAd] = {}  # schedds to reschedule, by name
-        self._known_negotiators: list[tuple[classad2.ClassAd, Any]] = []
+        # The daemons of each kind last listed (`_daemons`): the lease is set on the
+        # negotiators and the schedds.
+        self._known_daemons: dict[str, list[tuple[classad2.ClassAd, Any]]] = {}
         # Names read that no slot (job) had (`DIRECT_LEARNING`), and reads since.
         self._absent_slot_names: set[str] = set()
         self._absent_job_names: set[str] = set()
@@ -851,11 +857,12 @@ class HTCondorBackend(PoolBackend):
                                f"exit {done.returncode}: {message or 'no message'}")
 
     def hold_starts(self, until: float) -> None:
-        """Set the lease knob (`GRIDFAIR_LEASE_UNTIL`, which the pool's
-        NEGOTIATOR_JOB_CONSTRAINT compares with `time()`) on every negotiator, as persistent
-        configuration (kept across the negotiator's restart: `backends.lease`), and have each
-        reconfigure: the account needs CONFIG there, for a knob in SETTABLE_ATTRS_CONFIG, and
-        ADMINISTRATOR (configs/htcondor-pool.config)."""
+        """Set the lease knob (`GRIDFAIR_LEASE_UNTIL`) on every negotiator, whose
+        NEGOTIATOR_JOB_CONSTRAINT compares it with `time()`, and on every schedd the last read
+        located, whose START_VANILLA_UNIVERSE does (a schedd starts jobs on claims it keeps
+        without a negotiation): as persistent configuration (kept across a restart:
+        `backends.lease`), and have each reconfigure. The account needs CONFIG there, for a
+        knob in SETTABLE_ATTRS_CONFIG, and ADMINISTRATOR (configs/htcondor-pool.config)."""
         self._set_lease(str(math.ceil(until)))
 
     def release_starts(self) -> None:
@@ -865,8 +872,10 @@ class HTCondorBackend(PoolBackend):
         if not self.lease_knob:
             return
         tool = config_tool(htcondor2.param)
-        for ad, _ in self._negotiators():
-            name = ad.get("Name", "negotiator")
+        daemons = [(kind, ad) for kind in ("negotiator", "schedd")
+                   for ad, _ in self._daemons(kind)]
+        for kind, ad in daemons:
+            name = f"{kind} {ad.get('Name', kind)}"
             try:
                 if tool is None:  # runtime configuration only: forgotten at a restart
                     warn_not_kept()
@@ -874,15 +883,15 @@ class HTCondorBackend(PoolBackend):
                 elif refused := persist(tool, ad, self.lease_knob, value,
                                         self.tool_environment):
                     raise ActionFailed(
-                        f"lease: negotiator {name} does not answer ({refused})"
+                        f"lease: {name} does not answer ({refused})"
                         if not_answering(refused) else
-                        f"lease: negotiator {name} refused {self.lease_knob} = {value} "
+                        f"lease: {name} refused {self.lease_knob} = {value} "
                         f"({refused}; is the daemon's account in its ALLOW_CONFIG and "
                         "ALLOW_ADMINISTRATOR, the knob in SETTABLE_ATTRS_CONFIG, "
                         "ENABLE_PERSISTENT_CONFIG on?)")
                 htcondor2.send_command(ad, htcondor2.DaemonCommand.Reconfig)
             except POOL_ERRORS as error:
-                raise ActionFailed(f"lease: negotiator {name} refused {self.lease_knob} = "
+                raise ActionFailed(f"lease: {name} refused {self.lease_knob} = "
                                    f"{value} ({error}; is the daemon's account in its "
                                    "ALLOW_CONFIG and ALLOW_ADMINISTRATOR, the knob in "
                                    "SETTABLE_ATTRS_CONFIG, ENABLE_RUNTIME_CONFIG on?)") from None
@@ -929,16 +938,20 @@ class HTCondorBackend(PoolBackend):
         return float(low)
 
     def _negotiators(self) -> list[tuple[classad2.ClassAd, Any]]:
-        """(ad, the collector it came from) of each negotiator the collectors that answered
-        the last read list, each name once (the first collector's ad of it: both of an HA
-        pair hear it), else the last ones listed: a collector that restarts hears from the
-        negotiator again only at NEGOTIATOR_UPDATE_INTERVAL (5 minutes by default), and the
-        lease must not lapse for that."""
+        return self._daemons("negotiator")
+
+    def _daemons(self, kind: str) -> list[tuple[classad2.ClassAd, Any]]:
+        """(ad, the collector it came from) of each daemon of `kind` ("negotiator",
+        "schedd") the collectors that answered the last read list, each name once (the first
+        collector's ad of it: both of an HA pair hear it), else the last ones listed: a
+        collector that restarts hears from a daemon again only at its update interval (5
+        minutes by default for a negotiator), and the lease must not lapse for that."""
         by_name: dict[str, tuple[classad2.ClassAd, Any]] = {}
         problems = []
+        ad_type = _DAEMON_AD_TYPES[kind]
         for name, collector in self._for_actions():
             try:
-                ads = collector.query(htcondor2.AdType.Negotiator)
+                ads = collector.query(ad_type)
             except POOL_ERRORS as error:
                 problems.append(f"{name}: query failed: {error}")
                 continue
@@ -946,12 +959,12 @@ class HTCondorBackend(PoolBackend):
                 by_name.setdefault(str(ad.get("Name")), (ad, collector))
         found = list(by_name.values())
         problem = "; ".join(problems) or (
-            "the collector lists no negotiator" if len(self.collectors) == 1 else
-            "no collector lists a negotiator")
+            f"the collector lists no {kind}" if len(self.collectors) == 1 else
+            f"no collector lists a {kind}")
         if found:
-            self._known_negotiators = found
-        elif self._known_negotiators:
-            found = self._known_negotiators
+            self._known_daemons[kind] = found
+        elif self._known_daemons.get(kind):
+            found = self._known_daemons[kind]
         else:
             raise ActionFailed(f"lease: {problem}")
         return found

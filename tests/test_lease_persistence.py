@@ -56,6 +56,30 @@ def test_a_stopped_negotiator_is_not_blamed_on_permissions(tmp_path, monkeypatch
     monkeypatch.setattr(backend_module, "config_tool", lambda param: str(tool))
     backend = HTCondorBackend(FakeCollector(), schedd_factory=FakeSchedd)
     monkeypatch.setattr(backend, "_negotiators", lambda: [(NEGOTIATOR, None)])
+    monkeypatch.setattr(backend, "_schedds", list)
     with pytest.raises(ActionFailed, match=said) as failure:
         backend.release_starts()
     assert ("ALLOW_CONFIG" in str(failure.value)) == (not not_answering(answer))
+
+
+def test_the_lease_is_set_on_every_schedd_as_on_the_negotiator(tmp_path, monkeypatch) -> None:
+    """Issue 43: a schedd starts jobs on claims it keeps, without a negotiation; its
+    START_VANILLA_UNIVERSE reads the lease (configs/htcondor-pool.config), so the lease is
+    set on each schedd the collector lists, after the negotiator, each then reconfigured."""
+    tool = tmp_path / "condor_config_val"
+    tool.write_text(f'#!/bin/sh\necho "$@" >> {tmp_path / "called"}\n')
+    tool.chmod(0o755)
+    monkeypatch.setattr(backend_module, "config_tool", lambda param: str(tool))
+    reconfigured = []
+    monkeypatch.setattr(backend_module.htcondor2, "send_command",
+                        lambda ad, command: reconfigured.append(ad["Name"]))
+    backend = HTCondorBackend(FakeCollector(), schedd_factory=FakeSchedd)
+    schedds = [classad2.ClassAd({"Name": f"submit{n}", "MyAddress": f"<127.0.0.{n}:9>"})
+               for n in (2, 3)]
+    monkeypatch.setattr(backend, "_negotiators", lambda: [(NEGOTIATOR, None)])
+    monkeypatch.setattr(backend, "_schedds", lambda: [(ad, None) for ad in schedds])
+    backend.hold_starts(1_800_000_000)
+    assert (tmp_path / "called").read_text().splitlines() == [
+        f"-addr {address} -set GRIDFAIR_LEASE_UNTIL = 1800000000"
+        for address in ("<127.0.0.1:9>", "<127.0.0.2:9>", "<127.0.0.3:9>")]
+    assert reconfigured == ["cm", "submit2", "submit3"]

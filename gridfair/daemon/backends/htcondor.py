@@ -872,8 +872,8 @@ class HTCondorBackend(PoolBackend):
         if not self.lease_knob:
             return
         tool = config_tool(htcondor2.param)
-        daemons = [(kind, ad) for kind in ("negotiator", "schedd")
-                   for ad, _ in self._daemons(kind)]
+        daemons = [("negotiator", ad) for ad, _ in self._negotiators()]
+        daemons += [("schedd", ad) for ad, _ in self._schedds()]
         for kind, ad in daemons:
             name = f"{kind} {ad.get('Name', kind)}"
             try:
@@ -940,7 +940,12 @@ class HTCondorBackend(PoolBackend):
     def _negotiators(self) -> list[tuple[classad2.ClassAd, Any]]:
         return self._daemons("negotiator")
 
-    def _daemons(self, kind: str) -> list[tuple[classad2.ClassAd, Any]]:
+    def _schedds(self) -> list[tuple[classad2.ClassAd, Any]]:
+        """The schedds, for the lease: none listed is no failure (a pool with no schedd
+        starts no job)."""
+        return self._daemons("schedd", required=False)
+
+    def _daemons(self, kind: str, *, required: bool = True) -> list[tuple[classad2.ClassAd, Any]]:
         """(ad, the collector it came from) of each daemon of `kind` ("negotiator",
         "schedd") the collectors that answered the last read list, each name once (the first
         collector's ad of it: both of an HA pair hear it), else the last ones listed: a
@@ -965,7 +970,7 @@ class HTCondorBackend(PoolBackend):
             self._known_daemons[kind] = found
         elif self._known_daemons.get(kind):
             found = self._known_daemons[kind]
-        else:
+        elif required:
             raise ActionFailed(f"lease: {problem}")
         return found
 

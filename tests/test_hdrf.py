@@ -1,0 +1,246 @@
+"""H-DRF (`policies/hdrf.py`) on the H-DRF paper's two examples (Bhattacharya et al., SoCC
+2013, sections 3-4: the collapsed tree breaks the hierarchical share guarantee; naive
+hierarchical DRF starves a leaf whose sibling holds the other resource), the flat tree equal
+to DRF, quotas as ceilings and surplus to siblings first, and the hierarchical share
+guarantee as a property over random trees and demands.
+
+The examples' tree: root -> a (weight 1/2), b (1/2); b -> b.x (1/2), b.y (1/2). a's tasks take
+<1 cpu, 1 GB>, b.x's <1 cpu, 0>, b.y's <0, 1 GB>, on 100 cpus and 100 GB.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gridfair.core.negotiator import Negotiator
+from gridfair.core.pool import CPUS, MEMORY, Node, Pool, Task
+from gridfair.core.stages import OrderPolicy
+from gridfair.policies.drf import DrfOrder
+from gridfair.policies.hdrf import HdrfOrder
+
+RESOURCES = ("cpus", "memory")
+TREE = {"accept_surplus": True,
+        "a": {"quota_dynamic": 0.5, "users": ["a"]},
+        "b": {"quota_dynamic": 0.5},
+        "b.x": {"quota_dynamic": 0.5, "users": ["bx"]},
+        "b.y": {"quota_dynamic": 0.5, "users": ["by"]}}
+DEMANDS = {"a": (1.0, 1.0), "bx": (1.0, 0.0), "by": (0.0, 1.0)}
+#: The tree collapsed to one level: each leaf weighted by the product of its path's weights.
+COLLAPSED = {"a": 0.5, "bx": 0.25, "by": 0.25}
+
+
+class NaiveHdrf(HdrfOrder):
+    """Naive hierarchical DRF: a node's consumption is its children's summed as they are."""
+
+    @staticmethod
+    def _rescaled_sum(entries: Any, least: float, width: int) -> list[float]:
+        return HdrfOrder._rescaled_sum(entries, float("inf"), width)
+
+
+def pool_of(cpus: float, memory: float, nodes: int = 1) -> Pool:
+    pool = Pool()
+    for index in range(nodes):
+        pool.add_node(Node(f"n{index}", None, power=cpus, cpus=cpus, memory=memory))
+    return pool
+
+
+def submit(negotiator: Negotiator, user: str, count: int, demand: tuple[float, float],
+           now: float = 0.0) -> None:
+    for number in range(count):
+        negotiator.submit(Task(f"{user}.{now:g}.{number}", user, now, cpus=demand[0],
+                               memory=demand[1], duration=1.0), now)
+
+
+def running(pool: Pool) -> list[Task]:
+    return [task for task in pool.tasks.values() if task.node is not None]
+
+
+def shares(pool: Pool) -> dict[str, tuple[float, float]]:
+    return {name: (round(user.usage[CPUS] / pool.capacity[CPUS], 2),
+                   round(user.usage[MEMORY] / pool.capacity[MEMORY], 2))
+            for name, user in pool.users.items()}
+
+
+def static_example(order: OrderPolicy) -> dict[str, tuple[float, float]]:
+    """Every leaf with more demand than the pool, from an empty pool: one cycle. (100.5 cpus:
+    a pool is offered only while some cpu is free, and b.y's tasks take none.)"""
+    pool = pool_of(100.5, 100.0)
+    negotiator = Negotiator(pool, order)
+    for user, demand in DEMANDS.items():
+        submit(negotiator, user, 120, demand)
+    negotiator.cycle(0.0)
+    return {user: (round(cpus * 100.5 / 100, 2), memory)
+            for user, (cpus, memory) in shares(pool).items()}
+
+
+def test_static_example_hdrf_gives_every_node_its_guaranteed_share() -> None:
+    got = static_example(HdrfOrder(resources=RESOURCES, groups=TREE))
+    # a: 1/2 of both; b: 1/2 of each resource, b.x's cpus and b.y's memory.
+    assert got == {"a": (0.5, 0.5), "bx": (0.5, 0.0), "by": (0.0, 0.5)}
+
+
+def test_static_example_collapsed_drf_gives_b_less_than_its_half() -> None:
+    # Weighted DRF over the leaves: s_a/0.5 = s_bx/0.25 = s_by/0.25, a's cpus and memory
+    # 2/3, b.x's cpus and b.y's memory 1/3: b's dominant share 1/3 < 1/2 guaranteed.
+    got = static_example(DrfOrder(weighted=True, resources=RESOURCES, weights=COLLAPSED))
+    # (to one task of 100: 66 and 34 or 67 and 33)
+    assert got["a"] == pytest.approx((2 / 3, 2 / 3), abs=0.01)
+    assert got["bx"] == pytest.approx((1 / 3, 0.0), abs=0.01)
+    assert got["by"] == pytest.approx((0.0, 1 / 3), abs=0.01)
+
+
+def dynamic_example(order: OrderPolicy, ticks: int = 20) -> dict[str, tuple[float, float]]:
+    """b.y takes all memory with tasks that never end while a takes the cpus; then b.x
+    arrives. a's and b.x's tasks end every tick, and both always want more."""
+    pool = pool_of(100.0, 100.0)
+    negotiator = Negotiator(pool, order)
+    for number in range(100):
+        negotiator.submit(Task(f"by.{number}", "by", 0.0, cpus=0.0, memory=1.0,
+                               duration=1e9), 0.0)
+    negotiator.cycle(0.0)
+    submit(negotiator, "a", 200, DEMANDS["a"][:1] + (0.0,))
+    negotiator.cycle(0.0)
+    submit(negotiator, "bx", 200, DEMANDS["bx"], now=0.5)
+    for tick in range(1, ticks + 1):
+        for task in [task for task in running(pool) if task.user != "by"]:
+            pool.finish(task, float(tick))
+        submit(negotiator, "a", 100, (1.0, 0.0), now=float(tick))
+        submit(negotiator, "bx", 100, DEMANDS["bx"], now=float(tick))
+        negotiator.cycle(float(tick))
+    return shares(pool)
+
+
+def test_dynamic_example_naive_hierarchical_drf_starves_b_x() -> None:
+    # b's share is b.y's memory (1.0), so every freed cpu goes back to a.
+    got = dynamic_example(NaiveHdrf(resources=RESOURCES, groups=TREE))
+    assert got["bx"] == (0.0, 0.0)
+    assert got["a"] == (1.0, 0.0)
+
+
+def test_dynamic_example_hdrf_gives_b_x_half_the_cpus() -> None:
+    # b.y's memory is rescaled to b.x's share: b competes for cpus with b.x's share only.
+    got = dynamic_example(HdrfOrder(resources=RESOURCES, groups=TREE))
+    assert got == {"by": (0.0, 1.0), "a": (0.5, 0.0), "bx": (0.5, 0.0)}
+
+
+def test_flat_tree_is_exactly_drf() -> None:
+    """No groups: every decision, in order, is DRF's (the classic DRF example and a mixed
+    stream of arrivals and completions)."""
+    def trace(order: OrderPolicy) -> list[tuple[str, str]]:
+        pool = pool_of(9.0, 18.0, nodes=3)
+        negotiator = Negotiator(pool, order)
+        decisions = []
+        for tick in range(12):
+            for task in running(pool)[::2]:
+                pool.finish(task, float(tick))
+            for user, demand in (("A", (1.0, 4.0)), ("B", (3.0, 1.0)), ("C", (2.0, 2.0))):
+                if (tick + len(user)) % 3:
+                    submit(negotiator, user, 2 + tick % 3, demand, now=float(tick))
+            decisions += [(decision.task.id, decision.node.name)
+                          for decision in negotiator.cycle(float(tick))]
+        return decisions
+
+    drf = trace(DrfOrder())
+    assert len(drf) > 30
+    assert trace(HdrfOrder()) == drf
+
+
+def test_quota_is_a_ceiling_without_surplus_and_surplus_goes_to_siblings_first() -> None:
+    tree = {"p": {"quota": 6, "accept_surplus": True},
+            "p.x": {"quota": 2, "users": ["x"], "accept_surplus": True},
+            "p.y": {"quota": 4, "users": ["y"]},
+            "q": {"quota": 4, "users": ["q"]}}
+    pool = pool_of(10.0, 100.0)
+    negotiator = Negotiator(pool, HdrfOrder(groups=tree))
+    # y wants 1 cpu only: 3 of p.y's quota are spare; q wants more than its quota.
+    submit(negotiator, "y", 1, (1.0, 1.0))
+    submit(negotiator, "q", 10, (1.0, 1.0))
+    submit(negotiator, "x", 10, (1.0, 1.0))
+    negotiator.cycle(0.0)
+    running = {name: user.running for name, user in pool.users.items()}
+    # q stops at its ceiling (4); p.y's spare quota goes to its sibling p.x (2 + 3).
+    assert running == {"y": 1, "q": 4, "x": 5}
+
+
+@st.composite
+def random_tree(draw: Any) -> tuple[dict[str, Any], dict[str, bool]]:
+    """Up to 3 top groups, each with up to 2 subgroups, dynamic quotas summing to at most 1
+    among siblings, surplus accepted; one user a leaf, which either holds memory (tasks of
+    memory only, that never end) or churns cpus (tasks of cpus only, ending every tick)."""
+    tree: dict[str, Any] = {"accept_surplus": True}
+    holds: dict[str, bool] = {}
+    for top in range(draw(st.integers(1, 3))):
+        name = f"g{top}"
+        kids = draw(st.integers(0, 2))
+        tree[name] = {"quota_dynamic": draw(st.sampled_from((0.2, 0.3)))}
+        leaves = [f"{name}.s{kid}" for kid in range(kids)] or [name]
+        for leaf in leaves:
+            if leaf != name:
+                tree[leaf] = {"quota_dynamic": draw(st.sampled_from((0.3, 0.5)))}
+            user = leaf.replace(".", "_")
+            tree[leaf]["users"] = [user]
+            holds[user] = draw(st.booleans())
+    return tree, holds
+
+
+def guaranteed(tree: Mapping[str, Any], leaf: str) -> float:
+    """The product of the dynamic quotas on the leaf's path (siblings' sum to at most 1)."""
+    share, name = 1.0, leaf
+    while name:
+        share *= tree[name]["quota_dynamic"]
+        name = name.rpartition(".")[0]
+    return share
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_tree())
+def test_every_leaf_with_demand_reaches_its_guaranteed_share(
+        drawn: tuple[dict[str, Any], dict[str, bool]]) -> None:
+    """The hierarchical share guarantee once room frees: the memory holders take all the
+    memory first (with surplus) and keep it; then every cpu leaf, always wanting more, ends
+    each tick with at least its guaranteed share of the cpus (the product of its path's
+    quotas) less one task. Naive hierarchical DRF fails this wherever a holder has a cpu
+    sibling."""
+    tree, holds = drawn
+    cpus, memory = 100.0, 100.0
+    pool = pool_of(cpus + 0.5, memory)  # some cpu free: memory tasks take none
+    negotiator = Negotiator(pool, HdrfOrder(resources=RESOURCES, groups=tree))
+    holders = [user for user, holder in holds.items() if holder]
+    for user in holders:
+        for number in range(120):
+            negotiator.submit(Task(f"{user}.{number}", user, 0.0, cpus=0.0, memory=1.0,
+                                   duration=1e9), 0.0)
+    negotiator.cycle(0.0)
+    churners = [user for user, holder in holds.items() if not holder]
+    for tick in range(1, 6):
+        for task in running(pool):
+            if task.user in churners:
+                pool.finish(task, float(tick))
+        for user in churners:
+            submit(negotiator, user, 110, (1.0, 0.0), now=float(tick))
+        negotiator.cycle(float(tick))
+        for leaf, table in tree.items():
+            if isinstance(table, dict) and table.get("users", [None])[0] in churners:
+                share = pool.users[table["users"][0]].usage[CPUS] / cpus
+                assert share >= guaranteed(tree, leaf) - 1 / cpus - 1e-9, (leaf, tick)
+
+
+@pytest.mark.parametrize("tree", [{}, TREE])
+def test_group_rows_show_quota_and_shares_per_level(tree: Mapping[str, Any]) -> None:
+    pool = pool_of(100.0, 100.0)
+    order = HdrfOrder(resources=RESOURCES, groups=tree)
+    negotiator = Negotiator(pool, order)
+    submit(negotiator, "a", 30, (1.0, 1.0))
+    negotiator.cycle(0.0)
+    rows = {row["group"]: row for row in order.group_rows()}
+    assert rows["<none>"]["level"] == 0
+    if tree:
+        assert rows["b.x"]["level"] == 2
+        assert rows["b.x"]["guaranteed_share"] == pytest.approx(0.25)
+        assert rows["a"]["dominant_share"] == pytest.approx(0.3)
+        assert rows["a"]["quota"] == {"cpus": 50.0, "memory": 50.0}

@@ -66,14 +66,8 @@ class GroupTree:
     def __post_init__(self) -> None:
         by_name = {group.name: group for group in self.groups}
         object.__setattr__(self, "_by_name", by_name)
-        members: dict[str, str] = {}
-        for group in self.groups:
-            for user in group.users:
-                if user in members:
-                    raise ConfigError(f"user {user!r} is in groups {members[user]!r} and "
-                                      f"{group.name!r}: a user is in one group")
-                members[user] = group.name
-        object.__setattr__(self, "_members", members)
+        object.__setattr__(self, "_members", {user: group.name for group in self.groups
+                                              for user in group.users})
 
     @property
     def flat(self) -> bool:
@@ -196,6 +190,13 @@ def check_tree(groups: Iterable[Group], none_accepts_surplus: bool, where: str) 
         if group.dynamic is not None and group.dynamic > 1:
             raise ConfigError(f"{where}: group {group.name!r}: dynamic quota "
                               f"{group.dynamic:g} is over 1")
+    members: dict[str, str] = {}
+    for group in listed.values():
+        for user in group.users:
+            if user in members:
+                raise ConfigError(f"{where}: user {user!r} is in groups {members[user]!r} "
+                                  f"and {group.name!r}: a user is in one group")
+            members[user] = group.name
     ordered: list[Group] = []
 
     def place(name: str) -> None:

@@ -12,8 +12,10 @@ from gridfair.cli.group import cli
 from gridfair.cli.output import FORMATS, render_table, to_csv, to_json
 from gridfair.cli.progress import tasks_progress
 from gridfair.cli.terms import WithTerms
+from gridfair.core.groups import tree_from_toml
 from gridfair.core.pool import Task
 from gridfair.core.stages import ALLOCATION_RULES
+from gridfair.errors import InputError
 from gridfair.policies.drf import FORMS
 from gridfair.policies.hosep import PREEMPTION_TESTS
 from gridfair.policies.registry import every_option, policy_names, unread_options
@@ -32,6 +34,7 @@ from gridfair.sim.task_stream import InOrder, arrival_key
 from gridfair.sim.workloads.common import UNMAPPED
 from gridfair.sim.workloads.swf_grid import SWF_PROCS, SWF_STATUSES
 from gridfair.text import shown
+from gridfair.tomlfile import read_toml
 
 USER_COLUMNS = (
     ("user", "User", ""),
@@ -124,6 +127,9 @@ OPTION_FLAGS = tuple(name for name, declared in every_option().items()
                    "completions and chained negotiations, then arrivals in submit order; "
                    "ispd2014: iSPD 2014's event list (a Java binary heap keyed by time alone, "
                    "every hop of a task or message an event).")
+@click.option("--groups", "groups_file", type=click.Path(dir_okay=False), default=None,
+              help="H-DRF (hdrf): the accounting group tree, the [groups] table of this TOML "
+                   "file (a gridfair config or the grid file; docs/groups.md).")
 @click.option("--absolute-power-diff", is_flag=True,
               help="HOSEP: compare omega with |PowerDiff| (Eq. 6) instead of PowerDiff (Fig. 2).")
 @click.option("--hosep-test", type=click.Choice(PREEMPTION_TESTS), default=None,
@@ -193,7 +199,7 @@ OPTION_FLAGS = tuple(name for name, declared in every_option().items()
 def simulate(grid, workload, workload_format, policy, order, preempt, admit, checkpoint,
              allocation, seed, interval, vacate_delay, claim_worklife, arrivals, status_refresh,
              same_instant, satisfaction_base, output_format, tasks_out, capacity_ratio,
-             equal_shares, capacity, deadlines, check, db_path, quiet,
+             equal_shares, capacity, deadlines, check, db_path, quiet, groups_file,
              **grid_workload_options) -> None:
     """Simulate GRID under a policy and report per-user satisfaction, waits and preemptions.
 
@@ -203,6 +209,8 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
     if workload is None and grid_workload_options["pool"] is None:
         raise click.UsageError("give --workload, or --pool HOST to replay the pool's history")
     policy_options = {name: grid_workload_options.pop(name) for name in OPTION_FLAGS}
+    if groups_file is not None:
+        policy_options["groups"] = groups_section(Path(groups_file))
     _refuse_unread({name: value for name, value in policy_options.items()
                     if value not in (None, False)}, policy, order, preempt, admit)
     workload_options = {"capacity_ratio": capacity_ratio, **grid_workload_options,
@@ -334,6 +342,15 @@ def _refuse_unread(given: dict, policy: str | None, order: str | None, preempt: 
         reads = f"it reads {', '.join(flags)}" if flags else "it reads none of these options"
         raise click.UsageError(f"--{unread[0].replace('_', '-')}: {chosen} does not read it "
                                f"({reads})")
+
+
+def groups_section(path: Path) -> dict:
+    """The `[groups]` table of a TOML file, checked (errors name the file)."""
+    section = read_toml(path, "groups file").get("groups")
+    if not isinstance(section, dict):
+        raise InputError("no [groups] table", source=str(path))
+    tree_from_toml(section, where=f"{path} [groups]")
+    return section
 
 
 def _run_writer(db_path: str, description: dict):

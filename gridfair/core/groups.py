@@ -31,7 +31,7 @@ from gridfair.errors import ConfigError
 
 #: The root of every tree: the users of no group (HTCondor's name for it).
 NONE_GROUP = "<none>"
-#: The resources a static quota may name.
+#: The resources a quota may name, by name (in the order of `UserState.usage`).
 QUOTA_RESOURCES = {"cpus": CPUS, "memory": MEMORY, "gpus": GPUS}
 #: A pool user charged to accounting group G is named `group G` (`classads/submitters.py`,
 #: only when the pool validates groups: `trust_accounting_groups`).

@@ -35,7 +35,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gridfair.core.groups import NONE_GROUP, GroupTree, tree_from_toml
+from gridfair.core.groups import NONE_GROUP, QUOTA_RESOURCES, GroupTree, tree_from_toml
 from gridfair.core.pool import RESOURCE_NAMES, Pool, UserState
 from gridfair.core.stages import OrderPolicy, option
 from gridfair.errors import ConfigError
@@ -335,12 +335,13 @@ class HdrfOrder(OrderPolicy):
         for name, node in self.nodes.items():
             used_share, used_resource = dominant(
                 resource_shares(node.used, capacity, self.counted), self.counted)
-            surplus = {RESOURCE_NAMES[r]: node.used[r] - node.quota[r] for r in self.counted
-                       if math.isfinite(node.quota[r]) and node.used[r] > node.quota[r]}
+            quotas = [r for r in QUOTA_RESOURCES.values()
+                      if math.isfinite(node.quota[r]) and r in self.counted]
+            surplus = {RESOURCE_NAMES[r]: node.used[r] - node.quota[r] for r in quotas
+                       if node.used[r] > node.quota[r]}
             rows.append({
                 "group": name, "level": node.depth,
-                "quota": {RESOURCE_NAMES[r]: node.quota[r] for r in self.counted
-                          if math.isfinite(node.quota[r])},
+                "quota": {RESOURCE_NAMES[r]: node.quota[r] for r in quotas},
                 "weight": node.weight,
                 "guaranteed_share": self._guaranteed(node),
                 "dominant_share": used_share, "dominant_resource": used_resource,

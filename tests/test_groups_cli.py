@@ -1,0 +1,97 @@
+"""The group tree on the command line: `simulate --groups FILE` and `shares --tree`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from gridfair.cli.group import cli
+
+POOL = Path(__file__).parent / "data" / "daemon" / "pool"
+SNAPSHOT = ["--machines", str(POOL / "partitionable.status"), "--jobs",
+            str(POOL / "jobs.queue"), "--now", "0"]
+TREE = """
+[groups]
+accept_surplus = true
+[groups.owners_ab]
+quota_dynamic = 0.5
+users = ["User1", "User2"]
+[groups.owners_cd]
+quota_dynamic = 0.3
+[groups."owners_cd.c"]
+quota = {cpus = 2, memory = 4000}
+users = ["User3"]
+"""
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli, list(args))
+
+
+def tree_file(tmp_path: Path, text: str = TREE) -> str:
+    path = tmp_path / "groups.toml"
+    path.write_text(text)
+    return str(path)
+
+
+def simulate_json(*args: str) -> dict:
+    result = invoke("simulate", "hosep-table1", "--workload", "medium", "--format", "json",
+                    "-q", *args)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def test_hdrf_without_a_tree_simulates_exactly_as_drf() -> None:
+    hdrf, drf = simulate_json("--policy", "hdrf"), simulate_json("--policy", "drf")
+    assert hdrf.pop("policy") == "order=hdrf" and drf.pop("policy") == "order=drf"
+    assert hdrf == drf
+
+
+def test_simulate_takes_the_tree_and_it_moves_the_shares(tmp_path: Path) -> None:
+    grouped = simulate_json("--order", "hdrf", "--groups", tree_file(tmp_path))
+    assert grouped["summary"]["completed"] == grouped["summary"]["tasks"]
+    assert grouped["users"] != simulate_json("--policy", "drf")["users"]
+
+
+def test_a_bad_tree_is_one_line_naming_the_file_and_exit_2(tmp_path: Path) -> None:
+    path = tree_file(tmp_path, '[groups.a]\nquota = 1\nquota_dynamic = 0.5\n')
+    result = invoke("simulate", "hosep-table1", "-w", "medium", "--order", "hdrf",
+                    "--groups", path)
+    assert result.exit_code == 2
+    assert f'{path} [groups] group "a": both a static and a dynamic quota' in result.output
+    assert "Traceback" not in result.output
+    no_table = tree_file(tmp_path, "[other]\n")
+    result = invoke("simulate", "hosep-table1", "-w", "medium", "--order", "hdrf",
+                    "--groups", no_table)
+    assert result.exit_code == 2 and "no [groups] table" in result.output
+
+
+def test_groups_under_a_policy_that_does_not_read_them_is_a_usage_error(tmp_path: Path):
+    result = invoke("simulate", "hosep-table1", "-w", "medium", "--policy", "drf",
+                    "--groups", tree_file(tmp_path))
+    assert result.exit_code == 2
+    assert "--groups: policy drf does not read it" in result.output
+
+
+def test_shares_tree_shows_every_group_per_level(tmp_path: Path) -> None:
+    result = invoke("shares", *SNAPSHOT, "--tree", tree_file(tmp_path))
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].split()[:3] == ["Group", "Level", "Config"]
+    assert [line.split()[0] for line in lines[2:6]] == [
+        "<none>", "owners_ab", "owners_cd", "owners_cd.c"]
+    assert lines[5].startswith("    owners_cd.c  ")  # indented by its level
+    assert lines[-1] == "Number of groups: 3"
+    rows = json.loads(invoke("shares", *SNAPSHOT, "--tree", tree_file(tmp_path),
+                             "--format", "json").output)["groups"]
+    by_name = {row["group"]: row for row in rows}
+    assert by_name["owners_cd.c"]["quota"] == {"cpus": 2.0, "memory": 4000.0}
+    assert by_name["owners_cd"]["guaranteed_share"] == 0.3
+    assert by_name["<none>"]["dominant_share"] == 0.5  # bt's 4 of 8 cpus, in <none>
+
+
+def test_shares_tree_refuses_another_policy(tmp_path: Path) -> None:
+    result = invoke("shares", *SNAPSHOT, "--tree", tree_file(tmp_path), "--policy", "drf")
+    assert result.exit_code == 2 and "--tree orders by H-DRF" in result.output

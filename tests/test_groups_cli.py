@@ -5,10 +5,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from gridfair.cli.group import cli
+from gridfair.sim.grid_loader import embedded_grids
+from tests.conftest import TEST_DATA
 
+TABLE1 = str(embedded_grids()["hosep-table1"])
+MODEL = str(embedded_grids()["multi-owner-hosep"])
+GOOGLE_SLICE = str(TEST_DATA / "google" / "rows420001-426000.part-00000-of-00500.csv.gz")
 POOL = Path(__file__).parent / "data" / "daemon" / "pool"
 SNAPSHOT = ["--machines", str(POOL / "partitionable.status"), "--jobs",
             str(POOL / "jobs.queue"), "--now", "0"]
@@ -95,3 +101,21 @@ def test_shares_tree_shows_every_group_per_level(tmp_path: Path) -> None:
 def test_shares_tree_refuses_another_policy(tmp_path: Path) -> None:
     result = invoke("shares", *SNAPSHOT, "--tree", tree_file(tmp_path), "--policy", "drf")
     assert result.exit_code == 2 and "--tree orders by H-DRF" in result.output
+
+
+@pytest.mark.parametrize("run", [
+    (TABLE1, "-w", "high", "--checkpoint"),
+    (MODEL, "-w", GOOGLE_SLICE, "--interval", "60"),
+], ids=["table1-high", "google-grid"])
+def test_flat_hdrf_gives_drf_s_tasks_file_byte_for_byte(tmp_path: Path, run) -> None:
+    """The golden outputs' way (every task's times, `--tasks-out`): no tree, no change."""
+    outputs = {}
+    for policy in ("drf", "hdrf"):
+        tasks_out = tmp_path / f"{policy}.out"
+        result = invoke("simulate", *run, "-p", policy, "--format", "json", "-q",
+                        "--tasks-out", str(tasks_out))
+        assert result.exit_code == 0, result.output
+        outputs[policy] = (result.stdout.replace(f'"order={policy}"', '"order"'),
+                           tasks_out.read_bytes())
+    assert outputs["hdrf"] == outputs["drf"]
+    assert len(outputs["drf"][1]) > 1000

@@ -155,7 +155,8 @@ class HdrfOrder(OrderPolicy):
                 node.autoregroup = group.autoregroup
         self.root = self.nodes[NONE_GROUP]
         self.group_of: dict[int, GroupNode] = {}
-        self._usage: dict[int, list[float]] = {}
+        # User index -> (its usage as last seen, its dominant share of it).
+        self._usage: dict[int, tuple[list[float], float]] = {}
         self._generation = -1
         self._capacity: list[float] = []
 
@@ -169,6 +170,12 @@ class HdrfOrder(OrderPolicy):
             return
         self._capacity = list(pool.capacity)
         self.counted = counted_resources(self.resources, pool.capacity)
+        # Every dominant share is over the capacity: re-key every user seen.
+        for index, (usage, _) in list(self._usage.items()):
+            self._usage[index] = (usage, self.user_share(usage))
+            node = self.group_of[index]
+            user = node.users[index]
+            node.ranking.update(user, (0, self._usage[index][1]) if user.active else None)
         quotas = self.tree.quotas(pool.capacity)
         for name, node in self.nodes.items():
             node.quota = list(quotas[name])
@@ -195,14 +202,15 @@ class HdrfOrder(OrderPolicy):
         if node is None:
             node = self.group_of[user.index] = self.nodes[self.tree.group_of(user.name)]
             node.users[user.index] = user
-        old = self._usage.get(user.index)
+        seen = self._usage.get(user.index)
         usage = user.usage
-        if old != usage:
+        if seen is None or seen[0] != usage:
+            old = seen[0] if seen is not None else [0.0] * len(usage)
             for used in (node.own_used, *(group.used for group in node.path())):
                 for resource, amount in enumerate(usage):
-                    used[resource] += amount - (old[resource] if old is not None else 0.0)
-            self._usage[user.index] = usage[:]
-        node.ranking.update(user, (0, self.user_share(usage)) if user.active else None)
+                    used[resource] += amount - old[resource]
+            seen = self._usage[user.index] = (usage[:], self.user_share(usage))
+        node.ranking.update(user, (0, seen[1]) if user.active else None)
         for group in node.path():
             if group.dirty:
                 break
@@ -212,20 +220,26 @@ class HdrfOrder(OrderPolicy):
         return max(resource_shares(usage, self.pool.capacity, self.counted))
 
     # ------------------------------------------------------------- rescaling
-    def _update(self, node: GroupNode) -> None:
-        """Recompute `node`'s rescaled consumption and normalised share, children first."""
+    def _update(self, node: GroupNode, *, shown: bool = False) -> None:
+        """Recompute `node`'s rescaled consumption and normalised share, children first.
+        The root's are only shown (`shown`): no decision compares it with a sibling."""
         if not node.dirty:
             return
         for child in node.subgroups:
             self._update(child)
+        if node is self.root and not shown:
+            node.active = len(node.ranking) > 0 or any(child.active
+                                                       for child in node.subgroups)
+            node.dirty = False
+            return
         capacity = self.pool.capacity
         members_active = len(node.ranking) > 0
         # The members' own consumption, rescaled to the least share of those waiting.
         least_user = node.ranking.key_of(node.ranking.first())[1] if members_active \
             else math.inf
-        members = self._rescaled_sum(
-            ((self._usage.get(index, ()), self.user_share(self._usage.get(index, ())))
-             for index in node.users), least_user, len(node.used))
+        usage = self._usage
+        members = self._rescaled_sum((usage[index] for index in node.users if index in usage),
+                                     least_user, len(node.used))
         members_share = self._over_weight(max(resource_shares(members, capacity,
                                                               self.counted)),
                                           node.members_weight)
@@ -248,15 +262,16 @@ class HdrfOrder(OrderPolicy):
         """sum_i c_i * min(1, least / d_i) over (c_i, d_i)."""
         total = [0.0] * width
         for vector, share in entries:
-            if not vector:
-                continue
             factor = 1.0 if share <= least else least / share
-            for resource, amount in enumerate(vector):
-                total[resource] += amount * factor
+            if factor > 0:
+                for resource in range(width):
+                    total[resource] += vector[resource] * factor
         return total
 
     # -------------------------------------------------------------- decision
     def first(self, now: float) -> UserState | None:
+        if self.tree.flat:  # one level, no ceiling: the least dominant share, as DRF
+            return self.root.ranking.first()
         self._refresh_quotas()
         self._update(self.root)
         return (self._descend(self.root, relaxed=False)
@@ -267,8 +282,7 @@ class HdrfOrder(OrderPolicy):
         own users). Key: (using surplus, weight 0, normalised share, listed order)."""
         entries: list[tuple[tuple, GroupNode | None]] = []
         if len(node.ranking):
-            share = self._over_weight(
-                self.user_share(self._usage.get(node.ranking.first().index, ())), 1.0)
+            share = node.ranking.key_of(node.ranking.first())[1]
             entries.append(((int(_over(node.own_used, node.own_quota)),
                              int(node.members_weight <= 0), share, len(node.subgroups)), None))
         for order, child in enumerate(node.subgroups):
@@ -329,7 +343,8 @@ class HdrfOrder(OrderPolicy):
         """One row a group, parents first: quota, weight, actual and rescaled dominant
         shares, surplus in use (`gridfair shares --tree`)."""
         self._refresh_quotas()
-        self._update(self.root)
+        self.root.dirty = True
+        self._update(self.root, shown=True)
         capacity = self.pool.capacity
         rows = []
         for name, node in self.nodes.items():

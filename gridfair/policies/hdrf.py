@@ -270,9 +270,9 @@ class HdrfOrder(OrderPolicy):
 
     # -------------------------------------------------------------- decision
     def first(self, now: float) -> UserState | None:
+        self._refresh_quotas()
         if self.tree.flat:  # one level, no ceiling: the least dominant share, as DRF
             return self.root.ranking.first()
-        self._refresh_quotas()
         self._update(self.root)
         return (self._descend(self.root, relaxed=False)
                 or self._descend(self.root, relaxed=True))

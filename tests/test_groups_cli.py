@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -119,3 +122,34 @@ def test_flat_hdrf_gives_drf_s_tasks_file_byte_for_byte(tmp_path: Path, run) -> 
                            tasks_out.read_bytes())
     assert outputs["hdrf"] == outputs["drf"]
     assert len(outputs["drf"][1]) > 1000
+
+
+def test_shares_tree_reads_the_knobs_of_htcondor_s_configuration(tmp_path: Path) -> None:
+    """`--tree condor` reads GROUP_* through htcondor2.param (a fresh process: the bindings
+    read CONDOR_CONFIG once, at import)."""
+    pytest.importorskip("htcondor2")
+    config = tmp_path / "condor_config"
+    config.write_text("GROUP_NAMES = group_a, group_a.x, group_b\n"
+                      "GROUP_QUOTA_DYNAMIC_group_a = 0.6\n"
+                      "GROUP_QUOTA_DYNAMIC_group_a.x = 0.5\n"
+                      "GROUP_QUOTA_group_b = 2\n"
+                      "GROUP_ACCEPT_SURPLUS_group_b = True\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "gridfair", "shares", *SNAPSHOT, "--tree", "condor",
+         "--format", "json"], capture_output=True, text=True, check=False,
+        env={**os.environ, "CONDOR_CONFIG": str(config)})
+    assert result.returncode == 0, result.stderr
+    rows = {row["group"]: row for row in json.loads(result.stdout)["groups"]}
+    assert list(rows) == ["<none>", "group_a", "group_a.x", "group_b"]
+    # group_b's static 2 cpus first; group_a 0.6 of the 6 left; group_a.x half of that.
+    assert rows["group_a"]["quota"]["cpus"] == pytest.approx(3.6)
+    assert rows["group_a.x"]["quota"]["cpus"] == pytest.approx(1.8)
+    assert rows["group_b"]["accept_surplus"] is True
+    config.write_text("GROUP_NAMES = group_a.x\nGROUP_QUOTA_group_a.x = 1\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "gridfair", "shares", *SNAPSHOT, "--tree", "condor"],
+        capture_output=True, text=True, check=False,
+        env={**os.environ, "CONDOR_CONFIG": str(config)})
+    assert result.returncode == 2
+    assert "HTCondor configuration: group 'group_a.x' has parent 'group_a', which is not " \
+           "listed" in result.stderr

@@ -11,12 +11,12 @@ from typing import Any
 import click
 
 from gridfair.ad_views import Snapshot
-from gridfair.classads.to_pool import pool_from_snapshot
 from gridfair.cli.output import render_table, to_json
 from gridfair.core.groups import GroupTree, tree_from_knobs, tree_from_toml
 from gridfair.errors import InputError
 from gridfair.policies.hdrf import HdrfOrder
 from gridfair.policies.registry import build_stages
+from gridfair.tomlfile import read_toml
 
 #: Where `--tree condor` reads the tree: this host's HTCondor configuration.
 FROM_CONDOR = "condor"
@@ -36,6 +36,15 @@ TREE_COLUMNS = (
 )
 
 
+def groups_section(path: Path) -> dict[str, Any]:
+    """The `[groups]` table of a TOML file, checked (errors name the file): `--groups`."""
+    section = read_toml(path, "groups file").get("groups")
+    if not isinstance(section, dict):
+        raise InputError("no [groups] table", source=str(path))
+    tree_from_toml(section, where=f"{path} [groups]")
+    return section
+
+
 def read_tree(source: str) -> GroupTree:
     """The tree of `source`: a TOML file's `[groups]` table, or `condor` for the negotiator
     knobs of HTCondor's configuration here (`htcondor2.param`)."""
@@ -43,16 +52,13 @@ def read_tree(source: str) -> GroupTree:
         import htcondor2
 
         return tree_from_knobs(htcondor2.param)
-    from gridfair.tomlfile import read_toml
-
-    section = read_toml(Path(source), "groups file").get("groups")
-    if not isinstance(section, dict):
-        raise InputError("no [groups] table", source=source)
-    return tree_from_toml(section, where=f"{source} [groups]")
+    return tree_from_toml(groups_section(Path(source)), where=f"{source} [groups]")
 
 
 def tree_rows(snapshot: Snapshot, tree: GroupTree) -> list[dict[str, Any]]:
     """One row a group of `tree`, parents first, for the pool of `snapshot` as it is."""
+    from gridfair.classads.to_pool import pool_from_snapshot
+
     stages = build_stages(order="hdrf", options={"groups": tree})
     loaded = pool_from_snapshot(snapshot, stages)
     order = loaded.negotiator.order

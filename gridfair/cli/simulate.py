@@ -9,13 +9,12 @@ from pathlib import Path
 import click
 
 from gridfair.cli.group import cli
+from gridfair.cli.group_tree import groups_section
 from gridfair.cli.output import FORMATS, render_table, to_csv, to_json
 from gridfair.cli.progress import tasks_progress
 from gridfair.cli.terms import WithTerms
-from gridfair.core.groups import tree_from_toml
 from gridfair.core.pool import Task
 from gridfair.core.stages import ALLOCATION_RULES
-from gridfair.errors import InputError
 from gridfair.policies.drf import FORMS
 from gridfair.policies.hosep import PREEMPTION_TESTS
 from gridfair.policies.registry import every_option, policy_names, unread_options
@@ -34,7 +33,6 @@ from gridfair.sim.task_stream import InOrder, arrival_key
 from gridfair.sim.workloads.common import UNMAPPED
 from gridfair.sim.workloads.swf_grid import SWF_PROCS, SWF_STATUSES
 from gridfair.text import shown
-from gridfair.tomlfile import read_toml
 
 USER_COLUMNS = (
     ("user", "User", ""),
@@ -342,15 +340,6 @@ def _refuse_unread(given: dict, policy: str | None, order: str | None, preempt: 
         reads = f"it reads {', '.join(flags)}" if flags else "it reads none of these options"
         raise click.UsageError(f"--{unread[0].replace('_', '-')}: {chosen} does not read it "
                                f"({reads})")
-
-
-def groups_section(path: Path) -> dict:
-    """The `[groups]` table of a TOML file, checked (errors name the file)."""
-    section = read_toml(path, "groups file").get("groups")
-    if not isinstance(section, dict):
-        raise InputError("no [groups] table", source=str(path))
-    tree_from_toml(section, where=f"{path} [groups]")
-    return section
 
 
 def _run_writer(db_path: str, description: dict):

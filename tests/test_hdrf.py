@@ -264,3 +264,19 @@ def test_shares_follow_the_capacity_when_a_machine_joins() -> None:
     assert order.first(1.0).name == "A"
     pool.add_node(Node("big", None, power=1.0, cpus=1.0, memory=100.0))
     assert order.first(1.0).name == "B"
+
+
+def test_none_keeps_the_remainder_and_autoregroup_takes_what_no_one_else_can() -> None:
+    """g has 6 of 10 cpus, no surplus; <none> keeps 4 (no surplus either); h has 0 but
+    autoregroup: it runs only on what g and <none> cannot take."""
+    tree = {"g": {"quota": 6, "users": ["g1"]},
+            "h": {"quota": 0, "autoregroup": True, "users": ["h1"]}}
+    pool = pool_of(10.0, 100.0)
+    negotiator = Negotiator(pool, HdrfOrder(groups=tree))
+    submit(negotiator, "g1", 20, (1.0, 1.0))
+    submit(negotiator, "nobody", 2, (1.0, 1.0))
+    submit(negotiator, "h1", 20, (1.0, 1.0))
+    negotiator.cycle(0.0)
+    running = {name: user.running for name, user in pool.users.items()}
+    # g1 at its ceiling, <none>'s user wanted 2 of its 4, h1 the 2 left over.
+    assert running == {"g1": 6, "nobody": 2, "h1": 2}

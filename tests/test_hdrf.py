@@ -280,3 +280,14 @@ def test_none_keeps_the_remainder_and_autoregroup_takes_what_no_one_else_can() -
     running = {name: user.running for name, user in pool.users.items()}
     # g1 at its ceiling, <none>'s user wanted 2 of its 4, h1 the 2 left over.
     assert running == {"g1": 6, "nobody": 2, "h1": 2}
+
+
+def test_weights_are_quota_fractions_on_the_resources_quotas_limit() -> None:
+    """Quotas of cpus alone: <none>'s users weigh the cpus the groups leave (0.4), not the
+    memory no quota limits (1.0)."""
+    pool = pool_of(10.0, 100.0)
+    order = HdrfOrder(resources=RESOURCES, groups={"g": {"quota": 6}})
+    Negotiator(pool, order)
+    rows = {row["group"]: row for row in order.group_rows()}
+    assert rows["g"]["weight"] == pytest.approx(0.6)
+    assert order.root.members_weight == pytest.approx(0.4)

@@ -187,12 +187,20 @@ class HdrfOrder(OrderPolicy):
             parent_quota = quotas[node.name]
             for child in node.subgroups:
                 child.weight = self._fraction(quotas[child.name], parent_quota)
+            # The own users' part, over the resources the subgroups' quotas limit (with
+            # quotas of cpus alone, the cpus they leave).
+            limited = [r for r in self.counted
+                       if any(math.isfinite(quotas[child.name][r]) for child in node.subgroups)]
             node.members_weight = (self._fraction(self.tree.remainder(node.name, quotas),
-                                                  parent_quota) if node.subgroups else 1.0)
+                                                  parent_quota, limited)
+                                   if node.subgroups else 1.0)
 
-    def _fraction(self, part: Sequence[float], whole: Sequence[float]) -> float:
-        """A child's weight: its quota over its parent's, on its dominant quota'd resource."""
-        fractions = [part[r] / whole[r] for r in self.counted
+    def _fraction(self, part: Sequence[float], whole: Sequence[float],
+                  resources: Sequence[int] | None = None) -> float:
+        """A child's weight: its quota over its parent's, on its dominant quota'd resource
+        (of `resources`, default every counted one)."""
+        fractions = [part[r] / whole[r] for r in (self.counted if resources is None
+                                                  else resources)
                      if math.isfinite(part[r]) and math.isfinite(whole[r]) and whole[r] > 0]
         return max(fractions) if fractions else 1.0
 

@@ -85,11 +85,14 @@ def test_knob_errors_name_the_configuration() -> None:
     with pytest.raises(ConfigError, match="HTCondor configuration: group 'b.c' has parent 'b', "
                                           "which is not listed"):
         tree_from_knobs({"GROUP_NAMES": "b.c", "GROUP_QUOTA_b.c": "1"})
-    with pytest.raises(ConfigError, match="group a: both a static and a dynamic quota"):
+    with pytest.raises(ConfigError, match="group a: both a static and a dynamic quota "
+                                          r"\(GROUP_QUOTA_a and GROUP_QUOTA_DYNAMIC_a\)"):
         tree_from_knobs({"GROUP_NAMES": "a", "GROUP_QUOTA_a": "1",
                          "GROUP_QUOTA_DYNAMIC_a": "0.5"})
     with pytest.raises(ConfigError, match="GROUP_ACCEPT_SURPLUS: expected true or false"):
         tree_from_knobs({"GROUP_NAMES": "a", "GROUP_ACCEPT_SURPLUS": "maybe"})
+    with pytest.raises(ConfigError, match="group a GROUP_QUOTA_DYNAMIC_a: expected a number"):
+        tree_from_knobs({"GROUP_NAMES": "a", "GROUP_QUOTA_DYNAMIC_a": "half"})
 
 
 def test_no_group_names_is_the_flat_tree() -> None:

@@ -22,7 +22,7 @@ default).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -256,20 +256,30 @@ def tree_from_toml(section: Mapping[str, Any], where: str = "[groups]") -> Group
 
 
 def _group(name: str, where: str, *, static: Any, dynamic: Any, accept_surplus: Any,
-           autoregroup: Any, prio_factor: Any, users: tuple[str, ...] = ()) -> Group:
+           autoregroup: Any, prio_factor: Any, users: tuple[str, ...] = (),
+           label: Callable[[str], str] = str) -> Group:
+    """One group, checked; `label` names a key as its source writes it (a knob)."""
     if static is not None and dynamic is not None:
-        raise ConfigError(f"{where}: both a static and a dynamic quota: give one")
-    factor = _number(prio_factor, f"{where} prio_factor")
+        raise ConfigError(f"{where}: both a static and a dynamic quota ({label('quota')} "
+                          f"and {label('quota_dynamic')}): give one")
+    factor = _number(prio_factor, f"{where} {label('prio_factor')}")
     if factor < 1:
-        raise ConfigError(f"{where} prio_factor: {factor:g} is below 1")
+        raise ConfigError(f"{where} {label('prio_factor')}: {factor:g} is below 1")
     return Group(
         name=name, parent=parent_of(name),
         static={} if dynamic is not None else _static_quota(0 if static is None else static,
-                                                             f"{where} quota"),
-        dynamic=None if dynamic is None else _number(dynamic, f"{where} quota_dynamic"),
-        accept_surplus=_flag(accept_surplus, f"{where} accept_surplus"),
-        autoregroup=_flag(autoregroup, f"{where} autoregroup"),
+                                                             f"{where} {label('quota')}"),
+        dynamic=(None if dynamic is None else
+                 _number(dynamic, f"{where} {label('quota_dynamic')}")),
+        accept_surplus=_flag(accept_surplus, f"{where} {label('accept_surplus')}"),
+        autoregroup=_flag(autoregroup, f"{where} {label('autoregroup')}"),
         prio_factor=factor, users=users)
+
+
+#: gridfair's key -> HTCondor's knob of a group (the name follows).
+KNOB_OF = {"quota": "GROUP_QUOTA_", "quota_dynamic": "GROUP_QUOTA_DYNAMIC_",
+           "accept_surplus": "GROUP_ACCEPT_SURPLUS_", "autoregroup": "GROUP_AUTOREGROUP_",
+           "prio_factor": "GROUP_PRIO_FACTOR_"}
 
 
 # ---------------------------------------------------------------------- knobs
@@ -297,5 +307,6 @@ def tree_from_knobs(knobs: Mapping[str, Any], where: str = "HTCondor configurati
             static=knob(f"GROUP_QUOTA_{name}"), dynamic=knob(f"GROUP_QUOTA_DYNAMIC_{name}"),
             accept_surplus=surplus if own_surplus is None else own_surplus,
             autoregroup=regroup if own_regroup is None else own_regroup,
-            prio_factor=knob(f"GROUP_PRIO_FACTOR_{name}") or 1.0))
+            prio_factor=knob(f"GROUP_PRIO_FACTOR_{name}") or 1.0,
+            label=lambda key, name=name: KNOB_OF[key] + name))
     return check_tree(groups, surplus, where)

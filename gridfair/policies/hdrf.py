@@ -330,7 +330,8 @@ class HdrfOrder(OrderPolicy):
         figures = self.figures(user)
         return ("free slot to {user} of group {group} (path {path}): least normalised "
                 "dominant share at every level; its own {dominant_share:.4g} (of "
-                "{dominant_resource}), its group's {group_share:.4g}"), figures
+                "{dominant_resource}), its group's {group_share:.4g} (H-DRF's, over the "
+                "group's weight)"), figures
 
     def figures(self, user: UserState) -> dict[str, Any]:
         self._update(self.root)

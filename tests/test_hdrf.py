@@ -291,3 +291,41 @@ def test_weights_are_quota_fractions_on_the_resources_quotas_limit() -> None:
     rows = {row["group"]: row for row in order.group_rows()}
     assert rows["g"]["weight"] == pytest.approx(0.6)
     assert order.root.members_weight == pytest.approx(0.4)
+
+
+def test_room_a_project_leaves_goes_to_its_sibling_before_its_cousin() -> None:
+    """Departments A and B have 5 cpus each; A.y wants 1 of its 2.5. A.x and B.z both accept
+    surplus and want more: A's 1.5 spare go to A.x (A is under its quota, B at its own), so
+    A.x ends at 4 and B.z at 5, where plain DRF would split the spare between them."""
+    tree = {"accept_surplus": True,
+            "A": {"quota": 5}, "A.x": {"quota_dynamic": 0.5, "users": ["x"]},
+            "A.y": {"quota_dynamic": 0.5, "users": ["y"]},
+            "B": {"quota": 5}, "B.z": {"quota_dynamic": 1.0, "users": ["z"]}}
+    pool = pool_of(10.0, 100.0)
+    negotiator = Negotiator(pool, HdrfOrder(groups=tree))
+    submit(negotiator, "y", 1, (1.0, 1.0))
+    submit(negotiator, "z", 20, (0.5, 0.5))
+    submit(negotiator, "x", 20, (0.5, 0.5))
+    negotiator.cycle(0.0)
+    held = {name: user.usage[CPUS] for name, user in pool.users.items()}
+    assert held == {"y": 1.0, "x": 4.0, "z": 5.0}
+
+
+def test_a_group_under_its_quota_goes_before_one_over_it_whatever_the_rescaled_shares():
+    """B.h holds B's whole quota (5 of 10 cpus) and wants no more; B.n arrives. Rescaled,
+    B's share is B.n's, 0; but B is at its quota and A (3 of its 5) under its own: the 2 free
+    cpus go to A.x, whose department is guaranteed them."""
+    tree = {"accept_surplus": True,
+            "A": {"quota": 5}, "A.x": {"quota_dynamic": 1.0, "users": ["x"]},
+            "B": {"quota": 5}, "B.h": {"quota_dynamic": 0.5, "users": ["h"]},
+            "B.n": {"quota_dynamic": 0.5, "users": ["n"]}}
+    pool = pool_of(10.0, 100.0)
+    negotiator = Negotiator(pool, HdrfOrder(groups=tree))
+    submit(negotiator, "h", 5, (1.0, 1.0))
+    submit(negotiator, "x", 3, (1.0, 1.0))
+    negotiator.cycle(0.0)
+    submit(negotiator, "n", 5, (1.0, 1.0), now=1.0)
+    submit(negotiator, "x", 5, (1.0, 1.0), now=1.0)
+    negotiator.cycle(1.0)
+    held = {name: user.usage[CPUS] for name, user in pool.users.items()}
+    assert held == {"h": 5.0, "x": 5.0, "n": 0.0}

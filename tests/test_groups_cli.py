@@ -101,9 +101,11 @@ def test_shares_tree_shows_every_group_per_level(tmp_path: Path) -> None:
     assert by_name["<none>"]["dominant_share"] == 0.5  # bt's 4 of 8 cpus, in <none>
 
 
-def test_shares_tree_refuses_another_policy(tmp_path: Path) -> None:
+def test_shares_tree_refuses_another_policy_and_the_store(tmp_path: Path) -> None:
     result = invoke("shares", *SNAPSHOT, "--tree", tree_file(tmp_path), "--policy", "drf")
     assert result.exit_code == 2 and "--tree orders by H-DRF" in result.output
+    result = invoke("shares", "--db", str(tmp_path / "none.db"), "--tree", tree_file(tmp_path))
+    assert result.exit_code == 2 and "--tree reads ad files or a live pool" in result.output
 
 
 @pytest.mark.parametrize("run", [

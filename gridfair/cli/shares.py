@@ -237,6 +237,9 @@ def shares(machines_paths, jobs_paths, policy, order, preempt, admit, absolute_p
     # The report comes from ad files; another source of the same figures (the daemon's
     # store) builds a SharesReport of its own and shares the rendering below.
     if db_path is not None or config_path is not None:
+        if tree_source is not None:
+            raise click.UsageError("--tree reads ad files or a live pool, not the daemon's "
+                                   "store: give --machines/--jobs or --pool")
         store = find_store(None if db_path is None else Path(db_path), config_path)
         click.echo(shares_from_store(store, output_format))
         return

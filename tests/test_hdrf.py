@@ -329,3 +329,16 @@ def test_a_group_under_its_quota_goes_before_one_over_it_whatever_the_rescaled_s
     negotiator.cycle(1.0)
     held = {name: user.usage[CPUS] for name, user in pool.users.items()}
     assert held == {"h": 5.0, "x": 5.0, "n": 0.0}
+
+
+def test_the_users_of_no_group_weigh_as_one_node_against_the_groups() -> None:
+    """g has half the pool; <none>'s two users share the other half (1/4 each), not 0.4
+    each as they would were each weighed alone against g's share over its weight."""
+    tree = {"accept_surplus": True, "g": {"quota_dynamic": 0.5, "users": ["g1"]}}
+    pool = pool_of(100.0, 100.0)
+    negotiator = Negotiator(pool, HdrfOrder(resources=RESOURCES, groups=tree))
+    for user in ("g1", "n1", "n2"):
+        submit(negotiator, user, 120, (1.0, 0.0))
+    negotiator.cycle(0.0)
+    assert {name: user.usage[CPUS] for name, user in pool.users.items()} == {
+        "g1": 50.0, "n1": 25.0, "n2": 25.0}

@@ -68,7 +68,8 @@ class GroupNode:
     rescaled consumption (recomputed when `dirty`)."""
 
     __slots__ = ("name", "parent", "subgroups", "users", "ranking", "used", "quota",
-                 "accept_surplus", "autoregroup", "weight", "members_weight", "consumption",
+                 "accept_surplus", "autoregroup", "weight", "members_weight", "members_share",
+                 "consumption",
                  "share", "active", "dirty", "depth", "own_used", "own_quota")
 
     def __init__(self, name: str, parent: GroupNode | None, width: int) -> None:
@@ -86,6 +87,7 @@ class GroupNode:
         self.autoregroup = False
         self.weight = 1.0
         self.members_weight = 1.0
+        self.members_share = 0.0  # its own users' rescaled share, over their weight
         self.consumption = [0.0] * width  # rescaled (H-DRF)
         self.share = 0.0  # dominant share of `consumption` over the weight
         self.active = False  # some user below wants a slot
@@ -98,13 +100,13 @@ class GroupNode:
             yield node
             node = node.parent
 
-    def over_quota(self) -> bool:
-        """At or over its quota of some resource (using surplus)."""
-        return _over(self.used, self.quota)
+    def over_quota(self, resources: Sequence[int]) -> bool:
+        """At or over its quota of one of `resources` (using surplus)."""
+        return _over(self.used, self.quota, resources)
 
 
-def _over(used: Sequence[float], quota: Sequence[float]) -> bool:
-    return any(amount >= limit - EPSILON for amount, limit in zip(used, quota, strict=True))
+def _over(used: Sequence[float], quota: Sequence[float], resources: Sequence[int]) -> bool:
+    return any(used[r] >= quota[r] - EPSILON for r in resources)
 
 
 def _fits(used: Sequence[float], quota: Sequence[float], wants: Sequence[float]) -> bool:
@@ -230,16 +232,16 @@ class HdrfOrder(OrderPolicy):
     # ------------------------------------------------------------- rescaling
     def _update(self, node: GroupNode, *, shown: bool = False) -> None:
         """Recompute `node`'s rescaled consumption and normalised share, children first.
-        The root's are only shown (`shown`): no decision compares it with a sibling."""
+        A root without subgroups is only shown (`shown`): no decision weighs its users as
+        one against anything (its users are ordered as DRF orders them)."""
         if not node.dirty:
+            return
+        if not node.subgroups and node is self.root and not shown:
+            node.active = len(node.ranking) > 0
+            node.dirty = False
             return
         for child in node.subgroups:
             self._update(child)
-        if node is self.root and not shown:
-            node.active = len(node.ranking) > 0 or any(child.active
-                                                       for child in node.subgroups)
-            node.dirty = False
-            return
         capacity = self.pool.capacity
         members_active = len(node.ranking) > 0
         # The members' own consumption, rescaled to the least share of those waiting.
@@ -248,9 +250,8 @@ class HdrfOrder(OrderPolicy):
         usage = self._usage
         members = self._rescaled_sum((usage[index] for index in node.users if index in usage),
                                      least_user, len(node.used))
-        members_share = self._over_weight(max(resource_shares(members, capacity,
-                                                              self.counted)),
-                                          node.members_weight)
+        members_share = node.members_share = self._over_weight(
+            max(resource_shares(members, capacity, self.counted)), node.members_weight)
         entries = [(members, members_share, members_active)]
         entries += [(child.consumption, child.share, child.active) for child in node.subgroups]
         least = min((share for _, share, active in entries if active), default=math.inf)
@@ -290,12 +291,12 @@ class HdrfOrder(OrderPolicy):
         own users). Key: (using surplus, weight 0, normalised share, listed order)."""
         entries: list[tuple[tuple, GroupNode | None]] = []
         if len(node.ranking):
-            share = node.ranking.key_of(node.ranking.first())[1]
-            entries.append(((int(_over(node.own_used, node.own_quota)),
-                             int(node.members_weight <= 0), share, len(node.subgroups)), None))
+            entries.append(((int(_over(node.own_used, node.own_quota, self.counted)),
+                             int(node.members_weight <= 0), node.members_share,
+                             len(node.subgroups)), None))
         for order, child in enumerate(node.subgroups):
             if child.active:
-                entries.append(((int(child.over_quota()), int(child.weight <= 0),
+                entries.append(((int(child.over_quota(self.counted)), int(child.weight <= 0),
                                  child.share, order), child))
         entries.sort(key=lambda entry: entry[0])
         return entries

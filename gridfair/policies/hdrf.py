@@ -15,11 +15,14 @@ node"), c_n = sum_i c_i * min(1, m / d_i), so a blocked or idle child, whose sha
 move, does not raise its parent's share above its active siblings'. With no group (the tree of
 one level), the root's members are every user and the order is exactly DRF's.
 
-Quotas are ceilings: a user whose next task would take a group on its path over its quota of
-a resource is passed over, unless the group accepts surplus; a group at or over its quota is
-served after its siblings under theirs, so surplus goes to siblings first. A group with
+Quotas are served first, then surplus, as HTCondor's negotiator does: a decision first looks
+for a user whose next task keeps every group on its path within its quota; then one past the
+quotas of the deepest groups that accept surplus (room a project leaves goes to its sibling
+first), then one level up, and so on to the top groups; a quota of a group that does not
+accept surplus is a ceiling. Each round goes down the tree in H-DRF's order. A group with
 autoregroup is served past its ceiling when no one else can be (HTCondor's second round in
-`<none>`).
+`<none>`). Quotas and weights are per resource: a rule on cpus alone limits cpus alone, and a
+project whose sibling holds memory past its quota still has its cpus.
 
 State: each user's usage is added to its groups' totals on its events (O(depth)); a user's
 DRF key is kept in its group's sorted ranking (O(log n)); a group whose subtree changed is
@@ -50,6 +53,8 @@ from gridfair.policies.ranking import UserRanking
 
 #: Slack on a ceiling: a quota met exactly is not exceeded by float noise.
 EPSILON = 1e-9
+#: The last round of a decision: past the ceiling of a group with autoregroup.
+AUTOREGROUP = 0
 
 
 @dataclass(frozen=True)
@@ -100,13 +105,6 @@ class GroupNode:
             yield node
             node = node.parent
 
-    def over_quota(self, resources: Sequence[int]) -> bool:
-        """At or over its quota of one of `resources` (using surplus)."""
-        return _over(self.used, self.quota, resources)
-
-
-def _over(used: Sequence[float], quota: Sequence[float], resources: Sequence[int]) -> bool:
-    return any(used[r] >= quota[r] - EPSILON for r in resources)
 
 
 def _fits(used: Sequence[float], quota: Sequence[float], wants: Sequence[float]) -> bool:
@@ -156,6 +154,7 @@ class HdrfOrder(OrderPolicy):
                 node.accept_surplus = group.accept_surplus
                 node.autoregroup = group.autoregroup
         self.root = self.nodes[NONE_GROUP]
+        self.depth = max(node.depth for node in self.nodes.values())
         self.group_of: dict[int, GroupNode] = {}
         # User index -> (its usage as last seen, its dominant share of it).
         self._usage: dict[int, tuple[list[float], float]] = {}
@@ -283,48 +282,53 @@ class HdrfOrder(OrderPolicy):
         if self.tree.flat:  # one level, no ceiling: the least dominant share, as DRF
             return self.root.ranking.first()
         self._update(self.root)
-        return (self._descend(self.root, relaxed=False)
-                or self._descend(self.root, relaxed=True))
+        # Within every quota first; then past the quotas of groups at depth >= level that
+        # accept surplus, the deepest first (surplus from siblings before cousins); then
+        # past an autoregroup group's ceiling.
+        for level in range(self.depth + 1, 0, -1):
+            found = self._descend(self.root, level)
+            if found is not None:
+                return found
+        return self._descend(self.root, AUTOREGROUP)
 
     def _children(self, node: GroupNode) -> list[tuple[tuple, GroupNode | None]]:
         """`node`'s children that want a slot, best first: (key, subgroup or None for its
-        own users). Key: (using surplus, weight 0, normalised share, listed order)."""
+        own users). Key: (weight 0, normalised share, listed order)."""
         entries: list[tuple[tuple, GroupNode | None]] = []
         if len(node.ranking):
-            entries.append(((int(_over(node.own_used, node.own_quota, self.counted)),
-                             int(node.members_weight <= 0), node.members_share,
+            entries.append(((int(node.members_weight <= 0), node.members_share,
                              len(node.subgroups)), None))
         for order, child in enumerate(node.subgroups):
             if child.active:
-                entries.append(((int(child.over_quota(self.counted)), int(child.weight <= 0),
-                                 child.share, order), child))
+                entries.append(((int(child.weight <= 0), child.share, order), child))
         entries.sort(key=lambda entry: entry[0])
         return entries
 
-    def _descend(self, node: GroupNode, relaxed: bool) -> UserState | None:
+    def _descend(self, node: GroupNode, level: int) -> UserState | None:
         for _, child in self._children(node):
             if child is not None:
-                found = self._descend(child, relaxed)
+                found = self._descend(child, level)
                 if found is not None:
                     return found
                 continue
             for user in node.ranking:
-                if self._fits_ceilings(user, node, relaxed):
+                if self._within(user, node, level):
                     return user
         return None
 
-    def _fits_ceilings(self, user: UserState, node: GroupNode, relaxed: bool) -> bool:
-        """Whether the user's next task keeps every group on its path within its quota
-        (a group accepting surplus has none; autoregroup lifts it in the relaxed round)."""
+    def _within(self, user: UserState, node: GroupNode, level: int) -> bool:
+        """Whether the user's next task stays within the quota of every group on its path,
+        but those at depth >= `level` that accept surplus (`AUTOREGROUP`: every quota
+        lifted for a group with autoregroup)."""
         task = self.pool.head(user)
         if task is None:
             return False
-        if relaxed and node.autoregroup:
-            return True
+        if level == AUTOREGROUP:
+            return node.autoregroup
         wants = (task.cpus, task.memory, 0.0, task.gpus)
         return _fits(node.own_used, node.own_quota, wants) and all(
             _fits(group.used, group.quota, wants) for group in node.path()
-            if not group.accept_surplus)
+            if not (group.accept_surplus and group.depth >= level))
 
     # --------------------------------------------------------------- figures
     def why(self, user: UserState, now: float) -> tuple[str, Mapping[str, Any]]:

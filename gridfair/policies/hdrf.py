@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gridfair.core.groups import NONE_GROUP, QUOTA_RESOURCES, GroupTree, tree_from_toml
-from gridfair.core.pool import RESOURCE_NAMES, Pool, UserState
+from gridfair.core.pool import CPUS, GPUS, MEMORY, RESOURCE_NAMES, Pool, UserState
 from gridfair.core.stages import OrderPolicy, option
 from gridfair.errors import ConfigError
 from gridfair.policies.drf import (
@@ -105,12 +105,6 @@ class GroupNode:
             yield node
             node = node.parent
 
-
-
-def _fits(used: Sequence[float], quota: Sequence[float], wants: Sequence[float]) -> bool:
-    """Whether `wants` more stays within `quota` on every resource it asks for."""
-    return all(used[r] + wants[r] <= quota[r] + EPSILON for r in range(len(wants))
-               if wants[r] > 0 and math.isfinite(quota[r]))
 
 
 class HdrfOrder(OrderPolicy):
@@ -311,24 +305,35 @@ class HdrfOrder(OrderPolicy):
                 if found is not None:
                     return found
                 continue
+            if level == AUTOREGROUP and not node.autoregroup:
+                continue
+            room = self._room(node, level)
+            head = self.pool.head
             for user in node.ranking:
-                if self._within(user, node, level):
+                task = head(user)
+                # Only what the task asks for counts (a job of no GPUs fits a group at its
+                # GPU quota).
+                if task is not None and (task.cpus <= room[CPUS] or not task.cpus) \
+                        and (task.memory <= room[MEMORY] or not task.memory) \
+                        and (task.gpus <= room[GPUS] or not task.gpus):
                     return user
         return None
 
-    def _within(self, user: UserState, node: GroupNode, level: int) -> bool:
-        """Whether the user's next task stays within the quota of every group on its path,
-        but those at depth >= `level` that accept surplus (`AUTOREGROUP`: every quota
-        lifted for a group with autoregroup)."""
-        task = self.pool.head(user)
-        if task is None:
-            return False
+    def _room(self, node: GroupNode, level: int) -> list[float]:
+        """What the users of `node` may take more in this round, per resource: the least
+        room left under the quotas on its path, but those of groups at depth >= `level` that
+        accept surplus (`AUTOREGROUP`: a group with autoregroup has no ceiling)."""
+        room = [math.inf] * len(node.used)
         if level == AUTOREGROUP:
-            return node.autoregroup
-        wants = (task.cpus, task.memory, 0.0, task.gpus)
-        return _fits(node.own_used, node.own_quota, wants) and all(
-            _fits(group.used, group.quota, wants) for group in node.path()
-            if not (group.accept_surplus and group.depth >= level))
+            return room
+        limits = [(node.own_used, node.own_quota)]
+        limits += [(group.used, group.quota) for group in node.path()
+                   if not (group.accept_surplus and group.depth >= level)]
+        for used, quota in limits:
+            for resource, limit in enumerate(quota):
+                if limit - used[resource] + EPSILON < room[resource]:
+                    room[resource] = limit - used[resource] + EPSILON
+        return room
 
     # --------------------------------------------------------------- figures
     def why(self, user: UserState, now: float) -> tuple[str, Mapping[str, Any]]:

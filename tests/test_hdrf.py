@@ -68,6 +68,18 @@ def shares(pool: Pool) -> dict[str, tuple[float, float]]:
             for name, user in pool.users.items()}
 
 
+def cpus_held(tree: Mapping[str, Any], *submissions: tuple[str, int, tuple[float, float]],
+              cpus: float = 10.0) -> dict[str, float]:
+    """The cpus each user holds after one cycle of H-DRF over `tree` on a pool of `cpus`
+    cpus (and 10 GB a cpu), given (user, jobs, demand) submitted in that order."""
+    pool = pool_of(cpus, 10 * cpus)
+    negotiator = Negotiator(pool, HdrfOrder(resources=RESOURCES, groups=tree))
+    for user, count, demand in submissions:
+        submit(negotiator, user, count, demand)
+    negotiator.cycle(0.0)
+    return {name: user.usage[CPUS] for name, user in pool.users.items()}
+
+
 def static_example(order: OrderPolicy) -> dict[str, tuple[float, float]]:
     """Every leaf with more demand than the pool, from an empty pool: one cycle. (100.5 cpus:
     a pool is offered only while some cpu is free, and b.y's tasks take none.)"""
@@ -167,16 +179,11 @@ def test_quota_is_a_ceiling_without_surplus_and_surplus_goes_to_siblings_first()
             "p.x": {"quota": 2, "users": ["x"], "accept_surplus": True},
             "p.y": {"quota": 4, "users": ["y"]},
             "q": {"quota": 4, "users": ["q"]}}
-    pool = pool_of(10.0, 100.0)
-    negotiator = Negotiator(pool, HdrfOrder(groups=tree))
     # y wants 1 cpu only: 3 of p.y's quota are spare; q wants more than its quota.
-    submit(negotiator, "y", 1, (1.0, 1.0))
-    submit(negotiator, "q", 10, (1.0, 1.0))
-    submit(negotiator, "x", 10, (1.0, 1.0))
-    negotiator.cycle(0.0)
-    running = {name: user.running for name, user in pool.users.items()}
+    held = cpus_held(tree, ("y", 1, (1.0, 1.0)), ("q", 10, (1.0, 1.0)),
+                     ("x", 10, (1.0, 1.0)))
     # q stops at its ceiling (4); p.y's spare quota goes to its sibling p.x (2 + 3).
-    assert running == {"y": 1, "q": 4, "x": 5}
+    assert held == {"y": 1, "q": 4, "x": 5}
 
 
 @st.composite
@@ -288,15 +295,10 @@ def test_none_keeps_the_remainder_and_autoregroup_takes_what_no_one_else_can() -
     autoregroup: it runs only on what g and <none> cannot take."""
     tree = {"g": {"quota": 6, "users": ["g1"]},
             "h": {"quota": 0, "autoregroup": True, "users": ["h1"]}}
-    pool = pool_of(10.0, 100.0)
-    negotiator = Negotiator(pool, HdrfOrder(groups=tree))
-    submit(negotiator, "g1", 20, (1.0, 1.0))
-    submit(negotiator, "nobody", 2, (1.0, 1.0))
-    submit(negotiator, "h1", 20, (1.0, 1.0))
-    negotiator.cycle(0.0)
-    running = {name: user.running for name, user in pool.users.items()}
+    held = cpus_held(tree, ("g1", 20, (1.0, 1.0)), ("nobody", 2, (1.0, 1.0)),
+                     ("h1", 20, (1.0, 1.0)))
     # g1 at its ceiling, <none>'s user wanted 2 of its 4, h1 the 2 left over.
-    assert running == {"g1": 6, "nobody": 2, "h1": 2}
+    assert held == {"g1": 6, "nobody": 2, "h1": 2}
 
 
 def test_weights_are_quota_fractions_on_the_resources_quotas_limit() -> None:
@@ -318,13 +320,8 @@ def test_room_a_project_leaves_goes_to_its_sibling_before_its_cousin() -> None:
             "A": {"quota": 5}, "A.x": {"quota_dynamic": 0.5, "users": ["x"]},
             "A.y": {"quota_dynamic": 0.5, "users": ["y"]},
             "B": {"quota": 5}, "B.z": {"quota_dynamic": 1.0, "users": ["z"]}}
-    pool = pool_of(10.0, 100.0)
-    negotiator = Negotiator(pool, HdrfOrder(groups=tree))
-    submit(negotiator, "y", 1, (1.0, 1.0))
-    submit(negotiator, "z", 20, (0.5, 0.5))
-    submit(negotiator, "x", 20, (0.5, 0.5))
-    negotiator.cycle(0.0)
-    held = {name: user.usage[CPUS] for name, user in pool.users.items()}
+    held = cpus_held(tree, ("y", 1, (1.0, 1.0)), ("z", 20, (0.5, 0.5)),
+                     ("x", 20, (0.5, 0.5)))
     assert held == {"y": 1.0, "x": 4.0, "z": 5.0}
 
 
@@ -352,10 +349,7 @@ def test_the_users_of_no_group_weigh_as_one_node_against_the_groups() -> None:
     """g has half the pool; <none>'s two users share the other half (1/4 each), not 0.4
     each as they would were each weighed alone against g's share over its weight."""
     tree = {"accept_surplus": True, "g": {"quota_dynamic": 0.5, "users": ["g1"]}}
-    pool = pool_of(100.0, 100.0)
-    negotiator = Negotiator(pool, HdrfOrder(resources=RESOURCES, groups=tree))
-    for user in ("g1", "n1", "n2"):
-        submit(negotiator, user, 120, (1.0, 0.0))
-    negotiator.cycle(0.0)
-    assert {name: user.usage[CPUS] for name, user in pool.users.items()} == {
+    held = cpus_held(tree, *((user, 120, (1.0, 0.0)) for user in ("g1", "n1", "n2")),
+                     cpus=100.0)
+    assert held == {
         "g1": 50.0, "n1": 25.0, "n2": 25.0}

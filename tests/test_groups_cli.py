@@ -155,3 +155,21 @@ def test_shares_tree_reads_the_knobs_of_htcondor_s_configuration(tmp_path: Path)
     assert result.returncode == 2
     assert "HTCondor configuration: group 'group_a.x' has parent 'group_a', which is not " \
            "listed" in result.stderr
+
+
+def test_the_daemon_s_policy_reads_the_tree_from_htcondor_s_configuration(
+        tmp_path: Path) -> None:
+    """`[policy] options = { groups = "condor" }`: the stage reads GROUP_* through
+    htcondor2.param when it is built (at the daemon's start and on each reload)."""
+    pytest.importorskip("htcondor2")
+    config = tmp_path / "condor_config"
+    config.write_text("GROUP_NAMES = group_a, group_b\nGROUP_QUOTA_DYNAMIC_group_a = 0.7\n"
+                      "GROUP_QUOTA_DYNAMIC_group_b = 0.3\nGROUP_ACCEPT_SURPLUS = true\n")
+    script = ("from gridfair.policies.registry import build_stages\n"
+              "order = build_stages(order='hdrf', options={'groups': 'condor'}).order\n"
+              "print([group.name for group in order.tree.groups], "
+              "order.tree.none_accepts_surplus)\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            check=False, env={**os.environ, "CONDOR_CONFIG": str(config)})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "['group_a', 'group_b'] True"

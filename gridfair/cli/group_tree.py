@@ -11,15 +11,13 @@ from typing import Any
 import click
 
 from gridfair.ad_views import Snapshot
+from gridfair.classads.pool_groups import FROM_CONDOR, pool_group_tree
 from gridfair.cli.output import render_table, to_json
-from gridfair.core.groups import GroupTree, tree_from_knobs, tree_from_toml
+from gridfair.core.groups import GroupTree, tree_from_toml
 from gridfair.errors import InputError
 from gridfair.policies.hdrf import HdrfOrder
 from gridfair.policies.registry import build_stages
 from gridfair.tomlfile import read_toml
-
-#: Where `--tree condor` reads the tree: this host's HTCondor configuration.
-FROM_CONDOR = "condor"
 
 TREE_COLUMNS = (
     ("group", "Group", ""),
@@ -49,9 +47,7 @@ def read_tree(source: str) -> GroupTree:
     """The tree of `source`: a TOML file's `[groups]` table, or `condor` for the negotiator
     knobs of HTCondor's configuration here (`htcondor2.param`)."""
     if source == FROM_CONDOR:
-        import htcondor2
-
-        return tree_from_knobs(htcondor2.param)
+        return pool_group_tree()
     return tree_from_toml(groups_section(Path(source)), where=f"{source} [groups]")
 
 

@@ -38,6 +38,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gridfair.classads.pool_groups import FROM_CONDOR, pool_group_tree
 from gridfair.core.groups import NONE_GROUP, QUOTA_RESOURCES, GroupTree, tree_from_toml
 from gridfair.core.pool import CPUS, GPUS, MEMORY, RESOURCE_NAMES, Pool, UserState
 from gridfair.core.stages import OrderPolicy, option
@@ -63,9 +64,10 @@ class HdrfOptions:
 
     resources: Sequence[int | str] = option(
         DEFAULT_RESOURCES, "the resources shares are taken over (cpus, memory, power, gpus)")
-    groups: Mapping[str, Any] | GroupTree | None = option(
-        None, "the accounting group tree: a [groups] table (docs/groups.md); none: every "
-        "user in <none>, which is DRF")
+    groups: Mapping[str, Any] | GroupTree | str | None = option(
+        None, "the accounting group tree: a [groups] table (docs/groups.md), or 'condor': "
+        "the GROUP_* knobs of HTCondor's configuration here; none: every user in <none>, "
+        "which is DRF")
 
 
 class GroupNode:
@@ -121,18 +123,20 @@ class HdrfOrder(OrderPolicy):
         return cls(resources=options.resources, groups=options.groups)
 
     def __init__(self, *, resources: Sequence[int | str] = DEFAULT_RESOURCES,
-                 groups: Mapping[str, Any] | GroupTree | None = None) -> None:
+                 groups: Mapping[str, Any] | GroupTree | str | None = None) -> None:
         self.resources = check_resources(resources)
         self.counted = self.resources
         if groups is None:
             self.tree = GroupTree()
+        elif groups == FROM_CONDOR:
+            self.tree = pool_group_tree()
         elif isinstance(groups, GroupTree):
             self.tree = groups
         elif isinstance(groups, Mapping):
             self.tree = tree_from_toml(groups)
         else:
-            raise ConfigError(f"policy option groups: expected a [groups] table, got "
-                              f"{groups!r}")
+            raise ConfigError(f"policy option groups: expected a [groups] table or "
+                              f"{FROM_CONDOR!r}, got {groups!r}")
 
     # ------------------------------------------------------------------ state
     def attach(self, pool: Pool) -> None:

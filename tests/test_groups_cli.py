@@ -160,7 +160,7 @@ def test_shares_tree_reads_the_knobs_of_htcondor_s_configuration(tmp_path: Path)
 def test_the_daemon_s_policy_reads_the_tree_from_htcondor_s_configuration(
         tmp_path: Path) -> None:
     """`[policy] options = { groups = "condor" }`: the stage reads GROUP_* through
-    htcondor2.param when it is built (at the daemon's start and on each reload)."""
+    htcondor2.param when it is built (at the daemon's start)."""
     pytest.importorskip("htcondor2")
     config = tmp_path / "condor_config"
     config.write_text("GROUP_NAMES = group_a, group_b\nGROUP_QUOTA_DYNAMIC_group_a = 0.7\n"

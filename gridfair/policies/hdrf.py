@@ -26,7 +26,9 @@ project whose sibling holds memory past its quota still has its cpus.
 
 State: each user's usage is added to its groups' totals on its events (O(depth)); a user's
 DRF key is kept in its group's sorted ranking (O(log n)); a group whose subtree changed is
-marked, and its rescaled consumption recomputed at the next decision (O(its children)).
+marked, and its rescaled consumption recomputed at the next decision (O(its children)); a
+decision then goes down the tree in up to depth + 2 rounds, scanning a group's waiting users
+until one fits the round's room (not yet O(depth log n): `docs/results/groups.md`).
 Ties: equal keys go to the subgroup listed first, then to the group's own users; among users,
 to the user seen first in the pool (`UserState.index`).
 """

@@ -898,3 +898,21 @@ def test_htcondor_job_ads_none_of_which_is_usable_fail_the_read():
     with pytest.raises(UnusablePool, match=r"no usable job ad in the schedds' answers \(\d+ "
                                            r"skipped; the first: .*QDate: not a number"):
         backend.read_snapshot()
+
+
+@pytest.mark.parametrize(("down", "said"), [
+    (True, "the collector does not answer INVALIDATE_ADS_GENERIC"),
+    (False, "the collector refused INVALIDATE_ADS_GENERIC"),
+])
+def test_a_stopped_collector_is_not_blamed_on_the_accounts_rights(down, said):
+    """Issue 45, item 8: at a pool's shutdown the ad's withdrawal failed with "is the
+    daemon's account allowed DAEMON there?" when the collector had simply stopped. A
+    collector that answers no query either is said not to answer; one that answers and
+    refuses the ad still asks about the account's rights."""
+    backend = htcondor_backend()
+    backend.read_snapshot()
+    backend.collector.refuse_ads = True
+    backend.collector.down = down
+    with pytest.raises(ActionFailed, match=said) as failure:
+        backend.withdraw_ad({"Name": "gridfair@cm", "MyType": "GridfairNegotiator"})
+    assert ("allowed DAEMON" in str(failure.value)) == (not down)

@@ -990,16 +990,32 @@ class HTCondorBackend(PoolBackend):
         """`command` with `ad` to every collector that answered the last read (a daemon
         updates every collector of its pool; each of an HA pair must list gridfair); an
         ActionFailed naming those that refused, once all were sent to."""
-        refusals = []
+        refusals, silent = [], []
         for name, collector in self._for_actions():
             try:
                 collector.advertise([ad], command)
             except POOL_ERRORS as error:
-                refusals.append(f"{name if len(self.collectors) > 1 else 'the collector'} "
-                                f"refused {command} ({error})")
+                who = name if len(self.collectors) > 1 else "the collector"
+                # At a pool's shutdown the collector simply stopped (the bindings say only
+                # "Failed to advertise"): one that answers no query either is said to be
+                # gone, without asking whether the account may advertise.
+                if self._answers(collector):
+                    refusals.append(f"{who} refused {command} ({error})")
+                else:
+                    silent.append(f"{who} does not answer {command} ({error})")
         if refusals:
-            raise ActionFailed(f"advert: {'; '.join(refusals)}: is the daemon's account "
-                               "allowed DAEMON there?")
+            raise ActionFailed(f"advert: {'; '.join(refusals + silent)}: is the daemon's "
+                               "account allowed DAEMON there?")
+        if silent:
+            raise ActionFailed(f"advert: {'; '.join(silent)}")
+
+    @staticmethod
+    def _answers(collector: Any) -> bool:
+        try:
+            _probe_collector(collector)
+        except POOL_ERRORS:
+            return False
+        return True
 
     def withdraw(self, job_id: str) -> None:
         """An allocation that did not land: the job no longer names a slot, so HTCondor may

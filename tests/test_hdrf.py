@@ -272,13 +272,14 @@ def test_group_rows_show_quota_and_shares_per_level(tree: Mapping[str, Any]) -> 
         assert rows["a"]["quota"] == {"cpus": 50.0, "memory": 50.0}
 
 
-def test_shares_follow_the_capacity_when_a_machine_joins() -> None:
+@pytest.mark.parametrize("order_class", [HdrfOrder, DrfOrder])
+def test_shares_follow_the_capacity_when_a_machine_joins(order_class) -> None:
     """B holds half the memory, A 0.4 of the cpus: A goes first. A machine of 1 cpu and
     100 GB joins: B's share falls to 0.045 and A's to 0.36, so B goes first, without either
-    having had an event since. (DrfOrder re-keys only at the next user event, and answers A
-    here: a difference from DRF only until an event, which no run's decisions showed.)"""
+    having had an event since. (DrfOrder used to re-key only at the next user event, and
+    answered A here.)"""
     pool = pool_of(10.0, 10.0)
-    order = HdrfOrder(resources=RESOURCES)
+    order = order_class(resources=RESOURCES)
     negotiator = Negotiator(pool, order)
     submit(negotiator, "A", 4, (1.0, 0.0))
     submit(negotiator, "B", 5, (0.0, 1.0))

@@ -330,6 +330,10 @@ class RankedShareOrder(OrderPolicy):
         self.ranking.update(user, self.key(user))
 
     def first(self, now: float) -> UserState | None:
+        # A machine that joined (or a user, for equal shares) moved every share: re-keyed
+        # here too, not only at the next user event, or the first answer after it is stale.
+        if self.entitlements.changed():
+            self.rekey_all()
         return self.ranking.first()
 
     def lead(self, user: UserState) -> tuple[str, dict[str, Any]]:

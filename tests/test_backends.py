@@ -18,7 +18,7 @@ import classad2
 import htcondor2
 import pytest
 
-from gridfair.ad_views import Job, JobStatus, Machine, Snapshot
+from gridfair.ad_views import JobStatus, Snapshot
 from gridfair.classads.reader import read_ads
 from gridfair.daemon.backends import ActionFailed, PoolBackend
 from gridfair.daemon.backends.files import FilesBackend
@@ -101,6 +101,12 @@ class FakeCollector:
         if self.down:
             raise htcondor2.HTCondorException("Failed communication with collector")
         self.queries.append((ad_type, constraint, projection))
+        if ad_type == htcondor2.AdType.Negotiator:  # its clock, the collector's to the second
+            now = int(time.time())
+            return [classad2.ClassAd({"Name": "cm", "MyAddress": "<127.0.0.1:9>",
+                                      "MyCurrentTime": now, "LastHeardFrom": now})]
+        if ad_type == htcondor2.AdType.Collector:  # its own ad, under `time() >= T`
+            return _select([classad2.ClassAd({"Name": "cm"})], constraint, projection)
         assert ad_type == htcondor2.AdType.Startd
         return _select(self.slots, constraint, projection)
 
@@ -223,66 +229,23 @@ def backend(request, tmp_path) -> PoolBackend:
     return htcondor_backend()
 
 
-def _running(snapshot: Snapshot) -> list[Job]:
-    return [j for j in snapshot.jobs if j.status == JobStatus.RUNNING]
-
-
-def _idle(snapshot: Snapshot) -> list[Job]:
-    return [j for j in snapshot.jobs if j.status == JobStatus.IDLE]
-
-
-def test_snapshot_is_consistent(backend):
-    snapshot = backend.read_snapshot()
-    assert snapshot.machines and snapshot.jobs
-    names = [m.name for m in snapshot.machines]
-    assert len(names) == len(set(names))
-    ids = [j.id for j in snapshot.jobs]
-    assert len(ids) == len(set(ids))
-    on_slot = {m.running_job for m in snapshot.machines if m.running_job}
-    assert {j.id for j in _running(snapshot)} <= on_slot | {j.id for j in snapshot.jobs}
-    assert all(m.power > 0 for m in snapshot.machines)
-    assert all(isinstance(m, Machine) for m in snapshot.machines)
-    assert snapshot.time <= backend.now() + 1.0
-
-
-def test_snapshot_has_owners_and_running_jobs_on_slots(backend):
-    snapshot = backend.read_snapshot()
-    assert any(m.owner for m in snapshot.machines)
-    slots = {m.name for m in snapshot.machines}
-    for job in _running(snapshot):
-        holder = [m for m in snapshot.machines if m.running_job == job.id]
-        assert holder or job.machine in slots
-
-
-def test_vacate_reports_each_job(backend):
-    snapshot = backend.read_snapshot()
-    victim = _running(snapshot)[0]
-    results = backend.vacate([victim.id, "999.9"])
-    assert set(results) == {victim.id, "999.9"}
-    assert results[victim.id] is None
-    assert isinstance(results["999.9"], str) and results["999.9"]
-
-
-def test_allocate_idle_job_to_free_slot(backend):
-    snapshot = backend.read_snapshot()
-    job = _idle(snapshot)[0]
-    machine = next(m for m in snapshot.machines if m.is_free)
-    backend.allocate(job, machine)
-
-
-def test_allocate_unknown_job_fails(backend):
-    snapshot = backend.read_snapshot()
-    machine = snapshot.machines[0]
-    ghost = Job(id="999.9", user="nobody", status=JobStatus.IDLE, qdate=0.0)
-    with pytest.raises(ActionFailed):
-        backend.allocate(ghost, machine)
-
-
-def test_reading_twice_gives_the_same_pool_shape(backend):
-    first = backend.read_snapshot()
-    second = backend.read_snapshot()
-    assert {m.name for m in first.machines} == {m.name for m in second.machines}
-    assert second.time >= first.time
+from tests.backend_contract import (  # noqa: E402, F401 - the contract, run here
+    _idle,
+    _running,
+    test_a_handover_is_done_where_offered_else_refused,
+    test_allocate_all_reports_each_allocation,
+    test_allocate_idle_job_to_free_slot,
+    test_allocate_unknown_job_fails,
+    test_an_allocation_can_be_withdrawn,
+    test_reading_twice_gives_the_same_pool_shape,
+    test_snapshot_has_owners_and_running_jobs_on_slots,
+    test_snapshot_is_consistent,
+    test_the_advert_is_shown_and_withdrawn_or_there_is_nowhere_to_show_it,
+    test_the_clock_moves_forward,
+    test_the_clock_skew_is_a_figure,
+    test_the_lease_is_renewed_and_released_or_there_is_none,
+    test_vacate_reports_each_job,
+)
 
 
 # ------------------------------------------------- backend-specific behaviour

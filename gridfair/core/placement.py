@@ -1,0 +1,259 @@
+"""Placement: given a task the order stage has chosen, which free node it goes to.
+
+A placement is the fourth extension point of a cycle, beside admit, order and preempt (as the
+Kubernetes scheduler's score plugins are one interface): `choose(task)` returns a node with room
+for the task, or None, and `score(task, node)` the figure it chose by, which every allocation's
+reason names. Shipped (higher scores win):
+
+- `fastest`: the node with the most MFlops a cpu (today's `Pool.best_node`, which the iSPD and
+  SDRF papers' semantics need: their agreements hold under it);
+- `condor`: HTCondor's default `NEGOTIATOR_PRE_JOB_RANK`, best fit on the free slot:
+  -(100000 x free cpus) - free MiB;
+- `align`: Tetris's alignment (Grandl et al., SIGCOMM 2014), the dot product of the demand and
+  the node's free resources, both divided by the node's capacity;
+- `shape`: DRFH's best fit (Wang, Liang, Li): minus the L1 distance between the demand's and
+  the node's free resources' shapes, each a share of the pool's capacity made to sum to one;
+- `most-allocated` and `balanced`: Kubernetes' `NodeResourcesFit` MostAllocated (the mean of
+  the fractions of cpus and memory used once the task runs) and
+  `NodeResourcesBalancedAllocation` (1 - their standard deviation).
+
+The scored placements never scan every free node: they index free nodes by the shape of what
+is free (`ShapeIndex`: `LEVELS` steps of the largest node's cpus and memory), score the fastest
+node that fits in each shape bucket, and take the best. A decision costs the number of buckets
+(at most (LEVELS + 1) squared, whatever the pool's size) and each event O(log n). Within a bucket
+the fastest node is the one scored, not the best scored: nodes in one bucket differ by less
+than a step in what is free.
+
+Ties: the higher score; among equal scores the faster node, then the node added first
+(`Node.index`): `fastest`'s own order. Resources scored are cpus and memory (a node or pool
+with no memory counts cpus alone); GPUs are only fitted.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left, insort
+from typing import ClassVar
+
+from gridfair.core.pool import EPSILON, Node, Pool, PoolListener, Task
+
+#: Steps of the largest node's cpus (and memory) the shape index buckets free nodes by.
+LEVELS = 16
+#: Nodes looked at in one bucket before going on to the next: a bucket that straddles the
+#: demand may hold many nodes just too small. Only when no bucket gave a node are the
+#: buckets cut short looked at whole, so a node with room is never missed.
+BUCKET_SCAN = 16
+
+
+class Placement(PoolListener):
+    """Chooses the node a task starts on, among the free nodes it fits."""
+
+    name: ClassVar[str] = "placement"
+    #: What the score is, in the allocation's reason.
+    score_text: ClassVar[str] = "score"
+
+    def attach(self, pool: Pool) -> None:
+        self.pool = pool
+
+    def choose(self, task: Task) -> Node | None:
+        """A free node with room for `task` that matches it, or None."""
+        raise NotImplementedError
+
+    def score(self, task: Task, node: Node) -> float:
+        """What `node` scores for `task` before it starts there (higher is better)."""
+        raise NotImplementedError
+
+
+class Fastest(Placement):
+    """The fastest node with room (`Pool.best_node`)."""
+
+    name = "fastest"
+    score_text = "MFlops a cpu"
+
+    def attach(self, pool: Pool) -> None:
+        super().attach(pool)
+        self.choose = pool.best_node  # the same call as before placements: no extra frame
+
+    def score(self, task: Task, node: Node) -> float:
+        return node.power_per_cpu
+
+
+def _fraction(part: float, whole: float) -> float:
+    return part / whole if whole > 0 else 0.0
+
+
+class ShapeIndex:
+    """Free nodes bucketed by what is free on them, as (cpu step, memory step) -> the
+    bucket's nodes as (-MFlops a cpu, index), fastest first. Kept current by `update`."""
+
+    def __init__(self, pool: Pool) -> None:
+        self.pool = pool
+        self.buckets: dict[tuple[int, int], list[tuple[float, int]]] = {}
+        self.where: dict[int, tuple[int, int]] = {}  # node index -> its bucket
+        self.cpu_step = self.memory_step = 0.0
+        self.known = 0  # nodes of the pool indexed so far
+
+    def sync(self) -> None:
+        """Index nodes added to the pool since the last call. The steps are fixed by the pool
+        as first seen with nodes; a later, larger node lands in the top buckets."""
+        nodes = self.pool.nodes
+        if self.known == len(nodes):  # the common case; also a pool with no nodes yet
+            return
+        if not self.cpu_step:
+            largest = self.pool.largest
+            self.cpu_step = (largest[0] or 1.0) / LEVELS
+            self.memory_step = (largest[1] or 1.0) / LEVELS
+        for node in nodes[self.known:]:
+            self.update(node)
+        self.known = len(nodes)
+
+    def update(self, node: Node) -> None:
+        """Move `node` to the bucket of what is free on it now (out, when no cpu is free)."""
+        free_cpus, free_memory, _ = self.pool.room(node)
+        entry = (-node.power_per_cpu, node.index)
+        old = self.where.pop(node.index, None)
+        if old is not None:
+            bucket = self.buckets[old]
+            del bucket[bisect_left(bucket, entry)]
+            if not bucket:
+                del self.buckets[old]
+        if free_cpus > EPSILON:
+            key = (int(free_cpus / self.cpu_step), int(free_memory / self.memory_step))
+            insort(self.buckets.setdefault(key, []), entry)
+            self.where[node.index] = key
+
+
+class Scored(Placement):
+    """A placement by a score, over the shape index: the best of each bucket's fastest fit."""
+
+    def attach(self, pool: Pool) -> None:
+        super().attach(pool)
+        self.index = ShapeIndex(pool)
+        self.index.sync()
+
+    def task_started(self, task: Task, now: float) -> None:
+        self.index.sync()
+        self.index.update(task.node)
+
+    def task_stopped(self, task: Task, now: float, node: Node) -> None:
+        self.index.sync()
+        self.index.update(node)
+
+    def choose(self, task: Task) -> Node | None:
+        index = self.index
+        index.sync()
+        # A bucket holds free amounts below (level + 1) x step: one wholly below the demand
+        # holds no node that fits.
+        cpu_floor = (task.cpus - EPSILON) / index.cpu_step - 1 if index.cpu_step else 0
+        memory_floor = (task.memory - EPSILON) / index.memory_step - 1 if index.cpu_step else 0
+        buckets = [bucket for (cpu_level, memory_level), bucket in index.buckets.items()
+                   if cpu_level >= cpu_floor and memory_level >= memory_floor]
+        chosen, cut_short = self._best(task, buckets, BUCKET_SCAN)
+        if chosen is None and cut_short:
+            chosen, _ = self._best(task, buckets, None)
+        return chosen
+
+    def _best(self, task: Task, buckets: list[list[tuple[float, int]]],
+              limit: int | None) -> tuple[Node | None, bool]:
+        """The best scored of each bucket's first fit (looking at up to `limit` nodes a
+        bucket), and whether a bucket was cut short."""
+        nodes = self.pool.nodes
+        fits = self.pool.fits_free
+        score = self.score
+        best: tuple[float, float, int] | None = None
+        chosen = None
+        cut_short = False
+        for bucket in buckets:
+            for looked, (speed, node_index) in enumerate(bucket):
+                if limit is not None and looked == limit:
+                    cut_short = True
+                    break
+                node = nodes[node_index]
+                if fits(task, node):
+                    rank = (score(task, node), -speed, -node_index)
+                    if best is None or rank > best:
+                        best, chosen = rank, node
+                    break
+        return chosen, cut_short
+
+
+class CondorRank(Scored):
+    """HTCondor's default NEGOTIATOR_PRE_JOB_RANK: the least free cpus, then memory."""
+
+    name = "condor"
+    score_text = "pre-job rank"
+
+    def score(self, task: Task, node: Node) -> float:
+        free_cpus, free_memory, _ = self.pool.room(node)
+        return -(100000 * free_cpus) - free_memory
+
+
+class Align(Scored):
+    """Tetris's alignment: demand . free, both as fractions of the node's capacity."""
+
+    name = "align"
+    score_text = "alignment"
+
+    def score(self, task: Task, node: Node) -> float:
+        free_cpus, free_memory, _ = self.pool.room(node)
+        return (_fraction(task.cpus, node.cpus) * _fraction(free_cpus, node.cpus)
+                + _fraction(task.memory, node.memory) * _fraction(free_memory, node.memory))
+
+
+class ShapeFit(Scored):
+    """DRFH's best fit: the free resources' shape closest (L1) to the demand's."""
+
+    name = "shape"
+    score_text = "minus the shape distance"
+
+    def score(self, task: Task, node: Node) -> float:
+        capacity = self.pool.capacity
+        free_cpus, free_memory, _ = self.pool.room(node)
+        demand = (_fraction(task.cpus, capacity[0]), _fraction(task.memory, capacity[1]))
+        free = (_fraction(free_cpus, capacity[0]), _fraction(free_memory, capacity[1]))
+        demand_sum, free_sum = math.fsum(demand), math.fsum(free)
+        if demand_sum <= 0 or free_sum <= 0:
+            return 0.0
+        return -math.fsum(abs(d / demand_sum - f / free_sum)
+                          for d, f in zip(demand, free, strict=True))
+
+
+def _used_after(pool: Pool, task: Task, node: Node) -> tuple[float, ...]:
+    """The fractions of the node's cpus (and memory, if it has any) used once `task` runs."""
+    free_cpus, free_memory, _ = pool.room(node)
+    cpus = (node.cpus - free_cpus + task.cpus) / node.cpus
+    if node.memory <= 0:
+        return (cpus,)
+    return (cpus, (node.memory - free_memory + task.memory) / node.memory)
+
+
+class MostAllocated(Scored):
+    """Kubernetes' NodeResourcesFit MostAllocated: the mean fraction used once it runs."""
+
+    name = "most-allocated"
+    score_text = "mean fraction allocated"
+
+    def score(self, task: Task, node: Node) -> float:
+        used = _used_after(self.pool, task, node)
+        return math.fsum(used) / len(used)
+
+
+class Balanced(Scored):
+    """Kubernetes' NodeResourcesBalancedAllocation: 1 - the standard deviation of the
+    fractions used once it runs (over two resources, half their difference)."""
+
+    name = "balanced"
+    score_text = "balance"
+
+    def score(self, task: Task, node: Node) -> float:
+        used = _used_after(self.pool, task, node)
+        mean = math.fsum(used) / len(used)
+        return 1.0 - math.sqrt(math.fsum((part - mean) ** 2 for part in used) / len(used))
+
+
+#: The placements by name; `fastest` is the default of a run that names none.
+PLACEMENTS: dict[str, type[Placement]] = {
+    placement.name: placement
+    for placement in (Fastest, CondorRank, Align, ShapeFit, MostAllocated, Balanced)
+}
+FASTEST = Fastest.name

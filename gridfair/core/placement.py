@@ -124,12 +124,18 @@ class ShapeIndex:
 
 
 class Scored(Placement):
-    """A placement by a score, over the shape index: the best of each bucket's fastest fit."""
+    """A placement by a score, over the shape index: the best of each bucket's fastest fit.
+
+    A demand (cpus, memory, GPUs) that found no node is remembered until a task stops or a
+    node joins (a start only takes room): a full pool's many jobs of one shape, each set
+    aside in turn, then cost one look, not a pass over the buckets each. Not with a matcher,
+    whose answer is the task's own."""
 
     def attach(self, pool: Pool) -> None:
         super().attach(pool)
         self.index = ShapeIndex(pool)
         self.index.sync()
+        self.no_room: set[tuple[float, float, float]] = set()
 
     def task_started(self, task: Task, now: float) -> None:
         self.index.sync()
@@ -138,10 +144,17 @@ class Scored(Placement):
     def task_stopped(self, task: Task, now: float, node: Node) -> None:
         self.index.sync()
         self.index.update(node)
+        if self.no_room:
+            self.no_room.clear()
 
     def choose(self, task: Task) -> Node | None:
         index = self.index
-        index.sync()
+        if index.known != len(self.pool.nodes):
+            index.sync()
+            self.no_room.clear()
+        demand = (task.cpus, task.memory, task.gpus)
+        if demand in self.no_room:
+            return None
         # A bucket holds free amounts below (level + 1) x step: one wholly below the demand
         # holds no node that fits.
         cpu_floor = (task.cpus - EPSILON) / index.cpu_step - 1 if index.cpu_step else 0
@@ -151,14 +164,21 @@ class Scored(Placement):
         chosen, cut_short = self._best(task, buckets, BUCKET_SCAN)
         if chosen is None and cut_short:
             chosen, _ = self._best(task, buckets, None)
+        if chosen is None and self.pool.matcher is None:
+            self.no_room.add(demand)
         return chosen
 
     def _best(self, task: Task, buckets: list[list[tuple[float, int]]],
               limit: int | None) -> tuple[Node | None, bool]:
         """The best scored of each bucket's first fit (looking at up to `limit` nodes a
         bucket), and whether a bucket was cut short."""
-        nodes = self.pool.nodes
-        fits = self.pool.fits_free
+        pool = self.pool
+        nodes = pool.nodes
+        # The plain test inline where it is the whole test (no GPUs, Requirements or exact
+        # arithmetic): a full pool's buckets are walked for every job set aside.
+        plain = not (task.gpus or pool.matcher or pool.exact_accounting)
+        cpus, memory = task.cpus - EPSILON, task.memory - EPSILON
+        fits = pool.fits_free
         score = self.score
         best: tuple[float, float, int] | None = None
         chosen = None
@@ -169,7 +189,8 @@ class Scored(Placement):
                     cut_short = True
                     break
                 node = nodes[node_index]
-                if fits(task, node):
+                if (node.free_cpus >= cpus and node.free_memory >= memory) if plain \
+                        else fits(task, node):
                     rank = (score(task, node), -speed, -node_index)
                     if best is None or rank > best:
                         best, chosen = rank, node

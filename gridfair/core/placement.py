@@ -103,9 +103,25 @@ class ShapeIndex:
             largest = self.pool.largest
             self.cpu_step = (largest[0] or 1.0) / LEVELS
             self.memory_step = (largest[1] or 1.0) / LEVELS
-        for node in nodes[self.known:]:
-            self.update(node)
+        if self.known:
+            for node in nodes[self.known:]:
+                self.update(node)
+        else:  # the whole pool at once (the daemon's pool, laid out every cycle): sorted once
+            self._fill(nodes)
         self.known = len(nodes)
+
+    def _fill(self, nodes: list[Node]) -> None:
+        room = self.pool.room
+        buckets, where = self.buckets, self.where
+        cpu_step, memory_step = self.cpu_step, self.memory_step
+        for node in nodes:
+            free_cpus, free_memory, _ = room(node)
+            if free_cpus > EPSILON:
+                key = (int(free_cpus / cpu_step), int(free_memory / memory_step))
+                buckets.setdefault(key, []).append((-node.power_per_cpu, node.index))
+                where[node.index] = key
+        for bucket in buckets.values():
+            bucket.sort()
 
     def update(self, node: Node) -> None:
         """Move `node` to the bucket of what is free on it now (out, when no cpu is free)."""

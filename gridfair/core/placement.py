@@ -31,7 +31,6 @@ with no memory counts cpus alone); GPUs are only fitted.
 
 from __future__ import annotations
 
-import math
 from bisect import bisect_left, insort
 from typing import ClassVar
 
@@ -43,6 +42,8 @@ LEVELS = 16
 #: demand may hold many nodes just too small. Only when no bucket gave a node are the
 #: buckets cut short looked at whole, so a node with room is never missed.
 BUCKET_SCAN = 16
+#: Least demands remembered as finding no room (`Scored`).
+NO_ROOM_KEPT = 8
 
 
 class Placement(PoolListener):
@@ -143,15 +144,15 @@ class Scored(Placement):
     """A placement by a score, over the shape index: the best of each bucket's fastest fit.
 
     A demand (cpus, memory, GPUs) that found no node is remembered until a task stops or a
-    node joins (a start only takes room): a full pool's many jobs of one shape, each set
-    aside in turn, then cost one look, not a pass over the buckets each. Not with a matcher,
-    whose answer is the task's own."""
+    node joins (a start only takes room), and so is every demand at least as large in each:
+    a full pool's many jobs set aside in turn then cost a look at `NO_ROOM_KEPT` demands, not
+    a pass over the buckets each. Not with a matcher, whose answer is the task's own."""
 
     def attach(self, pool: Pool) -> None:
         super().attach(pool)
         self.index = ShapeIndex(pool)
         self.index.sync()
-        self.no_room: set[tuple[float, float, float]] = set()
+        self.no_room: list[tuple[float, float, float]] = []
 
     def task_started(self, task: Task, now: float) -> None:
         self.index.sync()
@@ -168,9 +169,10 @@ class Scored(Placement):
         if index.known != len(self.pool.nodes):
             index.sync()
             self.no_room.clear()
-        demand = (task.cpus, task.memory, task.gpus)
-        if demand in self.no_room:
-            return None
+        cpus, memory, gpus = demand = (task.cpus, task.memory, task.gpus)
+        for least in self.no_room:
+            if cpus >= least[0] and memory >= least[1] and gpus >= least[2]:
+                return None
         # A bucket holds free amounts below (level + 1) x step: one wholly below the demand
         # holds no node that fits.
         cpu_floor = (task.cpus - EPSILON) / index.cpu_step - 1 if index.cpu_step else 0
@@ -181,8 +183,17 @@ class Scored(Placement):
         if chosen is None and cut_short:
             chosen, _ = self._best(task, buckets, None)
         if chosen is None and self.pool.matcher is None:
-            self.no_room.add(demand)
+            self._remember_no_room(demand)
         return chosen
+
+    def _remember_no_room(self, demand: tuple[float, float, float]) -> None:
+        """Keep `demand` among the least demands found no room, the demands it is below let
+        go (they follow from it), the oldest let go past `NO_ROOM_KEPT`."""
+        kept = [least for least in self.no_room
+                if not (least[0] >= demand[0] and least[1] >= demand[1]
+                        and least[2] >= demand[2])]
+        kept.append(demand)
+        self.no_room = kept[-NO_ROOM_KEPT:]
 
     def _best(self, task: Task, buckets: list[list[tuple[float, int]]],
               limit: int | None) -> tuple[Node | None, bool]:
@@ -246,22 +257,25 @@ class ShapeFit(Scored):
     def score(self, task: Task, node: Node) -> float:
         capacity = self.pool.capacity
         free_cpus, free_memory, _ = self.pool.room(node)
-        demand = (_fraction(task.cpus, capacity[0]), _fraction(task.memory, capacity[1]))
-        free = (_fraction(free_cpus, capacity[0]), _fraction(free_memory, capacity[1]))
-        demand_sum, free_sum = math.fsum(demand), math.fsum(free)
-        if demand_sum <= 0 or free_sum <= 0:
+        demand_cpus = _fraction(task.cpus, capacity[0])
+        demand_memory = _fraction(task.memory, capacity[1])
+        free_cpus = _fraction(free_cpus, capacity[0])
+        free_memory = _fraction(free_memory, capacity[1])
+        demand, free = demand_cpus + demand_memory, free_cpus + free_memory
+        if demand <= 0 or free <= 0:
             return 0.0
-        return -math.fsum(abs(d / demand_sum - f / free_sum)
-                          for d, f in zip(demand, free, strict=True))
+        return -(abs(demand_cpus / demand - free_cpus / free)
+                 + abs(demand_memory / demand - free_memory / free))
 
 
-def _used_after(pool: Pool, task: Task, node: Node) -> tuple[float, ...]:
-    """The fractions of the node's cpus (and memory, if it has any) used once `task` runs."""
+def _used_after(pool: Pool, task: Task, node: Node) -> tuple[float, float | None]:
+    """The fractions of the node's cpus and memory used once `task` runs (memory None on a
+    node with none)."""
     free_cpus, free_memory, _ = pool.room(node)
     cpus = (node.cpus - free_cpus + task.cpus) / node.cpus
     if node.memory <= 0:
-        return (cpus,)
-    return (cpus, (node.memory - free_memory + task.memory) / node.memory)
+        return cpus, None
+    return cpus, (node.memory - free_memory + task.memory) / node.memory
 
 
 class MostAllocated(Scored):
@@ -271,8 +285,8 @@ class MostAllocated(Scored):
     score_text = "mean fraction allocated"
 
     def score(self, task: Task, node: Node) -> float:
-        used = _used_after(self.pool, task, node)
-        return math.fsum(used) / len(used)
+        cpus, memory = _used_after(self.pool, task, node)
+        return cpus if memory is None else (cpus + memory) / 2
 
 
 class Balanced(Scored):
@@ -283,9 +297,8 @@ class Balanced(Scored):
     score_text = "balance"
 
     def score(self, task: Task, node: Node) -> float:
-        used = _used_after(self.pool, task, node)
-        mean = math.fsum(used) / len(used)
-        return 1.0 - math.sqrt(math.fsum((part - mean) ** 2 for part in used) / len(used))
+        cpus, memory = _used_after(self.pool, task, node)
+        return 1.0 if memory is None else 1.0 - abs(cpus - memory) / 2
 
 
 #: The placements by name; `fastest` is the default of a run that names none.

@@ -79,10 +79,10 @@ SCHEMA: dict[str, dict[str, Key]] = {
                           "(set it aside, go on with the next job or user; HTCondor's "
                           "negotiator) or stop (allocate nothing more this cycle; SDRF's "
                           "paper)"),
-        "placement": Key(str, "fastest", choices=tuple(sorted(PLACEMENTS)),
-                         help="which free slot a job is given (docs/placement.md): fastest, "
-                         "condor (HTCondor's pre-job rank), align, shape, most-allocated, "
-                         "balanced"),
+        "placement": Key(str, "shape", choices=tuple(sorted(PLACEMENTS)),
+                         help="which free slot a job is given (docs/placement.md; shape: "
+                         "the slot whose free cpus and memory are most like the job's "
+                         "request)"),
     },
     "safety": {
         "max_vacates_per_cycle": Key(int, 2, minimum=0),

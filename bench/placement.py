@@ -88,6 +88,12 @@ def run_one(placement: str, slots: int, count: int, cycles: int, seed: int) -> d
             "used_after_fill": {name: round(value, 4) for name, value in used.items()}}
 
 
+def load_averages(before: tuple[float, float, float]) -> dict[str, list[float]]:
+    """The load average before the runs (`before`) and now, for a bench's JSON."""
+    return {"load_average_before": [round(load, 2) for load in before],
+            "load_average_after": [round(load, 2) for load in os.getloadavg()]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--slots", type=int, default=50_000)
@@ -109,9 +115,7 @@ def main() -> None:
     for row in rows:
         row["ratio"] = round(row["decide_ms"] / base, 3) if base else None
     result = {"slots": options.slots, "jobs": options.jobs, "cycles": options.cycles,
-              "seed": options.seed, "placements": rows,
-              "load_average_before": [round(load, 2) for load in load_before],
-              "load_average_after": [round(load, 2) for load in os.getloadavg()]}
+              "seed": options.seed, "placements": rows, **load_averages(load_before)}
     if options.json:
         print(json.dumps(result))
         return

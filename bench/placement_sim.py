@@ -42,6 +42,7 @@ sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(BENCH.parent))
 
 import live_drf_showcase as showcase3  # noqa: E402
+from placement import load_averages  # noqa: E402
 
 from gridfair.core.placement import FASTEST, PLACEMENTS  # noqa: E402
 from gridfair.core.pool import CPUS, MEMORY, QUEUED, RUNNING, Node, Pool, Task  # noqa: E402
@@ -198,8 +199,7 @@ def main() -> None:
                 rows.append(row)
                 print(f"done: {workload} {name} seed {seed}", file=sys.stderr, flush=True)
     result = {"runs": rows, "capacity_ratio": options.capacity_ratio,
-              "load_average_before": [round(load, 2) for load in load_before],
-              "load_average_after": [round(load, 2) for load in os.getloadavg()]}
+              **load_averages(load_before)}
     if options.json:
         print(json.dumps(result))
         return

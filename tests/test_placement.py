@@ -4,6 +4,7 @@ and in the daemon's config."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import random
 from pathlib import Path
@@ -12,10 +13,13 @@ import pytest
 
 from gridfair.core.negotiator import Negotiator
 from gridfair.core.placement import PLACEMENTS, Placement
-from gridfair.core.pool import Node, Pool, Task
+from gridfair.core.pool import DONE, EPSILON, Node, Pool, PoolListener, Task
 from gridfair.errors import ConfigError
 from gridfair.policies.drf import DrfOrder
 from gridfair.policies.registry import build_stages
+from gridfair.sim.scenario import Scenario, run_scenario
+from gridfair.sim.workloads.taskcsv import scan_tasks
+from tests.conftest import shared_file
 
 GIB = 1024.0
 SCORED = sorted(set(PLACEMENTS) - {"fastest"})
@@ -152,3 +156,47 @@ def test_the_daemon_config_names_a_placement_and_refuses_an_unknown_one() -> Non
     with pytest.raises(ConfigError, match="policy.placement"):
         validate({"backend": {"kind": "sim"}, "policy": {"placement": "tightest"}},
                  base=Path("."))
+
+
+def test_shape_is_fastest_on_one_cpu_slots_without_memory(gridfair_cli) -> None:
+    """docs/placement.md: every free slot has the same shape, so the tie goes to the fastest."""
+    arguments = ["simulate", "hosep-table1", "-w", "medium", "-p", "hosep", "--format",
+                 "json", "-q"]
+    fastest = json.loads(gridfair_cli(*arguments, "--placement", "fastest").output)
+    shape = json.loads(gridfair_cli(*arguments, "--placement", "shape").output)
+    assert shape.pop("placement") == "shape"
+    fastest.pop("placement")
+    assert shape == fastest
+
+
+class NeverOverCommitted(PoolListener):
+    """Fails a run the moment a start leaves a node with less than nothing free."""
+
+    def task_started(self, task: Task, now: float) -> None:
+        node = task.node
+        assert node.free_cpus >= -EPSILON and node.free_memory >= -EPSILON, (task, node)
+
+
+@pytest.mark.parametrize("name", SCORED)
+def test_a_slice_of_the_google_trace_runs_whole_on_machines_of_its_shapes(
+        name: str, tmp_path: Path) -> None:
+    """The derived Google task file's first 2,000 tasks on 40 machines of the trace's shapes
+    (bench/placement_sim.py's pool, smaller): every task runs to its end, no node is ever
+    over-committed, and a second run finishes every task at the same time."""
+    path = shared_file("google/derived/tasks_parts00000-00001.csv.gz")
+    with gzip.open(path, "rt") as lines:
+        (tmp_path / "slice.csv").write_text("".join(next(lines) for _ in range(2000)))
+    shapes = [(0.5, 0.5), (0.5, 0.25), (0.5, 0.75), (1.0, 1.0), (0.25, 0.25)]
+    finishes = []
+    for _ in range(2):
+        trace = scan_tasks(tmp_path / "slice.csv")
+        nodes = [Node(f"g{number}", None, 1000.0 * shapes[number % 5][0],
+                      cpus=shapes[number % 5][0], memory=shapes[number % 5][1])
+                 for number in range(40)]
+        result, _ = run_scenario(Scenario(nodes, list(trace.tasks)), order="drf",
+                                 policy_options={"resources": ("cpus", "memory")},
+                                 allocation="backfill", placement=name,
+                                 listeners=[NeverOverCommitted()])
+        assert all(task.state == DONE for task in result.tasks)
+        finishes.append([task.finish_time for task in result.tasks])
+    assert finishes[0] == finishes[1]

@@ -19,7 +19,7 @@ from gridfair.policies.drf import DrfOrder
 from gridfair.policies.registry import build_stages
 from gridfair.sim.scenario import Scenario, run_scenario
 from gridfair.sim.workloads.taskcsv import scan_tasks
-from tests.conftest import shared_file
+from tests.conftest import TEST_DATA
 
 GIB = 1024.0
 SCORED = sorted(set(PLACEMENTS) - {"fastest"})
@@ -180,10 +180,11 @@ class NeverOverCommitted(PoolListener):
 @pytest.mark.parametrize("name", SCORED)
 def test_a_slice_of_the_google_trace_runs_whole_on_machines_of_its_shapes(
         name: str, tmp_path: Path) -> None:
-    """The derived Google task file's first 2,000 tasks on 40 machines of the trace's shapes
-    (bench/placement_sim.py's pool, smaller): every task runs to its end, no node is ever
-    over-committed, and a second run finishes every task at the same time."""
-    path = shared_file("google/derived/tasks_parts00000-00001.csv.gz")
+    """The derived Google task file's first 2,000 tasks (its slice in tests/data) on 40
+    machines of the trace's shapes (bench/placement_sim.py's pool, smaller): every task runs
+    to its end, no node is ever over-committed, and a second run finishes every task at the
+    same time."""
+    path = TEST_DATA / "google" / "tasks_parts00000-00001.head3000.csv.gz"
     with gzip.open(path, "rt") as lines:
         (tmp_path / "slice.csv").write_text("".join(next(lines) for _ in range(2000)))
     shapes = [(0.5, 0.5), (0.5, 0.25), (0.5, 0.75), (1.0, 1.0), (0.25, 0.25)]

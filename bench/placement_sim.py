@@ -14,6 +14,14 @@ pool (issue 48, "Measure"), on two workloads.
   mean usage of cpus, 1,000 MFlops a cpu everywhere (so `fastest` is first fit in the
   machines' seeded order), DRF over cpus and memory with the trace's entitlements, backfill,
   a cycle every 10 s. Figures over the whole run.
+- `whole-machine`: whole-machine jobs behind fragments (issue 48's last part, measured only:
+  no reservation or draining rule yet). 16 machines of 16 cpus and 64 GiB; user `small`
+  submits jobs of 1-4 cpus and 1-8 GiB for 300-1,800 s (Poisson, 85 % of the cpus offered)
+  for 6 hours, user `whole` a job of 16 cpus and 32 GiB for 1,800 s every 15 minutes; DRF,
+  backfill, no preemption, a cycle every 30 s. Also `whole_wait_mean_s` and
+  `whole_wait_max_s`: the whole-machine jobs' waits (a job never started counts to the end).
+  condor_defrag's shipped defaults drain nothing (`DEFRAG_DRAINING_MACHINES_PER_HOUR = 0`),
+  so this is also what a pool running it unconfigured sees.
 
 Per placement: `cpus` and `memory` (time means of used / capacity), makespan, mean wait
 (submission to first start), the dominant-share error (time mean of sum_u |dominant share
@@ -57,6 +65,7 @@ GOOGLE_SHAPES = (((0.5, 0.5), 53), ((0.5, 0.25), 31), ((0.5, 0.75), 8), ((1.0, 1
                  ((0.25, 0.25), 1))
 ARRIVAL = 45.0  # the showcase's --fill bound: A arrives at most this long after the fill
 WINDOW = 140.0  # the showcase's --duration
+WHOLE_HOURS = 6.0  # of arrivals in the whole-machine workload
 
 
 def dominant_share_error(pool: Pool, weights: Mapping[str, float] | None) -> float:
@@ -133,8 +142,31 @@ def google_scenario(seed: int, ratio: float) -> tuple[list[Node], list[Task], di
     return nodes, list(trace.tasks), trace.entitlements()
 
 
+def whole_machine_scenario(seed: int) -> tuple[list[Node], list[Task]]:
+    rng = random.Random(seed)
+    nodes = [Node(f"w{number}", None, 16 * 1000.0, cpus=16, memory=64 * showcase3.GIB)
+             for number in range(16)]
+    mean_cpus, mean_seconds = 2.5, 1050.0
+    rate = 0.85 * 16 * 16 / (mean_cpus * mean_seconds)
+    tasks, now = [], 0.0
+    while now < WHOLE_HOURS * 3600:
+        now += rng.expovariate(rate)
+        tasks.append(Task(f"small.{len(tasks)}", "small", now, cpus=rng.randint(1, 4),
+                          memory=rng.randint(1, 8) * showcase3.GIB,
+                          duration=rng.uniform(300.0, 1800.0)))
+    tasks += [Task(f"whole.{number}", "whole", number * 900.0, cpus=16,
+                   memory=32 * showcase3.GIB, duration=1800.0)
+              for number in range(int(WHOLE_HOURS * 4))]
+    tasks.sort(key=lambda task: task.submit_time)
+    return nodes, tasks
+
+
 def run(workload: str, placement: str, seed: int, ratio: float) -> dict:
-    if workload == "google":
+    if workload == "whole-machine":
+        nodes, tasks = whole_machine_scenario(seed)
+        order, preempt, options, interval = "drf", None, {"resources": ("cpus", "memory")}, 30.0
+        since, until, every, error_weights = 0.0, math.inf, 60.0, None
+    elif workload == "google":
         nodes, tasks, weights = google_scenario(seed, ratio)
         order, preempt, options, interval = "drf", None, {"resources": ("cpus", "memory"),
                                                           "weights": weights}, 10.0
@@ -169,12 +201,16 @@ def run(workload: str, placement: str, seed: int, ratio: float) -> dict:
     error, cpus, memory = sampler.means(result.makespan)
     waits = [task.first_start - task.submit_time for task in result.tasks
              if task.first_start is not None]
+    whole = [(task.first_start if task.first_start is not None else result.makespan)
+             - task.submit_time for task in result.tasks if task.user == "whole"]
     return {"workload": workload, "placement": placement, "seed": seed,
             "cpus": round(cpus, 4), "memory": round(memory, 4),
             "makespan_s": round(result.makespan, 1),
             "mean_wait_s": round(math.fsum(waits) / len(waits), 1),
             "dominant_share_error": round(error, 4), "vacates": result.vacates,
-            "decide_s": round(decide, 3)}
+            "decide_s": round(decide, 3),
+            **({"whole_wait_mean_s": round(math.fsum(whole) / len(whole), 1),
+                "whole_wait_max_s": round(max(whole), 1)} if whole else {})}
 
 
 def main() -> None:

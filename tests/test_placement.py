@@ -201,3 +201,47 @@ def test_a_slice_of_the_google_trace_runs_whole_on_machines_of_its_shapes(
         assert all(task.state == DONE for task in result.tasks)
         finishes.append([task.finish_time for task in result.tasks])
     assert finishes[0] == finishes[1]
+
+
+@pytest.mark.parametrize("name", SCORED)
+def test_a_whole_machine_job_has_a_machine_kept_until_it_drains(name: str) -> None:
+    """Two 4-cpu machines each running a small job; a whole-machine job finds no room, so the
+    machine with fewer cpus in use is kept for it: small jobs submitted meanwhile go to the
+    other one or wait, and once the kept machine's job ends the big job starts there."""
+    nodes = [Node("a", None, power=400, cpus=4, memory=16 * GIB),
+             Node("b", None, power=400, cpus=4, memory=16 * GIB)]
+    pool, negotiator = placed_pool(nodes, name)
+    for number, cpus in enumerate((2, 1)):
+        task = Task(f"small.{number}", "small", 0.0, cpus=cpus, memory=GIB, duration=10)
+        negotiator.submit(task, 0.0)
+        pool.start(task, nodes[number], 0.0)
+    whole = Task("whole.0", "whole", 1.0, cpus=4, memory=4 * GIB, duration=10)
+    negotiator.submit(whole, 1.0)
+    assert negotiator.cycle(1.0) == []
+    assert negotiator.placement.reservations.node_of(whole) is nodes[1]  # 1 cpu in use
+    for number in range(2, 6):
+        negotiator.submit(Task(f"small.{number}", "small", 2.0, cpus=1, memory=GIB,
+                               duration=10), 2.0)
+    started = negotiator.cycle(2.0)
+    assert {decision.node.name for decision in started} == {"a"}  # b is kept
+    pool.finish(pool.tasks["small.1"], 10.0)
+    decision, = negotiator.cycle(10.0)
+    assert (decision.task, decision.node) == (whole, nodes[1])
+    assert negotiator.placement.reservations.by_node == {}
+
+
+def test_a_kept_machine_is_let_go_when_its_job_leaves_the_queue() -> None:
+    nodes = [Node("a", None, power=400, cpus=4, memory=16 * GIB)]
+    pool, negotiator = placed_pool(nodes, "shape")
+    small = Task("small.0", "small", 0.0, cpus=1, memory=GIB, duration=10)
+    negotiator.submit(small, 0.0)
+    negotiator.cycle(0.0)
+    whole = Task("whole.0", "whole", 1.0, cpus=4, memory=GIB, duration=10)
+    negotiator.submit(whole, 1.0)
+    negotiator.cycle(1.0)
+    assert negotiator.placement.reservations.node_of(whole) is nodes[0]
+    pool.drop(whole, 2.0)
+    later = Task("small.1", "small", 3.0, cpus=1, memory=GIB, duration=10)
+    negotiator.submit(later, 3.0)
+    decision, = negotiator.cycle(3.0)
+    assert decision.task is later

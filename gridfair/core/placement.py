@@ -35,6 +35,7 @@ from bisect import bisect_left, insort
 from typing import ClassVar
 
 from gridfair.core.pool import EPSILON, Node, Pool, PoolListener, Task
+from gridfair.core.reservation import Reservations
 
 #: Steps of the largest node's cpus (and memory) the shape index buckets free nodes by.
 LEVELS = 16
@@ -146,17 +147,23 @@ class Scored(Placement):
     A demand (cpus, memory, GPUs) that found no node is remembered until a task stops or a
     node joins (a start only takes room), and so is every demand at least as large in each:
     a full pool's many jobs set aside in turn then cost a look at `NO_ROOM_KEPT` demands, not
-    a pass over the buckets each. Not with a matcher, whose answer is the task's own."""
+    a pass over the buckets each. Not with a matcher, whose answer is the task's own.
+
+    A whole-machine job that finds no room has a machine kept for it (`core/reservation.py`),
+    where no other job goes."""
 
     def attach(self, pool: Pool) -> None:
         super().attach(pool)
         self.index = ShapeIndex(pool)
         self.index.sync()
         self.no_room: list[tuple[float, float, float]] = []
+        self.reservations = Reservations(pool)
 
     def task_started(self, task: Task, now: float) -> None:
         self.index.sync()
         self.index.update(task.node)
+        if self.reservations.by_node and self.reservations.release_ended():
+            self.no_room.clear()  # a kept machine is open to every job again
 
     def task_stopped(self, task: Task, now: float, node: Node) -> None:
         self.index.sync()
@@ -169,10 +176,17 @@ class Scored(Placement):
         if index.known != len(self.pool.nodes):
             index.sync()
             self.no_room.clear()
+        reservations = self.reservations
+        if reservations.by_node:
+            if reservations.release_ended():
+                self.no_room.clear()
+            kept = reservations.node_of(task)
+            if kept is not None and self.pool.fits_free(task, kept):
+                return kept
         cpus, memory, gpus = demand = (task.cpus, task.memory, task.gpus)
         for least in self.no_room:
             if cpus >= least[0] and memory >= least[1] and gpus >= least[2]:
-                return None
+                return self._kept_for(task)
         # A bucket holds free amounts below (level + 1) x step: one wholly below the demand
         # holds no node that fits.
         cpu_floor = (task.cpus - EPSILON) / index.cpu_step - 1 if index.cpu_step else 0
@@ -182,9 +196,16 @@ class Scored(Placement):
         chosen, cut_short = self._best(task, buckets, BUCKET_SCAN)
         if chosen is None and cut_short:
             chosen, _ = self._best(task, buckets, None)
-        if chosen is None and self.pool.matcher is None:
-            self._remember_no_room(demand)
+        if chosen is None:
+            if self.pool.matcher is None:
+                self._remember_no_room(demand)
+            return self._kept_for(task)
         return chosen
+
+    def _kept_for(self, task: Task) -> None:
+        """No room for `task`: keep a machine for it if it is a whole-machine job."""
+        if self.reservations.wants(task):
+            self.reservations.reserve(task)
 
     def _remember_no_room(self, demand: tuple[float, float, float]) -> None:
         """Keep `demand` among the least demands found no room, the demands it is below let
@@ -207,6 +228,7 @@ class Scored(Placement):
         cpus, memory = task.cpus - EPSILON, task.memory - EPSILON
         fits = pool.fits_free
         score = self.score
+        kept = self.reservations.by_node
         best: tuple[float, float, int] | None = None
         chosen = None
         cut_short = False
@@ -215,6 +237,8 @@ class Scored(Placement):
                 if limit is not None and looked == limit:
                     cut_short = True
                     break
+                if kept and node_index in kept and kept[node_index] is not task:
+                    continue  # kept for a whole-machine job
                 node = nodes[node_index]
                 if (node.free_cpus >= cpus and node.free_memory >= memory) if plain \
                         else fits(task, node):

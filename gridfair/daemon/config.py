@@ -79,14 +79,12 @@ SCHEMA: dict[str, dict[str, Key]] = {
                           "(set it aside, go on with the next job or user; HTCondor's "
                           "negotiator) or stop (allocate nothing more this cycle; SDRF's "
                           "paper)"),
-        # Not `shape`, which wins on multi-resource fairness: it spreads small jobs over
-        # every machine, and whole-machine jobs then wait until the small ones stop coming
-        # (docs/results/placement.md); `fastest` packs.
-        "placement": Key(str, "fastest", choices=tuple(sorted(PLACEMENTS)),
-                         help="which free slot a job is given (docs/placement.md): fastest "
-                         "(the most MFlops a cpu, then the machine listed first), or shape "
-                         "(the slot whose free cpus and memory are most like the request) on "
-                         "a multi-resource pool without whole-machine jobs"),
+        # What won on the simulated multi-resource pools, with a machine kept for a
+        # whole-machine job (docs/results/placement.md).
+        "placement": Key(str, "shape", choices=tuple(sorted(PLACEMENTS)),
+                         help="which free slot a job is given (docs/placement.md): shape (the "
+                         "slot whose free cpus and memory are most like the request), fastest "
+                         "(the most MFlops a cpu), condor, align, most-allocated, balanced"),
     },
     "safety": {
         "max_vacates_per_cycle": Key(int, 2, minimum=0),

@@ -118,3 +118,12 @@ def test_bad_input_exits_2_with_a_clear_error(args, message):
     result = invoke(GRID, *args)
     assert result.exit_code == 2, result.output
     assert message in result.output
+
+
+def test_the_header_names_where_the_grid_came_from_never_none():
+    from gridfair.cli.compare import _grid_label
+
+    assert _grid_label({"grid": "hosep-table1", "params": {}}) == "hosep-table1"
+    assert _grid_label({"grid": None, "params": {"machines": "pool.status"}}) == (
+        "slots of pool.status")
+    assert _grid_label({"grid": None, "params": {"pool": "cm:9618"}}) == "slots of pool cm:9618"

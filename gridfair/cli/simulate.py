@@ -305,7 +305,8 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
     else:
         click.echo(f"{negotiator.stages}  allocation={negotiator.allocation}  "
                    + (f"placement={placement}  " if placement is not None else "")
-                   + f"workload={workload}  seed={seed}  "
+                   + f"workload={workload or 'history of pool ' + grid_workload_options['pool']}"
+                   f"  seed={seed}  "
                    f"checkpointing={'on' if checkpoint else 'off'}  arrivals={arrivals}  "
                    + (f"status refresh={status_refresh:g} s  " if status_refresh else "")
                    + (f"same instant={same_instant}  "

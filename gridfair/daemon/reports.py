@@ -339,3 +339,17 @@ def _cycle_span(cycles: list[int]) -> str:
     if len(runs) > SHOWN_RUNS:
         shown += f" and {sum(map(len, runs[SHOWN_RUNS:]))} more"
     return ("cycle " if len(cycles) == 1 else "cycles ") + shown
+
+
+def held_back_for(db: sqlite_utils.Database, job: str, limit: int = 10
+                  ) -> list[dict[str, Any]]:
+    """The preemptions the safety rules held back that would have made room for `job` (its
+    receiver), latest first: cycle, its time (`now`, `sim_start`), rule, victim, victim_user,
+    machine."""
+    with reading(db):
+        rows = list(db.query("select id, now, sim_start, held_back from cycles where "
+                             "held_back like ? order by id desc limit ?",
+                             [f'%"receiver": "{job}"%', limit]))
+    return [{"cycle": row["id"], "now": row["now"], "sim_start": row["sim_start"], **item}
+            for row in rows for item in _loads(row["held_back"]) or []
+            if item.get("receiver") == job]

@@ -152,8 +152,9 @@ def test_allocations_together_are_one_edit_a_value(clean_queue: PersonalPool) ->
     allocations = [(jobs[job_id], slot) for job_id, slot in zip(ids, slots, strict=True)]
     assert live.allocate_all(allocations) == [None] * 4
     size = [1, 64, 0] if slots[0].slot_type == "Partitionable" else None
+    # The run the steering is for (all four jobs at 0) and its expiry: one edit each.
     assert CountingSchedd.edits == [("GridfairSlotSize", 4)] * bool(size) + [
-        ("GridfairSlot", 1)] * 4
+        ("GridfairSteerRunCount", 4), ("GridfairSteerUntil", 4)] + [("GridfairSlot", 1)] * 4
     assert steering(pool) == {job_id: (slot.name, size)
                               for job_id, slot in zip(ids, slots, strict=True)}
 

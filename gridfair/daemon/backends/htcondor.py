@@ -114,6 +114,12 @@ from gridfair.daemon.backends.ads import (
     running_as_slots_say,
     snapshot_of,
 )
+from gridfair.daemon.backends.lease import (
+    config_tool,
+    not_answering,
+    persist,
+    warn_not_kept,
+)
 from gridfair.daemon.clock import wall_clock
 from gridfair.errors import ConfigError, InputError
 
@@ -129,6 +135,10 @@ ACT_FAILURES = (
 # The bindings raise HTCondorException for daemon errors, and plain OSError/RuntimeError/
 # ValueError from the lower layers (no route, refused, bad reply).
 POOL_ERRORS = (htcondor2.HTCondorException, OSError, RuntimeError, ValueError)
+
+#: The collector's ad type of each kind of daemon the lease is set on.
+_DAEMON_AD_TYPES = {"negotiator": htcondor2.AdType.Negotiator,
+                    "schedd": htcondor2.AdType.Schedd}
 
 #: Seconds an HTCondor tool (condor_now) may take before the action counts as failed.
 TOOL_TIMEOUT = 30.0
@@ -320,7 +330,9 @@ class HTCondorBackend(PoolBackend):
         # Schedds that did not answer in this snapshot read -> why (`_ask_schedds`).
         self._silent: dict[str, str] = {}
         self._steered_on: dict[str, classad2.ClassAd] = {}  # schedds to reschedule, by name
-        self._known_negotiators: list[tuple[classad2.ClassAd, Any]] = []
+        # The daemons of each kind last listed (`_daemons`): the lease is set on the
+        # negotiators and the schedds.
+        self._known_daemons: dict[str, list[tuple[classad2.ClassAd, Any]]] = {}
         # Names read that no slot (job) had (`DIRECT_LEARNING`), and reads since.
         self._absent_slot_names: set[str] = set()
         self._absent_job_names: set[str] = set()
@@ -845,10 +857,12 @@ class HTCondorBackend(PoolBackend):
                                f"exit {done.returncode}: {message or 'no message'}")
 
     def hold_starts(self, until: float) -> None:
-        """Set the lease knob (`GRIDFAIR_LEASE_UNTIL`, which the pool's
-        NEGOTIATOR_JOB_CONSTRAINT compares with `time()`) on every negotiator, as runtime
-        configuration, and have each reconfigure: the account needs CONFIG there, for a knob
-        in SETTABLE_ATTRS_CONFIG, and ADMINISTRATOR (configs/htcondor-pool.config)."""
+        """Set the lease knob (`GRIDFAIR_LEASE_UNTIL`) on every negotiator, whose
+        NEGOTIATOR_JOB_CONSTRAINT compares it with `time()`, and on every schedd the last read
+        located, whose START_VANILLA_UNIVERSE does (a schedd starts jobs on claims it keeps
+        without a negotiation): as persistent configuration (kept across a restart:
+        `backends.lease`), and have each reconfigure. The account needs CONFIG there, for a
+        knob in SETTABLE_ATTRS_CONFIG, and ADMINISTRATOR (configs/htcondor-pool.config)."""
         self._set_lease(str(math.ceil(until)))
 
     def release_starts(self) -> None:
@@ -857,13 +871,27 @@ class HTCondorBackend(PoolBackend):
     def _set_lease(self, value: str) -> None:
         if not self.lease_knob:
             return
-        for ad, _ in self._negotiators():
-            name = ad.get("Name", "negotiator")
+        tool = config_tool(htcondor2.param)
+        daemons = [("negotiator", ad) for ad, _ in self._negotiators()]
+        daemons += [("schedd", ad) for ad, _ in self._schedds()]
+        for kind, ad in daemons:
+            name = f"{kind} {ad.get('Name', kind)}"
             try:
-                htcondor2.RemoteParam(ad)[self.lease_knob] = value
+                if tool is None:  # runtime configuration only: forgotten at a restart
+                    warn_not_kept()
+                    htcondor2.RemoteParam(ad)[self.lease_knob] = value
+                elif refused := persist(tool, ad, self.lease_knob, value,
+                                        self.tool_environment):
+                    raise ActionFailed(
+                        f"lease: {name} does not answer ({refused})"
+                        if not_answering(refused) else
+                        f"lease: {name} refused {self.lease_knob} = {value} "
+                        f"({refused}; is the daemon's account in its ALLOW_CONFIG and "
+                        "ALLOW_ADMINISTRATOR, the knob in SETTABLE_ATTRS_CONFIG, "
+                        "ENABLE_PERSISTENT_CONFIG on?)")
                 htcondor2.send_command(ad, htcondor2.DaemonCommand.Reconfig)
             except POOL_ERRORS as error:
-                raise ActionFailed(f"lease: negotiator {name} refused {self.lease_knob} = "
+                raise ActionFailed(f"lease: {name} refused {self.lease_knob} = "
                                    f"{value} ({error}; is the daemon's account in its "
                                    "ALLOW_CONFIG and ALLOW_ADMINISTRATOR, the knob in "
                                    "SETTABLE_ATTRS_CONFIG, ENABLE_RUNTIME_CONFIG on?)") from None
@@ -910,16 +938,25 @@ class HTCondorBackend(PoolBackend):
         return float(low)
 
     def _negotiators(self) -> list[tuple[classad2.ClassAd, Any]]:
-        """(ad, the collector it came from) of each negotiator the collectors that answered
-        the last read list, each name once (the first collector's ad of it: both of an HA
-        pair hear it), else the last ones listed: a collector that restarts hears from the
-        negotiator again only at NEGOTIATOR_UPDATE_INTERVAL (5 minutes by default), and the
-        lease must not lapse for that."""
+        return self._daemons("negotiator")
+
+    def _schedds(self) -> list[tuple[classad2.ClassAd, Any]]:
+        """The schedds, for the lease: none listed is no failure (a pool with no schedd
+        starts no job)."""
+        return self._daemons("schedd", required=False)
+
+    def _daemons(self, kind: str, *, required: bool = True) -> list[tuple[classad2.ClassAd, Any]]:
+        """(ad, the collector it came from) of each daemon of `kind` ("negotiator",
+        "schedd") the collectors that answered the last read list, each name once (the first
+        collector's ad of it: both of an HA pair hear it), else the last ones listed: a
+        collector that restarts hears from a daemon again only at its update interval (5
+        minutes by default for a negotiator), and the lease must not lapse for that."""
         by_name: dict[str, tuple[classad2.ClassAd, Any]] = {}
         problems = []
+        ad_type = _DAEMON_AD_TYPES[kind]
         for name, collector in self._for_actions():
             try:
-                ads = collector.query(htcondor2.AdType.Negotiator)
+                ads = collector.query(ad_type)
             except POOL_ERRORS as error:
                 problems.append(f"{name}: query failed: {error}")
                 continue
@@ -927,13 +964,13 @@ class HTCondorBackend(PoolBackend):
                 by_name.setdefault(str(ad.get("Name")), (ad, collector))
         found = list(by_name.values())
         problem = "; ".join(problems) or (
-            "the collector lists no negotiator" if len(self.collectors) == 1 else
-            "no collector lists a negotiator")
+            f"the collector lists no {kind}" if len(self.collectors) == 1 else
+            f"no collector lists a {kind}")
         if found:
-            self._known_negotiators = found
-        elif self._known_negotiators:
-            found = self._known_negotiators
-        else:
+            self._known_daemons[kind] = found
+        elif self._known_daemons.get(kind):
+            found = self._known_daemons[kind]
+        elif required:
             raise ActionFailed(f"lease: {problem}")
         return found
 

@@ -230,22 +230,30 @@ def _table(rows: Sequence[Mapping[str, Any]], totals: Mapping[str, Any]) -> str:
 @click.option("--trust-accounting-groups", is_flag=True,
               help="Live pool: charge jobs to the accounting group they name (only where the "
               "pool validates groups).")
+@click.option("--tree", "tree_source", default=None, metavar="FILE|condor",
+              help="Show the accounting group tree instead (quota, guaranteed and current "
+              "dominant share, H-DRF share, surplus in use, per level): the [groups] table "
+              "of FILE, or 'condor': the negotiator's GROUP_* knobs of HTCondor's "
+              "configuration here.")
 @click.option("--format", "output_format", type=click.Choice(FORMATS),
               default="table", show_default=True)
 def shares(machines_paths, jobs_paths, policy, order, preempt, admit, absolute_power_diff,
            owner_attr, power_attr, ad_format, now, db_path, config_path, pool, uid_domain,
-           submitter_map, trust_accounting_groups, output_format) -> None:
+           submitter_map, trust_accounting_groups, tree_source, output_format) -> None:
     """Per-user shares of a pool's ads and the decisions a policy would take on them now."""
     # The report comes from ad files; another source of the same figures (the daemon's
     # store) builds a SharesReport of its own and shares the rendering below.
     if db_path is not None or config_path is not None or (pool is None and
                                                            not machines_paths):
+        if tree_source is not None:
+            raise click.UsageError("--tree reads ad files or a live pool, not the daemon's "
+                                   "store: give --machines/--jobs or --pool")
         store = _store(None if db_path is None else Path(db_path), config_path)
         click.echo(shares_from_store(store, output_format))
         return
     options: dict[str, Any] = {}
     status = ""
-    if policy is None and order is None:
+    if policy is None and order is None and tree_source is None:
         # A live pool: what its daemon would do, unless told otherwise.
         configured = configured_policy() if pool is not None else None
         if configured is None:
@@ -264,6 +272,14 @@ def shares(machines_paths, jobs_paths, policy, order, preempt, admit, absolute_p
                                    ad_format)
     if now is not None or pool is None:
         snapshot = replace(snapshot, time=time.time() if now is None else now)
+    if tree_source is not None:
+        if policy or order or preempt or admit:
+            raise click.UsageError("--tree orders by H-DRF: give no --policy, --order, "
+                                   "--preempt or --admit with it")
+        from gridfair.cli.group_tree import echo_tree
+
+        echo_tree(snapshot, tree_source, output_format)
+        return
     report = report_from_snapshot(snapshot, policy, order, preempt, admit,
                                   {**options, "absolute_power_diff": absolute_power_diff})
     report = replace(report, status=status) if status else report

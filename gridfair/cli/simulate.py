@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from gridfair.cli.group import cli
+from gridfair.cli.group_tree import groups_section
 from gridfair.cli.output import FORMATS, render_table, to_csv, to_json
 from gridfair.cli.progress import tasks_progress
 from gridfair.cli.terms import WithTerms
@@ -134,6 +135,9 @@ OPTION_FLAGS = tuple(name for name, declared in every_option().items()
                    "completions and chained negotiations, then arrivals in submit order; "
                    "ispd2014: iSPD 2014's event list (a Java binary heap keyed by time alone, "
                    "every hop of a task or message an event).")
+@click.option("--groups", "groups_file", type=click.Path(dir_okay=False), default=None,
+              help="H-DRF (hdrf): the accounting group tree, the [groups] table of this TOML "
+                   "file (a gridfair config or the grid file; docs/groups.md).")
 @click.option("--absolute-power-diff", is_flag=True,
               help="HOSEP: compare omega with |PowerDiff| (Eq. 6) instead of PowerDiff (Fig. 2).")
 @click.option("--hosep-test", type=click.Choice(PREEMPTION_TESTS), default=None,
@@ -204,7 +208,7 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
              allocation, placement, seed, interval, vacate_delay, claim_worklife, arrivals,
              status_refresh, same_instant, satisfaction_base, output_format, tasks_out,
              capacity_ratio, equal_shares, capacity, deadlines, check, db_path, quiet,
-             **grid_workload_options) -> None:
+             groups_file, **grid_workload_options) -> None:
     """Simulate GRID under a policy and report per-user satisfaction, waits and preemptions.
 
     GRID is a grid file or an embedded grid's name (`gridfair grid list`)."""
@@ -213,6 +217,8 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
     if workload is None and grid_workload_options["pool"] is None:
         raise click.UsageError("give --workload, or --pool HOST to replay the pool's history")
     policy_options = {name: grid_workload_options.pop(name) for name in OPTION_FLAGS}
+    if groups_file is not None:
+        policy_options["groups"] = groups_section(Path(groups_file))
     _refuse_unread({name: value for name, value in policy_options.items()
                     if value not in (None, False)}, policy, order, preempt, admit)
     workload_options = {"capacity_ratio": capacity_ratio, **grid_workload_options,

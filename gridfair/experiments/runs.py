@@ -33,7 +33,7 @@ from gridfair.sim.deadline_metrics import deadline_summary
 from gridfair.sim.engine_options import ARRIVALS, Arrivals, EngineOptions
 from gridfair.sim.metrics import SATISFACTION_BASES, RunMetrics
 from gridfair.sim.scenario import build_scenario, run_streamed, simulation_of
-from gridfair.sim.share_curve import ShareCurve
+from gridfair.sim.share_curve import ShareCurve, bin_width
 from gridfair.sim.task_stream import InOrder, arrival_key
 from gridfair.sim.workloads.registry import Scenario
 
@@ -298,13 +298,35 @@ def _recorded(spec: RunSpec) -> tuple[list[dict[str, Any]], dict[str, Any], dict
     return [user.as_dict() for user in users], summary, series
 
 
+def curve_width(scenario: Scenario) -> float | None:
+    """Seconds a bin of the run's curve of shares (and so its owner-share error) covers: the
+    recorded workload's own; for a workload held in memory, a 200th (`bin_width`) of a lower
+    bound on the run's span (its submissions' span, or its work over the pool's power, the
+    longer), so that every comparison shows the owner-share error policies exist to reduce;
+    None for a streamed workload, whose span is not known before it runs."""
+    if scenario.curve_width is not None:
+        return scenario.curve_width
+    tasks = scenario.tasks
+    if not isinstance(tasks, list) or not tasks:
+        return None
+    power = math.fsum(node.power for node in scenario.nodes)
+    work = math.fsum(task.work for task in tasks if task.work is not None)
+    durations = math.fsum(task.duration * task.cpus for task in tasks
+                          if task.duration is not None)
+    cpus = sum(node.cpus for node in scenario.nodes)
+    submitted = [task.submit_time for task in tasks]
+    span = max(max(submitted) - min(submitted), work / power if power else 0.0,
+               durations / cpus if cpus else 0.0)
+    return bin_width(span)
+
+
 def _simulate(spec: RunSpec) -> tuple[list[dict[str, Any]], dict[str, Any], str, str,
                                       dict[str, Any]]:
     """Per-user rows, run-wide metrics, policy stages, allocation rule and curve of shares
     (for a recorded workload; else empty) of one simulation."""
     scenario = _scenario(spec)
-    curve = (ShareCurve(scenario.nodes, scenario.curve_width)
-             if scenario.curve_width is not None else None)
+    width = curve_width(scenario)
+    curve = ShareCurve(scenario.nodes, width) if width is not None else None
     # Streamed (each task let go when it ends) unless the deadline figures need them all.
     deadlines_in_play = isinstance(scenario.tasks, list) and any(
         task.deadline is not None for task in scenario.tasks)

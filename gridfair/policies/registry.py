@@ -35,6 +35,7 @@ from gridfair.policies.deadline_baselines import (
 from gridfair.policies.dmfa_srq import DmfaSrqOrder
 from gridfair.policies.drf import DrfOrder, WeightedDrfOrder
 from gridfair.policies.fair_preempt import FairPreempt
+from gridfair.policies.hdrf import HdrfOrder
 from gridfair.policies.hosep import HosepOrder, HosepPreempt
 from gridfair.policies.justice import JusticeAdmit, JusticeOrder
 from gridfair.policies.osep import OsepOrder, OsepPreempt
@@ -48,6 +49,7 @@ ORDERS: dict[str, type[OrderPolicy]] = {
     "hosep": HosepOrder,
     "drf": DrfOrder,
     "wdrf": WeightedDrfOrder,
+    "hdrf": HdrfOrder,
     "sdrf": SdrfOrder,
     "dmfa-srq": DmfaSrqOrder,
     "condor": CondorPriorityOrder,
@@ -74,6 +76,8 @@ COMPOSITIONS: dict[str, tuple[str, str | None, str | None]] = {
     "reclaim": ("hosep", "reclaim", None),
     "drf": ("drf", None, None),
     "wdrf": ("wdrf", None, None),
+    # DRF across the accounting group tree (`--groups`; without one, DRF).
+    "hdrf": ("hdrf", None, None),
     "sdrf": ("sdrf", None, None),
     "dmfa-srq": ("dmfa-srq", None, None),
     # The DRF family with fair-share preemption (`fair_preempt`), for `compare`.

@@ -1,12 +1,13 @@
 """Placements in the simulator: how full, how fast and how fair each leaves a multi-resource
-pool (issue 48, "Measure"), on two workloads.
+pool (issue 48, "Measure"), on three workloads.
 
-- `showcase3`: Showcase 3's pool and jobs (bench/live_drf_showcase.py: 9 partitionable machines
-  of 2, 8 and 16 GiB a cpu, 36 cpus and 192 GiB; users C, M and X submit at 0, A at
-  `ARRIVAL`), simulated, not run live: `drf-fair` (pure fair share) and `wdrf-fair` (A weighted
-  2), a cycle every 2 s as the showcase's daemon. The live run's leaving phase (M withdrawing
-  its idle jobs) is not simulated: every user keeps its backlog. Figures over the showcase's
-  window, from A's arrival to 140 s after it; makespan and mean wait over all jobs.
+- `showcase3` and `showcase3-weighted`: Showcase 3's pool and jobs (bench/live_drf_showcase.py:
+  9 partitionable machines of 2, 8 and 16 GiB a cpu, 36 cpus and 192 GiB; users C, M and X
+  submit at 0, A at `ARRIVAL`), simulated, not run live: `drf-fair` (pure fair share), and
+  `wdrf-fair` (A weighted 2), a cycle every 2 s as the showcase's daemon. The live run's
+  leaving phase (M withdrawing its idle jobs) is not simulated: every user keeps its backlog.
+  Figures over the showcase's window, from A's arrival to 140 s after it; makespan and mean
+  wait over all jobs.
 - `google`: the derived Google task file (51,307 tasks, cpus and memory normalised to the
   largest machine), on a pool of machines of the trace's five commonest shapes (cpus, memory:
   (0.5, 0.5), (0.5, 0.25), (0.5, 0.75), (1, 1), (0.25, 0.25) in proportion 53:31:8:6:1, after
@@ -29,7 +30,7 @@ held_u - (weighted) DRF's_u|, DRF's by progressive filling over the users with d
 the pool's totals, sampled after every cycle), and `decide_s` (process time in the
 negotiation cycles; `decide_ratio` over `fastest`'s of the same run).
 
-    .venv/bin/python bench/placement_sim.py [--workloads showcase3,google] [--seeds 1 2 3]
+    .venv/bin/python bench/placement_sim.py [--workloads showcase3,google,...] [--seeds 1 2 3]
         [--json]
 """
 
@@ -215,7 +216,8 @@ def run(workload: str, placement: str, seed: int, ratio: float) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workloads", default="showcase3,showcase3-weighted,google")
+    parser.add_argument("--workloads",
+                        default="showcase3,showcase3-weighted,google,whole-machine")
     parser.add_argument("--placements", default=",".join(PLACEMENTS))
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--capacity-ratio", type=float, default=1.0)

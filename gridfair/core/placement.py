@@ -128,15 +128,19 @@ class ShapeIndex:
     def update(self, node: Node) -> None:
         """Move `node` to the bucket of what is free on it now (out, when no cpu is free)."""
         free_cpus, free_memory, _ = self.pool.room(node)
+        key = (int(free_cpus / self.cpu_step), int(free_memory / self.memory_step)) \
+            if free_cpus > EPSILON else None
+        old = self.where.get(node.index)
+        if key == old:  # many events, and `Pool.announce`'s replay of a laid-out pool
+            return
         entry = (-node.power_per_cpu, node.index)
-        old = self.where.pop(node.index, None)
         if old is not None:
+            del self.where[node.index]
             bucket = self.buckets[old]
             del bucket[bisect_left(bucket, entry)]
             if not bucket:
                 del self.buckets[old]
-        if free_cpus > EPSILON:
-            key = (int(free_cpus / self.cpu_step), int(free_memory / self.memory_step))
+        if key is not None:
             insort(self.buckets.setdefault(key, []), entry)
             self.where[node.index] = key
 

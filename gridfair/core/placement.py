@@ -190,7 +190,8 @@ class Scored(Placement):
         cpus, memory, gpus = demand = (task.cpus, task.memory, task.gpus)
         for least in self.no_room:
             if cpus >= least[0] and memory >= least[1] and gpus >= least[2]:
-                return self._kept_for(task)
+                self._keep_if_whole(task)
+                return None
         # A bucket holds free amounts below (level + 1) x step: one wholly below the demand
         # holds no node that fits.
         cpu_floor = (task.cpus - EPSILON) / index.cpu_step - 1 if index.cpu_step else 0
@@ -203,10 +204,10 @@ class Scored(Placement):
         if chosen is None:
             if self.pool.matcher is None:
                 self._remember_no_room(demand)
-            return self._kept_for(task)
+            self._keep_if_whole(task)
         return chosen
 
-    def _kept_for(self, task: Task) -> None:
+    def _keep_if_whole(self, task: Task) -> None:
         """No room for `task`: keep a machine for it if it is a whole-machine job."""
         if self.reservations.wants(task):
             self.reservations.reserve(task)

@@ -245,3 +245,18 @@ def test_a_kept_machine_is_let_go_when_its_job_leaves_the_queue() -> None:
     negotiator.submit(later, 3.0)
     decision, = negotiator.cycle(3.0)
     assert decision.task is later
+
+
+def test_nothing_is_kept_on_a_pool_of_one_cpu_slots() -> None:
+    """A one-cpu job asks for a whole one-cpu slot, but a slot wholly in use is no fragment:
+    the job waits for a slot as any job does (here the only free slot has too little memory),
+    and the order, not a kept slot, says who gets the next one."""
+    nodes = [Node("slot0", None, power=100, cpus=1, memory=GIB),
+             Node("slot1", None, power=100, cpus=1, memory=GIB / 2)]
+    pool, negotiator = placed_pool(nodes, "shape")
+    busy = Task("busy.0", "busy", 0.0, cpus=1, memory=GIB, duration=10)
+    negotiator.submit(busy, 0.0)
+    pool.start(busy, nodes[0], 0.0)
+    negotiator.submit(Task("waiting.0", "waiting", 1.0, cpus=1, memory=GIB, duration=10), 1.0)
+    assert negotiator.cycle(1.0) == []
+    assert negotiator.placement.reservations.by_node == {}

@@ -210,7 +210,8 @@ class Scored(Placement):
     def _keep_if_whole(self, task: Task) -> None:
         """No room for `task`: keep a machine for it if it is a whole-machine job."""
         if self.reservations.wants(task):
-            self.reservations.reserve(task)
+            nodes = self.pool.nodes
+            self.reservations.reserve(task, (nodes[index] for index in self.index.where))
 
     def _remember_no_room(self, demand: tuple[float, float, float]) -> None:
         """Keep `demand` among the least demands found no room, the demands it is below let

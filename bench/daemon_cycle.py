@@ -236,7 +236,8 @@ def run_side(args: argparse.Namespace) -> dict[str, object]:
                           "incremental": incremental},
                "backend": {"kind": "files", "files": {"directory": "pool",
                                                       "actions": "a.jsonl"}},
-               "safety": {"max_snapshot_age": 1e12, "min_runtime": 0.0}}
+               "safety": {"max_snapshot_age": 1e12, "min_runtime": 0.0},
+               **({"policy": {"placement": args.placement}} if args.placement else {})}
         config = validate(raw, base=directory)
         store = Store(directory / "state.db")
         runner = CycleRunner(config, FilesBackend(directory / "pool", directory / "a.jsonl"),
@@ -298,6 +299,11 @@ def main() -> None:
                         help="run on the gridfair package of this checkout instead")
     parser.add_argument("--baseline", type=Path, default=None,
                         help="run each side again on the gridfair package of this checkout")
+    parser.add_argument("--placements", default="",
+                        help="comma-separated placements (docs/placement.md): each side runs "
+                        "again with each, labelled side+placement; the side's own run takes "
+                        "the config's default")
+    parser.add_argument("--placement", help=argparse.SUPPRESS)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
     sides = [side for side in args.sides.split(",") if side]
@@ -314,26 +320,30 @@ def main() -> None:
     result: dict[str, object] = {"slots": args.slots, "jobs": args.jobs, "users": args.users,
                                  "churn": args.churn, "cycles": args.cycles,
                                  "load_average_before": os.getloadavg()[0]}
-    runs = [(side, side, CODE) for side in sides]
+    runs = [(side, side, CODE, None) for side in sides]
     if args.baseline is not None:
-        runs += [(side, f"{side}@baseline", args.baseline) for side in sides]
+        runs += [(side, f"{side}@baseline", args.baseline, None) for side in sides]
         result["code"], result["baseline"] = str(CODE), str(args.baseline)
-    for side, label, checkout in runs:
+    runs += [(side, f"{side}+{placement}", CODE, placement) for side in sides
+             for placement in args.placements.split(",") if placement]
+    for side, label, checkout, placement in runs:
         command = [sys.executable, __file__, "--side", side, "--slots", str(args.slots),
                    "--jobs", str(args.jobs), "--users", str(args.users),
                    "--cycles", str(args.cycles), "--churn", str(args.churn),
-                   "--code", str(checkout), *(["--phases"] if args.phases else [])]
+                   "--code", str(checkout), *(["--phases"] if args.phases else []),
+                   *(["--placement", placement] if placement else [])]
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             sys.exit(f"the {label} side failed:\n{done.stderr}")
         result[label] = json.loads(done.stdout)
-    labels = [label for _, label, _ in runs]
+    labels = [label for _, label, _, _ in runs]
     result["load_average_after"] = os.getloadavg()[0]
     first = result[sides[0]]
     result.update({key: first[key] for key in ("first_cycle_seconds", "steady_cycle_seconds",
                                                "peak_rss_mb")})
-    if len(labels) > 1:
-        result["same_decisions"] = len({result[s]["decisions_digest"] for s in labels}) == 1
+    compared = [label for _, label, _, placement in runs if placement is None]
+    if len(compared) > 1:  # another placement may decide otherwise
+        result["same_decisions"] = len({result[s]["decisions_digest"] for s in compared}) == 1
     if args.json:
         print(json.dumps(result, sort_keys=True))
         return

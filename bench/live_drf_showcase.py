@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import contextlib
 import dataclasses
 import functools
 import json
@@ -71,7 +72,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -570,6 +571,23 @@ def plot(moments: Sequence[Moment], record: showcase.Record, path: Path, title: 
 
 
 # ----------------------------------------------------------------------------- main
+@contextlib.contextmanager
+def output_to_stderr() -> Iterator[None]:
+    """Whatever is written to standard output meanwhile goes to standard error, at the file
+    descriptor: the MILP solver (HiGHS, in C) and the pool's tools write there past Python's
+    `sys.stdout`, and `--json` promises one JSON object and nothing else on stdout."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
@@ -591,12 +609,13 @@ def main() -> None:
                         help="figures from saved records instead of new runs")
     parser.add_argument("--json", action="store_true")
     options = parser.parse_args()
-    if options.replay:
-        records = [showcase.Record.load(Path(path)) for path in options.replay]
-    else:
-        records = showcase.run_all(parser, options, run_side,
-                                   {"gridfair": showcase.GRIDFAIR, "htcondor": HTCONDOR})
-    runs = [figures(record, options.plot_dir) for record in records]
+    with output_to_stderr() if options.json else contextlib.nullcontext():
+        if options.replay:
+            records = [showcase.Record.load(Path(path)) for path in options.replay]
+        else:
+            records = showcase.run_all(parser, options, run_side,
+                                       {"gridfair": showcase.GRIDFAIR, "htcondor": HTCONDOR})
+        runs = [figures(record, options.plot_dir) for record in records]
     if options.json:
         print(json.dumps({"runs": runs}, indent=1))
         return

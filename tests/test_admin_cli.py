@@ -36,7 +36,9 @@ def store(tmp_path_factory) -> Path:
     raw = {"daemon": {"interval": 0.02, "store": "state.db"},
            "backend": {"kind": "files",
                        "files": {"directory": "pool", "actions": "actions.jsonl"}},
-           "safety": {"max_snapshot_age": 3600.0, "max_vacates_per_cycle": 1}}
+           "safety": {"max_snapshot_age": 3600.0, "max_vacates_per_cycle": 1},
+           # The slots named below are this placement's choices.
+           "policy": {"placement": "fastest"}}
     Daemon(validate(raw, base=directory), max_cycles=3).run()
     with sqlite3.connect(directory / "state.db") as db:
         outcomes = db.execute("select outcome, error from cycles").fetchall()

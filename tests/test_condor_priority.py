@@ -62,7 +62,7 @@ def test_least_effective_priority_goes_first_and_the_pie_follows_1_over_eup() ->
     assert [decision.task.user for decision in decisions] == ["B", "C", "A"]
     assert decisions[0].reason == (
         "free slot to B: least effective priority 500 (real priority 0.5 x factor 1000), "
-        "500 below the next, C (1000)")
+        "500 below the next, C (1000); fastest placement chose node (MFlops a cpu 1)")
     for name in "ABC":
         submit_many(negotiator, name, 1, 1, 0, now=HALFLIFE)
     shares = order.pie_shares(HALFLIFE)

@@ -85,7 +85,8 @@ def test_why_names_the_dominant_share_and_the_margin() -> None:
     decisions = negotiator.cycle(0.0)
     assert decisions[0].task.user == "A"
     assert decisions[0].reason == (
-        "free slot to A: least dominant share 0 (of cpus), 0.3333 below the next, B (0.3333)")
+        "free slot to A: least dominant share 0 (of cpus), 0.3333 below the next, B (0.3333)"
+        "; fastest placement chose node (MFlops a cpu 1)")
 
 
 @pytest.mark.parametrize(

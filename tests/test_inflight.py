@@ -283,10 +283,12 @@ def test_a_machine_leaving_releases_what_was_held_for_it(tmp_path):
     partitionable machine ingwe2, where bt runs 3.0-3.3. Then ingwe2's ad is gone from the
     snapshot (the machine left), with 15.2, which had started there, on no ad any more: every
     allocation to it is released at once ("slot ... is gone", not held until the landing
-    timeout), bt is no longer charged for the jobs it ran there, and no decision names it."""
+    timeout), bt is no longer charged for the jobs it ran there, and no decision names it.
+    The slots named are the `fastest` placement's choices."""
     pool = tmp_path / "pool"
     shutil.copytree(POOL, pool, copy_function=shutil.copy)
-    config = validate({"daemon": {"store": "state.db"}, "policy": {"name": "drf-fair"},
+    config = validate({"daemon": {"store": "state.db"},
+                       "policy": {"name": "drf-fair", "placement": "fastest"},
                        "backend": {"kind": "files",
                                    "files": {"directory": "pool", "actions": "a.jsonl"}},
                        "safety": {"max_snapshot_age": 1e9, "landing_timeout": 60.0,

@@ -70,3 +70,17 @@ def test_a_job_no_machine_holds_counts_in_the_packing_bound_only() -> None:
     present, entitled = {"M": [(1, 12)] * 2}, {"M": 0.5}
     assert showcase.granularity_bound(present, entitled, (8, 16)) == pytest.approx(0.25)
     assert showcase.assignment_bound(present, entitled, [(2, 4, 8)], (8, 16)) == pytest.approx(0.5)
+
+
+def test_json_stdout_keeps_only_the_json(capfd) -> None:
+    """What C code (the MILP solver) writes to file descriptor 1 while `--json` runs goes to
+    stderr: stdout holds the one JSON object (issue 48's side note)."""
+    import os
+
+    with showcase.output_to_stderr():
+        os.write(1, b"Running HiGHS\n")
+        print("a Python line")
+    print("{}")
+    out, err = capfd.readouterr()
+    assert out == "{}\n"
+    assert err == "Running HiGHS\na Python line\n"

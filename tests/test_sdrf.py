@@ -140,7 +140,7 @@ def test_why_names_share_commitment_and_margin() -> None:
     assert decision.reason == (
         "free slot to B: least SDRF priority 0 (dominant share + dominant commitment; "
         "dominant share 0 of cpus, dominant commitment 0 on cpus), 0.3162 below the next, "
-        "A (0.3162)")
+        "A (0.3162); fastest placement chose node (MFlops a cpu 1)")
 
 
 def test_commitments_survive_export_and_import() -> None:

@@ -167,7 +167,7 @@ class KeptPool:
         else:
             pool.load(laid_out, list(map(task_from_job, idle)), running)
         negotiator = Negotiator(pool, stages.order, stages.preempt, stages.admit,
-                            allocation=stages.allocation)
+                            allocation=stages.allocation, placement=stages.placement)
         pool.announce(now)
         self.events = events
         self.cycles += 1

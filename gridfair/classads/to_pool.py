@@ -219,7 +219,7 @@ def pool_from_snapshot(
         matcher=layout.matcher(matcher if matcher is not None else AutoclusterMatcher()),
     )
     negotiator = Negotiator(pool, stages.order, stages.preempt, stages.admit,
-                            allocation=stages.allocation)
+                            allocation=stages.allocation, placement=stages.placement)
     held = layout.held_on_closed()
     for machine, available in layout.nodes:
         node = node_from_machine(machine)

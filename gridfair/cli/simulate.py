@@ -17,7 +17,12 @@ from gridfair.core.pool import Task
 from gridfair.core.stages import ALLOCATION_RULES
 from gridfair.policies.drf import FORMS
 from gridfair.policies.hosep import PREEMPTION_TESTS
-from gridfair.policies.registry import every_option, policy_names, unread_options
+from gridfair.policies.registry import (
+    every_option,
+    placement_names,
+    policy_names,
+    unread_options,
+)
 from gridfair.sim.deadline_metrics import deadline_summary
 from gridfair.sim.engine_options import (
     ARRIVALS,
@@ -99,6 +104,11 @@ OPTION_FLAGS = tuple(name for name, declared in every_option().items()
                    "the next event (SDRF's Algorithm 1) or backfill (skip it and go on). "
                    "Default: stop for task lists, else the order's paper rule (stop for SDRF, "
                    "backfill for the others).")
+@click.option("--placement", type=click.Choice(placement_names()), default=None,
+              help="Which free node a task starts on: fastest (most MFlops a cpu), condor "
+                   "(HTCondor's default pre-job rank: best fit on cpus, then memory), align "
+                   "(Tetris), shape (DRFH's best fit), most-allocated or balanced (Kubernetes). "
+                   "Default: fastest. docs/placement.md says when to choose which.")
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--interval", type=float, default=None,
               help="Negotiate every N simulated seconds (default: on every arrival/completion).")
@@ -195,10 +205,10 @@ OPTION_FLAGS = tuple(name for name, declared in every_option().items()
               help="No progress (a bar on a terminal, else a line at each tenth of the tasks, "
               "once a run takes over 2 s).")
 def simulate(grid, workload, workload_format, policy, order, preempt, admit, checkpoint,
-             allocation, seed, interval, vacate_delay, claim_worklife, arrivals, status_refresh,
-             same_instant, satisfaction_base, output_format, tasks_out, capacity_ratio,
-             equal_shares, capacity, deadlines, check, db_path, quiet, groups_file,
-             **grid_workload_options) -> None:
+             allocation, placement, seed, interval, vacate_delay, claim_worklife, arrivals,
+             status_refresh, same_instant, satisfaction_base, output_format, tasks_out,
+             capacity_ratio, equal_shares, capacity, deadlines, check, db_path, quiet,
+             groups_file, **grid_workload_options) -> None:
     """Simulate GRID under a policy and report per-user satisfaction, waits and preemptions.
 
     GRID is a grid file or an embedded grid's name (`gridfair grid list`)."""
@@ -238,6 +248,7 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
         scenario, policy=policy, order=order, preempt=preempt, admit=admit,
         policy_options=policy_options, checkpointing=checkpoint, engine=engine,
         progress=progress, recorder=recorder, allocation=allocation, keep_tasks=keep_tasks,
+        placement=placement,
     )
     negotiator = simulation.negotiator
     # Opened before the run: an unwritable file is an error before any work is done.
@@ -250,6 +261,7 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
         "arrivals": arrivals, "satisfaction_base": satisfaction_base,
         "options": {key: value for key, value in {
             **workload_options, **policy_options, "status_refresh": status_refresh,
+            "placement": placement,
             "same_instant": same_instant if same_instant != SameInstant.ORDERED else None}.items()
                     if value not in (None, False)},
     }) if db_path else None
@@ -280,6 +292,8 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
         click.echo(to_json({
             "policy": negotiator.stages,
             "allocation": negotiator.allocation,
+            # Named only when chosen: outputs recorded before placements stay byte for byte.
+            **({"placement": placement} if placement is not None else {}),
             "workload": workload,
             "seed": seed,
             "checkpointing": checkpoint,
@@ -296,7 +310,8 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
         click.echo(to_csv([user.as_dict() for user in users]), nl=False)
     else:
         click.echo(f"{negotiator.stages}  allocation={negotiator.allocation}  "
-                   f"workload={workload or 'history of pool ' + grid_workload_options['pool']}"
+                   + (f"placement={placement}  " if placement is not None else "")
+                   + f"workload={workload or 'history of pool ' + grid_workload_options['pool']}"
                    f"  seed={seed}  "
                    f"checkpointing={'on' if checkpoint else 'off'}  arrivals={arrivals}  "
                    + (f"status refresh={status_refresh:g} s  " if status_refresh else "")

@@ -1,10 +1,12 @@
 """One negotiation cycle: run the policy stages on the pool and apply what they decide.
 
 Phase 1 hands out free capacity in the order stage's order: the first active user's next task
-goes to the fastest free node it fits. A task that fits no free node is set aside for the phase
-and the user's next task is tried, up to `PARK_LIMIT` a user; then the user is skipped for the
-rest of the phase (the `backfill` rule), or the phase ends there (the `stop` rule, SDRF's
-Algorithm 1). The rule belongs to the run, so that every order of a comparison uses the same.
+goes to the free node the placement chooses among those it fits (`core/placement.py`; the
+fastest by default), and the allocation's reason names the placement and the node's score.
+A task that fits no free node is set aside for the phase and the user's next task is tried,
+up to `PARK_LIMIT` a user; then the user is skipped for the rest of the phase (the `backfill`
+rule), or the phase ends there (the `stop` rule, SDRF's Algorithm 1).
+The rule belongs to the run, so that every order of a comparison uses the same.
 Phase 2 runs only when phase 1 is done: the preemption stage vacates tasks for entitled users
 while its rule allows, so free nodes are always used before any preemption (OSEP, HOSEP 3.3).
 A preemption the daemon's safety rules hold back for a protected victim (`Hold.spared`: run
@@ -24,10 +26,12 @@ completions of the tasks that started.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from gridfair.core.pool import Pool, Task
+from gridfair.core.placement import Fastest, Placement
+from gridfair.core.pool import Node, Pool, Task
 from gridfair.core.stages import (
     ALLOCATE,
     ALLOCATION_RULES,
@@ -90,8 +94,10 @@ class Negotiator:
         vacate_guard: VacateGuard | None = None,
         explain: bool = True,
         allocation: str | None = None,
+        placement: Placement | None = None,
     ) -> None:
-        """`allocation` is the rule (`ALLOCATION_RULES`); None takes the order's paper's."""
+        """`allocation` is the rule (`ALLOCATION_RULES`); None takes the order's paper's.
+        `placement` chooses the free node of each allocation (None: `fastest`)."""
         self.pool = pool
         self.allocation = order.paper_allocation if allocation is None else allocation
         if self.allocation not in ALLOCATION_RULES:
@@ -115,12 +121,13 @@ class Negotiator:
         #: simulation reports; the daemon makes a negotiator per cycle and keeps its own).
         self.reported: list[tuple[Task, str]] = []
         self._reported: set[int] = set()
-        for stage in (order, preempt, admit):
+        self.placement = placement if placement is not None else Fastest()
+        for stage in (order, preempt, admit, self.placement):
             if stage is not None:
                 pool.listen(stage)
         # What the allocation loop calls, bound once (after the stages have attached: an order
         # may bind its `first` then): the loop runs about twice per simulated task.
-        self._allocation_calls = (pool.has_free, order.first, pool.head, pool.best_node)
+        self._allocation_calls = (pool.has_free, order.first, pool.head, self.placement.choose)
 
     @property
     def stages(self) -> str:
@@ -211,11 +218,24 @@ class Negotiator:
                     pool.block(user, now)
                 continue
             order = self.order
-            template, figures = order.why(user, now) if self.explain else _NOT_EXPLAINED
+            if self.explain:
+                template, figures = self._placed(*order.why(user, now), task, node)
+            else:
+                template, figures = _NOT_EXPLAINED
             pool.start(task, node, now)
             decisions.append(Decision(ALLOCATE, task, node, order.name, template, figures))
             if single:
                 return
+
+    def _placed(self, template: str, figures: Mapping[str, Any], task: Task,
+                node: Node) -> tuple[str, Mapping[str, Any]]:
+        """The order's reason for an allocation, with the placement's choice of `node`."""
+        placement = self.placement
+        return (template + "; {placement} placement chose {machine} ({score_text} "
+                "{placement_score:.6g})",
+                {**figures, "placement": placement.name, "machine": node.name,
+                 "score_text": placement.score_text,
+                 "placement_score": placement.score(task, node)})
 
     def _preempt(self, now: float, decisions: list[Decision], single: bool) -> None:
         pool = self.pool

@@ -17,6 +17,7 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
+from gridfair.core.placement import PLACEMENTS
 from gridfair.core.stages import ALLOCATION_RULES
 from gridfair.errors import ConfigError, not_text
 from gridfair.policies.registry import unread_options
@@ -78,6 +79,12 @@ SCHEMA: dict[str, dict[str, Key]] = {
                           "(set it aside, go on with the next job or user; HTCondor's "
                           "negotiator) or stop (allocate nothing more this cycle; SDRF's "
                           "paper)"),
+        # What won on the simulated multi-resource pools, with a machine kept for a
+        # whole-machine job (docs/results/placement.md).
+        "placement": Key(str, "shape", choices=tuple(sorted(PLACEMENTS)),
+                         help="which free slot a job is given (docs/placement.md): shape (the "
+                         "slot whose free cpus and memory are most like the request), fastest "
+                         "(the most MFlops a cpu), condor, align, most-allocated, balanced"),
     },
     "safety": {
         "max_vacates_per_cycle": Key(int, 2, minimum=0),

@@ -142,6 +142,7 @@ def stages_from_config(policy: Mapping[str, Any]) -> Stages:
         admit=policy["admit"] or None,
         options=policy["options"],
         allocation=policy.get("allocation") or None,
+        placement=policy.get("placement") or None,
     )
 
 

@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from gridfair.core.placement import FASTEST, PLACEMENTS, Placement
 from gridfair.core.stages import (
     ALLOCATION_RULES,
     AdmitPolicy,
@@ -99,6 +100,8 @@ class Stages:
     #: What a cycle does when the first user's next task fits no free node
     #: (`core.stages.ALLOCATION_RULES`); None: the order's paper rule.
     allocation: str | None = None
+    #: Which free node an allocation takes (`core.placement`); None: `fastest`.
+    placement: Placement | None = None
 
 
 def _known(kind: str, table: Mapping[str, type], name: str) -> type:
@@ -151,14 +154,17 @@ def build_stages(
     admit: str | None = None,
     options: Options | None = None,
     allocation: str | None = None,
+    placement: str | None = None,
 ) -> Stages:
     """The stages for `--policy NAME`, with any of `--order/--preempt/--admit` overriding;
-    `allocation` a rule of `ALLOCATION_RULES` (None: the order's paper rule)."""
+    `allocation` a rule of `ALLOCATION_RULES` (None: the order's paper rule); `placement` a
+    name of `PLACEMENTS` (None: `fastest`)."""
     options = options or {}
     chosen = choose(policy, order=order, preempt=preempt, admit=admit)
     if allocation not in (None, *ALLOCATION_RULES):
         raise ConfigError(f"unknown allocation rule {allocation!r} (known: "
                           f"{', '.join(ALLOCATION_RULES)})")
+    placement_stage = _known("placement", PLACEMENTS, placement or FASTEST)()
     order_stage = chosen.order.from_options(decode_options(chosen.order.Options, options))
     preempt_stage = None
     if chosen.preempt is not None:
@@ -177,6 +183,7 @@ def build_stages(
         admit=(None if chosen.admit is None else
                chosen.admit.from_options(decode_options(chosen.admit.Options, options))),
         allocation=allocation,
+        placement=placement_stage,
     )
 
 
@@ -202,6 +209,10 @@ def every_option() -> dict[str, Any]:
             for option_field in fields(stage.Options):
                 declared.setdefault(option_field.name, option_field)
     return declared
+
+
+def placement_names() -> list[str]:
+    return sorted(PLACEMENTS)
 
 
 def policy_names() -> list[str]:

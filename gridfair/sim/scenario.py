@@ -178,6 +178,7 @@ def simulation_of(
     keep_tasks: bool = True,
     on_task_done: Callable[[Task], None] | None = None,
     listeners: Sequence[PoolListener] = (),
+    placement: str | None = None,
 ) -> Simulation:
     """The stages, the pool and the simulation of `scenario`, ready to run; `recorder` keeps
     the run's records (runs and allocation snapshots) for the checks of `records`.
@@ -185,7 +186,8 @@ def simulation_of(
     `keep_tasks=False` streams each task out to `on_task_done` when it ends (`engine`), and
     takes the tasks out of the scenario, so that nothing else holds a task that has ended.
     `listeners` (a curve of shares) hear the pool's events, as the recorder does.
-    `engine` says how the simulator runs (`EngineOptions`)."""
+    `engine` says how the simulator runs (`EngineOptions`); `placement` names the placement
+    (`core.placement.PLACEMENTS`; None: `fastest`)."""
     tasks = scenario.tasks
     if engine.sequential and isinstance(tasks, Sized) and not isinstance(tasks, Sequence):
         tasks = list(tasks)  # a file's tasks read as taken (taskcsv): that loop indexes them
@@ -193,7 +195,7 @@ def simulation_of(
         scenario.tasks = []
     stages = build_stages(
         policy, order=order, preempt=preempt, admit=admit,
-        options={**scenario.policy_options, **(policy_options or {})},
+        options={**scenario.policy_options, **(policy_options or {})}, placement=placement,
     )
     matcher = scenario.matcher
     pool = Pool(task_key=stages.order.task_key, checkpointing=checkpointing,
@@ -201,7 +203,7 @@ def simulation_of(
     negotiator = Negotiator(pool, stages.order, stages.preempt, stages.admit,
                             explain=keep_decisions,
                             allocation=allocation if allocation is not None else
-                            scenario.allocation)
+                            scenario.allocation, placement=stages.placement)
     for node in scenario.nodes:
         pool.add_node(node)
     if isinstance(matcher, PoolListener):

@@ -1,0 +1,339 @@
+"""Placement: given a task the order stage has chosen, which free node it goes to.
+
+A placement is the fourth extension point of a cycle, beside admit, order and preempt (as the
+Kubernetes scheduler's score plugins are one interface): `choose(task)` returns a node with room
+for the task, or None, and `score(task, node)` the figure it chose by, which every allocation's
+reason names. Shipped (higher scores win):
+
+- `fastest`: the node with the most MFlops a cpu (today's `Pool.best_node`, which the iSPD and
+  SDRF papers' semantics need: their agreements hold under it);
+- `condor`: HTCondor's default `NEGOTIATOR_PRE_JOB_RANK`, best fit on the free slot:
+  -(100000 x free cpus) - free MiB;
+- `align`: Tetris's alignment (Grandl et al., SIGCOMM 2014), the dot product of the demand and
+  the node's free resources, both divided by the node's capacity;
+- `shape`: DRFH's best fit (Wang, Liang, Li): minus the L1 distance between the demand's and
+  the node's free resources' shapes, each a share of the pool's capacity made to sum to one;
+- `most-allocated` and `balanced`: Kubernetes' `NodeResourcesFit` MostAllocated (the mean of
+  the fractions of cpus and memory used once the task runs) and
+  `NodeResourcesBalancedAllocation` (1 - their standard deviation).
+
+The scored placements never scan every free node: they index free nodes by the shape of what
+is free (`ShapeIndex`: `LEVELS` steps of the largest node's cpus and memory), score the fastest
+node that fits in each shape bucket, and take the best. A decision costs the number of buckets
+(at most (LEVELS + 1) squared, whatever the pool's size) and each event O(log n). Within a bucket
+the fastest node is the one scored, not the best scored: nodes in one bucket differ by less
+than a step in what is free.
+
+Ties: the higher score; among equal scores the faster node, then the node added first
+(`Node.index`): `fastest`'s own order. Resources scored are cpus and memory (a node or pool
+with no memory counts cpus alone); GPUs are only fitted.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from typing import ClassVar
+
+from gridfair.core.pool import EPSILON, Node, Pool, PoolListener, Task
+from gridfair.core.reservation import Reservations
+
+#: Steps of the largest node's cpus (and memory) the shape index buckets free nodes by.
+LEVELS = 16
+#: Nodes looked at in one bucket before going on to the next: a bucket that straddles the
+#: demand may hold many nodes just too small. Only when no bucket gave a node are the
+#: buckets cut short looked at whole, so a node with room is never missed.
+BUCKET_SCAN = 16
+#: Least demands remembered as finding no room (`Scored`).
+NO_ROOM_KEPT = 8
+
+
+class Placement(PoolListener):
+    """Chooses the node a task starts on, among the free nodes it fits."""
+
+    name: ClassVar[str] = "placement"
+    #: What the score is, in the allocation's reason.
+    score_text: ClassVar[str] = "score"
+
+    def attach(self, pool: Pool) -> None:
+        self.pool = pool
+
+    def choose(self, task: Task) -> Node | None:
+        """A free node with room for `task` that matches it, or None."""
+        raise NotImplementedError
+
+    def score(self, task: Task, node: Node) -> float:
+        """What `node` scores for `task` before it starts there (higher is better)."""
+        raise NotImplementedError
+
+
+class Fastest(Placement):
+    """The fastest node with room (`Pool.best_node`)."""
+
+    name = "fastest"
+    score_text = "MFlops a cpu"
+
+    def attach(self, pool: Pool) -> None:
+        super().attach(pool)
+        self.choose = pool.best_node  # the same call as before placements: no extra frame
+
+    def score(self, task: Task, node: Node) -> float:
+        return node.power_per_cpu
+
+
+def _fraction(part: float, whole: float) -> float:
+    return part / whole if whole > 0 else 0.0
+
+
+class ShapeIndex:
+    """Free nodes bucketed by what is free on them, as (cpu step, memory step) -> the
+    bucket's nodes as (-MFlops a cpu, index), fastest first. Kept current by `update`."""
+
+    def __init__(self, pool: Pool) -> None:
+        self.pool = pool
+        self.buckets: dict[tuple[int, int], list[tuple[float, int]]] = {}
+        self.where: dict[int, tuple[int, int]] = {}  # node index -> its bucket
+        self.cpu_step = self.memory_step = 0.0
+        self.known = 0  # nodes of the pool indexed so far
+
+    def sync(self) -> None:
+        """Index nodes added to the pool since the last call. The steps are fixed by the pool
+        as first seen with nodes; a later, larger node lands in the top buckets."""
+        nodes = self.pool.nodes
+        if self.known == len(nodes):  # the common case; also a pool with no nodes yet
+            return
+        if not self.cpu_step:
+            largest = self.pool.largest
+            self.cpu_step = (largest[0] or 1.0) / LEVELS
+            self.memory_step = (largest[1] or 1.0) / LEVELS
+        if self.known:
+            for node in nodes[self.known:]:
+                self.update(node)
+        else:  # the whole pool at once (the daemon's pool, laid out every cycle): sorted once
+            self._fill(nodes)
+        self.known = len(nodes)
+
+    def _fill(self, nodes: list[Node]) -> None:
+        room = self.pool.room
+        buckets, where = self.buckets, self.where
+        cpu_step, memory_step = self.cpu_step, self.memory_step
+        for node in nodes:
+            free_cpus, free_memory, _ = room(node)
+            if free_cpus > EPSILON:
+                key = (int(free_cpus / cpu_step), int(free_memory / memory_step))
+                buckets.setdefault(key, []).append((-node.power_per_cpu, node.index))
+                where[node.index] = key
+        for bucket in buckets.values():
+            bucket.sort()
+
+    def update(self, node: Node) -> None:
+        """Move `node` to the bucket of what is free on it now (out, when no cpu is free)."""
+        free_cpus, free_memory, _ = self.pool.room(node)
+        key = (int(free_cpus / self.cpu_step), int(free_memory / self.memory_step)) \
+            if free_cpus > EPSILON else None
+        old = self.where.get(node.index)
+        if key == old:  # many events, and `Pool.announce`'s replay of a laid-out pool
+            return
+        entry = (-node.power_per_cpu, node.index)
+        if old is not None:
+            del self.where[node.index]
+            bucket = self.buckets[old]
+            del bucket[bisect_left(bucket, entry)]
+            if not bucket:
+                del self.buckets[old]
+        if key is not None:
+            insort(self.buckets.setdefault(key, []), entry)
+            self.where[node.index] = key
+
+
+class Scored(Placement):
+    """A placement by a score, over the shape index: the best of each bucket's fastest fit.
+
+    A demand (cpus, memory, GPUs) that found no node is remembered until a task stops or a
+    node joins (a start only takes room), and so is every demand at least as large in each:
+    a full pool's many jobs set aside in turn then cost a look at `NO_ROOM_KEPT` demands, not
+    a pass over the buckets each. Not with a matcher, whose answer is the task's own.
+
+    A whole-machine job that finds no room has a machine kept for it (`core/reservation.py`),
+    where no other job goes."""
+
+    def attach(self, pool: Pool) -> None:
+        super().attach(pool)
+        self.index = ShapeIndex(pool)
+        self.index.sync()
+        self.no_room: list[tuple[float, float, float]] = []
+        self.reservations = Reservations(pool)
+
+    def task_started(self, task: Task, now: float) -> None:
+        self.index.sync()
+        self.index.update(task.node)
+        if self.reservations.by_node and self.reservations.release_ended():
+            self.no_room.clear()  # a kept machine is open to every job again
+
+    def task_stopped(self, task: Task, now: float, node: Node) -> None:
+        self.index.sync()
+        self.index.update(node)
+        if self.no_room:
+            self.no_room.clear()
+
+    def choose(self, task: Task) -> Node | None:
+        index = self.index
+        if index.known != len(self.pool.nodes):
+            index.sync()
+            self.no_room.clear()
+        reservations = self.reservations
+        if reservations.by_node:
+            if reservations.release_ended():
+                self.no_room.clear()
+            kept = reservations.node_of(task)
+            if kept is not None and self.pool.fits_free(task, kept):
+                return kept
+        cpus, memory, gpus = demand = (task.cpus, task.memory, task.gpus)
+        for least in self.no_room:
+            if cpus >= least[0] and memory >= least[1] and gpus >= least[2]:
+                self._keep_if_whole(task)
+                return None
+        # A bucket holds free amounts below (level + 1) x step: one wholly below the demand
+        # holds no node that fits.
+        cpu_floor = (task.cpus - EPSILON) / index.cpu_step - 1 if index.cpu_step else 0
+        memory_floor = (task.memory - EPSILON) / index.memory_step - 1 if index.cpu_step else 0
+        buckets = [bucket for (cpu_level, memory_level), bucket in index.buckets.items()
+                   if cpu_level >= cpu_floor and memory_level >= memory_floor]
+        chosen, cut_short = self._best(task, buckets, BUCKET_SCAN)
+        if chosen is None and cut_short:
+            chosen, _ = self._best(task, buckets, None)
+        if chosen is None:
+            if self.pool.matcher is None:
+                self._remember_no_room(demand)
+            self._keep_if_whole(task)
+        return chosen
+
+    def _keep_if_whole(self, task: Task) -> None:
+        """No room for `task`: keep a machine for it if it is a whole-machine job."""
+        if self.reservations.wants(task):
+            nodes = self.pool.nodes
+            self.reservations.reserve(task, (nodes[index] for index in self.index.where))
+
+    def _remember_no_room(self, demand: tuple[float, float, float]) -> None:
+        """Keep `demand` among the least demands found no room, the demands it is below let
+        go (they follow from it), the oldest let go past `NO_ROOM_KEPT`."""
+        kept = [least for least in self.no_room
+                if not (least[0] >= demand[0] and least[1] >= demand[1]
+                        and least[2] >= demand[2])]
+        kept.append(demand)
+        self.no_room = kept[-NO_ROOM_KEPT:]
+
+    def _best(self, task: Task, buckets: list[list[tuple[float, int]]],
+              limit: int | None) -> tuple[Node | None, bool]:
+        """The best scored of each bucket's first fit (looking at up to `limit` nodes a
+        bucket), and whether a bucket was cut short."""
+        pool = self.pool
+        nodes = pool.nodes
+        # The plain test inline where it is the whole test (no GPUs, Requirements or exact
+        # arithmetic): a full pool's buckets are walked for every job set aside.
+        plain = not (task.gpus or pool.matcher or pool.exact_accounting)
+        cpus, memory = task.cpus - EPSILON, task.memory - EPSILON
+        fits = pool.fits_free
+        score = self.score
+        kept = self.reservations.by_node
+        best: tuple[float, float, int] | None = None
+        chosen = None
+        cut_short = False
+        for bucket in buckets:
+            for looked, (speed, node_index) in enumerate(bucket):
+                if limit is not None and looked == limit:
+                    cut_short = True
+                    break
+                if kept and node_index in kept and kept[node_index] is not task:
+                    continue  # kept for a whole-machine job
+                node = nodes[node_index]
+                if (node.free_cpus >= cpus and node.free_memory >= memory) if plain \
+                        else fits(task, node):
+                    rank = (score(task, node), -speed, -node_index)
+                    if best is None or rank > best:
+                        best, chosen = rank, node
+                    break
+        return chosen, cut_short
+
+
+class CondorRank(Scored):
+    """HTCondor's default NEGOTIATOR_PRE_JOB_RANK: the least free cpus, then memory."""
+
+    name = "condor"
+    score_text = "pre-job rank"
+
+    def score(self, task: Task, node: Node) -> float:
+        free_cpus, free_memory, _ = self.pool.room(node)
+        return -(100000 * free_cpus) - free_memory
+
+
+class Align(Scored):
+    """Tetris's alignment: demand . free, both as fractions of the node's capacity."""
+
+    name = "align"
+    score_text = "alignment"
+
+    def score(self, task: Task, node: Node) -> float:
+        free_cpus, free_memory, _ = self.pool.room(node)
+        return (_fraction(task.cpus, node.cpus) * _fraction(free_cpus, node.cpus)
+                + _fraction(task.memory, node.memory) * _fraction(free_memory, node.memory))
+
+
+class ShapeFit(Scored):
+    """DRFH's best fit: the free resources' shape closest (L1) to the demand's."""
+
+    name = "shape"
+    score_text = "minus the shape distance"
+
+    def score(self, task: Task, node: Node) -> float:
+        capacity = self.pool.capacity
+        free_cpus, free_memory, _ = self.pool.room(node)
+        demand_cpus = _fraction(task.cpus, capacity[0])
+        demand_memory = _fraction(task.memory, capacity[1])
+        free_cpus = _fraction(free_cpus, capacity[0])
+        free_memory = _fraction(free_memory, capacity[1])
+        demand, free = demand_cpus + demand_memory, free_cpus + free_memory
+        if demand <= 0 or free <= 0:
+            return 0.0
+        return -(abs(demand_cpus / demand - free_cpus / free)
+                 + abs(demand_memory / demand - free_memory / free))
+
+
+def _used_after(pool: Pool, task: Task, node: Node) -> tuple[float, float | None]:
+    """The fractions of the node's cpus and memory used once `task` runs (memory None on a
+    node with none)."""
+    free_cpus, free_memory, _ = pool.room(node)
+    cpus = (node.cpus - free_cpus + task.cpus) / node.cpus
+    if node.memory <= 0:
+        return cpus, None
+    return cpus, (node.memory - free_memory + task.memory) / node.memory
+
+
+class MostAllocated(Scored):
+    """Kubernetes' NodeResourcesFit MostAllocated: the mean fraction used once it runs."""
+
+    name = "most-allocated"
+    score_text = "mean fraction allocated"
+
+    def score(self, task: Task, node: Node) -> float:
+        cpus, memory = _used_after(self.pool, task, node)
+        return cpus if memory is None else (cpus + memory) / 2
+
+
+class Balanced(Scored):
+    """Kubernetes' NodeResourcesBalancedAllocation: 1 - the standard deviation of the
+    fractions used once it runs (over two resources, half their difference)."""
+
+    name = "balanced"
+    score_text = "balance"
+
+    def score(self, task: Task, node: Node) -> float:
+        cpus, memory = _used_after(self.pool, task, node)
+        return 1.0 if memory is None else 1.0 - abs(cpus - memory) / 2
+
+
+#: The placements by name; `fastest` is the default of a run that names none.
+PLACEMENTS: dict[str, type[Placement]] = {
+    placement.name: placement
+    for placement in (Fastest, CondorRank, Align, ShapeFit, MostAllocated, Balanced)
+}
+FASTEST = Fastest.name

@@ -745,11 +745,11 @@ class HTCondorBackend(PoolBackend):
     def actions_done(self) -> None:
         """If jobs were steered, ask each negotiator for a negotiation cycle now: its
         RESCHEDULE command, which it takes from an ADMINISTRATOR (gridfair's account is one
-        there, for its lease). Not the schedds': HTCondor's schedd reads a RESCHEDULE sent to
-        it and drops it (`Scheduler::external_reschedule_request`), asking the negotiator
-        only after its own submits and releases; an edit asks nothing, so steered jobs
-        waited for the periodic cycle (measured: 51 s at NEGOTIATOR_INTERVAL = 60). The
-        negotiator still keeps NEGOTIATOR_MIN_INTERVAL between cycle starts and
+        there, for its lease). Not the schedds': since HTCondor 25.14.0 (HTCONDOR-3624) the
+        schedd reads a RESCHEDULE sent to it and drops it, asking the negotiator itself only
+        when it goes from no idle job to some and on a release; an edit asks nothing, so
+        steered jobs waited for the periodic cycle (measured: 51 s at NEGOTIATOR_INTERVAL
+        = 60). The negotiator still keeps NEGOTIATOR_MIN_INTERVAL between cycle starts and
         NEGOTIATOR_CYCLE_DELAY after a cycle's end. A refusal is not an action's failure:
         the edits stand, and the negotiator's next cycle starts them."""
         steered, self._steered_on = self._steered_on, {}

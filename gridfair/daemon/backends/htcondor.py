@@ -284,7 +284,8 @@ class HTCondorBackend(PoolBackend):
         self.schedd_timeout = schedd_timeout
         # Schedds that did not answer in this snapshot read -> why (`_ask_schedds`).
         self._silent: dict[str, str] = {}
-        self._steered_on: dict[str, classad2.ClassAd] = {}  # schedds to reschedule, by name
+        # Schedds steered on since the last `actions_done`, by name (any: ask for a cycle).
+        self._steered_on: dict[str, classad2.ClassAd] = {}
         self._known_negotiators: list[tuple[classad2.ClassAd, Any]] = []
         self._last_look: PoolLook | None = None  # what `changed` saw last
         # Names read that no slot (job) had (`DIRECT_LEARNING`), and reads since.

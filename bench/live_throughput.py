@@ -121,8 +121,9 @@ def run_once(side: str, job_seconds: float, negotiator: int, number: int,
     directory = daemon_directory() if side == "gridfair" else None
     load_before = os.getloadavg()
     try:
+        # HTCondor's negotiator settings first: a side's own configuration may change them.
         with PersonalPool(slots, interval=2, extra_config=[
-                *side_config(side), *COMMON_CONFIG, *NEGOTIATOR_CONFIG[negotiator]]) as pool:
+                *NEGOTIATOR_CONFIG[negotiator], *COMMON_CONFIG, *side_config(side)]) as pool:
             event_log = pool.shared_file("events.log")
             daemon = None
             if directory is not None:

@@ -1,7 +1,7 @@
 """What a flood of jobs whose ads vary costs the read and the cycle (issue 31: a user who can
 make gridfair slow can switch it off).
 
-One synthetic pool (`gridfair.classads.synthetic`: static slots of varied power shared by
+One synthetic pool (`tests.harness.synthetic`: static slots of varied power shared by
 `--owners` owners, 90 % of them running a job of their users) and the rest of `--jobs` jobs
 idle, submitted at once by one account: a flood, as one submit file makes it. Written as
 `condor_status -long` / `condor_q -long` dumps, in four variants that differ only in what
@@ -47,12 +47,12 @@ import classad2  # noqa: E402
 
 from gridfair.classads.reader import AdFormat  # noqa: E402
 from gridfair.classads.submitters import SubmitterMap, charge_snapshot  # noqa: E402
-from gridfair.classads.synthetic import job_ads, machine_ads, write_ads  # noqa: E402
 from gridfair.classads.views import AdConfig  # noqa: E402
 from gridfair.daemon.backends.files import AdDumps, FilesBackend  # noqa: E402
 from gridfair.daemon.config import validate  # noqa: E402
 from gridfair.daemon.cycle import CycleRunner  # noqa: E402
 from gridfair.daemon.store import Store  # noqa: E402
+from tests.harness.synthetic import job_ads, machine_ads, write_ads  # noqa: E402
 
 VARIANTS = ("uniform", "groups", "requirements", "owners")
 TARGET_RATIO = 1.5

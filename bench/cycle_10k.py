@@ -18,17 +18,20 @@ The target is step 3 (and 2 + 3) under 2 s from ads already read. Run:
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from gridfair.classads.matching import AutoclusterMatcher, symmetric_match
-from gridfair.classads.reader import AdFormat
-from gridfair.classads.synthetic import job_ads, machine_ads, write_ads
-from gridfair.classads.to_pool import pool_from_snapshot
-from gridfair.classads.views import read_snapshot
-from gridfair.core.pool import Node, Task
-from gridfair.policies.registry import build_stages
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.harness: test tools
+
+from gridfair.classads.matching import AutoclusterMatcher, symmetric_match  # noqa: E402
+from gridfair.classads.reader import AdFormat  # noqa: E402
+from gridfair.classads.to_pool import pool_from_snapshot  # noqa: E402
+from gridfair.classads.views import read_snapshot  # noqa: E402
+from gridfair.core.pool import Node, Task  # noqa: E402
+from gridfair.policies.registry import build_stages  # noqa: E402
+from tests.harness.synthetic import job_ads, machine_ads, write_ads  # noqa: E402
 
 SLOTS, OWNERS = 10_000, 1_000
 JOBS, USERS, RUNNING = 100_000, 1_000, 8_000

@@ -2,7 +2,7 @@
 pool, negotiating (HOSEP), journaling, writing the store.
 
 A synthetic pool (varied power and Requirements, owners named as users, as
-`gridfair.classads.synthetic` makes them; 90 % of the slots running a job) is written as
+`tests.harness.synthetic` makes them; 90 % of the slots running a job) is written as
 `condor_status -long` / `condor_q -long` dumps and the `files` backend daemon runs on it: a
 first cycle that sees every job for the first time, then `--cycles` steady cycles. Before each
 steady cycle the pool carries out the daemon's last actions (allocated jobs start on their
@@ -53,21 +53,22 @@ ROOT = Path(__file__).resolve().parent.parent
 # must be on the path before the first import.
 CODE = Path(sys.argv[sys.argv.index("--code") + 1]) if "--code" in sys.argv[:-1] else ROOT
 sys.path.insert(0, str(CODE))
+sys.path.insert(1, str(ROOT))  # tests.harness: this clone's test tools
 
 import gridfair.daemon.cycle as cycle_module  # noqa: E402
 from gridfair.classads.kept_pool import KeptPool  # noqa: E402
-from gridfair.classads.synthetic import (  # noqa: E402
+from gridfair.core.negotiator import Negotiator  # noqa: E402
+from gridfair.daemon.backends.files import FilesBackend  # noqa: E402
+from gridfair.daemon.config import validate  # noqa: E402
+from gridfair.daemon.cycle import CycleRunner  # noqa: E402
+from gridfair.daemon.store import Store  # noqa: E402
+from tests.harness.synthetic import (  # noqa: E402
     ARCHITECTURES,
     BASE_TIME,
     MEMORY_CHOICES,
     REQUIREMENTS,
     SLOT_START,
 )
-from gridfair.core.negotiator import Negotiator  # noqa: E402
-from gridfair.daemon.backends.files import FilesBackend  # noqa: E402
-from gridfair.daemon.config import validate  # noqa: E402
-from gridfair.daemon.cycle import CycleRunner  # noqa: E402
-from gridfair.daemon.store import Store  # noqa: E402
 
 IDLE, RUNNING, HELD, GONE = 1, 2, 5, 0
 SIDES = {"kept": True, "rebuild": False}

@@ -47,6 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from gridfair.core.pool import CPUS, DONE, MEMORY, QUEUED, RUNNING, Node, Pool, Task  # noqa: E402
+from gridfair.sim.engine_options import EngineOptions  # noqa: E402
 from gridfair.sim.scenario import Scenario, simulation_of  # noqa: E402
 
 GIB = 1024
@@ -178,7 +179,8 @@ def run(configuration: str, seed: int) -> dict:
     order, preempt, options = CONFIGURATIONS[configuration]
     simulation = simulation_of(Scenario(nodes(), tasks(seed)), order=order,
                                preempt=preempt or "none", policy_options=options,
-                               interval=INTERVAL, allocation="backfill")
+                               allocation="backfill",
+                               engine=EngineOptions(interval=INTERVAL))
     sampler = Sampler(simulation.negotiator.pool)
     simulation.on_cycle = sampler
     started = time.process_time()

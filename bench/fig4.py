@@ -43,6 +43,7 @@ from pathlib import Path
 
 from ispd_inputs import star_model, tasks_of, write_wmsx
 
+from gridfair.sim.engine_options import EngineOptions
 from gridfair.sim.grid_loader import embedded_grids, load_grid
 from gridfair.sim.metrics import user_metrics
 from gridfair.sim.scenario import build_scenario, run_scenario
@@ -75,10 +76,11 @@ def run(grid: str, workload: str, seed: int, semantics: str, preempt: str, test:
         ) -> tuple[dict[str, float], dict[str, float], int]:
     """Satisfaction and provided share per user, and the run's vacates."""
     scenario = build_scenario(grid, workload, seed=seed)
-    result, _ = run_scenario(scenario, order="hosep", preempt=preempt, arrivals=semantics,
-                             checkpointing=checkpoint, status_refresh=refresh,
-                             same_instant=same_instant,
-                             policy_options={"hosep_test": test} if test else None)
+    result, _ = run_scenario(scenario, order="hosep", preempt=preempt,
+                             checkpointing=checkpoint,
+                             policy_options={"hosep_test": test} if test else None,
+                             engine=EngineOptions(arrivals=semantics, status_refresh=refresh,
+                                                  same_instant=same_instant))
     rows = user_metrics(result, "grid")
     return ({row.user: row.satisfaction for row in rows},
             {row.user: row.provided_share for row in rows}, result.vacates)

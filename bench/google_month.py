@@ -9,11 +9,12 @@ SDRF experiments' (papers/003, Sec. 7): one aggregate node of r x the trace's me
 delta = 1 - 1e-6 (`--delta`).
 
 The run streams (`Simulation(keep_tasks=False)`): a task leaves memory when it ends, and the
-users' waits are accumulated online (`metrics.UserWaits`), so memory follows the tasks running
-and queued at once, not the month. Printed: tasks, tasks/s (wall, set-up included), peak RSS
-(max RSS of this process), swap events per 1,000 tasks (major page faults: reads from disk or
-swap; near 0 means the run never swapped), the users' mean wait (mean over users of each
-user's mean wait, the SDRF paper's figure) and the load average of the shared machine;
+users' waits are accumulated online (`tests.harness.waits.UserWaits`), so memory follows the
+tasks running and queued at once, not the month. Printed: tasks, tasks/s (wall, set-up
+included), peak RSS (max RSS of this process), swap events per 1,000 tasks (major page
+faults: reads from disk or swap; near 0 means the run never swapped), the users' mean wait
+(mean over users of each user's mean wait, the SDRF paper's figure) and the load average of
+the shared machine;
 `--json` adds each user's mean wait and, per user, the tasks ended by the month's end (the last
 copy's submit horizon, `--days` after the first arrival) and the tasks submitted: the SDRF
 paper's Fig. 5 measure, compared across policies by `bench/month_compare.py`.
@@ -47,11 +48,12 @@ ROOT = Path(__file__).resolve().parent.parent
 # baseline): it must be on the path before the first import.
 CODE = Path(sys.argv[sys.argv.index("--code") + 1]) if "--code" in sys.argv[:-1] else ROOT
 sys.path.insert(0, str(CODE))
+sys.path.insert(1, str(ROOT))  # tests.harness: this clone's test tools
 
 from gridfair.core.pool import Task  # noqa: E402
-from gridfair.sim.metrics import UserWaits  # noqa: E402
 from gridfair.sim.scenario import run_scenario  # noqa: E402
 from gridfair.sim.workloads.repeat import repeated_trace_scenario  # noqa: E402
+from tests.harness.waits import UserWaits  # noqa: E402
 
 TRACE = ROOT.parent / "shared" / "data" / "google" / "derived" / "tasks_parts00000-00001.csv.gz"
 

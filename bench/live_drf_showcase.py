@@ -408,8 +408,8 @@ def scenario_jobs(seed: int) -> dict[str, list]:
 def run_side(side: str, config: str, seed: int, options: argparse.Namespace,
              python: Path | None) -> showcase.Record:
     """One side on a fresh pool: fill, A's arrival, M leaving; its record."""
-    from gridfair.daemon.pool_record import landing, read_lifetimes, read_runs
-    from gridfair.model import whole_slot
+    from gridfair.ad_views import whole_slot
+    from tests.harness.pool_record import landing, read_lifetimes, read_runs
     from tests.live.harness.personal_pool import (
         ACCOUNTING_PREFIX,
         UID_DOMAIN,

@@ -44,11 +44,10 @@ import threading
 import time
 from pathlib import Path
 
-from gridfair.daemon.pool_record import landing, read_runs
-
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # tests.live.harness: the live harness, in a clone only
+sys.path.insert(0, str(ROOT))  # tests.harness, tests.live.harness: test tools, in a clone only
 
+from tests.harness.pool_record import landing, read_runs  # noqa: E402
 from tests.live.harness.personal_pool import (  # noqa: E402
     JobSpec,
     PersonalPool,

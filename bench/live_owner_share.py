@@ -49,10 +49,11 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from gridfair.daemon.pool_record import Run, landing, read_runs
-
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # tests.live.harness: the live harness, in a clone only
+sys.path.insert(0, str(ROOT))  # tests.harness, tests.live.harness: test tools, in a clone only
+
+from tests.harness.pool_record import Run, landing, read_runs  # noqa: E402
+
 GRID = "hosep-table1"
 LATE_OWNER = "User1"
 FILLERS = ("User2", "User3", "User4")

@@ -380,7 +380,7 @@ class Record:
 
     @classmethod
     def load(cls, path: Path) -> Record:
-        from gridfair.daemon.pool_record import Lifetime, Run
+        from tests.harness.pool_record import Lifetime, Run
 
         raw = json.loads(path.read_text())
         raw["runs"] = [Run(**run) for run in raw["runs"]]
@@ -442,8 +442,8 @@ def wait_until_full(pool, timeout: float = 60.0) -> float:
 def run_side(side: str, config: str, seed: int, options: argparse.Namespace,
              python: Path | None) -> Record:
     """One side on a fresh pool: fill, O1's arrival, the shift; its record."""
-    from gridfair.daemon.pool_record import landing, read_lifetimes, read_runs
-    from gridfair.model import whole_slot
+    from gridfair.ad_views import whole_slot
+    from tests.harness.pool_record import landing, read_lifetimes, read_runs
     from tests.live.harness.personal_pool import (
         PersonalPool,
         SlotSpec,

@@ -43,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 from gridfair.core.pool import CPUS, DONE, POWER, QUEUED, Node, Pool, Task  # noqa: E402
 from gridfair.core.shares import share_error  # noqa: E402
+from gridfair.sim.engine_options import EngineOptions  # noqa: E402
 from gridfair.sim.scenario import Scenario, simulation_of  # noqa: E402
 
 #: name, owner, cpus, MFlops per cpu
@@ -155,7 +156,8 @@ def run(configuration: str, seed: int) -> dict:
     # Every order backfills, as the daemon does (`policy.allocation`): SDRF's paper rule
     # would leave cpus idle behind a job too big for what is free.
     simulation = simulation_of(scenario, order=order, preempt=preempt or "none",
-                               interval=INTERVAL, allocation="backfill")
+                               allocation="backfill",
+                               engine=EngineOptions(interval=INTERVAL))
     sampler = Sampler(simulation.negotiator.pool)
     simulation.on_cycle = sampler
     started = time.process_time()

@@ -36,9 +36,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from gridfair.classads.history import HistoryJob, read_history  # noqa: E402
-from gridfair.daemon.pool_record import read_runs  # noqa: E402
+from gridfair.sim.engine_options import EngineOptions  # noqa: E402
 from gridfair.sim.records import RunRecorder  # noqa: E402
 from gridfair.sim.scenario import build_scenario, simulation_of  # noqa: E402
+from tests.harness.pool_record import read_runs  # noqa: E402
 
 DEFAULT = ROOT / "tests" / "data" / "condor_history"
 #: HTCondor's CLAIM_WORKLIFE when a pool leaves it alone.
@@ -60,8 +61,9 @@ def replay(history: Path, slots: Path, interval: float,
     slot just before it, None for the first)."""
     scenario = build_scenario(None, str(history), options={"machines": str(slots)})
     recorder = RunRecorder(snapshots=False)
-    simulation = simulation_of(scenario, policy="condor", interval=interval,
-                               claim_worklife=claim_worklife, recorder=recorder)
+    simulation = simulation_of(scenario, policy="condor", recorder=recorder,
+                               engine=EngineOptions(interval=interval,
+                                                    claim_worklife=claim_worklife))
     result = simulation.run()
     names = [node.name for node in result.nodes]
     first_run: dict[str, tuple[str, str | None]] = {}

@@ -143,12 +143,14 @@ def metrics() -> list[str]:
     """The metrics as the daemon's registry exports them, each used once so its labels show."""
     from gridfair.daemon.metrics import PrometheusMetrics
 
-    exported = PrometheusMetrics("127.0.0.1", 0)  # a real registry, on a port of its own
+    # A real registry, on a port of its own; user labels on, so the per-user series show.
+    exported = PrometheusMetrics("127.0.0.1", 0, user_labels=True)
     try:
         exported.cycle("ok", 0.1)
         exported.decision("allocate")
         exported.action("vacate", "planned")
         exported.error("snapshot")
+        exported.settled(1, 0)
         exported.users([("user", 0.0, 0.0)])
         families = sorted(exported.registry.collect(), key=lambda family: family.name)
     finally:

@@ -12,6 +12,7 @@ from gridfair.core.pool import Node, Pool, PoolListener, Task
 from gridfair.errors import InputError
 from gridfair.policies.hosep import HosepOrder, HosepPreempt
 from gridfair.sim.engine import Simulation
+from gridfair.sim.engine_options import EngineOptions
 
 
 def run(machines, tasks, arrivals: str) -> dict[str, Task]:
@@ -19,7 +20,7 @@ def run(machines, tasks, arrivals: str) -> dict[str, Task]:
     negotiator = Negotiator(pool, HosepOrder(), HosepPreempt())
     for index, (owner, power) in enumerate(machines):
         pool.add_node(Node(f"{owner}-{index}", owner, power))
-    Simulation(negotiator, tasks, arrivals=arrivals).run()
+    Simulation(negotiator, tasks, engine=EngineOptions(arrivals=arrivals)).run()
     return {task.id: task for task in tasks}
 
 
@@ -60,9 +61,9 @@ def test_sequential_arrivals_take_no_interval_and_unknown_semantics_are_refused(
     negotiator = Negotiator(pool, HosepOrder())
     tasks = [Task("A.0", "A", 0.0, work=1.0)]
     with pytest.raises(InputError, match="no interval"):
-        Simulation(negotiator, tasks, arrivals="sequential", interval=10.0)
+        Simulation(negotiator, tasks, engine=EngineOptions(arrivals="sequential", interval=10.0))
     with pytest.raises(InputError, match="batch, sequential"):
-        Simulation(negotiator, tasks, arrivals="one-by-one")
+        Simulation(negotiator, tasks, engine=EngineOptions(arrivals="one-by-one"))
 
 
 def test_the_cli_records_the_semantics_in_json_and_the_db(gridfair_cli, tmp_path):
@@ -88,8 +89,9 @@ def run_refreshed(machines, tasks, refresh: float | None, same_instant: str) -> 
     negotiator = Negotiator(pool, HosepOrder(), HosepPreempt(test="ispd2014"))
     for owner, power in machines:
         pool.add_node(Node(f"{owner}-node", owner, power))
-    Simulation(negotiator, tasks, arrivals="sequential", status_refresh=refresh,
-               same_instant=same_instant).run()
+    Simulation(negotiator, tasks,
+               engine=EngineOptions(arrivals="sequential", status_refresh=refresh,
+                                    same_instant=same_instant)).run()
     return {task.id: task for task in tasks}
 
 
@@ -135,9 +137,10 @@ def test_a_status_refresh_needs_sequential_arrivals_and_a_positive_period():
     negotiator = Negotiator(pool, HosepOrder())
     tasks = [Task("A.0", "A", 0.0, work=1.0)]
     with pytest.raises(InputError, match="status refresh is an option of sequential"):
-        Simulation(negotiator, tasks, status_refresh=15.0)
+        Simulation(negotiator, tasks, engine=EngineOptions(status_refresh=15.0))
     with pytest.raises(InputError, match="status refresh must be positive"):
-        Simulation(negotiator, tasks, arrivals="sequential", status_refresh=0.0)
+        Simulation(negotiator, tasks,
+                   engine=EngineOptions(arrivals="sequential", status_refresh=0.0))
 
 
 class FirstStarts(PoolListener):
@@ -158,7 +161,8 @@ def run_same_instant(order: str) -> dict[str, tuple[float, str]]:
     starts = FirstStarts()
     pool.listen(starts)
     tasks = [Task(name, name[0], 0.0, work=1000.0) for name in ("B.0", "A.0", "A.1")]
-    Simulation(negotiator, tasks, arrivals="sequential", same_instant=order).run()
+    Simulation(negotiator, tasks,
+               engine=EngineOptions(arrivals="sequential", same_instant=order)).run()
     assert all(task.finish_time is not None for task in tasks)
     return starts.first
 
@@ -185,11 +189,13 @@ def test_ispds_event_list_is_an_option_of_sequential_arrivals_on_one_cpu_machine
     negotiator = Negotiator(pool, HosepOrder())
     tasks = [Task("A.0", "A", 0.0, work=1.0)]
     with pytest.raises(InputError, match="ordered, ispd2014"):
-        Simulation(negotiator, tasks, arrivals="sequential", same_instant="java")
+        Simulation(negotiator, tasks,
+                   engine=EngineOptions(arrivals="sequential", same_instant="java"))
     with pytest.raises(InputError, match="option of sequential arrivals"):
-        Simulation(negotiator, tasks, same_instant="ispd2014")
+        Simulation(negotiator, tasks, engine=EngineOptions(same_instant="ispd2014"))
     with pytest.raises(InputError, match="one cpu each"):
-        Simulation(negotiator, tasks, arrivals="sequential", same_instant="ispd2014").run()
+        Simulation(negotiator, tasks,
+                   engine=EngineOptions(arrivals="sequential", same_instant="ispd2014")).run()
 
 
 def test_the_cli_records_ispds_event_list_and_refuses_it_without_sequential_arrivals(

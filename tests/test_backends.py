@@ -18,6 +18,7 @@ import classad2
 import htcondor2
 import pytest
 
+from gridfair.ad_views import Job, JobStatus, Machine, Snapshot
 from gridfair.classads.reader import read_ads
 from gridfair.daemon.backends import ActionFailed, PoolBackend
 from gridfair.daemon.backends.files import FilesBackend
@@ -29,7 +30,6 @@ from gridfair.daemon.backends.htcondor import (
     fetch_constraints,
 )
 from gridfair.daemon.backends.sim import SimBackend
-from gridfair.model import Job, JobStatus, Machine, Snapshot
 
 POOL = Path(__file__).parent / "data" / "daemon" / "pool"
 
@@ -567,14 +567,22 @@ def test_htcondor_vacate_and_allocate_use_act_and_edit():
     assert backend.vacate(["3.0"]) == {"3.0": "job not in a state that can be vacated"}
     job = _idle(snapshot)[0]
     partitionable = snapshot.machines_by_name["slot1@ingwe2.cs.wisc.edu"]
+    before = time.time()
     backend.allocate(job, partitionable)
-    # The size allocated first, as literals, then the slot (which makes the job matchable).
-    assert FakeSchedd.edits[-2:] == [
-        ([job.id], "GridfairSlotSize", "{1, 1, 0}"),
-        ([job.id], "GridfairSlot", classad2.quote(partitionable.name))]
-    # A static slot's START does not read the size: the slot alone.
+    # The size allocated first, then the run the steering is for and its expiry, as
+    # literals, then the slot (which makes the job matchable).
+    edits = FakeSchedd.edits[-4:]
+    assert edits[:2] == [([job.id], "GridfairSlotSize", "{1, 1, 0}"),
+                         ([job.id], "GridfairSteerRunCount", str(job.run_count))]
+    assert edits[2][:2] == ([job.id], "GridfairSteerUntil")
+    life = backend.steering_life
+    assert before + life <= int(edits[2][2]) <= time.time() + life + 1
+    assert edits[3] == ([job.id], "GridfairSlot", classad2.quote(partitionable.name))
+    # A static slot's START does not read the size: the slot alone, with its run and expiry.
     static = snapshot.machines[0]
     backend.allocate(job, static)
+    assert [edit[1] for edit in FakeSchedd.edits[-3:]] == [
+        "GridfairSteerRunCount", "GridfairSteerUntil", "GridfairSlot"]
     assert FakeSchedd.edits[-1:] == [([job.id], "GridfairSlot", classad2.quote(static.name))]
 
 
@@ -596,6 +604,34 @@ def test_htcondor_does_not_steer_idle_jobs_whose_requests_read_the_slot_or_the_c
         "not steered: RequestCpus reads the slot or the clock (HTCondor evaluates it against "
         "the slot it cuts for the job: gridfair cannot know the size it would allocate); ask "
         "for a number"))}
+
+
+@pytest.mark.parametrize("demand", ["autocluster", "jobs"])
+@pytest.mark.parametrize("requirements", [
+    "(MY.GridfairSlot =?= undefined) && TARGET.Cpus >= 1",
+    "TARGET.Cpus >= 1 && gridfairslotsize =?= undefined",  # unscoped, another case
+    "TARGET.Cpus >= 1 && eval(\"GridfairSlot\") =?= undefined",  # may read it: eval
+])
+def test_htcondor_does_not_steer_jobs_whose_match_reads_the_steering(demand, requirements):
+    """Issue 43, attack 2: a job that matches every slot as gridfair reads it and none once
+    steered (its Requirements read the steering gridfair writes) is not steered, so it is
+    never a reason to vacate another user's job or hold a free slot. The other idle jobs are
+    steered as before."""
+    backend = htcondor_backend()
+    backend.demand = demand
+    backend.job_constraint = "JobStatus == 1 || JobStatus == 2"
+    crafted = [ad for ad in FakeSchedd.queues[SCHEDDS[0]]
+               if ad["JobStatus"] == 1 and ad["ProcId"] % 2 == 0]
+    for ad in crafted:
+        ad["Requirements"] = classad2.ExprTree(requirements)
+    snapshot = backend.read_snapshot()
+    crafted_ids = {f"{ad['ClusterId']}.{ad['ProcId']}" for ad in crafted}
+    assert not crafted_ids & {job.id for job in _idle(snapshot)}
+    assert _idle(snapshot)
+    reasons = {skip.reason for skip in snapshot.skipped if skip.name in crafted_ids}
+    assert reasons == {"not steered: its Requirements or Rank read gridfair's steering "
+                       "attributes (or may: eval), which gridfair sets when it steers the job: "
+                       "it would not match as steered"}
 
 
 def test_htcondor_jobs_demand_counts_a_job_running_only_where_its_slot_says_so():
@@ -868,3 +904,21 @@ def test_htcondor_job_ads_none_of_which_is_usable_fail_the_read():
     with pytest.raises(UnusablePool, match=r"no usable job ad in the schedds' answers \(\d+ "
                                            r"skipped; the first: .*QDate: not a number"):
         backend.read_snapshot()
+
+
+@pytest.mark.parametrize(("down", "said"), [
+    (True, "the collector does not answer INVALIDATE_ADS_GENERIC"),
+    (False, "the collector refused INVALIDATE_ADS_GENERIC"),
+])
+def test_a_stopped_collector_is_not_blamed_on_the_accounts_rights(down, said):
+    """Issue 45, item 8: at a pool's shutdown the ad's withdrawal failed with "is the
+    daemon's account allowed DAEMON there?" when the collector had simply stopped. A
+    collector that answers no query either is said not to answer; one that answers and
+    refuses the ad still asks about the account's rights."""
+    backend = htcondor_backend()
+    backend.read_snapshot()
+    backend.collector.refuse_ads = True
+    backend.collector.down = down
+    with pytest.raises(ActionFailed, match=said) as failure:
+        backend.withdraw_ad({"Name": "gridfair@cm", "MyType": "GridfairNegotiator"})
+    assert ("allowed DAEMON" in str(failure.value)) == (not down)

@@ -7,6 +7,7 @@ import pytest
 
 from gridfair.core.pool import Node, Task
 from gridfair.core.shares import share_error
+from gridfair.sim.engine_options import EngineOptions
 from gridfair.sim.scenario import simulation_of
 from gridfair.sim.share_curve import ShareCurve
 from gridfair.sim.workloads.registry import Scenario
@@ -18,8 +19,8 @@ def one_slot_run(worklife: float | None) -> dict[str, float]:
     tasks = [Task("a1", "A", 0.0, duration=10.0), Task("b1", "B", 1.0, duration=10.0),
              Task("a2", "A", 2.0, duration=10.0)]
     scenario = Scenario([Node("slot1", "A", 100.0)], tasks)
-    simulation = simulation_of(scenario, policy="condor", claim_worklife=worklife,
-                               keep_decisions=True)
+    simulation = simulation_of(scenario, policy="condor",
+                               keep_decisions=True, engine=EngineOptions(claim_worklife=worklife))
     result = simulation.run()
     if worklife is not None and worklife < 0 or (worklife or 0) > 10:
         reused, = [d for d in result.decisions if d.policy == "claim-reuse"]
@@ -41,8 +42,8 @@ def test_a_bigger_job_does_not_take_a_smaller_claim():
     tasks = [Task("a1", "A", 0.0, duration=10.0), Task("a2", "A", 1.0, cpus=2.0,
                                                         duration=10.0)]
     scenario = Scenario([Node("n", "A", 100.0, cpus=2.0)], tasks)
-    result = simulation_of(scenario, policy="condor", claim_worklife=-1.0,
-                           keep_decisions=True).run()
+    result = simulation_of(scenario, policy="condor",
+                           keep_decisions=True, engine=EngineOptions(claim_worklife=-1.0)).run()
     assert not [d for d in result.decisions if d.policy == "claim-reuse"]
     assert {task.id: task.first_start for task in result.tasks} == {"a1": 0.0, "a2": 10.0}
 

@@ -8,15 +8,15 @@ from pathlib import Path
 import classad2
 import pytest
 
+from gridfair.ad_views import JobStatus, Snapshot
 from gridfair.classads.matching import AutoclusterMatcher, symmetric_match
 from gridfair.classads.reader import AdFormat, AdText, SourcedAd, read_ads, readable
-from gridfair.classads.synthetic import job_ads, machine_ads, write_ads
 from gridfair.classads.to_pool import pool_from_snapshot
 from gridfair.classads.views import jobs_from_ads, machines_from_ads, read_snapshot
 from gridfair.core.pool import Node, Task
 from gridfair.daemon.backends.files import FilesBackend
-from gridfair.model import JobStatus, Snapshot
 from gridfair.policies.registry import build_stages
+from tests.harness.synthetic import job_ads, machine_ads, write_ads
 from tests.test_classads_views import REAL, owned, with_lines
 
 

@@ -8,9 +8,9 @@ import classad2
 import pytest
 
 from gridfair.classads.reader import AdFormat, detect_format, parse_ads, read_ads
-from gridfair.classads.synthetic import format_ads
 from gridfair.errors import InputError
 from tests.conftest import TEST_DATA
+from tests.harness.synthetic import format_ads
 
 REAL = TEST_DATA / "htcondor"
 

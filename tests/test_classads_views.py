@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from gridfair.ad_views import JobStatus
 from gridfair.classads.reader import AdFormat, readable
-from gridfair.classads.synthetic import job_ads, machine_ads, write_ads
 from gridfair.classads.views import AdConfig, read_jobs, read_machines, read_snapshot
 from gridfair.errors import InputError
-from gridfair.model import JobStatus
 from tests.conftest import TEST_DATA
+from tests.harness.synthetic import job_ads, machine_ads, write_ads
 
 REAL = TEST_DATA / "htcondor"
 
@@ -333,7 +333,7 @@ def test_whole_job_ads_read_fast_give_the_jobs_and_errors_the_long_way_gives(mon
 def test_a_job_charged_to_another_user_keeps_every_other_field():
     import dataclasses
 
-    from gridfair.model import Job
+    from gridfair.ad_views import Job
 
     names = [field.name for field in dataclasses.fields(Job)]
     job = Job(**{name: object() for name in names})

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from gridfair.ad_views import JobStatus, SkippedAd
 from gridfair.classads.history import HistoryJob, read_history
 from gridfair.classads.reader import read_ads
 from gridfair.classads.views import job_view
@@ -20,8 +21,8 @@ from gridfair.cli import cli
 from gridfair.cli import compare as _compare  # noqa: F401 - registers `compare`
 from gridfair.cli import simulate as _simulate  # noqa: F401 - registers `simulate`
 from gridfair.errors import InputError
-from gridfair.model import JobStatus, SkippedAd
 from gridfair.sim.engine import run_rate
+from gridfair.sim.engine_options import EngineOptions
 from gridfair.sim.scenario import build_scenario
 
 DATA = Path(__file__).resolve().parent / "data" / "condor_history"
@@ -354,7 +355,8 @@ def test_gpu_jobs_wait_for_a_slot_with_gpus_free(tmp_path):
     from gridfair.sim.scenario import simulation_of
 
     recorder = RunRecorder(snapshots=False)
-    simulation_of(scenario, policy="condor", interval=2.0, recorder=recorder).run()
+    simulation_of(scenario, policy="condor", recorder=recorder,
+                  engine=EngineOptions(interval=2.0)).run()
     nodes = [node.name for node in scenario.nodes]
     gpu_runs = sorted((run.start, run.end, nodes[run.node]) for run in recorder.runs
                       if run.task in gpu_ids[:2])

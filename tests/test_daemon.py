@@ -459,8 +459,8 @@ def test_a_preemptions_vacates_and_allocation_are_one_handover():
     """Decisions in the negotiator's order: free allocations, then each preemption as its
     vacates (one or several, on one slot) and the allocation on that slot. Only those runs are
     handovers, on slots the backend can hand over; everything else is carried out as it is."""
+    from gridfair.ad_views import Job, JobStatus, Machine
     from gridfair.daemon.cycle import PlannedAction, handover_groups
-    from gridfair.model import Job, JobStatus, Machine
 
     def action(kind: str, job: str, slot: str) -> PlannedAction:
         return PlannedAction(f"{kind}:{job}@{slot}", kind, Job(job, "u", JobStatus.IDLE, 0.0),
@@ -550,11 +550,17 @@ def test_sim_restarted_on_the_same_store_is_a_new_world(tmp_path):
     raw = {"daemon": {"interval": 0.02, "store": "state.db"}, "backend": {"kind": "sim"}}
     for started in (1_000_000.0, 1_000_600.0):  # two starts, ten minutes apart
         make_daemon(tmp_path, raw, backend=SimBackend(origin=started)).run_once()
-    # The second run's jobs are not the first's: 12 new allocations, and the first run's,
-    # never seen running in the new world, end as not landed.
+    # The second run's jobs are not the first's: the first run's 12 allocations, never seen
+    # running in the new world, end as not landed; the new world's jobs of the same ids and
+    # users are then backed off (gridfair.daemon.backoff), none allocated in its first cycle.
     states = rows(tmp_path, "select state, error like 'not landed: not started within%', "
                             "count(*) from actions group by state")
-    assert states == [("confirmed", 0, 12), ("failed", 1, 12)]
+    assert states == [("failed", 1, 12)]
+    [(events,)] = rows(tmp_path, "select events from cycles where id = 2")
+    assert "did not land" in events and "landing backoff" in events
+    [(job,)] = rows(tmp_path, "select job from actions order by job limit 1")
+    explained = CliRunner().invoke(cli, ["explain", job, "--db", str(tmp_path / "state.db")])
+    assert "Landing backoff: cycle 2: not steered until" in explained.output
 
 
 # Job 2.0 runs on slot1@ingwe.cs.wisc.edu in the test pool since JobCurrentStartDate 1417808259.
@@ -619,8 +625,8 @@ def test_a_cycles_allocations_are_carried_out_in_batches_of_whole_slots(tmp_path
 def test_allocations_to_one_slot_are_carried_out_side_by_side():
     """The jobs one slot takes, decided apart, are carried out side by side (in decision
     order among them), the slots in name order: a batch names each slot once."""
+    from gridfair.ad_views import Job, JobStatus, Machine
     from gridfair.daemon.cycle import PlannedAction, steering_order
-    from gridfair.model import Job, JobStatus, Machine
 
     def allocation(job: str, slot: str) -> PlannedAction:
         return PlannedAction(f"allocate:{job}@{slot}", "allocate",

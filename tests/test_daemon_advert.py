@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from gridfair.daemon.advert import SHARES_SHOWN, ad_name, daemon_ad, shares_summary
+import socket
+import time
+
+import classad2
+
+from gridfair.daemon.advert import (
+    SHARES_SHOWN,
+    ad_name,
+    daemon_ad,
+    host_name,
+    shares_summary,
+)
 from gridfair.daemon.cycle import CycleReport
 
 
@@ -37,3 +48,23 @@ def test_a_cycle_s_ad_and_a_failed_cycle_s_ad() -> None:
 def test_a_dry_run_is_named_apart_from_the_daemon_that_acts() -> None:
     assert ad_name().startswith("gridfair@")
     assert ad_name(dry_run=True).startswith("gridfair-dry-run@")
+
+
+def test_the_ad_says_it_is_stale_once_its_lifetime_passed_unrenewed() -> None:
+    """`GridfairAlive` is evaluated by whoever reads the ad: a dead daemon's ad, listed until
+    the collector's housekeeping, reads false once its lifetime has passed."""
+    ad = daemon_ad("gridfair@cm", CycleReport(7, "ok", 0.25), policy="p", backend="htcondor",
+                   interval=60, started=5.0, dry_run=False)
+    listed = classad2.ClassAd(ad)
+    listed["LastHeardFrom"] = int(time.time()) - 100
+    assert listed.eval("GridfairAlive") is True
+    listed["LastHeardFrom"] = int(time.time()) - 181
+    assert listed.eval("GridfairAlive") is False
+
+
+def test_a_host_resolving_to_localhost_is_named_by_its_own_name(monkeypatch) -> None:
+    monkeypatch.setattr(socket, "getfqdn", lambda: "localhost")
+    monkeypatch.setattr(socket, "gethostname", lambda: "cm1")
+    assert host_name() == "cm1" and ad_name() == "gridfair@cm1"
+    monkeypatch.setattr(socket, "getfqdn", lambda: "cm1.example.org")
+    assert host_name() == "cm1.example.org"

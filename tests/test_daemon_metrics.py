@@ -7,11 +7,14 @@ import json
 import re
 import shutil
 import socket
+import time
 import urllib.request
 from pathlib import Path
 
+import yaml
+
 from gridfair.daemon.config import validate
-from gridfair.daemon.metrics import NullMetrics
+from gridfair.daemon.metrics import NullMetrics, PrometheusMetrics
 from gridfair.daemon.service import Daemon
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,12 +94,15 @@ def test_metrics_bind_to_localhost_only(tmp_path):
 
 
 def test_every_metric_of_the_dashboard_is_served(tmp_path):
-    """configs/grafana/gridfair.json: every metric its queries read is in the endpoint's
-    output after a few simulated cycles (allocations made, then landed)."""
+    """configs/grafana/gridfair.json and the alerting rules beside it: every metric their
+    queries read is in the endpoint's output after a few simulated cycles (allocations made,
+    then landed)."""
     dashboard = json.loads((ROOT / "configs" / "grafana" / "gridfair.json").read_text())
     queries = [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
     queries += [variable["query"] for variable in dashboard["templating"]["list"]
                 if variable["type"] == "query"]
+    rules = yaml.safe_load((ROOT / "configs" / "grafana" / "gridfair-alerts.yml").read_text())
+    queries += [rule["expr"] for group in rules["groups"] for rule in group["rules"]]
     read = {name for query in queries for name in re.findall(r"\bgridfair_\w+", query)}
     port = free_port()
     raw = {"daemon": {"store": "state.db"}, "backend": {"kind": "sim"},
@@ -114,5 +120,42 @@ def test_every_metric_of_the_dashboard_is_served(tmp_path):
     served = {line.split("{")[0].split()[0] for line in text.splitlines()
               if line.startswith("gridfair_")}
     served |= set(re.findall(r"^# TYPE (gridfair_\w+) ", text, re.MULTILINE))
-    assert len(read) >= 7 and read <= served, sorted(read - served)
+    assert len(read) >= 10 and read <= served, sorted(read - served)
     assert 'gridfair_allocations_settled_total{outcome="landed"}' in text
+
+
+def _value(metrics: PrometheusMetrics, name: str) -> float:
+    return metrics.registry.get_sample_value(name) or 0.0
+
+
+def test_liveness_is_times_an_alert_compares_with_now() -> None:
+    """The daemon's start, its last successful cycle (a failed or stale one does not count)
+    and the lease's end, as epoch seconds: what the alerting rules compare with time()."""
+    before = time.time()
+    metrics = PrometheusMetrics("127.0.0.1", 0)
+    try:
+        assert _value(metrics, "gridfair_daemon_start_time_seconds") >= int(before)
+        metrics.cycle("failed", 1.0)
+        metrics.cycle("stale", 1.0)
+        assert _value(metrics, "gridfair_last_successful_cycle_time_seconds") == 0
+        metrics.cycle("ok", 1.0)
+        assert _value(metrics, "gridfair_last_successful_cycle_time_seconds") >= int(before)
+        metrics.lease(before + 120)
+        assert _value(metrics, "gridfair_lease_end_time_seconds") == before + 120
+    finally:
+        metrics.close()
+
+
+def test_the_daemon_exports_its_lease_each_cycle(tmp_path) -> None:
+    port = free_port()
+    raw = {"daemon": {"store": "state.db"}, "backend": {"kind": "sim"},
+           "metrics": {"enabled": True, "port": port}}
+    daemon = Daemon(validate(raw, base=tmp_path))
+    try:
+        report = daemon.tick()
+        daemon.metrics.lease(-1.0)  # a value the next cycle replaces
+        report = daemon.tick()
+        assert _value(daemon.metrics, "gridfair_lease_end_time_seconds") == (
+            report.lease_until or 0.0)
+    finally:
+        daemon.close()

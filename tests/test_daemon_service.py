@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from gridfair.daemon.config import validate
+from gridfair.daemon.service import Daemon
+from gridfair.errors import ConfigError
 from tests.test_daemon import _start, files_config, write_config
 
 
@@ -59,6 +62,7 @@ def test_sighup_takes_a_new_policy_from_the_next_cycle(running, tmp_path):
     write_config(tmp_path, raw)
     process.send_signal(signal.SIGHUP)
     wait_for(log, f"SIGHUP: configuration {config} reloaded: policy order:osep")
+    assert "changed: policy.name: 'hosep' -> 'osep'\n" in log.read_text()
     wait_for(tmp_path / "daemon.log", " ok: ", after=log.read_text().index("policy order:osep"))
 
 
@@ -101,3 +105,26 @@ def test_check_of_an_unreadable_pool_is_one_line_and_exit_2(tmp_path):
     assert done.returncode == 2
     assert done.stderr.startswith("gridfair: error: ") and done.stderr.count("\n") == 1
     assert "no-such-directory" in done.stderr
+
+
+def test_a_refused_configuration_shows_in_the_daemon_s_ad_until_one_is_taken(tmp_path):
+    """`condor_status` shows a SIGHUP's refused configuration (the ad), not only the log."""
+    config = validate(files_config(tmp_path), base=tmp_path)
+    answers = iter([ConfigError("HTCondor knob GRIDFAIR_INTERVAL: expected a number"), config])
+
+    def reread():
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    daemon = Daemon(config, reread=reread)
+    try:
+        daemon.reload(scheduler=None)
+        daemon.tick()
+        assert "GRIDFAIR_INTERVAL" in daemon.ad["GridfairConfigRefused"]
+        daemon.reload(scheduler=None)
+        daemon.tick()
+        assert "GridfairConfigRefused" not in daemon.ad
+    finally:
+        daemon.close()

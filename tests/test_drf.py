@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from gridfair.core.negotiator import Negotiator
@@ -114,3 +116,17 @@ def test_resource_set_is_validated() -> None:
     with pytest.raises(ConfigError, match="unknown resource 'disk'"):
         DrfOrder(resources=("cpus", "disk"))
     assert DrfOrder(resources=(CPUS, MEMORY)).resources == (CPUS, MEMORY)
+
+
+@pytest.mark.parametrize("resources", [["memory"], ["cpus", "power"]])
+def test_the_daemons_dominant_share_is_drfs_own_over_its_resources(tmp_path, resources) -> None:
+    """The `usage` column (and the gauge it feeds) is the dominant share DRF orders by, over
+    the resources its option names, not over every resource the pool has."""
+    from test_daemon import files_config, make_daemon, rows
+
+    raw = files_config(tmp_path, policy={"name": "drf", "options": {"resources": resources}})
+    assert make_daemon(tmp_path, raw, max_cycles=1).run() == 0
+    usage = rows(tmp_path, "select user, dominant_share, figures from usage")
+    assert any(share > 0 for _, share, _ in usage)
+    for user, share, figures in usage:
+        assert share == pytest.approx(json.loads(figures)["dominant_share"], abs=1e-12), user

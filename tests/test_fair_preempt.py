@@ -17,6 +17,7 @@ from gridfair.core.stages import ALLOCATE, VACATE
 from gridfair.errors import ConfigError
 from gridfair.policies.registry import build_stages
 from gridfair.sim.engine import Simulation
+from gridfair.sim.engine_options import EngineOptions
 
 # Machines of 4 cpus and 16 GiB at 100 MFlops a cpu: a task's MFlops share is its cpu share.
 MACHINE = {"power": 400.0, "cpus": 4, "memory": 16.0}
@@ -199,7 +200,7 @@ def test_under_sequential_arrivals_a_job_too_big_for_every_machine_wakes_every_a
     pool.add_node(Node("m0", None, **MACHINE))
     tasks = [Task("C.huge", "C", 0.0, cpus=1, memory=64, duration=10.0),
              Task("A.0", "A", 10.0, cpus=1, memory=1, duration=5.0)]
-    result = Simulation(negotiator, tasks, arrivals="sequential").run()
+    result = Simulation(negotiator, tasks, engine=EngineOptions(arrivals="sequential")).run()
     assert [(task.id, reason) for task, reason in result.unplaceable] == [
         ("C.huge", "asks for 64 MiB of memory; the largest machine has 16")]
     assert tasks[1].start_time == 10.0 and tasks[1].finish_time == 15.0
@@ -215,9 +216,9 @@ def test_a_running_job_whose_request_grew_is_charged_the_slot_it_holds(kept) -> 
     requests). Fair preemption takes one of User2's jobs (its memory share, 0.5 against
     0.25, puts it first): User2 falls to 0.25, not below User1's 0.25 after. The same on the
     pool the daemon keeps between cycles (`kept`) as on one laid out afresh."""
+    from gridfair.ad_views import Job, JobStatus, Machine, Snapshot
     from gridfair.classads.kept_pool import KeptPool  # what the daemon reads ads by
     from gridfair.classads.to_pool import pool_from_snapshot
-    from gridfair.model import Job, JobStatus, Machine, Snapshot
 
     def node(host: str) -> Machine:
         return Machine(f"slot1@{host}", None, 200.0, 2.0, 2048.0, slot_type="Partitionable")

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gridfair.ad_views import Snapshot
 from gridfair.classads.matching import AutoclusterMatcher
 from gridfair.classads.reader import AdText
 from gridfair.classads.to_pool import node_from_machine, task_from_job
 from gridfair.daemon.backends.files import FilesBackend
-from gridfair.model import Snapshot
 
 SLOT = ('MyType = "Machine"\nName = "slot{n}@host"\nGridOwner = "owner"\nCpus = 4\n'
         'Memory = 8000\nMFlops = 1000\nRequirements = {requirements}\n\n')

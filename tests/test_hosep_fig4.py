@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from gridfair.sim.engine_options import EngineOptions
 from gridfair.sim.grid_loader import embedded_grids
 from gridfair.sim.metrics import user_metrics
 from gridfair.sim.scenario import build_scenario, run_scenario
@@ -53,8 +54,8 @@ def run_of(workload: str, seed: int, checkpointing: bool, *, arrivals: str = "ba
     scenario = build_scenario(TABLE1, workload, seed=seed)
     result, _ = run_scenario(scenario, order="hosep", preempt=preempt,
                              policy_options=policy_options, checkpointing=checkpointing,
-                             arrivals=arrivals, status_refresh=status_refresh,
-                             same_instant=same_instant)
+                             engine=EngineOptions(arrivals=arrivals, status_refresh=status_refresh,
+                                                  same_instant=same_instant))
     assert all(task.finish_time is not None for task in result.tasks)
     return {row.user: row.satisfaction for row in user_metrics(result, "grid")}, result.vacates
 

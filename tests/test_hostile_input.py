@@ -19,12 +19,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gridfair.ad_views import SkippedAd
 from gridfair.classads.bounds import MAX_AD, MAX_ATTRIBUTE
 from gridfair.classads.history import read_history
 from gridfair.classads.reader import SourcedAd, read_ads, reread
 from gridfair.classads.views import AdConfig, job_view
 from gridfair.errors import InputError
-from gridfair.model import SkippedAd
 
 ROOT = Path(__file__).resolve().parent.parent
 POOL = ROOT / "tests" / "data" / "daemon" / "pool"

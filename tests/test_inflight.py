@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from gridfair.ad_views import Job, JobStatus, Machine, Snapshot
+from gridfair.core.negotiator import Hold
 from gridfair.core.pool import Node, Task
 from gridfair.core.stages import Preemption
 from gridfair.daemon.backends.files import FilesBackend
@@ -21,7 +23,6 @@ from gridfair.daemon.inflight import Flight, on_slot, settle
 from gridfair.daemon.metrics import PrometheusMetrics
 from gridfair.daemon.safety import SafetyLimits, VacateGuard
 from gridfair.daemon.store import Store
-from gridfair.model import Job, JobStatus, Machine, Snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
 POOL = ROOT / "tests" / "data" / "daemon" / "pool"
@@ -160,8 +161,8 @@ def test_the_guard_spares_a_job_in_flight():
     held, other = Task("9.0", "User1", T0), Task("5.0", "User2", T0)
     held.start_time = other.start_time = T0
     receiver = Task("1.0", "User4", T0)
-    assert guard(Preemption(held, receiver, node, "", "", {}), T0) == (
-        "in_flight: 9.0 was allocated to slot1@h and has not started yet")
+    assert guard(Preemption(held, receiver, node, "", "", {}), T0) == Hold(
+        "in_flight: 9.0 was allocated to slot1@h and has not started yet", (held,))
     assert guard(Preemption(other, receiver, node, "", "", {}), T0) is None
 
 
@@ -334,11 +335,13 @@ def test_a_machine_leaving_releases_what_was_held_for_it(tmp_path):
     assert {after[key][2:] for key in to_gone} == {
         ("failed", 1, f"not landed: slot {gone} is gone")}
     with sqlite3.connect(tmp_path / "state.db") as db:
-        usage = dict(db.execute("select user, running from usage where cycle = 2"))
+        usage = {user: (running, flying) for user, running, flying in db.execute(
+            "select user, running, in_flight from usage where cycle = 2")}
         named = db.execute("select count(*) from decisions where cycle = 2 and machine = ?",
                            [gone]).fetchall()
-    # bt: 2.0 and 2.1 on the static slots; bbockelm: the two static slots held for it.
-    assert usage == {"bt@cs.wisc.edu": 2, "bbockelm@users.opensciencegrid.org": 2}
+    # bt: 2.0 and 2.1 on the static slots; bbockelm: the two static slots held for it, in
+    # flight (idle as HTCondor counts them, not running).
+    assert usage == {"bt@cs.wisc.edu": (2, 0), "bbockelm@users.opensciencegrid.org": (0, 2)}
     assert named == [(0,)]
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import classad2
 import pytest
 
+from gridfair.ad_views import JOB_ID, JobStatus
 from gridfair.classads.kept_pool import EVENT_KINDS, KeptPool, unsupported
 from gridfair.classads.reader import AdFormat
-from gridfair.classads.synthetic import job_ads, machine_ads, write_ads
 from gridfair.classads.to_pool import place_running, pool_from_snapshot, queue_order
 from gridfair.core.pool import Node, Pool, Task, fifo_key, least_demand_key
 from gridfair.core.shares import share_rows
@@ -22,8 +22,8 @@ from gridfair.daemon.config import validate
 from gridfair.daemon.cycle import CycleRunner
 from gridfair.daemon.reconcile import KnownJobs, reconcile
 from gridfair.daemon.store import Store
-from gridfair.model import JOB_ID, JobStatus
 from gridfair.policies.registry import build_stages
+from tests.harness.synthetic import job_ads, machine_ads, write_ads
 
 ROOT = Path(__file__).resolve().parent.parent
 REAL_POOL = ROOT / "tests" / "data" / "daemon" / "pool"

@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "gridfair"
 
 #: Bottom first: (layer name, module prefixes). A module is in the layer of its longest prefix.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("core", ("gridfair", "gridfair.core", "gridfair.errors", "gridfair.model",
+    ("core", ("gridfair", "gridfair.core", "gridfair.errors", "gridfair.ad_views",
               "gridfair.tomlfile")),
     ("policies, classads", ("gridfair.policies", "gridfair.classads")),
     ("sim, daemon", ("gridfair.sim", "gridfair.daemon")),

@@ -17,7 +17,6 @@ from gridfair.classads.reader import (
     read_ads,
     reread,
 )
-from gridfair.classads.synthetic import job_ads, machine_ads, write_ads
 from gridfair.classads.views import job_view, machine_view, machines_from_ads, skipped_ad
 from gridfair.core.collector import CycleCollector, collector_paused
 from gridfair.daemon.backends.files import FilesBackend
@@ -25,6 +24,7 @@ from gridfair.daemon.config import validate
 from gridfair.daemon.cycle import CycleRunner
 from gridfair.daemon.store import Store
 from gridfair.errors import InputError
+from tests.harness.synthetic import job_ads, machine_ads, write_ads
 
 JOB = 'MyType = "Job"\nClusterId = {cluster}\nProcId = 0\nOwner = "alice"\nJobStatus = 1\n\n'
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from gridfair.ad_views import Job, JobStatus, Machine, Snapshot
 from gridfair.classads.to_pool import pool_from_snapshot
 from gridfair.classads.views import AdConfig, read_snapshot
 from gridfair.daemon.inflight import Flight, settle
 from gridfair.errors import ConfigError
-from gridfair.model import Job, JobStatus, Machine, Snapshot
 from gridfair.policies.registry import build_stages
 
 POOL = Path(__file__).resolve().parent / "data" / "daemon" / "pool"

@@ -35,18 +35,19 @@ def test_table(machines: Path) -> None:
                  "--now", NOW)
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
-    assert lines[0] == "Shares at 2014-12-05 19:40:00 UTC (order=hosep preempt=hosep)"
+    # Labelled as the daemon's store labels it (`shares --db` prints the same).
+    assert lines[0] == "Shares at 2014-12-05 19:40:00 UTC (order:hosep preempt:hosep)"
     assert lines[1].split() == ["User", "Name", "Provided", "Allocated", "Power", "Nodes",
-                                "Nodes", "Running", "Idle"]
+                                "Nodes", "Running", "Idle", "In", "Flight"]
     assert set(lines[3]) == {"-", " "}
     rows = [line.split() for line in lines[4:9]]
     # Providers by PowerDiff (all -1, ties by name), then those who provide nothing.
     assert [row[0] for row in rows] == ["alice", "bob", "carol",
                                         "bbockelm@users.opensciencegrid.org", "bt@cs.wisc.edu"]
-    assert rows[0] == ["alice", "4000", "0", "-1.000", "2", "0", "0", "0"]
-    assert rows[4] == ["bt@cs.wisc.edu", "0", "3000", "inf", "0", "2", "2", "0"]
+    assert rows[0] == ["alice", "4000", "0", "-1.000", "2", "0", "0", "0", "0"]
+    assert rows[4] == ["bt@cs.wisc.edu", "0", "3000", "inf", "0", "2", "2", "0", "0"]
     assert lines[10].split() == ["Number", "of", "users:", "5", "10000", "3000", "-", "4", "2",
-                                 "2", "1"]
+                                 "2", "1", "0"]
     assert "Decisions now (1, none carried out):" in lines
     assert any(line.startswith("  allocate 15.0 (bbockelm@users.opensciencegrid.org) on "
                                "slot4@ingwe.cs.wisc.edu: free machine to") for line in lines)
@@ -60,7 +61,8 @@ def test_json(machines: Path) -> None:
     assert set(report) >= {"users", "totals", "decisions", "skipped"}
     assert report["users"][0] == {
         "user": "alice", "provided_mflops": 4000.0, "allocated_mflops": 0.0,
-        "power_diff": -1.0, "nodes_provided": 2, "nodes_used": 0, "running": 0, "idle": 0}
+        "power_diff": -1.0, "nodes_provided": 2, "nodes_used": 0, "running": 0, "idle": 0,
+        "in_flight": 0, "in_flight_mflops": 0.0}
     assert report["users"][-1]["power_diff"] is None  # +inf has no JSON form
     assert report["totals"]["users"] == 5
     assert [(d["kind"], d["job"], d["machine"], d["policy"]) for d in report["decisions"]] == [
@@ -151,7 +153,8 @@ def test_machines_without_a_usable_ad_exit_2_naming_the_file(tmp_path: Path) -> 
 def test_submitters_owning_no_slot_are_listed_as_unmapped(machines: Path) -> None:
     result = run("--machines", str(machines), "--jobs", str(REAL / "test.old.ad"),
                  "--now", NOW)
-    unmapped = [line for line in result.output.splitlines() if line.startswith("Unmapped")]
+    unmapped = [line for line in result.output.splitlines()
+                if line.startswith("Users who own no slot")]
     assert len(unmapped) == 1 and "bt@cs.wisc.edu" in unmapped[0]
     assert "alice" not in unmapped[0]
 
@@ -271,3 +274,42 @@ def test_a_collector_that_does_not_answer_is_named(tmp_path: Path) -> None:
     result = run("--pool", "127.0.0.1:9", "--uid-domain", "example.org")  # nothing listens
     assert result.exit_code == 2
     assert "collector 127.0.0.1:9: query failed" in result.output
+
+
+def test_with_no_source_the_daemon_s_store_is_read(tmp_path: Path, monkeypatch) -> None:
+    """As `explain`, `history` and `actions` do: ./gridfair.db, the installed config's store,
+    HTCondor's GRIDFAIR_STORE; none there, a usage error naming every source."""
+    from gridfair.daemon.config import validate
+    from gridfair.daemon.service import Daemon
+
+    monkeypatch.chdir(tmp_path)
+    empty = run()
+    assert empty.exit_code == 2 and "--pool HOST, --config FILE or --db FILE" in empty.output
+    daemon = Daemon(validate({"daemon": {"store": "gridfair.db"}, "backend": {"kind": "sim"}},
+                             base=tmp_path))
+    daemon.tick()
+    daemon.close()
+    found = run()
+    assert found.exit_code == 0, found.output
+    assert found.output.startswith("Shares at ") and "Number of users:" in found.output
+
+
+def test_a_live_pool_is_judged_by_the_daemon_s_configured_policy(machines: Path,
+                                                                 monkeypatch) -> None:
+    """`shares --pool` shows what the installed daemon would do (here `reclaim`), and says so;
+    --policy still picks another."""
+    import gridfair.cli.shares as module
+    from gridfair.daemon.backends.files import AdDumps
+
+    snapshot = AdDumps([str(machines)], [str(REAL / "test.old.ad")],
+                       module.AdConfig.with_attributes(None, None), None).read()
+    monkeypatch.setattr(module, "_live_snapshot", lambda *args: snapshot)
+    monkeypatch.setattr(module, "configured_policy", lambda: (
+        {"name": "reclaim", "order": "", "preempt": "", "admit": "", "options": {}},
+        "HTCondor's GRIDFAIR_POLICY_NAME"))
+    lines = run("--pool", "cm.example.org").output.splitlines()
+    assert lines[0].endswith("(order:hosep preempt:reclaim)")
+    assert lines[1] == ("Policy: the daemon's, from HTCondor's GRIDFAIR_POLICY_NAME (--policy to "
+                        "try another)")
+    chosen = run("--pool", "cm.example.org", "--policy", "drf").output.splitlines()
+    assert chosen[0].endswith("(order:drf)") and not chosen[1].startswith("Policy:")

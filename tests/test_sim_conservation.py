@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gridfair.core.pool import DONE, DROPPED, KILLED, QUEUED, Node, Task
+from gridfair.sim.engine_options import EngineOptions
 from gridfair.sim.grid_loader import embedded_grids
 from gridfair.sim.records import RunRecorder, check_conservation, owner_share_violations
 from gridfair.sim.scenario import Scenario, build_scenario, run_scenario
@@ -25,8 +26,8 @@ def _run(scenario: Scenario, **options):
 
 def test_model_load_with_every_engine_option_conserves():
     result, recorder = _run(build_scenario(MODEL, "node", options={"transfer": True}),
-                            policy="hosep", checkpointing=True, interval=30.0,
-                            vacate_delay=5.0)
+                            policy="hosep", checkpointing=True,
+                            engine=EngineOptions(interval=30.0, vacate_delay=5.0))
     assert all(task.state == DONE for task in result.tasks)
     assert check_conservation(result, recorder) == []
 
@@ -90,16 +91,19 @@ ENGINE_OPTIONS = {
 @settings(max_examples=150, deadline=None)
 @given(scenario=pools(), policy=st.sampled_from(["osep", "hosep", "drf", "drf-fair", "sdrf-fair"]),
        **ENGINE_OPTIONS)
-def test_random_pools_conserve(scenario, policy, **options):
-    result, recorder = _run(scenario, policy=policy, **options)
+def test_random_pools_conserve(scenario, policy, checkpointing, interval, vacate_delay):
+    result, recorder = _run(scenario, policy=policy, checkpointing=checkpointing,
+                            engine=EngineOptions(interval=interval, vacate_delay=vacate_delay))
     assert check_conservation(result, recorder) == []
     assert all(task.state == DONE for task in result.tasks)
 
 
 @settings(max_examples=150, deadline=None)
 @given(scenario=pools(cores=1), policy=st.sampled_from(["osep", "hosep"]), **ENGINE_OPTIONS)
-def test_random_single_core_pools_keep_their_rule(scenario, policy, **options):
+def test_random_single_core_pools_keep_their_rule(scenario, policy, checkpointing, interval,
+                                                  vacate_delay):
     # One task per machine, as in iSPD models: any vacated slot fits the receiver's task, which
     # is what the rule check assumes (with bigger tasks a preemption may find no room).
-    result, recorder = _run(scenario, policy=policy, **options)
+    result, recorder = _run(scenario, policy=policy, checkpointing=checkpointing,
+                            engine=EngineOptions(interval=interval, vacate_delay=vacate_delay))
     assert owner_share_violations(recorder, policy) == []

@@ -13,13 +13,15 @@ import pytest
 from gridfair.core.negotiator import PARK_LIMIT
 from gridfair.core.pool import Task
 from gridfair.errors import InputError
+from gridfair.sim.engine_options import EngineOptions
 from gridfair.sim.grid_loader import embedded_grids
-from gridfair.sim.metrics import UserWaits, user_metrics
+from gridfair.sim.metrics import user_metrics
 from gridfair.sim.scenario import build_scenario, run_scenario
 from gridfair.sim.workloads.registry import Scenario
 from gridfair.sim.workloads.repeat import DAY, RepeatedTasks, repeated_trace_scenario
 from gridfair.sim.workloads.taskcsv import read_tasks
 from tests.conftest import TEST_DATA
+from tests.harness.waits import UserWaits
 
 TABLE1 = str(embedded_grids()["hosep-table1"])
 MODEL = str(embedded_grids()["multi-owner-hosep"])
@@ -71,7 +73,7 @@ def test_sequential_arrivals_need_the_workload_as_a_list():
     scenario = build_scenario(TABLE1, "low")
     with pytest.raises(InputError, match="sequential arrivals take the workload as a list"):
         run_scenario(Scenario(scenario.nodes, iter(scenario.tasks)), policy="hosep",
-                     arrivals="sequential")
+                     engine=EngineOptions(arrivals="sequential"))
 
 
 def test_repeated_trace_shifts_copies_by_the_period_and_keeps_users(tmp_path: Path):

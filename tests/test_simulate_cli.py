@@ -161,7 +161,7 @@ def test_every_column_is_defined_in_the_help_and_the_docs():
         "Submitted": "Completed, Submitted, Preempted",
         "Preempted": "Completed, Submitted, Preempted", "Makespan s": "makespan",
         "Utilization": "utilization", "Vacates": "vacates", "Jain(sat)": "Jain(satisfaction)",
-        "Share error": "Share error",
+        "Share error": "Share error", "In Flight (of Idle)": "In Flight",
     }
     headings = {heading for _, heading, _ in USER_COLUMNS + COMPARE_COLUMNS + SUMMARY_COLUMNS}
     headings |= {" ".join(heading).strip() for _, heading, _ in SHARE_COLUMNS}

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from gridfair.ad_views import Job, JobStatus, Machine, Snapshot
 from gridfair.classads.submitters import (
     ANY_DOMAIN,
     SubmitterMap,
@@ -18,7 +19,6 @@ from gridfair.classads.submitters import (
     merge_charges,
 )
 from gridfair.errors import InputError
-from gridfair.model import Job, JobStatus, Machine, Snapshot
 from gridfair.text import NAME_WIDTH, SHOWN_NAMES
 
 OWNERS = {"User1", "User2", "carol", "dave@lab.org", "physics"}

@@ -12,6 +12,7 @@ import pytest
 
 from gridfair.core.pool import Task
 from gridfair.errors import InputError
+from gridfair.sim.engine_options import EngineOptions
 from gridfair.sim.scenario import build_scenario, run_scenario
 from gridfair.sim.workloads import taskcsv
 from gridfair.sim.workloads.taskcsv import TaskFileTasks, read_tasks, scan_tasks
@@ -80,7 +81,7 @@ def test_a_task_larger_than_the_pool_is_named_with_its_line(tmp_path):
 def test_a_task_file_still_runs_with_sequential_arrivals(tmp_path):
     path = str(write(tmp_path, [task_line(index) for index in range(30)]))
     sequential, _ = run_scenario(build_scenario(None, path), policy="sdrf",
-                                 arrivals="sequential")
+                                 engine=EngineOptions(arrivals="sequential"))
     assert len(sequential.tasks) == 30 and all(task.finish_time for task in sequential.tasks)
 
 

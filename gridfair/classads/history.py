@@ -46,6 +46,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import IO, Any
 
+from gridfair.ad_views import JobStatus, SkippedAd
 from gridfair.classads.bounds import (
     MAX_AD,
     SHORT_VALUE,
@@ -69,7 +70,6 @@ from gridfair.classads.views import (
     skipped_ad,
 )
 from gridfair.errors import InputError
-from gridfair.model import JobStatus, SkippedAd
 
 #: What a job's history adds to what `job_view` reads.
 HISTORY_ONLY_ATTRIBUTES = (

@@ -31,6 +31,7 @@ from itertools import compress, repeat
 from operator import and_, attrgetter, is_, is_not, not_
 from typing import TYPE_CHECKING
 
+from gridfair.ad_views import DYNAMIC, JOB_ID, JOB_STATUS, Job, JobStatus, Machine, Snapshot
 from gridfair.classads.matching import AutoclusterMatcher
 from gridfair.classads.to_pool import (
     LoadedPool,
@@ -43,17 +44,9 @@ from gridfair.classads.to_pool import (
 from gridfair.core.collector import collector_paused
 from gridfair.core.negotiator import Negotiator
 from gridfair.core.pool import Node, Pool, Task, fifo_key, least_demand_key
-from gridfair.model import DYNAMIC, JOB_ID, JOB_STATUS, Job, JobStatus, Machine, Snapshot
 
 if TYPE_CHECKING:
     from gridfair.policies.registry import Stages
-
-#: Stages (role:name) whose state is a function of the pool's current totals and running
-#: tasks: what `Pool.announce` gives them equals what a replay of every event would.
-KEPT_STAGES = frozenset({
-    "order:hosep", "preempt:hosep", "order:osep", "preempt:osep", "preempt:reclaim",
-    "order:drf", "order:wdrf",
-})
 
 #: Task keys that never decrease along the queue order for the daemon's tasks, so that a
 #: user's queued tasks can stay deferred behind its head: QDate (the queue's first key), and
@@ -72,7 +65,9 @@ def unsupported(stages: Stages) -> str | None:
     if stages.admit is not None:
         return f"admission stage {stages.admit.name} decides on every submit"
     for role, stage in (("order", stages.order), ("preempt", stages.preempt)):
-        if stage is not None and f"{role}:{stage.name}" not in KEPT_STAGES:
+        # A stage whose state is a function of the pool's current totals and running tasks
+        # gets from `Pool.announce` what a replay of every event would give it.
+        if stage is not None and not stage.state_from_totals:
             return (f"{role} stage {stage.name} keeps state over the events' times or order, "
                     "which only a replay of every event reproduces")
     return None

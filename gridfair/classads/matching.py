@@ -42,7 +42,7 @@ MATCH_EXPRESSIONS = ("Requirements", "Rank")
 JOB_IDENTITY = frozenset(name.lower() for name in (
     "ClusterId", "ProcId", "QDate", "JobStatus", "JobCurrentStartDate", "RemoteHost", "Owner",
     "User", "AcctGroup", "AcctGroupUser", "AccountingGroup", "JobPrio", "GlobalJobId",
-    "EnteredCurrentStatus", "ServerTime"))
+    "EnteredCurrentStatus", "ServerTime", "JobRunCount"))
 
 #: Calls that read attributes named by a value (`eval(strcat("Cluster", "Id"))`), which no
 #: reference list shows.

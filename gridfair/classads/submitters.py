@@ -31,8 +31,8 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gridfair.ad_views import Charge, Snapshot
 from gridfair.errors import InputError
-from gridfair.model import Charge, Snapshot
 
 ANY_DOMAIN = "*"
 

@@ -27,11 +27,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gridfair.classads.matching import AutoclusterMatcher
-from gridfair.core.negotiator import Negotiator
-from gridfair.core.pool import Node, Pool, Task
-from gridfair.core.stages import Decision
-from gridfair.model import (
+from gridfair.ad_views import (
     DYNAMIC,
     PARTITIONABLE,
     Job,
@@ -41,6 +37,10 @@ from gridfair.model import (
     Snapshot,
     whole_slot,
 )
+from gridfair.classads.matching import AutoclusterMatcher
+from gridfair.core.negotiator import Negotiator
+from gridfair.core.pool import Node, Pool, Task
+from gridfair.core.stages import Decision
 
 if TYPE_CHECKING:
     from gridfair.policies.registry import Stages

@@ -1,4 +1,4 @@
-"""Machine and job ads as the frozen views of `gridfair.model`, and a snapshot of a pool.
+"""Machine and job ads as the frozen views of `gridfair.ad_views`, and a snapshot of a pool.
 
 Values are evaluated with classad2 in the ad's own scope (`RequestMemory` is often an
 expression). Which attribute names the machine's owner and which its power is configurable
@@ -26,16 +26,7 @@ from typing import Any
 
 import classad2
 
-from gridfair.classads.reader import (
-    AdFormat,
-    AdText,
-    SourcedAd,
-    attribute_line,
-    read_ads,
-    skip_reason,
-)
-from gridfair.errors import InputError
-from gridfair.model import (
+from gridfair.ad_views import (
     PARTITIONABLE,
     STATIC,
     AdWarning,
@@ -45,6 +36,15 @@ from gridfair.model import (
     SkippedAd,
     Snapshot,
 )
+from gridfair.classads.reader import (
+    AdFormat,
+    AdText,
+    SourcedAd,
+    attribute_line,
+    read_ads,
+    skip_reason,
+)
+from gridfair.errors import InputError
 
 #: (attribute, factor to MFlops), tried in order: HTCondor's KFlops is in kilo-flops; Mips is
 #: taken as it is, a relative figure of the same order as MFlops on one core.
@@ -373,6 +373,7 @@ def grouped_job_view(sourced: SourcedAd, request: SourcedAd | JobRequest,
         group=group,
         start_time=values.optional_number("JobCurrentStartDate"),
         machine=values.text("RemoteHost"),
+        run_count=int(values.optional_number("JobRunCount") or 0),
         ad=asks.ad if keep_ad is None else keep_ad,
     )
 
@@ -388,12 +389,14 @@ def _plain_job(ad: Any, request: SourcedAd | JobRequest, keep_ad: Any) -> Job | 
     try:
         cluster, proc, status_code = get("ClusterId"), get("ProcId"), get("JobStatus")
         qdate, started, machine = get("QDate"), get("JobCurrentStartDate"), get("RemoteHost")
+        runs = get("JobRunCount")
     except (ValueError, SystemError):  # a string that is not UTF-8: the reads below name it
         return None
     if not (type(cluster) is int and type(proc) is int and cluster >= 0 and proc >= 0
             and type(qdate) in _NUMBER_TYPES and 0 <= qdate < math.inf
             and (started is None or type(started) in _NUMBER_TYPES and 0 <= started < math.inf)
-            and (machine is None or type(machine) is str)):
+            and (machine is None or type(machine) is str)
+            and (runs is None or type(runs) is int and runs >= 0)):
         return None
     status = _JOB_STATUSES.get(status_code) if type(status_code) is int else None
     if status is None:
@@ -420,7 +423,7 @@ def _plain_job(ad: Any, request: SourcedAd | JobRequest, keep_ad: Any) -> Job | 
                request_cpus=asks.cpus, request_memory=asks.memory,
                request_gpus=asks.gpus, group=group,
                start_time=None if started is None else float(started), machine=machine,
-               ad=asks.ad if keep_ad is None else keep_ad)
+               run_count=runs or 0, ad=asks.ad if keep_ad is None else keep_ad)
 
 
 #: Exact types of a plain number (a bool is an int to isinstance, not a number here).

@@ -8,6 +8,8 @@ followed by what went wrong in them: cycles that failed, ads skipped and warning
 
 from __future__ import annotations
 
+import difflib
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -79,8 +81,12 @@ def _action_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
               help="How many recent decisions, events and actions to show.")
 @format_option
 def explain(name: str, db_path: Path, last: int, output_format: str) -> None:
-    """Why USER is where it is, or what happened to JOB (cluster.proc), and why."""
-    report = reports.explain(open_readonly(db_path), name, last)
+    """Why USER is where it is, or what happened to JOB (cluster.proc), and why.
+
+    USER as the store names it (`User1`, `user3@example.org`), or as a user types it: the
+    part before `@`, in any case, when it names one user alone."""
+    db = open_readonly(db_path)
+    report = reports.explain(db, resolve_name(db, name), last)
     if output_format == "json":
         click.echo(to_json(report))
     elif output_format == "csv":
@@ -89,7 +95,28 @@ def explain(name: str, db_path: Path, last: int, output_format: str) -> None:
     elif "user" in report:
         click.echo(_user_text(shown_all(report)))
     else:
-        click.echo(_job_text(shown_all(report)))
+        waiting = why_waiting(db, report, last) if _idle(report) else []
+        click.echo(_job_text(shown_all(report), shown_all(waiting)))
+
+
+def resolve_name(db: Any, name: str) -> str:
+    """`name` as the store has it: itself if it names a user or job there; else the one user
+    whose name, or whose name before `@`, it is in any case (`user3` for
+    `user3@example.org`). Else a ReportError with the closest names, if any."""
+    users = [row[0] for row in db.execute("select name from users union select distinct user "
+                                          "from usage")]
+    if name in users or "." in name and name.replace(".", "", 1).isdigit():
+        return name
+    typed = name.casefold()
+    matches = [user for user in users
+               if typed in (user.casefold(), user.partition("@")[0].casefold())]
+    if len(matches) == 1:
+        return matches[0]
+    close = matches or difflib.get_close_matches(name, users, n=3, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else (
+        f"; the store knows {len(users)} user(s): `gridfair shares` lists them" if users
+        else "")
+    raise reports.ReportError(f"no user or job named {name!r} in the store{hint}")
 
 
 def _decision_lines(decisions: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -128,7 +155,9 @@ def _user_text(report: Mapping[str, Any]) -> str:
             f"({shares['nodes_used']} slots): PowerDiff "
             f"{format_cell(shares['power_diff'], '+.3f')}, dominant share "
             f"{format_cell(shares['dominant_share'], '.3f')}",
-            f"  jobs: {shares['running']} running, {shares['idle']} idle",
+            f"  jobs: {shares['running']} running, {shares['idle']} idle"
+            + (f" ({shares['in_flight']} of them allocated, in flight)"
+               if shares.get("in_flight") else ""),
         ]
         figures = report["policy_figures"] or {}
         if figures:
@@ -141,6 +170,8 @@ def _user_text(report: Mapping[str, Any]) -> str:
     if report["last_preempted"] is not None:
         lines.append("  last preempted at "
                      f"{clock(report['last_preempted'], report['sim_start'])}")
+    if report["backoff"]:
+        lines.append(f"  landing backoff: {report['backoff']}")
     if report["held_back"]:
         lines.append("Preemptions involving it that safety rules held back:")
         lines += [f"  cycle {h['cycle']}: {h['rule']}" for h in report["held_back"]]
@@ -149,7 +180,59 @@ def _user_text(report: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _job_text(report: Mapping[str, Any]) -> str:
+def _idle(report: Mapping[str, Any]) -> bool:
+    return bool(report["now"]) and report["now"]["status"] == "idle"
+
+
+def why_waiting(db: Any, report: Mapping[str, Any], last: int) -> list[str]:
+    """Why an idle job waits, from the store: an allocation of it in flight, the vacates the
+    safety rules held back that would have made room for it, and where its user stands in
+    the order the policy serves users."""
+    job, user = report["job"], report["now"]["user"]
+    lines = [f"  allocated to {action['machine']}: {action['state']}, HTCondor starts it "
+             "there at its next negotiation (or the allocation is withdrawn after "
+             "safety.landing_timeout)"
+             for action in report["actions"] or []
+             if action["kind"] == "allocate" and action["state"] in ("planned", "issued",
+                                                                      "confirmed")]
+    lines += [f"  cycle {held['cycle']}: a vacate of {held['victim']} ({held['victim_user']}) "
+              f"on {held['machine']} to make room for it was held back: {held['rule']}"
+              + _lifted(held) for held in reports.held_back_for(db, job, last)]
+    if not lines:
+        lines.append("  no allocation and no held-back vacate for it in the recent cycles: no "
+                     "free slot its request fits, and no vacate the policy would make for it")
+    try:
+        standing = reports.explain(db, user, 1)
+    except reports.ReportError:  # its user not recorded (yet)
+        return lines
+    if standing.get("shares"):
+        shares = standing["shares"]
+        lines.append(f"  its user {user} is position {standing['position']} of "
+                     f"{standing['users']} in the order {standing['policy']} serves users "
+                     f"(PowerDiff {format_cell(shares['power_diff'], '+.3f')}; "
+                     f"{shares['running']} running, {shares['idle']} idle)")
+    return lines
+
+
+#: A time-bound safety rule's words (`gridfair.daemon.safety`): how long it has held, and for
+#: how long it holds.
+TIME_BOUND = re.compile(r"(?:has run|was preempted) (\d+) s(?: ago)? \((?:minimum|cool-down) "
+                        r"(\d+) s\)")
+
+
+def _lifted(held: Mapping[str, Any]) -> str:
+    """When a held-back vacate's rule stops holding: a time for a time-bound rule (minimum
+    run, cool-down), the next cycle for the per-cycle limit."""
+    bound = TIME_BOUND.search(held["rule"])
+    if bound is not None:
+        until = held["now"] + int(bound.group(2)) - int(bound.group(1))
+        return f" (lifted at {clock(until, held['sim_start'])})"
+    if held["rule"].startswith("max_vacates_per_cycle"):
+        return " (lifted the next cycle)"
+    return ""
+
+
+def _job_text(report: Mapping[str, Any], waiting: Sequence[str] = ()) -> str:
     now = report["now"]
     lines = [f"job {report['job']}: " + (
         f"{now['status']} ({now['user']})"
@@ -173,6 +256,11 @@ def _job_text(report: Mapping[str, Any]) -> str:
                   + (f" ({entry['note']})" if entry["note"] else "") for entry in action["log"]]
     if not report["actions"]:
         lines.append("  none")
+    if report["backoff"]:
+        lines.append(f"Landing backoff: {report['backoff']}")
+    if waiting:
+        lines.append("Why it waits:")
+        lines += waiting
     return "\n".join(lines)
 
 
@@ -182,7 +270,7 @@ HISTORY_COLUMNS = (
     ("provided_mflops", "Provided MFlops", ".0f"), ("allocated_mflops", "Allocated MFlops",
                                                     ".0f"),
     ("power_diff", "PowerDiff", "+.3f"), ("dominant_share", "Dominant share", ".3f"),
-    ("running", "Running", "d"), ("idle", "Idle", "d"),
+    ("running", "Running", "d"), ("idle", "Idle", "d"), ("in_flight", "In Flight", "d"),
 )
 
 

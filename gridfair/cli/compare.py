@@ -138,6 +138,16 @@ def compare(grid, policies, workloads, seeds, checkpoint, satisfaction_base, mac
             satisfaction_bars(results, Path(plot_path))
 
 
+def _grid_label(header: Mapping[str, Any]) -> str:
+    """The grid as given: its name or file, else where its slots were read."""
+    params = header["params"]
+    if header["grid"]:
+        return str(header["grid"])
+    if params.get("machines"):
+        return f"slots of {params['machines']}"
+    return f"slots of pool {params['pool']}" if params.get("pool") else "none"
+
+
 def _is_history(workload: str, format_name: str | None) -> bool:
     """Whether `workload` is a file of a recorded workload (an HTCondor job history)."""
     from gridfair.sim.scenario import workload_format
@@ -194,7 +204,7 @@ def _spread_cell(value: Spread | None, spec: str) -> str | None:
 def _tables(header: Mapping[str, Any], results: Results, seeds_text: str) -> str:
     users = aggregate_users(results, ("workload", "policy"))
     summaries = aggregate_summaries(results, ("workload", "policy"))
-    lines = [f"compare  grid={header['grid']}  seeds={seeds_text} "
+    lines = [f"compare  grid={_grid_label(header)}  seeds={seeds_text} "
              f"({len(header['seeds'])} per cell)  "
              f"checkpointing={'on' if header['checkpointing'] else 'off'}  "
              f"satisfaction base={header['satisfaction_base']}",

@@ -21,18 +21,19 @@ from typing import Any
 
 import click
 
+from gridfair.ad_views import Snapshot, ad_note_line
 from gridfair.classads.reader import FORMAT_NAMES
 from gridfair.classads.to_pool import pool_from_snapshot
 from gridfair.classads.views import AdConfig
 from gridfair.cli.group import cli
 from gridfair.cli.output import FORMATS, clock, format_cell, to_csv, to_json
-from gridfair.cli.store_option import find_store
+from gridfair.cli.store_option import configured_policy, find_store
 from gridfair.cli.terms import WithTerms
 from gridfair.core.shares import SUMMED, SharesReport, share_rows, share_totals
 from gridfair.core.stages import DECLINE
 from gridfair.daemon import reports
-from gridfair.daemon.store import open_readonly
-from gridfair.model import Snapshot, ad_note_line
+from gridfair.daemon.cycle import stage_list
+from gridfair.daemon.store import StoreError, open_readonly
 from gridfair.policies.registry import build_stages, policy_names
 from gridfair.text import shown_all
 
@@ -46,6 +47,7 @@ SHARE_COLUMNS: tuple[tuple[str, tuple[str, str], str], ...] = (
     ("nodes_used", ("Nodes", "Used"), "d"),
     ("running", ("Running", "Jobs"), "d"),
     ("idle", ("Idle", "Jobs"), "d"),
+    ("in_flight", ("In Flight", "(of Idle)"), "d"),
 )
 
 
@@ -66,7 +68,7 @@ def report_from_snapshot(snapshot: Snapshot, policy: str | None, order: str | No
                for task, reason in loaded.negotiator.unplaceable]
     return SharesReport(
         time=snapshot.time,
-        policy=loaded.negotiator.stages,
+        policy=" ".join(name for name, _ in stage_list(stages)),  # as the store labels it
         users=rows,
         totals=share_totals(rows),
         decisions=[decision.as_dict() for decision in decisions],
@@ -90,8 +92,10 @@ def render_shares(report: SharesReport) -> str:
     lines.append(_table(report.users, report.totals))
     unmapped = unmapped_submitters(report)
     if unmapped:
-        lines.append("Unmapped submitters (own no slot; see --uid-domain, --submitter-map): "
-                     + ", ".join(unmapped))
+        # Most are ordinary users, who run on what owners leave; an owner misnamed (another
+        # UID domain, an account of another name) is among them too.
+        lines.append("Users who own no slot (an owner listed here is misnamed: see "
+                     "--uid-domain, --submitter-map): " + ", ".join(unmapped))
     if report.charges:
         lines.append("Charged identities (who HTCondor authenticated -> the owner charged):")
         lines += [f"  {charge['identity']} -> {charge['owner']}: {charge['rule']}"
@@ -191,7 +195,9 @@ def _table(rows: Sequence[Mapping[str, Any]], totals: Mapping[str, Any]) -> str:
               "*.queue files are read; repeat for more [default: the *.queue files of the "
               "--machines directories].")
 @click.option("--policy", "-p", type=click.Choice(policy_names()), default=None,
-              help="A named composition of stages (default: hosep, unless --order is given).")
+              help="A named composition of stages [default: with --pool, the installed "
+              "daemon's (/etc/gridfair/htcondor.toml, else HTCondor's GRIDFAIR_POLICY_ "
+              "knobs); else, or without one, hosep, unless --order is given].")
 @click.option("--order", default=None, help="Order stage (who gets the next free slot).")
 @click.option("--preempt", default=None, help="Preemption stage, or 'none'.")
 @click.option("--admit", default=None, help="Admission stage, or 'none'.")
@@ -206,7 +212,9 @@ def _table(rows: Sequence[Mapping[str, Any]], totals: Mapping[str, Any]) -> str:
 @click.option("--now", type=float, default=None,
               help="Time of the snapshot, epoch seconds [default: the current time].")
 @click.option("--db", "db_path", type=click.Path(dir_okay=False), default=None,
-              help="The daemon's store: shares as of its latest cycle, instead of ad files.")
+              help="The daemon's store: shares as of its latest cycle, instead of ad files "
+              "[default, with no other source: ./gridfair.db, else the store of "
+              "/etc/gridfair/htcondor.toml, else HTCondor's GRIDFAIR_STORE].")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="The daemon's config: shares from the store it names, as "
               "--db.")
@@ -222,20 +230,40 @@ def _table(rows: Sequence[Mapping[str, Any]], totals: Mapping[str, Any]) -> str:
 @click.option("--trust-accounting-groups", is_flag=True,
               help="Live pool: charge jobs to the accounting group they name (only where the "
               "pool validates groups).")
+@click.option("--tree", "tree_source", default=None, metavar="FILE|condor",
+              help="Show the accounting group tree instead (quota, guaranteed and current "
+              "dominant share, H-DRF share, surplus in use, per level): the [groups] table "
+              "of FILE, or 'condor': the negotiator's GROUP_* knobs of HTCondor's "
+              "configuration here.")
 @click.option("--format", "output_format", type=click.Choice(FORMATS),
               default="table", show_default=True)
 def shares(machines_paths, jobs_paths, policy, order, preempt, admit, absolute_power_diff,
            owner_attr, power_attr, ad_format, now, db_path, config_path, pool, uid_domain,
-           submitter_map, trust_accounting_groups, output_format) -> None:
+           submitter_map, trust_accounting_groups, tree_source, output_format) -> None:
     """Per-user shares of a pool's ads and the decisions a policy would take on them now."""
     # The report comes from ad files; another source of the same figures (the daemon's
     # store) builds a SharesReport of its own and shares the rendering below.
-    if db_path is not None or config_path is not None:
-        store = find_store(None if db_path is None else Path(db_path), config_path)
+    if db_path is not None or config_path is not None or (pool is None and
+                                                           not machines_paths):
+        if tree_source is not None:
+            raise click.UsageError("--tree reads ad files or a live pool, not the daemon's "
+                                   "store: give --machines/--jobs or --pool")
+        store = _store(None if db_path is None else Path(db_path), config_path)
         click.echo(shares_from_store(store, output_format))
         return
-    if policy is None and order is None:
-        policy = "hosep"
+    options: dict[str, Any] = {}
+    status = ""
+    if policy is None and order is None and tree_source is None:
+        # A live pool: what its daemon would do, unless told otherwise.
+        configured = configured_policy() if pool is not None else None
+        if configured is None:
+            policy = "hosep"
+        else:
+            settings, source = configured
+            policy, order, preempt, admit = (settings[key] or None for key in (
+                "name", "order", "preempt", "admit"))
+            options = dict(settings["options"])
+            status = f"Policy: the daemon's, from {source} (--policy to try another)"
     if pool is not None:
         snapshot = _live_snapshot(pool, owner_attr, power_attr, uid_domain, submitter_map,
                                   trust_accounting_groups)
@@ -244,12 +272,33 @@ def shares(machines_paths, jobs_paths, policy, order, preempt, admit, absolute_p
                                    ad_format)
     if now is not None or pool is None:
         snapshot = replace(snapshot, time=time.time() if now is None else now)
+    if tree_source is not None:
+        if policy or order or preempt or admit:
+            raise click.UsageError("--tree orders by H-DRF: give no --policy, --order, "
+                                   "--preempt or --admit with it")
+        from gridfair.cli.group_tree import echo_tree
+
+        echo_tree(snapshot, tree_source, output_format)
+        return
     report = report_from_snapshot(snapshot, policy, order, preempt, admit,
-                                  {"absolute_power_diff": absolute_power_diff})
+                                  {**options, "absolute_power_diff": absolute_power_diff})
+    report = replace(report, status=status) if status else report
     if output_format == "csv":  # the per-user table only, one row per user
         click.echo(to_csv(list(report.users)), nl=False)
     else:
         click.echo(shares_json(report) if output_format == "json" else render_shares(report))
+
+
+def _store(db_path: Path | None, config_path: Path | None) -> Path:
+    """The daemon's store to read; given no source at all, the one `find_store` finds, or a
+    usage error naming every source."""
+    try:
+        return find_store(db_path, config_path)
+    except StoreError as error:
+        if db_path is not None or config_path is not None:
+            raise
+        raise click.UsageError(f"give --machines and --jobs, --machines DIRECTORY, --pool "
+                               f"HOST, --config FILE or --db FILE ({error})") from None
 
 
 def _dumps_snapshot(machines_paths: Sequence[str], jobs_paths: Sequence[str],

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from gridfair.cli.group import cli
+from gridfair.cli.group_tree import groups_section
 from gridfair.cli.output import FORMATS, render_table, to_csv, to_json
 from gridfair.cli.progress import tasks_progress
 from gridfair.cli.terms import WithTerms
@@ -16,9 +17,15 @@ from gridfair.core.pool import Task
 from gridfair.core.stages import ALLOCATION_RULES
 from gridfair.policies.drf import FORMS
 from gridfair.policies.hosep import PREEMPTION_TESTS
-from gridfair.policies.registry import policy_names, unread_options
+from gridfair.policies.registry import every_option, policy_names, unread_options
 from gridfair.sim.deadline_metrics import deadline_summary
-from gridfair.sim.engine import ARRIVALS, SAME_INSTANT_ORDERS
+from gridfair.sim.engine_options import (
+    ARRIVALS,
+    SAME_INSTANT_ORDERS,
+    Arrivals,
+    EngineOptions,
+    SameInstant,
+)
 from gridfair.sim.metrics import SATISFACTION_BASES, RunMetrics
 from gridfair.sim.records import RunRecorder, check_conservation, owner_share_violations
 from gridfair.sim.scenario import build_scenario, run_streamed, simulation_of
@@ -39,8 +46,10 @@ USER_COLUMNS = (
 )
 
 
-#: The policy options simulate takes as flags (`--absolute-power-diff`, ...).
-OPTION_FLAGS = ("absolute_power_diff", "hosep_test", "delta", "form", "slot_weight")
+#: The policy options simulate takes as flags (`--absolute-power-diff`, ...): those the
+#: stages declare so (`core.stages.option`).
+OPTION_FLAGS = tuple(name for name, declared in every_option().items()
+                     if declared.metadata["flag"])
 
 
 @cli.command(cls=WithTerms, terms=(
@@ -99,7 +108,8 @@ OPTION_FLAGS = ("absolute_power_diff", "hosep_test", "delta", "form", "slot_weig
               help="Reuse a finished task's claim for its user's next task, with no "
                    "negotiation, for this many seconds (HTCondor's CLAIM_WORKLIFE, 1200 by "
                    "default in a pool; negative: forever). Default: no reuse.")
-@click.option("--arrivals", type=click.Choice(ARRIVALS), default="batch", show_default=True,
+@click.option("--arrivals", type=click.Choice(ARRIVALS), default=Arrivals.BATCH.value,
+              show_default=True,
               help="batch: negotiate once per instant on all it brought (the daemon's way); "
                    "sequential: reproduce the published simulator (iSPD): arrivals one at a "
                    "time, one decision per negotiation event.")
@@ -108,12 +118,16 @@ OPTION_FLAGS = ("absolute_power_diff", "hosep_test", "delta", "form", "slot_weig
               help="Sequential arrivals: iSPD's periodic machine status (its HOSEP: 15): a "
                    "machine given a task is neither free nor a victim until the second status "
                    "refresh after.")
-@click.option("--same-instant", type=click.Choice(SAME_INSTANT_ORDERS), default="ordered",
+@click.option("--same-instant", type=click.Choice(SAME_INSTANT_ORDERS),
+              default=SameInstant.ORDERED.value,
               show_default=True,
               help="Sequential arrivals: the order of events of one instant. ordered: "
                    "completions and chained negotiations, then arrivals in submit order; "
                    "ispd2014: iSPD 2014's event list (a Java binary heap keyed by time alone, "
                    "every hop of a task or message an event).")
+@click.option("--groups", "groups_file", type=click.Path(dir_okay=False), default=None,
+              help="H-DRF (hdrf): the accounting group tree, the [groups] table of this TOML "
+                   "file (a gridfair config or the grid file; docs/groups.md).")
 @click.option("--absolute-power-diff", is_flag=True,
               help="HOSEP: compare omega with |PowerDiff| (Eq. 6) instead of PowerDiff (Fig. 2).")
 @click.option("--hosep-test", type=click.Choice(PREEMPTION_TESTS), default=None,
@@ -182,9 +196,9 @@ OPTION_FLAGS = ("absolute_power_diff", "hosep_test", "delta", "form", "slot_weig
               "once a run takes over 2 s).")
 def simulate(grid, workload, workload_format, policy, order, preempt, admit, checkpoint,
              allocation, seed, interval, vacate_delay, claim_worklife, arrivals, status_refresh,
-             same_instant, absolute_power_diff, hosep_test, slot_weight, satisfaction_base,
-             output_format, tasks_out, capacity_ratio, equal_shares, form, delta, capacity,
-             deadlines, check, db_path, quiet, **grid_workload_options) -> None:
+             same_instant, satisfaction_base, output_format, tasks_out, capacity_ratio,
+             equal_shares, capacity, deadlines, check, db_path, quiet, groups_file,
+             **grid_workload_options) -> None:
     """Simulate GRID under a policy and report per-user satisfaction, waits and preemptions.
 
     GRID is a grid file or an embedded grid's name (`gridfair grid list`)."""
@@ -192,8 +206,9 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
         raise click.UsageError("give --policy NAME, or --order (with --preempt/--admit)")
     if workload is None and grid_workload_options["pool"] is None:
         raise click.UsageError("give --workload, or --pool HOST to replay the pool's history")
-    policy_options = dict(zip(OPTION_FLAGS, (absolute_power_diff, hosep_test, delta, form,
-                                             slot_weight), strict=True))
+    policy_options = {name: grid_workload_options.pop(name) for name in OPTION_FLAGS}
+    if groups_file is not None:
+        policy_options["groups"] = groups_section(Path(groups_file))
     _refuse_unread({name: value for name, value in policy_options.items()
                     if value not in (None, False)}, policy, order, preempt, admit)
     workload_options = {"capacity_ratio": capacity_ratio, **grid_workload_options,
@@ -206,6 +221,9 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
         click.echo(f"gridfair: warning: skipped {count}: {shown(reason)}", err=True)
     for note, count in scenario.notes.items():
         click.echo(f"gridfair: note: {count} {shown(note)}", err=True)
+    engine = EngineOptions(arrivals=arrivals, interval=interval, vacate_delay=vacate_delay,
+                           status_refresh=status_refresh, claim_worklife=claim_worklife,
+                           same_instant=same_instant)
     progress = tasks_progress(quiet)
     recorder = RunRecorder() if check else None
     # Runs stream their tasks out as they end (records written, metrics added, the task let
@@ -213,15 +231,13 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
     # event loop, deadline figures.
     deadlines_in_play = isinstance(scenario.tasks, list) and any(
         task.deadline is not None for task in scenario.tasks)
-    keep_tasks = check or arrivals == "sequential" or deadlines_in_play
+    keep_tasks = check or engine.sequential or deadlines_in_play
     metrics = RunMetrics(scenario.nodes, satisfaction_base)
     in_arrival_order = InOrder(arrival_key, metrics.add)
     simulation = simulation_of(
         scenario, policy=policy, order=order, preempt=preempt, admit=admit,
-        policy_options=policy_options, checkpointing=checkpoint, interval=interval,
-        vacate_delay=vacate_delay, progress=progress, recorder=recorder, arrivals=arrivals,
-        allocation=allocation, keep_tasks=keep_tasks, status_refresh=status_refresh,
-        claim_worklife=claim_worklife, same_instant=same_instant,
+        policy_options=policy_options, checkpointing=checkpoint, engine=engine,
+        progress=progress, recorder=recorder, allocation=allocation, keep_tasks=keep_tasks,
     )
     negotiator = simulation.negotiator
     # Opened before the run: an unwritable file is an error before any work is done.
@@ -233,10 +249,8 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
         "claim_worklife": claim_worklife,
         "arrivals": arrivals, "satisfaction_base": satisfaction_base,
         "options": {key: value for key, value in {
-            **workload_options, "delta": delta, "form": form,
-            "hosep_test": hosep_test, "status_refresh": status_refresh,
-            "same_instant": same_instant if same_instant != "ordered" else None,
-            "slot_weight": slot_weight}.items()
+            **workload_options, **policy_options, "status_refresh": status_refresh,
+            "same_instant": same_instant if same_instant != SameInstant.ORDERED else None}.items()
                     if value not in (None, False)},
     }) if db_path else None
     outputs: list[Callable[[Task], None]] = [in_arrival_order.add]
@@ -271,7 +285,7 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
             "checkpointing": checkpoint,
             "arrivals": arrivals,
             **({"status_refresh": status_refresh} if status_refresh is not None else {}),
-            **({"same_instant": same_instant} if same_instant != "ordered" else {}),
+            **({"same_instant": same_instant} if same_instant != SameInstant.ORDERED else {}),
             "satisfaction_base": satisfaction_base,
             "users": [user.as_dict() for user in users],
             "summary": _deterministic({
@@ -282,10 +296,12 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
         click.echo(to_csv([user.as_dict() for user in users]), nl=False)
     else:
         click.echo(f"{negotiator.stages}  allocation={negotiator.allocation}  "
-                   f"workload={workload}  seed={seed}  "
+                   f"workload={workload or 'history of pool ' + grid_workload_options['pool']}"
+                   f"  seed={seed}  "
                    f"checkpointing={'on' if checkpoint else 'off'}  arrivals={arrivals}  "
                    + (f"status refresh={status_refresh:g} s  " if status_refresh else "")
-                   + (f"same instant={same_instant}  " if same_instant != "ordered" else "")
+                   + (f"same instant={same_instant}  "
+                      if same_instant != SameInstant.ORDERED else "")
                    + f"satisfaction base={satisfaction_base}")
         click.echo(render_table(USER_COLUMNS, [user.as_dict() for user in users]))
         click.echo(
@@ -339,9 +355,9 @@ def run_problems(result, recorder: RunRecorder, negotiator) -> list[str]:
     """What `--check` finds wrong in the run's records (an empty list: nothing)."""
     problems = check_conservation(result, recorder)
     preempt = negotiator.preempt
-    if preempt is not None and preempt.name in ("osep", "hosep"):
-        absolute = bool(getattr(preempt, "absolute", False))
-        violations = owner_share_violations(recorder, preempt.name, absolute=absolute)
+    if preempt is not None and preempt.owner_share_rule is not None:
+        violations = owner_share_violations(recorder, preempt.owner_share_rule,
+                                            absolute=preempt.absolute)
         problems += [f"t={v.time:g}: {v.message}" for v in violations[:5]]
         if len(violations) > 5:
             problems.append(f"and {len(violations) - 5} more {preempt.name} rule violations")

@@ -44,6 +44,25 @@ def store_of_knobs() -> Path | None:
     return Path(value) if value else None
 
 
+def configured_policy() -> tuple[dict[str, Any], str] | None:
+    """The installed daemon's policy settings (its `[policy]` section) and where they were
+    read: /etc/gridfair/htcondor.toml, else HTCondor's configuration here when it sets any
+    `GRIDFAIR_POLICY_` knob (a daemon condor_master runs); None when neither."""
+    from gridfair.daemon.config import load_config
+
+    if INSTALLED_CONFIG.exists():
+        return load_config(INSTALLED_CONFIG)["policy"], str(INSTALLED_CONFIG)
+    import htcondor2
+
+    from gridfair.daemon.knobs import knob_name, read_knobs
+
+    knobs = [name for name in htcondor2.param if name.upper().startswith(
+        knob_name("policy", ""))]
+    if not knobs:
+        return None
+    return read_knobs(htcondor2.param)["policy"], "HTCondor's " + ", ".join(sorted(knobs))
+
+
 def find_store(db_path: Path | None, config_path: Path | None) -> Path:
     """The store to read: `--db`, else `--config`'s, else the first of ./gridfair.db,
     /etc/gridfair/htcondor.toml's and GRIDFAIR_STORE's that is there; a StoreError saying

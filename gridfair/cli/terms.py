@@ -25,7 +25,11 @@ TERMS: dict[str, str] = {
     "omega": "what the victim's PowerDiff becomes once it loses the machine (HOSEP, Def. 3 "
              "and Eq. 4); HOSEP preempts only if omega stays above the receiver's PowerDiff.",
     "Nodes": "machines (slots): provided (owned by the user) and used (running its jobs).",
-    "Running Jobs, Idle Jobs": "a user's jobs running, and waiting to run, in the pool.",
+    "Running Jobs, Idle Jobs": "a user's jobs running (as the slots show them), and waiting "
+                               "to run, in the pool.",
+    "In Flight": "a user's idle jobs gridfair has allocated a slot to and the pool has not "
+                 "started yet (counted idle, as HTCondor does; the policy's view holds their "
+                 "slots for them).",
     "Satisfaction %": "a user's mean, over its completed tasks, of 100 x the task's run time "
                       "on an ideal machine / (completion - submission) (HOSEP, Eq. 1-2, "
                       "Def. 5): 100 is no wait at ideal speed. The ideal machine has the mean "
@@ -46,8 +50,9 @@ TERMS: dict[str, str] = {
                    "Allocated, waiting cpus x the grid's mean MFlops per cpu), / the grid's "
                    "MFlops; 0 when owners never wait below their share. compare gives its "
                    "mean over the run (a pool's history), shadow its mean over cycles.",
-    "Dominant share": "the largest fraction of any pool resource (cpus, memory, power) a user "
-                      "holds (DRF).",
+    "Dominant share": "the largest fraction of any pool resource a user holds (DRF), over the "
+                      "order's resources: cpus, memory, power and GPUs unless DRF's resources "
+                      "option names others.",
 }
 
 

@@ -7,6 +7,9 @@ rest of the phase (the `backfill` rule), or the phase ends there (the `stop` rul
 Algorithm 1). The rule belongs to the run, so that every order of a comparison uses the same.
 Phase 2 runs only when phase 1 is done: the preemption stage vacates tasks for entitled users
 while its rule allows, so free nodes are always used before any preemption (OSEP, HOSEP 3.3).
+A preemption the daemon's safety rules hold back for a protected victim (`Hold.spared`: run
+too briefly, preempted lately, still in flight) protects that victim for the phase, and the
+stage looks for another move; a limit of the whole cycle ends the phase.
 A preemption may vacate several tasks of one partitionable machine (one VACATE each, then the
 ALLOCATE); the receiver always fits once they are gone. When the stage stops by its own rule it
 may say why (`declined`, recorded apart from the decisions). A task too big for every node is
@@ -47,8 +50,23 @@ PARK_LIMIT = 8
 #: The reason an allocation carries when the negotiator was asked not to explain.
 _NOT_EXPLAINED = ("not explained: this run keeps no decisions", {})
 
-#: Returns why a vacate must be held back (the daemon's safety rules), or None to allow it.
-VacateGuard = Callable[[Preemption, float], str | None]
+#: Preemptions held back for protected victims in one phase before the phase stops: bounds
+#: the search past them (each hold protects at least one more task).
+HOLD_LIMIT = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """Why a preemption is held back (the daemon's safety rules). The `spared` victims are
+    protected for the rest of the phase, and the stage looks for another move; a hold that
+    spares none (a limit of the whole cycle) ends the phase."""
+
+    rule: str
+    spared: tuple[Task, ...] = ()
+
+
+#: Returns why a preemption must be held back, or None to allow it.
+VacateGuard = Callable[[Preemption, float], Hold | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,8 +144,8 @@ class Negotiator:
         """One negotiation at time `now`; returns the decisions in the order they were made.
 
         `single` makes at most one allocation or one preemption (the published simulator's
-        event loop, `Simulation(arrivals="sequential")`): a preemption only if no free node
-        was given out."""
+        event loop, `Arrivals.SEQUENTIAL` in `sim/engine_options.py`): a preemption only if no
+        free node was given out."""
         decisions: list[Decision] = []
         self.held_back = []
         # What the cycle reports, cleared only when it holds something: a simulation runs a
@@ -208,12 +226,20 @@ class Negotiator:
         # phase per event.
         if self.declined:
             self.declined = []
+        protected = pool.protected
+        if protected:
+            protected.clear()
         while (choice := preempt.choose(now)) is not None:
             if self.vacate_guard is not None:
-                rule = self.vacate_guard(choice, now)
-                if rule is not None:
-                    self.held_back.append(HeldBack(choice, rule))
-                    break
+                hold = self.vacate_guard(choice, now)
+                if hold is not None:
+                    self.held_back.append(HeldBack(choice, hold.rule))
+                    if not hold.spared or len(self.held_back) >= HOLD_LIMIT:
+                        break
+                    # Protection follows the job, never its user: the stage looks past it.
+                    protected.update(dict.fromkeys((task.seq for task in hold.spared),
+                                                   hold.rule))
+                    continue
             node = choice.node
             pool.vacate(choice.victim, now)
             decisions.append(Decision(VACATE, choice.victim, node, name,

@@ -13,15 +13,25 @@ scheduler framework has one interface per extension point):
 Every stage is a `PoolListener`: it keeps its own incremental state current from the pool's
 events, so a decision costs O(log n), not a pass over the pool. Every `Decision` names the
 policy that made it and carries the figures behind it, formatted on demand into a sentence.
+
+What a stage can do beyond its role is declared on its class, where a reader finds it: its
+options (`Options`, a frozen dataclass decoded once by `decode_options`), class attributes
+(`state_from_totals`, `owner_share_rule`, `measure`, `needs_order`) and the runtime-checkable
+protocols below (`ShareKeyed`, `Stateful`, `Figured`, `Entitled`), which callers test with
+`isinstance` rather than by a name list or `hasattr` (as the Kubernetes scheduler framework
+declares each optional extension point an interface).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
-from typing import Any, NamedTuple
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar, NamedTuple, Protocol, Self, runtime_checkable
 
 from gridfair.core.pool import Node, PoolListener, Task, UserState, fifo_key
+from gridfair.core.shares import ALL_RESOURCES
+from gridfair.errors import ConfigError
 
 ALLOCATE = "allocate"
 VACATE = "vacate"
@@ -39,6 +49,110 @@ STOP = "stop"
 #: Set the task aside and go on with the next task or user (HTCondor's negotiator).
 BACKFILL = "backfill"
 ALLOCATION_RULES = (STOP, BACKFILL)
+
+#: The owner-share rules whose invariant `simulate --check` verifies after every cycle
+#: (`sim/records.owner_share_violations`): OSEP's Fig. 1 on nodes, HOSEP's Fig. 2 on MFlops.
+OWNER_SHARE_RULES = ("osep", "hosep")
+
+
+# ------------------------------------------------------------------- options
+def option(default: Any, help: str, *, choices: Sequence[str] | None = None,
+           flag: bool = False, swept: bool = False) -> Any:
+    """A field of a stage's `Options`: its default (the stage's own), a line of help, its
+    choices when they are a known set; `flag`: `simulate` takes it as a flag; `swept`: a
+    sweep takes it as a parameter."""
+    return field(default=default, metadata={"help": help, "choices": choices, "flag": flag,
+                                            "swept": swept})
+
+
+@dataclass(frozen=True)
+class NoOptions:
+    """The options of a stage that reads none."""
+
+
+def _type_error(default: Any, value: Any) -> str | None:
+    """What is wrong with `value` for an option whose default is `default`, by the default's
+    type (scalars only: the stages check mappings and sequences themselves), or None."""
+    if isinstance(default, bool):
+        return None if isinstance(value, bool) else "true or false"
+    if isinstance(default, int | float) and (isinstance(value, bool)
+                                             or not isinstance(value, int | float)):
+        return "a number"
+    if isinstance(default, str) and not isinstance(value, str):
+        return "a string"
+    return None
+
+
+def decode_options(options_type: type[Any], given: Mapping[str, Any]) -> Any:
+    """The options `options_type` declares, from `given` (option name -> value, as a config
+    or the command line writes them): an absent or None option takes the stage's default; a
+    value of the wrong kind is a ConfigError naming the option."""
+    values = {}
+    for declared in fields(options_type):
+        value = given.get(declared.name)
+        if value is None:
+            continue
+        wrong = _type_error(declared.default, value)
+        if wrong is not None:
+            raise ConfigError(f"policy option {declared.name}: expected {wrong}, "
+                              f"got {value!r}")
+        values[declared.name] = value
+    return options_type(**values)
+
+
+def option_names(options_type: type[Any]) -> list[str]:
+    """The option names a stage's `Options` declares."""
+    return [declared.name for declared in fields(options_type)]
+
+
+# --------------------------------------------------------------- capabilities
+@runtime_checkable
+class ShareKeyed(Protocol):
+    """An order that can tell a user's key were it to hold something else (`usage`): what
+    fair-share preemption (`policies/fair_preempt.py`) weighs moves by."""
+
+    def share_key(self, user: UserState, usage: Sequence[float], now: float) -> tuple: ...
+
+
+@runtime_checkable
+class Stateful(Protocol):
+    """A stage whose state outlives a cycle: the daemon saves it after each cycle and
+    restores it before the next (`policy_state`)."""
+
+    def export_state(self, now: float) -> dict[str, Any]: ...
+
+    def import_state(self, state: Mapping[str, Any], source: str = "state") -> None: ...
+
+
+@runtime_checkable
+class Figured(Protocol):
+    """A stage with per-user figures for `shares`, `explain` and the daemon's usage rows."""
+
+    def key_figures(self, user: UserState, now: float) -> Mapping[str, Any]: ...
+
+
+class UserWeights(Protocol):
+    def unknown(self, users: Mapping[str, UserState]) -> list[str]: ...
+
+
+@runtime_checkable
+class Entitled(Protocol):
+    """A stage that weighs users by configured entitlements (the DRF family), which may name
+    users the pool does not have."""
+
+    entitlements: UserWeights
+
+
+class Stage:
+    """What every stage declares on its class: its options and what it can do."""
+
+    name: str
+    #: The options the stage reads, a frozen dataclass of `option` fields (`decode_options`).
+    Options: ClassVar[type[Any]] = NoOptions
+    #: The stage's state is a function of the pool's current totals and running tasks, so
+    #: what `Pool.announce` gives it equals what a replay of every event would (the daemon's
+    #: kept pool may serve it: `classads/kept_pool.py`).
+    state_from_totals: ClassVar[bool] = False
 
 
 class Decision(NamedTuple):
@@ -94,10 +208,15 @@ class Preemption(NamedTuple):
         return (self.victim, *(task for task, _ in self.more))
 
 
-class OrderPolicy(PoolListener, ABC):
+class OrderPolicy(Stage, PoolListener, ABC):
     """Orders the users who want a slot now (`UserState.active`)."""
 
     name: str = "order"
+    #: What the order's key is, in the sentences of stages that weigh by it (`fair`).
+    measure: ClassVar[str] = "share"
+    #: The resources (indexes of `UserState.usage`) the order takes shares over: the DRF
+    #: family's `resources` option; the daemon's dominant share is over these.
+    resources: tuple[int, ...] = ALL_RESOURCES
     #: Task order inside a user's queue, as a key function (FIFO unless a paper says otherwise).
     task_key = staticmethod(fifo_key)
     #: The allocation rule a run uses with this order when neither the run nor its workload
@@ -106,6 +225,11 @@ class OrderPolicy(PoolListener, ABC):
     #: Whether the pool should keep the SDRF authors' simulator's arithmetic (`Pool`'s
     #: `exact_accounting`): set by the `authors` form of the DRF family.
     exact_accounting: bool = False
+
+    @classmethod
+    def from_options(cls, options: Any) -> Self:
+        """The stage, from its decoded `Options`."""
+        return cls()
 
     @abstractmethod
     def first(self, now: float) -> UserState | None:
@@ -120,10 +244,24 @@ class OrderPolicy(PoolListener, ABC):
         return {}
 
 
-class PreemptPolicy(PoolListener, ABC):
+class PreemptPolicy(Stage, PoolListener, ABC):
     """Picks a running task to vacate so an entitled user's idle task can run."""
 
     name: str = "preempt"
+    #: The capability the run's order stage must have (a protocol), and what it is called in
+    #: the error when it lacks it; None: any order.
+    needs_order: ClassVar[type | None] = None
+    needs_order_text: ClassVar[str] = ""
+    #: The owner-share rule (`OWNER_SHARE_RULES`) whose invariant `simulate --check`
+    #: verifies for this stage, or None.
+    owner_share_rule: ClassVar[str | None] = None
+    #: Whether the stage compares omega with |PowerDiff| (Eq. 6), for that check.
+    absolute: bool = False
+
+    @classmethod
+    def from_options(cls, options: Any, order: OrderPolicy) -> Self:
+        """The stage, from its decoded `Options` and the run's order stage."""
+        return cls()
 
     @abstractmethod
     def choose(self, now: float) -> Preemption | None:
@@ -139,10 +277,15 @@ class PreemptPolicy(PoolListener, ABC):
         return {}
 
 
-class AdmitPolicy(PoolListener, ABC):
+class AdmitPolicy(Stage, PoolListener, ABC):
     """Admission control: decides on queued tasks before they may be ordered."""
 
     name: str = "admit"
+
+    @classmethod
+    def from_options(cls, options: Any) -> Self:
+        """The stage, from its decoded `Options`."""
+        return cls()
 
     @abstractmethod
     def on_submit(self, task: Task, now: float) -> Decision | None:

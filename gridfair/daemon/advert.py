@@ -3,7 +3,10 @@
 Each scheduled run, the daemon sends its backend an ad of its last cycle (the htcondor backend
 advertises it to the collector as a generic ad, `UPDATE_AD_GENERIC`; the others have no pool
 to show it in), and withdraws it when it stops. The ad lives `ClassAdLifetime` seconds (three
-intervals) unless renewed, so the ad of a daemon that died leaves the collector by itself.
+intervals) unless renewed, so the ad of a daemon that died leaves the collector by itself: at
+the collector's next housekeeping after that (every `CLASSAD_LIFETIME`, 900 s by default), so
+until then `GridfairAlive`, an expression the collector's clients evaluate when they read the
+ad, says false once the lifetime has passed without a renewal.
 
     condor_status -any -constraint 'MyType == "GridfairNegotiator"' -long
 
@@ -19,6 +22,8 @@ import socket
 import time
 from typing import Any
 
+import classad2
+
 from gridfair import __version__
 from gridfair.daemon.cycle import CycleReport
 
@@ -31,15 +36,31 @@ ERROR_KEPT = 500
 LIFETIME_INTERVALS = 3
 
 
+#: Whether the ad was renewed within its lifetime, as of the moment it is read (the collector
+#: stamps `LastHeardFrom` on each update).
+ALIVE = "time() <= LastHeardFrom + ClassAdLifetime"
+
+
+def host_name() -> str:
+    """This host's name: its fully qualified one, unless that resolves to a loopback name
+    (a hosts file mapping the host to 127.0.1.1 `localhost`), then the kernel's: two central
+    managers of an HA pair must not both be `localhost`."""
+    qualified = socket.getfqdn()
+    if qualified.partition(".")[0] in ("localhost", "localhost6", "ip6-localhost"):
+        return socket.gethostname()
+    return qualified
+
+
 def ad_name(dry_run: bool = False) -> str:
     """The daemon's name in the pool: one per host, as HTCondor names its daemons; a dry run
     (a shadow daemon beside the real one) is named apart."""
-    return f"gridfair{'-dry-run' if dry_run else ''}@{socket.getfqdn()}"
+    return f"gridfair{'-dry-run' if dry_run else ''}@{host_name()}"
 
 
 def daemon_ad(name: str, report: CycleReport, *, policy: str, backend: str, interval: float,
-              started: float, dry_run: bool) -> dict[str, Any]:
-    """The attributes of the daemon's ad after `report`'s cycle."""
+              started: float, dry_run: bool, config_refused: str = "") -> dict[str, Any]:
+    """The attributes of the daemon's ad after `report`'s cycle; `config_refused`: why the
+    last configuration read again (SIGHUP) was refused, if it was."""
     counts = report.counts
     ad: dict[str, Any] = {
         "MyType": MY_TYPE,
@@ -50,6 +71,7 @@ def daemon_ad(name: str, report: CycleReport, *, policy: str, backend: str, inte
         "GridfairDryRun": dry_run,
         "DaemonStartTime": int(started),
         "ClassAdLifetime": max(1, round(LIFETIME_INTERVALS * interval)),
+        "GridfairAlive": classad2.ExprTree(ALIVE),
         "LastCycle": report.cycle,
         "LastCycleOutcome": report.outcome,
         "LastCycleEnd": int(time.time()),
@@ -66,6 +88,8 @@ def daemon_ad(name: str, report: CycleReport, *, policy: str, backend: str, inte
     }
     if report.error:
         ad["LastCycleError"] = report.error[:ERROR_KEPT]
+    if config_refused:
+        ad["GridfairConfigRefused"] = config_refused[:ERROR_KEPT]
     if report.outcome != "failed":
         ad["GridfairUsers"] = len(report.shares)
         ad["GridfairShares"] = shares_summary(report.shares)

@@ -85,7 +85,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
     "safety": {
         "max_vacates_per_cycle": Key(int, 2, minimum=0),
         "min_runtime": Key(float, 600.0, minimum=0.0, help="seconds a job runs before a vacate"),
-        "preempt_cooldown": Key(float, 1800.0, minimum=0.0, help="seconds a preempted user is "
+        "preempt_cooldown": Key(float, 1800.0, minimum=0.0, help="seconds a vacated job is "
                                 "spared further vacates"),
         "max_snapshot_age": Key(float, 300.0, minimum=0.0, help="no action on an older snapshot"),
         "max_retries": Key(int, 2, minimum=0, help="retries of a failed action"),

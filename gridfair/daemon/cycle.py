@@ -34,17 +34,18 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Any
 
+from gridfair.ad_views import JOB_STATUS, AdNote, Job, JobStatus, Machine, Snapshot
 from gridfair.classads.kept_pool import KeptPool, unsupported
 from gridfair.classads.to_pool import LoadedPool, pool_from_snapshot
 from gridfair.core.collector import CycleCollector
-from gridfair.core.pool import CPUS, GPUS, MEMORY, POWER, Pool, Task, UserState
-from gridfair.core.shares import share_rows
-from gridfair.core.stages import ALLOCATE, VACATE, Decision
+from gridfair.core.pool import Pool, Task, UserState
+from gridfair.core.shares import dominant_share, flight_usage, share_rows
+from gridfair.core.stages import ALLOCATE, VACATE, Decision, Entitled, Figured, Stateful
 from gridfair.daemon import inflight, shadow
 from gridfair.daemon.backends import (
     ActionFailed,
@@ -54,8 +55,10 @@ from gridfair.daemon.backends import (
     action_problem,
     require_slots,
 )
+from gridfair.daemon.backoff import landing_backoff, newly_backed, without_backed_off
+from gridfair.daemon.clock import wall_clock
 from gridfair.daemon.config import Config
-from gridfair.daemon.faults import FaultPoints, wall_clock
+from gridfair.daemon.faults import FaultPoints
 from gridfair.daemon.host import host_shortage
 from gridfair.daemon.metrics import NullMetrics
 from gridfair.daemon.reconcile import JobRow, KnownJobs, Reconciliation, reconcile
@@ -72,7 +75,6 @@ from gridfair.daemon.store import (
     dumps,
 )
 from gridfair.errors import GridfairError
-from gridfair.model import JOB_STATUS, AdNote, Job, JobStatus, Machine, Snapshot
 from gridfair.policies.registry import Stages, build_stages
 
 log = logging.getLogger("gridfair.daemon")
@@ -210,6 +212,8 @@ class CycleRunner:
         self._known: KnownJobs | None = None
         # Jobs already reported too big for every machine (each is noted once, not per cycle).
         self._too_big: set[str] = set()
+        # The jobs and users whose landing backoff the cycles have noted (`backoff`).
+        self._backed: set[str] = set()
         # Users named by configured weights and found in no pool (each noted once).
         self._unweighted: set[str] = set()
         self.pruner = Pruner(store, Retention.from_config(config["retention"]))
@@ -306,20 +310,24 @@ class CycleRunner:
             self.metrics.settled(len(flights.landed) + len(flights.ended), len(flights.missed),
                                  len(flights.landed_late))
         stages = stages_from_config(self.config["policy"])
-        loaded = self._load(flights.view, stages)
+        # Jobs whose allocations did not land are left out for a while (backoff.py).
+        backoff = landing_backoff(store, now, self.limits.landing_timeout)
+        loaded = self._load(without_backed_off(flights.view, backoff), stages)
         # Closed when the cycle is done with it: freed then, not by the cyclic collector.
         with closing(loaded.pool):
             negotiator, pool = loaded.negotiator, loaded.pool
-            negotiator.vacate_guard = VacateGuard(self.limits, snapshot.time,
-                                                  store.last_preempted(), flights.held)
+            negotiator.vacate_guard = VacateGuard(
+                self.limits, snapshot.time,
+                store.vacated_since(now - self.limits.preempt_cooldown), flights.held)
             saved = store.policy_state()
             for key, stage in stage_list(stages):
-                if key in saved and hasattr(stage, "import_state"):
+                if key in saved and isinstance(stage, Stateful):
                     # Restored after the pool is replayed, so the saved levels (as of the last
                     # finished cycle) win over what the replay of running jobs accrued.
                     stage.import_state(saved[key], source=f"{store.path} policy_state {key}")
             notes = [f"{item.name}: {item.reason}" for item in loaded.unplaced]
-            usage = self._usage_rows(pool, stages, cycle, now)
+            notes += newly_backed(backoff, self._backed)
+            usage = self._usage_rows(pool, stages, cycle, now, flights.held)
             as_run = shadow.side_rows(pool, cycle, shadow.POOL) if self.shadow else []
             decisions = list(loaded.admissions) + negotiator.cycle(now)
             notes += self._newly_too_big(negotiator.unplaceable, snapshot.jobs_by_id)
@@ -364,7 +372,7 @@ class CycleRunner:
             duration = time.perf_counter() - clock
             with store.transaction(f"record the outcome of cycle {cycle}") as db:
                 for key, stage in stage_list(stages):
-                    if hasattr(stage, "export_state"):
+                    if isinstance(stage, Stateful):
                         db["policy_state"].upsert({"stage": key, "cycle": cycle, "updated": now,
                                                    "state": dumps(stage.export_state(now))},
                                                   pk="stage")
@@ -400,9 +408,9 @@ class CycleRunner:
         """Notes (and a log line) for the users configured weights name and the pool does not
         have, once each: a bare name where the pool charges `user@UID_DOMAIN` gives that user
         no weight, which would otherwise pass in silence (weighted DRF run as plain DRF)."""
-        entitlements = getattr(stages.order, "entitlements", None)
-        if entitlements is None:
+        if not isinstance(stages.order, Entitled):
             return []
+        entitlements = stages.order.entitlements
         notes = []
         for name in entitlements.unknown(pool.users):
             if name not in self._unweighted:
@@ -476,16 +484,23 @@ class CycleRunner:
 
     # -------------------------------------------------------------- recording
     @staticmethod
-    def _usage_rows(pool: Pool, stages: Stages, cycle: int, now: float) -> list[dict[str, Any]]:
+    def _usage_rows(pool: Pool, stages: Stages, cycle: int, now: float,
+                    in_flight: Collection[str]) -> list[dict[str, Any]]:
         """Per-user figures as of the snapshot (before this cycle's decisions): the columns of
-        `gridfair shares`, plus the dominant share and each stage's own figures."""
+        `gridfair shares`, plus the dominant share and each stage's own figures. What runs is
+        what the slots show: the allocations `in_flight`, which the policy's view runs, are
+        counted apart (`share_rows`) and left out of the dominant share."""
         rows = []
-        figured = [stage for _, stage in stage_list(stages) if hasattr(stage, "key_figures")]
-        for share in share_rows(pool):
+        figured = [stage for _, stage in stage_list(stages) if isinstance(stage, Figured)]
+        flights = flight_usage(pool, in_flight)
+        for share in share_rows(pool, in_flight):
             user = pool.users[share["user"]]
+            held = flights.get(user.name, (0, [0.0] * len(user.usage)))[1]
             rows.append({
                 "cycle": cycle, "time": now, **share,
-                "dominant_share": dominant_share(user, pool.capacity),
+                "dominant_share": dominant_share(
+                    [used - flying for used, flying in zip(user.usage, held, strict=True)],
+                    pool.capacity, stages.order.resources),
                 "figures": dumps(policy_figures(figured, user, now)),
             })
         return rows
@@ -831,12 +846,6 @@ def _decision_columns(decision: Decision) -> dict[str, Any]:
     return {"kind": data["kind"], "job": data["job"], "user": data["user"],
             "machine": data["machine"], "policy": data["policy"], "reason": data["reason"],
             "figures": dumps(data["figures"])}
-
-
-def dominant_share(user: UserState, capacity: list[float]) -> float:
-    """DRF's dominant share: the largest fraction of any pool resource the user holds."""
-    return max((user.usage[i] / capacity[i] for i in (CPUS, MEMORY, POWER, GPUS)
-                if capacity[i] > 0), default=0.0)
 
 
 def policy_figures(figured: Sequence[Any], user: UserState, now: float) -> dict[str, Any]:

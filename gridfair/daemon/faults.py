@@ -2,10 +2,8 @@
 
 `GRIDFAIR_FAULT=<action>:<point>[:<cycle>]` with action `crash` (the process sends itself
 SIGKILL) or `pause` (it writes `<store>.paused` and sleeps, for the test to SIGKILL it from
-outside). `<cycle>` is the process's n-th cycle (default 1). Unset, every point is a no-op.
-
-`GRIDFAIR_CLOCK_OFFSET=<seconds>` moves the wall clock the daemon states its lease in
-(`wall_clock`), as a host whose clock is wrong would: a test cannot change the system clock.
+outside). `<cycle>` is the process's n-th cycle (default 1). Unset, every point is a no-op. (A wrong
+wall clock is `clock.py`'s `GRIDFAIR_CLOCK_OFFSET`.)
 """
 
 from __future__ import annotations
@@ -24,13 +22,6 @@ POINTS = (
 #: Inside a chunk of pruning (`gridfair.daemon.retention`), after the cycle is recorded.
 PRUNE_POINTS = ("during_prune",)
 ENV = "GRIDFAIR_FAULT"
-CLOCK_ENV = "GRIDFAIR_CLOCK_OFFSET"
-
-
-def wall_clock() -> float:
-    """`time.time()`, moved by `GRIDFAIR_CLOCK_OFFSET` seconds when a test sets it."""
-    offset = os.environ.get(CLOCK_ENV)
-    return time.time() + (float(offset) if offset else 0.0)
 
 
 class FaultPoints:

@@ -46,9 +46,9 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import compress, count
 
+from gridfair.ad_views import JOB_ID, PARTITIONABLE, Job, JobStatus, Machine, Snapshot, whole_slot
 from gridfair.core.stages import ALLOCATE, VACATE
 from gridfair.daemon.store import CONFIRMED, FAILED, LANDED, Store
-from gridfair.model import JOB_ID, PARTITIONABLE, Job, JobStatus, Machine, Snapshot, whole_slot
 
 CLAIMED, BUSY = "Claimed", "Busy"
 

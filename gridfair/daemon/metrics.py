@@ -32,6 +32,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make
 MAX_CONNECTIONS = 16
 #: Seconds a scrape may leave between the bytes it sends.
 CONNECTION_TIMEOUT = 5.0
+#: Cycle outcomes that are a success: a stale snapshot's cycle acted on nothing.
+SUCCEEDED = ("ok", "dry-run")
 
 
 class NullMetrics:
@@ -58,6 +60,9 @@ class NullMetrics:
 
     def clock_skew(self, seconds: float) -> None:
         """The lease's clock (the negotiator's) less the daemon's, as last measured."""
+
+    def lease(self, until: float) -> None:
+        """The lease on the pool's starts runs to `until` (epoch seconds; 0: none held)."""
 
     def close(self) -> None:
         """Stop serving."""
@@ -92,10 +97,23 @@ class PrometheusMetrics(NullMetrics):
         self.skew = Gauge("gridfair_clock_skew_seconds", "The negotiator's clock less the "
                           "daemon's (0: within the bound the lease tolerates)",
                           registry=registry)
+        # Liveness, as times an alert compares with time() (configs/grafana/gridfair-alerts.yml):
+        # a counter stops moving both when the daemon hangs and when nothing happens.
+        self.started = Gauge("gridfair_daemon_start_time_seconds", "When the daemon started "
+                             "(epoch seconds): a change is a restart", registry=registry)
+        self.started.set_to_current_time()
+        self.last_success = Gauge("gridfair_last_successful_cycle_time_seconds", "When the "
+                                  "last cycle that succeeded (ok, dry-run) ended (epoch "
+                                  "seconds; 0: none yet)", registry=registry)
+        self.lease_end = Gauge("gridfair_lease_end_time_seconds", "When the lease on the "
+                               "pool's starts runs out (epoch seconds; 0: none held): past "
+                               "it, HTCondor starts jobs on its own", registry=registry)
         self.server = _serve(address, port, registry)
 
     def cycle(self, outcome: str, seconds: float) -> None:
         self.cycle_seconds.labels(outcome).observe(seconds)
+        if outcome in SUCCEEDED:
+            self.last_success.set_to_current_time()
 
     def decision(self, kind: str) -> None:
         self.decisions.labels(kind).inc()
@@ -133,6 +151,9 @@ class PrometheusMetrics(NullMetrics):
 
     def clock_skew(self, seconds: float) -> None:
         self.skew.set(seconds)
+
+    def lease(self, until: float) -> None:
+        self.lease_end.set(until)
 
     def close(self) -> None:
         self.server.shutdown()

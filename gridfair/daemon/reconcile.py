@@ -19,7 +19,7 @@ from itertools import compress
 from operator import is_not, not_, or_
 from typing import Any, NamedTuple
 
-from gridfair.model import JOB_ID, Job, JobStatus, Snapshot
+from gridfair.ad_views import JOB_ID, Job, JobStatus, Snapshot
 
 # Looked up, not computed: reconcile names the status of every job every cycle, and an
 # enum's `.name` is a slow property.

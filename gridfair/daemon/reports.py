@@ -19,15 +19,15 @@ from typing import Any
 
 import sqlite_utils
 
+from gridfair.ad_views import ad_note_line
 from gridfair.core.shares import SharesReport, share_totals
 from gridfair.daemon.store import ACTION_STATES
 from gridfair.errors import GridfairError, InputError
-from gridfair.model import ad_note_line
 from gridfair.moments import is_relative, parse_moment
 
 #: The per-user columns of `usage` that `gridfair shares` shows.
 SHARE_KEYS = ("user", "provided_mflops", "allocated_mflops", "power_diff", "nodes_provided",
-              "nodes_used", "running", "idle")
+              "nodes_used", "running", "idle", "in_flight", "in_flight_mflops")
 
 
 class ReportError(GridfairError):
@@ -98,7 +98,9 @@ def shares_report(db: sqlite_utils.Database) -> SharesReport:
         shown = next(iter(db.query(
             "select * from cycles where id = (select max(cycle) from usage)")), None)
         cycle = latest if shown is None else shown
-        users = [{key: row[key] for key in SHARE_KEYS} for row in db.query(
+        # A store from before allocations in flight were counted apart has none recorded.
+        users = [{key: row[key] if row[key] is not None else 0 for key in SHARE_KEYS}
+                 for row in db.query(
             "select * from usage where cycle = ? order by rowid", [cycle["id"]])]
         decisions = [
             {"kind": row["kind"], "job": row["job"], "user": row["user"],
@@ -203,6 +205,7 @@ def _explain_user(db, user: str, limit: int) -> dict[str, Any]:
         "record_pruned": record is None,
         "last_seen": last_seen,
         "held_back": held,
+        "backoff": _backoff_note(db, f"user {user}"),
         "charged_as": _charges(db, "owner = ?", [user]),
         "decisions": _decisions(db, involved, patterns, limit),
     }
@@ -229,7 +232,21 @@ def _explain_job(db, job: str, limit: int) -> dict[str, Any]:
         "decisions": _decisions(db, "d.job = ? or d.figures like ?",
                                 [job, f'%"{job}"%'], limit),
         "actions": actions,
+        "backoff": _backoff_note(db, f"job {job}"),
     }
+
+
+def _backoff_note(db: sqlite_utils.Database, name: str) -> str | None:
+    """The latest cycle's note that `name` ("job 12.0", "user alice") was backed off for
+    allocations that did not land (`gridfair.daemon.backoff`), with the cycle; None if none
+    is recorded."""
+    row = next(iter(db.query("select id, events from cycles where events like ? "
+                             "order by id desc limit 1", [f"%of {name} did not land%"])), None)
+    if row is None:
+        return None
+    note = next(note for note in (_loads(row["events"]) or {}).get("notes", ())
+                if f"of {name} did not land" in note)
+    return f"cycle {row['id']}: {note}"
 
 
 # ------------------------------------------------------------ history, actions
@@ -252,7 +269,8 @@ def history(db: sqlite_utils.Database, user: str | None, since: str | None
             ) -> list[dict[str, Any]]:
     return _filtered(
         db, "select u.cycle, u.time, u.user, u.provided_mflops, u.allocated_mflops, "
-        "u.power_diff, u.dominant_share, u.running, u.idle, c.sim_start from usage u "
+        "u.power_diff, u.dominant_share, u.running, u.idle, u.in_flight, c.sim_start "
+        "from usage u "
         "join cycles c on c.id = u.cycle", "order by u.cycle, u.rowid", {"u.user": user},
         "u.time", since)
 
@@ -321,3 +339,17 @@ def _cycle_span(cycles: list[int]) -> str:
     if len(runs) > SHOWN_RUNS:
         shown += f" and {sum(map(len, runs[SHOWN_RUNS:]))} more"
     return ("cycle " if len(cycles) == 1 else "cycles ") + shown
+
+
+def held_back_for(db: sqlite_utils.Database, job: str, limit: int = 10
+                  ) -> list[dict[str, Any]]:
+    """The preemptions the safety rules held back that would have made room for `job` (its
+    receiver), latest first: cycle, its time (`now`, `sim_start`), rule, victim, victim_user,
+    machine."""
+    with reading(db):
+        rows = list(db.query("select id, now, sim_start, held_back from cycles where "
+                             "held_back like ? order by id desc limit ?",
+                             [f'%"receiver": "{job}"%', limit]))
+    return [{"cycle": row["id"], "now": row["now"], "sim_start": row["sim_start"], **item}
+            for row in rows for item in _loads(row["held_back"]) or []
+            if item.get("receiver") == job]

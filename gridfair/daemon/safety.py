@@ -2,17 +2,23 @@
 
 A preemption the policy wants is held back when:
 - the cycle has already issued `max_vacates_per_cycle` vacates (no preemption storms);
-- the victim has run less than `min_runtime` seconds (no thrashing of fresh starts);
-- the victim's user was preempted less than `preempt_cooldown` seconds ago (YuniKorn's
-  15 s check and YARN's wait before kill are the same idea);
 - the snapshot is older than `max_snapshot_age` seconds (the pool has moved on);
+and these two end the cycle's preemptions. It is also held back, for that victim alone, when:
+- the victim has run less than `min_runtime` seconds (no thrashing of fresh starts; a start
+  is gridfair's decision, since a steering authorizes one start);
+- the victim job was itself preempted less than `preempt_cooldown` seconds ago (YuniKorn's
+  15 s check and YARN's wait before kill are the same idea);
 - the victim is an allocation still in flight (`gridfair.daemon.inflight`): gridfair's own
   decision, not yet started, is not undone before the pool has carried it out.
+Protection follows the job, never its user: the preemption stage passes over a protected
+victim to the next (`core.negotiator.Hold`), so one vacate, or one fresh start, shields no
+other job of the same user (issue 43: a user-wide cool-down let a squatter keep an owner's
+machines for hours).
 
 `landing_timeout` is how long such an allocation holds its slot.
 
-The negotiator stops the preemption stage at the first hold-back; the rule is recorded in the
-cycle's `held_back` so an administrator sees why a share was not enforced.
+Each hold-back is recorded in the cycle's `held_back` so an administrator sees why a share was
+not enforced.
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gridfair.core.negotiator import Hold
+from gridfair.core.pool import Task
 from gridfair.core.stages import Preemption
 
 
@@ -55,7 +63,8 @@ def snapshot_too_old(limits: SafetyLimits, snapshot_time: float, now: float) -> 
 
 
 class VacateGuard:
-    """One cycle's guard: call it as the negotiator's `vacate_guard`."""
+    """One cycle's guard: call it as the negotiator's `vacate_guard`. `last_preempted` is
+    when each job was last vacated (job id -> time), within the cool-down."""
 
     def __init__(
         self, limits: SafetyLimits, snapshot_time: float, last_preempted: Mapping[str, float],
@@ -67,32 +76,40 @@ class VacateGuard:
         self.in_flight = in_flight
         self.allowed = 0
 
-    def __call__(self, choice: Preemption, now: float) -> str | None:
+    def __call__(self, choice: Preemption, now: float) -> Hold | None:
         limits = self.limits
         stale = snapshot_too_old(limits, self.snapshot_time, now)
         if stale:
-            return stale
+            return Hold(stale)
         # A preemption on a partitionable machine may vacate several tasks: each is a vacate,
         # and each must pass every rule.
         victims = choice.victims
         if self.allowed >= limits.max_vacates_per_cycle:
-            return f"max_vacates_per_cycle: {limits.max_vacates_per_cycle} already this cycle"
+            return Hold(f"max_vacates_per_cycle: {limits.max_vacates_per_cycle} already this "
+                        "cycle")
         if self.allowed + len(victims) > limits.max_vacates_per_cycle:
-            return (f"max_vacates_per_cycle: {self.allowed} already this cycle, and this "
-                    f"preemption vacates {len(victims)} (limit "
-                    f"{limits.max_vacates_per_cycle})")
+            return Hold(f"max_vacates_per_cycle: {self.allowed} already this cycle, and this "
+                        f"preemption vacates {len(victims)} (limit "
+                        f"{limits.max_vacates_per_cycle})")
         for victim in victims:
-            if victim.id in self.in_flight:
-                return (f"in_flight: {victim.id} was allocated to {choice.node.name} and has "
-                        "not started yet")
-            ran = now - victim.start_time
-            if ran < limits.min_runtime:
-                return (f"min_runtime: {victim.id} has run {ran:.0f} s "
-                        f"(minimum {limits.min_runtime:.0f} s)")
-            preempted = self.last_preempted.get(victim.user)
-            if preempted is not None and now - preempted < limits.preempt_cooldown:
-                return (f"preempt_cooldown: {victim.user} was preempted "
-                        f"{now - preempted:.0f} s ago (cool-down "
-                        f"{limits.preempt_cooldown:.0f} s)")
+            rule = self.protects(victim, choice, now)
+            if rule is not None:
+                return Hold(rule, (victim,))
         self.allowed += len(victims)
+        return None
+
+    def protects(self, victim: Task, choice: Preemption, now: float) -> str | None:
+        """The rule that spares this victim now, or None."""
+        limits = self.limits
+        if victim.id in self.in_flight:
+            return (f"in_flight: {victim.id} was allocated to {choice.node.name} and has not "
+                    "started yet")
+        ran = now - victim.start_time
+        if ran < limits.min_runtime:
+            return (f"min_runtime: {victim.id} has run {ran:.0f} s "
+                    f"(minimum {limits.min_runtime:.0f} s)")
+        preempted = self.last_preempted.get(victim.id)
+        if preempted is not None and now - preempted < limits.preempt_cooldown:
+            return (f"preempt_cooldown: {victim.id} was preempted {now - preempted:.0f} s ago "
+                    f"(cool-down {limits.preempt_cooldown:.0f} s)")
         return None

@@ -34,9 +34,9 @@ from typing import Any
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from gridfair.daemon.advert import ad_name, daemon_ad
-from gridfair.daemon.backends import ActionFailed, PoolBackend
+from gridfair.daemon.backends import ActionFailed, PoolBackend, require_slots
 from gridfair.daemon.config import Config, collector_addresses
-from gridfair.daemon.cycle import CycleReport, CycleRunner
+from gridfair.daemon.cycle import CycleReport, CycleRunner, read_with_timeout
 from gridfair.daemon.faults import FaultPoints
 from gridfair.daemon.metrics import NullMetrics, PrometheusMetrics
 from gridfair.daemon.store import Store, StoreError, private_file
@@ -44,6 +44,13 @@ from gridfair.errors import ConfigError
 from gridfair.text import shown
 
 log = logging.getLogger("gridfair.daemon")
+
+#: At start, the longest wait for a live pool to answer with its slots before the first
+#: cycle: condor_master starts the daemon with the collector, which lists the slots seconds
+#: later (the first cycle failed, warned and backed off every time, before).
+STARTUP_WAIT = 60.0
+#: Seconds between looks at the pool during that wait.
+STARTUP_LOOK_EVERY = 2.0
 
 
 def make_backend(config: Config) -> PoolBackend:
@@ -86,6 +93,7 @@ def make_backend(config: Config) -> PoolBackend:
         steer_attribute=section["steer_attribute"], submitters=submitters,
         condor_now=condor_now, lease_knob=section["lease_knob"],
         schedd_timeout=section["schedd_timeout"],
+        steering_life=config["safety"]["landing_timeout"],
     )
 
 
@@ -171,6 +179,15 @@ def restart_only_changes(running: Config, new: Config) -> list[str]:
     return changed
 
 
+def changed_settings(running: Config, new: Config) -> list[str]:
+    """"section.key: old -> new" for each setting whose value differs, in the config's order
+    (what a reload's log line says it changed)."""
+    before = running.sections
+    return [f"{section}.{key}: {before.get(section, {}).get(key)!r} -> {value!r}"
+            for section, keys in new.sections.items() for key, value in keys.items()
+            if before.get(section, {}).get(key) != value]
+
+
 class Daemon:
     def __init__(
         self,
@@ -227,6 +244,7 @@ class Daemon:
         self.ad_name = ad_name(self.runner.dry_run)
         self.ad: dict[str, Any] | None = None
         self.ad_failing = False
+        self.config_refused = ""  # why the last SIGHUP's configuration was refused, if it was
 
     # ------------------------------------------------------------- one cycle
     def tick(self) -> CycleReport | None:
@@ -255,6 +273,7 @@ class Daemon:
             log.info(report.line())
             self.failures = 0
             self.skip_until = 0.0
+        self.metrics.lease(report.lease_until or 0.0)
         self._advertise(report)
         if self.on_cycle is not None:
             self.on_cycle(report)
@@ -266,7 +285,8 @@ class Daemon:
         if report is not None:
             self.ad = daemon_ad(self.ad_name, report, policy=self.runner.label,
                                 backend=self.backend.name, interval=self.interval,
-                                started=self.started, dry_run=self.runner.dry_run)
+                                started=self.started, dry_run=self.runner.dry_run,
+                                config_refused=self.config_refused)
         if self.ad is None:
             return
         try:
@@ -311,6 +331,8 @@ class Daemon:
         )
         log.info("daemon started: backend %s, policy %s, every %g s, store %s",
                  self.backend.name, self.runner.label, self.interval, self.store.path)
+        if self.backend.name == "htcondor":  # files and the simulator are there at once
+            self.wait_for_pool(STARTUP_WAIT)
         scheduler.start()
         next_look = time.monotonic()
         try:
@@ -347,6 +369,25 @@ class Daemon:
         finally:
             self.cycle_lock.release()
 
+    def wait_for_pool(self, longest: float) -> None:
+        """Until the pool answers a read with slots, a signal stops the daemon, or `longest`
+        seconds passed (then the first cycle fails and says why, as any cycle would)."""
+        deadline = time.monotonic() + longest
+        said = False
+        while not self.stopping.is_set():
+            try:
+                require_slots(read_with_timeout(self.backend, self.runner.timeout),
+                              f"the {self.backend.name} pool")
+                return
+            except Exception as error:  # noqa: BLE001 - the first cycle reports what lasts
+                if time.monotonic() >= deadline:
+                    return
+                if not said:
+                    log.info("waiting for the pool before the first cycle (up to %g s): %s",
+                             longest, error)
+                    said = True
+            self.stopping.wait(STARTUP_LOOK_EVERY)
+
     def _on_signal(self, number: int, frame) -> None:
         log.info("%s received: stopping after the current step", signal.Signals(number).name)
         self.stopped_by = number
@@ -378,7 +419,10 @@ class Daemon:
         except ConfigError as error:
             log.error("SIGHUP: configuration refused, the daemon goes on with the one it "
                       "runs: %s", error)
+            self.config_refused = str(error)
             return
+        changed = changed_settings(self.config, config)
+        self.config_refused = ""
         self.config = config
         self.backoff_max = config["daemon"]["backoff_max"]
         if config["daemon"]["interval"] != self.interval:
@@ -386,7 +430,8 @@ class Daemon:
             scheduler.reschedule_job("negotiation-cycle", trigger="interval",
                                      seconds=self.interval)
         log.info("SIGHUP: configuration %s reloaded: policy %s, every %g s, from the next "
-                 "cycle on", self.source, self.runner.label, self.interval)
+                 "cycle on; changed: %s", self.source, self.runner.label, self.interval,
+                 "; ".join(changed) or "nothing")
 
     def close(self) -> None:
         if self.ad is not None:

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from gridfair.ad_views import Snapshot
 from gridfair.core.pool import CPUS, POWER, QUEUED, Pool
 from gridfair.daemon.reconcile import Reconciliation
-from gridfair.model import Snapshot
 
 POOL, GRIDFAIR = "pool", "gridfair"
 #: The reconciliation events that are starts the pool made.

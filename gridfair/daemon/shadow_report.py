@@ -31,11 +31,11 @@ from typing import Any
 
 import sqlite_utils
 
+from gridfair.ad_views import whole_slot
 from gridfair.core.shares import share_error
 from gridfair.daemon.reports import ReportError, parse_since, reading
 from gridfair.daemon.shadow import GRIDFAIR, POOL
 from gridfair.daemon.store import open_readonly
-from gridfair.model import whole_slot
 
 #: Cycles after a decision within which the pool's doing the same counts.
 HORIZON = 2

@@ -40,6 +40,7 @@ from typing import Any, TextIO
 
 import sqlite_utils
 
+from gridfair.core.stages import VACATE
 from gridfair.errors import GridfairError
 
 SCHEMA_VERSION = 1
@@ -101,6 +102,9 @@ _TABLES: dict[str, tuple[dict[str, type], str | tuple[str, ...]]] = {
         "allocated_mflops": float, "power_diff": float, "nodes_provided": int,
         "nodes_used": int, "running": int, "idle": int, "dominant_share": float,
         "figures": str,
+        # Allocations the pool has not started yet: idle as HTCondor counts them, apart from
+        # what the slots show running (NULL in older stores).
+        "in_flight": int, "in_flight_mflops": float,
     }, ("cycle", "user")),
     "policy_state": ({"stage": str, "cycle": int, "updated": float, "state": str}, "stage"),
     # A shadow daemon's record of the pool against its decisions (gridfair.daemon.shadow).
@@ -126,6 +130,8 @@ _INDEXES = (
     # What retention prunes by (`gridfair.daemon.retention`).
     ("cycles", ["now"]), ("actions", ["cycle"]), ("actions", ["planned_cycle"]),
     ("job_events", ["cycle"]),
+    # The jobs vacated lately (`vacated_since`: the cool-down, per job).
+    ("actions", ["kind", "state", "updated_at"]),
 )
 
 
@@ -380,12 +386,12 @@ class Store:
     def known_jobs(self) -> dict[str, dict[str, Any]]:
         return {row["id"]: row for row in self.db.query("select * from jobs")}
 
-    def last_preempted(self) -> dict[str, float]:
-        return {
-            row["name"]: row["last_preempted"]
-            for row in self.db.query("select name, last_preempted from users "
-                                     "where last_preempted is not null")
-        }
+    def vacated_since(self, since: float) -> dict[str, float]:
+        """Job id -> when it was last vacated, for the jobs vacated at `since` or later (a
+        confirmed vacate)."""
+        return {row["job"]: row["at"] for row in self.db.query(
+            "select job, max(updated_at) as at from actions where kind = ? and state = ? "
+            "and updated_at >= ? group by job", [VACATE, CONFIRMED, since])}
 
     def policy_state(self) -> dict[str, Any]:
         return {row["stage"]: json.loads(row["state"])

@@ -5,5 +5,7 @@
 - `spec`: a sweep file (TOML) expanded into runs;
 - `store`: the SQLite results of a sweep, written as runs finish, so a sweep can resume;
 - `runner`: runs in-process or on Dask distributed (a `LocalCluster` or a running scheduler);
+- `htcondor_runner`: runs as one cluster of jobs on an HTCondor pool, gathered from its event
+  log; `pool_job`: what each of those jobs runs and sends back;
 - `plots`: the papers' figures drawn from stored results.
 """

@@ -28,14 +28,12 @@ from gridfair.core.pool import DONE, Task
 from gridfair.core.stages import ALLOCATION_RULES
 from gridfair.errors import GridfairError, InputError
 from gridfair.experiments.allocation import allocate
-from gridfair.policies.drf import FORMS
-from gridfair.policies.hosep import PREEMPTION_TESTS
-from gridfair.policies.registry import policy_names
+from gridfair.policies.registry import every_option, policy_names
 from gridfair.sim.deadline_metrics import deadline_summary
-from gridfair.sim.engine import ARRIVALS
+from gridfair.sim.engine_options import ARRIVALS, Arrivals, EngineOptions
 from gridfair.sim.metrics import SATISFACTION_BASES, RunMetrics
 from gridfair.sim.scenario import build_scenario, run_streamed, simulation_of
-from gridfair.sim.share_curve import ShareCurve
+from gridfair.sim.share_curve import ShareCurve, bin_width
 from gridfair.sim.task_stream import InOrder, arrival_key
 from gridfair.sim.workloads.registry import Scenario
 
@@ -52,6 +50,8 @@ SIMULATION, ALLOCATION = "simulation", "allocation"
 RECORDED = "as-it-happened"
 #: Scenario parameters that name files, resolved as the grid and workload are.
 PATH_PARAMETERS = ("machines", "submitter_map")
+#: Parameters that may name an input file (a workload may also be a name the grid defines).
+FILE_PARAMETERS = ("grid", "workload", *PATH_PARAMETERS)
 
 
 def run_policies() -> list[str]:
@@ -71,6 +71,23 @@ class Parameter:
     choices: Callable[[], Sequence[str]] | None = None
 
 
+def _policy_parameters() -> list[Parameter]:
+    """The policy options the stages declare `swept` (`core.stages.option`), as parameters
+    whose default (None; False for a flag) leaves the stage's own."""
+    parameters = []
+    for name, declared in every_option().items():
+        if not declared.metadata["swept"]:
+            continue
+        default = declared.default
+        types: tuple[type, ...] = ((bool,) if isinstance(default, bool) else
+                                   (int, float) if isinstance(default, int | float) else (str,))
+        choices = declared.metadata["choices"]
+        parameters.append(Parameter(
+            name, POLICY, types, False if types == (bool,) else None, declared.metadata["help"],
+            None if choices is None else (lambda choices=choices: choices)))
+    return parameters
+
+
 PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
     Parameter("grid", RUN, (str,), None, "grid file (TOML or iSPD .imsx)"),
     Parameter("workload", RUN, (str,), None, "a workload the grid defines, or a workload file"),
@@ -84,30 +101,17 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
     Parameter("claim_worklife", RUN, (int, float), None,
               "reuse claims for the user's next task for this long (HTCondor's "
               "CLAIM_WORKLIFE; negative: forever)"),
-    Parameter("arrivals", RUN, (str,), "batch",
+    Parameter("arrivals", RUN, (str,), Arrivals.BATCH.value,
               "batch, or sequential: the published simulator's event loop", lambda: ARRIVALS),
     Parameter("satisfaction_base", METRICS, (str,), "grid", "Def. 5's ideal machine",
               lambda: SATISFACTION_BASES),
     Parameter("horizon", METRICS, (int, float), None,
               "also count the tasks completed by this time (s), e.g. the trace's end"),
-    Parameter("absolute_power_diff", POLICY, (bool,), False, "HOSEP: omega vs |PowerDiff|"),
-    Parameter("hosep_test", POLICY, (str,), None, "HOSEP: preemption test, fig2 or ispd2014",
-              lambda: PREEMPTION_TESTS),
-    Parameter("delta", POLICY, (int, float), None, "SDRF: commitment decay per second"),
-    Parameter("slot_weight", POLICY, (str,), None,
-              "HTCondor priority: a job's weight, as SLOT_WEIGHT (default Cpus), linear in "
-              "Cpus, Memory and GPUs"),
+    *_policy_parameters(),
     Parameter("allocation", RUN, (str,), None,
               "allocation rule when the first user's task does not fit: stop (Algorithm 1) or "
               "backfill (default: task lists stop, others take the order's paper rule)",
               lambda: ALLOCATION_RULES),
-    Parameter("form", POLICY, (str,), None,
-              "DRF, weighted DRF and SDRF: the equations as printed (paper, default) or as the "
-              "SDRF authors' simulator computes them (authors: per-resource weights/"
-              "entitlements, exact fit test, running-sum usage, SDRF's rate-of-change tie-break)",
-              lambda: FORMS),
-    Parameter("sdrf_priority", POLICY, (str,), None, "SDRF: eq5 (default) or alg1",
-              lambda: ("eq5", "alg1")),
     Parameter("capacity_ratio", SCENARIO, (int, float), None,
               "task trace: capacity as a multiple of the trace's mean usage"),
     Parameter("equal_shares", SCENARIO, (bool,), False,
@@ -206,6 +210,15 @@ class RunSpec:
         candidate = Path(self.base_dir) / value
         return str(candidate) if candidate.exists() else value
 
+    def input_files(self) -> dict[str, str]:
+        """parameter -> path of each input file the run reads (what a job must be sent)."""
+        files = {}
+        for name in FILE_PARAMETERS:
+            path = self._path(self.params.get(name))
+            if path is not None and Path(path).is_file():
+                files[name] = path
+        return files
+
     def _options(self, target: str) -> dict[str, Any]:
         return {name: value for name, value in self.params.items()
                 if PARAMETERS[name].target == target}
@@ -285,22 +298,46 @@ def _recorded(spec: RunSpec) -> tuple[list[dict[str, Any]], dict[str, Any], dict
     return [user.as_dict() for user in users], summary, series
 
 
+def curve_width(scenario: Scenario) -> float | None:
+    """Seconds a bin of the run's curve of shares (and so its owner-share error) covers: the
+    recorded workload's own; for a workload held in memory, a 200th (`bin_width`) of a lower
+    bound on the run's span (its submissions' span, or its work over the pool's power, the
+    longer), so that every comparison shows the owner-share error policies exist to reduce;
+    None for a streamed workload, whose span is not known before it runs."""
+    if scenario.curve_width is not None:
+        return scenario.curve_width
+    tasks = scenario.tasks
+    if not isinstance(tasks, list) or not tasks:
+        return None
+    power = math.fsum(node.power for node in scenario.nodes)
+    work = math.fsum(task.work for task in tasks if task.work is not None)
+    durations = math.fsum(task.duration * task.cpus for task in tasks
+                          if task.duration is not None)
+    cpus = sum(node.cpus for node in scenario.nodes)
+    submitted = [task.submit_time for task in tasks]
+    span = max(max(submitted) - min(submitted), work / power if power else 0.0,
+               durations / cpus if cpus else 0.0)
+    return bin_width(span)
+
+
 def _simulate(spec: RunSpec) -> tuple[list[dict[str, Any]], dict[str, Any], str, str,
                                       dict[str, Any]]:
     """Per-user rows, run-wide metrics, policy stages, allocation rule and curve of shares
     (for a recorded workload; else empty) of one simulation."""
     scenario = _scenario(spec)
-    curve = (ShareCurve(scenario.nodes, scenario.curve_width)
-             if scenario.curve_width is not None else None)
+    width = curve_width(scenario)
+    curve = ShareCurve(scenario.nodes, width) if width is not None else None
     # Streamed (each task let go when it ends) unless the deadline figures need them all.
     deadlines_in_play = isinstance(scenario.tasks, list) and any(
         task.deadline is not None for task in scenario.tasks)
+    engine = EngineOptions(arrivals=spec.get("arrivals"), interval=spec.get("interval"),
+                           vacate_delay=spec.get("vacate_delay"),
+                           claim_worklife=spec.get("claim_worklife"))
     simulation = simulation_of(
         scenario, policy=spec.get("policy"), policy_options=spec._options(POLICY),
-        checkpointing=spec.get("checkpointing"), interval=spec.get("interval"),
-        vacate_delay=spec.get("vacate_delay"), arrivals=spec.get("arrivals"),
-        allocation=spec.get("allocation"), claim_worklife=spec.get("claim_worklife"),
-        keep_tasks=deadlines_in_play or spec.get("arrivals") == "sequential",
+        checkpointing=spec.get("checkpointing"), engine=engine,
+        allocation=spec.get("allocation"),
+        keep_tasks=deadlines_in_play or engine.sequential,
         listeners=[curve] if curve is not None else [],
     )
     metrics = RunMetrics(scenario.nodes, spec.get("satisfaction_base"))

@@ -40,8 +40,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from gridfair.core.pool import CPUS, GPUS, MEMORY, Task, UserState
+from gridfair.core.stages import option
 from gridfair.errors import ConfigError
-from gridfair.policies.live_tree import DecayingOrder, Line
+from gridfair.policies.decaying_order import DecayingOrder
+from gridfair.policies.live_tree import Line
 
 DEFAULT_HALFLIFE = 86400.0
 DEFAULT_PRIORITY_FACTOR = 1000.0
@@ -139,12 +141,32 @@ def _positive(name: str, value: Any) -> float:
     return float(value)
 
 
+@dataclass(frozen=True)
+class CondorPriorityOptions:
+    """The HTCondor priority's options (HTCondor's knobs of the same meaning)."""
+
+    halflife: float = option(DEFAULT_HALFLIFE, "PRIORITY_HALFLIFE, seconds")
+    priority_factor: float = option(DEFAULT_PRIORITY_FACTOR, "DEFAULT_PRIO_FACTOR")
+    priority_factors: Mapping[str, float] | None = option(None, "each user's priority factor")
+    condor_pie: bool = option(False, "pie spin: serve the least-filled pie slice first")
+    slot_weight: str = option(
+        "Cpus", "HTCondor priority: a job's weight, as SLOT_WEIGHT (default Cpus), linear in "
+        "Cpus, Memory and GPUs", flag=True, swept=True)
+
+
 class CondorPriorityOrder(DecayingOrder):
     """Free slots to the waiting user of least effective priority."""
 
     name = "condor"
     state_name = "priorities"
     level_size = 1
+    Options = CondorPriorityOptions
+
+    @classmethod
+    def from_options(cls, options: CondorPriorityOptions) -> CondorPriorityOrder:
+        return cls(halflife=options.halflife, factor=options.priority_factor,
+                   factors=options.priority_factors, pie=options.condor_pie,
+                   slot_weight=options.slot_weight)
 
     def __init__(
         self,

@@ -29,9 +29,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from gridfair.core.pool import CPUS, GPUS, MEMORY, POWER, Pool, Task, UserState
+from gridfair.core.stages import option
 from gridfair.errors import ConfigError
 from gridfair.policies.drf import RankedShareOrder, resource_shares
 
@@ -130,10 +132,25 @@ def task_demand(task: Task, pool: Pool, resources: Sequence[int]) -> list[float]
     return resource_shares(usage, capacity, resources)
 
 
+@dataclass(frozen=True)
+class DmfaSrqOptions:
+    """DMFA-SRQ's options."""
+
+    resources: Sequence[int | str] = option((CPUS, MEMORY),
+                                            "the resources demands are taken over")
+    weights: Mapping[str, float] | None = option(None, "each user's share")
+
+
 class DmfaSrqOrder(RankedShareOrder):
     """Free slots to the waiting user furthest below its DMFA-SRQ allocation."""
 
     name = "dmfa-srq"
+    measure = "fraction of its DMFA-SRQ target"
+    Options = DmfaSrqOptions
+
+    @classmethod
+    def from_options(cls, options: DmfaSrqOptions) -> DmfaSrqOrder:
+        return cls(resources=options.resources, weights=options.weights)
     later_class = "every other waiting user has no target"
 
     def __init__(

@@ -32,11 +32,12 @@ from __future__ import annotations
 import math
 from abc import abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
 from gridfair.core.pool import CPUS, GPUS, MEMORY, POWER, RESOURCE_NAMES, Pool, UserState
-from gridfair.core.stages import OrderPolicy
+from gridfair.core.stages import OrderPolicy, option
 from gridfair.errors import ConfigError
 from gridfair.policies.authors_ties import authors_user_order, index_users
 from gridfair.policies.ranking import UserRanking
@@ -46,6 +47,30 @@ DEFAULT_RESOURCES = (CPUS, MEMORY, POWER, GPUS)
 #: authors' simulator computes them (per-resource weights and entitlements).
 PAPER, AUTHORS = "paper", "authors"
 FORMS = (PAPER, AUTHORS)
+
+
+@dataclass(frozen=True)
+class DrfOptions:
+    """DRF's options."""
+
+    resources: Sequence[int | str] = option(
+        DEFAULT_RESOURCES, "the resources shares are taken over (cpus, memory, power, gpus)")
+    form: str = option(
+        PAPER, "DRF, weighted DRF and SDRF: the equations as printed (paper, default) or as "
+        "the SDRF authors' simulator computes them (authors: per-resource weights/"
+        "entitlements, exact fit test, running-sum usage, SDRF's rate-of-change tie-break)",
+        choices=FORMS, flag=True, swept=True)
+
+
+@dataclass(frozen=True)
+class WeightedDrfOptions(DrfOptions):
+    """Weighted DRF's options (and those SDRF shares with it)."""
+
+    weights: Mapping[str, float] | None = option(
+        None, "each user's entitlement (normalised to sum 1); default: the MFlops it provides")
+    equal_shares: bool = option(False, "every user entitled to an equal share")
+    resource_weights: Mapping[str, Mapping[str, float]] | None = option(
+        None, "the authors' form: each user's weight per resource")
 
 
 def check_form(form: str) -> str:
@@ -326,6 +351,18 @@ class RankedShareOrder(OrderPolicy):
 class DrfOrder(RankedShareOrder):
     """Free slots to the waiting user of least (weighted) dominant share."""
 
+    Options = DrfOptions
+    # Shares are of the running tasks and the capacity as they are now.
+    state_from_totals = True
+
+    @classmethod
+    def from_options(cls, options: DrfOptions) -> DrfOrder:
+        return cls(resources=options.resources, form=options.form)
+
+    @property
+    def measure(self) -> str:
+        return "weighted dominant share" if self.weighted else "dominant share"
+
     def __init__(
         self,
         *,
@@ -406,3 +443,15 @@ class DrfOrder(RankedShareOrder):
             head = ("free slot to {user}: no entitlement, served after entitled users, "
                     "least dominant share {dominant_share:.4g} of {dominant_resource}; ")
         return head + tail, {**figures, **tail_figures}
+
+
+class WeightedDrfOrder(DrfOrder):
+    """Weighted DRF (`wdrf`): DRF over shares divided by each user's entitlement."""
+
+    Options = WeightedDrfOptions
+
+    @classmethod
+    def from_options(cls, options: WeightedDrfOptions) -> WeightedDrfOrder:
+        return cls(weighted=True, resources=options.resources, weights=options.weights,
+                   equal_shares=options.equal_shares,
+                   resource_weights=options.resource_weights, form=options.form)

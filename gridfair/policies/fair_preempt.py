@@ -66,12 +66,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import islice
-from typing import Any, Protocol
+from typing import Any
 
 from gridfair.core.pool import CPUS, GPUS, MEMORY, POWER, Node, Pool, Task, UserState
-from gridfair.core.stages import DECLINE, Decision, OrderPolicy, Preemption, PreemptPolicy
+from gridfair.core.stages import (
+    DECLINE,
+    Decision,
+    OrderPolicy,
+    Preemption,
+    PreemptPolicy,
+    ShareKeyed,
+)
 from gridfair.core.victims import complete
-from gridfair.errors import ConfigError
+from gridfair.policies.fair_rule import BELOW, ORDER_KEY, TIED, Key, refusal, stays_at_or_above
 from gridfair.policies.owner_share import preemption_of
 from gridfair.policies.ranking import RunningTasks, UserRanking
 from gridfair.policies.reclaim import first_move
@@ -83,23 +90,6 @@ RECEIVER_USERS = 4
 VICTIM_USERS = 4
 VICTIM_CANDIDATES = 16
 
-#: A refined key: the order's (class, value), then the user's shares, largest first.
-Key = tuple[float, ...]
-#: How much of a refined key is the order's own.
-ORDER_KEY = 2
-
-
-class ShareKeyed(Protocol):
-    """An order stage that can tell a user's key were it to hold something else."""
-
-    name: str
-
-    def share_key(self, user: UserState, usage: Sequence[float], now: float) -> Key: ...
-
-
-#: What each order's key is, for the sentences.
-_MEASURES = {"drf": "dominant share", "wdrf": "weighted dominant share",
-             "sdrf": "SDRF priority", "dmfa-srq": "fraction of its DMFA-SRQ target"}
 
 _VACATE = ("vacate {victim_job} of {victim_user} on {machine} ({order} fair share): "
            "{victim_user}'s {measure} {victim_share:.4g} falls to {victim_share_after:.4g}, "
@@ -117,10 +107,10 @@ _STOPPED = ("fair share stops: {receiver_job} of {receiver} waits at {measure} "
 _DECLINED = {
     "none above": _STOPPED + "no user is above the {receiver_share_after:.4g} it would have "
                   "with it: the largest, {victim_user}, is at {victim_share:.4g}",
-    "below": _STOPPED + "vacating {victim_job} of {victim_user} on {machine} would leave "
+    BELOW: _STOPPED + "vacating {victim_job} of {victim_user} on {machine} would leave "
              "{victim_user} at {victim_share_after:.4g}, below {receiver}'s "
              "{receiver_share_after:.4g} after (Kueue's LessThanOrEqualToFinalShare)",
-    "tied": _STOPPED + "vacating {victim_job} of {victim_user} on {machine} would leave "
+    TIED: _STOPPED + "vacating {victim_job} of {victim_user} on {machine} would leave "
             "{receiver} at {receiver_share_after:.4g}, tied with {victim_user} "
             "({victim_share:.4g}) and above it on the next share: they could trade it back",
     "room": _STOPPED + "{machine}, where {victim_user}'s job losing least work runs, cannot "
@@ -146,14 +136,17 @@ class FairPreempt(PreemptPolicy):
     users who stay at or above it after the move (Kueue's `LessThanOrEqualToFinalShare`)."""
 
     name = "fair"
+    needs_order = ShareKeyed
+    needs_order_text = "an order of the DRF family"
+
+    @classmethod
+    def from_options(cls, options: Any, order: OrderPolicy) -> FairPreempt:
+        return cls(order)
 
     def __init__(self, order: OrderPolicy) -> None:
-        if not hasattr(order, "share_key"):
-            known = ", ".join(sorted(_MEASURES))
-            raise ConfigError(f"preempt policy 'fair' needs an order of the DRF family "
-                              f"({known}), not {order.name!r}")
-        self.order: ShareKeyed = order  # type: ignore[assignment]
-        self.measure = _MEASURES.get(order.name, "share")
+        self.order = order
+        self._share_key = order.share_key  # type: ignore[attr-defined]  # see needs_order
+        self.measure = order.measure
 
     def attach(self, pool: Pool) -> None:
         self.pool = pool
@@ -179,7 +172,7 @@ class FairPreempt(PreemptPolicy):
         usage = moved(user.usage, change, sign) if change else user.usage
         capacity = self.pool.capacity
         shares = [held / total for held, total in zip(usage, capacity, strict=True) if total > 0]
-        return (*self.order.share_key(user, usage, now), *sorted(shares, reverse=True))
+        return (*self._share_key(user, usage, now), *sorted(shares, reverse=True))
 
     def _rank(self, user: UserState, now: float) -> None:
         if not (user.active or user.running):
@@ -239,7 +232,8 @@ class FairPreempt(PreemptPolicy):
             if skipped:
                 continue
             best: tuple[Any, ...] | None = None
-            for tried, victim in enumerate(self.running.of(victim_user.name)):
+            for tried, victim in enumerate(self.pool.vacatable(
+                    self.running.of(victim_user.name))):
                 if tried == VICTIM_CANDIDATES:
                     break
                 move = self._allowed(receiver_user, receiver, victim, now)
@@ -267,15 +261,15 @@ class FairPreempt(PreemptPolicy):
         def stays_above(task: Task) -> bool:
             """The task's user, losing it alone, stays at or above the receiver after."""
             user = users[task.user]
-            return (user is not receiver_user and self.key(
-                user, now, usage_on(task, node), -1.0)[:ORDER_KEY] >= receiver_after[:ORDER_KEY])
+            return user is not receiver_user and stays_at_or_above(
+                self.key(user, now, usage_on(task, node), -1.0), receiver_after)
 
         if not stays_above(victim):
             return None
         if pool.fits_after_vacate(receiver, victim):
             victims: tuple[Task, ...] = (victim,)
         elif node.cpus > 1:
-            candidates = [task for task in self.on_node[node.index].values()
+            candidates = [task for task in pool.vacatable(self.on_node[node.index].values())
                           if task is not victim and stays_above(task)]
             more = complete(pool, receiver, victim, candidates, now)
             if not more:
@@ -291,9 +285,7 @@ class FairPreempt(PreemptPolicy):
         for name, loss in losses.items():
             user = users[name]
             before, after = self.key(user, now), self.key(user, now, loss, -1.0)
-            # Kueue's rule on the order's key; below the victim before on the refined one.
-            if not (receiver_after[:ORDER_KEY] <= after[:ORDER_KEY]
-                    and receiver_after < before):
+            if refusal(receiver_after, before, after) is not None:
                 return None
             keys[name] = (before, after)
         return victims, receiver_after, keys
@@ -313,12 +305,8 @@ class FairPreempt(PreemptPolicy):
                         if victim is not None else victim_before)
         if victim is None:
             clause = "none above"
-        elif victim_after[:ORDER_KEY] < receiver_after[:ORDER_KEY]:
-            clause = "below"
-        elif not receiver_after < victim_before:
-            clause = "tied"
         else:
-            clause = "room"
+            clause = refusal(receiver_after, victim_before, victim_after) or "room"
         figures = {"order": self.order.name, "measure": self.measure,
                    "receiver": receiver_user.name, "receiver_job": receiver.id,
                    "receiver_share": self.key(receiver_user, now)[1],

@@ -47,11 +47,14 @@ Ties: equal keys go to the user seen first in the pool, the task submitted first
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
-from gridfair.core.pool import Node, Task, UserState, least_demand_key, power_diff
-from gridfair.core.stages import DECLINE, Decision, OrderPolicy, Preemption
+from gridfair.core.pool import Task, UserState, least_demand_key, power_diff
+from gridfair.core.stages import DECLINE, Decision, OrderPolicy, Preemption, option
 from gridfair.errors import ConfigError
+from gridfair.policies.hosep_rule import ISPD2014, OMEGA, PHI, PREEMPTION_TESTS, TESTS
 from gridfair.policies.owner_share import (
     VICTIM_CANDIDATES,
     OwnerSharePreempt,
@@ -62,20 +65,17 @@ from gridfair.policies.owner_share import (
 )
 from gridfair.policies.ranking import UserRanking
 
-#: The preemption tests HOSEP offers: Fig. 2's with the Phi guard, or iSPD 2014's.
-PREEMPTION_TESTS = ("fig2", "ispd2014")
-
 _STOPPED = ("HOSEP stops: {receiver_job} of {receiver} waits below its share (PowerDiff "
             "{receiver_power_diff:+.3f}); the victim would be {victim_job} of {victim_user} on "
             "{machine} ({machine_mflops:.0f} MFlops), the least powerful machine of the user "
             "furthest above its share (PowerDiff {victim_power_diff:+.3f}), ")
 #: Why Fig. 2 stopped, by the clause that refused the move (`HosepPreempt.declined`).
 _STOP_REASONS = {
-    "omega": _STOPPED + "who would fall to omega {omega:+.3f}, not above {receiver}'s "
+    OMEGA: _STOPPED + "who would fall to omega {omega:+.3f}, not above {receiver}'s "
              "{receiver_power_diff:+.3f}",
-    "phi": _STOPPED + "and the move would not lower Phi ({receiver} {receiver_power_diff:+.3f} "
+    PHI: _STOPPED + "and the move would not lower Phi ({receiver} {receiver_power_diff:+.3f} "
            "-> {receiver_power_diff_after:+.3f}, {victim_user} -> omega {omega:+.3f})",
-    "ispd2014": _STOPPED + "who would fall to omega {omega:+.3f}, below {receiver}'s "
+    ISPD2014: _STOPPED + "who would fall to omega {omega:+.3f}, below {receiver}'s "
                 "{receiver_power_diff_after:+.3f} after, and not above its share",
 }
 
@@ -93,11 +93,23 @@ def hosep_figures(user: UserState) -> dict[str, float]:
     }
 
 
+@dataclass(frozen=True)
+class HosepOptions:
+    """HOSEP's preemption options."""
+
+    absolute_power_diff: bool = option(False, "HOSEP: omega vs |PowerDiff|", flag=True,
+                                       swept=True)
+    hosep_test: str = option("fig2", "HOSEP: preemption test, fig2 or ispd2014",
+                             choices=PREEMPTION_TESTS, flag=True, swept=True)
+
+
 class HosepOrder(OrderPolicy):
     """Free machines to the user of least PowerDiff, its job of least demand first."""
 
     name = "hosep"
     task_key = staticmethod(least_demand_key)
+    # PowerDiff is of the running tasks and the machines owned as they are now.
+    state_from_totals = True
 
     def attach(self, pool) -> None:
         self.ranking = UserRanking()
@@ -132,27 +144,25 @@ class HosepOrder(OrderPolicy):
         return hosep_figures(user)
 
 
-def ispd2014_victim_key(task: Task, node: Node | None = None) -> Any:
-    """iSPD 2014's victim order (`HOSEP.buscarRecurso`): the least powerful machine, and
-    among equals the first in the pool's machine order (its master's slaves, in order)."""
-    node = node or task.node
-    return (node.power_per_cpu * task.cpus, node.index)
-
-
 class HosepPreempt(OwnerSharePreempt):
     """Fig. 2: vacate the most over-share user's least powerful machine for the most
     under-share user, while the victim stays better off than the receiver."""
 
     name = "hosep"
+    Options = HosepOptions
+    state_from_totals = True
+    owner_share_rule = "hosep"
+
+    @classmethod
+    def from_options(cls, options: HosepOptions, order: OrderPolicy) -> HosepPreempt:
+        return cls(absolute=options.absolute_power_diff, test=options.hosep_test)
 
     def __init__(self, *, absolute: bool = False, test: str = "fig2") -> None:
         if test not in PREEMPTION_TESTS:
             raise ConfigError(f"HOSEP preemption test must be one of "
                               f"{', '.join(PREEMPTION_TESTS)}, got {test!r}")
         self.absolute = absolute
-        self.ispd2014 = test == "ispd2014"
-        if self.ispd2014:  # before attach, which sorts running tasks by it
-            self.victim_key = ispd2014_victim_key  # type: ignore[method-assign]
+        self.test = TESTS[test](absolute)
 
     def attach(self, pool) -> None:
         super().attach(pool)
@@ -176,11 +186,10 @@ class HosepPreempt(OwnerSharePreempt):
                 return -diff
         return None
 
-    @staticmethod
-    def victim_key(task: Task, node: Node | None = None) -> Any:
-        node = node or task.node
-        # Least powerful machine (Def. 3); among equals, the run started last loses least.
-        return (node.power_per_cpu * task.cpus, -task.start_time)
+    @property
+    def victim_key(self) -> Callable[..., Any]:  # type: ignore[override]
+        """The victim order of the stage's test (read at attach, to sort running tasks)."""
+        return self.test.victim_key
 
     def choose(self, now: float) -> Preemption | None:
         pool = self.pool
@@ -191,8 +200,9 @@ class HosepPreempt(OwnerSharePreempt):
             receiver = pool.head(receiver_user)
             receiver_diff = receiver_user.power_diff
             victim_diff = victim_user.power_diff
-            threshold = abs(receiver_diff) if self.absolute else receiver_diff
-            for tried, victim in enumerate(self.running.of(victim_user.name)):
+            refusal = self.test.refusal
+            for tried, victim in enumerate(self.pool.vacatable(
+                    self.running.of(victim_user.name))):
                 if tried == VICTIM_CANDIDATES:
                     break
                 node = victim.node
@@ -201,15 +211,9 @@ class HosepPreempt(OwnerSharePreempt):
                 gain = node.power_per_cpu * receiver.cpus
                 receiver_after = power_diff(receiver_user.allocated_power + gain,
                                             receiver_user.provided_power)
-                if self.ispd2014:
-                    clause = None if omega >= receiver_after or omega > 0 else "ispd2014"
-                elif not omega > threshold:
-                    clause = "omega"
-                elif not potential_falls(receiver_diff, receiver_after, gain, victim_diff,
-                                         omega, loss):
-                    clause = "phi"
-                else:
-                    clause = None
+                clause = refusal(receiver_diff, receiver_after, (omega,),
+                                 partial(potential_falls, receiver_diff, receiver_after, gain,
+                                         victim_diff, omega, loss))
                 if clause is not None:
                     # Victims come least powerful first: omega only falls from here, and on
                     # machines of one speed the receiver's gain only grows: Fig. 2 stops.
@@ -222,8 +226,10 @@ class HosepPreempt(OwnerSharePreempt):
                 more = self.more_victims(receiver, victim, now)
                 if more:
                     losses = power_losses(pool.users, (victim, *more))
-                    if self._refusal(receiver_user, gain, losses, receiver_after,
-                                     threshold) is None:
+                    omegas = (remaining_power(user, lost) for user, lost in losses.items())
+                    if refusal(receiver_diff, receiver_after, omegas,
+                               partial(move_lowers_potential, receiver_user, gain, losses)
+                               ) is None:
                         return self._preemption(receiver_user, receiver, victim,
                                                 receiver_after, more)
             # No move: a job too big for every machine finds none, and is no reason to stop
@@ -231,22 +237,6 @@ class HosepPreempt(OwnerSharePreempt):
             if not pool.set_aside_if_too_big(receiver_user, now):
                 return None
             self._stopped = None
-        return None
-
-    def _refusal(self, receiver_user: UserState, gain: float,
-                 losses: Mapping[UserState, float], receiver_after: float,
-                 threshold: float) -> str | None:
-        """Which clause of the test refuses the move (each victim user's omega, after all its
-        losses, against the receiver; Phi), or None if it passes."""
-        for user, loss in losses.items():
-            omega = remaining_power(user, loss)
-            if self.ispd2014:
-                if not (omega >= receiver_after or omega > 0):
-                    return "ispd2014"
-            elif not omega > threshold:
-                return "omega"
-        if not self.ispd2014 and not move_lowers_potential(receiver_user, gain, losses):
-            return "phi"
         return None
 
     def _preemption(self, receiver_user: UserState, receiver: Task, victim: Task,

@@ -41,10 +41,19 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from gridfair.core.pool import CPUS, DONE, QUEUED, Node, Pool, Task, UserState
-from gridfair.core.stages import DROP, KILL, RESIZE, AdmitPolicy, Decision, OrderPolicy
+from gridfair.core.stages import (
+    DROP,
+    KILL,
+    RESIZE,
+    AdmitPolicy,
+    Decision,
+    OrderPolicy,
+    option,
+)
 from gridfair.errors import ConfigError, InputError
 from gridfair.policies.ranking import UserRanking
 
@@ -246,11 +255,29 @@ class JusticeEstimator:
 # ------------------------------------------------------------------ admission
 
 
+@dataclass(frozen=True)
+class JusticeOptions:
+    """Justice's admission options."""
+
+    justice_kill_above: int = option(DEFAULT_KILL_ABOVE,
+                                     "terminate jobs of more tasks than this past deadline")
+    justice_error_weighting: str = option("equal", "how past runtime errors are weighed",
+                                          choices=ERROR_WEIGHTINGS)
+    justice_smoothing: float = option(DEFAULT_SMOOTHING, "the estimator's smoothing, in (0, 1]")
+
+
 class JusticeAdmit(AdmitPolicy):
     """Sizes each job from TRACK_JOB's history, drops jobs that would miss their deadline,
     terminates big jobs that run past theirs."""
 
     name = "justice"
+    Options = JusticeOptions
+
+    @classmethod
+    def from_options(cls, options: JusticeOptions) -> JusticeAdmit:
+        return cls(kill_above=options.justice_kill_above,
+                   error_weighting=options.justice_error_weighting,
+                   smoothing=options.justice_smoothing)
 
     def __init__(self, *, kill_above: int = DEFAULT_KILL_ABOVE, error_weighting: str = "equal",
                  smoothing: float = DEFAULT_SMOOTHING) -> None:

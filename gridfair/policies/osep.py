@@ -65,6 +65,8 @@ class OsepOrder(OrderPolicy):
     """Free nodes to the user with the largest f (most owed nodes) first, FIFO within it."""
 
     name = "osep"
+    # Node balances are of the running tasks and the machines owned as they are now.
+    state_from_totals = True
 
     def attach(self, pool) -> None:
         self.pool = pool
@@ -96,6 +98,8 @@ class OsepPreempt(OwnerSharePreempt):
     user furthest below it."""
 
     name = "osep"
+    state_from_totals = True
+    owner_share_rule = "osep"
 
     def deficit_key(self, user: UserState) -> Any | None:
         balance = node_balance(user)
@@ -130,7 +134,8 @@ class OsepPreempt(OwnerSharePreempt):
 
     def _choose_for(self, receiver_user: UserState, receiver: Task, victim_user: UserState,
                     now: float) -> Preemption | None:
-        for victim in islice(self.running.of(victim_user.name), VICTIM_CANDIDATES):
+        for victim in islice(self.pool.vacatable(self.running.of(victim_user.name)),
+                             VICTIM_CANDIDATES):
             if self.pool.fits_after_vacate(receiver, victim):
                 return self._preemption(receiver_user, receiver, victim, (), now)
             more = self.more_victims(receiver, victim, now)

@@ -158,6 +158,6 @@ class OwnerSharePreempt(PreemptPolicy):
         if node.cpus <= 1:
             return None
         users, excess = self.pool.users, self.excess
-        candidates = [task for task in self.on_node[node.index].values()
+        candidates = [task for task in self.pool.vacatable(self.on_node[node.index].values())
                       if task is not first and users[task.user] in excess]
         return complete(self.pool, receiver, first, candidates, now)

@@ -61,7 +61,7 @@ from typing import Any
 
 from gridfair.core.negotiator import PARK_LIMIT
 from gridfair.core.pool import Node, Pool, Task, UserState, power_diff
-from gridfair.core.stages import Preemption
+from gridfair.core.stages import NoOptions, OrderPolicy, Preemption
 from gridfair.core.victims import sizes
 from gridfair.policies.hosep import HosepPreempt, hosep_figures, remaining_power
 from gridfair.policies.owner_share import (
@@ -90,6 +90,13 @@ class ReclaimPreempt(HosepPreempt):
     brings them closest to their share, while the victim stays above them."""
 
     name = "reclaim"
+    # HOSEP's order and PowerDiff, not its options nor Fig. 2's invariant.
+    Options = NoOptions
+    owner_share_rule = None
+
+    @classmethod
+    def from_options(cls, options: NoOptions, order: OrderPolicy) -> ReclaimPreempt:
+        return cls()
 
     def attach(self, pool: Pool) -> None:
         super().attach(pool)
@@ -115,7 +122,7 @@ class ReclaimPreempt(HosepPreempt):
 
     def _own_machines(self, receiver_user: UserState) -> Iterator[Task]:
         guests = self.guests_on.get(receiver_user.name, ())
-        return (entry[3] for entry in guests[:VICTIM_CANDIDATES])
+        return islice(self.pool.vacatable(entry[3] for entry in guests), VICTIM_CANDIDATES)
 
     def choose(self, now: float) -> Preemption | None:
         if self.excess.first() is None:
@@ -140,7 +147,8 @@ class ReclaimPreempt(HosepPreempt):
         for rank, victim_user in enumerate(self.excess):
             if rank == VICTIM_USERS:
                 break
-            for tried, victim in enumerate(self.running.of(victim_user.name)):
+            for tried, victim in enumerate(self.pool.vacatable(
+                    self.running.of(victim_user.name))):
                 if tried == VICTIM_CANDIDATES:
                     break
                 choice = self._allowed(receiver_user, receiver, victim_user, victim, now)

@@ -1,19 +1,28 @@
 """Names of the policy stages, and the named compositions `--policy` offers.
 
 An administrator composes stages (`--order sdrf --preempt hosep`), or names a common
-composition (`--policy hosep` = order hosep + preempt hosep). Each factory takes the parsed
-options (a mapping of option name to value; absent options take the policy's defaults) and
-returns a fresh stage, so a pool never shares state with another; a preemption stage's
-factory is also given the run's order stage (`fair` measures users by the order's key).
+composition (`--policy hosep` = order hosep + preempt hosep). Each name maps to a stage class,
+which declares the options it reads (`Options`, a frozen dataclass): the parsed options (a
+mapping of option name to value; absent options take the stage's defaults) are decoded once
+into it (`core.stages.decode_options`) and the class builds a fresh stage from them, so a pool
+never shares state with another; a preemption stage is also given the run's order stage (`fair`
+measures users by the order's key, a capability it declares in `needs_order`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, fields
 from typing import Any
 
-from gridfair.core.stages import ALLOCATION_RULES, AdmitPolicy, OrderPolicy, PreemptPolicy
+from gridfair.core.stages import (
+    ALLOCATION_RULES,
+    AdmitPolicy,
+    OrderPolicy,
+    PreemptPolicy,
+    decode_options,
+    option_names,
+)
 from gridfair.errors import ConfigError
 from gridfair.policies.condor_priority import CondorPriorityOrder
 from gridfair.policies.deadline_baselines import (
@@ -23,8 +32,9 @@ from gridfair.policies.deadline_baselines import (
     ReactiveAdmit,
 )
 from gridfair.policies.dmfa_srq import DmfaSrqOrder
-from gridfair.policies.drf import DrfOrder
+from gridfair.policies.drf import DrfOrder, WeightedDrfOrder
 from gridfair.policies.fair_preempt import FairPreempt
+from gridfair.policies.hdrf import HdrfOrder
 from gridfair.policies.hosep import HosepOrder, HosepPreempt
 from gridfair.policies.justice import JusticeAdmit, JusticeOrder
 from gridfair.policies.osep import OsepOrder, OsepPreempt
@@ -33,48 +43,29 @@ from gridfair.policies.sdrf import SdrfOrder
 
 Options = Mapping[str, Any]
 
-
-def _given(options: Options, **keywords: str) -> dict[str, Any]:
-    """Keyword arguments for the options that were given (keyword=option name); absent or
-    None options are left out so the policy's own defaults apply."""
-    return {keyword: options[name] for keyword, name in keywords.items()
-            if options.get(name) is not None}
-
-
-# Options shared by the multi-resource orders.
-_SHARES = {"resources": "resources", "weights": "weights", "equal_shares": "equal_shares",
-           "resource_weights": "resource_weights", "form": "form"}
-
-ORDERS: dict[str, Callable[[Options], OrderPolicy]] = {
-    "osep": lambda options: OsepOrder(),
-    "hosep": lambda options: HosepOrder(),
-    "drf": lambda options: DrfOrder(**_given(options, resources="resources", form="form")),
-    "wdrf": lambda options: DrfOrder(weighted=True, **_given(options, **_SHARES)),
-    "sdrf": lambda options: SdrfOrder(**_given(
-        options, delta="delta", priority="sdrf_priority", **_SHARES)),
-    "dmfa-srq": lambda options: DmfaSrqOrder(**_given(
-        options, resources="resources", weights="weights")),
-    "condor": lambda options: CondorPriorityOrder(**_given(
-        options, halflife="halflife", factor="priority_factor", factors="priority_factors",
-        pie="condor_pie", slot_weight="slot_weight")),
-    "justice": lambda options: JusticeOrder(),
-    "fair-share": lambda options: FairShareOrder(),
-    "oracle": lambda options: OracleOrder(),
+ORDERS: dict[str, type[OrderPolicy]] = {
+    "osep": OsepOrder,
+    "hosep": HosepOrder,
+    "drf": DrfOrder,
+    "wdrf": WeightedDrfOrder,
+    "hdrf": HdrfOrder,
+    "sdrf": SdrfOrder,
+    "dmfa-srq": DmfaSrqOrder,
+    "condor": CondorPriorityOrder,
+    "justice": JusticeOrder,
+    "fair-share": FairShareOrder,
+    "oracle": OracleOrder,
 }
-# A preemption stage is made knowing the run's order stage (`fair` measures users by its key).
-PREEMPTS: dict[str, Callable[[Options, OrderPolicy], PreemptPolicy]] = {
-    "osep": lambda options, order: OsepPreempt(),
-    "hosep": lambda options, order: HosepPreempt(
-        absolute=bool(options.get("absolute_power_diff")), **_given(options, test="hosep_test")),
-    "reclaim": lambda options, order: ReclaimPreempt(),
-    "fair": lambda options, order: FairPreempt(order),
+PREEMPTS: dict[str, type[PreemptPolicy]] = {
+    "osep": OsepPreempt,
+    "hosep": HosepPreempt,
+    "reclaim": ReclaimPreempt,
+    "fair": FairPreempt,
 }
-ADMITS: dict[str, Callable[[Options], AdmitPolicy]] = {
-    "justice": lambda options: JusticeAdmit(**_given(
-        options, kill_above="justice_kill_above", error_weighting="justice_error_weighting",
-        smoothing="justice_smoothing")),
-    "reactive": lambda options: ReactiveAdmit(),
-    "oracle": lambda options: OracleAdmit(),
+ADMITS: dict[str, type[AdmitPolicy]] = {
+    "justice": JusticeAdmit,
+    "reactive": ReactiveAdmit,
+    "oracle": OracleAdmit,
 }
 
 # --policy NAME -> (order, preempt or None, admit or None)
@@ -84,6 +75,8 @@ COMPOSITIONS: dict[str, tuple[str, str | None, str | None]] = {
     "reclaim": ("hosep", "reclaim", None),
     "drf": ("drf", None, None),
     "wdrf": ("wdrf", None, None),
+    # DRF across the accounting group tree (`--groups`; without one, DRF).
+    "hdrf": ("hdrf", None, None),
     "sdrf": ("sdrf", None, None),
     "dmfa-srq": ("dmfa-srq", None, None),
     # The DRF family with fair-share preemption (`fair_preempt`), for `compare`.
@@ -108,13 +101,46 @@ class Stages:
     allocation: str | None = None
 
 
-def _pick(kind: str, table: Mapping[str, Callable[..., Any]], name: str, *arguments: Any):
+def _known(kind: str, table: Mapping[str, type], name: str) -> type:
     try:
-        factory = table[name]
+        return table[name]
     except KeyError:
         known = ", ".join(sorted(table)) or "none"
         raise ConfigError(f"unknown {kind} policy {name!r} (known: {known})") from None
-    return factory(*arguments)
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """The stage classes a run names, before they are built."""
+
+    order: type[OrderPolicy]
+    preempt: type[PreemptPolicy] | None
+    admit: type[AdmitPolicy] | None
+
+    def classes(self) -> Iterator[type]:
+        return (stage for stage in (self.order, self.preempt, self.admit) if stage is not None)
+
+
+def choose(policy: str | None = None, *, order: str | None = None,
+           preempt: str | None = None, admit: str | None = None) -> Chosen:
+    """The stage classes for `--policy NAME`, with any of `--order/--preempt/--admit`
+    overriding."""
+    if policy is not None:
+        if policy not in COMPOSITIONS:
+            known = ", ".join(sorted(COMPOSITIONS))
+            raise ConfigError(f"unknown policy {policy!r} (known: {known})")
+        base_order, base_preempt, base_admit = COMPOSITIONS[policy]
+        order = order or base_order
+        preempt = preempt if preempt is not None else base_preempt
+        admit = admit if admit is not None else base_admit
+    if order is None:
+        raise ConfigError("no order policy: give --policy or --order")
+    absent = {"none", None}
+    return Chosen(
+        order=_known("order", ORDERS, order),
+        preempt=None if preempt in absent else _known("preempt", PREEMPTS, preempt),
+        admit=None if admit in absent else _known("admit", ADMITS, admit),
+    )
 
 
 def build_stages(
@@ -129,44 +155,29 @@ def build_stages(
     """The stages for `--policy NAME`, with any of `--order/--preempt/--admit` overriding;
     `allocation` a rule of `ALLOCATION_RULES` (None: the order's paper rule)."""
     options = options or {}
-    if policy is not None:
-        if policy not in COMPOSITIONS:
-            known = ", ".join(sorted(COMPOSITIONS))
-            raise ConfigError(f"unknown policy {policy!r} (known: {known})")
-        base_order, base_preempt, base_admit = COMPOSITIONS[policy]
-        order = order or base_order
-        preempt = preempt if preempt is not None else base_preempt
-        admit = admit if admit is not None else base_admit
-    if order is None:
-        raise ConfigError("no order policy: give --policy or --order")
+    chosen = choose(policy, order=order, preempt=preempt, admit=admit)
     if allocation not in (None, *ALLOCATION_RULES):
         raise ConfigError(f"unknown allocation rule {allocation!r} (known: "
                           f"{', '.join(ALLOCATION_RULES)})")
-    absent = {"none", None}
-    order_stage = _pick("order", ORDERS, order, options)
+    order_stage = chosen.order.from_options(decode_options(chosen.order.Options, options))
+    preempt_stage = None
+    if chosen.preempt is not None:
+        needs = chosen.preempt.needs_order
+        if needs is not None and not isinstance(order_stage, needs):
+            known = ", ".join(sorted(name for name, stage in ORDERS.items()
+                                     if issubclass(stage, needs)))
+            raise ConfigError(f"preempt policy {chosen.preempt.name!r} needs "
+                              f"{chosen.preempt.needs_order_text} ({known}), "
+                              f"not {order_stage.name!r}")
+        preempt_stage = chosen.preempt.from_options(
+            decode_options(chosen.preempt.Options, options), order_stage)
     return Stages(
         order=order_stage,
-        preempt=None if preempt in absent else _pick("preempt", PREEMPTS, preempt, options,
-                                                     order_stage),
-        admit=None if admit in absent else _pick("admit", ADMITS, admit, options),
+        preempt=preempt_stage,
+        admit=(None if chosen.admit is None else
+               chosen.admit.from_options(decode_options(chosen.admit.Options, options))),
         allocation=allocation,
     )
-
-
-class _ReadOptions(dict):
-    """Options that record which names the stages' factories read."""
-
-    def __init__(self, options: Options) -> None:
-        super().__init__(options)
-        self.read: set[str] = set()
-
-    def __getitem__(self, name: str) -> Any:
-        self.read.add(name)
-        return super().__getitem__(name)
-
-    def get(self, name: str, default: Any = None) -> Any:
-        self.read.add(name)
-        return super().get(name, default)
 
 
 def unread_options(policy: str | None = None, *, order: str | None = None,
@@ -175,9 +186,22 @@ def unread_options(policy: str | None = None, *, order: str | None = None,
     """Builds the stages once: the names of `options` no chosen stage reads, and the names
     the stages read (both sorted). A misspelt option, or one of another policy (`--delta`
     under HOSEP), must not be silently ignored."""
-    recording = _ReadOptions(options)
-    build_stages(policy, order=order, preempt=preempt, admit=admit, options=recording)
-    return sorted(set(options) - recording.read), sorted(recording.read)
+    build_stages(policy, order=order, preempt=preempt, admit=admit, options=options)
+    chosen = choose(policy, order=order, preempt=preempt, admit=admit)
+    read = {name for stage in chosen.classes() for name in option_names(stage.Options)}
+    return sorted(set(options) - read), sorted(read)
+
+
+def every_option() -> dict[str, Any]:
+    """Every option a registered stage declares, by name: its dataclass field (help,
+    choices, whether `simulate` and sweeps take it in the field's metadata). An option two
+    stages share (`form`) is declared alike by both."""
+    declared: dict[str, Any] = {}
+    for table in (ORDERS, PREEMPTS, ADMITS):
+        for stage in table.values():
+            for option_field in fields(stage.Options):
+                declared.setdefault(option_field.name, option_field)
+    return declared
 
 
 def policy_names() -> list[str]:

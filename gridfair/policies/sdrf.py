@@ -41,28 +41,41 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from operator import sub
 from typing import Any
 
 from gridfair.core.pool import RESOURCE_NAMES, Pool, UserState
-from gridfair.core.stages import STOP
+from gridfair.core.stages import STOP, option
 from gridfair.errors import ConfigError
 from gridfair.policies.authors_ties import authors_user_order, index_users
+from gridfair.policies.decaying_order import DecayingOrder
 from gridfair.policies.drf import (
     AUTHORS,
     DEFAULT_RESOURCES,
     PAPER,
     Entitlements,
+    WeightedDrfOptions,
     check_form,
     check_resources,
     counted_resources,
     dominant,
     resource_shares,
 )
-from gridfair.policies.live_tree import DecayingOrder, Line, value_at
+from gridfair.policies.live_tree import Line, value_at
 
 DEFAULT_DELTA = 1.0 - 1e-6
 PRIORITIES = ("eq5", "alg1")
+
+
+@dataclass(frozen=True)
+class SdrfOptions(WeightedDrfOptions):
+    """SDRF's options: weighted DRF's, and the commitments' decay and priority."""
+
+    delta: float = option(DEFAULT_DELTA, "SDRF: commitment decay per second", flag=True,
+                          swept=True)
+    sdrf_priority: str = option("eq5", "SDRF: eq5 (default) or alg1", choices=PRIORITIES,
+                                swept=True)
 
 
 def time_constant(delta: float) -> float:
@@ -78,6 +91,14 @@ class SdrfOrder(DecayingOrder):
     name = "sdrf"
     state_name = "commitments"
     paper_allocation = STOP
+    measure = "SDRF priority"
+    Options = SdrfOptions
+
+    @classmethod
+    def from_options(cls, options: SdrfOptions) -> SdrfOrder:
+        return cls(delta=options.delta, resources=options.resources, weights=options.weights,
+                   equal_shares=options.equal_shares, priority=options.sdrf_priority,
+                   resource_weights=options.resource_weights, form=options.form)
 
     def __init__(
         self,

@@ -34,6 +34,10 @@ negotiation, while the claim is younger than the work life (`_ClaimReuse`). A po
 replayed under HTCondor's priority needs it: with claims reused, HTCondor keeps a slot with
 its submitter from job to job.
 
+The run's options are one `EngineOptions` (`engine_options.py`: modes as enums, checked when
+made); each arrival semantics is a loop of its own (`_BatchLoop`, `_SequentialLoop`), chosen
+once when the simulation is made.
+
 Arrival semantics (`arrivals`). `batch` (the default, and the daemon's way): all that happens
 at one instant is applied, then one negotiation cycle decides everything it can.
 `sequential` reproduces the published simulator, iSPD (the HOSEP paper's figures; its
@@ -81,15 +85,19 @@ from gridfair.core.pool import (
 )
 from gridfair.core.stages import ALLOCATE, DROP, KILL, Decision
 from gridfair.errors import InputError
+from gridfair.sim.engine_options import (
+    ARRIVALS,
+    DEFAULT_ENGINE,
+    SAME_INSTANT_ORDERS,
+    EngineOptions,
+)
 from gridfair.sim.ispd_events import HeldMachines, IspdEventList
 
 # Event kinds, in the order they run at equal times (a status refresh after arrivals too).
 _FINISH, _DEADLINE, _NEGOTIATE, _REFRESH = range(4)
 
-#: The simulator's arrival semantics (see the module docstring).
-ARRIVALS = ("batch", "sequential")
-#: The order of events of one instant under sequential arrivals (module docstring).
-SAME_INSTANT_ORDERS = ("ordered", "ispd2014")
+#: Re-exported: the command line and sweeps offer them as choices.
+__all__ = ["ARRIVALS", "SAME_INSTANT_ORDERS", "EngineOptions", "Simulation", "SimulationResult"]
 
 
 @dataclass
@@ -158,7 +166,7 @@ class _Execution(PoolListener):
         self.vacates = 0
         self.latest_end = 0.0
         self.checkpointing = simulation.pool.checkpointing
-        self.vacate_delay = simulation.vacate_delay
+        self.vacate_delay = simulation.engine.vacate_delay
         self.watch_deadlines = simulation.negotiator.admit is not None
         self.transfer_delay = simulation.transfer_delay
         # Node index -> time until which a vacated task is still cleaning up there.
@@ -276,42 +284,20 @@ class Simulation:
         self,
         negotiator: Negotiator,
         tasks: Iterable[Task],
+        engine: EngineOptions = DEFAULT_ENGINE,
         *,
-        interval: float | None = None,
-        vacate_delay: float = 0.0,
         keep_decisions: bool = False,
         progress: Callable[[int, int], None] | None = None,
         transfer_delay: Callable[[Task, Node], float] | None = None,
         on_cycle: Callable[[float], None] | None = None,
-        arrivals: str = "batch",
         keep_tasks: bool = True,
         on_task_done: Callable[[Task], None] | None = None,
-        status_refresh: float | None = None,
-        claim_worklife: float | None = None,
-        same_instant: str = "ordered",
     ) -> None:
-        if arrivals not in ARRIVALS:
-            raise InputError(f"arrivals must be one of {', '.join(ARRIVALS)}, got {arrivals!r}")
-        if arrivals == "sequential" and interval is not None:
-            raise InputError("sequential arrivals negotiate on events: they take no interval")
-        if interval is not None and interval <= 0:
-            raise InputError(f"negotiation interval must be positive, got {interval}")
-        if vacate_delay < 0:
-            raise InputError(f"vacate delay must be zero or positive, got {vacate_delay}")
-        if arrivals == "sequential" and not keep_tasks:
+        """`engine` says how the run goes (checked when it was made); the rest, what the run
+        keeps and whom it tells."""
+        if engine.sequential and not keep_tasks:
             raise InputError("sequential arrivals keep their tasks: they do not stream")
-        if status_refresh is not None and arrivals != "sequential":
-            raise InputError("a status refresh is an option of sequential arrivals")
-        if status_refresh is not None and not status_refresh > 0:
-            raise InputError(f"status refresh must be positive, got {status_refresh}")
-        if arrivals == "sequential" and claim_worklife is not None:
-            raise InputError("claim reuse (--claim-worklife) takes batch arrivals")
-        if same_instant not in SAME_INSTANT_ORDERS:
-            raise InputError(f"same-instant order must be one of "
-                             f"{', '.join(SAME_INSTANT_ORDERS)}, got {same_instant!r}")
-        if same_instant != "ordered" and arrivals != "sequential":
-            raise InputError("a same-instant order is an option of sequential arrivals")
-        if same_instant == "ispd2014" and (vacate_delay or transfer_delay is not None):
+        if engine.ispd_event_list and (engine.vacate_delay or transfer_delay is not None):
             raise InputError("iSPD's event list (--same-instant ispd2014) models links that "
                              "take no time and no vacate delay")
         self.negotiator = negotiator
@@ -325,7 +311,7 @@ class Simulation:
             self.total = len(ordered)
             self.tasks: Sequence[Task] | None = ordered if keep_tasks else None
             self.incoming: Iterator[Task] = iter(ordered) if keep_tasks else _taken(ordered)
-        elif arrivals == "sequential":
+        elif engine.sequential:
             raise InputError("sequential arrivals take the workload as a list, not a stream")
         else:
             self.tasks = None  # a stream: its length is known at its end, or if it is sized
@@ -335,34 +321,73 @@ class Simulation:
         self.workload = tasks if isinstance(tasks, DeferredWorkload) else None
         self.keep_tasks = keep_tasks
         self.on_task_done = on_task_done
-        self.interval = interval
-        self.vacate_delay = vacate_delay
+        self.engine = engine
         self.keep_decisions = keep_decisions
         self.progress = progress
         self.transfer_delay = transfer_delay
         self.on_cycle = on_cycle  # told the time after every negotiation cycle (records)
-        self.arrivals = arrivals
-        self.status_refresh = status_refresh
-        self.same_instant = same_instant
-        self.claims = (_ClaimReuse(self.pool, claim_worklife) if claim_worklife is not None
-                       else None)
+        self.claims = (_ClaimReuse(self.pool, engine.claim_worklife)
+                       if engine.claim_worklife is not None else None)
+        # The loop, chosen once.
+        self.loop = (_SequentialLoop if engine.sequential else _BatchLoop)(self)
 
     def run(self) -> SimulationResult:
-        started = wallclock.perf_counter()
-        if self.arrivals == "sequential":
-            return self._run_sequential(started)
-        pool = self.pool
-        negotiator = self.negotiator
+        return self.loop.run(wallclock.perf_counter())
+
+    def deferrable(self) -> bool:
+        """Whether arrivals may stay handles until they reach their user's queue head
+        (`Pool.submit_deferred`): a streamed run (no task kept) of a `DeferredWorkload` with
+        first-submitted-first queues and no admission stage (which reads every task on
+        submit)."""
+        return (isinstance(self.workload, DeferredWorkload) and not self.keep_tasks
+                and self.pool.task_key is fifo_key and self.negotiator.admit is None)
+
+    @staticmethod
+    def _makespan(execution: _Execution, tasks: Sequence[Task]) -> float:
+        end_times = [task.finish_time for task in tasks if task.finish_time is not None]
+        return max(end_times, default=execution.latest_end) - tasks[0].submit_time
+
+    def _result(self, execution: _Execution, tasks: list[Task], makespan: float,
+                submitted: int, events: int, negotiations: int, kept: list[Decision],
+                started: float) -> SimulationResult:
+        if self.progress is not None:
+            self.progress(submitted, submitted)
+        return SimulationResult(
+            tasks=tasks,
+            nodes=self.pool.nodes,
+            makespan=makespan,
+            busy_cpu_seconds=execution.busy,
+            events=events,
+            negotiations=negotiations,
+            vacates=execution.vacates,
+            wall_seconds=wallclock.perf_counter() - started,
+            decisions=kept,
+            submitted=submitted,
+            unplaceable=self.negotiator.reported,
+        )
+
+
+class _BatchLoop:
+    """The batch loop (`Arrivals.BATCH`, module docstring): the hot path, with local aliases
+    for what it calls per event."""
+
+    def __init__(self, simulation: Simulation) -> None:
+        self.simulation = simulation
+
+    def run(self, started: float) -> SimulationResult:
+        sim = self.simulation
+        pool = sim.pool
+        negotiator = sim.negotiator
         admit = negotiator.admit
-        execution = _Execution(self)
+        execution = _Execution(sim)
         pool.listen(execution)
         heap = execution.heap
         pop = heapq.heappop
         infinity = float("inf")
         arrivals, time_of, id_of, submit = self._arrivals()
         kept_tasks: list[Task] = []
-        keep_tasks = self.keep_tasks
-        on_task_done = self.on_task_done
+        keep_tasks = sim.keep_tasks
+        on_task_done = sim.on_task_done
         forget = pool.forget
         last_end = -infinity  # the latest end of a task streamed out
         # The next arrival, pulled one ahead; its time is endless after the last one, so the
@@ -371,17 +396,17 @@ class Simulation:
         if next_task is None:
             raise InputError("the workload has no tasks")
         first_submit = next_time = time_of(next_task)
-        known_total = self.total
+        known_total = sim.total
         submitted = 0
         finish = pool.finish
         cycle = negotiator.cycle
         events = negotiations = finished = 0
         kept: list[Decision] = []
-        keep = self.keep_decisions
-        interval = self.interval
-        progress = self.progress
-        on_cycle = self.on_cycle
-        claims = self.claims
+        keep = sim.keep_decisions
+        interval = sim.engine.interval
+        progress = sim.progress
+        on_cycle = sim.on_cycle
+        claims = sim.claims
         report_every = max(known_total // 100, 1) if known_total else 100_000
         if interval is not None:
             heapq.heappush(heap, (first_submit, _NEGOTIATE, -1, None, 0))
@@ -479,7 +504,7 @@ class Simulation:
                 if on_task_done is not None:
                     on_task_done(task)
             makespan = (last_end if last_end > -infinity else execution.latest_end) - first_submit
-        return self._result(execution, kept_tasks, makespan, submitted, events, negotiations,
+        return sim._result(execution, kept_tasks, makespan, submitted, events, negotiations,
                             kept, started)
 
     def _arrivals(self) -> tuple[Iterator[Any], Callable[[Any], float], Callable[[Any], str],
@@ -487,11 +512,12 @@ class Simulation:
         """The batch loop's arrivals: an iterator of items, and an item's submit time, task id
         and how it is submitted. Items are Tasks, or a `DeferredWorkload`'s arrivals when the
         run may defer them (`deferrable`)."""
-        workload = self.workload
-        if not self.deferrable():
-            return self.incoming, attrgetter("submit_time"), attrgetter("id"), \
-                self.negotiator.submit
-        pool = self.pool
+        sim = self.simulation
+        workload = sim.workload
+        if not sim.deferrable():
+            return sim.incoming, attrgetter("submit_time"), attrgetter("id"), \
+                sim.negotiator.submit
+        pool = sim.pool
         pool.make_task = make_task = workload.make_task
         submit_deferred = pool.submit_deferred
 
@@ -501,35 +527,36 @@ class Simulation:
         return workload.arrivals(), itemgetter(0), lambda arrival: make_task(arrival[2]).id, \
             submit
 
-    def deferrable(self) -> bool:
-        """Whether arrivals may stay handles until they reach their user's queue head
-        (`Pool.submit_deferred`): a streamed run (no task kept) of a `DeferredWorkload` with
-        first-submitted-first queues and no admission stage (which reads every task on
-        submit)."""
-        return (isinstance(self.workload, DeferredWorkload) and not self.keep_tasks
-                and self.pool.task_key is fifo_key and self.negotiator.admit is None)
 
-    def _run_sequential(self, started: float) -> SimulationResult:
-        """The published simulator's event loop (`arrivals="sequential"`, module docstring).
-        Not the hot path: it favours plain code over the batch loop's local aliases."""
-        pool, negotiator, tasks = self.pool, self.negotiator, self.tasks
-        execution = _Execution(self)
+class _SequentialLoop:
+    """The published simulator's event loop (`Arrivals.SEQUENTIAL`, module docstring), or
+    iSPD 2014's event list (`SameInstant.ISPD2014`). Not the hot path: it favours plain code
+    over the batch loop's local aliases."""
+
+    def __init__(self, simulation: Simulation) -> None:
+        self.simulation = simulation
+
+    def run(self, started: float) -> SimulationResult:
+        sim = self.simulation
+        pool, negotiator, tasks = sim.pool, sim.negotiator, sim.tasks
+        status_refresh = sim.engine.status_refresh
+        execution = _Execution(sim)
         pool.listen(execution)
-        if self.same_instant == "ispd2014":
+        if sim.engine.ispd_event_list:
             events, negotiations, kept = IspdEventList(
-                negotiator, tasks, self.status_refresh, self.keep_decisions,
-                self.on_cycle).run()
-            return self._result(execution, tasks, self._makespan(execution, tasks),
+                negotiator, tasks, status_refresh, sim.keep_decisions,
+                sim.on_cycle).run()
+            return sim._result(execution, tasks, sim._makespan(execution, tasks),
                                 len(tasks), events, negotiations, kept, started)
         heap = execution.heap
         refresh = None
-        if self.status_refresh is not None:
-            refresh = _StatusRefresh(pool, heap, self.status_refresh)
+        if status_refresh is not None:
+            refresh = _StatusRefresh(pool, heap, status_refresh)
             pool.listen(refresh)
         total = len(tasks)
         users = pool.users.values()
-        keep = self.keep_decisions
-        on_cycle = self.on_cycle
+        keep = sim.keep_decisions
+        on_cycle = sim.on_cycle
         kept: list[Decision] = []
         events = negotiations = 0
         chained = False  # a negotiation event is on the heap
@@ -599,29 +626,5 @@ class Simulation:
                 kept.append(decision)
             if not idle_before:
                 negotiate(now)
-        return self._result(execution, tasks, self._makespan(execution, tasks), total,
+        return sim._result(execution, tasks, sim._makespan(execution, tasks), total,
                             events, negotiations, kept, started)
-
-    @staticmethod
-    def _makespan(execution: _Execution, tasks: Sequence[Task]) -> float:
-        end_times = [task.finish_time for task in tasks if task.finish_time is not None]
-        return max(end_times, default=execution.latest_end) - tasks[0].submit_time
-
-    def _result(self, execution: _Execution, tasks: list[Task], makespan: float,
-                submitted: int, events: int, negotiations: int, kept: list[Decision],
-                started: float) -> SimulationResult:
-        if self.progress is not None:
-            self.progress(submitted, submitted)
-        return SimulationResult(
-            tasks=tasks,
-            nodes=self.pool.nodes,
-            makespan=makespan,
-            busy_cpu_seconds=execution.busy,
-            events=events,
-            negotiations=negotiations,
-            vacates=execution.vacates,
-            wall_seconds=wallclock.perf_counter() - started,
-            decisions=kept,
-            submitted=submitted,
-            unplaceable=self.negotiator.reported,
-        )

@@ -1,5 +1,6 @@
 """iSPD 2014's event list, an option of the sequential semantics
-(`Simulation(arrivals="sequential", same_instant="ispd2014")`, `--same-instant ispd2014`).
+(`EngineOptions(arrivals=Arrivals.SEQUENTIAL, same_instant=SameInstant.ISPD2014)`,
+`--same-instant ispd2014`).
 
 iSPD (github gspd-unesp/ispd, commit 196cdf6, the HOSEP paper's simulator) keeps its events in
 one `java.util.PriorityQueue` ordered by time alone (`SimulacaoSequencial`, `EventoFuturo`),

@@ -18,11 +18,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from gridfair.ad_views import DYNAMIC, Machine, SkippedAd, whole_slot
 from gridfair.classads.live_reads import collector_slots
 from gridfair.classads.reader import read_ads
 from gridfair.classads.views import AdConfig, machines_from_ads
 from gridfair.errors import InputError
-from gridfair.model import DYNAMIC, Machine, SkippedAd, whole_slot
 from gridfair.sim.grid import Grid, MachineSpec
 
 #: `Grid.settings` key of a pool grid's `SlotIndex`.

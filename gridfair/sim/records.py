@@ -39,6 +39,7 @@ from gridfair.core.pool import (
     UserState,
     power_diff,
 )
+from gridfair.core.stages import OWNER_SHARE_RULES
 from gridfair.sim.engine import SimulationResult
 
 
@@ -208,8 +209,8 @@ def owner_share_violations(recorder: RunRecorder, rule: str, *, absolute: bool =
     task per core, as in iSPD models); with larger tasks a policy may rightly find no victim
     whose slot fits, which this check cannot see.
     """
-    if rule not in ("hosep", "osep"):
-        raise ValueError(f"rule must be hosep or osep, got {rule!r}")
+    if rule not in OWNER_SHARE_RULES:
+        raise ValueError(f"rule must be one of {', '.join(OWNER_SHARE_RULES)}, got {rule!r}")
     violations: list[Violation] = []
     for time, state in recorder.states():
         if rule == "osep":

@@ -13,14 +13,15 @@ from collections.abc import Callable, Iterator, Mapping, Sequence, Sized
 from pathlib import Path
 from typing import Any
 
+from gridfair.ad_views import SkippedAd
 from gridfair.classads.views import AdConfig
 from gridfair.core.negotiator import Negotiator
 from gridfair.core.pool import Pool, PoolListener, Task
 from gridfair.errors import InputError
-from gridfair.model import SkippedAd
 from gridfair.policies.registry import build_stages
 from gridfair.sim import ispd  # noqa: F401 - registers the iSPD model's own load
 from gridfair.sim.engine import Simulation, SimulationResult
+from gridfair.sim.engine_options import DEFAULT_ENGINE, EngineOptions
 from gridfair.sim.grid import Grid
 from gridfair.sim.grid_loader import load_grid
 from gridfair.sim.pool_grid import read_pool_grid
@@ -169,19 +170,14 @@ def simulation_of(
     admit: str | None = None,
     policy_options: Mapping[str, Any] | None = None,
     checkpointing: bool = False,
-    interval: float | None = None,
-    vacate_delay: float = 0.0,
+    engine: EngineOptions = DEFAULT_ENGINE,
     keep_decisions: bool = False,
     progress: Callable[[int, int], None] | None = None,
     recorder: RunRecorder | None = None,
     allocation: str | None = None,
-    arrivals: str = "batch",
     keep_tasks: bool = True,
     on_task_done: Callable[[Task], None] | None = None,
-    status_refresh: float | None = None,
     listeners: Sequence[PoolListener] = (),
-    claim_worklife: float | None = None,
-    same_instant: str = "ordered",
 ) -> Simulation:
     """The stages, the pool and the simulation of `scenario`, ready to run; `recorder` keeps
     the run's records (runs and allocation snapshots) for the checks of `records`.
@@ -189,9 +185,9 @@ def simulation_of(
     `keep_tasks=False` streams each task out to `on_task_done` when it ends (`engine`), and
     takes the tasks out of the scenario, so that nothing else holds a task that has ended.
     `listeners` (a curve of shares) hear the pool's events, as the recorder does.
-    `claim_worklife` reuses claims as HTCondor does (`engine._ClaimReuse`)."""
+    `engine` says how the simulator runs (`EngineOptions`)."""
     tasks = scenario.tasks
-    if arrivals == "sequential" and isinstance(tasks, Sized) and not isinstance(tasks, Sequence):
+    if engine.sequential and isinstance(tasks, Sized) and not isinstance(tasks, Sequence):
         tasks = list(tasks)  # a file's tasks read as taken (taskcsv): that loop indexes them
     if not keep_tasks:
         scenario.tasks = []
@@ -212,13 +208,10 @@ def simulation_of(
         pool.listen(matcher)
     for listener in (*listeners, *([recorder] if recorder is not None else [])):
         pool.listen(listener)
-    return Simulation(negotiator, tasks, interval=interval,
-                      vacate_delay=vacate_delay, keep_decisions=keep_decisions,
+    return Simulation(negotiator, tasks, engine, keep_decisions=keep_decisions,
                       progress=progress, transfer_delay=scenario.transfer_delay,
                       on_cycle=recorder.after_cycle if recorder is not None else None,
-                      arrivals=arrivals, keep_tasks=keep_tasks, on_task_done=on_task_done,
-                      status_refresh=status_refresh, claim_worklife=claim_worklife,
-                      same_instant=same_instant)
+                      keep_tasks=keep_tasks, on_task_done=on_task_done)
 
 
 def run_scenario(scenario: Scenario, **options: Any) -> tuple[SimulationResult, Negotiator]:

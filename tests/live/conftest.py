@@ -76,6 +76,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.live)
 
 
+def htcondor_or_skip() -> Path:
+    """The HTCondor install a pool would run, without making one (no directory left behind);
+    the test skips with the reason where no pool can run (no HTCondor, not root)."""
+    if os.geteuid() != 0:
+        pytest.skip("a personal pool runs as a production pool does: it needs root")
+    try:
+        return find_htcondor()
+    except HTCondorMissing as missing:
+        pytest.skip(str(missing))
+
+
 def own_pool(slots: tuple[SlotSpec, ...] | list[SlotSpec], **options: object) -> PersonalPool:
     """A pool of the test's own configuration (not yet started); the test skips with the
     reason when HTCondor is missing."""

@@ -22,8 +22,8 @@ def test_shares_reads_the_live_pool_and_names_unmapped_submitters(
             if line.startswith(("User", "Stranger"))}
     assert rows["User1"][1:3] == ["264500", "0"]  # provides two fast slots, uses none
     assert rows["User2"][1] == "84510" and rows["User2"][6] == "2"
-    assert "Unmapped submitters (own no slot; see --uid-domain, --submitter-map): " \
-           "Stranger@gridfair.test" in result.output
+    assert "Users who own no slot (an owner listed here is misnamed: see --uid-domain, " \
+           "--submitter-map): Stranger@gridfair.test" in result.output
     assert ("  Stranger@gridfair.test -> Stranger@gridfair.test: owns no slot; accounting "
             "group owners not trusted") in result.output
     as_json = gridfair_cli("shares", "--pool", pool.collector_host, "--uid-domain",

@@ -22,9 +22,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gridfair.ad_views import Job, whole_slot
 from gridfair.classads.submitters import SubmitterMap
 from gridfair.daemon.backends.htcondor import HTCondorBackend
-from gridfair.model import Job, whole_slot
 from tests.live.conftest import POOL_CONFIG, own_pool
 from tests.live.harness.personal_pool import UID_DOMAIN, JobSpec, PersonalPool, SlotSpec
 

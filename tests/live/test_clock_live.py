@@ -13,8 +13,8 @@ import time
 import htcondor2
 import pytest
 
+from gridfair.daemon.clock import CLOCK_ENV
 from gridfair.daemon.config import validate
-from gridfair.daemon.faults import CLOCK_ENV
 from gridfair.daemon.service import Daemon
 from tests.live.test_htcondor_backend import backend
 

@@ -3,13 +3,15 @@ configs/htcondor-gridfair-daemon.config installs it: its ad in the collector eac
 lease held; `condor_off -daemon GRIDFAIR` stops it, hands the lease back and withdraws its ad;
 `condor_on -daemon GRIDFAIR` starts it again; killed, the master restarts it; a knob changed
 and `condor_reconfig`, its next cycles use it. Its account may advertise its own ad, and no
-slot."""
+slot. Killed, its ad reads stale once its lifetime passes, and leaves at the collector's next
+housekeeping."""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import time
 from pathlib import Path
@@ -17,7 +19,12 @@ from typing import Any
 
 from tests.live.conftest import POOL_CONFIG, REPOSITORY, SLOTS, own_pool
 from tests.live.harness.ha_pair import NAMES, HaPair
-from tests.live.harness.personal_pool import DAEMON_ACCOUNT, PersonalPool, as_account
+from tests.live.harness.personal_pool import (
+    DAEMON_ACCOUNT,
+    PersonalPool,
+    as_account,
+    daemon_command,
+)
 
 SNIPPET = REPOSITORY / "configs" / "htcondor-gridfair-daemon.config"
 
@@ -49,10 +56,13 @@ def test_the_master_runs_gridfair_from_knobs(daemon_python: Path, daemon_dir: Pa
     ])
     with pool:
         try:
-            # Its first cycles may fail: the master starts it with the pool's other daemons,
-            # before the slots are in the collector.
+            # The master starts it with the pool's other daemons, before the slots are in
+            # the collector: it waits for them, and its first cycle is a good one.
             [ad] = pool.wait_until(lambda: [ad for ad in gridfair_ads(pool)
                                             if ad["LastCycleOutcome"] == "ok"], 60)
+            with sqlite3.connect(f"file:{daemon_dir / 'state.db'}?mode=ro", uri=True) as db:
+                first = db.execute("select outcome from cycles order by id limit 1").fetchone()
+            assert first == ("ok",)
             assert ad["Name"].startswith("gridfair@")
             assert ad["GridfairPolicy"] == "order:hosep preempt:reclaim"
             assert ad["LastCycleSlots"] == 2
@@ -63,6 +73,11 @@ def test_the_master_runs_gridfair_from_knobs(daemon_python: Path, daemon_dir: Pa
             pool.wait_until(lambda: [new for new in gridfair_ads(pool)
                                      if new["LastCycle"] > ad["LastCycle"]], 20)
 
+            # The two commands that go to the daemon itself find no address (it has no
+            # command port): docs/condor-daemon.md gives their equivalents.
+            for command in ("condor_restart", "condor_reconfig"):
+                refused = pool.run_tool([command, "-daemon", "GRIDFAIR"], check=False)
+                assert "Can't find address" in refused.stderr + refused.stdout, refused
             master_control(pool, "condor_off")
             pool.wait_until(lambda: not gridfair_ads(pool), 30)
             assert lease(pool) == 0  # handed back: HTCondor starts jobs on its own
@@ -132,3 +147,44 @@ def test_the_standby_takes_over_when_the_active_central_manager_dies(
         assert pair.active() == standby
         assert after["LastCycle"] > ad["LastCycle"]  # the same journal, carried on
         assert after["LastCycleEnd"] - killed < 10 + 2 + 10
+
+
+def alive(pool: PersonalPool) -> list[str]:
+    """`GridfairAlive` of each of the daemon's ads, as the collector's clients evaluate it."""
+    out = pool.run_tool(["condor_status", "-any", "-constraint",
+                         'MyType == "GridfairNegotiator"', "-af", "GridfairAlive"],
+                        check=False).stdout
+    return out.split()
+
+
+def test_a_killed_daemon_s_ad_reads_stale_then_leaves(daemon_python: Path, daemon_dir: Path,
+                                                     record_property: Any) -> None:
+    """SIGKILLed (nothing withdrawn): its ad reads `GridfairAlive = false` within its lifetime
+    (three intervals) of the last renewal, and is gone at the collector's next housekeeping
+    (every CLASSAD_LIFETIME: 10 s here, 900 s by default)."""
+    housekeeping = 10
+    pool = own_pool(SLOTS[:2], extra_config=[*POOL_CONFIG.read_text().splitlines(),
+                                              f"COLLECTOR.CLASSAD_LIFETIME = {housekeeping}"])
+    interval = 2
+    (daemon_dir / "gridfair.toml").write_text(
+        f'[daemon]\nstore = "state.db"\ninterval = {interval}\n[backend]\n'
+        f'kind = "htcondor"\n[backend.htcondor]\ncollector = "{pool.collector_host}"\n')
+    with pool:
+        daemon = subprocess.Popen(daemon_command(daemon_python), cwd=daemon_dir,
+                                  env=pool.daemon_environment(), stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+        try:
+            pool.wait_until(lambda: alive(pool) == ["true"], 60)
+        finally:
+            daemon.send_signal(signal.SIGKILL)
+            daemon.wait()
+        killed = time.monotonic()
+        pool.wait_until(lambda: alive(pool) != ["true"], 30, 0.2)
+        stale = time.monotonic() - killed
+        pool.wait_until(lambda: not alive(pool), 60, 0.2)
+        gone = time.monotonic() - killed
+    record_property("stale_after_s", round(stale, 1))
+    record_property("gone_after_s", round(gone, 1))
+    lifetime = 3 * interval
+    assert stale <= lifetime + 1, stale
+    assert gone <= lifetime + housekeeping + 1, gone

@@ -6,27 +6,36 @@ journaled failure, not a crash."""
 
 from __future__ import annotations
 
+import os
 import signal
 import sqlite3
 import subprocess
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.live.conftest import POOL_CONFIG, SLOTS, own_pool, run_daemon
-from tests.live.harness.personal_pool import JobSpec, PersonalPool, daemon_command
+from tests.live.harness.personal_pool import (
+    JobSpec,
+    PersonalPool,
+    _processes_of,
+    daemon_command,
+)
 
 LONG = 132250 * 600
 LANDING_TIMEOUT = 6.0  # three negotiation cycles of the harness's pools (2 s): room for load
 
 
-def write_config(directory: Path, pool: PersonalPool, **safety: float) -> None:
+def write_config(directory: Path, pool: PersonalPool, *, interval: float = 1,
+                 lease: float = 0, **safety: float) -> None:
     settings = {"min_runtime": 0, "max_snapshot_age": 3600, "landing_timeout": LANDING_TIMEOUT,
                 "preempt_cooldown": 0, "max_vacates_per_cycle": 4, **safety}
     (directory / "gridfair.toml").write_text("\n".join([
-        "[daemon]", 'store = "state.db"', "interval = 1", "[safety]",
+        "[daemon]", 'store = "state.db"', f"interval = {interval}", f"lease = {lease}",
+        "[safety]",
         *(f"{key} = {value}" for key, value in settings.items()),
         "[backend]", 'kind = "htcondor"', "[backend.htcondor]",
         f'collector = "{pool.collector_host}"']) + "\n")
@@ -136,3 +145,66 @@ def test_a_vacate_its_account_may_not_make_is_a_named_journaled_failure(
     assert errors and all(error == "permission denied" or error.startswith("schedd refused")
                           for error in errors), errors
     assert {state for _, kind, _, _, state, _ in actions if kind == "vacate"} == {"failed"}
+
+
+def negotiator_started(pool: PersonalPool) -> int:
+    """The running negotiator's DaemonStartTime (0: none listed)."""
+    out = pool.run_tool(["condor_status", "-negotiator", "-af", "DaemonStartTime"],
+                        check=False).stdout
+    return max((int(line) for line in out.split() if line.isdigit()), default=0)
+
+
+def negotiator_back(pool: PersonalPool, after: int) -> None:
+    """Until the collector lists a negotiator started after `after`."""
+    pool.wait_until(lambda: negotiator_started(pool) > after, 60)
+
+
+def lease_end(directory: Path) -> float:
+    with sqlite3.connect(f"file:{directory / 'state.db'}?mode=ro", uri=True) as db:
+        return float(db.execute("select max(lease_until) from cycles").fetchone()[0] or 0)
+
+
+def unsteered_running(pool: PersonalPool) -> list[list[str]]:
+    return pool.jobs("ClusterId", "GridfairSlot", constraint="JobStatus == 2 && "
+                     "GridfairSlot =?= undefined")
+
+
+def test_the_lease_outlives_a_negotiator_restart_and_a_dead_daemon_s_runs_out(
+        daemon_python: Path, daemon_dir: Path, record_property: Any) -> None:
+    """Alive, with cycles 15 s apart: across `condor_restart -negotiator` no job starts
+    unsteered (the lease is read back from the persistent configuration). Dead, its
+    negotiator then crashing: the pool starts the job itself once the lease it kept runs
+    out."""
+    pool = own_pool(SLOTS, extra_config=POOL_CONFIG.read_text().splitlines())
+    with pool:
+        write_config(daemon_dir, pool, interval=15, lease=20)
+        daemon = start_daemon(daemon_python, pool, daemon_dir)
+        try:
+            pool.wait_until(lambda: holds_lease(daemon_dir), 30)
+            before = negotiator_started(pool)
+            pool.run_tool(["condor_restart", "-negotiator"])
+            negotiator_back(pool, before)
+            # Four of the restarted negotiator's cycles: an open pool starts the job itself.
+            waiting = pool.submit([JobSpec("User1", LONG)])
+            deadline = time.monotonic() + 8
+            while time.monotonic() < deadline:
+                assert not unsteered_running(pool), "a job started unsteered after the restart"
+                time.sleep(0.5)
+            pool.wait_until(lambda: set(waiting) <= set(pool.running()), 30)  # by gridfair
+        finally:
+            daemon.send_signal(signal.SIGKILL)
+            daemon.wait()
+        # Dead, then its negotiator crashes and the master starts it again: the lease the
+        # dead daemon kept still runs out by itself.
+        kept_until = lease_end(daemon_dir)
+        before = negotiator_started(pool)
+        for pid in _processes_of(pool.directory, pool.config_file):
+            if Path(f"/proc/{pid}/comm").read_text().strip() == "condor_negotiat":
+                os.kill(pid, signal.SIGKILL)
+        negotiator_back(pool, before)
+        [orphan] = pool.submit([JobSpec("User2", LONG)])
+        pool.wait_until(lambda: orphan in pool.running(), kept_until - time.time() + 30)
+        opened = time.time() - kept_until
+        record_property("started_after_lease_end_s", round(opened, 1))
+        # Within two of the pool's negotiation cycles (2 s) and its update of the slot ad.
+        assert opened <= 3 * pool.interval + 2, opened

@@ -1,16 +1,22 @@
 """The personal-pool harness owns what it starts: a test run killed outright leaves no daemon
-behind once the next live run starts, and jobs run wherever the checkout lies."""
+behind once the next live run starts, and jobs run wherever the checkout lies, HTCondor
+installed beside it under a directory closed to HTCondor's account included."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-from tests.live.conftest import REPOSITORY, own_pool
+import pytest
+
+from tests.live.conftest import REPOSITORY, htcondor_or_skip, own_pool
+from tests.live.harness.accounts import Unreachable
 from tests.live.harness.personal_pool import (
     JobSpec,
     PersonalPool,
@@ -30,7 +36,7 @@ time.sleep(600)
 
 
 def test_a_pool_whose_run_was_killed_is_stopped_by_the_next_run() -> None:
-    own_pool([SlotSpec("User1", 1000)])  # skips with the reason where no pool can run
+    htcondor_or_skip()
     run = subprocess.Popen([sys.executable, "-c", KILLED_RUN], cwd=REPOSITORY,
                            stdout=subprocess.PIPE, text=True)
     try:
@@ -75,3 +81,33 @@ def test_jobs_run_again_after_a_vacate_wherever_the_submitter_stands(
         pool.wait_until(lambda: pool.jobs("ClusterId", constraint=(
             f"ClusterId == {job.split('.')[0]} && JobStatus == 2 && NumJobStarts >= 2")), 30)
     assert os.getcwd() == str(tmp_path)
+
+
+def test_a_pool_runs_from_an_install_under_a_directory_closed_to_htcondors_account() -> None:
+    """An install beside a checkout under `mktemp -d` (0700): its daemons, acting as HTCondor's
+    own account, could not reach it; the pool runs from a copy they reach, and runs jobs."""
+    source = htcondor_or_skip()
+    closed = Path(tempfile.mkdtemp())
+    install = closed / "shared" / "htcondor"
+    shutil.copytree(source, install)
+    pool = None
+    try:
+        with PersonalPool([SlotSpec("User1", 1000)], install=install) as pool:
+            [job] = pool.submit([JobSpec("User1", 1000 * 600)])
+            pool.wait_until(lambda: job in pool.running(), 30)
+    finally:
+        if pool is not None and pool.install != install:
+            shutil.rmtree(pool.install)
+        shutil.rmtree(closed)
+
+
+def test_a_pool_directory_closed_to_htcondors_account_fails_at_once_naming_it() -> None:
+    closed = Path(tempfile.mkdtemp())
+    try:
+        pool = own_pool([SlotSpec("User1", 1000)], directory=closed / "pool")
+        began = time.monotonic()
+        with pytest.raises(Unreachable, match=f"{closed} \\(mode 0o700\\) is closed"):
+            pool.start()
+        assert time.monotonic() - began < 10
+    finally:
+        shutil.rmtree(closed)

@@ -48,6 +48,9 @@ def test_the_live_history_is_read_as_the_files_are(clean_queue: PersonalPool,
     users = {row["user"]: row["submitted"] for row in report["users"]}
     assert users == {"User1": 2, "User2": 2, "guest@gridfair.test": 2}
     assert "guest@gridfair.test (2)" in result.stderr  # mapped to no owner: a note
+    table = runner.invoke(cli, ["simulate", "--pool", pool.collector_host, "--since",
+                                str(since), "--policy", "condor", "--interval", "2", "-q"])
+    assert f"workload=history of pool {pool.collector_host}  " in table.stdout.splitlines()[0]
 
 
 def test_an_unreachable_pool_is_one_line(tmp_path: Path) -> None:

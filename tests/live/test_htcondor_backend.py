@@ -7,11 +7,11 @@ import re
 import htcondor2
 import pytest
 
+from gridfair.ad_views import JobStatus
 from gridfair.classads.matching import symmetric_match
 from gridfair.classads.submitters import SubmitterMap
 from gridfair.daemon.backends import ActionFailed, PoolUnavailable
 from gridfair.daemon.backends.htcondor import RESCHEDULE, HTCondorBackend
-from gridfair.model import JobStatus
 from tests.live.conftest import POOL_CONFIG, SLOTS, ghost_schedd, own_pool
 from tests.live.harness.personal_pool import UID_DOMAIN, JobSpec, PersonalPool, SlotSpec
 
@@ -151,8 +151,9 @@ def test_allocations_together_are_one_edit_a_value(clean_queue: PersonalPool) ->
     allocations = [(jobs[job_id], slot) for job_id, slot in zip(ids, slots, strict=True)]
     assert live.allocate_all(allocations) == [None] * 4
     size = [1, 64, 0] if slots[0].slot_type == "Partitionable" else None
+    # The run the steering is for (all four jobs at 0) and its expiry: one edit each.
     assert CountingSchedd.edits == [("GridfairSlotSize", 4)] * bool(size) + [
-        ("GridfairSlot", 1)] * 4
+        ("GridfairSteerRunCount", 4), ("GridfairSteerUntil", 4)] + [("GridfairSlot", 1)] * 4
     assert steering(pool) == {job_id: (slot.name, size)
                               for job_id, slot in zip(ids, slots, strict=True)}
 

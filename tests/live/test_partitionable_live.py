@@ -10,8 +10,8 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from gridfair.daemon.pool_record import read_runs
-from gridfair.model import whole_slot
+from gridfair.ad_views import whole_slot
+from tests.harness.pool_record import read_runs
 from tests.live.conftest import POOL_CONFIG, own_pool, run_daemon
 from tests.live.harness.personal_pool import JobSpec, PersonalPool, SlotSpec
 

@@ -209,8 +209,9 @@ def test_a_claimed_accounting_group_is_charged_to_the_real_identity(
             "group owners not trusted") in result.output
     rows = {line.split()[0]: line.split() for line in result.output.splitlines()
             if line.startswith(("User1 ", "mallory"))}
-    assert rows["mallory@gridfair.test"][-2:] == ["0", "1"]  # its idle job, its own
-    assert rows["User1"][-2:] == ["0", "0"]  # User1 has no job
+    # Running, idle, in flight: its idle job, its own.
+    assert rows["mallory@gridfair.test"][-3:] == ["0", "1", "0"]
+    assert rows["User1"][-3:] == ["0", "0", "0"]  # User1 has no job
 
 
 def test_an_ordinary_user_cannot_renew_or_cancel_the_lease(clean_queue: PersonalPool,
@@ -227,6 +228,13 @@ def test_an_ordinary_user_cannot_renew_or_cancel_the_lease(clean_queue: Personal
                              env=pool.environment, capture_output=True, text=True, check=False)
     assert attempt.returncode != 0
     assert "Failed to set remote daemon parameter" in attempt.stderr
+    # Nor as persistent configuration, the way gridfair sets it (kept across restarts).
+    persistent = pool.run_tool(["condor_config_val", "-negotiator", "-set",
+                                "GRIDFAIR_LEASE_UNTIL = 9999999999"], account=ATTACKER,
+                               check=False)
+    assert persistent.returncode != 0, persistent
+    assert int(pool.run_tool(["condor_config_val", "-negotiator",
+                              "GRIDFAIR_LEASE_UNTIL"]).stdout) < 9999999999
     factor = pool.run_tool(["condor_userprio", "-setfactor", f"{ATTACKER}@{UID_DOMAIN}", "1"],
                            account=ATTACKER, check=False)
     assert factor.returncode != 0 or "denied" in (factor.stdout + factor.stderr).lower()
@@ -429,3 +437,132 @@ def test_a_pool_that_validates_groups_refuses_a_borrowed_one_and_gridfair_trusts
     charges = {charge.identity: charge for charge in snapshot.charges}
     assert charges["group guests"].reason == ("accounting group (trusted: the pool validates "
                                               "groups); owns no slot")
+
+
+def run_count(pool: PersonalPool, job: str) -> int:
+    value = attribute(pool, job, "JobRunCount")
+    return 0 if value == "undefined" else int(value)
+
+
+def idle_again(pool: PersonalPool, job: str, how: str) -> None:
+    """The job, started once, returns to idle as its owner makes it: it exits and is kept
+    (`on_exit_remove = false`), or its owner vacates it, or holds and releases it."""
+    if how == "vacate":
+        pool.run_tool(["condor_vacate_job", job], account=ATTACKER)
+    elif how == "hold-release":
+        pool.run_tool(["condor_hold", job], account=ATTACKER)
+        pool.wait_until(lambda: attribute(pool, job, "JobStatus") == "5", 20)
+        pool.run_tool(["condor_release", job], account=ATTACKER)
+    assert pool.wait_until(lambda: attribute(pool, job, "JobStatus") == "1", 30)
+
+
+@pytest.mark.parametrize(("layout", "how"), [
+    ("static", "exit"), ("static", "vacate"), ("static", "hold-release"),
+    ("partitionable", "exit")])
+def test_a_steering_authorizes_one_start(request: pytest.FixtureRequest, layout: str,
+                                         how: str) -> None:
+    """Issue 43, attack 3: a job gridfair steered starts once on its slot; when it returns to
+    idle (its program exits and the job is kept, its owner vacates it, or holds and releases
+    it) the same steering starts it nowhere for three negotiation cycles while gridfair holds
+    its lease, and the owner cannot write the run count back. A new decision starts it again.
+    (Before: the job restarted on its old steering, 8 times in 180 s.)"""
+    pool = request.getfixturevalue(f"{layout}_pool")
+    pool.clear_queue()
+    live = backend(pool)
+    live.hold_starts(time.time() + 120)
+    try:
+        arguments = ["arguments = 3", "on_exit_remove = false"] if how == "exit" else []
+        done = pool.submit_as(ATTACKER, ["executable = /bin/sleep", *(arguments or
+                                                                       ["arguments = 600"])])
+        assert done.returncode == 0, done.stderr
+        job = first_job(done)
+        snapshot = live.read_snapshot()
+        slot = snapshot.machines_by_name["slot3@vm"]
+        live.allocate(snapshot.jobs_by_id[job], slot)
+        live.actions_done()
+        assert pool.wait_until(lambda: job in pool.running(), 30)
+        assert run_count(pool, job) == 1
+        idle_again(pool, job, how)
+        edited = pool.run_tool(["condor_qedit", job, "JobRunCount", "0"], account=ATTACKER,
+                               check=False)
+        assert edited.returncode != 0
+        time.sleep(3 * pool.interval + 2)
+        assert job not in pool.running()
+        assert run_count(pool, job) == 1
+        again = live.read_snapshot().jobs_by_id[job]
+        assert again.run_count == 1
+        live.allocate(again, slot)
+        live.actions_done()
+        assert pool.wait_until(lambda: run_count(pool, job) == 2, 30)
+    finally:
+        live.release_starts()
+        pool.clear_queue()
+
+
+AFTER_STEERING = ("exit-kept", "vacate", "hold-release", "remove-resubmit", "edit-requirements",
+                  "qedit-run-count")
+
+
+def test_generated_sequences_after_steering_never_start_a_job_again(
+        static_pool: PersonalPool) -> None:
+    """Issue 43: sequences over time, as an ordinary account would play them once gridfair
+    has steered its jobs and they started: each job then returns to idle its own way (kept on
+    exit, vacated, held and released, removed and submitted again, its Requirements edited,
+    its run count edited), in a generated order (seeded: the same every run). For three
+    negotiation cycles after, with gridfair's lease held and no new decision, no job starts
+    again and no new job starts."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    pool = static_pool
+    live = backend(pool)
+
+    @settings(max_examples=2, deadline=None, derandomize=True, database=None,
+              suppress_health_check=[HealthCheck.too_slow])
+    @given(moves=st.lists(st.sampled_from(AFTER_STEERING), min_size=3, max_size=4))
+    def sequence(moves: list[str]) -> None:
+        pool.clear_queue()
+        live.hold_starts(time.time() + 120)
+        try:
+            jobs = []
+            for move in moves:
+                arguments = (["arguments = 3", "on_exit_remove = false"] if move == "exit-kept"
+                             else ["arguments = 600"])
+                done = pool.submit_as(ATTACKER, ["executable = /bin/sleep", *arguments])
+                assert done.returncode == 0, done.stderr
+                jobs.append(first_job(done))
+            snapshot = live.read_snapshot()
+            for job, slot in zip(jobs, ("slot1@vm", "slot2@vm", "slot3@vm", "slot4@vm"),
+                                 strict=False):
+                live.allocate(snapshot.jobs_by_id[job], snapshot.machines_by_name[slot])
+            live.actions_done()
+            assert pool.wait_until(lambda: all(run_count(pool, job) >= 1 for job in jobs), 30)
+            fresh = []
+            for job, move in zip(jobs, moves, strict=True):
+                if move in ("vacate", "hold-release"):
+                    idle_again(pool, job, move)
+                elif move == "remove-resubmit":
+                    pool.run_tool(["condor_rm", job], account=ATTACKER)
+                    fresh.append(first_job(pool.submit_as(ATTACKER, sleep_job())))
+                elif move == "edit-requirements":
+                    pool.run_tool(["condor_qedit", job, "Requirements",
+                                   "MY.GridfairSlot =!= undefined"], account=ATTACKER)
+                    pool.run_tool(["condor_vacate_job", job], account=ATTACKER)
+                elif move == "qedit-run-count":
+                    edited = pool.run_tool(["condor_qedit", job, "JobRunCount", "0"],
+                                           account=ATTACKER, check=False)
+                    assert edited.returncode != 0
+                    pool.run_tool(["condor_vacate_job", job], account=ATTACKER)
+            deadline = time.monotonic() + 3 * pool.interval + 2
+            while time.monotonic() < deadline:
+                running = pool.running()
+                assert not set(fresh) & set(running), (moves, fresh, running)
+                for job, move in zip(jobs, moves, strict=True):
+                    if move != "remove-resubmit":
+                        assert run_count(pool, job) <= 1, (moves, job, move)
+                time.sleep(0.5)
+        finally:
+            live.release_starts()
+            pool.clear_queue()
+
+    sequence()

@@ -16,10 +16,10 @@ from pathlib import Path
 
 from gridfair.cli.shadow import report_text
 from gridfair.daemon.config import validate
-from gridfair.daemon.pool_record import read_runs
 from gridfair.daemon.service import Daemon
 from gridfair.daemon.shadow_report import HORIZON, shadow_report
 from gridfair.daemon.store import open_readonly
+from tests.harness.pool_record import read_runs
 from tests.live.conftest import SLOTS, own_pool
 from tests.live.harness.personal_pool import UID_DOMAIN, JobSpec
 

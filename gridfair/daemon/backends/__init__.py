@@ -16,8 +16,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from gridfair.ad_views import Job, Machine, SkippedAd, Snapshot
 from gridfair.errors import GridfairError
-from gridfair.model import Job, Machine, SkippedAd, Snapshot
 
 
 class PoolUnavailable(GridfairError):
@@ -152,7 +152,7 @@ class PoolBackend(ABC):
 
     def clock_skew(self, bound: float) -> float:
         """Seconds the clock the lease is compared with (the negotiator's) is ahead of this
-        host's (`faults.wall_clock`), known to within `bound`: 0.0 within it. Default: the
+        host's (`clock.wall_clock`), known to within `bound`: 0.0 within it. Default: the
         lease is this host's clock's. Raises `ActionFailed` if it cannot be read."""
         return 0.0
 

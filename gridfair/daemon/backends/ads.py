@@ -14,9 +14,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
+from gridfair.ad_views import AdWarning, Job, JobStatus, Machine, SkippedAd, Snapshot, index_jobs
 from gridfair.classads.reader import SourcedAd, readable
 from gridfair.classads.views import AdConfig, jobs_from_ads, machines_from_ads
-from gridfair.model import AdWarning, Job, JobStatus, Machine, SkippedAd, Snapshot, index_jobs
 
 #: What the daemon reads of a slot ad (the collector query's projection).
 SLOT_ATTRIBUTES = (
@@ -30,6 +30,7 @@ JOB_ATTRIBUTES = (
     "ClusterId", "ProcId", "Owner", "User", "AcctGroup", "AcctGroupUser", "AccountingGroup",
     "JobStatus", "QDate", "RequestCpus", "RequestMemory", "RequestDisk", "DiskUsage",
     "JobCurrentStartDate", "RemoteHost", "Requirements", "JobPrio", "RequestGPUs",
+    "JobRunCount",
 )
 
 

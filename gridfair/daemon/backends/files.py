@@ -40,6 +40,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gridfair.ad_views import (
+    MACHINE_NAME,
+    AdWarning,
+    Job,
+    JobStatus,
+    Machine,
+    SkippedAd,
+    Snapshot,
+    index_jobs,
+)
 from gridfair.classads.matching import (
     JOB_IDENTITY,
     hides_reads,
@@ -67,16 +77,6 @@ from gridfair.daemon.backends import (
 )
 from gridfair.daemon.backends.ads import snapshot_from_ads, snapshot_of
 from gridfair.errors import InputError
-from gridfair.model import (
-    MACHINE_NAME,
-    AdWarning,
-    Job,
-    JobStatus,
-    Machine,
-    SkippedAd,
-    Snapshot,
-    index_jobs,
-)
 
 SLOT_SUFFIX = ".status"
 JOB_SUFFIX = ".queue"

@@ -74,6 +74,15 @@ from typing import Any
 import classad2
 import htcondor2
 
+from gridfair.ad_views import (
+    DYNAMIC,
+    PARTITIONABLE,
+    STATIC,
+    Job,
+    Machine,
+    SkippedAd,
+    Snapshot,
+)
 from gridfair.classads.live_reads import location_problem, probe_side_by_side
 from gridfair.classads.matching import (
     JOB_IDENTITY,
@@ -105,18 +114,15 @@ from gridfair.daemon.backends.ads import (
     running_as_slots_say,
     snapshot_of,
 )
-from gridfair.daemon.backends.pool_watch import PoolLook, ended_runs
-from gridfair.daemon.faults import wall_clock
-from gridfair.errors import ConfigError, InputError
-from gridfair.model import (
-    DYNAMIC,
-    PARTITIONABLE,
-    STATIC,
-    Job,
-    Machine,
-    SkippedAd,
-    Snapshot,
+from gridfair.daemon.backends.lease import (
+    config_tool,
+    not_answering,
+    persist,
+    warn_not_kept,
 )
+from gridfair.daemon.backends.pool_watch import PoolLook, ended_runs
+from gridfair.daemon.clock import wall_clock
+from gridfair.errors import ConfigError, InputError
 
 #: The result attributes of `Schedd.act` that explain a failure, in the order checked.
 ACT_FAILURES = (
@@ -130,6 +136,10 @@ ACT_FAILURES = (
 # The bindings raise HTCondorException for daemon errors, and plain OSError/RuntimeError/
 # ValueError from the lower layers (no route, refused, bad reply).
 POOL_ERRORS = (htcondor2.HTCondorException, OSError, RuntimeError, ValueError)
+
+#: The collector's ad type of each kind of daemon the lease is set on.
+_DAEMON_AD_TYPES = {"negotiator": htcondor2.AdType.Negotiator,
+                    "schedd": htcondor2.AdType.Schedd}
 
 #: Seconds an HTCondor tool (condor_now) may take before the action counts as failed.
 TOOL_TIMEOUT = 30.0
@@ -154,6 +164,7 @@ DEMAND_READS = ("autocluster", "jobs")
 IDLE_ROW_ATTRIBUTES = (
     "ClusterId", "ProcId", "JobStatus", "QDate", "AutoClusterId", "JobCurrentStartDate",
     "RemoteHost", "Owner", "User", "AcctGroup", "AcctGroupUser", "AccountingGroup",
+    "JobRunCount",
 )
 DEFAULT_JOB_CONSTRAINTS = {"autocluster": "JobStatus == 1",
                            "jobs": "JobStatus == 1 || JobStatus == 2"}
@@ -162,6 +173,15 @@ DEFAULT_JOB_CONSTRAINTS = {"autocluster": "JobStatus == 1",
 #: slot (`GridfairSlotSize = {cpus, memory, gpus}`), which a dynamic slot cut for the job may
 #: not exceed (configs/htcondor-pool.config, GRIDFAIR_WITHIN_ALLOCATION).
 SIZE_SUFFIX = "Size"
+#: The steering's run and expiry (`GridfairSteerRunCount`, `GridfairSteerUntil`): it
+#: authorizes one start, of the job's run counted then, until then
+#: (configs/htcondor-pool.config, GRIDFAIR_STEERED).
+RUN_COUNT_ATTRIBUTE = "GridfairSteerRunCount"
+UNTIL_ATTRIBUTE = "GridfairSteerUntil"
+#: The job attribute naming the slot steered to (`backend.htcondor.steer_attribute`).
+DEFAULT_STEER_ATTRIBUTE = "GridfairSlot"
+#: Seconds a steering lives by default: `safety.landing_timeout`'s default.
+STEERING_LIFE = 120.0
 
 
 def not_steered(attribute: str) -> str:
@@ -171,6 +191,30 @@ def not_steered(attribute: str) -> str:
     return (f"not steered: {attribute} reads the slot or the clock (HTCondor evaluates it "
             "against the slot it cuts for the job: gridfair cannot know the size it would "
             "allocate); ask for a number")
+
+
+def steering_names(steer_attribute: str) -> frozenset[str]:
+    """The job attributes a steering writes, lower-case."""
+    return frozenset(name.lower() for name in (steer_attribute, steer_attribute + SIZE_SUFFIX,
+                                                RUN_COUNT_ATTRIBUTE, UNTIL_ATTRIBUTE))
+
+
+def unsteerable(ad: classad2.ClassAd, steering: Collection[str],
+                slot_reads: Collection[str] = ()) -> str | None:
+    """Why an idle job (or an autocluster's jobs) is not steered, or None. Its request can
+    vary (`not_steered`), or its match reads the steering itself: gridfair decides on the job
+    as it is and the negotiator matches it as gridfair writes it, so a Requirements of
+    `MY.GridfairSlot =?= undefined` matches every slot when decided and none once steered
+    (issue 43: such a job had other users' jobs vacated for it and held free slots, and never
+    ran)."""
+    varies = request_varies(ad)
+    if varies is not None:
+        return not_steered(varies)
+    if reaches(ad, slot_reads, steering):
+        return ("not steered: its Requirements or Rank read gridfair's steering attributes "
+                "(or may: eval), which gridfair sets when it steers the job: it would not "
+                "match as steered")
+    return None
 
 
 #: How many query rounds may be spent learning the attributes match expressions read.
@@ -236,7 +280,7 @@ class HTCondorBackend(PoolBackend):
         demand: str = "autocluster",
         owner_attribute: str = "GridOwner",
         power_attribute: str = "",
-        steer_attribute: str = "GridfairSlot",
+        steer_attribute: str = DEFAULT_STEER_ATTRIBUTE,
         submitters: SubmitterMap | None = None,
         condor_now: str | None = None,
         pool: str | None = None,
@@ -245,6 +289,7 @@ class HTCondorBackend(PoolBackend):
         schedd_timeout: float = SCHEDD_TIMEOUT,
         more_collectors: Mapping[str, Any] | None = None,
         collector_timeout: float = COLLECTOR_TIMEOUT,
+        steering_life: float = STEERING_LIFE,
     ) -> None:
         if demand not in DEMAND_READS:
             raise ConfigError(f"demand must be one of {', '.join(DEMAND_READS)}, not {demand!r}")
@@ -268,6 +313,10 @@ class HTCondorBackend(PoolBackend):
         self.job_constraint = job_constraint or DEFAULT_JOB_CONSTRAINTS[demand]
         self.ad_config = AdConfig.with_attributes(owner_attribute, power_attribute or None)
         self.steer_attribute = steer_attribute
+        self.steering = steering_names(steer_attribute)
+        # How long a steering authorizes its one start: the allocation's life, after which the
+        # daemon gives it up (`safety.landing_timeout`).
+        self.steering_life = steering_life
         # The negotiator knob holding gridfair's lease on starts ("": hold none).
         self.lease_knob = lease_knob
         self.leases = bool(lease_knob)
@@ -286,7 +335,9 @@ class HTCondorBackend(PoolBackend):
         self._silent: dict[str, str] = {}
         # Schedds steered on since the last `actions_done`, by name (any: ask for a cycle).
         self._steered_on: dict[str, classad2.ClassAd] = {}
-        self._known_negotiators: list[tuple[classad2.ClassAd, Any]] = []
+        # The daemons of each kind last listed (`_daemons`): the lease is set on the
+        # negotiators and the schedds.
+        self._known_daemons: dict[str, list[tuple[classad2.ClassAd, Any]]] = {}
         self._last_look: PoolLook | None = None  # what `changed` saw last
         # Names read that no slot (job) had (`DIRECT_LEARNING`), and reads since.
         self._absent_slot_names: set[str] = set()
@@ -388,12 +439,13 @@ class HTCondorBackend(PoolBackend):
         rows = schedd.query(self.job_constraint,
                             list(IDLE_ROW_ATTRIBUTES) if clusters else projection)
         groups = list(clusters)
-        requests, skipped = autocluster_requests(clusters, f"schedd {name} autoclusters")
+        requests, skipped = autocluster_requests(clusters, f"schedd {name} autoclusters",
+                                                 self.steering)
         if clusters:
             known, missing, unusable = jobs_of_rows(rows, requests, f"schedd {name}")
         else:
             # Whole ads: a request that can vary is judged here, as for fetched ads.
-            steerable, unsteerable = steerable_ads(rows, f"schedd {name}")
+            steerable, unsteerable = steerable_ads(rows, f"schedd {name}", self.steering)
             known, unusable = jobs_from_ads(steerable, lenient=True)
             unusable = [*unsteerable, *unusable]
             groups.extend(rows)
@@ -459,7 +511,7 @@ class HTCondorBackend(PoolBackend):
             except POOL_ERRORS as error:
                 skipped.extend(SkippedAd(f"schedd {name}", 0, job_id,
                                          f"job ad query failed: {error}") for job_id in asked)
-        steerable, unusable = steerable_ads(ads, f"schedd {name}")
+        steerable, unusable = steerable_ads(ads, f"schedd {name}", self.steering)
         jobs, unreadable = jobs_from_ads(steerable, lenient=True)
         unusable.extend(unreadable)
         answered = {job.id for job in jobs} | {skip.name for skip in (*skipped, *unusable)}
@@ -661,7 +713,7 @@ class HTCondorBackend(PoolBackend):
             if ads is None:
                 skipped.append(SkippedAd(f"schedd {name}", 0, name, problem))
                 continue
-            steerable, unsteerable = steerable_ads(ads, f"schedd {name}")
+            steerable, unsteerable = steerable_ads(ads, f"schedd {name}", self.steering)
             job_ads.extend(steerable)
             skipped.extend(unsteerable)
             for ad in ads:
@@ -727,18 +779,25 @@ class HTCondorBackend(PoolBackend):
                                    "answer to the last query)")
             else:
                 of_schedd.setdefault(_schedd_name(location), []).append(index)
+        until = _number_literal(math.ceil(self.now() + self.steering_life))
         for name, indices in of_schedd.items():
             location = self._schedd_of[allocations[indices[0]][0].id]
             schedd = self.schedd_factory(location)
+            jobs = [allocations[index][0] for index in indices]
             sized = self._edit_each(schedd, self.steer_attribute + SIZE_SUFFIX, {
                 allocations[index][0].id: _size_literal(allocations[index][0])
                 for index in indices if allocations[index][1].slot_type != STATIC})
+            counted = self._edit_each(schedd, RUN_COUNT_ATTRIBUTE, {
+                job.id: str(job.run_count) for job in jobs if sized.get(job.id) is None})
+            dated = self._edit_each(schedd, UNTIL_ATTRIBUTE, dict.fromkeys(
+                (job.id for job in jobs if counted.get(job.id, "") is None), until))
             named = self._edit_each(schedd, self.steer_attribute, {
                 allocations[index][0].id: classad2.quote(allocations[index][1].name)
-                for index in indices if sized.get(allocations[index][0].id) is None})
+                for index in indices if dated.get(allocations[index][0].id, "") is None})
             for index in indices:
                 job_id = allocations[index][0].id
-                problems[index] = sized.get(job_id) or named[job_id]
+                problems[index] = (sized.get(job_id) or counted.get(job_id)
+                                   or dated.get(job_id) or named.get(job_id))
             if any(problem is None for problem in named.values()):
                 self._steered_on[name] = location
         return problems
@@ -837,10 +896,12 @@ class HTCondorBackend(PoolBackend):
                                f"exit {done.returncode}: {message or 'no message'}")
 
     def hold_starts(self, until: float) -> None:
-        """Set the lease knob (`GRIDFAIR_LEASE_UNTIL`, which the pool's
-        NEGOTIATOR_JOB_CONSTRAINT compares with `time()`) on every negotiator, as runtime
-        configuration, and have each reconfigure: the account needs CONFIG there, for a knob
-        in SETTABLE_ATTRS_CONFIG, and ADMINISTRATOR (configs/htcondor-pool.config)."""
+        """Set the lease knob (`GRIDFAIR_LEASE_UNTIL`) on every negotiator, whose
+        NEGOTIATOR_JOB_CONSTRAINT compares it with `time()`, and on every schedd the last read
+        located, whose START_VANILLA_UNIVERSE does (a schedd starts jobs on claims it keeps
+        without a negotiation): as persistent configuration (kept across a restart:
+        `backends.lease`), and have each reconfigure. The account needs CONFIG there, for a
+        knob in SETTABLE_ATTRS_CONFIG, and ADMINISTRATOR (configs/htcondor-pool.config)."""
         self._set_lease(str(math.ceil(until)))
 
     def release_starts(self) -> None:
@@ -849,13 +910,27 @@ class HTCondorBackend(PoolBackend):
     def _set_lease(self, value: str) -> None:
         if not self.lease_knob:
             return
-        for ad, _ in self._negotiators():
-            name = ad.get("Name", "negotiator")
+        tool = config_tool(htcondor2.param)
+        daemons = [("negotiator", ad) for ad, _ in self._negotiators()]
+        daemons += [("schedd", ad) for ad, _ in self._schedds()]
+        for kind, ad in daemons:
+            name = f"{kind} {ad.get('Name', kind)}"
             try:
-                htcondor2.RemoteParam(ad)[self.lease_knob] = value
+                if tool is None:  # runtime configuration only: forgotten at a restart
+                    warn_not_kept()
+                    htcondor2.RemoteParam(ad)[self.lease_knob] = value
+                elif refused := persist(tool, ad, self.lease_knob, value,
+                                        self.tool_environment):
+                    raise ActionFailed(
+                        f"lease: {name} does not answer ({refused})"
+                        if not_answering(refused) else
+                        f"lease: {name} refused {self.lease_knob} = {value} "
+                        f"({refused}; is the daemon's account in its ALLOW_CONFIG and "
+                        "ALLOW_ADMINISTRATOR, the knob in SETTABLE_ATTRS_CONFIG, "
+                        "ENABLE_PERSISTENT_CONFIG on?)")
                 htcondor2.send_command(ad, htcondor2.DaemonCommand.Reconfig)
             except POOL_ERRORS as error:
-                raise ActionFailed(f"lease: negotiator {name} refused {self.lease_knob} = "
+                raise ActionFailed(f"lease: {name} refused {self.lease_knob} = "
                                    f"{value} ({error}; is the daemon's account in its "
                                    "ALLOW_CONFIG and ALLOW_ADMINISTRATOR, the knob in "
                                    "SETTABLE_ATTRS_CONFIG, ENABLE_RUNTIME_CONFIG on?)") from None
@@ -902,16 +977,25 @@ class HTCondorBackend(PoolBackend):
         return float(low)
 
     def _negotiators(self) -> list[tuple[classad2.ClassAd, Any]]:
-        """(ad, the collector it came from) of each negotiator the collectors that answered
-        the last read list, each name once (the first collector's ad of it: both of an HA
-        pair hear it), else the last ones listed: a collector that restarts hears from the
-        negotiator again only at NEGOTIATOR_UPDATE_INTERVAL (5 minutes by default), and the
-        lease must not lapse for that."""
+        return self._daemons("negotiator")
+
+    def _schedds(self) -> list[tuple[classad2.ClassAd, Any]]:
+        """The schedds, for the lease: none listed is no failure (a pool with no schedd
+        starts no job)."""
+        return self._daemons("schedd", required=False)
+
+    def _daemons(self, kind: str, *, required: bool = True) -> list[tuple[classad2.ClassAd, Any]]:
+        """(ad, the collector it came from) of each daemon of `kind` ("negotiator",
+        "schedd") the collectors that answered the last read list, each name once (the first
+        collector's ad of it: both of an HA pair hear it), else the last ones listed: a
+        collector that restarts hears from a daemon again only at its update interval (5
+        minutes by default for a negotiator), and the lease must not lapse for that."""
         by_name: dict[str, tuple[classad2.ClassAd, Any]] = {}
         problems = []
+        ad_type = _DAEMON_AD_TYPES[kind]
         for name, collector in self._for_actions():
             try:
-                ads = collector.query(htcondor2.AdType.Negotiator)
+                ads = collector.query(ad_type)
             except POOL_ERRORS as error:
                 problems.append(f"{name}: query failed: {error}")
                 continue
@@ -919,13 +1003,13 @@ class HTCondorBackend(PoolBackend):
                 by_name.setdefault(str(ad.get("Name")), (ad, collector))
         found = list(by_name.values())
         problem = "; ".join(problems) or (
-            "the collector lists no negotiator" if len(self.collectors) == 1 else
-            "no collector lists a negotiator")
+            f"the collector lists no {kind}" if len(self.collectors) == 1 else
+            f"no collector lists a {kind}")
         if found:
-            self._known_negotiators = found
-        elif self._known_negotiators:
-            found = self._known_negotiators
-        else:
+            self._known_daemons[kind] = found
+        elif self._known_daemons.get(kind):
+            found = self._known_daemons[kind]
+        elif required:
             raise ActionFailed(f"lease: {problem}")
         return found
 
@@ -945,16 +1029,32 @@ class HTCondorBackend(PoolBackend):
         """`command` with `ad` to every collector that answered the last read (a daemon
         updates every collector of its pool; each of an HA pair must list gridfair); an
         ActionFailed naming those that refused, once all were sent to."""
-        refusals = []
+        refusals, silent = [], []
         for name, collector in self._for_actions():
             try:
                 collector.advertise([ad], command)
             except POOL_ERRORS as error:
-                refusals.append(f"{name if len(self.collectors) > 1 else 'the collector'} "
-                                f"refused {command} ({error})")
+                who = name if len(self.collectors) > 1 else "the collector"
+                # At a pool's shutdown the collector simply stopped (the bindings say only
+                # "Failed to advertise"): one that answers no query either is said to be
+                # gone, without asking whether the account may advertise.
+                if self._answers(collector):
+                    refusals.append(f"{who} refused {command} ({error})")
+                else:
+                    silent.append(f"{who} does not answer {command} ({error})")
         if refusals:
-            raise ActionFailed(f"advert: {'; '.join(refusals)}: is the daemon's account "
-                               "allowed DAEMON there?")
+            raise ActionFailed(f"advert: {'; '.join(refusals + silent)}: is the daemon's "
+                               "account allowed DAEMON there?")
+        if silent:
+            raise ActionFailed(f"advert: {'; '.join(silent)}")
+
+    @staticmethod
+    def _answers(collector: Any) -> bool:
+        try:
+            _probe_collector(collector)
+        except POOL_ERRORS:
+            return False
+        return True
 
     def withdraw(self, job_id: str) -> None:
         """An allocation that did not land: the job no longer names a slot, so HTCondor may
@@ -966,10 +1066,13 @@ class HTCondorBackend(PoolBackend):
             raise ActionFailed(f"schedd refused the edit of {job_id}: {error}") from None
 
     def _steer(self, schedd: Any, job: Job, machine: Machine) -> None:
-        """Name the slot in the job, as a string literal, after the size allocated there (the
-        pool takes a job only with both, and cuts no larger slot: the order keeps a match
-        between the edits from failing)."""
+        """Name the slot in the job, as a string literal, after the size allocated there and
+        the run and expiry of the steering (the pool takes a job only with all of them, and
+        cuts no larger slot: the order keeps a match between the edits from failing)."""
         schedd.edit([job.id], self.steer_attribute + SIZE_SUFFIX, _size_literal(job))
+        schedd.edit([job.id], RUN_COUNT_ATTRIBUTE, str(job.run_count))
+        schedd.edit([job.id], UNTIL_ATTRIBUTE,
+                    _number_literal(math.ceil(self.now() + self.steering_life)))
         schedd.edit([job.id], self.steer_attribute, classad2.quote(machine.name))
 
     def _unsteer(self, schedd: Any, job_id: str) -> None:
@@ -1068,28 +1171,30 @@ def _number_literal(amount: float) -> str:
     return str(int(amount)) if float(amount).is_integer() else repr(float(amount))
 
 
-def steerable_ads(ads: Iterable[classad2.ClassAd],
-                  source: str) -> tuple[list[SourcedAd], list[SkippedAd]]:
-    """The job ads gridfair may steer, and the idle ones it may not (a request that can vary,
-    `request_varies`), skipped with the reason; running and other jobs are kept as they are."""
+def steerable_ads(ads: Iterable[classad2.ClassAd], source: str,
+                  steering: Collection[str] = steering_names(DEFAULT_STEER_ATTRIBUTE),
+                  ) -> tuple[list[SourcedAd], list[SkippedAd]]:
+    """The job ads gridfair may steer, and the idle ones it may not (`unsteerable`), skipped
+    with the reason; running and other jobs are kept as they are."""
     kept: list[SourcedAd] = []
     skipped: list[SkippedAd] = []
     for index, ad in enumerate(ads, 1):
-        varies = request_varies(ad) if ad.get("JobStatus") == 1 else None
-        if varies is None:
+        why = unsteerable(ad, steering) if ad.get("JobStatus") == 1 else None
+        if why is None:
             kept.append(SourcedAd(ad, source, index, None))
         else:
             job_id = f"{ad.get('ClusterId')}.{ad.get('ProcId')}"
-            skipped.append(SkippedAd(source, 0, job_id, not_steered(varies)))
+            skipped.append(SkippedAd(source, 0, job_id, why))
     return kept, skipped
 
 
 def autocluster_requests(
     clusters: Iterable[classad2.ClassAd], source: str,
+    steering: Collection[str] = steering_names(DEFAULT_STEER_ATTRIBUTE),
 ) -> tuple[dict[int, JobRequest | str], list[SkippedAd]]:
     """AutoClusterId -> what its jobs ask for, from a schedd's autocluster ads, or why its
-    jobs are not steered (a request that can vary); unusable ads are skipped with
-    their reasons (their jobs are then fetched one by one)."""
+    jobs are not steered (`unsteerable`); unusable ads are skipped with their reasons (their
+    jobs are then fetched one by one)."""
     requests: dict[int, JobRequest | str] = {}
     skipped: list[SkippedAd] = []
     for index, ad in enumerate(clusters, 1):
@@ -1097,9 +1202,9 @@ def autocluster_requests(
         try:
             if not isinstance(cluster, int):
                 raise InputError("no AutoClusterId", source=source, attribute="AutoClusterId")
-            varies = request_varies(ad)
-            if varies is not None:
-                requests[cluster] = not_steered(varies)
+            why = unsteerable(ad, steering)
+            if why is not None:
+                requests[cluster] = why
                 continue
             requests[cluster] = job_request(SourcedAd(ad, source, index, None),
                                             f"autocluster {cluster}")

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from gridfair.ad_views import Job, JobStatus, Machine, Snapshot
 from gridfair.daemon.backends import ActionFailed, PoolBackend
-from gridfair.model import Job, JobStatus, Machine, Snapshot
 from gridfair.sim.grid_loader import load_grid
 from gridfair.sim.workloads.hosep import hosep_workload
 

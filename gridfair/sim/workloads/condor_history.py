@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gridfair.ad_views import JobStatus, SkippedAd
 from gridfair.classads.history import (
     HistoryJob,
     history_attributes,
@@ -58,7 +59,6 @@ from gridfair.classads.submitters import ANY_DOMAIN, SubmitterMap
 from gridfair.classads.views import AdConfig
 from gridfair.core.pool import DONE, KILLED, Task
 from gridfair.errors import InputError
-from gridfair.model import JobStatus, SkippedAd
 from gridfair.moments import parse_moment
 from gridfair.sim.engine import SimulationResult
 from gridfair.sim.grid import Grid

@@ -42,6 +42,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.live.harness.accounts import (
+    as_account,
+    ensure_account,
+    require_reach,
+    runnable_install,
+)
+
 #: HTCondor's own account (`CONDOR_IDS`): its daemons' files, and who root acts as.
 CONDOR_ACCOUNT = ("nobody", "nogroup")
 #: The account gridfair's daemon runs as (configs/htcondor-pool.config, GRIDFAIR_ACCOUNT).
@@ -53,30 +60,6 @@ ACCOUNTING_PREFIX = "owners"
 class HTCondorMissing(RuntimeError):
     """No HTCondor install was found, or it cannot be run as a production pool here (not
     root): the message says which."""
-
-
-def ensure_account(name: str) -> None:
-    """A Unix account `name` (with a group of its name): created if missing, as a system
-    account with no home and no login shell (`useradd --badname`: grid owners are named
-    `User1`, ...)."""
-    with contextlib.suppress(KeyError):
-        pwd.getpwnam(name)
-        return
-    try:
-        grp.getgrnam(name)
-        group = ["-g", name]
-    except KeyError:
-        group = ["-U"]
-    done = subprocess.run(["useradd", "--badname", "-r", "-M", "-s", "/usr/sbin/nologin",
-                           *group, name], capture_output=True, text=True, check=False)
-    if done.returncode != 0 and done.returncode != 9:  # 9: created meanwhile by another run
-        raise RuntimeError(f"useradd {name}: exit {done.returncode}: {done.stderr.strip()}")
-
-
-def as_account(name: str, command: Sequence[str]) -> list[str]:
-    """`command` run as the account `name` (its own group and supplementary groups)."""
-    return ["setpriv", f"--reuid={name}", f"--regid={pwd.getpwnam(name).pw_gid}",
-            "--init-groups", *command]
 
 
 def find_htcondor(repo_root: Path | None = None) -> Path:
@@ -228,7 +211,9 @@ class PersonalPool:
         if os.geteuid() != 0:
             raise HTCondorMissing("a personal pool runs as a production pool does, with jobs "
                                   "from real Unix accounts (useradd, setpriv): it needs root")
-        self.install = install or find_htcondor()
+        # Run from where HTCondor's own account reaches it (a copy, if the install lies
+        # under a directory closed to it).
+        self.install = runnable_install(install or find_htcondor(), CONDOR_ACCOUNT[0])
         self.slots = tuple(slots)
         self.layout = layout
         self.interval = interval
@@ -329,6 +314,7 @@ class PersonalPool:
     # ---------------------------------------------------------------- lifetime
     def start(self, timeout: float = 60.0) -> PersonalPool:
         sweep_abandoned_pools()
+        require_reach(CONDOR_ACCOUNT[0], self.directory / "local" / "log")
         if self._own_directory:
             # Whose pool this is: a later run removes it if this process dies unannounced
             # (SIGKILL, a lost terminal), daemons and jobs included.
@@ -533,7 +519,7 @@ class PersonalPool:
     def running_on_nodes(self) -> dict[str, str]:
         """job id -> the node it runs on: its static slot, or the partitionable slot its
         dynamic slot is cut from (the slot gridfair steers to)."""
-        from gridfair.model import whole_slot
+        from gridfair.ad_views import whole_slot
 
         return {job: whole_slot(slot) for job, slot in self.running().items()}
 

@@ -86,6 +86,9 @@ class Job:
     # The identity the job was charged as (`Charge.identity`), once a backend charged it.
     identity: str | None = None
     request_gpus: float = 0.0
+    # JobRunCount: the starts the schedd has counted (0 before the first). A steering is for
+    # one run: it names the count it authorizes a start at.
+    run_count: int = 0
     # The ad matching reads (its Requirements, Rank, ...): the job's own, its autocluster's, or
     # the job's as text (`classads.reader.AdText`), parsed again when it is matched.
     ad: Any = field(default=None, compare=False, repr=False)
@@ -96,7 +99,8 @@ class Job:
         return Job(id=self.id, user=user, status=self.status, qdate=self.qdate,
                    request_cpus=self.request_cpus, request_memory=self.request_memory,
                    group=self.group, start_time=self.start_time, machine=self.machine,
-                   identity=identity, request_gpus=self.request_gpus, ad=self.ad)
+                   identity=identity, request_gpus=self.request_gpus,
+                   run_count=self.run_count, ad=self.ad)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import classad2
 
+from gridfair.ad_views import JobStatus
 from gridfair.classads.reader import AdFormat
-from gridfair.model import JobStatus
 
 ARCHITECTURES = (("X86_64", "LINUX"), ("X86_64", "LINUX"), ("aarch64", "LINUX"))
 MEMORY_CHOICES = (2048, 4096, 8192, 16384)

@@ -1,0 +1,399 @@
+"""H-DRF: DRF across a tree of accounting groups (Bhattacharya et al., "Hierarchical Scheduling
+for Diverse Datacenter Workloads", SoCC 2013, dynamic H-DRF).
+
+The tree is the pool's groups (`core/groups.py`): each group's children are its subgroups and
+its own users (one node, "members", whose users are ordered by plain DRF among themselves). A
+child's weight is its quota as a fraction of its parent's (the members' weight: what the
+subgroups leave), taken on its dominant quota'd resource; a child of weight 0 is served after
+its weighted siblings. A free slot goes down from the root, at each level to the child of least
+normalised dominant share (dominant share / weight), to a user.
+
+A node's consumption is not the plain sum of its children's (naive H-DRF, which starves a child
+whose dominant resource its sibling saturated): each child's consumption is rescaled to the
+least normalised share m among the children that want a slot now ("rescaling to the minimum
+node"), c_n = sum_i c_i * min(1, m / d_i), so a blocked or idle child, whose share does not
+move, does not raise its parent's share above its active siblings'. With no group (the tree of
+one level), the root's members are every user and the order is exactly DRF's.
+
+Quotas are served first, then surplus, as HTCondor's negotiator does: a decision first looks
+for a user whose next task keeps every group on its path within its quota; then one past the
+quotas of the deepest groups that accept surplus (room a project leaves goes to its sibling
+first), then one level up, and so on to the top groups; a quota of a group that does not
+accept surplus is a ceiling. Each round goes down the tree in H-DRF's order. A group with
+autoregroup is served past its ceiling when no one else can be (HTCondor's second round in
+`<none>`). Quotas and weights are per resource: a rule on cpus alone limits cpus alone, and a
+project whose sibling holds memory past its quota still has its cpus.
+
+State: each user's usage is added to its groups' totals on its events (O(depth)); a user's
+DRF key is kept in its group's sorted ranking (O(log n)); a group whose subtree changed is
+marked, and its rescaled consumption recomputed at the next decision (O(its children)); a
+decision then goes down the tree in up to depth + 2 rounds, scanning a group's waiting users
+until one fits the round's room (not yet O(depth log n): `docs/results/groups.md`).
+Ties: equal keys go to the subgroup listed first, then to the group's own users; among users,
+to the user seen first in the pool (`UserState.index`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gridfair.classads.pool_groups import FROM_CONDOR, pool_group_tree
+from gridfair.core.groups import NONE_GROUP, QUOTA_RESOURCES, GroupTree, tree_from_toml
+from gridfair.core.pool import CPUS, GPUS, MEMORY, RESOURCE_NAMES, Pool, UserState
+from gridfair.core.stages import OrderPolicy, option
+from gridfair.errors import ConfigError
+from gridfair.policies.drf import (
+    DEFAULT_RESOURCES,
+    check_resources,
+    counted_resources,
+    dominant,
+    resource_shares,
+)
+from gridfair.policies.ranking import UserRanking
+
+#: Slack on a ceiling: a quota met exactly is not exceeded by float noise.
+EPSILON = 1e-9
+#: The last round of a decision: past the ceiling of a group with autoregroup.
+AUTOREGROUP = 0
+
+
+@dataclass(frozen=True)
+class HdrfOptions:
+    """H-DRF's options."""
+
+    resources: Sequence[int | str] = option(
+        DEFAULT_RESOURCES, "the resources shares are taken over (cpus, memory, power, gpus)")
+    groups: Mapping[str, Any] | GroupTree | str | None = option(
+        None, "the accounting group tree: a [groups] table (docs/groups.md), or 'condor': "
+        "the GROUP_* knobs of HTCondor's configuration here; none: every user in <none>, "
+        "which is DRF")
+
+
+class GroupNode:
+    """A group's state in the tree: its subtree's usage, its users' DRF ranking and its
+    rescaled consumption (recomputed when `dirty`)."""
+
+    __slots__ = ("name", "parent", "subgroups", "users", "ranking", "used", "quota",
+                 "accept_surplus", "autoregroup", "weight", "members_weight", "members_share",
+                 "consumption",
+                 "share", "active", "dirty", "depth", "own_used", "own_quota")
+
+    def __init__(self, name: str, parent: GroupNode | None, width: int) -> None:
+        self.name = name
+        self.parent = parent
+        self.subgroups: list[GroupNode] = []
+        self.users: dict[int, UserState] = {}  # its own users, by index
+        self.ranking = UserRanking()  # its own users who want a slot, by dominant share
+        self.used = [0.0] * width  # the subtree's actual usage
+        self.own_used = [0.0] * width  # its own users' usage
+        self.quota = [math.inf] * width
+        #: Its own users' ceiling: `<none>`'s remainder, unless it accepts surplus.
+        self.own_quota = [math.inf] * width
+        self.accept_surplus = True
+        self.autoregroup = False
+        self.weight = 1.0
+        self.members_weight = 1.0
+        self.members_share = 0.0  # its own users' rescaled share, over their weight
+        self.consumption = [0.0] * width  # rescaled (H-DRF)
+        self.share = 0.0  # dominant share of `consumption` over the weight
+        self.active = False  # some user below wants a slot
+        self.dirty = True
+        self.depth = 0 if parent is None else parent.depth + 1
+
+    def path(self) -> Iterator[GroupNode]:
+        node: GroupNode | None = self
+        while node is not None:
+            yield node
+            node = node.parent
+
+
+
+class HdrfOrder(OrderPolicy):
+    """Free slots down the group tree to the child of least normalised dominant share."""
+
+    Options = HdrfOptions
+    name = "hdrf"
+    measure = "dominant share"
+    # Shares are of the running tasks and the capacity as they are now.
+    state_from_totals = True
+
+    @classmethod
+    def from_options(cls, options: HdrfOptions) -> HdrfOrder:
+        return cls(resources=options.resources, groups=options.groups)
+
+    def __init__(self, *, resources: Sequence[int | str] = DEFAULT_RESOURCES,
+                 groups: Mapping[str, Any] | GroupTree | str | None = None) -> None:
+        self.resources = check_resources(resources)
+        self.counted = self.resources
+        if groups is None:
+            self.tree = GroupTree()
+        elif groups == FROM_CONDOR:
+            self.tree = pool_group_tree()
+        elif isinstance(groups, GroupTree):
+            self.tree = groups
+        elif isinstance(groups, Mapping):
+            self.tree = tree_from_toml(groups)
+        else:
+            raise ConfigError(f"policy option groups: expected a [groups] table or "
+                              f"{FROM_CONDOR!r}, got {groups!r}")
+
+    # ------------------------------------------------------------------ state
+    def attach(self, pool: Pool) -> None:
+        self.pool = pool
+        width = len(pool.capacity)
+        self.nodes: dict[str, GroupNode] = {}
+        for name in self.tree.names():
+            parent = None if name == NONE_GROUP else self.nodes[self.tree.group(name).parent]
+            node = self.nodes[name] = GroupNode(name, parent, width)
+            if parent is not None:
+                parent.subgroups.append(node)
+                group = self.tree.group(name)
+                node.accept_surplus = group.accept_surplus
+                node.autoregroup = group.autoregroup
+        self.root = self.nodes[NONE_GROUP]
+        self.depth = max(node.depth for node in self.nodes.values())
+        self.group_of: dict[int, GroupNode] = {}
+        # User index -> (its usage as last seen, its dominant share of it).
+        self._usage: dict[int, tuple[list[float], float]] = {}
+        self._generation = -1
+        self._capacity: list[float] = []
+
+    def _refresh_quotas(self) -> None:
+        """Quotas and weights for the pool's capacity as it is (once per capacity change)."""
+        pool = self.pool
+        if pool.generation == self._generation:
+            return
+        self._generation = pool.generation
+        if pool.capacity == self._capacity:
+            return
+        self._capacity = list(pool.capacity)
+        self.counted = counted_resources(self.resources, pool.capacity)
+        # Every dominant share is over the capacity: re-key every user seen.
+        for index, (usage, _) in list(self._usage.items()):
+            self._usage[index] = (usage, self.user_share(usage))
+            node = self.group_of[index]
+            user = node.users[index]
+            node.ranking.update(user, (0, self._usage[index][1]) if user.active else None)
+        quotas = self.tree.quotas(pool.capacity)
+        for name, node in self.nodes.items():
+            node.quota = list(quotas[name])
+            node.dirty = True
+        root = self.root
+        if not self.tree.flat and not self.tree.none_accepts_surplus:
+            root.own_quota = self.tree.remainder(NONE_GROUP, quotas)
+        for node in self.nodes.values():
+            parent_quota = quotas[node.name]
+            for child in node.subgroups:
+                child.weight = self._fraction(quotas[child.name], parent_quota)
+            # The own users' part, over the resources the subgroups' quotas limit (with
+            # quotas of cpus alone, the cpus they leave).
+            limited = [r for r in self.counted
+                       if any(math.isfinite(quotas[child.name][r]) for child in node.subgroups)]
+            node.members_weight = (self._fraction(self.tree.remainder(node.name, quotas),
+                                                  parent_quota, limited)
+                                   if node.subgroups else 1.0)
+
+    def _fraction(self, part: Sequence[float], whole: Sequence[float],
+                  resources: Sequence[int] | None = None) -> float:
+        """A child's weight: its quota over its parent's, on its dominant quota'd resource
+        (of `resources`, default every counted one)."""
+        fractions = [part[r] / whole[r] for r in (self.counted if resources is None
+                                                  else resources)
+                     if math.isfinite(part[r]) and math.isfinite(whole[r]) and whole[r] > 0]
+        return max(fractions) if fractions else 1.0
+
+    def user_changed(self, user: UserState, now: float) -> None:
+        self._refresh_quotas()
+        node = self.group_of.get(user.index)
+        if node is None:
+            node = self.group_of[user.index] = self.nodes[self.tree.group_of(user.name)]
+            node.users[user.index] = user
+        seen = self._usage.get(user.index)
+        usage = user.usage
+        if seen is None or seen[0] != usage:
+            old = seen[0] if seen is not None else [0.0] * len(usage)
+            for used in (node.own_used, *(group.used for group in node.path())):
+                for resource, amount in enumerate(usage):
+                    used[resource] += amount - old[resource]
+            seen = self._usage[user.index] = (usage[:], self.user_share(usage))
+        node.ranking.update(user, (0, seen[1]) if user.active else None)
+        for group in node.path():
+            if group.dirty:
+                break
+            group.dirty = True
+
+    def user_share(self, usage: Sequence[float]) -> float:
+        return max(resource_shares(usage, self.pool.capacity, self.counted))
+
+    # ------------------------------------------------------------- rescaling
+    def _update(self, node: GroupNode, *, shown: bool = False) -> None:
+        """Recompute `node`'s rescaled consumption and normalised share, children first.
+        A root without subgroups is only shown (`shown`): no decision weighs its users as
+        one against anything (its users are ordered as DRF orders them)."""
+        if not node.dirty:
+            return
+        if not node.subgroups and node is self.root and not shown:
+            node.active = len(node.ranking) > 0
+            node.dirty = False
+            return
+        for child in node.subgroups:
+            self._update(child)
+        capacity = self.pool.capacity
+        members_active = len(node.ranking) > 0
+        # The members' own consumption, rescaled to the least share of those waiting.
+        least_user = node.ranking.key_of(node.ranking.first())[1] if members_active \
+            else math.inf
+        usage = self._usage
+        members = self._rescaled_sum((usage[index] for index in node.users if index in usage),
+                                     least_user, len(node.used))
+        members_share = node.members_share = self._over_weight(
+            max(resource_shares(members, capacity, self.counted)), node.members_weight)
+        entries = [(members, members_share, members_active)]
+        entries += [(child.consumption, child.share, child.active) for child in node.subgroups]
+        least = min((share for _, share, active in entries if active), default=math.inf)
+        node.consumption = self._rescaled_sum(
+            ((vector, share) for vector, share, _ in entries), least, len(node.used))
+        node.share = self._over_weight(max(resource_shares(node.consumption, capacity,
+                                                           self.counted)), node.weight)
+        node.active = any(active for _, _, active in entries)
+        node.dirty = False
+
+    @staticmethod
+    def _over_weight(share: float, weight: float) -> float:
+        return share / weight if weight > 0 else share
+
+    @staticmethod
+    def _rescaled_sum(entries: Any, least: float, width: int) -> list[float]:
+        """sum_i c_i * min(1, least / d_i) over (c_i, d_i)."""
+        total = [0.0] * width
+        for vector, share in entries:
+            factor = 1.0 if share <= least else least / share
+            if factor > 0:
+                for resource in range(width):
+                    total[resource] += vector[resource] * factor
+        return total
+
+    # -------------------------------------------------------------- decision
+    def first(self, now: float) -> UserState | None:
+        self._refresh_quotas()
+        if self.tree.flat:  # one level, no ceiling: the least dominant share, as DRF
+            return self.root.ranking.first()
+        self._update(self.root)
+        # Within every quota first; then past the quotas of groups at depth >= level that
+        # accept surplus, the deepest first (surplus from siblings before cousins); then
+        # past an autoregroup group's ceiling.
+        for level in range(self.depth + 1, 0, -1):
+            found = self._descend(self.root, level)
+            if found is not None:
+                return found
+        return self._descend(self.root, AUTOREGROUP)
+
+    def _children(self, node: GroupNode) -> list[tuple[tuple, GroupNode | None]]:
+        """`node`'s children that want a slot, best first: (key, subgroup or None for its
+        own users). Key: (weight 0, normalised share, listed order)."""
+        entries: list[tuple[tuple, GroupNode | None]] = []
+        if len(node.ranking):
+            entries.append(((int(node.members_weight <= 0), node.members_share,
+                             len(node.subgroups)), None))
+        for order, child in enumerate(node.subgroups):
+            if child.active:
+                entries.append(((int(child.weight <= 0), child.share, order), child))
+        entries.sort(key=lambda entry: entry[0])
+        return entries
+
+    def _descend(self, node: GroupNode, level: int) -> UserState | None:
+        for _, child in self._children(node):
+            if child is not None:
+                found = self._descend(child, level)
+                if found is not None:
+                    return found
+                continue
+            if level == AUTOREGROUP and not node.autoregroup:
+                continue
+            room = self._room(node, level)
+            head = self.pool.head
+            for user in node.ranking:
+                task = head(user)
+                # Only what the task asks for counts (a job of no GPUs fits a group at its
+                # GPU quota).
+                if task is not None and (task.cpus <= room[CPUS] or not task.cpus) \
+                        and (task.memory <= room[MEMORY] or not task.memory) \
+                        and (task.gpus <= room[GPUS] or not task.gpus):
+                    return user
+        return None
+
+    def _room(self, node: GroupNode, level: int) -> list[float]:
+        """What the users of `node` may take more in this round, per resource: the least
+        room left under the quotas on its path, but those of groups at depth >= `level` that
+        accept surplus (`AUTOREGROUP`: a group with autoregroup has no ceiling)."""
+        room = [math.inf] * len(node.used)
+        if level == AUTOREGROUP:
+            return room
+        limits = [(node.own_used, node.own_quota)]
+        limits += [(group.used, group.quota) for group in node.path()
+                   if not (group.accept_surplus and group.depth >= level)]
+        for used, quota in limits:
+            for resource, limit in enumerate(quota):
+                if limit - used[resource] + EPSILON < room[resource]:
+                    room[resource] = limit - used[resource] + EPSILON
+        return room
+
+    # --------------------------------------------------------------- figures
+    def why(self, user: UserState, now: float) -> tuple[str, Mapping[str, Any]]:
+        figures = self.figures(user)
+        return ("free slot to {user} of group {group} (path {path}): least normalised "
+                "dominant share at every level; its own {dominant_share:.4g} (of "
+                "{dominant_resource}), its group's {group_share:.4g} (H-DRF's, over the "
+                "group's weight)"), figures
+
+    def figures(self, user: UserState) -> dict[str, Any]:
+        self._update(self.root)
+        share, resource = dominant(resource_shares(user.usage, self.pool.capacity,
+                                                   self.counted), self.counted)
+        node = self.group_of.get(user.index, self.root)
+        return {"user": user.name, "group": node.name,
+                "path": " > ".join(group.name for group in reversed(list(node.path()))),
+                "dominant_share": share, "dominant_resource": resource,
+                "group_share": node.share}
+
+    def key_figures(self, user: UserState, now: float) -> dict[str, Any]:
+        figures = self.figures(user)
+        del figures["user"], figures["path"]
+        return figures
+
+    def group_rows(self) -> list[dict[str, Any]]:
+        """One row a group, parents first: quota, weight, actual and rescaled dominant
+        shares, surplus in use (`gridfair shares --tree`)."""
+        self._refresh_quotas()
+        self.root.dirty = True
+        self._update(self.root, shown=True)
+        capacity = self.pool.capacity
+        rows = []
+        for name, node in self.nodes.items():
+            used_share, used_resource = dominant(
+                resource_shares(node.used, capacity, self.counted), self.counted)
+            quotas = [r for r in QUOTA_RESOURCES.values()
+                      if math.isfinite(node.quota[r]) and r in self.counted]
+            surplus = {RESOURCE_NAMES[r]: node.used[r] - node.quota[r] for r in quotas
+                       if node.used[r] > node.quota[r]}
+            rows.append({
+                "group": name, "level": node.depth,
+                "quota": {RESOURCE_NAMES[r]: node.quota[r] for r in quotas},
+                "weight": node.weight,
+                "guaranteed_share": self._guaranteed(node),
+                "dominant_share": used_share, "dominant_resource": used_resource,
+                "hdrf_share": node.share,
+                "accept_surplus": node.accept_surplus,
+                "surplus_in_use": surplus,
+                "users": len(node.users),
+            })
+        return rows
+
+    @staticmethod
+    def _guaranteed(node: GroupNode) -> float:
+        """The product of the weights on the path: the share of the pool the group is
+        guaranteed when every group wants more."""
+        return math.prod(group.weight for group in node.path())

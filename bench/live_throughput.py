@@ -106,7 +106,7 @@ def lease_held(pool) -> bool:
 def run_once(side: str, job_seconds: float, negotiator: int, number: int,
              options: argparse.Namespace, python: Path | None) -> dict[str, object]:
     """One run on a fresh pool; its figures."""
-    from gridfair.daemon.pool_record import landing, read_lifetimes, read_runs
+    from tests.harness.pool_record import landing, read_lifetimes, read_runs
     from tests.live.harness.personal_pool import (
         JobSpec,
         PersonalPool,

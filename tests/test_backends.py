@@ -100,6 +100,8 @@ class FakeCollector:
               statistics=None):
         if self.down:
             raise htcondor2.HTCondorException("Failed communication with collector")
+        if ad_type == htcondor2.AdType.Negotiator:
+            return []  # the test pool has no negotiator: a reschedule goes nowhere
         self.queries.append((ad_type, constraint, projection))
         if ad_type == htcondor2.AdType.Negotiator:  # its clock, the collector's to the second
             now = int(time.time())
@@ -184,6 +186,9 @@ class FakeSchedd:
     def reschedule(self):
         return None
 
+    def history(self, constraint=None, projection=[], match=-1, since=None):  # noqa: B006 - the binding's
+        return []  # no job has left the queue
+
 
 def _parameters(function) -> list[tuple]:
     return [(p.name, p.kind, p.default) for p in inspect.signature(function).parameters.values()]
@@ -198,6 +203,7 @@ def _parameters(function) -> list[tuple]:
     (FakeSchedd.act, htcondor2.Schedd.act),
     (FakeSchedd.edit, htcondor2.Schedd.edit),
     (FakeSchedd.reschedule, htcondor2.Schedd.reschedule),
+    (FakeSchedd.history, htcondor2.Schedd.history),
 ])
 def test_fakes_have_the_real_htcondor2_signatures(fake, real):
     assert _parameters(fake) == _parameters(real)

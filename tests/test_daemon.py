@@ -10,6 +10,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -229,6 +230,24 @@ def test_dry_run_records_decisions_and_carries_out_nothing(tmp_path):
     assert actions_log(tmp_path) == []
     assert rows(tmp_path, "select count(*) from actions") == [(0,)]
     assert rows(tmp_path, "select outcome, decisions from cycles") == [("dry-run", 10)]
+
+
+@pytest.mark.parametrize("changed", [True, False])
+def test_a_change_seen_between_cycles_runs_the_next_cycle_at_once(tmp_path, changed):
+    """With `daemon.poll`, a slot freed or jobs submitted (the backend's `changed`) runs the
+    next cycle at once; with nothing changed, the interval (an hour here) is the wait."""
+    raw = files_config(tmp_path)
+    raw["daemon"].update(interval=3600.0, poll=0.05)
+    daemon = make_daemon(tmp_path, raw, max_cycles=2)
+    looks = []
+    daemon.backend.changed = lambda: looks.append(1) or changed
+    stop = threading.Timer(3.0, daemon.stopping.set)
+    stop.start()
+    try:
+        assert daemon.run() == 0
+    finally:
+        stop.cancel()
+    assert looks and daemon.cycles == (2 if changed else 1)
 
 
 # ---------------------------------------------------------------- safety

@@ -112,6 +112,31 @@ def test_a_job_running_on_its_slot_or_a_dynamic_slot_of_it_has_landed():
     assert not on_slot("slot22@h", "slot2@h")
 
 
+def test_a_job_that_ran_on_its_slot_and_left_the_queue_has_landed_and_frees_the_slot():
+    """A short job starts and ends between two cycles: the next snapshot has neither the job
+    nor a job on its slot. The pool's record of ended jobs says it ran there since it was
+    steered: landed at once (not "not seen" after the timeout), and the slot is free in the
+    view, not held for a job that is gone. One said to have run on another slot has not
+    landed; one whose last run there began before the steering tells nothing new."""
+    flights = [flight(), flight("9.1", "slot2@h"), flight("9.2", "slot3@h")]
+    ended = {"9.0": ("slot1@h", T0 + 0.4), "9.1": ("slot4@h", T0 + 1),
+             "9.2": ("slot3@h", T0 - 30)}
+    machines = [slot(f"slot{number}@h") for number in (1, 2, 3, 4)]
+    result = settle(Snapshot(T0 + 60, tuple(machines), ()), flights, {}, TIMEOUT * 100,
+                    ended=ended)
+    assert result.ended == [(flight(), "slot1@h", T0 + 0.4)] and not result.landed
+    assert result.missed == [(flight("9.1", "slot2@h"), "not landed: 9.1 ran on slot4@h")]
+    assert list(result.held) == ["9.2"]
+    assert [m.name for m in result.view.machines if m.is_free] == [
+        "slot1@h", "slot2@h", "slot4@h"]
+
+
+def test_a_given_up_flight_whose_job_ran_there_and_ended_lands_late():
+    result = settle(Snapshot(T0 + 300, (slot("slot1@h"),), ()), [], {}, TIMEOUT,
+                    late=[flight()], ended={"9.0": ("slot1@h", T0 + 2)})
+    assert result.ended == [(flight(), "slot1@h", T0 + 2)]
+
+
 def test_a_snapshot_older_than_the_allocation_says_nothing_about_it():
     result = settled([slot("slot1@h", "7.0", "User3")],
                      [job("9.0", "User1"), job("7.0", "User3", on="slot1@h")],

@@ -48,6 +48,9 @@ class Key:
 SCHEMA: dict[str, dict[str, Key]] = {
     "daemon": {
         "interval": Key(float, 60.0, minimum=0.01, help="seconds between cycles"),
+        "poll": Key(float, 0.0, minimum=0.0, help="seconds between cheap looks at the pool "
+                    "for a slot freed or jobs submitted, each starting a cycle at once (the "
+                    "interval is then the longest wait); 0: none"),
         "store": Key(str, "gridfair.db", path=True, help="SQLite file of the daemon's state"),
         "max_cycles": Key(int, 0, minimum=0, help="stop after this many cycles (0: never)"),
         "query_timeout": Key(float, 30.0, minimum=0.01, help="seconds a snapshot read may take"),

@@ -304,10 +304,11 @@ class CycleRunner:
             self._known = KnownJobs.from_rows(store.known_jobs())
         recon = reconcile(snapshot, self._known, cycle)
         # Allocations not yet running hold their slots in the policy's view (inflight.py).
-        flights = inflight.pending(store, snapshot, self.limits.landing_timeout, cycle)
+        flights = inflight.pending(store, snapshot, self.limits.landing_timeout, cycle,
+                                   self.backend.ended_runs)
         if not self.dry_run and snapshot_too_old(self.limits, snapshot.time, now) is None:
             inflight.record(store, flights, cycle, now, self.backend.withdraw)
-            self.metrics.settled(len(flights.landed), len(flights.missed),
+            self.metrics.settled(len(flights.landed) + len(flights.ended), len(flights.missed),
                                  len(flights.landed_late))
         stages = stages_from_config(self.config["policy"])
         # Jobs whose allocations did not land are left out for a while (backoff.py).

@@ -9,6 +9,10 @@ user and the job to another slot. Seen live: 54-81 % of the showcase's allocatio
 So every cycle, each confirmed allocation not yet seen running (`in_flight`) is settled
 against the snapshot (`settle`):
 - the job runs on the chosen slot (or, partitionable, on a dynamic slot of it): `landed`;
+- the job has left the queue, and the pool's record of ended jobs (`PoolBackend.ended_runs`,
+  HTCondor's history) says its last run started there since: `landed` too, and the slot is
+  free for the cycle (a short job that started and ended between two cycles); said to have
+  run elsewhere: "not landed";
 - the job runs elsewhere, the slot is gone or another job now runs on it (one gridfair did
   not vacate for it), or `landing_timeout` seconds of the pool's time passed without a start
   (two negotiation cycles) or without any ad listing the job (read from autoclusters, a job
@@ -100,6 +104,8 @@ class Settlement:
     missed: list[tuple[Flight, str]] = field(default_factory=list)
     #: (flight given up for a timeout, the slot it runs on now)
     landed_late: list[tuple[Flight, str]] = field(default_factory=list)
+    #: (flight, slot, start) of each flight whose job ran there and ended since (late or not)
+    ended: list[tuple[Flight, str, float]] = field(default_factory=list)
 
 
 def in_flight(store: Store) -> list[Flight]:
@@ -150,9 +156,13 @@ def partitionable(machine: Machine | None) -> bool:
 
 def settle(snapshot: Snapshot, flights: Iterable[Flight],
            vacated: Mapping[tuple[str, str], float], timeout: float,
-           late: Iterable[Flight] = ()) -> Settlement:
+           late: Iterable[Flight] = (),
+           ended: Mapping[str, tuple[str, float]] | None = None) -> Settlement:
     """Sort the flights into landed, missed and held, and the `late` ones (`given_up`) seen
-    on their slots into landed late; build the view with the held slots."""
+    on their slots into landed late; build the view with the held slots. `ended`: the
+    jobs gone from the queue whose last run started since they were steered, with its slot
+    and start (`PoolBackend.ended_runs`)."""
+    ended = ended or {}
     jobs = snapshot.jobs_by_id
     machines = snapshot.machines_by_name
     where = snapshot.job_slots
@@ -163,10 +173,18 @@ def settle(snapshot: Snapshot, flights: Iterable[Flight],
         return where.get(job_id) or (
             job.machine if job is not None and job.status is JobStatus.RUNNING else None)
 
+    def ran_on(flight: Flight) -> str | None:
+        """The slot the flight's job, gone from the queue, last ran on since it was steered."""
+        slot, started = ended.get(flight.job, (None, 0.0))
+        # Start dates are whole seconds: a start in the second of the acceptance counts.
+        return slot if flight.job not in jobs and started >= int(flight.confirmed) else None
+
     for flight in late:
         running = running_on(flight.job)
         if on_slot(running, flight.machine):
             settlement.landed_late.append((flight, running))
+        elif on_slot(ran_on(flight), flight.machine):
+            settlement.ended.append((flight, *ended[flight.job]))
     held_slots: set[str] = set()
     room: _Room | None = None  # built on the first flight to a partitionable slot
     for flight in flights:
@@ -176,9 +194,13 @@ def settle(snapshot: Snapshot, flights: Iterable[Flight],
             settlement.landed.append(flight)
             settlement.started.append((running, job.start_time if job is not None else None))
             continue
-        problem = None
+        gone_from = ran_on(flight)
+        if on_slot(gone_from, flight.machine):
+            settlement.ended.append((flight, *ended[flight.job]))
+            continue
+        problem = None if gone_from is None else f"not landed: {flight.job} ran on {gone_from}"
         # A snapshot taken before the pool accepted the allocation says nothing about it.
-        if snapshot.time >= flight.confirmed:
+        if problem is None and snapshot.time >= flight.confirmed:
             problem = _why_not_held(flight, job, running, machines.get(flight.machine),
                                     jobs, vacated, snapshot.time - flight.confirmed, timeout)
         if problem is None and (flight.job in settlement.held or flight.machine in held_slots):
@@ -395,17 +417,28 @@ def record(store: Store, settlement: Settlement, cycle: int, now: float,
             store.set_action_state(flight.key, LANDED, cycle, now,
                                    f"running on {where}: landed late, "
                                    f"{now - flight.confirmed:.0f} s after it was given up", db=db)
-    if settlement.landed or settlement.missed or settlement.held or settlement.landed_late:
-        log.debug("cycle %d: allocations %d landed (%d late), %d not landed, %d in flight",
-                  cycle, len(settlement.landed), len(settlement.landed_late),
-                  len(settlement.missed), len(settlement.held))
+        for flight, where, started in settlement.ended:
+            store.set_action_state(flight.key, LANDED, cycle, now,
+                                   f"ran on {where}, started {started - flight.confirmed:.0f} s "
+                                   "after the pool accepted it, and left the queue", db=db)
+    if (settlement.landed or settlement.missed or settlement.held or settlement.landed_late
+            or settlement.ended):
+        log.debug("cycle %d: allocations %d landed (%d late, %d ended), %d not landed, %d in "
+                  "flight", cycle, len(settlement.landed), len(settlement.landed_late),
+                  len(settlement.ended), len(settlement.missed), len(settlement.held))
 
 
-def pending(store: Store, snapshot: Snapshot, timeout: float, cycle: int) -> Settlement:
+def pending(store: Store, snapshot: Snapshot, timeout: float, cycle: int,
+            ended_runs: Callable[[Collection[str], float], Mapping[str, tuple[str, float]]]
+            | None = None) -> Settlement:
     """The journal's flights settled against `snapshot` in cycle `cycle`, and the flights
     given up for a timeout in the last `LATE_LANDING_CYCLES` cycles watched for a late
-    landing."""
+    landing; `ended_runs` (the backend's) is asked about the flights' jobs gone from the
+    snapshot."""
     flights = in_flight(store)
     late = given_up(store, cycle - LATE_LANDING_CYCLES)
-    return settle(snapshot, flights, vacated_for(store, flights), timeout, late)
+    gone = [flight for flight in (*flights, *late) if flight.job not in snapshot.jobs_by_id]
+    ended = ended_runs({flight.job for flight in gone},
+                       min(flight.confirmed for flight in gone)) if gone and ended_runs else {}
+    return settle(snapshot, flights, vacated_for(store, flights), timeout, late, ended)
 

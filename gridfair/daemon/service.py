@@ -1,7 +1,10 @@
 """The daemon process: the scheduler, signals, back-off, logging, metrics.
 
 APScheduler (3.x) runs the cycle as an interval job with `max_instances=1` (never two at
-once) and `coalesce=True` (a late cycle runs once, not once per missed interval). The main
+once) and `coalesce=True` (a late cycle runs once, not once per missed interval). With
+`daemon.poll`, the main thread looks at the pool that often between cycles
+(`PoolBackend.changed`: a slot freed, jobs submitted) and on a change runs the cycle at once;
+the interval is then the longest wait. The main
 thread waits for SIGTERM/SIGINT; on either, the running cycle stops before its next action
 (what it planned but did not carry out stays `planned` in the journal) and the process exits,
 0 after SIGTERM (a service stopped) and 130 after SIGINT (the shell's convention). SIGHUP reopens
@@ -331,11 +334,19 @@ class Daemon:
         if self.backend.name == "htcondor":  # files and the simulator are there at once
             self.wait_for_pool(STARTUP_WAIT)
         scheduler.start()
+        next_look = time.monotonic()
         try:
             while not self.stopping.wait(0.2):
                 if self.reload_wanted.is_set():
                     self.reload_wanted.clear()
                     self.reload(scheduler)
+                poll = self.config["daemon"]["poll"]
+                if poll and time.monotonic() >= next_look:
+                    next_look = time.monotonic() + poll
+                    if self._pool_changed():
+                        # The interval then counts from this cycle: it is the longest wait.
+                        scheduler.modify_job("negotiation-cycle",
+                                             next_run_time=datetime.now(UTC))
         finally:
             scheduler.shutdown(wait=True)  # lets the running cycle reach a clean stop
             for sig, handler in previous.items():
@@ -344,6 +355,19 @@ class Daemon:
             self.close()
         log.info("daemon stopped after %d cycle(s)", self.cycles)
         return 128 + signal.SIGINT if self.stopped_by == signal.SIGINT else 0
+
+    def _pool_changed(self) -> bool:
+        """The backend's cheap look for a slot freed or jobs submitted (`daemon.poll`), taken
+        between cycles only (a cycle reads the pool itself) and not while backing off."""
+        if time.monotonic() < self.skip_until or not self.cycle_lock.acquire(blocking=False):
+            return False
+        try:
+            return self.backend.changed()
+        except Exception as error:  # noqa: BLE001 - a look that fails waits for the interval
+            log.debug("look at the pool between cycles failed: %s", error)
+            return False
+        finally:
+            self.cycle_lock.release()
 
     def wait_for_pool(self, longest: float) -> None:
         """Until the pool answers a read with slots, a signal stops the daemon, or `longest`

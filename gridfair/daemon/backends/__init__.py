@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from gridfair.ad_views import Job, Machine, SkippedAd, Snapshot
@@ -124,6 +124,19 @@ class PoolBackend(ABC):
     def actions_done(self) -> None:  # noqa: B027 - optional: most act at once
         """After a cycle's actions: what a backend does once for all of them (the htcondor
         backend asks each schedd it steered jobs on to negotiate). Default: nothing."""
+
+    def changed(self) -> bool:
+        """Whether, since the last call, a slot was freed or jobs were submitted: a cheap look
+        between cycles that starts one at once (`daemon.poll`). The first call sets what
+        later ones compare with. Default: never (cycles at the interval only)."""
+        return False
+
+    def ended_runs(self, job_ids: Collection[str], since: float) -> dict[str, tuple[str, float]]:
+        """Of these jobs, gone from the pool's queue, those whose last run started at `since`
+        or later: job id -> (the slot it ran on, when that run started). How an allocation
+        whose job started and ended between two reads is seen to have landed. Default: the
+        pool keeps no record of ended jobs (none known)."""
+        return {}
 
     def withdraw(self, job_id: str) -> None:  # noqa: B027 - optional: most start at once
         """Lift what `allocate` asked of the pool for a job that did not start there, so the

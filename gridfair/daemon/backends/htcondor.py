@@ -43,8 +43,8 @@ Acting:
 - allocate: HTCondor's negotiator makes the matches; gridfair steers it: the job gets the
   attribute `GridfairSlot = "<slot name>"` (`Schedd.edit`; a batch of allocations with one
   edit for all the jobs given the same value, `allocate_all`), and once the cycle's actions are
-  done each schedd steered on is asked to reschedule (`actions_done`: one reschedule a
-  schedd, not one a job, which took a third of the schedd's CPU of steering). The pool's
+  done each negotiator is asked for a cycle (`actions_done`: one RESCHEDULE a cycle, not one
+  a job; the schedd ignores one sent to it). The pool's
   configuration makes the negotiator prefer that slot for that job,
   e.g.
   `NEGOTIATOR_PRE_JOB_RANK = 1e15 * (TARGET.GridfairSlot =?= MY.Name) + <the default>`.
@@ -120,6 +120,7 @@ from gridfair.daemon.backends.lease import (
     persist,
     warn_not_kept,
 )
+from gridfair.daemon.backends.pool_watch import PoolLook, ended_runs
 from gridfair.daemon.clock import wall_clock
 from gridfair.errors import ConfigError, InputError
 
@@ -142,6 +143,9 @@ _DAEMON_AD_TYPES = {"negotiator": htcondor2.AdType.Negotiator,
 
 #: Seconds an HTCondor tool (condor_now) may take before the action counts as failed.
 TOOL_TIMEOUT = 30.0
+#: HTCondor's RESCHEDULE command (condor_commands.h: SCHED_VERS + 21); the bindings name only
+#: the master's and daemons' administrative commands, and send any command number.
+RESCHEDULE = 421
 
 
 #: Seconds the schedds may take to answer a probe, side by side, before those that have not
@@ -329,10 +333,12 @@ class HTCondorBackend(PoolBackend):
         self.schedd_timeout = schedd_timeout
         # Schedds that did not answer in this snapshot read -> why (`_ask_schedds`).
         self._silent: dict[str, str] = {}
-        self._steered_on: dict[str, classad2.ClassAd] = {}  # schedds to reschedule, by name
+        # Schedds steered on since the last `actions_done`, by name (any: ask for a cycle).
+        self._steered_on: dict[str, classad2.ClassAd] = {}
         # The daemons of each kind last listed (`_daemons`): the lease is set on the
         # negotiators and the schedds.
         self._known_daemons: dict[str, list[tuple[classad2.ClassAd, Any]]] = {}
+        self._last_look: PoolLook | None = None  # what `changed` saw last
         # Names read that no slot (job) had (`DIRECT_LEARNING`), and reads since.
         self._absent_slot_names: set[str] = set()
         self._absent_job_names: set[str] = set()
@@ -797,12 +803,45 @@ class HTCondorBackend(PoolBackend):
         return problems
 
     def actions_done(self) -> None:
-        """Ask each schedd that jobs were steered on to negotiate now. A refusal is not an
-        action's failure: the edits stand, and the negotiator's next cycle starts them."""
+        """If jobs were steered, ask each negotiator for a negotiation cycle now: its
+        RESCHEDULE command, which it takes from an ADMINISTRATOR (gridfair's account is one
+        there, for its lease). Not the schedds': since HTCondor 25.14.0 (HTCONDOR-3624) the
+        schedd reads a RESCHEDULE sent to it and drops it, asking the negotiator itself only
+        when it goes from no idle job to some and on a release; an edit asks nothing, so
+        steered jobs waited for the periodic cycle (measured: 51 s at NEGOTIATOR_INTERVAL
+        = 60). The negotiator still keeps NEGOTIATOR_MIN_INTERVAL between cycle starts and
+        NEGOTIATOR_CYCLE_DELAY after a cycle's end. A refusal is not an action's failure:
+        the edits stand, and the negotiator's next cycle starts them."""
         steered, self._steered_on = self._steered_on, {}
-        for location in steered.values():
-            with contextlib.suppress(*POOL_ERRORS):
-                self.schedd_factory(location).reschedule()
+        if not steered:
+            return
+        with contextlib.suppress(ActionFailed):
+            for ad, _ in self._negotiators():
+                with contextlib.suppress(*POOL_ERRORS):
+                    htcondor2.send_command(ad, RESCHEDULE)
+
+    def changed(self) -> bool:
+        """A slot freed or jobs submitted since the last look (`pool_watch.PoolLook`), asked
+        of the first collector that answered the last read. Nothing is said on the first
+        look, nor when the collector does not answer."""
+        try:
+            look = PoolLook.of(self._for_actions()[0][1], self.slot_constraint)
+        except POOL_ERRORS:
+            return False
+        previous, self._last_look = self._last_look, look
+        return previous is not None and look.freed_or_submitted_since(previous)
+
+    def ended_runs(self, job_ids: Collection[str], since: float) -> dict[str, tuple[str, float]]:
+        """From the history of every schedd the collectors list (`pool_watch.ended_runs`);
+        a schedd that does not answer tells nothing."""
+        if not job_ids:
+            return {}
+        found: dict[str, tuple[str, float]] = {}
+        with contextlib.suppress(ActionFailed, *POOL_ERRORS):
+            for location in self._locate_schedds():
+                with contextlib.suppress(*POOL_ERRORS):
+                    found.update(ended_runs(self.schedd_factory(location), job_ids, since))
+        return found
 
     def can_hand_over(self, machine: Machine) -> bool:
         """condor_now is configured and the slot is a partitionable one (or a dynamic one).

@@ -105,8 +105,12 @@ def test_the_lease_is_renewed_and_released_or_there_is_none(backend):
     backend.release_starts()
 
 
-def test_the_clock_skew_is_a_figure(backend):
-    skew = backend.clock_skew(5.0)
+def test_the_clock_skew_is_a_figure_or_says_why_not(backend):
+    try:
+        skew = backend.clock_skew(5.0)
+    except ActionFailed as failure:  # a pool that cannot tell (no negotiator listed) says so
+        assert str(failure)
+        return
     assert isinstance(skew, float) and math.isfinite(skew) and abs(skew) < 3600
 
 

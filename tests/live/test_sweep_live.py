@@ -28,7 +28,7 @@ from tests.live.harness.personal_pool import PersonalPool, SlotSpec, as_account,
 RESEARCHER = "researcher"
 #: More slots than cores: the runs are short and mostly HTCondor's start-up.
 SLOTS = tuple(SlotSpec("User1", 100000) for _ in range(8))
-SEEDS = 100  # x 2 policies + the failing run: 201 runs
+SEEDS = 50  # x 2 policies + the failing run: 101 runs (501: bench/sweep_pool.py)
 
 #: The grid, sent with every job as a file of the sweep's (a copy of an embedded grid).
 GRID = embedded_grids()["hosep-table1"]
@@ -106,7 +106,7 @@ def test_a_sweep_on_the_pool_stores_what_a_local_sweep_stores(
     sweep = researcher_sweep(pool, daemon_python, sweep_dir, "--job-python",
                              str(daemon_python))
     # Hold one job and remove another near the cluster's end while they wait in the queue
-    # (201 runs on 8 slots; the last is the failing run).
+    # (101 runs on 8 slots; the last is the failing run).
     ids = pool.wait_until(lambda: pool.jobs("ClusterId", "ProcId", "GridfairRun"), 60)
     in_order = sorted(ids, key=lambda row: int(row[1]))
     (cluster, held_proc, held), (_, removed_proc, removed) = in_order[-3], in_order[-2]

@@ -638,3 +638,38 @@ def test_allocations_to_one_slot_are_carried_out_side_by_side():
     assert [(a.job.id, a.machine.name) for a in steering_order(decided)] == [
         ("2.0", "slot1@a"), ("5.0", "slot1@a"), ("1.0", "slot1@b"), ("3.0", "slot1@b"),
         ("4.0", "slot2@a")]
+
+
+def test_the_lease_is_renewed_half_way_not_every_cycle(tmp_path, monkeypatch):
+    """Cycles may come every `poll` seconds, and each renewal reconfigures every negotiator
+    and schedd: the lease (two intervals) is renewed once half of what it gives beyond one
+    interval has passed, so it never lapses while cycles come at least every interval."""
+    from gridfair.daemon import cycle as cycle_module
+    from gridfair.daemon.backends.sim import SimBackend
+
+    class LeasingSim(SimBackend):
+        leases = True
+
+        def __init__(self) -> None:
+            super().__init__(step=60.0)
+            self.renewals: list[float] = []
+
+        def hold_starts(self, until: float) -> None:
+            self.renewals.append(until)
+
+    clock = [1_000_000.0]
+    monkeypatch.setattr(cycle_module, "wall_clock", lambda: clock[0])
+    backend = LeasingSim()
+    raw = {"daemon": {"interval": 60, "store": "state.db"}, "backend": {"kind": "sim"},
+           "safety": {"max_snapshot_age": 1e9}}
+    daemon = make_daemon(tmp_path, raw, backend=backend)
+    try:
+        for _ in range(4):  # four cycles within 30 s: one renewal, each cycle reporting it
+            assert daemon.tick().lease_until == 1_000_120.0
+            clock[0] += 7.0
+        assert backend.renewals == [1_000_120.0]
+        clock[0] = 1_000_030.0  # half of the 60 s the lease gives beyond one interval
+        daemon.tick()
+        assert backend.renewals == [1_000_120.0, 1_000_150.0]
+    finally:
+        daemon.close()

@@ -228,6 +228,12 @@ class CycleRunner:
         self.max_retries = config["safety"]["max_retries"]
         self.timeout = config["daemon"]["query_timeout"]
         self.lease = config["daemon"]["lease"]
+        # The lease is renewed at most this often (seconds): cycles may come every `poll`
+        # seconds, and each renewal reconfigures every negotiator and schedd. Renewed half way
+        # through what the lease gives beyond one interval, it never lapses while cycles come
+        # at least every interval.
+        self.renew_every = max(0.0, (self.lease - config["daemon"]["interval"]) / 2)
+        self._renewed: tuple[float, float] | None = None  # (when, until) of the last renewal
         self.label = " ".join(name for name, _ in stage_list(stages_from_config(config["policy"])))
         self.kept: KeptPool | None = None
 
@@ -430,14 +436,19 @@ class CycleRunner:
         Returns the cycle's lease columns."""
         if not self.backend.leases:
             return {}
+        if self._renewed is not None and wall_clock() - self._renewed[0] < self.renew_every:
+            return {"lease_until": self._renewed[1]}
+        self._renewed = None
         bound = max(MIN_CLOCK_SKEW, CLOCK_SKEW_SHARE * self.lease)
         try:
             skew = self.backend.clock_skew(bound)
             self.metrics.clock_skew(skew)
             if abs(skew) > bound:
                 return self._refuse_lease(cycle, skew, bound)
-            until = wall_clock() + self.lease
+            renewed = wall_clock()
+            until = renewed + self.lease
             self.backend.hold_starts(until)
+            self._renewed = (renewed, until)
         except ActionFailed as error:
             log.warning("cycle %d: lease not renewed, the pool starts jobs on its own once the "
                         "last one runs out: %s", cycle, error)
@@ -463,6 +474,7 @@ class CycleRunner:
         """End the lease: a daemon that stops hands the starts back to the pool at once."""
         if not self.backend.leases or self.dry_run:
             return
+        self._renewed = None
         try:
             self.backend.release_starts()
         except ActionFailed as error:

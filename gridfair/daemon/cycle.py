@@ -436,15 +436,18 @@ class CycleRunner:
         Returns the cycle's lease columns."""
         if not self.backend.leases:
             return {}
-        if self._renewed is not None and wall_clock() - self._renewed[0] < self.renew_every:
-            return {"lease_until": self._renewed[1]}
-        self._renewed = None
         bound = max(MIN_CLOCK_SKEW, CLOCK_SKEW_SHARE * self.lease)
+        recent, self._renewed = self._renewed, None
         try:
+            # The clocks every cycle (two small queries): a skew found hands the lease back
+            # at once, whenever it was renewed.
             skew = self.backend.clock_skew(bound)
             self.metrics.clock_skew(skew)
             if abs(skew) > bound:
                 return self._refuse_lease(cycle, skew, bound)
+            if recent is not None and wall_clock() - recent[0] < self.renew_every:
+                self._renewed = recent
+                return {"lease_until": recent[1]}
             renewed = wall_clock()
             until = renewed + self.lease
             self.backend.hold_starts(until)

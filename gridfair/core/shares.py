@@ -61,13 +61,17 @@ class SharesReport:
     status: str | None = None
 
 
-def share_rows(pool: Pool, in_flight: Collection[str] = ()) -> list[dict[str, Any]]:
+def share_rows(pool: Pool, in_flight: Collection[str] = (),
+               flights: Mapping[str, tuple[int, list[float]]] | None = None,
+               ) -> list[dict[str, Any]]:
     """One row per user, in the order HOSEP serves them: users who provide power by PowerDiff
     (most below their share first), then users who provide nothing by allocated MFlops; ties
     by name. The tasks `in_flight` (ids: allocations the daemon's view runs and the pool has
     not started yet) are counted as HTCondor counts them, idle, and apart (`in_flight`,
-    `in_flight_mflops`): the running columns are what the slots show."""
-    flights = flight_usage(pool, in_flight)
+    `in_flight_mflops`): the running columns are what the slots show. `flights` is
+    `flight_usage(pool, in_flight)` when the caller has it already."""
+    if flights is None:
+        flights = flight_usage(pool, in_flight)
     none = (0, [0.0] * len(pool.capacity))
 
     def allocated(user: UserState) -> float:

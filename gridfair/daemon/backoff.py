@@ -5,7 +5,8 @@ then. A job that matched when decided and does not start once steered (its Requi
 the clock, its owner holds it, it matches nothing as steered) costs the pool each time it is
 allocated: a free slot held for `safety.landing_timeout`, or another user's job vacated for it
 (issue 43: 4 vacates in 300 s, and 42 % of the pool's slot time idle, for a job that never ran).
-So allocations that were given up because the job did not start count against it:
+So allocations given up because the job did not start (`inflight.TIMED_OUT`: not started in
+time, or on no ad) count against it:
 - a job with n such failures in the last `WINDOW` is not steered until `landing_timeout` x
   2^(n-1) after its last one (at most `CAP`);
 - a user with k >= `USER_STREAK` such failures since its last allocation that landed is not
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 
 from gridfair.ad_views import Job, JobStatus, SkippedAd, Snapshot
 from gridfair.core.stages import ALLOCATE
+from gridfair.daemon.inflight import TIMED_OUT
 from gridfair.daemon.store import FAILED, LANDED, Store
 
 #: Seconds of failures looked back on.
@@ -33,8 +35,6 @@ WINDOW = 86_400.0
 CAP = 3_600.0
 #: Failures since a user's last landed allocation from which the user is backed off.
 USER_STREAK = 2
-#: The failures that are the job's doing: it was not started in time, or was on no ad.
-_JOBS_DOING = ("not landed: not started within %", "not landed: job % not seen in the pool for %")
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,11 +69,11 @@ def _backed(failures: int, last: float, base: float, exponent: int) -> Backed:
 def landing_backoff(store: Store, now: float, base: float) -> Backoff:
     """What the journal says is backed off at `now`, `base` being `landing_timeout`."""
     backoff = Backoff()
-    failed = " or ".join(["error like ?"] * len(_JOBS_DOING))
+    failed = " or ".join(["error like ?"] * len(TIMED_OUT))
     per_job = store.db.query(
         "select job, user, count(*) as failures, max(updated_at) as last from actions "
         f"where kind = ? and state = ? and updated_at >= ? and ({failed}) group by job",
-        [ALLOCATE, FAILED, now - WINDOW, *_JOBS_DOING])
+        [ALLOCATE, FAILED, now - WINDOW, *TIMED_OUT])
     streaks: dict[str, tuple[int, float]] = {}
     for row in per_job:
         backed = _backed(row["failures"], row["last"], base, row["failures"] - 1)
@@ -93,7 +93,7 @@ def landing_backoff(store: Store, now: float, base: float) -> Backoff:
             [(count,)] = store.db.execute(
                 f"select count(*) from actions where kind = ? and state = ? and user = ? and "
                 f"updated_at > ? and ({failed})",
-                [ALLOCATE, FAILED, user, landed[user], *_JOBS_DOING]).fetchall()
+                [ALLOCATE, FAILED, user, landed[user], *TIMED_OUT]).fetchall()
         if count < USER_STREAK:
             continue
         backoff.probing.add(user)

@@ -509,7 +509,7 @@ class CycleRunner:
         rows = []
         figured = [stage for _, stage in stage_list(stages) if isinstance(stage, Figured)]
         flights = flight_usage(pool, in_flight)
-        for share in share_rows(pool, in_flight):
+        for share in share_rows(pool, in_flight, flights):
             user = pool.users[share["user"]]
             held = flights.get(user.name, (0, [0.0] * len(user.usage)))[1]
             rows.append({

@@ -58,7 +58,7 @@ LATE_LANDING_CYCLES = 10
 #: The problems of a flight given up for a timeout alone, and their SQL patterns.
 _NOT_SEEN = "not landed: job {job} not seen in the pool for {waited:.0f} s"
 _NOT_STARTED = "not landed: not started within {timeout:g} s (waited {waited:.0f} s)"
-_TIMED_OUT = ("not landed: job % not seen in the pool for %",
+TIMED_OUT = ("not landed: job % not seen in the pool for %",
               "not landed: not started within %")
 
 log = logging.getLogger("gridfair.daemon")
@@ -117,7 +117,7 @@ def given_up(store: Store, since_cycle: int) -> list[Flight]:
     """The allocations given up for a timeout alone in cycle `since_cycle` or later, and not
     carried out again since: watched for a late landing."""
     return _flights(store, "state = ? and cycle >= ? and (error like ? or error like ?)",
-                    [FAILED, since_cycle, *_TIMED_OUT])
+                    [FAILED, since_cycle, *TIMED_OUT])
 
 
 def _flights(store: Store, where: str, values: list) -> list[Flight]:

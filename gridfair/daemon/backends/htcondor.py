@@ -779,7 +779,7 @@ class HTCondorBackend(PoolBackend):
                                    "answer to the last query)")
             else:
                 of_schedd.setdefault(_schedd_name(location), []).append(index)
-        until = _number_literal(math.ceil(self.now() + self.steering_life))
+        until = self._steering_until()
         for name, indices in of_schedd.items():
             location = self._schedd_of[allocations[indices[0]][0].id]
             schedd = self.schedd_factory(location)
@@ -1071,9 +1071,12 @@ class HTCondorBackend(PoolBackend):
         cuts no larger slot: the order keeps a match between the edits from failing)."""
         schedd.edit([job.id], self.steer_attribute + SIZE_SUFFIX, _size_literal(job))
         schedd.edit([job.id], RUN_COUNT_ATTRIBUTE, str(job.run_count))
-        schedd.edit([job.id], UNTIL_ATTRIBUTE,
-                    _number_literal(math.ceil(self.now() + self.steering_life)))
+        schedd.edit([job.id], UNTIL_ATTRIBUTE, self._steering_until())
         schedd.edit([job.id], self.steer_attribute, classad2.quote(machine.name))
+
+    def _steering_until(self) -> str:
+        """When a steering written now expires, as the literal the pool reads."""
+        return _number_literal(math.ceil(self.now() + self.steering_life))
 
     def _unsteer(self, schedd: Any, job_id: str) -> None:
         schedd.edit([job_id], self.steer_attribute, "undefined")

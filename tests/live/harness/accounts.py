@@ -60,8 +60,11 @@ def _succeeds(account: str, command: Sequence[str]) -> bool:
 
 def _runs_install(account: str, install: Path) -> bool:
     """Whether `account` runs the install's programs: condor_version needs its own folder
-    and the libraries in lib/ (found through its RPATH) all reachable."""
-    return _succeeds(account, [str(install / "bin" / "condor_version")])
+    and the libraries in lib/ (found through its RPATH) all reachable. Started by a shell as
+    the master starts its daemons: setpriv's own exec of the path succeeded where the
+    account could not search a parent (a 0700 mktemp -d), so it proved nothing."""
+    return _succeeds(account, ["/bin/sh", "-c", 'exec "$0" >/dev/null',
+                               str(install / "bin" / "condor_version")])
 
 
 def _in_the_way(account: str, path: Path) -> Path:

@@ -276,8 +276,9 @@ def test_stages_that_integrate_over_time_are_rebuilt():
 
 
 # ----------------------------------------------------------------- the daemon, both ways
-def _runner(tmp_path: Path, directory: Path, name: str, incremental: bool) -> CycleRunner:
-    raw = {"daemon": {"store": f"{name}.db", "incremental": incremental},
+def _runner(tmp_path: Path, directory: Path, name: str, incremental: bool,
+            **daemon: object) -> CycleRunner:
+    raw = {"daemon": {"store": f"{name}.db", "incremental": incremental, **daemon},
            "backend": {"kind": "files", "files": {"directory": str(directory),
                                                   "actions": f"{name}.jsonl"}},
            "safety": {"max_snapshot_age": 1e9, "min_runtime": 0.0}}

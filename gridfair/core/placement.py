@@ -22,7 +22,9 @@ is free (`ShapeIndex`: `LEVELS` steps of the largest node's cpus and memory), sc
 node that fits in each shape bucket, and take the best. A decision costs the number of buckets
 (at most (LEVELS + 1) squared, whatever the pool's size) and each event O(log n). Within a bucket
 the fastest node is the one scored, not the best scored: nodes in one bucket differ by less
-than a step in what is free.
+than a step in what is free. Each bucket also keeps its nodes by exactly what is free on them,
+so that when no bucket's first `BUCKET_SCAN` nodes hold one that fits, the whole look passes
+over the nodes too small in one test for all those of one size.
 
 Ties: the higher score; among equal scores the faster node, then the node added first
 (`Node.index`): `fastest`'s own order. Resources scored are cpus and memory (a node or pool
@@ -86,12 +88,17 @@ def _fraction(part: float, whole: float) -> float:
 
 class ShapeIndex:
     """Free nodes bucketed by what is free on them, as (cpu step, memory step) -> the
-    bucket's nodes as (-MFlops a cpu, index), fastest first. Kept current by `update`."""
+    bucket's nodes as (-MFlops a cpu, index), fastest first; and in each bucket by exactly
+    what is free (`Pool.room`), the same entries in the same order (`rooms`). Kept current by
+    `update`."""
 
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
         self.buckets: dict[tuple[int, int], list[tuple[float, int]]] = {}
+        self.rooms: dict[tuple[int, int],
+                         dict[tuple[float, float, float], list[tuple[float, int]]]] = {}
         self.where: dict[int, tuple[int, int]] = {}  # node index -> its bucket
+        self.room_of: dict[int, tuple[float, float, float]] = {}  # node index -> its room
         self.cpu_step = self.memory_step = 0.0
         self.known = 0  # nodes of the pool indexed so far
 
@@ -114,35 +121,52 @@ class ShapeIndex:
 
     def _fill(self, nodes: list[Node]) -> None:
         room = self.pool.room
-        buckets, where = self.buckets, self.where
+        buckets, rooms, where, room_of = self.buckets, self.rooms, self.where, self.room_of
         cpu_step, memory_step = self.cpu_step, self.memory_step
         for node in nodes:
-            free_cpus, free_memory, _ = room(node)
-            if free_cpus > EPSILON:
-                key = (int(free_cpus / cpu_step), int(free_memory / memory_step))
-                buckets.setdefault(key, []).append((-node.power_per_cpu, node.index))
+            free = room(node)
+            if free[0] > EPSILON:
+                key = (int(free[0] / cpu_step), int(free[1] / memory_step))
+                entry = (-node.power_per_cpu, node.index)
+                buckets.setdefault(key, []).append(entry)
+                rooms.setdefault(key, {}).setdefault(free, []).append(entry)
                 where[node.index] = key
+                room_of[node.index] = free
         for bucket in buckets.values():
             bucket.sort()
+        for sizes in rooms.values():
+            for entries in sizes.values():
+                entries.sort()
 
     def update(self, node: Node) -> None:
         """Move `node` to the bucket of what is free on it now (out, when no cpu is free)."""
-        free_cpus, free_memory, _ = self.pool.room(node)
-        key = (int(free_cpus / self.cpu_step), int(free_memory / self.memory_step)) \
-            if free_cpus > EPSILON else None
+        free = self.pool.room(node)
+        key = (int(free[0] / self.cpu_step), int(free[1] / self.memory_step)) \
+            if free[0] > EPSILON else None
         old = self.where.get(node.index)
-        if key == old:  # many events, and `Pool.announce`'s replay of a laid-out pool
+        # Many events change nothing here, as does `Pool.announce`'s replay of a laid-out pool.
+        if key == old and (key is None or self.room_of[node.index] == free):
             return
         entry = (-node.power_per_cpu, node.index)
         if old is not None:
             del self.where[node.index]
-            bucket = self.buckets[old]
-            del bucket[bisect_left(bucket, entry)]
-            if not bucket:
-                del self.buckets[old]
+            sizes = self.rooms[old]
+            old_room = self.room_of.pop(node.index)
+            entries = sizes[old_room]
+            del entries[bisect_left(entries, entry)]
+            if not entries:
+                del sizes[old_room]
+            if key != old:
+                bucket = self.buckets[old]
+                del bucket[bisect_left(bucket, entry)]
+                if not bucket:
+                    del self.buckets[old], self.rooms[old]
         if key is not None:
-            insort(self.buckets.setdefault(key, []), entry)
+            if key != old:
+                insort(self.buckets.setdefault(key, []), entry)
+            insort(self.rooms.setdefault(key, {}).setdefault(free, []), entry)
             self.where[node.index] = key
+            self.room_of[node.index] = free
 
 
 class Scored(Placement):
@@ -196,11 +220,11 @@ class Scored(Placement):
         # holds no node that fits.
         cpu_floor = (task.cpus - EPSILON) / index.cpu_step - 1 if index.cpu_step else 0
         memory_floor = (task.memory - EPSILON) / index.memory_step - 1 if index.cpu_step else 0
-        buckets = [bucket for (cpu_level, memory_level), bucket in index.buckets.items()
-                   if cpu_level >= cpu_floor and memory_level >= memory_floor]
-        chosen, cut_short = self._best(task, buckets, BUCKET_SCAN)
+        keys = [key for key in index.buckets
+                if key[0] >= cpu_floor and key[1] >= memory_floor]
+        chosen, cut_short = self._best(task, keys)
         if chosen is None and cut_short:
-            chosen, _ = self._best(task, buckets, None)
+            chosen = self._best_of_whole(task, keys)
         if chosen is None:
             if self.pool.matcher is None:
                 self._remember_no_room(demand)
@@ -222,9 +246,8 @@ class Scored(Placement):
         kept.append(demand)
         self.no_room = kept[-NO_ROOM_KEPT:]
 
-    def _best(self, task: Task, buckets: list[list[tuple[float, int]]],
-              limit: int | None) -> tuple[Node | None, bool]:
-        """The best scored of each bucket's first fit (looking at up to `limit` nodes a
+    def _best(self, task: Task, keys: list[tuple[int, int]]) -> tuple[Node | None, bool]:
+        """The best scored of each bucket's first fit (looking at up to `BUCKET_SCAN` nodes a
         bucket), and whether a bucket was cut short."""
         pool = self.pool
         nodes = pool.nodes
@@ -238,9 +261,10 @@ class Scored(Placement):
         best: tuple[float, float, int] | None = None
         chosen = None
         cut_short = False
-        for bucket in buckets:
-            for looked, (speed, node_index) in enumerate(bucket):
-                if limit is not None and looked == limit:
+        buckets = self.index.buckets
+        for key in keys:
+            for looked, (speed, node_index) in enumerate(buckets[key]):
+                if looked == BUCKET_SCAN:
                     cut_short = True
                     break
                 if kept and node_index in kept and kept[node_index] is not task:
@@ -253,6 +277,38 @@ class Scored(Placement):
                         best, chosen = rank, node
                     break
         return chosen, cut_short
+
+    def _best_of_whole(self, task: Task, keys: list[tuple[int, int]]) -> Node | None:
+        """The best scored of each whole bucket's first fit. A bucket's first fit is the
+        first, in its order, of each size's first fit: sizes too small for the task are
+        passed over whole, and in a size none comes after one already found."""
+        pool = self.pool
+        nodes = pool.nodes
+        fits = pool.fits_free
+        kept = self.reservations.by_node
+        # A size with less free than this cannot fit (the exact test asks for more).
+        cpus, memory, gpus = (task.cpus - EPSILON, task.memory - EPSILON, task.gpus - EPSILON)
+        best: tuple[float, float, int] | None = None
+        chosen = None
+        for key in keys:
+            first: tuple[float, int] | None = None
+            for (free_cpus, free_memory, free_gpus), entries in self.index.rooms[key].items():
+                if free_cpus < cpus or free_memory < memory or free_gpus < gpus:
+                    continue
+                for entry in entries:
+                    if first is not None and entry >= first:
+                        break
+                    if kept and entry[1] in kept and kept[entry[1]] is not task:
+                        continue  # kept for a whole-machine job
+                    if fits(task, nodes[entry[1]]):
+                        first = entry
+                        break
+            if first is not None:
+                node = nodes[first[1]]
+                rank = (self.score(task, node), -first[0], -first[1])
+                if best is None or rank > best:
+                    best, chosen = rank, node
+        return chosen
 
 
 class CondorRank(Scored):

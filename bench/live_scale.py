@@ -210,7 +210,7 @@ def ask_for_cycle(pool) -> None:
     root, an ADMINISTRATOR of its personal pool)."""
     import htcondor2
 
-    from gridfair.daemon.backends.htcondor import RESCHEDULE
+    from gridfair.daemon.backends.htcondor.steering import RESCHEDULE
 
     for ad in htcondor2.Collector(pool.collector_host).query(htcondor2.AdType.Negotiator):
         htcondor2.send_command(ad, RESCHEDULE)

@@ -79,16 +79,16 @@ CHANGES = ("submit", "start", "finish", "vacate", "move", "hold", "slot_came", "
                        max_size=6))
 @settings(max_examples=12, deadline=None)
 def test_carried_and_rebuilt_daemons_journal_the_same_over_random_changes(seed, cycles):
-    """Two daemons acting on one files pool, one carrying its pool, one rebuilding it every
-    cycle: the same decisions, reasons and figures every cycle, whatever changes come between
-    them."""
+    """Two daemons acting on one files pool, one carrying its pool (checked against a
+    rebuild every other cycle), one rebuilding it every cycle: the same decisions, reasons
+    and figures every cycle, whatever changes come between them."""
     with tempfile.TemporaryDirectory() as scratch:
         base = Path(scratch)
         directory = base / "pool"
         directory.mkdir()
         pool = ChurningPool(directory, seed)
         pool.write()
-        carried = _runner(base, directory, "carried", True)
+        carried = _runner(base, directory, "carried", True, full_rebuild_every=2)
         rebuilt = _runner(base, directory, "rebuilt", False)
         for changes in [[], *cycles]:
             for change in changes:
@@ -98,3 +98,35 @@ def test_carried_and_rebuilt_daemons_journal_the_same_over_random_changes(seed, 
             assert (a.outcome, a.counts) == (b.outcome, b.counts)
         journals = [list(runner.store.db.query(JOURNAL)) for runner in (carried, rebuilt)]
         assert journals[0] == journals[1]
+
+
+def test_the_daemon_checks_its_carried_pool_notes_the_difference_and_repairs_it(tmp_path,
+                                                                               caplog):
+    """A daemon with `full_rebuild_every = 2` whose carried slot goes wrong after its first
+    cycle notes the slot with the next check's cycle and from then on journals what a daemon
+    rebuilding every cycle journals; a failed cycle starts it from nothing."""
+    directory = tmp_path / "pool"
+    directory.mkdir()
+    ChurningPool(directory, 7).write()
+    carried = _runner(tmp_path, directory, "carried", True, full_rebuild_every=2)
+    rebuilt = _runner(tmp_path, directory, "rebuilt", False)
+    carried.dry_run = rebuilt.dry_run = True  # each cycle decides the whole pool again
+    caplog.set_level(logging.WARNING, "gridfair.daemon")
+    carried.run(), rebuilt.run()
+    _, node = next(iter(carried.carried.kept._machines.values()))
+    node.power *= 3
+    node.power_per_cpu *= 3
+    for _ in range(3):
+        carried.run(), rebuilt.run()
+    events = [row["events"] for row in carried.store.db.query(
+        "select events from cycles order by id")]
+    assert f"slot {node.name}: power" not in events[1]
+    assert f"slot {node.name}: power" in events[2]  # the check: loads 2 since the start
+    assert f"slot {node.name}: power" in caplog.text and carried.carried.repairs == 1
+    journals = [list(runner.store.db.query(JOURNAL)) for runner in (carried, rebuilt)]
+    before, after = ([[row for row in journal if cycles(row["cycle"])] for journal in journals]
+                     for cycles in ((2).__eq__, (3).__le__))
+    assert before[0] != before[1]  # the wrong slot decided otherwise
+    assert after[0] == after[1] and after[0]
+    carried.backend.dumps.slot_paths = [tmp_path / "gone"]
+    assert carried.run().outcome == "failed" and carried.carried.kept is None

@@ -130,3 +130,26 @@ def test_the_daemon_checks_its_carried_pool_notes_the_difference_and_repairs_it(
     assert after[0] == after[1] and after[0]
     carried.backend.dumps.slot_paths = [tmp_path / "gone"]
     assert carried.run().outcome == "failed" and carried.carried.kept is None
+
+
+def test_allocations_in_flight_are_the_same_jobs_and_slots_to_the_kept_pool(tmp_path):
+    """The views of allocations in flight are made once, not every cycle: with nothing
+    changed in the pool, the kept pool keeps each held job's view and each held slot's node,
+    so a steady cycle lays out nothing anew for them."""
+    directory = tmp_path / "pool"
+    directory.mkdir()
+    ChurningPool(directory, 5).write()
+    runner = _runner(tmp_path, directory, "acting", True)
+    assert runner.run().counts["decisions"] > 0
+    held = {row["job"]: row["machine"] for row in runner.store.db.query(
+        "select job, machine from actions where kind = 'allocate'")}
+    assert held
+    seen = []
+    for _ in range(2):
+        runner.run()
+        kept = runner.carried.kept
+        seen.append(({job: kept._views[job] for job in held},
+                     {slot: kept._machines[slot][1] for slot in held.values()}))
+    (views, nodes), (views_after, nodes_after) = seen
+    assert all(views_after[job] is views[job] for job in held)
+    assert all(nodes_after[slot] is nodes[slot] for slot in nodes)

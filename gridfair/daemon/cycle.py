@@ -188,6 +188,7 @@ class CycleRunner:
         # The shadow's rows read every task: no idle job's task is deferred for it.
         self.carried = CarriedPool(config["daemon"]["full_rebuild_every"],
                                    defer=not self.shadow)
+        self.held_views = inflight.HeldViews()
 
     # ------------------------------------------------------------------ run
     def run(self) -> CycleReport:
@@ -264,7 +265,7 @@ class CycleRunner:
         recon = reconcile(snapshot, self._known, cycle)
         # Allocations not yet running hold their slots in the policy's view (inflight.py).
         flights = inflight.pending(store, snapshot, self.limits.landing_timeout, cycle,
-                                   self.backend.ended_runs)
+                                   self.backend.ended_runs, self.held_views)
         if not self.dry_run and snapshot_too_old(self.limits, snapshot.time, now) is None:
             inflight.record(store, flights, cycle, now, self.backend.withdraw)
             self.metrics.settled(len(flights.landed) + len(flights.ended), len(flights.missed),

@@ -20,7 +20,7 @@ Then, in the same run:
   first that started after the change is taken;
 - gridfair: the daemon (`CycleRunner`, htcondor backend, `--dry-run` by default: decisions
   journaled, nothing steered) in a process of its own, so that its peak RSS is its own: a
-  first cycle, then `--cycles` steady ones, before each of which 1 % of the jobs change
+  first cycle, then `--cycles` steady ones, before each of which `--churn` of the jobs (1 %) change
   (half removed, as many submitted). Each cycle is split into collector read, schedd read,
   the rest of the read (views, charging), decide (the policy), journal and act, wall and CPU
   seconds of the thread doing it. Then 1,000 idle jobs are steered as a cycle steers them
@@ -452,8 +452,8 @@ def cpu_seconds() -> float:
 
 
 def churn(spec: dict, number: int) -> None:
-    """1 % of the jobs change before a steady cycle: half removed, as many submitted."""
-    count = max(2, spec["jobs"] // 100) // 2
+    """`churn` of the jobs change before a steady cycle: half removed, as many submitted."""
+    count = churned(spec)
     if spec["source"] == "files":
         # In a process of its own: rewriting the dump holds it whole, which is the bench's
         # memory, not the daemon's (it doubled the daemon's peak at 1,000,000 jobs).
@@ -480,10 +480,15 @@ def churn(spec: dict, number: int) -> None:
     time.sleep(2)  # the schedd's autoclusters catch up
 
 
+def churned(spec: dict) -> int:
+    """How many jobs a churn removes (and submits)."""
+    return max(2, round(spec["jobs"] * spec.get("churn", 0.01))) // 2
+
+
 def churn_dump(spec: dict) -> None:
     """`churn` of the files source: the job dump with `count` ads removed and as many added."""
     number = spec["number"]
-    count = max(2, spec["jobs"] // 100) // 2
+    count = churned(spec)
     path = Path(spec["directory"]) / "pool" / "pool.queue"
     ads = path.read_text().split("\n\n")[:-1]
     removed = set(random.Random(number).sample(range(len(ads)), count))
@@ -639,7 +644,7 @@ def run_size(slots: int, jobs: int, source: str, args: argparse.Namespace) -> di
     plan = job_plan(jobs, args.users, args.shapes)
     load_before = os.getloadavg()
     spec = {"source": source, "jobs": jobs, "cycles": args.cycles, "dry_run": not args.act,
-            "steer": not args.no_steer, "demand": args.demand}
+            "steer": not args.no_steer, "demand": args.demand, "churn": args.churn}
     if source == "files":
         sides = {"gridfair": {**spec}}
         if args.check_rebuild:
@@ -705,6 +710,9 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=4)
     parser.add_argument("--shapes", type=int, default=300)
     parser.add_argument("--cycles", type=int, default=3, help="steady cycles (default 3)")
+    parser.add_argument("--churn", type=float, default=0.01,
+                        help="share of the jobs changed before each steady cycle, half "
+                             "removed and as many submitted (default 0.01)")
     parser.add_argument("--act", action="store_true",
                         help="let the daemon steer (default: --dry-run, decisions journaled)")
     parser.add_argument("--demand", choices=("autocluster", "jobs"), default="autocluster",

@@ -326,3 +326,19 @@ def test_a_choice_is_each_buckets_first_fit_best_scored(name: str, seed: int) ->
         assert chosen is expected
         if chosen is not None:
             pool.start(task, chosen, 0.0)
+
+
+@pytest.mark.parametrize("name", ("shape", "condor"))
+def test_a_bounded_placement_scores_few_buckets(name: str) -> None:
+    """On a pool of 121 free shapes, a decision scores a few buckets, not every one that fits
+    (83 a decision here): those whose bound is below the best found are passed over."""
+    pool, negotiator = placed_pool(
+        [Node(f"m{cpus}-{gib}", None, power=100 * cpus, cpus=cpus, memory=gib * GIB)
+         for cpus in range(1, 33, 3) for gib in range(4, 257, 24)], name)
+    placement, scored = negotiator.placement, []
+    score = placement.score
+    placement.score = lambda task, node: scored.append(node) or score(task, node)
+    for number in range(20):
+        placement.choose(Task(f"t{number}", "A", 0.0, cpus=1 + number % 7,
+                              memory=(2 + 9 * number % 120) * GIB))
+    assert len(scored) < 20 * 20, len(scored) / 20  # 10 (shape), 4 (condor)

@@ -24,7 +24,10 @@ node that fits in each shape bucket, and take the best. A decision costs the num
 the fastest node is the one scored, not the best scored: nodes in one bucket differ by less
 than a step in what is free. Each bucket also keeps its nodes by exactly what is free on them,
 so that when no bucket's first `BUCKET_SCAN` nodes hold one that fits, the whole look passes
-over the nodes too small in one test for all those of one size.
+over the nodes too small in one test for all those of one size. A placement that can bound
+its score over a bucket's range of free amounts (`shape`, `condor`: `bound`) looks at the
+buckets best bound first and stops at the first whose bound is below the best score found:
+it chooses what looking at every bucket would, at fewer buckets a decision.
 
 Ties: the higher score; among equal scores the faster node, then the node added first
 (`Node.index`): `fastest`'s own order. Resources scored are cpus and memory (a node or pool
@@ -47,6 +50,9 @@ LEVELS = 16
 BUCKET_SCAN = 16
 #: Least demands remembered as finding no room (`Scored`).
 NO_ROOM_KEPT = 8
+#: A bucket is passed over only when its bound is below the best score by more than this:
+#: the bound and the score are the same figure computed two ways, equal up to rounding.
+BOUND_SLACK = 1e-9
 
 
 class Placement(PoolListener):
@@ -101,6 +107,14 @@ class ShapeIndex:
         self.room_of: dict[int, tuple[float, float, float]] = {}  # node index -> its room
         self.cpu_step = self.memory_step = 0.0
         self.known = 0  # nodes of the pool indexed so far
+
+    def ranges(self, key: tuple[int, int]) -> tuple[float, float, float, float]:
+        """The free cpus and memory a node of bucket `key` may have, as (cpus low, cpus
+        high, memory low, memory high), widened by a part in 1e9 for the division's
+        rounding."""
+        low, high = 1.0 - BOUND_SLACK, 1.0 + BOUND_SLACK
+        return (key[0] * self.cpu_step * low, (key[0] + 1) * self.cpu_step * high,
+                key[1] * self.memory_step * low, (key[1] + 1) * self.memory_step * high)
 
     def sync(self) -> None:
         """Index nodes added to the pool since the last call. The steps are fixed by the pool
@@ -186,6 +200,32 @@ class Scored(Placement):
         self.index.sync()
         self.no_room: list[tuple[float, float, float]] = []
         self.reservations = Reservations(pool)
+        # (cpus, memory) -> bucket key -> its bound; what they were worked out for.
+        self._bounds: dict[tuple[float, float], dict[tuple[int, int], float | None]] = {}
+        self._bounds_for: tuple[float, ...] = ()
+
+    def bound(self, task: Task, ranges: tuple[float, float, float, float]) -> float | None:
+        """The highest score a node with free amounts in `ranges` (`ShapeIndex.ranges`) could
+        give `task`, or None when the placement has no bound (every bucket looked at)."""
+        return None
+
+    def _by_bound(self, task: Task, keys: list[tuple[int, int]]
+                  ) -> dict[tuple[int, int], float | None] | None:
+        """Sort `keys` best bound first (in place, stable) and return their bounds, or None
+        without a bound. Bounds are kept per demand while the steps and capacity hold."""
+        index = self.index
+        made_for = (index.cpu_step, index.memory_step, *self.pool.capacity[:2])
+        if made_for != self._bounds_for:
+            self._bounds.clear()
+            self._bounds_for = made_for
+        bounds = self._bounds.setdefault((task.cpus, task.memory), {})
+        for key in keys:
+            if key not in bounds:
+                bounds[key] = self.bound(task, index.ranges(key))
+        if keys and bounds[keys[0]] is None:
+            return None
+        keys.sort(key=bounds.__getitem__, reverse=True)  # type: ignore[arg-type]
+        return bounds
 
     def task_started(self, task: Task, now: float) -> None:
         self.index.sync()
@@ -222,7 +262,7 @@ class Scored(Placement):
         memory_floor = (task.memory - EPSILON) / index.memory_step - 1 if index.cpu_step else 0
         keys = [key for key in index.buckets
                 if key[0] >= cpu_floor and key[1] >= memory_floor]
-        chosen, cut_short = self._best(task, keys)
+        chosen, cut_short = self._best(task, keys, self._by_bound(task, keys))
         if chosen is None and cut_short:
             chosen = self._best_of_whole(task, keys)
         if chosen is None:
@@ -246,9 +286,12 @@ class Scored(Placement):
         kept.append(demand)
         self.no_room = kept[-NO_ROOM_KEPT:]
 
-    def _best(self, task: Task, keys: list[tuple[int, int]]) -> tuple[Node | None, bool]:
+    def _best(self, task: Task, keys: list[tuple[int, int]],
+              bounds: dict[tuple[int, int], float | None] | None
+              ) -> tuple[Node | None, bool]:
         """The best scored of each bucket's first fit (looking at up to `BUCKET_SCAN` nodes a
-        bucket), and whether a bucket was cut short."""
+        bucket), and whether a bucket was cut short. With `bounds`, `keys` come best bound
+        first: past one below the best score found, none can beat it."""
         pool = self.pool
         nodes = pool.nodes
         # The plain test inline where it is the whole test (no GPUs, Requirements or exact
@@ -263,6 +306,9 @@ class Scored(Placement):
         cut_short = False
         buckets = self.index.buckets
         for key in keys:
+            if best is not None and bounds is not None \
+                    and bounds[key] < best[0] - BOUND_SLACK:  # type: ignore[operator]
+                break
             for looked, (speed, node_index) in enumerate(buckets[key]):
                 if looked == BUCKET_SCAN:
                     cut_short = True
@@ -321,6 +367,9 @@ class CondorRank(Scored):
         free_cpus, free_memory, _ = self.pool.room(node)
         return -(100000 * free_cpus) - free_memory
 
+    def bound(self, task: Task, ranges: tuple[float, float, float, float]) -> float:
+        return -(100000 * ranges[0]) - ranges[2]
+
 
 class Align(Scored):
     """Tetris's alignment: demand . free, both as fractions of the node's capacity."""
@@ -352,6 +401,20 @@ class ShapeFit(Scored):
             return 0.0
         return -(abs(demand_cpus / demand - free_cpus / free)
                  + abs(demand_memory / demand - free_memory / free))
+
+    def bound(self, task: Task, ranges: tuple[float, float, float, float]) -> float | None:
+        # The two shapes each sum to one, so the distance is twice that of their cpu parts;
+        # a node's cpu part grows with its free cpus and shrinks with its free memory.
+        cpus, memory = self.pool.capacity[:2]
+        demand_cpus, demand_memory = _fraction(task.cpus, cpus), _fraction(task.memory, memory)
+        if cpus <= 0 or memory <= 0 or demand_cpus + demand_memory <= 0:
+            return None  # a score of 0 may be anywhere: no bound
+        wanted = demand_cpus / (demand_cpus + demand_memory)
+        cpus_low, cpus_high = ranges[0] / cpus, ranges[1] / cpus
+        memory_low, memory_high = ranges[2] / memory, ranges[3] / memory
+        least = cpus_low / (cpus_low + memory_high)
+        most = cpus_high / (cpus_high + memory_low)
+        return -2 * max(0.0, least - wanted, wanted - most)
 
 
 def _used_after(pool: Pool, task: Task, node: Node) -> tuple[float, float | None]:

@@ -53,6 +53,8 @@ NO_ROOM_KEPT = 8
 #: A bucket is passed over only when its bound is below the best score by more than this:
 #: the bound and the score are the same figure computed two ways, equal up to rounding.
 BOUND_SLACK = 1e-9
+#: Demands whose buckets' bounds are kept (`Scored`): a trace's many demands let go past it.
+BOUNDS_KEPT = 4096
 
 
 class Placement(PoolListener):
@@ -215,7 +217,7 @@ class Scored(Placement):
         without a bound. Bounds are kept per demand while the steps and capacity hold."""
         index = self.index
         made_for = (index.cpu_step, index.memory_step, *self.pool.capacity[:2])
-        if made_for != self._bounds_for:
+        if made_for != self._bounds_for or len(self._bounds) >= BOUNDS_KEPT:
             self._bounds.clear()
             self._bounds_for = made_for
         bounds = self._bounds.setdefault((task.cpus, task.memory), {})

@@ -343,10 +343,10 @@ def run_daemon(spec: dict) -> dict:
         setattr(owner, name, wrapper)
 
     if live:
-        from gridfair.daemon.backends.htcondor import HTCondorBackend
+        from gridfair.daemon.backends.htcondor.reading import PoolReader
 
-        timed(HTCondorBackend, "_query_slots", "collector_read")
-        timed(HTCondorBackend, "_query_demand" if spec.get("demand", "autocluster") ==
+        timed(PoolReader, "_query_slots", "collector_read")
+        timed(PoolReader, "_query_demand" if spec.get("demand", "autocluster") ==
               "autocluster" else "_query_jobs", "schedd_read")
     else:
         import gridfair.daemon.backends.files as files_module
@@ -543,15 +543,15 @@ def in_batches(size: int):
 
 def one_at_a_time(backend, allocations: list) -> int:
     """Carry out allocations as the backend did before batches: the size, then the slot
-    name, an edit each, one job after another (the backend's `_steer`); the failures."""
+    name, an edit each, one job after another (the backend's `steering.steer`); the failures."""
     failed = 0
     for job, machine in allocations:
-        location = backend._schedd_of[job.id]
+        location = backend.state.schedd_of[job.id]
         try:
-            backend._steer(backend.schedd_factory(location), job, machine)
+            backend.steering.steer(backend.schedd_factory(location), job, machine)
         except Exception:  # noqa: BLE001 - counted: the figure says how many failed
             failed += 1
-        backend._steered_on[location["Name"]] = location
+        backend.state.steered_on[location["Name"]] = location
     return failed
 
 

@@ -472,6 +472,13 @@ class HdrfOrder(OrderPolicy):
         del figures["user"], figures["path"]
         return figures
 
+    def tree_state(self) -> GroupNode:
+        """The root of the tree, every group's figures current (the stages reading them:
+        `group_preempt`)."""
+        self._refresh_quotas()
+        self._update(self.root)
+        return self.root
+
     def group_rows(self) -> list[dict[str, Any]]:
         """One row a group, parents first: quota, weight, actual and rescaled dominant
         shares, surplus in use (`gridfair shares --tree`)."""

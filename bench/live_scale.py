@@ -300,8 +300,10 @@ def run_daemon(spec: dict) -> dict:
     """The daemon's cycles as `spec` says, in this process: timings by phase, peak RSS."""
     import gridfair.daemon.cycle as cycle_module
     from gridfair.core.negotiator import Negotiator
+    from gridfair.daemon.actuator import Actuator
     from gridfair.daemon.config import validate
     from gridfair.daemon.cycle import CycleRunner
+    from gridfair.daemon.journal import CycleJournal
     from gridfair.daemon.service import make_backend
     from gridfair.daemon.store import Store
 
@@ -357,8 +359,8 @@ def run_daemon(spec: dict) -> dict:
     timed(type(backend), "read_snapshot", "read", peak=True)
     timed(CycleRunner, "_load", "pool", peak=True)
     timed(Negotiator, "cycle", "decide", peak=True)
-    timed(CycleRunner, "_record_plan", "journal", peak=True)
-    timed(CycleRunner, "_carry_out", "act", peak=True)
+    timed(CycleJournal, "record_plan", "journal", peak=True)
+    timed(Actuator, "carry_out", "act", peak=True)
     timed(cycle_module, "reconcile", "reconcile", peak=True)
     store = Store(directory / "state.db")
     runner = CycleRunner(config, backend, store, dry_run=spec["dry_run"])
@@ -477,7 +479,7 @@ def steer(backend, spec: dict, store) -> dict:
     background work (its timers, the negotiator's requests: at 100,000 jobs a large part),
     measured just before each over an idle window of `STEER_IDLE_S`, with the number of
     edits."""
-    from gridfair.daemon.cycle import ALLOCATION_BATCH
+    from gridfair.daemon.actuator import ALLOCATION_BATCH
 
     snapshot = backend.read_snapshot()
     jobs, machines = snapshot.jobs_by_id, snapshot.machines_by_name

@@ -84,7 +84,7 @@ class GroupNode:
                  "accept_surplus", "autoregroup", "weight", "members_weight", "members_share",
                  "consumption", "share", "active", "dirty", "depth", "own_used", "own_quota",
                  "lifted_in", "ceilings", "demands", "members_least", "least", "full",
-                 "order", "seen")
+                 "order", "seen", "tallies")
 
     def __init__(self, name: str, parent: GroupNode | None, width: int) -> None:
         self.name = name
@@ -126,6 +126,9 @@ class GroupNode:
         self.full = False
         #: Its children that want a slot, best first; None: its own users (`_update`).
         self.order: list[GroupNode | None] = []
+        #: The usage totals its own users' usage counts in: theirs, and each group's on its
+        #: path (set at `attach`).
+        self.tallies: list[list[float]] = []
 
     def path(self) -> Iterator[GroupNode]:
         node: GroupNode | None = self
@@ -185,6 +188,7 @@ class HdrfOrder(OrderPolicy):
             node.ceilings = [(-1, node.own_used, node.own_quota)]
             node.ceilings += [(group.lifted_in, group.used, group.quota)
                               for group in node.path()]
+            node.tallies = [node.own_used, *(group.used for group in node.path())]
         self.depth = max(node.depth for node in self.nodes.values())
         self.group_of: dict[int, GroupNode] = {}
         self._generation = -1
@@ -235,7 +239,8 @@ class HdrfOrder(OrderPolicy):
         return max(fractions) if fractions else 1.0
 
     def user_changed(self, user: UserState, now: float) -> None:
-        self._refresh_quotas()
+        if self.pool.generation != self._generation:
+            self._refresh_quotas()
         node = self.group_of.get(user.index)
         if node is None:
             node = self.group_of[user.index] = self.nodes[self.tree.group_of(user.name)]
@@ -244,9 +249,10 @@ class HdrfOrder(OrderPolicy):
         usage = user.usage
         if seen is None or seen[0] != usage:
             old = seen[0] if seen is not None else [0.0] * len(usage)
-            for used in (node.own_used, *(group.used for group in node.path())):
-                for resource, amount in enumerate(usage):
-                    used[resource] += amount - old[resource]
+            change = [amount - old[resource] for resource, amount in enumerate(usage)]
+            for used in node.tallies:
+                for resource, amount in enumerate(change):
+                    used[resource] += amount
             seen = node.seen[user.index] = (usage[:], self.user_share(usage))
         node.ranking.update(user, (0, seen[1]) if user.active else None)
         task = self.pool.head(user) if user.active else None
@@ -292,8 +298,11 @@ class HdrfOrder(OrderPolicy):
         # The members' own consumption, rescaled to the least share of those waiting.
         least_user = node.ranking.key_of(node.ranking.first())[1] if members_active \
             else math.inf
-        members = self._rescaled_sum(node.seen.values(), least_user)
-        members_dominant = self.user_share(members)
+        if node.seen:
+            members = self._rescaled_sum(node.seen.values(), least_user)
+            members_dominant = self.user_share(members)
+        else:  # a group of subgroups alone
+            members, members_dominant = [0.0, 0.0, 0.0, 0.0], 0.0
         members_share = node.members_share = self._over_weight(members_dominant,
                                                                node.members_weight)
         least = self._members_least(node)

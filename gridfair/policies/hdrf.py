@@ -42,7 +42,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gridfair.classads.pool_groups import FROM_CONDOR, pool_group_tree
+from gridfair.classads.pool_groups import FROM_CONDOR, from_condor, pool_group_tree
 from gridfair.core.groups import NONE_GROUP, QUOTA_RESOURCES, GroupTree, tree_from_toml
 from gridfair.core.pool import CPUS, GPUS, MEMORY, RESOURCE_NAMES, Pool, UserState
 from gridfair.core.stages import OrderPolicy, option
@@ -72,7 +72,8 @@ class HdrfOptions:
         DEFAULT_RESOURCES, "the resources shares are taken over (cpus, memory, power, gpus)")
     groups: Mapping[str, Any] | GroupTree | str | None = option(
         None, "the accounting group tree: a [groups] table (docs/groups.md), or 'condor': "
-        "the GROUP_* knobs of HTCondor's configuration here; none: every user in <none>, "
+        "the GROUP_* knobs of HTCondor's configuration here, or 'condor@HOST[:PORT]': of "
+        "the running negotiator of that collector's pool; none: every user in <none>, "
         "which is DRF")
 
 
@@ -157,15 +158,15 @@ class HdrfOrder(OrderPolicy):
         self.counted = self.resources
         if groups is None:
             self.tree = GroupTree()
-        elif groups == FROM_CONDOR:
-            self.tree = pool_group_tree()
+        elif isinstance(groups, str) and from_condor(groups):
+            self.tree = pool_group_tree(groups)
         elif isinstance(groups, GroupTree):
             self.tree = groups
         elif isinstance(groups, Mapping):
             self.tree = tree_from_toml(groups)
         else:
             raise ConfigError(f"policy option groups: expected a [groups] table or "
-                              f"{FROM_CONDOR!r}, got {groups!r}")
+                              f"{FROM_CONDOR!r} or '{FROM_CONDOR}@HOST[:PORT]', got {groups!r}")
 
     # ------------------------------------------------------------------ state
     def attach(self, pool: Pool) -> None:

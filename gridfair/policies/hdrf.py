@@ -522,3 +522,11 @@ class HdrfOrder(OrderPolicy):
         """The product of the weights on the path: the share of the pool the group is
         guaranteed when every group wants more."""
         return math.prod(group.weight for group in node.path())
+
+
+def group_rows_of(order: OrderPolicy) -> list[dict[str, Any]]:
+    """`order`'s rows per accounting group (`HdrfOrder.group_rows`); none for an order
+    without a tree (the daemon's per-group outputs)."""
+    if isinstance(order, HdrfOrder) and not order.tree.flat:
+        return order.group_rows()
+    return []

@@ -59,7 +59,7 @@ from gridfair.daemon.metrics import NullMetrics
 from gridfair.daemon.reconcile import KnownJobs, reconcile
 from gridfair.daemon.retention import Pruner, Retention
 from gridfair.daemon.safety import SafetyLimits, VacateGuard, snapshot_too_old
-from gridfair.daemon.store import Store, StoreError
+from gridfair.daemon.store import Store, StoreError, dumps
 from gridfair.errors import GridfairError
 from gridfair.policies.hdrf import group_rows_of
 from gridfair.policies.registry import Stages, build_stages
@@ -332,6 +332,7 @@ class CycleRunner:
                 "finished": time.time(), "duration": duration, "outcome": outcome,
                 "actions_confirmed": counts.get("confirmed", 0),
                 "actions_failed": counts.get("failed", 0), **lease,
+                "groups": dumps(groups) if groups else None,
             }, lambda: self.faults.reached("before_finish", number))
             self.metrics.users((row["user"], row["power_diff"], row["dominant_share"])
                                for row in usage)

@@ -71,7 +71,8 @@ class NullMetrics:
         """Per-user (name, PowerDiff, dominant share) as of the cycle's snapshot."""
 
     def groups(self, rows: Iterable[Mapping[str, Any]]) -> None:
-        """Per accounting group (`HdrfOrder.group_rows`) as of the cycle's snapshot."""
+        """Per accounting group (`HdrfOrder.group_rows`) before the cycle's decisions, as
+        the policy sees the pool (its allocations in flight counted as running)."""
 
     def clock_skew(self, seconds: float) -> None:
         """The lease's clock (the negotiator's) less the daemon's, as last measured."""

@@ -295,10 +295,10 @@ class HdrfOrder(OrderPolicy):
         for child in node.subgroups:
             if child.dirty:
                 self._update(child)
-        members_active = len(node.ranking) > 0
         # The members' own consumption, rescaled to the least share of those waiting.
-        least_user = node.ranking.key_of(node.ranking.first())[1] if members_active \
-            else math.inf
+        first = node.ranking.first()
+        members_active = first is not None
+        least_user = node.seen[first.index][1] if first is not None else math.inf
         if node.seen:
             members = self._rescaled_sum(node.seen.values(), least_user)
             members_dominant = self.user_share(members)
@@ -341,7 +341,7 @@ class HdrfOrder(OrderPolicy):
                                              for child in node.subgroups)], least_share)
             node.share = self._over_weight(self.user_share(node.consumption), node.weight)
             node.active = bool(keyed)
-            keyed.sort(key=lambda entry: entry[0])
+            keyed.sort()  # keys are unique (the listed order in them): nodes never compared
             node.order = [child for _, child in keyed]
         node.least = least
         quota, used = node.quota, node.used
@@ -357,11 +357,15 @@ class HdrfOrder(OrderPolicy):
         if least is None and not node.demands:
             least = node.members_least = NO_DEMAND
         elif least is None:
-            demands = node.demands.values()
-            least = node.members_least = (
-                min((demand[0] for demand in demands), default=math.inf),
-                min((demand[1] for demand in demands), default=math.inf),
-                min((demand[2] for demand in demands), default=math.inf))
+            least_cpus = least_memory = least_gpus = math.inf
+            for cpus, memory, gpus in node.demands.values():
+                if cpus < least_cpus:
+                    least_cpus = cpus
+                if memory < least_memory:
+                    least_memory = memory
+                if gpus < least_gpus:
+                    least_gpus = gpus
+            least = node.members_least = (least_cpus, least_memory, least_gpus)
         return least
 
     @staticmethod

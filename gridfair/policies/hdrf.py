@@ -38,7 +38,7 @@ to the user seen first in the pool (`UserState.index`).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,6 +75,23 @@ class HdrfOptions:
         "the GROUP_* knobs of HTCondor's configuration here, or 'condor@HOST[:PORT]': of "
         "the running negotiator of that collector's pool; none: every user in <none>, "
         "which is DRF")
+
+
+#: What a next job asks for, (cpus, memory, gpus); a resource it does not ask for as -inf.
+Demand = tuple[float, float, float]
+
+
+def least_of(least: Demand, demands: Iterable[Demand]) -> Demand:
+    """Per resource (cpus, memory, gpus), the least of `least` and of each of `demands`."""
+    least_cpus, least_memory, least_gpus = least
+    for cpus, memory, gpus in demands:
+        if cpus < least_cpus:
+            least_cpus = cpus
+        if memory < least_memory:
+            least_memory = memory
+        if gpus < least_gpus:
+            least_gpus = gpus
+    return least_cpus, least_memory, least_gpus
 
 
 class GroupNode:
@@ -118,9 +135,9 @@ class GroupNode:
         self.ceilings: list[tuple[int, list[float], list[float]]] = []
         #: Its waiting users' next tasks: user index -> (cpus, memory, gpus), a resource the
         #: task does not ask for as -inf (it fits any room).
-        self.demands: dict[int, tuple[float, float, float]] = {}
+        self.demands: dict[int, Demand] = {}
         #: The least of `demands` per resource (None: to recompute).
-        self.members_least: tuple[float, float, float] | None = None
+        self.members_least: Demand | None = None
         #: The least demand per resource of the waiting users in its subtree, and whether
         #: its own quota leaves room for none of them (`_update`).
         self.least = NO_DEMAND
@@ -321,21 +338,13 @@ class HdrfOrder(OrderPolicy):
                 keyed.append(((int(node.members_weight <= 0), members_share,
                                len(node.subgroups)), None))
                 least_share = members_share
-            least_cpus, least_memory, least_gpus = least
             for order, child in enumerate(node.subgroups):
                 if child.active:
                     share = child.share
                     keyed.append(((int(child.weight <= 0), share, order), child))
                     if share < least_share:
                         least_share = share
-                    cpus, memory, gpus = child.least
-                    if cpus < least_cpus:
-                        least_cpus = cpus
-                    if memory < least_memory:
-                        least_memory = memory
-                    if gpus < least_gpus:
-                        least_gpus = gpus
-            least = (least_cpus, least_memory, least_gpus)
+            least = least_of(least, (child.least for child in node.subgroups if child.active))
             node.consumption = self._rescaled_sum(
                 [(members, members_share), *((child.consumption, child.share)
                                              for child in node.subgroups)], least_share)
@@ -351,21 +360,11 @@ class HdrfOrder(OrderPolicy):
         node.dirty = False
 
     @staticmethod
-    def _members_least(node: GroupNode) -> tuple[float, float, float]:
+    def _members_least(node: GroupNode) -> Demand:
         """The least next task of `node`'s own waiting users, per resource."""
         least = node.members_least
-        if least is None and not node.demands:
-            least = node.members_least = NO_DEMAND
-        elif least is None:
-            least_cpus = least_memory = least_gpus = math.inf
-            for cpus, memory, gpus in node.demands.values():
-                if cpus < least_cpus:
-                    least_cpus = cpus
-                if memory < least_memory:
-                    least_memory = memory
-                if gpus < least_gpus:
-                    least_gpus = gpus
-            least = node.members_least = (least_cpus, least_memory, least_gpus)
+        if least is None:
+            least = node.members_least = least_of(NO_DEMAND, node.demands.values())
         return least
 
     @staticmethod

@@ -11,6 +11,7 @@ import pytest
 from gridfair.core.groups import NONE_GROUP, tree_from_knobs, tree_from_toml
 from gridfair.core.pool import CPUS, GPUS, MEMORY
 from gridfair.errors import ConfigError
+from gridfair.policies.hdrf import HdrfOrder
 
 KNOBS = {
     "GROUP_NAMES": "group_physics, group_physics.hep, group_physics.lep, group_chem",
@@ -110,3 +111,10 @@ def test_users_are_charged_to_a_group_only_through_the_trusted_identity() -> Non
     # An authenticated user (untrusted group ignored) is in <none> unless the admin put it in.
     assert tree.group_of("alice@pool") == NONE_GROUP
     assert tree.group_of("carol") == "group_chem"
+
+
+@pytest.mark.parametrize("source", ["condor@", "condor@  "])
+def test_a_negotiator_source_names_its_collector(source: str) -> None:
+    """`condor@` with no collector is refused, not read as this host's configuration."""
+    with pytest.raises(ConfigError, match="give the collector after '@'"):
+        HdrfOrder(groups=source)

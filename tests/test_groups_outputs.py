@@ -80,6 +80,8 @@ def test_history_and_explain_show_a_group_from_the_store(tmp_path: Path, gridfai
     assert "allocate " in text.split("Recent decisions naming it:")[1]
     root = gridfair_cli("explain", "--db", store, "<none>")
     assert root.exit_code == 0 and "Its subgroups:\n  physics: guaranteed" in root.output
+    both = gridfair_cli("history", "--db", store, "--group", "physics", "--user", "bt")
+    assert both.exit_code == 2 and "--group shows a group's shares" in both.output
     unknown = gridfair_cli("history", "--db", store, "--group", "chemistry")
     assert unknown.exit_code == 2
     assert "no accounting group named 'chemistry'" in unknown.output

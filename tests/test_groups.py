@@ -74,6 +74,9 @@ def test_a_quota_per_resource() -> None:
     ({"a": {"users": ["x"]}, "b": {"users": ["x"]}}, "user 'x' is in groups 'a' and 'b'"),
     ({"a": {"prio_factor": 0.5}}, "prio_factor: 0.5 is below 1"),
     ({"a": 3}, "expected a table of the group's settings"),
+    ({"a": {"order": "sdrf"}}, 'group "a" order: \'sdrf\' is not an order of a group\'s users '
+                               "(known: drf, condor)"),
+    ({"order": "fifo", "a": {}}, "[groups] order: 'fifo' is not an order"),
 ])
 def test_one_clear_error_per_mistake(section: dict, error: str) -> None:
     with pytest.raises(ConfigError) as raised:

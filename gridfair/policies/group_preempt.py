@@ -134,7 +134,7 @@ class GroupFairPreempt(PreemptPolicy):
             for name, node in order.nodes.items()
             if len(node.ranking) and own_part(node) in self.entitled
             and self.held[own_part(node)] < self.entitled[own_part(node)] - EPSILON)
-        receivers = [node.ranking.first() for _, _, node in below[:RECEIVER_GROUPS]]
+        receivers = [order.first_in(node, now) for _, _, node in below[:RECEIVER_GROUPS]]
         # Groups over their entitlement whose own users run jobs, furthest over first.
         self.over = sorted(
             (self.entitled[part] - self.held[part], self.listed[name], node)

@@ -2,11 +2,12 @@
 for Diverse Datacenter Workloads", SoCC 2013, dynamic H-DRF).
 
 The tree is the pool's groups (`core/groups.py`): each group's children are its subgroups and
-its own users (one node, "members", whose users are ordered by plain DRF among themselves). A
-child's weight is its quota as a fraction of its parent's (the members' weight: what the
-subgroups leave), taken on its dominant quota'd resource; a child of weight 0 is served after
-its weighted siblings. A free slot goes down from the root, at each level to the child of least
-normalised dominant share (dominant share / weight), to a user.
+its own users (one node, "members", whose users are ordered by plain DRF among themselves, or
+by HTCondor's effective priority in a group of `order = "condor"`). A child's weight is its
+quota as a fraction of its parent's (the members' weight: what the subgroups leave), taken on
+its dominant quota'd resource; a child of weight 0 is served after its weighted siblings. A
+free slot goes down from the root, at each level to the child of least normalised dominant
+share (dominant share / weight), to a user.
 
 A node's consumption is not the plain sum of its children's (naive H-DRF, which starves a child
 whose dominant resource its sibling saturated): each child's consumption is rescaled to the

@@ -448,6 +448,26 @@ def test_make_backend_builds_each_kind(tmp_path):
     assert make_backend(validate({"backend": {"kind": "sim"}}, base=tmp_path)).name == "sim"
 
 
+def test_every_backend_kind_a_config_names_is_a_registered_class(tmp_path, monkeypatch):
+    """`make_backend` has no branch per kind: the registry gives the class of each kind a
+    config may name, which builds itself from its section (`from_config`), so a kind
+    registered is a kind the daemon can run."""
+    from gridfair.daemon import backends
+    from gridfair.daemon.backends.sim import SimBackend
+    from gridfair.daemon.config import BACKENDS
+
+    assert list(backends.BACKEND_CLASSES) == list(BACKENDS)
+    assert [backends.backend_class(kind).name for kind in BACKENDS] == list(BACKENDS)
+    assert all("from_config" in vars(backends.backend_class(kind)) for kind in BACKENDS)
+
+    class Replay(SimBackend):  # a kind registered later, built as the others are
+        name = "replay"
+
+    monkeypatch.setitem(backends.BACKEND_CLASSES, "sim", (__name__, "Replay"))
+    monkeypatch.setitem(globals(), "Replay", Replay)
+    assert make_backend(validate({"backend": {"kind": "sim"}}, base=tmp_path)).name == "replay"
+
+
 def test_condor_now_that_is_no_program_is_a_config_error(tmp_path):
     raw = {"backend": {"kind": "htcondor",
                        "htcondor": {"condor_now": str(tmp_path / "no-such-condor_now")}}}

@@ -68,6 +68,8 @@ composes them.
 
 from __future__ import annotations
 
+import logging
+import shutil
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
@@ -92,8 +94,12 @@ from gridfair.daemon.backends.htcondor.steering import (
     JobSteering,
     steering_names,
 )
+from gridfair.daemon.config import Config, collector_addresses
+from gridfair.errors import ConfigError
 
 __all__ = ["HTCondorBackend", "pool_uid_domain"]
+
+log = logging.getLogger("gridfair.daemon")
 
 
 def _part_attribute(part: str, name: str, doc: str) -> property:
@@ -154,6 +160,37 @@ class HTCondorBackend(PoolBackend):
     job_projection = _part_attribute("reader", "job_projection", "Job attributes read.")
     steering_life = _part_attribute("steering", "steering_life",
                                     "Seconds a steering authorizes its one start.")
+
+    @classmethod
+    def from_config(cls, section: Mapping[str, Any], config: Config
+                    ) -> HTCondorBackend:
+        """The backend `backend.htcondor` describes, on its collectors; a steering lives as
+        long as `safety.landing_timeout`."""
+        uid_domain = section["uid_domain"] or pool_uid_domain()
+        trust = section["trust_accounting_groups"]
+        submitters = SubmitterMap.of(uid_domain, section["submitter_map"], trust)
+        log.info("charging jobs to %s of UID_DOMAIN %s%s", "their accounting groups (trusted) "
+                 "or authenticated users" if trust else "the users HTCondor authenticated",
+                 uid_domain, f", submitter map {section['submitter_map']}"
+                 if section["submitter_map"] else "")
+        condor_now = None
+        if section["condor_now"]:
+            condor_now = shutil.which(section["condor_now"])
+            if condor_now is None:
+                raise ConfigError(f"config key backend.htcondor.condor_now: no program "
+                                  f"{section['condor_now']!r} (not executable, not on PATH)")
+        pools = collector_addresses(section["collector"]) or [None]
+        return cls.connect(
+            pools[0], more_pools=pools[1:], collector_timeout=section["collector_timeout"],
+            slot_constraint=section["slot_constraint"],
+            job_constraint=section["job_constraint"] or None, demand=section["demand"],
+            owner_attribute=section["owner_attribute"],
+            power_attribute=section["power_attribute"],
+            steer_attribute=section["steer_attribute"], submitters=submitters,
+            condor_now=condor_now, lease_knob=section["lease_knob"],
+            schedd_timeout=section["schedd_timeout"],
+            steering_life=config["safety"]["landing_timeout"],
+        )
 
     @classmethod
     def connect(cls, pool: str | None, *, more_pools: Sequence[str] = (),

@@ -81,7 +81,11 @@ from gridfair.classads.submitters import SubmitterMap
 from gridfair.daemon.backends import PoolBackend, PoolUnavailable
 from gridfair.daemon.backends.htcondor.advert import CollectorAdvert
 from gridfair.daemon.backends.htcondor.lease import StartsLease
-from gridfair.daemon.backends.htcondor.reading import SCHEDD_TIMEOUT, PoolReader
+from gridfair.daemon.backends.htcondor.reading import (
+    FULL_READ_EVERY,
+    SCHEDD_TIMEOUT,
+    PoolReader,
+)
 from gridfair.daemon.backends.htcondor.state import (
     COLLECTOR_TIMEOUT,
     POOL_ERRORS,
@@ -131,6 +135,7 @@ class HTCondorBackend(PoolBackend):
         more_collectors: Mapping[str, Any] | None = None,
         collector_timeout: float = COLLECTOR_TIMEOUT,
         steering_life: float = STEERING_LIFE,
+        full_read_every: int = FULL_READ_EVERY,
     ) -> None:
         self.collector = collector  # the first collector (`state.collectors`)
         self.state = PoolState(collector, pool=pool, more_collectors=more_collectors,
@@ -144,7 +149,7 @@ class HTCondorBackend(PoolBackend):
             # Charging (None: authenticated users of the UID domain HTCondor's configuration
             # here names, no map file, no accounting group trusted).
             submitters=submitters or SubmitterMap(pool_uid_domain()),
-            schedd_timeout=schedd_timeout)
+            schedd_timeout=schedd_timeout, full_read_every=full_read_every)
         self.steering = JobSteering(self.state, steer_attribute=steer_attribute,
                                     condor_now=condor_now, steering_life=steering_life,
                                     now=self.now)
@@ -190,6 +195,9 @@ class HTCondorBackend(PoolBackend):
             condor_now=condor_now, lease_knob=section["lease_knob"],
             schedd_timeout=section["schedd_timeout"],
             steering_life=config["safety"]["landing_timeout"],
+            # Idle rows read whole as often as the kept pool is rebuilt (every read: not kept).
+            full_read_every=config["daemon"]["full_rebuild_every"]
+            if config["daemon"]["incremental"] else 1,
         )
 
     @classmethod

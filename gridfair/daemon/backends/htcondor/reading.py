@@ -34,6 +34,13 @@ from gridfair.daemon.backends.htcondor.demand import (
     shared_match_ads,
     steerable_ads,
 )
+from gridfair.daemon.backends.htcondor.kept_idle import (
+    LISTED,
+    KeptIdle,
+    cluster_signatures,
+    compare,
+)
+from gridfair.daemon.backends.htcondor.kept_idle import job_id as kept_job_id
 from gridfair.daemon.backends.htcondor.learning import (
     ABSENT_LIMIT,
     ABSENT_READS,
@@ -51,6 +58,10 @@ from gridfair.errors import ConfigError
 SCHEDD_TIMEOUT = 20.0
 #: How the backend reads demand: autocluster ads and narrow idle rows, or every job ad.
 DEMAND_READS = ("autocluster", "jobs")
+#: Reads of a schedd's idle rows from one full read to the next (`kept_idle`).
+FULL_READ_EVERY = 100
+#: What a read fetches of each idle row: what a view reads, and what the next read compares.
+ROW_ATTRIBUTES = tuple(dict.fromkeys((*IDLE_ROW_ATTRIBUTES, *LISTED)))
 DEFAULT_JOB_CONSTRAINTS = {"autocluster": "JobStatus == 1",
                            "jobs": "JobStatus == 1 || JobStatus == 2"}
 
@@ -62,7 +73,8 @@ class PoolReader:
     def __init__(self, state: PoolState, *, demand: str, job_constraint: str | None,
                  owner_attribute: str, power_attribute: str, steering: frozenset[str],
                  submitters: SubmitterMap,
-                 schedd_timeout: float = SCHEDD_TIMEOUT) -> None:
+                 schedd_timeout: float = SCHEDD_TIMEOUT,
+                 full_read_every: int = FULL_READ_EVERY) -> None:
         if demand not in DEMAND_READS:
             raise ConfigError(f"demand must be one of {', '.join(DEMAND_READS)}, not {demand!r}")
         self.state = state
@@ -78,6 +90,12 @@ class PoolReader:
         learn(self.slot_projection, {*SLOT_ATTRIBUTES, owner_attribute, *power})
         learn(self.job_projection, set(JOB_ATTRIBUTES))
         self.schedd_timeout = schedd_timeout
+        # Each schedd's idle jobs as last read (`kept_idle`), and full reads every this many
+        # (1: every read is full; 0: only the first and after the schedd did not answer);
+        # full reads that found the kept jobs wrong.
+        self._kept: dict[str, KeptIdle] = {}
+        self.full_read_every = full_read_every
+        self.idle_repairs = 0
         # Schedds that did not answer in this snapshot read -> why (`_ask_schedds`).
         self._silent: dict[str, str] = {}
         self._last_look: PoolLook | None = None  # what `changed` saw last
@@ -131,6 +149,7 @@ class PoolReader:
             name = schedd_name(location)
             if answer is None:
                 skipped.append(SkippedAd(f"schedd {name}", 0, name, problem))
+                self._kept.pop(name, None)  # read whole once it answers again
                 continue
             known, answered_groups, answered_skips = answer
             groups.extend(answered_groups)
@@ -148,34 +167,75 @@ class PoolReader:
     def _schedd_demand(self, location: classad2.ClassAd, projection: list[str],
                        ) -> tuple[list[Job], list[classad2.ClassAd], list[SkippedAd]]:
         """One schedd's idle jobs, the ads matching reads of them, and its ads skipped; one
-        of `POOL_ERRORS` when it does not answer its first queries."""
+        of `POOL_ERRORS` when it does not answer its first queries. Its rows are read whole
+        every `full_read_every` reads, else those of the jobs that changed (`kept_idle`)."""
         name = schedd_name(location)
+        source = f"schedd {name}"
+        # Forgotten until this read ends: a read that fails half-way starts the next anew.
+        kept = self._kept.pop(name, None)
         schedd = self.state.schedd_factory(location)
         clusters = schedd.query("true", [], opts=htcondor2.QueryOpt.AutoCluster)
-        # With no autocluster every job's ad is needed whole: one query for the ads, not
-        # narrow rows and then the ads by id.
-        rows = schedd.query(self.job_constraint,
-                            list(IDLE_ROW_ATTRIBUTES) if clusters else projection)
         groups = list(clusters)
-        requests, skipped = autocluster_requests(clusters, f"schedd {name} autoclusters",
+        requests, skipped = autocluster_requests(clusters, f"{source} autoclusters",
                                                  self.steering)
-        if clusters:
-            known, missing, unusable = jobs_of_rows(rows, requests, f"schedd {name}")
-        else:
-            # Whole ads: a request that can vary is judged here, as for fetched ads.
-            steerable, unsteerable = steerable_ads(rows, f"schedd {name}", self.steering)
+        if not clusters:
+            # With no autocluster every job's ad is needed whole: one query for the ads, not
+            # narrow rows and then the ads by id.
+            rows = schedd.query(self.job_constraint, projection)
+            steerable, unsteerable = steerable_ads(rows, source, self.steering)
             known, unusable = jobs_from_ads(steerable, lenient=True)
-            unusable = [*unsteerable, *unusable]
             groups.extend(rows)
-            missing = []
+            return known, groups, [*skipped, *unsteerable, *unusable]
+        signatures = cluster_signatures(clusters)
+        every = self.full_read_every
+        steady = kept is not None and (not every or kept.reads + 1 < every)
+        if steady:
+            listed = schedd.query(self.job_constraint, list(LISTED))
+            requests = kept.same_requests(requests, signatures)
+            order, fetch = kept.wanted(listed, signatures)
+            del listed
+            position = {job_id: index for index, job_id in enumerate(order)}
+            fetched = sorted(self._fetch_rows(schedd, fetch), key=lambda row: position.get(
+                kept_job_id(row), len(order)))
+            new, missing, unusable = jobs_of_rows(fetched, requests, source)
+            # A job fetched is what its row made of it now, or nothing (it left the queue, is
+            # skipped, or its autocluster is unknown: fetched whole below).
+            made = {job.id: job for job in new}
+            refetched = set(fetch)
+            known = [job for job in (made.get(job_id) if job_id in refetched
+                                     else kept.views.get(job_id) for job_id in order)
+                     if job is not None]
+            rows = {kept_job_id(row): row for row in fetched}
+            fresh = KeptIdle.of(new, rows, signatures, requests)
+            fresh.views.update((job.id, job) for job in known if job.id not in made)
+            fresh.listed.update((job_id, kept.listed[job_id]) for job_id in fresh.views
+                                if job_id not in made)
+            fresh.reads = kept.reads + 1
+        else:
+            read = schedd.query(self.job_constraint, list(ROW_ATTRIBUTES))
+            known, missing, unusable = jobs_of_rows(read, requests, source)
+            fresh = KeptIdle.of(known, {kept_job_id(row): row for row in read}, signatures,
+                                requests)
+            del read
+            if kept is not None:
+                self.idle_repairs += bool(compare(source, kept, fresh))
         skipped.extend(unusable)
         if missing:
-            fetched, unfetched, fetched_ads = self._fetch_jobs(schedd, name, missing,
-                                                               projection)
+            fetched_jobs, unfetched, fetched_ads = self._fetch_jobs(schedd, name, missing,
+                                                                    projection)
             groups.extend(fetched_ads)
-            known.extend(fetched)
+            known.extend(fetched_jobs)
             skipped.extend(unfetched)
+        self._kept[name] = fresh
         return known, groups, skipped
+
+    def _fetch_rows(self, schedd: Any, job_ids: Sequence[str]) -> list[classad2.ClassAd]:
+        """The rows (`ROW_ATTRIBUTES`) of these jobs; one that left the queue has none."""
+        rows: list[classad2.ClassAd] = []
+        for constraint, _ in fetch_constraints(job_ids):
+            rows.extend(schedd.query(f"({self.job_constraint}) && ({constraint})",
+                                     list(ROW_ATTRIBUTES)))
+        return rows
 
     def _ask_schedds(self, locations: Sequence[classad2.ClassAd],
                      ask: Callable[[classad2.ClassAd], Any],

@@ -1,0 +1,152 @@
+"""The htcondor backend's idle jobs kept between reads (`backends/htcondor/kept_idle.py`): a
+steady read, which fetches the rows of the jobs that changed alone, gives the idle jobs a full
+read gives, over random sequences of what a schedd's queue goes through."""
+
+from __future__ import annotations
+
+import logging
+
+import classad2
+import htcondor2
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gridfair.ad_views import JobStatus
+from gridfair.daemon.backends.htcondor import HTCondorBackend
+from gridfair.daemon.backends.htcondor.kept_idle import ad_signature
+from tests.test_backends import SCHEDDS, FakeCollector, FakeSchedd, _queues
+
+#: What happens to a queue between two reads.
+CHANGES = ("submit", "remove", "start", "requeue", "edit_request", "edit_requirements",
+           "edit_status_time")
+
+
+def _backend(full_read_every: int) -> HTCondorBackend:
+    return HTCondorBackend(FakeCollector(), schedd_factory=FakeSchedd, lease_knob="",
+                           full_read_every=full_read_every)
+
+
+def _idle(backend: HTCondorBackend) -> list[tuple]:
+    """The idle jobs read, in order, with what matching reads of each (a kept view's
+    autocluster ad is an earlier read's: its `JobCount` may differ); and the skipped."""
+    snapshot = backend.read_snapshot()
+    jobs = [(job, ad_signature(job.ad)) for job in snapshot.jobs if job.status is JobStatus.IDLE]
+    return [*jobs, sorted((skip.name, skip.reason) for skip in snapshot.skipped)]
+
+
+def _change(queue: list[classad2.ClassAd], change: str, pick: int, now: int) -> None:
+    """One change to the queue, on the `pick`th job it applies to, at schedd time `now`."""
+    if change == "submit":
+        template = next((ad for ad in queue if ad.get("JobStatus") == 1), None)
+        if template is None:
+            return
+        ad = classad2.parseOne(template.printOld())
+        ad["ClusterId"], ad["ProcId"] = 1000 + now, 0
+        ad["QDate"] = ad["EnteredCurrentStatus"] = now
+        queue.append(ad)
+        return
+    wanted = 2 if change == "requeue" else 1
+    jobs = [ad for ad in queue if ad.get("JobStatus") == wanted]
+    if not jobs:
+        return
+    ad = jobs[pick % len(jobs)]
+    if change == "remove":
+        queue.remove(ad)
+    elif change in ("start", "requeue"):
+        ad["JobStatus"] = 2 if change == "start" else 1
+        ad["EnteredCurrentStatus"] = now
+        if change == "requeue":
+            ad["JobRunCount"] = ad.get("JobRunCount", 0) + 1
+    elif change == "edit_request":  # the owner's condor_qedit: its autocluster moves
+        ad["RequestCpus"] = 1 + pick % 3
+    elif change == "edit_requirements":
+        ad["Requirements"] = classad2.ExprTree(f"TARGET.Memory >= {pick % 4}")
+    else:  # an owner's edit of EnteredCurrentStatus (back in time): costs a fetch alone
+        ad["EnteredCurrentStatus"] = 1
+
+
+@given(steps=st.lists(st.lists(st.tuples(st.sampled_from(CHANGES), st.integers(0, 50)),
+                               max_size=6), min_size=1, max_size=6))
+@settings(max_examples=25, deadline=None)
+def test_a_steady_read_gives_the_idle_jobs_a_full_read_gives(steps):
+    FakeSchedd.queues = _queues()
+    steady, full = _backend(0), _backend(1)
+    assert _idle(steady) == _idle(full)
+    now = 2_000_000_000
+    for changes in steps:
+        for change, pick in changes:
+            now += 1
+            _change(FakeSchedd.queues[SCHEDDS[0]], change, pick, now)
+        assert _idle(steady) == _idle(full)
+
+
+def _row_fetches(monkeypatch) -> list[int]:
+    """Rows fetched by id, a query each: how many ads each answered."""
+    fetched: list[int] = []
+    real_query = FakeSchedd.query
+
+    def query(self, constraint="True", projection=[], callback=None, limit=-1,  # noqa: B006
+              opts=htcondor2.QueryOpt.Default):
+        answer = real_query(self, constraint, projection, callback, limit, opts)
+        if "string(ProcId)" in str(constraint):
+            fetched.append(len(answer))
+        return answer
+
+    monkeypatch.setattr(FakeSchedd, "query", query)
+    return fetched
+
+
+def test_a_steady_read_fetches_the_rows_of_the_jobs_that_changed_alone(monkeypatch):
+    FakeSchedd.queues = _queues()
+    backend = _backend(0)
+    backend.read_snapshot()
+    fetched = _row_fetches(monkeypatch)
+    backend.read_snapshot()
+    assert fetched == []  # nothing changed: no row fetched
+    queue = FakeSchedd.queues[SCHEDDS[0]]
+    _change(queue, "requeue", 0, 2_000_000_001)
+    _change(queue, "submit", 0, 2_000_000_002)
+    backend.read_snapshot()
+    assert fetched == [2]
+
+
+def test_a_full_read_repairs_what_the_kept_jobs_missed(caplog):
+    """A change no listed attribute shows (a queue super user's edit of `QDate`, protected from
+    owners) is found by the next full read, logged, and the full read kept."""
+    FakeSchedd.queues = _queues()
+    backend = _backend(0)
+    backend.read_snapshot()
+    ad = next(ad for ad in FakeSchedd.queues[SCHEDDS[0]] if ad.get("JobStatus") == 1)
+    ad["QDate"] = 1
+    job_id = f"{ad['ClusterId']}.{ad['ProcId']}"
+
+    def qdate() -> float:
+        return next(job.qdate for job in backend.read_snapshot().jobs if job.id == job_id)
+
+    assert qdate() != 1  # a steady read keeps the job's view
+    backend.reader.full_read_every = 1
+    with caplog.at_level(logging.WARNING, "gridfair.daemon"):
+        assert qdate() == 1
+    assert backend.reader.idle_repairs == 1
+    assert f"job {job_id}: kept" in caplog.text and "repaired" in caplog.text
+
+
+def test_a_schedd_that_did_not_answer_is_read_whole_when_it_answers_again(monkeypatch):
+    FakeSchedd.queues = _queues()
+    backend = _backend(0)
+    backend.read_snapshot()
+    assert SCHEDDS[0] in backend.reader._kept
+    real_query = FakeSchedd.query
+
+    def hung(self, *args, **kwargs):
+        if self.jobs is FakeSchedd.queues[SCHEDDS[0]]:
+            raise htcondor2.HTCondorException("Failed to connect to schedd")
+        return real_query(self, *args, **kwargs)
+
+    monkeypatch.setattr(FakeSchedd, "query", hung)
+    backend.read_snapshot()
+    assert SCHEDDS[0] not in backend.reader._kept
+    monkeypatch.setattr(FakeSchedd, "query", real_query)
+    fetched = _row_fetches(monkeypatch)
+    backend.read_snapshot()
+    assert fetched == [] and SCHEDDS[0] in backend.reader._kept  # whole, not by id

@@ -150,3 +150,18 @@ def test_a_schedd_that_did_not_answer_is_read_whole_when_it_answers_again(monkey
     fetched = _row_fetches(monkeypatch)
     backend.read_snapshot()
     assert fetched == [] and SCHEDDS[0] in backend.reader._kept  # whole, not by id
+
+
+def test_a_job_unchanged_since_the_last_read_is_the_same_object():
+    """The kept pool passes over the jobs whose view is the last cycle's object (`is`) at C
+    speed: a steady read hands on, charged, the very objects of the last read for the jobs
+    that did not change, and new ones for those that did."""
+    FakeSchedd.queues = _queues()
+    backend = _backend(0)
+    before = {job.id: job for job in backend.read_snapshot().jobs
+              if job.status is JobStatus.IDLE}
+    _change(FakeSchedd.queues[SCHEDDS[0]], "edit_request", 1, 2_000_000_001)  # 2 cpus
+    after = {job.id: job for job in backend.read_snapshot().jobs
+             if job.status is JobStatus.IDLE}
+    same = {job_id for job_id, job in after.items() if job is before.get(job_id)}
+    assert len(same) == len(before) - 1 and after.keys() == before.keys()

@@ -6,6 +6,7 @@ the runs that ended."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
@@ -95,6 +96,8 @@ class PoolReader:
         # full reads that found the kept jobs wrong.
         self._kept: dict[str, KeptIdle] = {}
         self.full_read_every = full_read_every
+        # Job id -> (its view as read, as charged) in the last read (`_charged_as_before`).
+        self._charged: dict[str, tuple[Job, Job]] = {}
         self.idle_repairs = 0
         # Schedds that did not answer in this snapshot read -> why (`_ask_schedds`).
         self._silent: dict[str, str] = {}
@@ -127,8 +130,27 @@ class PoolReader:
             self._query_demand, lambda demand: demand[1])
         machines, bad_slots = machines_from_ads(slots, self.ad_config, lenient=True)
         self.state.schedd_of.update(self._schedds_of_running(slots, machines, locations))
-        return charge_snapshot(snapshot_of(taken, machines, jobs, (
-            *self.state.collector_skips(), *skipped, *bad_slots)), self.submitters)
+        # `snapshot_of` appends to `jobs` the running jobs known only from their slots.
+        snapshot = snapshot_of(taken, machines, jobs, (*self.state.collector_skips(), *skipped,
+                                                       *bad_slots))
+        return self._charged_as_before(jobs, charge_snapshot(snapshot, self.submitters))
+
+    def _charged_as_before(self, views: Sequence[Job], charged: Snapshot) -> Snapshot:
+        """`charged`, with each job whose view is the one kept from the last read
+        (`kept_idle`) and whose charge is the same being the last read's charged object: the
+        kept pool passes over the jobs it saw at C speed (`is`) and visits the others one by
+        one (a new object a job each read had it visit all of them)."""
+        last = self._charged
+        now: dict[str, tuple[Job, Job]] = {}
+        jobs = list(charged.jobs)
+        for position, (view, job) in enumerate(zip(views, jobs, strict=True)):
+            before = last.get(job.id)
+            if before is not None and before[0] is view and before[1].user == job.user and (
+                    before[1].identity == job.identity):
+                jobs[position] = job = before[1]
+            now[job.id] = (view, job)
+        self._charged = now
+        return dataclasses.replace(charged, jobs=tuple(jobs))
 
     def _query_demand(
         self,

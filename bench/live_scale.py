@@ -279,6 +279,38 @@ def process_pid(config_file: Path, program: str) -> int | None:
     return None
 
 
+def idle_read_costs(pool, schedd_pid: int | None, jobs: int) -> dict:
+    """What each way of reading a schedd's idle jobs costs, wall and CPU seconds of this
+    process and of the schedd, once 1 % of the idle jobs are removed: every row
+    (`ROW_ATTRIBUTES`, a full read), the id list a steady read makes (`kept_idle.LISTED`),
+    and the ids of the jobs that left the queue since, from the history (`since`: the other
+    way of finding removed jobs)."""
+    import htcondor2
+
+    from gridfair.daemon.backends.htcondor.kept_idle import LISTED
+    from gridfair.daemon.backends.htcondor.reading import ROW_ATTRIBUTES
+
+    schedd = pool.schedd()
+    removed = schedd.query("JobStatus == 1", ["ClusterId", "ProcId"], limit=max(jobs // 100, 1))
+    before = int(time.time()) - 1
+    schedd.act(htcondor2.JobAction.Remove,
+               [f"{ad['ClusterId']}.{ad['ProcId']}" for ad in removed])
+    time.sleep(2)  # the removed jobs written to the history
+    reads = {"rows": lambda: schedd.query("JobStatus == 1", list(ROW_ATTRIBUTES)),
+             "id_list": lambda: schedd.query("JobStatus == 1", list(LISTED)),
+             "history_since": lambda: list(schedd.history(
+                 "true", ["ClusterId", "ProcId"], since=f"EnteredCurrentStatus < {before}"))}
+    costs = {}
+    for name, read in reads.items():
+        wall, cpu, schedd_cpu = time.perf_counter(), cpu_seconds(), cpu_of(schedd_pid)
+        answered = len(read())
+        costs[name] = {"wall_s": round(time.perf_counter() - wall, 3),
+                       "cpu_s": round(cpu_seconds() - cpu, 3),
+                       "schedd_cpu_s": round(cpu_of(schedd_pid) - schedd_cpu, 3),
+                       "ads": answered}
+    return costs
+
+
 def cpu_of(pid: int | None) -> float:
     """CPU seconds of a process and of its reaped children (the schedd's query workers)."""
     if pid is None:
@@ -679,13 +711,16 @@ def run_size(slots: int, jobs: int, source: str, args: argparse.Namespace) -> di
         detail: dict = {"advertise_s": round(advertise(pool, ads, pool.jobs_folder), 1),
                         "submit_s": round(submit_plan(pool, plan), 1)}
         pool.wait_until(lambda: len(pool.status("Name")) >= slots, 120, 2)
-        set_match_cap(pool, capped=False)
-        detail["negotiator_uncapped"] = negotiation_cycle(pool, args.negotiation_timeout)
+        detail["negotiator_uncapped"] = detail["negotiator_capped"] = {}
+        if not args.no_htcondor:
+            set_match_cap(pool, capped=False)
+            detail["negotiator_uncapped"] = negotiation_cycle(pool, args.negotiation_timeout)
         # The schedd groups its jobs into autoclusters when a negotiation first asks.
         detail["autoclusters"] = len(pool.schedd().query(
             "true", ["AutoClusterId"], opts=htcondor2.QueryOpt.AutoCluster))
-        set_match_cap(pool, capped=True)
-        detail["negotiator_capped"] = negotiation_cycle(pool, args.negotiation_timeout)
+        if not args.no_htcondor:
+            set_match_cap(pool, capped=True)
+            detail["negotiator_capped"] = negotiation_cycle(pool, args.negotiation_timeout)
         Path(scratch).chmod(0o755)
         schedd = process_pid(pool.config_file, "condor_schedd")
         gridfair = daemon_side({**spec, "directory": scratch, "collector": pool.collector_host,
@@ -694,6 +729,7 @@ def run_size(slots: int, jobs: int, source: str, args: argparse.Namespace) -> di
                                 "jobs_folder": str(pool.jobs_folder)})
         detail.update(gridfair=gridfair, duty_cycle=duty_cycles(pool), load_before=load_before,
                       load_after=os.getloadavg())
+        detail["idle_reads"] = idle_read_costs(pool, schedd, jobs)
     return {"slots": slots, "jobs": jobs, "source": source, "gridfair": summary(gridfair),
             "htcondor": {"negotiation_cycle_s": detail["negotiator_uncapped"].get(
                 "LastNegotiationCycleDuration0"),
@@ -718,6 +754,8 @@ def main() -> None:
     parser.add_argument("--demand", choices=("autocluster", "jobs"), default="autocluster",
                         help="the live daemon's backend.htcondor.demand (default autocluster)")
     parser.add_argument("--no-steer", action="store_true", help="skip the 1,000-job steering")
+    parser.add_argument("--no-htcondor", action="store_true",
+                        help="live: skip HTCondor's own negotiation cycles (gridfair alone)")
     parser.add_argument("--negotiation-timeout", type=float, default=600.0)
     parser.add_argument("--negotiator-max-time", type=float,
                         help="raise the negotiator's time limits (NEGOTIATOR_MAX_TIME_PER_"

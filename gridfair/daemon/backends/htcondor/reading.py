@@ -198,8 +198,12 @@ class PoolReader:
         schedd = self.state.schedd_factory(location)
         clusters = schedd.query("true", [], opts=htcondor2.QueryOpt.AutoCluster)
         groups = list(clusters)
-        requests, skipped = autocluster_requests(clusters, f"{source} autoclusters",
-                                                 self.steering)
+        every = self.full_read_every
+        steady = kept is not None and (not every or kept.reads + 1 < every)
+        signatures = cluster_signatures(clusters)
+        requests, skipped = autocluster_requests(
+            clusters, f"{source} autoclusters", self.steering,
+            kept.unchanged_requests(signatures) if steady else None)
         if not clusters:
             # With no autocluster every job's ad is needed whole: one query for the ads, not
             # narrow rows and then the ads by id.
@@ -208,12 +212,8 @@ class PoolReader:
             known, unusable = jobs_from_ads(steerable, lenient=True)
             groups.extend(rows)
             return known, groups, [*skipped, *unsteerable, *unusable]
-        signatures = cluster_signatures(clusters)
-        every = self.full_read_every
-        steady = kept is not None and (not every or kept.reads + 1 < every)
         if steady:
             listed = schedd.query(self.job_constraint, list(LISTED))
-            requests = kept.same_requests(requests, signatures)
             order, fetch = kept.wanted(listed, signatures)
             del listed
             position = {job_id: index for index, job_id in enumerate(order)}

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from gridfair.ad_views import JobStatus
 from gridfair.classads.submitters import SubmitterMap
 from gridfair.daemon.backends.htcondor import HTCondorBackend
 from tests.live.conftest import POOL_CONFIG, own_pool
@@ -567,3 +568,37 @@ def test_generated_sequences_after_steering_never_start_a_job_again(
             pool.clear_queue()
 
     sequence()
+
+
+def test_an_owners_edit_of_an_idle_job_is_not_hidden_from_a_steady_read(
+        clean_queue: PersonalPool) -> None:
+    """A steady read fetches an idle job's row only when its AutoClusterId, JobRunCount or
+    EnteredCurrentStatus moved (`backends/htcondor/kept_idle.py`). The schedd keeps a job's
+    AutoClusterId until an attribute its AutoClusterAttrs names is edited: both are protected,
+    so an owner cannot keep the id through an edit of its request. The owner's edits of its
+    request, Requirements and EnteredCurrentStatus are seen by the next steady read as a full
+    read sees them."""
+    pool = clean_queue
+    done = pool.submit_as(ATTACKER, sleep_job('requirements = TARGET.Name == "nowhere"'),
+                          count=2)
+    assert done.returncode == 0, done.stderr
+    job = first_job(done)
+    steady = backend(pool, full_read_every=0)
+
+    def idle(live: HTCondorBackend) -> dict[str, tuple]:
+        return {found.id: (found.request_cpus, found.request_memory, found.run_count,
+                           found.qdate, str(found.ad.lookup("Requirements")))
+                for found in live.read_snapshot().jobs if found.status is JobStatus.IDLE}
+
+    assert len(idle(steady)) == 2
+    # Unprotected, the first keeps the job's AutoClusterId through the edits below: every
+    # read then says it asks for 1 cpu (seen before the protection).
+    refused = [pool.run_tool(["condor_qedit", job, *edit], account=ATTACKER, check=False)
+               for edit in (["AutoClusterAttrs", '""'], ["AutoClusterId", "1"])]
+    for edit in (["RequestCpus", "2"], ["Requirements", 'TARGET.Name == "elsewhere"'],
+                 ["EnteredCurrentStatus", "1"], ["RequestMemory", "4"]):
+        edited = pool.run_tool(["condor_qedit", job, *edit], account=ATTACKER, check=False)
+        assert edited.returncode == 0, (edit, edited.stderr)
+        assert idle(steady) == idle(backend(pool, full_read_every=1)), edit
+    assert idle(steady)[job][:2] == (2, 4)
+    assert [done.returncode != 0 for done in refused] == [True, True]

@@ -28,6 +28,10 @@ COMPILED = [
     "gridfair/policies/ranking.py",
     "gridfair/policies/live_tree.py",
     "gridfair/policies/authors_ties.py",
+    "gridfair/policies/drf.py",
+    "gridfair/sim/task_stream.py",
+    "gridfair/sim/workloads/taskcsv.py",
+    "gridfair/sim/metrics.py",
 ]
 
 

@@ -12,8 +12,11 @@ take effect as they are edited, and any build with `GRIDFAIR_COMPILE=0`.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 
 from setuptools import setup
 
@@ -35,6 +38,12 @@ COMPILED = [
 ]
 
 
+#: Every build in a directory of its own: one in build/ would ship what an earlier build left
+#: there (a module since dropped from `COMPILED`, compiled from older sources).
+BUILD_BASE = tempfile.mkdtemp(prefix="gridfair-build-")
+atexit.register(shutil.rmtree, BUILD_BASE, ignore_errors=True)
+
+
 def compiling() -> bool:
     """Whether this build compiles: not when asked not to, nor for an editable install."""
     return os.environ.get("GRIDFAIR_COMPILE", "1") != "0" and "editable_wheel" not in sys.argv
@@ -50,10 +59,11 @@ def compiled_extensions() -> list:
         return []
     # The bindings have no type stubs; the modules they import are checked, not compiled.
     options = ["--ignore-missing-imports", "--follow-imports=silent"]
-    extensions = mypycify([*COMPILED, *options], opt_level="3")
+    extensions = mypycify([*COMPILED, *options], opt_level="3",
+                          target_dir=os.path.join(BUILD_BASE, "mypyc"))
     for extension in extensions:
         extension.optional = True  # no compiler: the plain-Python package, not a failure
     return extensions
 
 
-setup(ext_modules=compiled_extensions())
+setup(ext_modules=compiled_extensions(), options={"build": {"build_base": BUILD_BASE}})

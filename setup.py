@@ -34,6 +34,7 @@ COMPILED = [
     "gridfair/policies/drf.py",
     "gridfair/sim/task_stream.py",
     "gridfair/sim/workloads/taskcsv.py",
+    "gridfair/sim/workloads/repeat.py",
     "gridfair/sim/metrics.py",
 ]
 

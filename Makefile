@@ -34,7 +34,7 @@ test: $(STAMP)
 COMPILED := build/compiled
 $(COMPILED)/.built: $(STAMP) setup.py $(shell find gridfair -name '*.py')
 	rm -rf $(COMPILED)
-	$(BIN)/python setup.py --quiet build_ext --build-lib $(COMPILED) 2>&1 | { grep -v warning || true; }
+	$(BIN)/python setup.py --quiet build_ext --build-lib $(COMPILED)
 	cp -r gridfair $(COMPILED)/
 	find $(COMPILED) -name __pycache__ -prune -exec rm -rf {} +
 	touch $@

@@ -274,20 +274,31 @@ class HdrfOrder(OrderPolicy):
         seen = node.seen.get(user.index)
         usage = user.usage
         if seen is None or seen[0] != usage:
-            old = seen[0] if seen is not None else [0.0] * len(usage)
-            change = [amount - old[resource] for resource, amount in enumerate(usage)]
+            old = seen[0] if seen is not None else (0.0, 0.0, 0.0, 0.0)
+            cpus, memory, power, gpus = (usage[0] - old[0], usage[1] - old[1],
+                                         usage[2] - old[2], usage[3] - old[3])
             for used in node.tallies:
-                for resource, amount in enumerate(change):
-                    used[resource] += amount
+                used[0] += cpus
+                used[1] += memory
+                used[2] += power
+                used[3] += gpus
             seen = node.seen[user.index] = (usage[:], self.user_share(usage))
         node.ranking.update(user, (0, seen[1]) if user.active else None)
         task = self.pool.head(user) if user.active else None
-        if task is None:
-            node.demands.pop(user.index, None)
-        else:
-            node.demands[user.index] = (task.cpus or -math.inf, task.memory or -math.inf,
-                                        task.gpus or -math.inf)
-        node.members_least = None
+        demand = None if task is None else (task.cpus or -math.inf, task.memory or -math.inf,
+                                            task.gpus or -math.inf)
+        before = node.demands.get(user.index)
+        if demand != before:
+            if demand is None:
+                del node.demands[user.index]
+                node.members_least = None
+            else:
+                node.demands[user.index] = demand
+                # A demand added can only lower the least (exact: a minimum); one changed
+                # may have been it.
+                least = node.members_least
+                node.members_least = (least_of(least, (demand,))
+                                      if before is None and least is not None else None)
         if node.within is not None:
             node.within.user_changed(user, now)
         for group in node.path():
@@ -310,55 +321,68 @@ class HdrfOrder(OrderPolicy):
     # ------------------------------------------------------------- rescaling
     def _update(self, node: GroupNode, *, shown: bool = False) -> None:
         """Recompute `node`'s rescaled consumption, normalised share, children's order, least
-        waiting demand and whether it is full, children first. A root without subgroups is
-        only shown (`shown`): no decision weighs its users as one against anything (its
-        users are ordered as DRF orders them)."""
+        waiting demand and whether it is full, children first. The root's own consumption
+        and share are only shown (`shown`): no decision weighs the root against anything; a
+        root without subgroups orders its users as DRF does."""
         if not node.dirty:
             return
-        if not node.subgroups and node is self.root and not shown:
+        subgroups = node.subgroups
+        if node is self.root and not shown and not subgroups:
             node.active = len(node.ranking) > 0
             node.dirty = False
             return
-        for child in node.subgroups:
+        for child in subgroups:
             if child.dirty:
                 self._update(child)
         # The members' own consumption, rescaled to the least share of those waiting.
         first = node.ranking.first()
-        members_active = first is not None
-        least_user = node.seen[first.index][1] if first is not None else math.inf
-        if node.seen:
-            members = self._rescaled_sum(node.seen.values(), least_user)
+        seen = node.seen
+        if seen:
+            members = self._rescaled_sum(seen.values(), seen[first.index][1]
+                                         if first is not None else math.inf)
             members_dominant = self.user_share(members)
         else:  # a group of subgroups alone
             members, members_dominant = [0.0, 0.0, 0.0, 0.0], 0.0
-        members_share = node.members_share = self._over_weight(members_dominant,
-                                                               node.members_weight)
+        weight = node.members_weight
+        members_share = node.members_share = (members_dominant / weight if weight > 0
+                                              else members_dominant)
         least = self._members_least(node)
-        if not node.subgroups:  # a leaf: its consumption is its users' (the sum below's)
+        if not subgroups:  # a leaf: its consumption is its users' (the sum below's)
             node.consumption = members
-            node.share = self._over_weight(members_dominant, node.weight)
-            node.active = members_active
-            node.order = [None] if members_active else []
+            weight = node.weight
+            node.share = members_dominant / weight if weight > 0 else members_dominant
+            node.active = first is not None
+            node.order = [None] if first is not None else []
         else:
             # Children that want a slot, best first: weight 0 after the weighted; ties to
             # the subgroup listed first, then to the group's own users.
             keyed: list[tuple[tuple, GroupNode | None]] = []
             least_share = math.inf
-            if members_active:
-                keyed.append(((int(node.members_weight <= 0), members_share,
-                               len(node.subgroups)), None))
+            least_cpus, least_memory, least_gpus = least
+            if first is not None:
+                keyed.append(((int(weight <= 0), members_share, len(subgroups)), None))
                 least_share = members_share
-            for order, child in enumerate(node.subgroups):
+            for order, child in enumerate(subgroups):
                 if child.active:
                     share = child.share
                     keyed.append(((int(child.weight <= 0), share, order), child))
                     if share < least_share:
                         least_share = share
-            least = least_of(least, (child.least for child in node.subgroups if child.active))
-            node.consumption = self._rescaled_sum(
-                [(members, members_share), *((child.consumption, child.share)
-                                             for child in node.subgroups)], least_share)
-            node.share = self._over_weight(self.user_share(node.consumption), node.weight)
+                    cpus, memory, gpus = child.least
+                    if cpus < least_cpus:
+                        least_cpus = cpus
+                    if memory < least_memory:
+                        least_memory = memory
+                    if gpus < least_gpus:
+                        least_gpus = gpus
+            least = (least_cpus, least_memory, least_gpus)
+            if node is not self.root or shown:
+                node.consumption = self._rescaled_sum(
+                    [(members, members_share), *((child.consumption, child.share)
+                                                 for child in subgroups)], least_share)
+                weight = node.weight
+                dominant_share = self.user_share(node.consumption)
+                node.share = dominant_share / weight if weight > 0 else dominant_share
             node.active = bool(keyed)
             keyed.sort()  # keys are unique (the listed order in them): nodes never compared
             node.order = [child for _, child in keyed]
@@ -376,10 +400,6 @@ class HdrfOrder(OrderPolicy):
         if least is None:
             least = node.members_least = least_of(NO_DEMAND, node.demands.values())
         return least
-
-    @staticmethod
-    def _over_weight(share: float, weight: float) -> float:
-        return share / weight if weight > 0 else share
 
     @staticmethod
     def _rescaled_sum(entries: Any, least: float) -> list[float]:
@@ -489,10 +509,12 @@ class HdrfOrder(OrderPolicy):
         return template, figures
 
     def figures(self, user: UserState) -> dict[str, Any]:
-        self._update(self.root)
+        node = self.group_of.get(user.index, self.root)
+        if node is self.root:  # the root's share is computed only to be shown
+            self.root.dirty = True
+        self._update(self.root, shown=node is self.root)
         share, resource = dominant(resource_shares(user.usage, self.pool.capacity,
                                                    self.counted), self.counted)
-        node = self.group_of.get(user.index, self.root)
         return {"user": user.name, "group": node.name,
                 "path": " > ".join(group.name for group in reversed(list(node.path()))),
                 "dominant_share": share, "dominant_resource": resource,

@@ -85,3 +85,24 @@ def test_history_and_explain_show_a_group_from_the_store(tmp_path: Path, gridfai
     unknown = gridfair_cli("history", "--db", store, "--group", "chemistry")
     assert unknown.exit_code == 2
     assert "no accounting group named 'chemistry'" in unknown.output
+
+
+def test_the_daemon_carries_a_group_s_priorities_across_cycles(tmp_path: Path) -> None:
+    """A group ordered by HTCondor's priority: its users' priorities are saved after each
+    cycle (`policy_state`, as `--policy condor`'s) and restored before the next."""
+    raw = config(tmp_path)
+    tree = {**TREE, "physics": {**TREE["physics"], "order": "condor"}}
+    raw["policy"] = {"name": "hdrf", "options": {"groups": tree}}
+    daemon = Daemon(validate(raw, base=tmp_path))
+    try:
+        daemon.tick()
+        first = daemon.store.policy_state()["order:hdrf"]
+        daemon.skip_until = 0.0
+        daemon.tick()
+        second = daemon.store.policy_state()["order:hdrf"]
+    finally:
+        daemon.close()
+    assert list(first["groups"]) == ["physics"]
+    assert list(first["groups"]["physics"]["priorities"]) == \
+        ["bbockelm@users.opensciencegrid.org"]
+    assert second["time"] > first["time"]

@@ -47,7 +47,7 @@ from gridfair.classads.pool_groups import FROM_CONDOR, from_condor, pool_group_t
 from gridfair.core.groups import NONE_GROUP, QUOTA_RESOURCES, GroupTree, tree_from_toml
 from gridfair.core.pool import CPUS, GPUS, MEMORY, RESOURCE_NAMES, Pool, UserState
 from gridfair.core.stages import OrderPolicy, option
-from gridfair.errors import ConfigError
+from gridfair.errors import ConfigError, InputError
 from gridfair.policies.condor_priority import CondorPriorityOrder
 from gridfair.policies.drf import (
     DEFAULT_RESOURCES,
@@ -172,23 +172,18 @@ class HdrfOrder(OrderPolicy):
 
     @classmethod
     def from_options(cls, options: HdrfOptions) -> HdrfOrder:
-        return cls(resources=options.resources, groups=options.groups)
+        tree = group_tree(options.groups)
+        # Priorities that outlive a cycle make the order one whose state the daemon keeps.
+        kind = (PrioritisedHdrfOrder if any(tree.group(name).order == "condor"
+                                            for name in tree.names() if name != NONE_GROUP)
+                else cls)
+        return kind(resources=options.resources, groups=tree)
 
     def __init__(self, *, resources: Sequence[int | str] = DEFAULT_RESOURCES,
                  groups: Mapping[str, Any] | GroupTree | str | None = None) -> None:
         self.resources = check_resources(resources)
         self.counted = self.resources
-        if groups is None:
-            self.tree = GroupTree()
-        elif isinstance(groups, str) and from_condor(groups):
-            self.tree = pool_group_tree(groups)
-        elif isinstance(groups, GroupTree):
-            self.tree = groups
-        elif isinstance(groups, Mapping):
-            self.tree = tree_from_toml(groups)
-        else:
-            raise ConfigError(f"policy option groups: expected a [groups] table or "
-                              f"{FROM_CONDOR!r} or '{FROM_CONDOR}@HOST[:PORT]', got {groups!r}")
+        self.tree = group_tree(groups)
 
     # ------------------------------------------------------------------ state
     def attach(self, pool: Pool) -> None:
@@ -570,6 +565,59 @@ class HdrfOrder(OrderPolicy):
         """The product of the weights on the path: the share of the pool the group is
         guaranteed when every group wants more."""
         return math.prod(group.weight for group in node.path())
+
+
+class PrioritisedHdrfOrder(HdrfOrder):
+    """H-DRF over a tree where some group orders its own users by HTCondor's priority: those
+    priorities (each group's `CondorPriorityOrder`) are state the daemon saves after a cycle
+    and restores before the next (`Stateful`), as it does `--policy condor`'s."""
+
+    state_name = "groups"
+
+    def export_state(self, now: float) -> dict[str, Any]:
+        """Each such group's priorities at `now` (`CondorPriorityOrder.export_state`)."""
+        return {"policy": self.name, "time": now,
+                self.state_name: {node.name: node.within.export_state(now)
+                                  for node in self.nodes.values() if node.within is not None}}
+
+    def import_state(self, state: Mapping[str, Any], source: str = "state") -> None:
+        """Restore priorities exported by `export_state`. A group no longer ordered by
+        priority is skipped, and so is a user no longer in the group it was saved in: its
+        priority was earned against other users."""
+        if state.get("policy") != self.name:
+            raise InputError(f"state is for policy {state.get('policy')!r}, not {self.name!r}",
+                             source=source)
+        groups = state.get(self.state_name)
+        if not isinstance(groups, Mapping):
+            raise InputError(f"state has no {self.state_name} mapping", source=source,
+                             attribute=self.state_name)
+        for name, saved in groups.items():
+            node = self.nodes.get(name)
+            if node is None or node.within is None:
+                continue
+            where = f"{source} group {name}"
+            if not isinstance(saved, Mapping) or not isinstance(
+                    levels := saved.get(node.within.state_name), Mapping):
+                raise InputError(f"group {name!r}: no {node.within.state_name} mapping",
+                                 source=where, attribute=self.state_name)
+            node.within.import_state(
+                {**saved, node.within.state_name: {
+                    user: level for user, level in levels.items()
+                    if self.tree.group_of(user) == name}}, source=where)
+
+
+def group_tree(groups: Mapping[str, Any] | GroupTree | str | None) -> GroupTree:
+    """The tree the `groups` option names (`HdrfOptions.groups`)."""
+    if groups is None:
+        return GroupTree()
+    if isinstance(groups, str) and from_condor(groups):
+        return pool_group_tree(groups)
+    if isinstance(groups, GroupTree):
+        return groups
+    if isinstance(groups, Mapping):
+        return tree_from_toml(groups)
+    raise ConfigError(f"policy option groups: expected a [groups] table or {FROM_CONDOR!r} "
+                      f"or '{FROM_CONDOR}@HOST[:PORT]', got {groups!r}")
 
 
 def group_rows_of(order: OrderPolicy) -> list[dict[str, Any]]:

@@ -69,11 +69,12 @@ def water_fill(amount: float, weights: Sequence[float], limits: Sequence[float])
 
 
 def entitlements(root: GroupNode, share_of: Callable[[Sequence[float]], float],
-                 none_accepts_surplus: bool) -> dict[Part, float]:
-    """Every part's entitlement (a dominant share of the pool), from the tree's state as
-    the H-DRF order keeps it (`HdrfOrder.tree_state`); `share_of` gives a usage vector's
-    dominant share."""
+                 none_accepts_surplus: bool) -> tuple[dict[Part, float], dict[Part, float]]:
+    """Every part's entitlement and the share it holds (dominant shares of the pool), from
+    the tree's state as the H-DRF order keeps it (`HdrfOrder.tree_state`); `share_of` gives
+    a usage vector's dominant share."""
     result: dict[Part, float] = {Part(root, False): 1.0}
+    holds: dict[Part, float] = {Part(root, False): share_of(root.used)}
     guaranteed: dict[Part, float] = {Part(root, False): 1.0}
     pending = [root]
     while pending:
@@ -89,7 +90,7 @@ def entitlements(root: GroupNode, share_of: Callable[[Sequence[float]], float],
             wants = len(part.node.ranking) > 0 if part.own else part.node.active
             accepts = (none_accepts_surplus if part.node is root else True) if part.own \
                 else part.node.accept_surplus
-            held = share_of(part.node.own_used if part.own else part.node.used)
+            held = holds[part] = share_of(part.node.own_used if part.own else part.node.used)
             limit = math.inf if wants else held
             if not accepts:
                 limit = min(limit, guaranteed[part])
@@ -100,4 +101,4 @@ def entitlements(root: GroupNode, share_of: Callable[[Sequence[float]], float],
             result[part] = amount
             if not part.own:
                 pending.append(part.node)
-    return result
+    return result, holds

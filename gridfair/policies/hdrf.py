@@ -268,7 +268,10 @@ class HdrfOrder(OrderPolicy):
             node.users[user.index] = user
         seen = node.seen.get(user.index)
         usage = user.usage
-        if seen is None or seen[0] != usage:
+        # Whether the group's figures may change: not when only the user's head moved to a
+        # task of the same size (a task set aside, `Pool.park`, and back).
+        changed = seen is None or seen[0] != usage
+        if changed:
             old = seen[0] if seen is not None else (0.0, 0.0, 0.0, 0.0)
             cpus, memory, power, gpus = (usage[0] - old[0], usage[1] - old[1],
                                          usage[2] - old[2], usage[3] - old[3])
@@ -278,12 +281,16 @@ class HdrfOrder(OrderPolicy):
                 used[2] += power
                 used[3] += gpus
             seen = node.seen[user.index] = (usage[:], self.user_share(usage))
-        node.ranking.update(user, (0, seen[1]) if user.active else None)
+        key = (0, seen[1]) if user.active else None
+        if node.ranking.key_of(user) != key:
+            node.ranking.update(user, key)
+            changed = True
         task = self.pool.head(user) if user.active else None
         demand = None if task is None else (task.cpus or -math.inf, task.memory or -math.inf,
                                             task.gpus or -math.inf)
         before = node.demands.get(user.index)
         if demand != before:
+            changed = True
             if demand is None:
                 del node.demands[user.index]
                 node.members_least = None
@@ -296,6 +303,8 @@ class HdrfOrder(OrderPolicy):
                                       if before is None and least is not None else None)
         if node.within is not None:
             node.within.user_changed(user, now)
+        if not changed:
+            return
         for group in node.path():
             if group.dirty:
                 break

@@ -106,3 +106,35 @@ def test_the_daemon_carries_a_group_s_priorities_across_cycles(tmp_path: Path) -
     assert list(first["groups"]["physics"]["priorities"]) == \
         ["bbockelm@users.opensciencegrid.org"]
     assert second["time"] > first["time"]
+
+
+def test_shares_from_the_store_by_group(tmp_path: Path, gridfair_cli) -> None:
+    """`shares --db --groups`: the latest cycle's group rows, as `--tree` shows a tree; a
+    store of no groups, and `--groups` with ad files, are one error each (exit 2)."""
+    daemon = daemon_of(tmp_path)
+    try:
+        daemon.tick()
+        daemon.skip_until = 0.0
+        daemon.tick()
+    finally:
+        daemon.close()
+    store = str(tmp_path / "state.db")
+    table = gridfair_cli("shares", "--db", store, "--groups")
+    assert table.exit_code == 0, table.output
+    lines = table.output.splitlines()
+    assert lines[0].startswith("As of cycle 2 (") and lines[0].endswith("policy order:hdrf")
+    assert any(line.startswith("  physics ") and " 0.500 " in line for line in lines)
+    assert lines[-1] == "Number of groups: 1"
+    report = json.loads(gridfair_cli("shares", "--db", store, "--groups", "--format",
+                                     "json").output)
+    assert report["cycle"] == 2
+    assert [row["group"] for row in report["groups"]] == ["<none>", "physics"]
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    raw = config(plain)
+    Daemon(validate(raw, base=plain)).close()
+    none = gridfair_cli("shares", "--db", str(plain / "state.db"), "--groups")
+    assert none.exit_code == 2 and "no cycle in the store recorded accounting groups" \
+        in none.output
+    ads = gridfair_cli("shares", "--machines", str(tmp_path / "pool"), "--groups")
+    assert ads.exit_code == 2 and "--groups reads the daemon's store" in ads.output

@@ -40,7 +40,7 @@ from typing import Any
 from gridfair.core.pool import Node, Pool, Task, UserState
 from gridfair.core.stages import OrderPolicy, Preemption, PreemptPolicy
 from gridfair.policies.fair_preempt import moved, usage_on
-from gridfair.policies.group_entitlement import Part, entitlements
+from gridfair.policies.group_entitlement import Part, division_of, entitlements
 from gridfair.policies.hdrf import GroupNode, HdrfOrder
 from gridfair.policies.owner_share import preemption_of
 from gridfair.policies.ranking import RunningTasks
@@ -107,6 +107,8 @@ class GroupFairPreempt(PreemptPolicy):
     def attach(self, pool: Pool) -> None:
         self.pool = pool
         self.running = RunningTasks(self.victim_key)
+        self.division_users = -1
+        self.division: list[tuple[GroupNode, list[Part]]] = []
 
     @staticmethod
     def victim_key(task: Task, node: Node | None = None) -> float:
@@ -125,7 +127,10 @@ class GroupFairPreempt(PreemptPolicy):
         if order.tree.flat:
             return None
         root = order.tree_state()
-        self.entitled, self.held = entitlements(root, order.user_share,
+        if self.division_users != len(order.group_of):  # a group may have its first user
+            self.division_users = len(order.group_of)
+            self.division = division_of(root)
+        self.entitled, self.held = entitlements(root, self.division, order.user_share,
                                                 order.tree.none_accepts_surplus)
         # Groups whose own users wait, below their entitlement, furthest below first; groups
         # over theirs whose own users run jobs, furthest over first; ties: listed first.

@@ -53,7 +53,8 @@ def test_a_group_gone_from_the_rows_loses_its_series() -> None:
         metrics.close()
 
 
-def test_history_and_explain_show_a_group_from_the_store(tmp_path: Path, gridfair_cli) -> None:
+def two_cycles(tmp_path: Path) -> str:
+    """The store of two cycles of `daemon_of`'s daemon."""
     daemon = daemon_of(tmp_path)
     try:
         daemon.tick()
@@ -61,7 +62,11 @@ def test_history_and_explain_show_a_group_from_the_store(tmp_path: Path, gridfai
         daemon.tick()
     finally:
         daemon.close()
-    store = str(tmp_path / "state.db")
+    return str(tmp_path / "state.db")
+
+
+def test_history_and_explain_show_a_group_from_the_store(tmp_path: Path, gridfair_cli) -> None:
+    store = two_cycles(tmp_path)
     result = gridfair_cli("history", "--db", store, "--group", "physics", "--format", "json")
     assert result.exit_code == 0, result.output
     rows = json.loads(result.output)
@@ -111,14 +116,7 @@ def test_the_daemon_carries_a_group_s_priorities_across_cycles(tmp_path: Path) -
 def test_shares_from_the_store_by_group(tmp_path: Path, gridfair_cli) -> None:
     """`shares --db --groups`: the latest cycle's group rows, as `--tree` shows a tree; a
     store of no groups, and `--groups` with ad files, are one error each (exit 2)."""
-    daemon = daemon_of(tmp_path)
-    try:
-        daemon.tick()
-        daemon.skip_until = 0.0
-        daemon.tick()
-    finally:
-        daemon.close()
-    store = str(tmp_path / "state.db")
+    store = two_cycles(tmp_path)
     table = gridfair_cli("shares", "--db", store, "--groups")
     assert table.exit_code == 0, table.output
     lines = table.output.splitlines()

@@ -362,7 +362,6 @@ class HdrfOrder(OrderPolicy):
             # the subgroup listed first, then to the group's own users.
             keyed: list[tuple[tuple, GroupNode | None]] = []
             least_share = math.inf
-            least_cpus, least_memory, least_gpus = least
             if first is not None:
                 keyed.append(((int(weight <= 0), members_share, len(subgroups)), None))
                 least_share = members_share
@@ -372,14 +371,7 @@ class HdrfOrder(OrderPolicy):
                     keyed.append(((int(child.weight <= 0), share, order), child))
                     if share < least_share:
                         least_share = share
-                    cpus, memory, gpus = child.least
-                    if cpus < least_cpus:
-                        least_cpus = cpus
-                    if memory < least_memory:
-                        least_memory = memory
-                    if gpus < least_gpus:
-                        least_gpus = gpus
-            least = (least_cpus, least_memory, least_gpus)
+            least = least_of(least, (child.least for child in subgroups if child.active))
             if node is not self.root or shown:
                 node.consumption = self._rescaled_sum(
                     [(members, members_share), *((child.consumption, child.share)

@@ -211,7 +211,10 @@ class HdrfOrder(OrderPolicy):
                               for group in node.path()]
             node.tallies = [node.own_used, *(group.used for group in node.path())]
         self.depth = max(node.depth for node in self.nodes.values())
+        self.autoregroup = any(node.autoregroup for node in self.nodes.values())
         self.group_of: dict[int, GroupNode] = {}
+        #: The groups with users of their own, in the order they got their first.
+        self.peopled: list[GroupNode] = []
         self._generation = -1
         self._capacity: list[float] = []
 
@@ -265,6 +268,8 @@ class HdrfOrder(OrderPolicy):
         node = self.group_of.get(user.index)
         if node is None:
             node = self.group_of[user.index] = self.nodes[self.tree.group_of(user.name)]
+            if not node.users:
+                self.peopled.append(node)
             node.users[user.index] = user
         seen = node.seen.get(user.index)
         usage = user.usage
@@ -422,6 +427,10 @@ class HdrfOrder(OrderPolicy):
         self._refresh_quotas()
         if self.tree.flat:  # one level, no ceiling: the least dominant share, as DRF
             return self.root.ranking.first()
+        if self.root.dirty and not self.autoregroup and self._pool_full():
+            # Nothing waiting fits the pool's room (most calls on a busy pool): the groups'
+            # figures are left to recompute at the next decision, with the events since.
+            return None
         self._update(self.root)
         # Within every quota first; then past the quotas of groups at depth >= level that
         # accept surplus, the deepest first (surplus from siblings before cousins); then
@@ -432,6 +441,15 @@ class HdrfOrder(OrderPolicy):
                 if found is not None:
                     return found
         return self._descend(self.root, AUTOREGROUP, now)
+
+    def _pool_full(self) -> bool:
+        """`<none>`'s quota, the pool, leaves room for no waiting task: the root's `full`,
+        from its users' least demands alone (no group's figures recomputed)."""
+        least = least_of(NO_DEMAND, map(self._members_least, self.peopled))
+        quota, used = self.root.quota, self.root.used
+        return (quota[CPUS] - used[CPUS] + EPSILON < least[0]
+                or quota[MEMORY] - used[MEMORY] + EPSILON < least[1]
+                or quota[GPUS] - used[GPUS] + EPSILON < least[2])
 
     def _descend(self, node: GroupNode, level: int, now: float) -> UserState | None:
         """The first user under `node`, in H-DRF's order, whose next task fits the room of

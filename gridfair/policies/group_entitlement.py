@@ -94,9 +94,16 @@ def entitlements(root: GroupNode, division: Sequence[tuple[GroupNode, Sequence[P
                  share_of: Callable[[Sequence[float]], float],
                  none_accepts_surplus: bool) -> tuple[dict[Part, float], dict[Part, float]]:
     """Every part's entitlement and the share it holds (dominant shares of the pool), from
-    the tree's state as the H-DRF order keeps it (`HdrfOrder.tree_state`), divided as
-    `division` (`division_of(root)`) says; `share_of` gives a usage vector's dominant
-    share."""
+    the tree's usage, weights and waiting users as the H-DRF order keeps them
+    (`HdrfOrder.tree_root`), divided as `division` (`division_of(root)`) says; `share_of`
+    gives a usage vector's dominant share."""
+    # Whether some user below a group waits, children before parents (H-DRF's `active`,
+    # which needs its rescaled figures recomputed).
+    waiting: dict[str, bool] = {}
+    for node, parts in reversed(division):
+        waiting[node.name] = len(node.ranking) > 0 or any(
+            waiting[part.node.name] if part.node.subgroups else len(part.node.ranking) > 0
+            for part in parts if not part.own)
     whole = Part(root, False)
     result: dict[Part, float] = {whole: 1.0}
     holds: dict[Part, float] = {whole: share_of(root.used)}
@@ -111,7 +118,8 @@ def entitlements(root: GroupNode, division: Sequence[tuple[GroupNode, Sequence[P
                 accepts, held = none_accepts_surplus if group is root else True, \
                     share_of(group.own_used)
             else:
-                weight, wants = group.weight, group.active
+                weight = group.weight
+                wants = waiting[group.name] if group.subgroups else len(group.ranking) > 0
                 accepts, held = group.accept_surplus, share_of(group.used)
             holds[part] = held
             guaranteed[part] = guaranteed[whole] * weight

@@ -126,7 +126,7 @@ class GroupFairPreempt(PreemptPolicy):
         order = self.order
         if order.tree.flat:
             return None
-        root = order.tree_state()
+        root = order.tree_root()
         if self.division_users != len(order.group_of):  # a group may have its first user
             self.division_users = len(order.group_of)
             self.division = division_of(root)

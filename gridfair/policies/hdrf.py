@@ -544,11 +544,11 @@ class HdrfOrder(OrderPolicy):
         """`node`'s own waiting user that goes first in the group's order of them."""
         return node.ranking.first() if node.within is None else node.within.first(now)
 
-    def tree_state(self) -> GroupNode:
-        """The root of the tree, every group's figures current (the stages reading them:
-        `group_preempt`)."""
+    def tree_root(self) -> GroupNode:
+        """The root of the tree, every group's quotas, weights, usage and waiting users
+        current (not their rescaled figures: the stages reading it, `group_preempt`, need
+        none)."""
         self._refresh_quotas()
-        self._update(self.root)
         return self.root
 
     def group_rows(self) -> list[dict[str, Any]]:

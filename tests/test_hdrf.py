@@ -450,3 +450,27 @@ def test_a_bad_saved_state_is_one_error_naming_it(state: dict, message: str) -> 
     Pool().listen(order)
     with pytest.raises(InputError, match=message):
         order.import_state(state, source="store")
+
+
+def test_a_full_pool_costs_a_decision_no_group_recomputed() -> None:
+    """Nothing waiting fits the pool's room (a holds every cpu, b waits): the decision finds
+    no one from the groups' least demands alone, recomputing no group's figures (most
+    decisions of `bench/hdrf_cost.py`); once a job ends, b is served as before."""
+    tree = {"accept_surplus": True, "a": {"quota_dynamic": 0.5, "users": ["a"]},
+            "b": {"quota_dynamic": 0.5, "users": ["b"]}}
+    pool = pool_of(4.0, 40.0)
+    order = HdrfOrder(resources=RESOURCES, groups=tree)
+    negotiator = Negotiator(pool, order)
+    submit(negotiator, "a", 4, (1.0, 1.0))
+    negotiator.cycle(0.0)
+    assert len(running(pool)) == 4
+    submit(negotiator, "b", 1, (1.0, 1.0), now=1.0)
+    recomputed = []
+    update = order._update
+    order._update = (  # type: ignore[method-assign]
+        lambda node, **kw: recomputed.append(node.name) or update(node, **kw))
+    assert order.first(1.0) is None
+    assert recomputed == []
+    pool.finish(running(pool)[0], 2.0)
+    assert order.first(2.0) is pool.users["b"]
+    assert recomputed

@@ -29,9 +29,12 @@ State: each user's usage is added to its groups' totals on its events (O(depth))
 DRF key is kept in its group's sorted ranking (O(log n)), its next task's demand beside it; a
 group whose subtree changed is marked, and at the next decision its rescaled consumption, its
 children's order, the least demand waiting below it and whether its quota leaves room for it
-("full") are recomputed, over its children and own users, on the changed path only. A
-decision goes down the tree in up to depth + 2 rounds, passing over every group full in the
-round, so it looks at the users of the groups with room only (`docs/results/groups.md`).
+("full") are recomputed, over its children and own users, on the changed path only; a user's
+event that changes none of these (its head set aside for a task of the same size) marks
+nothing. A decision goes down the tree in up to depth + 2 rounds, passing over every group full
+in the round, so it looks at the users of the groups with room only; when no waiting task fits
+the pool's room at all (the groups' least demands say so), it recomputes nothing and finds
+no one, leaving the changed paths to the next decision (`docs/results/groups.md`).
 Ties: equal keys go to the subgroup listed first, then to the group's own users; among users,
 to the user seen first in the pool (`UserState.index`).
 """

@@ -15,8 +15,6 @@ from gridfair.ad_views import Snapshot
 from gridfair.classads.pool_groups import from_condor, pool_group_tree
 from gridfair.cli.output import clock, render_table, to_json
 from gridfair.core.groups import GroupTree, tree_from_toml
-from gridfair.daemon import reports
-from gridfair.daemon.store import open_readonly
 from gridfair.errors import InputError
 from gridfair.policies.hdrf import HdrfOrder
 from gridfair.policies.registry import build_stages
@@ -83,6 +81,9 @@ def render_tree(rows: Sequence[Mapping[str, Any]]) -> str:
 def groups_from_store(db_path: Path, output_format: str) -> str:
     """The group rows of the store's latest cycle that recorded them, as `--tree` shows
     rows."""
+    from gridfair.daemon import reports  # the store's library: only for --db (start-up)
+    from gridfair.daemon.store import open_readonly
+
     report = reports.latest_groups(open_readonly(db_path))
     if output_format != "table":
         return to_json(report)

@@ -27,7 +27,6 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check gridfair tests bench docs
 	$(BIN)/python -m pytest -n 2 --dist loadfile
-	$(MAKE) test-compiled
 
 # The compiled core (setup.py's modules, built by mypyc) beside a copy of the sources, as a
 # wheel would install them; rebuilt when a source changes.

@@ -4,7 +4,8 @@ Runs DRF, H-DRF with no tree (which must decide exactly as DRF) and H-DRF over a
 tree (the users, sorted by name, dealt round-robin into 4 departments of 2 projects each;
 dynamic quotas 0.25 and 0.5, surplus accepted), each `--repeat` times (best kept), at
 capacity ratio 0.9, and prints their wall and CPU seconds, their ratios to DRF's, the
-machine's load average, and whether flat H-DRF's task times equal DRF's.
+machine's load average, whether flat H-DRF's task times equal DRF's, and a digest of each
+run's task times (a change of speed must leave them as they were).
 Run:
     .venv/bin/python bench/hdrf_cost.py [FILE] [--repeat 3] [--json]
 With --json, one JSON object and nothing else on stdout.
@@ -13,6 +14,7 @@ With --json, one JSON object and nothing else on stdout.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import time
@@ -70,13 +72,15 @@ def main() -> None:
                         "wall_ratio_to_drf": round(wall / best["drf"][0], 3)}
                  for name, (wall, cpu) in best.items()},
         "flat_equals_drf": times["hdrf-flat"] == times["drf"],
+        "digests": {name: hashlib.sha256(repr(run).encode()).hexdigest()[:16]
+                    for name, run in times.items()},
     }
     if args.json:
         print(json.dumps(report, sort_keys=True))
         return
     print(f"{report['tasks']} tasks, {report['users']} users; load average "
           f"{report['load_average'][0]:.2f}; flat H-DRF equals DRF: "
-          f"{report['flat_equals_drf']}")
+          f"{report['flat_equals_drf']}; tree digest {report['digests']['hdrf-tree']}")
     for name, figures in report["runs"].items():
         print(f"  {name:10} wall {figures['wall_s']:7.3f} s  cpu {figures['cpu_s']:7.3f} s  "
               f"x{figures['wall_ratio_to_drf']:.2f} DRF's wall")

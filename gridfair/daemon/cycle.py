@@ -59,8 +59,9 @@ from gridfair.daemon.metrics import NullMetrics
 from gridfair.daemon.reconcile import KnownJobs, reconcile
 from gridfair.daemon.retention import Pruner, Retention
 from gridfair.daemon.safety import SafetyLimits, VacateGuard, snapshot_too_old
-from gridfair.daemon.store import Store, StoreError
+from gridfair.daemon.store import Store, StoreError, dumps
 from gridfair.errors import GridfairError
+from gridfair.policies.hdrf import group_rows_of
 from gridfair.policies.registry import Stages, build_stages
 
 log = logging.getLogger("gridfair.daemon")
@@ -284,6 +285,7 @@ class CycleRunner:
             notes = [f"{item.name}: {item.reason}" for item in loaded.unplaced]
             notes += newly_backed(backoff, self._backed)
             usage = self.journal.usage_rows(pool, stages, cycle, now, flights.held)
+            groups = group_rows_of(stages.order)
             as_run = shadow.side_rows(pool, cycle, shadow.POOL) if self.shadow else []
             decisions = list(loaded.admissions) + negotiator.cycle(now)
             notes += self._newly_too_big(negotiator.unplaceable, snapshot.jobs_by_id)
@@ -330,9 +332,11 @@ class CycleRunner:
                 "finished": time.time(), "duration": duration, "outcome": outcome,
                 "actions_confirmed": counts.get("confirmed", 0),
                 "actions_failed": counts.get("failed", 0), **lease,
+                "groups": dumps(groups) if groups else None,
             }, lambda: self.faults.reached("before_finish", number))
             self.metrics.users((row["user"], row["power_diff"], row["dominant_share"])
                                for row in usage)
+            self.metrics.groups(groups)
             return CycleReport(cycle, outcome, duration, counts,
                                lease_until=lease.get("lease_until"),
                                shares=tuple((row["user"], row["provided_mflops"],

@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 from gridfair.daemon.config import validate
 from gridfair.daemon.metrics import PrometheusMetrics
 from gridfair.daemon.service import Daemon
-from tests.test_daemon_metrics import POOL, free_port, scrape
+from tests.test_daemon_metrics import config, free_port, scrape
 
 #: The daemon test pool's submitter, in a group of half the pool; its slots' other user
 #: (bt@cs.wisc.edu) in no group.
@@ -18,21 +17,16 @@ TREE = {"accept_surplus": True,
         "physics": {"quota_dynamic": 0.5, "users": ["bbockelm@users.opensciencegrid.org"]}}
 
 
-def run_daemon(tmp_path: Path, cycles: int, **metrics: object) -> Daemon:
-    """The daemon on the test pool under hdrf with `TREE`, after `cycles` cycles (closed)."""
-    shutil.copytree(POOL, tmp_path / "pool", dirs_exist_ok=True, copy_function=shutil.copy)
-    raw = {"daemon": {"store": "state.db"},
-           "backend": {"kind": "files",
-                       "files": {"directory": "pool", "actions": "actions.jsonl"}},
-           "safety": {"max_snapshot_age": 3600.0},
-           "policy": {"name": "hdrf", "options": {"groups": TREE}},
-           "metrics": metrics}
+def daemon_of(tmp_path: Path, **metrics: object) -> Daemon:
+    """The daemon on the test pool (`test_daemon_metrics`'s) under hdrf with `TREE`."""
+    raw = config(tmp_path, **metrics)
+    raw["policy"] = {"name": "hdrf", "options": {"groups": TREE}}
     return Daemon(validate(raw, base=tmp_path))
 
 
 def test_the_daemon_exports_gauges_per_group(tmp_path: Path) -> None:
     port = free_port()
-    daemon = run_daemon(tmp_path, 1, enabled=True, port=port)
+    daemon = daemon_of(tmp_path, enabled=True, port=port)
     try:
         daemon.tick()
         text = scrape(port)
@@ -60,7 +54,7 @@ def test_a_group_gone_from_the_rows_loses_its_series() -> None:
 
 
 def test_history_and_explain_show_a_group_from_the_store(tmp_path: Path, gridfair_cli) -> None:
-    daemon = run_daemon(tmp_path, 2)
+    daemon = daemon_of(tmp_path)
     try:
         daemon.tick()
         daemon.skip_until = 0.0
@@ -86,6 +80,8 @@ def test_history_and_explain_show_a_group_from_the_store(tmp_path: Path, gridfai
     assert "allocate " in text.split("Recent decisions naming it:")[1]
     root = gridfair_cli("explain", "--db", store, "<none>")
     assert root.exit_code == 0 and "Its subgroups:\n  physics: guaranteed" in root.output
+    both = gridfair_cli("history", "--db", store, "--group", "physics", "--user", "bt")
+    assert both.exit_code == 2 and "--group shows a group's shares" in both.output
     unknown = gridfair_cli("history", "--db", store, "--group", "chemistry")
     assert unknown.exit_code == 2
     assert "no accounting group named 'chemistry'" in unknown.output

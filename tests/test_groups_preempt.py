@@ -45,6 +45,18 @@ def vacates(decisions: list) -> list:
     return [decision for decision in decisions if decision.kind == VACATE]
 
 
+def moves_after(negotiator: Negotiator, first: dict[str, int], arriving: tuple[str, int],
+                cycles: int) -> list:
+    """`first`'s users' jobs start on the empty pool at 0; `arriving`'s user submits its
+    jobs at 1: the vacates of the `cycles` cycles from 1."""
+    for user, count in first.items():
+        submit(negotiator, user, count, 0.0)
+    negotiator.cycle(0.0)
+    submit(negotiator, *arriving, 1.0)
+    return [move for tick in range(1, cycles + 1)
+            for move in vacates(negotiator.cycle(float(tick)))]
+
+
 def test_water_fill_gives_what_a_sated_part_leaves_to_the_others_by_weight() -> None:
     assert water_fill(1.0, [0.5, 0.25, 0.25], [0.1, float("inf"), float("inf")]) \
         == [0.1, 0.45, 0.45]
@@ -58,12 +70,7 @@ def test_a_group_below_its_quota_takes_back_what_a_sibling_borrowed() -> None:
     tree = {"accept_surplus": True, "a": {"quota_dynamic": 0.5, "users": ["a"]},
             "b": {"quota_dynamic": 0.5, "users": ["b"]}}
     negotiator = negotiator_of(tree, 10.0)
-    submit(negotiator, "b", 12, 0.0)
-    negotiator.cycle(0.0)
-    submit(negotiator, "a", 8, 1.0)
-    moves = vacates(negotiator.cycle(1.0))
-    for tick in range(2, 6):
-        moves += vacates(negotiator.cycle(float(tick)))
+    moves = moves_after(negotiator, {"b": 12}, ("a", 8), 5)
     assert held(negotiator) == {"b": 5.0, "a": 5.0}
     assert len(moves) == 5
     assert all(move.task.user == "b" for move in moves)
@@ -83,13 +90,7 @@ def test_room_is_never_taken_from_a_group_at_its_entitlement() -> None:
     """A.x holds all of A's 4 cpus (A.y idle), B.z its 4 (B's quota) on 8 cpus. A.y
     arrives: it takes 2 from its sibling A.x, none from B.z, which is at its entitlement."""
     negotiator = negotiator_of(TWO_DEPARTMENTS, 8.0)
-    submit(negotiator, "z", 4, 0.0)
-    submit(negotiator, "x", 4, 0.0)
-    negotiator.cycle(0.0)
-    submit(negotiator, "y", 4, 1.0)
-    moves = []
-    for tick in range(1, 5):
-        moves += vacates(negotiator.cycle(float(tick)))
+    moves = moves_after(negotiator, {"z": 4, "x": 4}, ("y", 4), 4)
     assert held(negotiator) == {"z": 4.0, "x": 2.0, "y": 2.0}
     assert {move.task.user for move in moves} == {"x"}
     assert {move.figures["level"] for move in moves} == {2}
@@ -99,13 +100,7 @@ def test_room_is_taken_from_a_sibling_before_a_cousin_further_over() -> None:
     """On 20 cpus, A.x holds 7 (entitled to 5 once A.y wants), B.z 13 (entitled to 10:
     further over). A.y arrives: it takes A.x's 2 first, then B.z's 3."""
     negotiator = negotiator_of(TWO_DEPARTMENTS, 20.0)
-    submit(negotiator, "z", 13, 0.0)
-    submit(negotiator, "x", 7, 0.0)
-    negotiator.cycle(0.0)
-    submit(negotiator, "y", 10, 1.0)
-    moves = []
-    for tick in range(1, 12):
-        moves += vacates(negotiator.cycle(float(tick)))
+    moves = moves_after(negotiator, {"z": 13, "x": 7}, ("y", 10), 11)
     assert [move.task.user for move in moves] == ["x", "x", "z", "z", "z"]
     assert held(negotiator) == {"z": 10.0, "x": 5.0, "y": 5.0}
 

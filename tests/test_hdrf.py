@@ -378,3 +378,24 @@ def test_a_decision_passes_over_a_group_whose_quota_leaves_no_room() -> None:
     pool.head = lambda user: looked_at.append(user.name) or head(user)  # type: ignore[method-assign]
     assert order.first(1.0) is pool.users["b"]
     assert looked_at == ["b"]
+
+
+@pytest.mark.parametrize(("order", "served"), [("drf", "a"), ("condor", "b")])
+def test_a_group_orders_its_own_users_as_it_says(order: str, served: str) -> None:
+    """a ran the whole pool for an hour, b nothing; both then wait with nothing running.
+    By dominant share they tie (a, seen first, goes first); by HTCondor's priority, b's
+    usage is the lower, so b goes first, and the reason says so."""
+    tree = {"g": {"quota_dynamic": 1.0, "order": order, "users": ["a", "b"]}}
+    pool = pool_of(4.0, 40.0)
+    order_stage = HdrfOrder(resources=RESOURCES, groups=tree)
+    negotiator = Negotiator(pool, order_stage)
+    submit(negotiator, "a", 4, (1.0, 1.0))
+    negotiator.cycle(0.0)
+    for task in running(pool):
+        pool.finish(task, 3600.0)
+    submit(negotiator, "a", 1, (1.0, 1.0), now=3600.0)
+    submit(negotiator, "b", 1, (1.0, 1.0), now=3600.0)
+    first = order_stage.first(3600.0)
+    assert first is pool.users[served]
+    template, figures = order_stage.why(first, 3600.0)
+    assert ("HTCondor effective priority" in template) == (order == "condor")

@@ -24,9 +24,12 @@ def from_condor(source: object) -> bool:
 def pool_group_tree(source: str = FROM_CONDOR) -> GroupTree:
     """The tree of HTCondor's configuration `source` names (`from_condor`); a mistake in it,
     or a negotiator that cannot be reached, is one ConfigError."""
+    _, at, collector = source.partition("@")
+    if at and not collector.strip():
+        raise ConfigError(f"{source!r}: give the collector after '@' "
+                          f"({FROM_CONDOR}@HOST[:PORT]), or {FROM_CONDOR!r} alone")
     import htcondor2  # the bindings only when the pool's configuration is asked for
 
-    collector = source.partition("@")[2]
     if not collector:
         return tree_from_knobs(htcondor2.param)
     where = f"the configuration of the negotiator of {collector}"

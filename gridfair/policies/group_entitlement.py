@@ -21,15 +21,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from gridfair.policies.hdrf import GroupNode
 
 
-@dataclass(frozen=True)
-class Part:
+class Part(NamedTuple):
     """One child of a group in the division: a subgroup (`own` False) or the group's own
-    users (`own` True, for a group that has subgroups; a leaf's users are the leaf)."""
+    users (`own` True, for a group that has subgroups; a leaf's users are the leaf). A
+    named tuple: parts key dictionaries on every preemption phase, and hash as tuples do
+    (a group by its identity)."""
 
     node: GroupNode
     own: bool

@@ -134,7 +134,14 @@ class GroupFairPreempt(PreemptPolicy):
             for name, node in order.nodes.items()
             if len(node.ranking) and own_part(node) in self.entitled
             and self.held[own_part(node)] < self.entitled[own_part(node)] - EPSILON)
-        receivers = [node.ranking.first() for _, _, node in below[:RECEIVER_GROUPS]]
+        receivers = [order.first_in(node, now) for _, _, node in below[:RECEIVER_GROUPS]]
+        # Groups over their entitlement whose own users run jobs, furthest over first.
+        self.over = sorted(
+            (self.entitled[part] - self.held[part], self.listed[name], node)
+            for name, node in order.nodes.items()
+            if (part := own_part(node)) in self.entitled
+            and self.held[part] > self.entitled[part] + EPSILON
+            and any(user.running for user in node.users.values()))
         return first_move(self.pool, receivers, self._choose_for, now, free_room_waits=True)
 
     def _choose_for(self, receiver_user: UserState, receiver: Task,
@@ -143,17 +150,11 @@ class GroupFairPreempt(PreemptPolicy):
         if pool.too_big(receiver) is not None:
             return None
         receiver_node = self.order.group_of[receiver_user.index]
-        victims = []
-        for name, node in self.order.nodes.items():
-            part = own_part(node)
-            if node is receiver_node or part not in self.entitled \
-                    or self.held[part] <= self.entitled[part] + EPSILON:
-                continue
-            if not any(user.running for user in node.users.values()):
-                continue
-            victims.append((-meeting(receiver_node, node).depth,
-                            self.entitled[part] - self.held[part], self.listed[name], node))
-        for *_, victim_node in sorted(victims)[:VICTIM_GROUPS]:
+        # The nearest first (a sibling before a cousin), then the furthest over (`over`'s
+        # order: the sort is stable).
+        victims = sorted((node for *_, node in self.over if node is not receiver_node),
+                         key=lambda node: -meeting(receiver_node, node).depth)
+        for victim_node in victims[:VICTIM_GROUPS]:
             for victim in islice(pool.vacatable(self._youngest(victim_node)),
                                  VICTIM_CANDIDATES):
                 if not pool.fits_after_vacate(receiver, victim):

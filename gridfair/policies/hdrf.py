@@ -2,11 +2,12 @@
 for Diverse Datacenter Workloads", SoCC 2013, dynamic H-DRF).
 
 The tree is the pool's groups (`core/groups.py`): each group's children are its subgroups and
-its own users (one node, "members", whose users are ordered by plain DRF among themselves). A
-child's weight is its quota as a fraction of its parent's (the members' weight: what the
-subgroups leave), taken on its dominant quota'd resource; a child of weight 0 is served after
-its weighted siblings. A free slot goes down from the root, at each level to the child of least
-normalised dominant share (dominant share / weight), to a user.
+its own users (one node, "members", whose users are ordered by plain DRF among themselves, or
+by HTCondor's effective priority in a group of `order = "condor"`). A child's weight is its
+quota as a fraction of its parent's (the members' weight: what the subgroups leave), taken on
+its dominant quota'd resource; a child of weight 0 is served after its weighted siblings. A
+free slot goes down from the root, at each level to the child of least normalised dominant
+share (dominant share / weight), to a user.
 
 A node's consumption is not the plain sum of its children's (naive H-DRF, which starves a child
 whose dominant resource its sibling saturated): each child's consumption is rescaled to the
@@ -38,7 +39,7 @@ to the user seen first in the pool (`UserState.index`).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +48,7 @@ from gridfair.core.groups import NONE_GROUP, QUOTA_RESOURCES, GroupTree, tree_fr
 from gridfair.core.pool import CPUS, GPUS, MEMORY, RESOURCE_NAMES, Pool, UserState
 from gridfair.core.stages import OrderPolicy, option
 from gridfair.errors import ConfigError
+from gridfair.policies.condor_priority import CondorPriorityOrder
 from gridfair.policies.drf import (
     DEFAULT_RESOURCES,
     check_resources,
@@ -77,6 +79,23 @@ class HdrfOptions:
         "which is DRF")
 
 
+#: What a next job asks for, (cpus, memory, gpus); a resource it does not ask for as -inf.
+Demand = tuple[float, float, float]
+
+
+def least_of(least: Demand, demands: Iterable[Demand]) -> Demand:
+    """Per resource (cpus, memory, gpus), the least of `least` and of each of `demands`."""
+    least_cpus, least_memory, least_gpus = least
+    for cpus, memory, gpus in demands:
+        if cpus < least_cpus:
+            least_cpus = cpus
+        if memory < least_memory:
+            least_memory = memory
+        if gpus < least_gpus:
+            least_gpus = gpus
+    return least_cpus, least_memory, least_gpus
+
+
 class GroupNode:
     """A group's state in the tree: its subtree's usage, its users' DRF ranking and its
     rescaled consumption (recomputed when `dirty`)."""
@@ -85,7 +104,7 @@ class GroupNode:
                  "accept_surplus", "autoregroup", "weight", "members_weight", "members_share",
                  "consumption", "share", "active", "dirty", "depth", "own_used", "own_quota",
                  "lifted_in", "ceilings", "demands", "members_least", "least", "full",
-                 "order", "seen", "tallies")
+                 "order", "seen", "tallies", "within")
 
     def __init__(self, name: str, parent: GroupNode | None, width: int) -> None:
         self.name = name
@@ -118,9 +137,9 @@ class GroupNode:
         self.ceilings: list[tuple[int, list[float], list[float]]] = []
         #: Its waiting users' next tasks: user index -> (cpus, memory, gpus), a resource the
         #: task does not ask for as -inf (it fits any room).
-        self.demands: dict[int, tuple[float, float, float]] = {}
+        self.demands: dict[int, Demand] = {}
         #: The least of `demands` per resource (None: to recompute).
-        self.members_least: tuple[float, float, float] | None = None
+        self.members_least: Demand | None = None
         #: The least demand per resource of the waiting users in its subtree, and whether
         #: its own quota leaves room for none of them (`_update`).
         self.least = NO_DEMAND
@@ -130,6 +149,9 @@ class GroupNode:
         #: The usage totals its own users' usage counts in: theirs, and each group's on its
         #: path (set at `attach`).
         self.tallies: list[list[float]] = []
+        #: The order of its own users when not DRF's (a group's `order = "condor"`): fed its
+        #: users' events alone.
+        self.within: CondorPriorityOrder | None = None
 
     def path(self) -> Iterator[GroupNode]:
         node: GroupNode | None = self
@@ -181,6 +203,9 @@ class HdrfOrder(OrderPolicy):
                 group = self.tree.group(name)
                 node.accept_surplus = group.accept_surplus
                 node.autoregroup = group.autoregroup
+                if group.order == "condor":
+                    node.within = CondorPriorityOrder()
+                    node.within.attach(pool)
         self.root = self.nodes[NONE_GROUP]
         for node in self.nodes.values():
             if node.parent is not None and node.accept_surplus:
@@ -263,6 +288,8 @@ class HdrfOrder(OrderPolicy):
             node.demands[user.index] = (task.cpus or -math.inf, task.memory or -math.inf,
                                         task.gpus or -math.inf)
         node.members_least = None
+        if node.within is not None:
+            node.within.user_changed(user, now)
         for group in node.path():
             if group.dirty:
                 break
@@ -321,21 +348,13 @@ class HdrfOrder(OrderPolicy):
                 keyed.append(((int(node.members_weight <= 0), members_share,
                                len(node.subgroups)), None))
                 least_share = members_share
-            least_cpus, least_memory, least_gpus = least
             for order, child in enumerate(node.subgroups):
                 if child.active:
                     share = child.share
                     keyed.append(((int(child.weight <= 0), share, order), child))
                     if share < least_share:
                         least_share = share
-                    cpus, memory, gpus = child.least
-                    if cpus < least_cpus:
-                        least_cpus = cpus
-                    if memory < least_memory:
-                        least_memory = memory
-                    if gpus < least_gpus:
-                        least_gpus = gpus
-            least = (least_cpus, least_memory, least_gpus)
+            least = least_of(least, (child.least for child in node.subgroups if child.active))
             node.consumption = self._rescaled_sum(
                 [(members, members_share), *((child.consumption, child.share)
                                              for child in node.subgroups)], least_share)
@@ -351,21 +370,11 @@ class HdrfOrder(OrderPolicy):
         node.dirty = False
 
     @staticmethod
-    def _members_least(node: GroupNode) -> tuple[float, float, float]:
+    def _members_least(node: GroupNode) -> Demand:
         """The least next task of `node`'s own waiting users, per resource."""
         least = node.members_least
-        if least is None and not node.demands:
-            least = node.members_least = NO_DEMAND
-        elif least is None:
-            least_cpus = least_memory = least_gpus = math.inf
-            for cpus, memory, gpus in node.demands.values():
-                if cpus < least_cpus:
-                    least_cpus = cpus
-                if memory < least_memory:
-                    least_memory = memory
-                if gpus < least_gpus:
-                    least_gpus = gpus
-            least = node.members_least = (least_cpus, least_memory, least_gpus)
+        if least is None:
+            least = node.members_least = least_of(NO_DEMAND, node.demands.values())
         return least
 
     @staticmethod
@@ -403,40 +412,43 @@ class HdrfOrder(OrderPolicy):
         # past an autoregroup group's ceiling. `<none>`'s quota, the pool, holds in each.
         if not self.root.full:
             for level in range(self.depth + 1, 0, -1):
-                found = self._descend(self.root, level)
+                found = self._descend(self.root, level, now)
                 if found is not None:
                     return found
-        return self._descend(self.root, AUTOREGROUP)
+        return self._descend(self.root, AUTOREGROUP, now)
 
-    def _descend(self, node: GroupNode, level: int) -> UserState | None:
+    def _descend(self, node: GroupNode, level: int, now: float) -> UserState | None:
         """The first user under `node`, in H-DRF's order, whose next task fits the room of
         round `level`. A subgroup whose quota holds in this round and leaves room for no
         waiting task below it is passed over whole."""
         for child in node.order:
             if child is None:
                 if level != AUTOREGROUP:
-                    found = self._fitting(node, self._room(node, level))
+                    found = self._fitting(node, self._room(node, level), now)
                 elif node.autoregroup:
-                    found = self._fitting(node, UNLIMITED)
+                    found = self._fitting(node, UNLIMITED, now)
                 else:
                     continue
             elif level != AUTOREGROUP and level > child.lifted_in and child.full:
                 continue
             else:
-                found = self._descend(child, level)
+                found = self._descend(child, level, now)
             if found is not None:
                 return found
         return None
 
-    def _fitting(self, node: GroupNode, room: tuple[float, float, float]) -> UserState | None:
-        """The first of `node`'s own waiting users whose next task fits `room`. Only what
-        the task asks for counts (a job of no GPUs fits a group at its GPU quota)."""
+    def _fitting(self, node: GroupNode, room: tuple[float, float, float],
+                 now: float) -> UserState | None:
+        """The first of `node`'s own waiting users, in the group's order of them (DRF's, or
+        HTCondor's priority at `now`), whose next task fits `room`. Only what the task asks
+        for counts (a job of no GPUs fits a group at its GPU quota)."""
         cpus, memory, gpus = room
         least = self._members_least(node)
         if least[0] > cpus or least[1] > memory or least[2] > gpus:
             return None  # no task of theirs fits: most groups, in the rounds past their quota
         head = self.pool.head
-        for user in node.ranking:
+        users = node.ranking if node.within is None else node.within.tree.ordered(now)
+        for user in users:
             task = head(user)
             if task is not None and (task.cpus <= cpus or not task.cpus) \
                     and (task.memory <= memory or not task.memory) \
@@ -466,10 +478,15 @@ class HdrfOrder(OrderPolicy):
     # --------------------------------------------------------------- figures
     def why(self, user: UserState, now: float) -> tuple[str, Mapping[str, Any]]:
         figures = self.figures(user)
-        return ("free slot to {user} of group {group} (path {path}): least normalised "
-                "dominant share at every level; its own {dominant_share:.4g} (of "
-                "{dominant_resource}), its group's {group_share:.4g} (H-DRF's, over the "
-                "group's weight)"), figures
+        template = ("free slot to {user} of group {group} (path {path}): least normalised "
+                    "dominant share at every level; its own {dominant_share:.4g} (of "
+                    "{dominant_resource}), its group's {group_share:.4g} (H-DRF's, over the "
+                    "group's weight)")
+        within = self.group_of[user.index].within if user.index in self.group_of else None
+        if within is not None:
+            figures["priority"] = within.priority(user, now)
+            template += "; in its group, least HTCondor effective priority, {priority:.4g}"
+        return template, figures
 
     def figures(self, user: UserState) -> dict[str, Any]:
         self._update(self.root)
@@ -485,6 +502,11 @@ class HdrfOrder(OrderPolicy):
         figures = self.figures(user)
         del figures["user"], figures["path"]
         return figures
+
+    @staticmethod
+    def first_in(node: GroupNode, now: float) -> UserState | None:
+        """`node`'s own waiting user that goes first in the group's order of them."""
+        return node.ranking.first() if node.within is None else node.within.first(now)
 
     def tree_state(self) -> GroupNode:
         """The root of the tree, every group's figures current (the stages reading them:

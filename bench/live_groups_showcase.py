@@ -146,9 +146,10 @@ def gpu_slots() -> list[str]:
 GROUP_PREEMPTION = ["PREEMPTION_REQUIREMENTS = (SubmitterGroupResourcesInUse < "
                     "SubmitterGroupQuota) && (RemoteGroupResourcesInUse > RemoteGroupQuota)"]
 NO_PREEMPTION = ["PREEMPTION_REQUIREMENTS = False"]
-#: A slot's weight in quotas and usage: its dominant share of the pool's totals, in cpus.
-DOMINANT_WEIGHT = (f"SLOT_WEIGHT = {CAPACITY[0]:g} * max({{ Cpus / {CAPACITY[0]:g}, "
-                   f"Memory / {CAPACITY[1]:g}, (GPUs ?: 0) / {CAPACITY[2]:g} }})")
+#: A slot's weight in quotas and usage: its dominant share of the pool's totals, in cpus
+#: (real divisors: ClassAd division of integers is integer division, and weighs every slot 0).
+DOMINANT_WEIGHT = (f"SLOT_WEIGHT = {CAPACITY[0]:.1f} * max({{ Cpus / {CAPACITY[0]:.1f}, "
+                   f"Memory / {CAPACITY[1]:.1f}, (GPUs ?: 0) / {CAPACITY[2]:.1f} }})")
 #: name -> (surplus accepted, its knobs); drf.COMMON: preemption considered, a partitionable
 #: slot's dynamic slots preempted together, every start negotiated.
 HTCONDOR = {

@@ -66,11 +66,9 @@ import math
 import os
 import random
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -382,23 +380,8 @@ def run_side(side: str, config: str, seed: int, options: argparse.Namespace,
                                           env=pool.daemon_environment(),
                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 showcase.wait_for_lease(pool)
-            try:
-                started = time.time()
-                submit("fill")
-                fill_seconds = showcase.wait_until_full(pool, options.fill)
-                time.sleep(2 * INTERVAL)
-                arrival = time.time()
-                submit("arrival")
-                time.sleep(max(0.0, arrival + options.leave_after - time.time()))
-                leaving = time.time()
-                pool.run_tool(["condor_rm", "-constraint",
-                               f'JobStatus == 1 && Owner == "{LEAVING}"'])
-                time.sleep(max(0.0, arrival + options.duration - time.time()))
-                until = time.time()
-            finally:
-                if daemon is not None:
-                    daemon.send_signal(signal.SIGTERM)
-                    daemon.wait(timeout=60)
+            started, fill_seconds, arrival, leaving, until = drf.run_phases(
+                pool, submit, options, LEAVING, daemon)
             users = {job: asked.user for job, asked in jobs.items()}
             runs = [dataclasses.replace(run, slot=whole_slot(run.slot))
                     for run in read_runs(event_log, users, until)]

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gridfair.ad_views import JOB_STATUS, Job, JobStatus, Snapshot
-from gridfair.classads.kept_pool import KeptPool, unsupported
+from gridfair.classads.kept_pool import unsupported
 from gridfair.classads.to_pool import LoadedPool, pool_from_snapshot
 from gridfair.core.collector import CycleCollector
 from gridfair.core.pool import Pool, Task
@@ -51,6 +51,7 @@ from gridfair.daemon import inflight, shadow
 from gridfair.daemon.actuator import Actuator
 from gridfair.daemon.backends import PoolBackend, PoolUnavailable, UnusablePool, require_slots
 from gridfair.daemon.backoff import landing_backoff, newly_backed, without_backed_off
+from gridfair.daemon.carried import CarriedPool
 from gridfair.daemon.config import Config
 from gridfair.daemon.faults import FaultPoints
 from gridfair.daemon.host import host_shortage
@@ -185,7 +186,10 @@ class CycleRunner:
                                  self.stopping, lease=config["daemon"]["lease"],
                                  interval=config["daemon"]["interval"])
         self.label = " ".join(name for name, _ in stage_list(stages_from_config(config["policy"])))
-        self.kept: KeptPool | None = None
+        # The shadow's rows read every task: no idle job's task is deferred for it.
+        self.carried = CarriedPool(config["daemon"]["full_rebuild_every"],
+                                   defer=not self.shadow)
+        self.held_views = inflight.HeldViews()
 
     # ------------------------------------------------------------------ run
     def run(self) -> CycleReport:
@@ -231,7 +235,7 @@ class CycleRunner:
             raise
         except Exception as error:  # noqa: BLE001 - a bug must not stop the daemon
             log.exception("cycle %d: internal error", cycle)
-            self.kept = self._known = None  # whatever the cycle left half-done: start afresh
+            self._known = None  # whatever the cycle left half-done: start afresh
             return self._failed(cycle, clock, f"internal error: {type(error).__name__}: {error}",
                                 "internal", error=error)
         self.metrics.cycle(report.outcome, report.duration)
@@ -241,6 +245,7 @@ class CycleRunner:
                 snapshot: Snapshot | None = None,
                 error: BaseException | None = None) -> CycleReport:
         duration = time.perf_counter() - clock
+        self.carried.forget()  # the next cycle starts from a full rebuild
         shortage = host_shortage(error) if error is not None else None
         if shortage is not None:  # no back-off cures it: said apart from the pool's failures
             log.error("cycle %d failed for a reason of %s", cycle, shortage)
@@ -261,7 +266,7 @@ class CycleRunner:
         recon = reconcile(snapshot, self._known, cycle)
         # Allocations not yet running hold their slots in the policy's view (inflight.py).
         flights = inflight.pending(store, snapshot, self.limits.landing_timeout, cycle,
-                                   self.backend.ended_runs)
+                                   self.backend.ended_runs, self.held_views)
         if not self.dry_run and snapshot_too_old(self.limits, snapshot.time, now) is None:
             inflight.record(store, flights, cycle, now, self.backend.withdraw)
             self.metrics.settled(len(flights.landed) + len(flights.ended), len(flights.missed),
@@ -269,7 +274,7 @@ class CycleRunner:
         stages = stages_from_config(self.config["policy"])
         # Jobs whose allocations did not land are left out for a while (backoff.py).
         backoff = landing_backoff(store, now, self.limits.landing_timeout)
-        loaded = self._load(without_backed_off(flights.view, backoff), stages)
+        loaded, rebuilt = self._load(without_backed_off(flights.view, backoff), stages, cycle)
         # Closed when the cycle is done with it: freed then, not by the cyclic collector.
         with closing(loaded.pool):
             negotiator, pool = loaded.negotiator, loaded.pool
@@ -282,7 +287,7 @@ class CycleRunner:
                     # Restored after the pool is replayed, so the saved levels (as of the last
                     # finished cycle) win over what the replay of running jobs accrued.
                     stage.import_state(saved[key], source=f"{store.path} policy_state {key}")
-            notes = [f"{item.name}: {item.reason}" for item in loaded.unplaced]
+            notes = [f"{item.name}: {item.reason}" for item in loaded.unplaced] + rebuilt
             notes += newly_backed(backoff, self._backed)
             usage = self.journal.usage_rows(pool, stages, cycle, now, flights.held)
             groups = group_rows_of(stages.order)
@@ -381,16 +386,18 @@ class CycleRunner:
         if not self.dry_run:
             self.actuator.release_pool()
 
-    def _load(self, snapshot: Snapshot, stages: Stages) -> LoadedPool:
-        """The negotiator over the snapshot's pool: the kept pool with the snapshot's changes
-        applied, or a rebuild when the daemon keeps none or the stages need a replay."""
+    def _load(self, snapshot: Snapshot, stages: Stages,
+              cycle: int) -> tuple[LoadedPool, list[str]]:
+        """The negotiator over the snapshot's pool: the carried pool with the snapshot's
+        changes applied (checked against a full rebuild every `full_rebuild_every` cycles:
+        the notes of what differed), or a rebuild when the daemon keeps none or the stages
+        need a replay."""
         reason = unsupported(stages) if self.incremental else "incremental = false"
         if reason is not None:
-            if self.kept is not None or self.cycles_run == 1:
+            if self.carried.kept is not None or self.cycles_run == 1:
                 log.info("rebuilding the pool every cycle: %s", reason)
-            self.kept = None
-            return pool_from_snapshot(snapshot, stages)
-        if self.kept is None:
-            self.kept = KeptPool(defer=not self.shadow)  # the shadow's rows read every task
-        return self.kept.update(snapshot, stages)
+            self.carried.forget()
+            return pool_from_snapshot(snapshot, stages), []
+        return self.carried.load(snapshot, lambda: stages_from_config(self.config["policy"]),
+                                 cycle, stages)
 

@@ -26,7 +26,10 @@ paper's Fig. 5 measure, compared across policies by `bench/month_compare.py`.
 
 `--baseline DIR` runs the same command afterwards on the gridfair package of another checkout
 (`git worktree add --detach /tmp/base main`), in a fresh process, so both figures come from one
-command under much the same load; `--code DIR` runs only that checkout. Tasks/s are per wall
+command under much the same load; `--code DIR` runs only that checkout. `--baseline-pure`
+instead runs the same code again on its pure-Python path (GRIDFAIR_PURE_PYTHON=1): with
+`--code build/compiled` (`make build/compiled/.built`), the compiled core against the plain
+one (`compiled` in the figures says which ran). Tasks/s are per wall
 second; CPU seconds (user + system, getrusage) and tasks per CPU second are printed beside them,
 since the machine is shared.
 """
@@ -76,8 +79,11 @@ def run(trace: Path, policy: str, days: float, capacity_ratio: float, delta: flo
                              keep_tasks=False, on_task_done=task_done)
     wall = time.perf_counter() - started
     usage = resource.getrusage(resource.RUSAGE_SELF)
+    from gridfair.core import pool
+
     return {
         "code": str(CODE),
+        "compiled": not (pool.__file__ or "").endswith(".py"),
         "policy": policy,
         "days": days,
         "capacity_ratio": capacity_ratio,
@@ -147,6 +153,9 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, default=None,
                         help="then run the same command on this checkout (e.g. a worktree of "
                              "main) in a fresh process, and print both")
+    parser.add_argument("--baseline-pure", action="store_true",
+                        help="then run the same code on its pure-Python path, in a fresh "
+                             "process, and print both")
     parser.add_argument("--queued-bytes", type=int, default=0, metavar="N",
                         help="instead of a run: memory per queued task, N queued as Tasks and "
                              "as deferred handles (this checkout only)")
@@ -162,7 +171,8 @@ def main() -> None:
     row = run(args.trace, args.policy, args.days, args.capacity_ratio, args.delta)
     if not args.json:
         _print(row)  # now, not after the baseline: a month takes a while
-    baseline = _baseline(args) if args.baseline is not None else None
+    baseline = (_baseline(args) if args.baseline is not None or args.baseline_pure
+                else None)
     if args.json:
         print(json.dumps(row if baseline is None else {"this": row, "baseline": baseline}))
     elif baseline is not None:
@@ -170,7 +180,8 @@ def main() -> None:
 
 
 def _print(row: dict) -> None:
-    print(f"{row['code']}: {row['policy']}  {row['days']:g} days (r={row['capacity_ratio']:g})"
+    print(f"{row['code']} ({'compiled' if row['compiled'] else 'pure Python'}): "
+          f"{row['policy']}  {row['days']:g} days (r={row['capacity_ratio']:g})"
           f"  {row['tasks']:,} tasks ({row['completed']:,} completed)  "
           f"{row['wall_seconds']:.1f} s wall, {row['cpu_seconds']:.1f} s CPU  "
           f"{row['tasks_per_second']:,} tasks/s ({row['tasks_per_cpu_second']:,} per CPU "
@@ -181,16 +192,20 @@ def _print(row: dict) -> None:
 
 
 def _baseline(args: argparse.Namespace) -> dict:
-    """The same run on the baseline checkout, in its own process (its own peak RSS)."""
-    if not (args.baseline / "gridfair").is_dir():
-        sys.exit(f"google_month.py: --baseline {args.baseline}: no gridfair package there")
-    command = [sys.executable, __file__, "--json", "--code", str(args.baseline),
+    """The same run on the baseline checkout, or on this code's pure-Python path, in its own
+    process (its own peak RSS)."""
+    code, environment = args.baseline, dict(os.environ)
+    if args.baseline_pure:
+        code, environment["GRIDFAIR_PURE_PYTHON"] = CODE, "1"
+    if not (code / "gridfair").is_dir():
+        sys.exit(f"google_month.py: --baseline {code}: no gridfair package there")
+    command = [sys.executable, __file__, "--json", "--code", str(code),
                "--policy", args.policy, "--days", str(args.days),
                "--capacity-ratio", str(args.capacity_ratio), "--delta", repr(args.delta),
                "--trace", str(args.trace)]
-    done = subprocess.run(command, capture_output=True, text=True)
+    done = subprocess.run(command, capture_output=True, text=True, env=environment)
     if done.returncode != 0:
-        sys.exit(f"google_month.py: the baseline run on {args.baseline} failed:\n{done.stderr}")
+        sys.exit(f"google_month.py: the baseline run on {code} failed:\n{done.stderr}")
     return json.loads(done.stdout)
 
 

@@ -406,6 +406,32 @@ def scenario_jobs(seed: int) -> dict[str, list]:
     return jobs
 
 
+def run_phases(pool, submit: Callable[[str], None], options: argparse.Namespace,
+               leaving_user: str, daemon: subprocess.Popen | None
+               ) -> tuple[float, float, float, float, float]:
+    """The phases on a pool (the module docstring's): `submit("fill")`, until the pool is
+    full; `submit("arrival")`; `leaving_user`'s idle jobs removed `--leave-after` s later; the
+    end `--duration` s after the arrival; then the daemon, if any, stopped. (started, seconds
+    the fill took, arrival, leaving, end)."""
+    try:
+        started = time.time()
+        submit("fill")
+        fill_seconds = showcase.wait_until_full(pool, options.fill)
+        time.sleep(2 * INTERVAL)
+        arrival = time.time()
+        submit("arrival")
+        time.sleep(max(0.0, arrival + options.leave_after - time.time()))
+        leaving = time.time()
+        pool.run_tool(["condor_rm", "-constraint",
+                       f'JobStatus == 1 && Owner == "{leaving_user}"'])
+        time.sleep(max(0.0, arrival + options.duration - time.time()))
+        return started, fill_seconds, arrival, leaving, time.time()
+    finally:
+        if daemon is not None:
+            daemon.send_signal(signal.SIGTERM)
+            daemon.wait(timeout=60)
+
+
 def run_side(side: str, config: str, seed: int, options: argparse.Namespace,
              python: Path | None) -> showcase.Record:
     """One side on a fresh pool: fill, A's arrival, M leaving; its record."""
@@ -463,23 +489,8 @@ def run_side(side: str, config: str, seed: int, options: argparse.Namespace,
                                       env=pool.daemon_environment(),
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             showcase.wait_for_lease(pool)
-        try:
-            started = time.time()
-            submit("fill")
-            fill_seconds = showcase.wait_until_full(pool, options.fill)
-            time.sleep(2 * INTERVAL)
-            arrival = time.time()
-            submit("arrival")
-            time.sleep(max(0.0, arrival + options.leave_after - time.time()))
-            leaving = time.time()
-            pool.run_tool(["condor_rm", "-constraint",
-                           f'JobStatus == 1 && Owner == "{LEAVING}"'])
-            time.sleep(max(0.0, arrival + options.duration - time.time()))
-            until = time.time()
-        finally:
-            if daemon is not None:
-                daemon.send_signal(signal.SIGTERM)
-                daemon.wait(timeout=60)
+        started, fill_seconds, arrival, leaving, until = run_phases(pool, submit, options,
+                                                                   LEAVING, daemon)
         users = {job: submitted.user for job, submitted in jobs.items()}
         runs = [dataclasses.replace(run, slot=whole_slot(run.slot))
                 for run in read_runs(event_log, users, until)]

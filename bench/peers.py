@@ -1,15 +1,19 @@
-"""gridfair against the papers' own simulators, side by side in one run (issue 27).
+"""gridfair against the papers' own simulators, side by side in one run (issues 27 and 50).
 
-Cases (wall time of the whole process, start-up included; peer and gridfair run in turn,
-round after round, so both see the same load; best of --rounds):
+Cases (wall time of the whole process, start-up included, and its peak RSS; peer, gridfair and
+gridfair's pure-Python path run in turn, round after round, so all see the same load; best of
+--rounds):
 - SDRF (delta = 0.9999), DRF and weighted DRF on the Google derived task list at r = 0.9,
   gridfair in `--form authors`, against the SDRF authors' simulator (github hsadok/sdrf,
-  f0159ee, Python 2.7 with its C++ live tree). Target: gridfair at least 5x faster.
+  f0159ee, Python 2.7 with its C++ live tree). Target: gridfair at least 10x faster.
 - HOSEP on iSPD's 4-owner grid (`../shared/data/ispd/multi_owner/multi_owner_HOSEP.imsx`) with
   the CTC-SP2 top-4 trace (the 4 busiest users' completed jobs of 60 s or more, arrivals
   compressed 50x: 7,087 tasks; gridfair writes the tasks, and both read the same `.wmsx`),
   gridfair under `--arrivals sequential --hosep-test ispd2014`, against iSPD 2014 (github
-  gspd-unesp/ispd 196cdf6, the HOSEP paper's code). Target: gridfair at least 10x faster.
+  gspd-unesp/ispd 196cdf6, the HOSEP paper's code). Target: gridfair at least 20x faster.
+gridfair is the one installed beside this interpreter: compiled where its wheel was built with a
+C compiler (`setup.py`); its pure-Python side is the same install with GRIDFAIR_PURE_PYTHON=1
+(`compiled` in the figures says whether the two differ).
 Both run with their Python bytecode cached, as installed programs do (PYTHONDONTWRITEBYTECODE
 is dropped for them). Prints each case's times, the ratio peer / gridfair and whether the
 target is met, and the load average before and after (the machine is shared); `--json` for
@@ -53,7 +57,9 @@ CTC_TOP4 = ("--unmapped", "drop", "--swf-status", "completed", "--min-run-time",
             "--compress", "50")
 SDRF_COMMIT = "f0159ee"
 ISPD_COMMIT = "196cdf6"
-AUTHORS_TARGET, ISPD_TARGET = 5.0, 10.0
+AUTHORS_TARGET, ISPD_TARGET = 10.0, 20.0
+#: The sides of a case, each a command run in turn: the peer, gridfair, gridfair's pure Python.
+SIDES = ("peer", "gridfair", "gridfair_pure")
 
 
 @dataclass(frozen=True)
@@ -145,11 +151,28 @@ ENVIRONMENT = {name: value for name, value in os.environ.items()
                if name != "PYTHONDONTWRITEBYTECODE"}
 
 
-def wall_seconds(command: list[str], cwd: Path) -> float:
+PURE_ENVIRONMENT = {**ENVIRONMENT, "GRIDFAIR_PURE_PYTHON": "1"}
+
+
+def measured(command: list[str], cwd: Path, environment: dict[str, str]) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MB) of one run of `command`."""
     start = time.perf_counter()
-    subprocess.run(command, cwd=cwd, check=True, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL, env=ENVIRONMENT)
-    return time.perf_counter() - start
+    process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, env=environment)
+    _, status, usage = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - start
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode:
+        raise subprocess.CalledProcessError(process.returncode, command)
+    return wall, usage.ru_maxrss / 1024
+
+
+def gridfair_is_compiled() -> bool:
+    """Whether the gridfair under test loads compiled modules (its pool, as a witness)."""
+    probe = "import gridfair.core.pool as m; print(m.__file__.endswith('.py'))"
+    found = subprocess.run([sys.executable, "-P", "-c", probe], capture_output=True, text=True,
+                           check=True, env=ENVIRONMENT, cwd=tempfile.gettempdir())
+    return found.stdout.strip() == "False"
 
 
 def main() -> None:
@@ -174,29 +197,42 @@ def main() -> None:
                 skipped[peer] = made
             else:
                 cases += [case for case in made if args.only is None or args.only in case.name]
-        times: dict[str, dict[str, list[float]]] = {
-            case.name: {"peer": [], "gridfair": []} for case in cases}
+        # case -> side -> [(wall s, peak RSS MB) per round]
+        runs: dict[str, dict[str, list[tuple[float, float]]]] = {
+            case.name: {side: [] for side in SIDES} for case in cases}
         for _ in range(args.rounds):
             for case in cases:
-                times[case.name]["peer"].append(wall_seconds(case.peer_command, case.peer_cwd))
-                times[case.name]["gridfair"].append(
-                    wall_seconds(case.gridfair_command, Path(folder)))
+                sides = runs[case.name]
+                sides["peer"].append(measured(case.peer_command, case.peer_cwd, ENVIRONMENT))
+                sides["gridfair"].append(
+                    measured(case.gridfair_command, Path(folder), ENVIRONMENT))
+                sides["gridfair_pure"].append(
+                    measured(case.gridfair_command, Path(folder), PURE_ENVIRONMENT))
     rows = []
     for case in cases:
-        peer_s, ours_s = min(times[case.name]["peer"]), min(times[case.name]["gridfair"])
-        rows.append({"case": case.name, "peer": case.peer, "peer_s": peer_s,
-                     "gridfair_s": ours_s, "ratio": peer_s / ours_s, "target": case.target,
-                     "met": peer_s / ours_s >= case.target, "runs": times[case.name]})
+        sides = runs[case.name]
+        best = {side: min(wall for wall, _ in sides[side]) for side in SIDES}
+        rows.append({"case": case.name, "peer": case.peer, "peer_s": best["peer"],
+                     "gridfair_s": best["gridfair"], "gridfair_pure_s": best["gridfair_pure"],
+                     "ratio": best["peer"] / best["gridfair"],
+                     "ratio_pure": best["peer"] / best["gridfair_pure"],
+                     "target": case.target, "met": best["peer"] / best["gridfair"] >= case.target,
+                     "peak_rss_mb": {side: max(rss for _, rss in sides[side]) for side in SIDES},
+                     "runs": {side: [wall for wall, _ in sides[side]] for side in SIDES}})
     load = {"before": list(load_before), "after": list(os.getloadavg())}
+    compiled = gridfair_is_compiled()
     if args.json:
         print(json.dumps({"cases": rows, "skipped": skipped, "rounds": args.rounds,
-                          "loadavg": load}, indent=2))
+                          "compiled": compiled, "loadavg": load}, indent=2))
         return
-    print(f"best of {args.rounds}, wall seconds including start-up, peer and gridfair in turn")
-    print(f"{'case':34} {'peer':20} {'peer s':>7} {'gridfair s':>10} {'ratio':>6}  target")
+    print(f"best of {args.rounds}, wall seconds including start-up, sides in turn; gridfair "
+          f"{'compiled' if compiled else 'not compiled (both gridfair sides are pure Python)'}")
+    print(f"{'case':34} {'peer':20} {'peer s':>7} {'gridfair s':>10} {'ratio':>6}  "
+          f"{'pure s':>6} {'ratio':>6}  target")
     for row in rows:
         print(f"{row['case']:34} {row['peer']:20} {row['peer_s']:7.2f} "
-              f"{row['gridfair_s']:10.2f} {row['ratio']:5.1f}x  >= {row['target']:g}x "
+              f"{row['gridfair_s']:10.2f} {row['ratio']:5.1f}x  {row['gridfair_pure_s']:6.2f} "
+              f"{row['ratio_pure']:5.1f}x  >= {row['target']:g}x "
               f"{'met' if row['met'] else 'NOT met'}")
     for peer, why in skipped.items():
         print(f"skipped {peer}: {why}")

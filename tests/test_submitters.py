@@ -11,13 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from gridfair.ad_views import Job, JobStatus, Machine, Snapshot
+from gridfair.ad_views import DYNAMIC, Job, JobStatus, Machine, Snapshot
 from gridfair.classads.submitters import (
     ANY_DOMAIN,
     SubmitterMap,
     charge_snapshot,
     merge_charges,
 )
+from gridfair.daemon.backends.ads import snapshot_of
 from gridfair.errors import InputError
 from gridfair.text import NAME_WIDTH, SHOWN_NAMES
 
@@ -122,3 +123,19 @@ def test_a_flood_of_a_group_per_job_costs_one_sort_and_a_bounded_reason() -> Non
                              f"g0004 and {flood - SHOWN_NAMES} more not trusted")
     [lengthy] = merge_charges([POOL.charge("eve@gridfair.test", long_name, OWNERS)])
     assert len(lengthy.reason) < NAME_WIDTH + 60
+
+
+def test_a_job_known_only_from_its_slot_is_charged_to_its_group_as_its_idle_jobs_are() -> None:
+    """The daemon knows running jobs from their slots' ads: with groups trusted, a running
+    job of `group_ml.gpu` was charged to its user (so to no group, and vacated as `<none>`'s)
+    while its idle siblings were the group's, and its GPU was not counted."""
+    slot = Machine("slot1_1@vm", "pool", 1000.0, 2, 4096, state="Claimed", activity="Busy",
+                   running_job="3.0", running_user="G@gridfair.test",
+                   running_group="group_ml.gpu", slot_type=DYNAMIC, gpus=1)
+    idle = Job("3.1", "G@gridfair.test", JobStatus.IDLE, 0.0, group="group_ml.gpu",
+               request_gpus=1)
+    trusting = SubmitterMap("gridfair.test", trust_groups=True)
+    snapshot = charge_snapshot(snapshot_of(0.0, [slot], [idle], ()), trusting)
+    running = snapshot.jobs_by_id["3.0"]
+    assert running.identity == snapshot.jobs_by_id["3.1"].identity == "group group_ml.gpu"
+    assert (running.request_cpus, running.request_memory, running.request_gpus) == (2, 4096, 1)

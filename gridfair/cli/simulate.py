@@ -15,7 +15,6 @@ from gridfair.cli.progress import tasks_progress
 from gridfair.cli.terms import WithTerms
 from gridfair.core.pool import Task
 from gridfair.core.stages import ALLOCATION_RULES
-from gridfair.experiments.measured import MeasuredRun
 from gridfair.policies.drf import FORMS
 from gridfair.policies.hosep import PREEMPTION_TESTS
 from gridfair.policies.registry import (
@@ -31,6 +30,7 @@ from gridfair.sim.engine_options import (
     EngineOptions,
     SameInstant,
 )
+from gridfair.sim.measured import MeasuredRun
 from gridfair.sim.metrics import SATISFACTION_BASES
 from gridfair.sim.records import RunRecorder, check_conservation, owner_share_violations
 from gridfair.sim.scenario import build_scenario

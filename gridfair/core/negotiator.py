@@ -52,7 +52,7 @@ from gridfair.errors import ConfigError
 PARK_LIMIT = 8
 
 #: The reason an allocation carries when the negotiator was asked not to explain.
-_NOT_EXPLAINED = ("not explained: this run keeps no decisions", {})
+_NOT_EXPLAINED: tuple[str, dict[str, Any]] = ("not explained: this run keeps no decisions", {})
 
 #: Preemptions held back for protected victims in one phase before the phase stops: bounds
 #: the search past them (each hold protects at least one more task).
@@ -257,7 +257,7 @@ class Negotiator:
                     if not hold.spared or len(self.held_back) >= HOLD_LIMIT:
                         break
                     # Protection follows the job, never its user: the stage looks past it.
-                    protected.update(dict.fromkeys((task.seq for task in hold.spared),
+                    protected.update(dict.fromkeys([task.seq for task in hold.spared],
                                                    hold.rule))
                     continue
             node = choice.node

@@ -16,9 +16,10 @@ import heapq
 from bisect import bisect_left, insort
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
+from gridfair.core.native import mypyc_attr
 from gridfair.core.pool_parts import (
     CPUS,
     DONE,
@@ -67,6 +68,7 @@ __all__ = [
     "Pool",
 ]
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # every policy and recorder is one
 class PoolListener:
     """What a policy hears from the pool. Every hook is O(1) for the pool to call."""
 
@@ -267,13 +269,14 @@ class Pool:
     def _load_deferred(self, deferred: Sequence[str]) -> None:
         """`load`'s deferred tasks: a handle each in its user's queue, the first made now."""
         counts = Counter(deferred)
+        appends: dict[str, Callable[[int], None]] = {}
         for name, tasks in counts.items():  # users made in order of first mention
             user = self.user(name)
             user.submitted += tasks
             user.idle_count += tasks
             if user.deferred is None:
                 user.deferred = deque()
-        appends = {name: self.users[name].deferred.append for name in counts}
+            appends[name] = user.deferred.append
         base = self._seq
         for handle, name in enumerate(deferred):  # one visit per task, as in `load`
             append = appends[name]
@@ -283,6 +286,7 @@ class Pool:
         for name in counts:
             user = self.users[name]
             queue = user.deferred
+            assert queue is not None
             self._materialise(user, queue.popleft(), queue.popleft())
 
     def announce(self, now: float) -> None:
@@ -403,15 +407,14 @@ class Pool:
         protected = self.protected
         if not protected:
             return iter(tasks)
-        return (task for task in tasks if task.seq not in protected)
+        return filter(lambda task: task.seq not in protected, tasks)
 
     def has_free(self) -> bool:
         return bool(self._free)
 
     def free_nodes(self) -> Iterable[Node]:
         """Nodes with free cpus, fastest first (ties by index)."""
-        nodes = self.nodes
-        return (nodes[index] for _, index in self._free)
+        return map(self.nodes.__getitem__, map(itemgetter(1), self._free))
 
     def best_node(self, task: Task) -> Node | None:
         """The fastest node with room for `task` that matches it, or None."""
@@ -491,7 +494,7 @@ class Pool:
         allocating, and must not stop either from looking at the next one."""
         task = self.head(user)
         reason = self.too_big(task) if task is not None else None
-        if reason is None:
+        if task is None or reason is None:
             return False
         self.found_too_big.append((task, reason))
         self.park(user, now)
@@ -586,7 +589,9 @@ class Pool:
 
     def _materialise(self, user: UserState, seq: int, handle: int) -> None:
         """A deferred task becomes a Task at the head of its user's queue."""
-        task = self.make_task(handle)
+        make_task = self.make_task
+        assert make_task is not None  # set by whoever submits deferred tasks
+        task = make_task(handle)
         task.seq = seq
         self.tasks[task.id] = task
         user.frontier = task

@@ -17,6 +17,10 @@ RESOURCE_NAMES = ("cpus", "memory", "power", "gpus")
 # Free capacity below this is treated as none (capacities may be fractional).
 EPSILON = 1e-9
 
+#: A quantity from the input (cpus, memory, power, times), kept as given, int or float: the
+#: compiled build (setup.py) would otherwise turn an int into a float, and outputs print it.
+Number = int | float
+
 
 class Node:
     """A machine (or slot) at run time. `power` is MFlops of the whole node's cpus; a
@@ -33,13 +37,13 @@ class Node:
         self,
         name: str,
         owner: str | None,
-        power: float,
-        cpus: float = 1.0,
-        memory: float = 0.0,
-        load: float = 0.0,
+        power: Number,
+        cpus: Number = 1.0,
+        memory: Number = 0.0,
+        load: Number = 0.0,
         ad: Any = None,
         *,
-        gpus: float = 0.0,
+        gpus: Number = 0.0,
     ) -> None:
         self.name = name
         self.owner = owner
@@ -49,9 +53,9 @@ class Node:
         self.gpus = gpus
         self.load = load
         self.power_per_cpu = power / cpus
-        self.free_cpus = cpus
-        self.free_memory = memory
-        self.free_gpus = gpus
+        self.free_cpus: Number = cpus
+        self.free_memory: Number = memory
+        self.free_gpus: Number = gpus
         # What runs here, as running sums (the exact fit test compares against them).
         self.used_cpus = 0.0
         self.used_memory = 0.0
@@ -80,14 +84,14 @@ class Task:
         self,
         id: str,  # noqa: A002 - the job's id is its name everywhere in HTCondor
         user: str,
-        submit_time: float,
+        submit_time: Number,
         *,
-        cpus: float = 1.0,
-        memory: float = 0.0,
-        gpus: float = 0.0,
-        work: float | None = None,
-        duration: float | None = None,
-        deadline: float | None = None,
+        cpus: Number = 1.0,
+        memory: Number = 0.0,
+        gpus: Number = 0.0,
+        work: Number | None = None,
+        duration: Number | None = None,
+        deadline: Number | None = None,
         ad: Any = None,
         source_index: int = -1,
     ) -> None:
@@ -103,9 +107,9 @@ class Task:
         self.requested_cpus = cpus  # what the job asked for; `cpus` is what it is given
         self.state = QUEUED
         self.node: Node | None = None
-        self.start_time = 0.0  # start of the current run
-        self.first_start: float | None = None
-        self.finish_time: float | None = None
+        self.start_time: Number = 0.0  # start of the current run
+        self.first_start: Number | None = None
+        self.finish_time: Number | None = None
         self.done_work = 0.0  # work (MFlop, or seconds for duration tasks) kept across vacates
         self.lost_work = 0.0  # work thrown away by vacates without checkpointing
         self.preemptions = 0

@@ -28,9 +28,9 @@ from gridfair.core.pool import DONE, Task
 from gridfair.core.stages import ALLOCATION_RULES
 from gridfair.errors import GridfairError, InputError
 from gridfair.experiments.allocation import allocate
-from gridfair.experiments.measured import MeasuredRun
 from gridfair.policies.registry import every_option, policy_names
 from gridfair.sim.engine_options import ARRIVALS, Arrivals, EngineOptions
+from gridfair.sim.measured import MeasuredRun
 from gridfair.sim.metrics import SATISFACTION_BASES, RunMetrics
 from gridfair.sim.scenario import build_scenario
 from gridfair.sim.share_curve import ShareCurve, bin_width

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
+from gridfair.core.native import mypyc_attr
 from gridfair.core.pool import CPUS, GPUS, MEMORY, POWER, RESOURCE_NAMES, Pool, UserState
 from gridfair.core.stages import OrderPolicy, option
 from gridfair.errors import ConfigError
@@ -49,6 +50,7 @@ PAPER, AUTHORS = "paper", "authors"
 FORMS = (PAPER, AUTHORS)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 @dataclass(frozen=True)
 class DrfOptions:
     """DRF's options."""
@@ -62,6 +64,7 @@ class DrfOptions:
         choices=FORMS, flag=True, swept=True)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # SDRF's options
 @dataclass(frozen=True)
 class WeightedDrfOptions(DrfOptions):
     """Weighted DRF's options (and those SDRF shares with it)."""
@@ -136,8 +139,8 @@ class Entitlements:
     name -> share of the pool's use of that resource) gives the SDRF authors' w_ir.
     """
 
-    def __init__(self, weights: Mapping[str, float] | None = None, *, equal: bool = False,
-                 per_resource: Mapping[str, Mapping[str, float]] | None = None):
+    def __init__(self, weights: Mapping[str, Any] | None = None, *, equal: bool = False,
+                 per_resource: Mapping[str, Mapping[str, Any]] | None = None):
         if weights is not None and equal:
             raise ConfigError("give per-user weights or equal shares, not both")
         self.equal = equal
@@ -214,8 +217,8 @@ class Entitlements:
             raise ConfigError(f"weights name users {where} does not have: {listed}{more}")
 
 
-def normalised_weights(weights: Mapping[str, float]) -> dict[str, float]:
-    """Validated per-user weights scaled to sum 1."""
+def normalised_weights(weights: Mapping[str, Any]) -> dict[str, float]:
+    """Validated per-user weights (as written: anything) scaled to sum 1."""
     checked = {name: _checked_weight(name, weight) for name, weight in weights.items()}
     total = math.fsum(checked.values())
     if total <= 0:
@@ -252,6 +255,7 @@ def lead_figures(value: float, runner: UserState | None, runner_value: float | N
     )
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # DMFA-SRQ's order
 class RankedShareOrder(OrderPolicy):
     """An order stage over users ranked by a key (class, value) that changes only on their
     own events, and on capacity or entitlement changes (which re-key everyone)."""
@@ -364,7 +368,7 @@ class DrfOrder(RankedShareOrder):
         return cls(resources=options.resources, form=options.form)
 
     @property
-    def measure(self) -> str:
+    def measure(self) -> str:  # type: ignore[override]  # the class attribute, per instance
         return "weighted dominant share" if self.weighted else "dominant share"
 
     def __init__(
@@ -455,7 +459,8 @@ class WeightedDrfOrder(DrfOrder):
     Options = WeightedDrfOptions
 
     @classmethod
-    def from_options(cls, options: WeightedDrfOptions) -> WeightedDrfOrder:
+    def from_options(  # type: ignore[override]  # each order takes its own options
+            cls, options: WeightedDrfOptions) -> WeightedDrfOrder:
         return cls(weighted=True, resources=options.resources, weights=options.weights,
                    equal_shares=options.equal_shares,
                    resource_weights=options.resource_weights, form=options.form)

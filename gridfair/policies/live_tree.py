@@ -361,10 +361,8 @@ class LiveTree:
             before = at_label[labels[index - 1]] if index > 0 else None
         else:
             before, after = neighbours
-        if before is None and after is None:
-            label = 0
-        elif before is None:
-            label = after.label - LABEL_GAP
+        if before is None:
+            label = 0 if after is None else after.label - LABEL_GAP
         elif after is None:
             label = before.label + LABEL_GAP
         else:

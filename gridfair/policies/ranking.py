@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Iterator
+from operator import itemgetter
 from typing import Any
 
 from gridfair.core.pool import UserState
@@ -49,7 +50,7 @@ class UserRanking:
         return entry[0] if entry is not None else None
 
     def __iter__(self) -> Iterator[UserState]:
-        return (entry[2] for entry in self._sorted)
+        return map(itemgetter(2), self._sorted)
 
     def __len__(self) -> int:
         return len(self._sorted)
@@ -91,4 +92,4 @@ class RunningTasks:
     def of(self, user: str) -> Iterator:
         """The user's running tasks, best victim first."""
         tasks = self._by_user.get(user)
-        return (entry[2] for entry in tasks) if tasks else iter(())
+        return map(itemgetter(2), tasks) if tasks else iter(())

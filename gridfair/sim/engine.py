@@ -72,6 +72,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
 from typing import Any
 
+from gridfair.core.native import mypyc_attr
 from gridfair.core.negotiator import Negotiator
 from gridfair.core.pool import (
     EPSILON,
@@ -131,6 +132,7 @@ def task_size(task: Task) -> float:
     return task.work if task.work is not None else (task.duration or 0.0)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class DeferredWorkload(Iterable[Task]):
     """A streamed workload that can also hand out its tasks as small handles, made into Tasks
     only when they reach the head of their user's queue (`Pool.submit_deferred`): a backlog
@@ -176,6 +178,7 @@ class _Execution(PoolListener):
 
     def task_started(self, task: Task, now: float) -> None:
         node = task.node
+        assert node is not None  # a started task is on its node
         start = now
         if self.vacate_delay:
             start = max(now, self.cleaning_until.get(node.index, now))
@@ -232,7 +235,9 @@ class _StatusRefresh(HeldMachines):
         # The first refresh at or after now (refreshes run after all else at their instant,
         # so one at `now` comes after this start), and the one after it.
         release = self.period * (max(1, math.ceil(now / self.period)) + 1)
-        index = task.node.index
+        node = task.node
+        assert node is not None  # a started task is on its node
+        index = node.index
         if release > self.held.get(index, -math.inf):
             self.held[index] = release
             heapq.heappush(self.heap, (release, _REFRESH, index, None, 0))
@@ -309,7 +314,7 @@ class Simulation:
             # Stable: equal submit times keep the workload's order.
             ordered = sorted(tasks, key=lambda task: task.submit_time)
             self.total = len(ordered)
-            self.tasks: Sequence[Task] | None = ordered if keep_tasks else None
+            self.tasks: list[Task] | None = ordered if keep_tasks else None
             self.incoming: Iterator[Task] = iter(ordered) if keep_tasks else _taken(ordered)
         elif engine.sequential:
             raise InputError("sequential arrivals take the workload as a list, not a stream")
@@ -414,8 +419,10 @@ class _BatchLoop:
         def task_ended(task: Task) -> None:
             """A task ended (done, killed, dropped): out of memory, into the records."""
             nonlocal last_end
-            if task.finish_time > last_end:
-                last_end = task.finish_time
+            finish_time = task.finish_time
+            assert finish_time is not None  # an ended task has its end
+            if finish_time > last_end:
+                last_end = finish_time
             forget(task)
             if on_task_done is not None:
                 on_task_done(task)
@@ -448,7 +455,8 @@ class _BatchLoop:
                         task_ended(task)
                     if progress is not None and finished % report_every == 0:
                         progress(finished, known_total or submitted)
-                else:  # _DEADLINE
+                else:  # _DEADLINE: only a run with an admission stage has them
+                    assert admit is not None
                     decision = admit.deadline_passed(task, now)
                     if decision is not None and decision.kind == KILL:
                         pool.kill(task, now)
@@ -459,6 +467,7 @@ class _BatchLoop:
                             kept.append(decision)
             while next_time == now:
                 task = next_task
+                assert task is not None  # next_time is endless after the last arrival
                 next_task = next(arrivals, None)
                 if next_task is None:
                     next_time = infinity
@@ -517,6 +526,7 @@ class _BatchLoop:
         if not sim.deferrable():
             return sim.incoming, attrgetter("submit_time"), attrgetter("id"), \
                 sim.negotiator.submit
+        assert workload is not None  # deferrable
         pool = sim.pool
         pool.make_task = make_task = workload.make_task
         submit_deferred = pool.submit_deferred
@@ -539,15 +549,16 @@ class _SequentialLoop:
     def run(self, started: float) -> SimulationResult:
         sim = self.simulation
         pool, negotiator, tasks = sim.pool, sim.negotiator, sim.tasks
+        assert tasks is not None  # sequential arrivals keep their tasks (checked when made)
         status_refresh = sim.engine.status_refresh
         execution = _Execution(sim)
         pool.listen(execution)
         if sim.engine.ispd_event_list:
-            events, negotiations, kept = IspdEventList(
+            events, negotiations, decisions = IspdEventList(
                 negotiator, tasks, status_refresh, sim.keep_decisions,
                 sim.on_cycle).run()
             return sim._result(execution, tasks, sim._makespan(execution, tasks),
-                                len(tasks), events, negotiations, kept, started)
+                                len(tasks), events, negotiations, decisions, started)
         heap = execution.heap
         refresh = None
         if status_refresh is not None:
@@ -607,7 +618,9 @@ class _SequentialLoop:
                 if kind == _FINISH:
                     pool.finish(task, now)
                 else:  # _DEADLINE
-                    decision = negotiator.admit.deadline_passed(task, now)
+                    admit = negotiator.admit
+                    assert admit is not None  # only a run with an admission stage has them
+                    decision = admit.deadline_passed(task, now)
                     if decision is None or decision.kind != KILL:
                         continue
                     pool.kill(task, now)

@@ -79,11 +79,11 @@ def percentile(sorted_values: Sequence[float], fraction: float) -> float:
 
 def jain_index(values: Iterable[float | None]) -> float:
     """(sum x)^2 / (n sum x^2) over the values present (None and NaN are left out)."""
-    values = [value for value in values if value is not None and not math.isnan(value)]
-    square_sum = math.fsum(value * value for value in values)
-    if not values or square_sum == 0:
+    present = [value for value in values if value is not None and not math.isnan(value)]
+    square_sum = math.fsum(value * value for value in present)
+    if not present or square_sum == 0:
         return math.nan
-    return math.fsum(values) ** 2 / (len(values) * square_sum)
+    return math.fsum(present) ** 2 / (len(present) * square_sum)
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -153,6 +153,7 @@ class RunMetrics:
         self.completed += 1
         ideal = (task.work / self.ideal_power.get(task.user, self.grid_cpu_power)
                  if task.work is not None else task.duration or 0.0)
+        assert task.finish_time is not None  # done
         turnaround = task.finish_time - task.submit_time
         totals.turnarounds += 1
         totals.turnaround_sum += turnaround

@@ -51,10 +51,10 @@ class InOrder:
         self.next += 1
         held = self.held
         while held:
-            task = held.pop(self.next, None)
-            if task is None:
+            following = held.pop(self.next, None)
+            if following is None:
                 break
-            self.sink(task)
+            self.sink(following)
             self.next += 1
 
     def close(self) -> None:

@@ -35,7 +35,9 @@ JOB_ATTRIBUTES = (
 
 
 def job_of_slot(machine: Machine) -> Job:
-    """A running job known only from its slot's ad."""
+    """A running job known only from its slot's ad: its user, accounting group (charged to
+    it when the pool validates groups, as its idle jobs are) and the slot's cpus, memory and
+    GPUs."""
     assert machine.running_job is not None and machine.running_user is not None
     start = readable(machine.ad).get("JobStart") if machine.ad is not None else None
     start = float(start) if isinstance(start, int | float) else None
@@ -46,6 +48,8 @@ def job_of_slot(machine: Machine) -> Job:
         qdate=start or 0.0,
         request_cpus=machine.cpus,
         request_memory=machine.memory,
+        request_gpus=machine.gpus,
+        group=machine.running_group,
         start_time=start,
         machine=machine.name,
     )

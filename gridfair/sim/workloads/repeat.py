@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
+from gridfair.core.native import mypyc_attr
 from gridfair.core.pool import Task
 from gridfair.errors import InputError
 from gridfair.sim.engine import DeferredWorkload
@@ -31,6 +33,7 @@ from gridfair.sim.workloads.taskcsv import capacity_ratio, read_tasks, trace_poo
 DAY = 86_400.0
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class RepeatedTasks(DeferredWorkload):
     """Copies of `tasks` (in submit order) every `period` seconds, while a copy's submit time
     is below `horizon` seconds after the first task's; fresh Task objects, in submit order.
@@ -73,8 +76,8 @@ class RepeatedTasks(DeferredWorkload):
                     source_index=handle)
 
     def __iter__(self) -> Iterator[Task]:
-        make_task = self.make_task
-        return (make_task(handle) for _, _, handle in self.arrivals())
+        # map, not a generator expression: compiled (setup.py), that would be a list
+        return map(self.make_task, map(itemgetter(2), self.arrivals()))
 
 
 def repeated_trace_scenario(path: str | Path, days: float,
@@ -84,6 +87,8 @@ def repeated_trace_scenario(path: str | Path, days: float,
         raise InputError(f"days must be positive, got {days:g}")
     capacity_ratio(options)
     trace = read_tasks(path)
+    tasks = trace.tasks
+    assert isinstance(tasks, list)  # read_tasks reads them into one
     scenario = trace_pool_scenario(trace, options)
     return dataclasses.replace(scenario,
-                               tasks=RepeatedTasks(trace.tasks, trace.span, days * DAY))
+                               tasks=RepeatedTasks(tasks, trace.span, days * DAY))

@@ -317,10 +317,12 @@ def _rows(lines: Iterable[str], source: str) -> Iterator[tuple]:
         yield number, submit, start, finish, user, task_id, cpu, memory
 
 
-def trace_scenario(path: Path, grid: Grid | None, options: Mapping[str, Any]) -> Scenario:
+def trace_scenario(path: Path | None, grid: Grid | None,
+                   options: Mapping[str, Any]) -> Scenario:
     """The SDRF experiments' set-up: one aggregate node of `capacity_ratio` x the trace's
     mean usage, entitlements from the users' mean usage (or equal), and the stop rule for
     every order, as the authors' simulator has it. No grid is needed."""
+    assert path is not None  # a task list is read from its file
     capacity_ratio(options)  # a bad ratio is told before the file is read
     return trace_pool_scenario(scan_tasks(path), options)
 

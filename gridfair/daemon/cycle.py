@@ -64,6 +64,7 @@ from gridfair.daemon.metrics import NullMetrics
 from gridfair.daemon.reconcile import JobRow, KnownJobs, Reconciliation, reconcile
 from gridfair.daemon.retention import Pruner, Retention
 from gridfair.daemon.safety import SafetyLimits, VacateGuard, snapshot_too_old
+from gridfair.daemon.steer_ahead import AheadSteerings, ahead_notes, next_jobs
 from gridfair.daemon.store import (
     ABANDONED,
     CONFIRMED,
@@ -204,6 +205,7 @@ class CycleRunner:
         self.faults = faults or FaultPoints(None, store.path)
         self.metrics = metrics or NullMetrics()
         self.stopping = stopping or threading.Event()
+        self.ahead = AheadSteerings(0.0)  # steerings ahead written, kept across cycles
         self.reconfigure(config)
         self.cycles_run = 0
         self.collector = CycleCollector()
@@ -226,6 +228,7 @@ class CycleRunner:
         self.config = config
         self.limits = SafetyLimits.from_config(config["safety"])
         self.max_retries = config["safety"]["max_retries"]
+        self.ahead.life = self.limits.landing_timeout
         self.timeout = config["daemon"]["query_timeout"]
         self.lease = config["daemon"]["lease"]
         # The lease is renewed at most this often (seconds): cycles may come every `poll`
@@ -349,6 +352,13 @@ class CycleRunner:
             if stale and not self.dry_run and decisions:
                 held.append({"rule": stale, "decisions": len(decisions)})
             act = not self.dry_run and stale is None
+            # Exported before the steering ahead, which plays the busy slots' next starts
+            # on the pool (and on the stages listening to it).
+            states = {key: dumps(stage.export_state(now)) for key, stage in stage_list(stages)
+                      if isinstance(stage, Stateful)}
+            ahead = (next_jobs(pool, stages.order, snapshot, flights.held, now)
+                     if act and self.backend.steers_ahead else [])
+            notes += ahead_notes(ahead)
             statuses = Counter(map(JOB_STATUS, snapshot.jobs))
             counts = {"machines": len(snapshot.machines), "jobs": len(snapshot.jobs),
                       "running": statuses[JobStatus.RUNNING],
@@ -366,6 +376,9 @@ class CycleRunner:
             self.faults.reached("after_plan", number)
             outcome = "dry-run" if self.dry_run else ("stale" if stale else "ok")
             lease = self._hold_pool(cycle) if act else {}
+            if act:  # before the vacates: a vacated job's kept claim would start one
+                self.ahead.withdraw(self.backend, self.ahead.stale(
+                    ahead, {a.job.id for a in to_run if a.kind == ALLOCATE}, snapshot))
             if to_run:
                 if self.stopping.is_set():
                     outcome = "abandoned"  # planned actions stay in the journal for the next start
@@ -375,14 +388,15 @@ class CycleRunner:
                     counts.update(confirmed=confirmed, failed=failed)
                     if left:
                         outcome = "abandoned"  # stopped part-way: the rest stays planned
+            if act and not self.stopping.is_set():
+                counts["steered_ahead"] = self.ahead.write(
+                    self.backend, self.ahead.to_write(ahead, now), now)
             self.faults.reached("after_actions", number)
             duration = time.perf_counter() - clock
             with store.transaction(f"record the outcome of cycle {cycle}") as db:
-                for key, stage in stage_list(stages):
-                    if isinstance(stage, Stateful):
-                        db["policy_state"].upsert({"stage": key, "cycle": cycle, "updated": now,
-                                                   "state": dumps(stage.export_state(now))},
-                                                  pk="stage")
+                for key, state in states.items():
+                    db["policy_state"].upsert({"stage": key, "cycle": cycle, "updated": now,
+                                               "state": state}, pk="stage")
                 self.faults.reached("before_finish", number)
                 db["cycles"].update(cycle, {
                     "finished": time.time(), "duration": duration, "outcome": outcome,

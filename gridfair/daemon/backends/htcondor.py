@@ -320,6 +320,9 @@ class HTCondorBackend(PoolBackend):
         # The negotiator knob holding gridfair's lease on starts ("": hold none).
         self.lease_knob = lease_knob
         self.leases = bool(lease_knob)
+        # Only the schedds' gate, which the lease turns on, keeps a kept claim to the job
+        # steered ahead to it (without it the claim starts any of its user's jobs).
+        self.steers_ahead = self.leases
         # Charging (None: authenticated users of the UID domain HTCondor's configuration here
         # names, no map file, no accounting group trusted).
         self.submitters = submitters or SubmitterMap(pool_uid_domain())
@@ -802,6 +805,16 @@ class HTCondorBackend(PoolBackend):
                 self._steered_on[name] = location
         return problems
 
+    def steer_ahead(self, allocations: Sequence[tuple[Job, Machine]]) -> list[str | None]:
+        """Steered as `allocate_all` steers, with no negotiation asked: the slots are busy,
+        and a kept claim starts the job when its slot's job ends (the schedds' gate)."""
+        asked = self._steered_on
+        self._steered_on = {}
+        try:
+            return self.allocate_all(allocations)
+        finally:
+            self._steered_on = asked
+
     def actions_done(self) -> None:
         """If jobs were steered, ask each negotiator for a negotiation cycle now: its
         RESCHEDULE command, which it takes from an ADMINISTRATOR (gridfair's account is one
@@ -821,15 +834,15 @@ class HTCondorBackend(PoolBackend):
                     htcondor2.send_command(ad, RESCHEDULE)
 
     def changed(self) -> bool:
-        """A slot freed or jobs submitted since the last look (`pool_watch.PoolLook`), asked
-        of the first collector that answered the last read. Nothing is said on the first
-        look, nor when the collector does not answer."""
+        """A slot freed, a job started or jobs submitted since the last look
+        (`pool_watch.PoolLook`), asked of the first collector that answered the last read.
+        Nothing is said on the first look, nor when the collector does not answer."""
         try:
             look = PoolLook.of(self._for_actions()[0][1], self.slot_constraint)
         except POOL_ERRORS:
             return False
         previous, self._last_look = self._last_look, look
-        return previous is not None and look.freed_or_submitted_since(previous)
+        return previous is not None and look.changed_since(previous)
 
     def ended_runs(self, job_ids: Collection[str], since: float) -> dict[str, tuple[str, float]]:
         """From the history of every schedd the collectors list (`pool_watch.ended_runs`);
@@ -1174,6 +1187,16 @@ def _number_literal(amount: float) -> str:
     return str(int(amount)) if float(amount).is_integer() else repr(float(amount))
 
 
+def unsteered(ad: classad2.ClassAd, steering: Collection[str]) -> classad2.ClassAd:
+    """An idle job's ad as gridfair decides on it: without the steering it wrote there (a job
+    steered ahead names a busy slot, whose START would refuse it everywhere else in
+    gridfair's own matching, and the policy may give it another slot)."""
+    for name in steering:
+        if name in ad:
+            del ad[name]
+    return ad
+
+
 def steerable_ads(ads: Iterable[classad2.ClassAd], source: str,
                   steering: Collection[str] = steering_names(DEFAULT_STEER_ATTRIBUTE),
                   ) -> tuple[list[SourcedAd], list[SkippedAd]]:
@@ -1182,9 +1205,10 @@ def steerable_ads(ads: Iterable[classad2.ClassAd], source: str,
     kept: list[SourcedAd] = []
     skipped: list[SkippedAd] = []
     for index, ad in enumerate(ads, 1):
-        why = unsteerable(ad, steering) if ad.get("JobStatus") == 1 else None
+        idle = ad.get("JobStatus") == 1
+        why = unsteerable(ad, steering) if idle else None
         if why is None:
-            kept.append(SourcedAd(ad, source, index, None))
+            kept.append(SourcedAd(unsteered(ad, steering) if idle else ad, source, index, None))
         else:
             job_id = f"{ad.get('ClusterId')}.{ad.get('ProcId')}"
             skipped.append(SkippedAd(source, 0, job_id, why))
@@ -1209,8 +1233,8 @@ def autocluster_requests(
             if why is not None:
                 requests[cluster] = why
                 continue
-            requests[cluster] = job_request(SourcedAd(ad, source, index, None),
-                                            f"autocluster {cluster}")
+            requests[cluster] = job_request(SourcedAd(unsteered(ad, steering), source, index,
+                                                      None), f"autocluster {cluster}")
         except InputError as error:
             skipped.append(SkippedAd(source, index, f"autocluster {cluster}",
                                      skip_reason(error)))

@@ -300,8 +300,10 @@ def run_daemon(spec: dict) -> dict:
     """The daemon's cycles as `spec` says, in this process: timings by phase, peak RSS."""
     import gridfair.daemon.cycle as cycle_module
     from gridfair.core.negotiator import Negotiator
+    from gridfair.daemon.actuator import Actuator
     from gridfair.daemon.config import validate
     from gridfair.daemon.cycle import CycleRunner
+    from gridfair.daemon.journal import CycleJournal
     from gridfair.daemon.service import make_backend
     from gridfair.daemon.store import Store
 
@@ -343,10 +345,10 @@ def run_daemon(spec: dict) -> dict:
         setattr(owner, name, wrapper)
 
     if live:
-        from gridfair.daemon.backends.htcondor import HTCondorBackend
+        from gridfair.daemon.backends.htcondor.reading import PoolReader
 
-        timed(HTCondorBackend, "_query_slots", "collector_read")
-        timed(HTCondorBackend, "_query_demand" if spec.get("demand", "autocluster") ==
+        timed(PoolReader, "_query_slots", "collector_read")
+        timed(PoolReader, "_query_demand" if spec.get("demand", "autocluster") ==
               "autocluster" else "_query_jobs", "schedd_read")
     else:
         import gridfair.daemon.backends.files as files_module
@@ -357,8 +359,8 @@ def run_daemon(spec: dict) -> dict:
     timed(type(backend), "read_snapshot", "read", peak=True)
     timed(CycleRunner, "_load", "pool", peak=True)
     timed(Negotiator, "cycle", "decide", peak=True)
-    timed(CycleRunner, "_record_plan", "journal", peak=True)
-    timed(CycleRunner, "_carry_out", "act", peak=True)
+    timed(CycleJournal, "record_plan", "journal", peak=True)
+    timed(Actuator, "carry_out", "act", peak=True)
     timed(cycle_module, "reconcile", "reconcile", peak=True)
     store = Store(directory / "state.db")
     runner = CycleRunner(config, backend, store, dry_run=spec["dry_run"])
@@ -477,7 +479,7 @@ def steer(backend, spec: dict, store) -> dict:
     background work (its timers, the negotiator's requests: at 100,000 jobs a large part),
     measured just before each over an idle window of `STEER_IDLE_S`, with the number of
     edits."""
-    from gridfair.daemon.cycle import ALLOCATION_BATCH
+    from gridfair.daemon.actuator import ALLOCATION_BATCH
 
     snapshot = backend.read_snapshot()
     jobs, machines = snapshot.jobs_by_id, snapshot.machines_by_name
@@ -543,15 +545,15 @@ def in_batches(size: int):
 
 def one_at_a_time(backend, allocations: list) -> int:
     """Carry out allocations as the backend did before batches: the size, then the slot
-    name, an edit each, one job after another (the backend's `_steer`); the failures."""
+    name, an edit each, one job after another (the backend's `steering.steer`); the failures."""
     failed = 0
     for job, machine in allocations:
-        location = backend._schedd_of[job.id]
+        location = backend.state.schedd_of[job.id]
         try:
-            backend._steer(backend.schedd_factory(location), job, machine)
+            backend.steering.steer(backend.schedd_factory(location), job, machine)
         except Exception:  # noqa: BLE001 - counted: the figure says how many failed
             failed += 1
-        backend._steered_on[location["Name"]] = location
+        backend.state.steered_on[location["Name"]] = location
     return failed
 
 

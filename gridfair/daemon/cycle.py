@@ -272,7 +272,8 @@ class CycleRunner:
                                    self.backend.ended_runs)
         if not self.dry_run and snapshot_too_old(self.limits, snapshot.time, now) is None:
             inflight.record(store, flights, cycle, now, self.backend.withdraw)
-            self.metrics.settled(len(flights.landed) + len(flights.ended), len(flights.missed),
+            self.metrics.settled(len(flights.landed) + len(flights.ended) + len(flights.requeued),
+                                 len(flights.missed),
                                  len(flights.landed_late))
         stages = stages_from_config(self.config["policy"])
         # Jobs whose allocations did not land are left out for a while (backoff.py).

@@ -50,9 +50,12 @@ def stage_list(stages: Stages) -> list[tuple[str, Any]]:
     return [(f"{role}:{stage.name}", stage) for role, stage in named if stage is not None]
 
 
-def action_key(kind: str, job: str, machine: str, since: float) -> str:
-    """The same decision about the same job in the same state gets the same key."""
-    return f"{kind}:{job}@{machine}:{since:.0f}"
+def action_key(kind: str, job: str, machine: str, since: float, runs: int = 0) -> str:
+    """The same decision about the same job in the same state gets the same key. A job's
+    run count (`runs`, JobRunCount) is part of its state: a job that started and went back
+    to idle between two cycles (requeued) looks idle since the same time, and its next
+    allocation is a new one."""
+    return f"{kind}:{job}@{machine}:{since:.0f}" + (f":run{runs}" if runs else "")
 
 
 class CycleJournal:
@@ -117,7 +120,8 @@ class CycleJournal:
             job_id, machine_name = decision.task.id, decision.node.name
             if job_id not in jobs:
                 continue  # a claim with no job behind it (to_pool's stand-in): nothing to act on
-            key = action_key(decision.kind, job_id, machine_name, recon.since_of(job_id))
+            key = action_key(decision.kind, job_id, machine_name, recon.since_of(job_id),
+                             jobs[job_id].run_count)
             row["action"] = key
             existing = store.action(key)
             if existing is not None and not self._may_run_again(existing):
@@ -132,7 +136,8 @@ class CycleJournal:
             new_actions.append({"key": key, "kind": decision.kind, "job": job_id,
                                 "user": decision.task.user, "machine": machine_name,
                                 "cpus": job.request_cpus, "memory": job.request_memory,
-                                "gpus": job.request_gpus, "reason": decision.reason})
+                                "gpus": job.request_gpus, "run_count": job.run_count,
+                                "reason": decision.reason})
             to_run.append(PlannedAction(key, decision.kind, job, machines[machine_name]))
         with store.transaction(f"record the decisions of cycle {cycle}") as db:
             self._write_jobs(db, recon, cycle, now)

@@ -216,3 +216,40 @@ collector = "{pool.collector_host}"
     assert kept == {slot for slot in (runs[job]["slot"] for job in user2[:2])} - {
         runs[user3]["slot"]}, runs
     assert any("steered ahead to" in note for note in notes), notes
+
+
+def test_a_requeued_job_lands_without_waiting_for_the_landing_timeout(daemon_python: Path,
+                                                                      daemon_dir: Path) -> None:
+    """A 2 s job that goes back to idle when it exits (`on_exit_remove = false`) is steered by
+    one cycle, runs and is requeued before the next: the next cycle journals its allocation
+    landed from its run count (past the one steered), at once, not "not landed" after
+    `landing_timeout` (an hour here), and steers it again."""
+    with own_pool([SlotSpec("User1", MFLOPS)],
+                  extra_config=POOL_CONFIG.read_text().splitlines()) as pool:
+        HTCondorBackend.connect(pool.collector_host).hold_starts(time.time() + 600)
+        [job] = pool.submit([JobSpec("User2", MFLOPS * 2)], extra=["on_exit_remove = false"])
+        (daemon_dir / "gridfair.toml").write_text(f"""
+[daemon]
+store = "state.db"
+[safety]
+landing_timeout = 3600
+[backend]
+kind = "htcondor"
+[backend.htcondor]
+collector = "{pool.collector_host}"
+""")
+        assert run_daemon(daemon_python, pool, daemon_dir, "--once").returncode == 0
+        # The daemon hands its lease back as it stops: held again, the job (its steering
+        # spent) is not started again once it exits, as under a daemon that runs on.
+        HTCondorBackend.connect(pool.collector_host).hold_starts(time.time() + 600)
+        pool.wait_until(lambda: pool.jobs("JobRunCount", "JobStatus") == [["1", "1"]], 60)
+        pool.wait_until(lambda: not pool.running(), 30)  # as by a cycle a minute later
+        done = run_daemon(daemon_python, pool, daemon_dir, "--once")
+        assert done.returncode == 0, done.stderr
+        with sqlite3.connect(daemon_dir / "state.db") as db:
+            states = [(state, note) for state, note in db.execute(
+                "select a.state, l.note from actions a join action_log l on l.key = a.key "
+                "and l.state = a.state where a.job = ? order by a.planned_at", [job])]
+    assert [state for state, _ in states] == ["landed", "confirmed"], states
+    assert re.fullmatch(r"started on slot1@\S+ \(run 1 of the job, steered at 0\) and is idle "
+                        r"again", states[0][1]), states

@@ -407,8 +407,9 @@ class CycleRunner:
             if self.kept is not None or self.cycles_run == 1:
                 log.info("rebuilding the pool every cycle: %s", reason)
             self.kept = None
-            return pool_from_snapshot(snapshot, stages)
+            return pool_from_snapshot(snapshot, stages, rotate=True)
         if self.kept is None:
-            self.kept = KeptPool(defer=not self.shadow)  # the shadow's rows read every task
+            # The shadow's rows read every task; ties between users rotate (`to_pool`).
+            self.kept = KeptPool(defer=not self.shadow, rotate=True)
         return self.kept.update(snapshot, stages)
 

@@ -23,7 +23,7 @@ partitionable slot is not in the snapshot is skipped, with its job, and the reas
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import chain
 from typing import TYPE_CHECKING
@@ -205,11 +205,11 @@ def pool_from_snapshot(
     *,
     matcher: Callable[[Task, Node], bool] | None = None,
     checkpointing: bool = False,
-    rotate: bool = False,
+    served: Mapping[str, float] | None = None,
 ) -> LoadedPool:
     """The pool of `snapshot` under `stages`, matching with `matcher` (by default ClassAd
     Requirements through autoclusters), ready for `negotiator.cycle(snapshot.time)`; with
-    `rotate`, users indexed least recently started first (`enrol_in_rotation`)."""
+    `served`, users indexed least served first (`enrol_in_rotation`)."""
     now = snapshot.time
     jobs = sorted(snapshot.jobs, key=queue_order)
     job_ids = {job.id for job in jobs}
@@ -221,10 +221,11 @@ def pool_from_snapshot(
         checkpointing=checkpointing,
         matcher=layout.matcher(matcher if matcher is not None else AutoclusterMatcher()),
     )
-    if rotate:
+    if served is not None:
         enrol_in_rotation(pool, (machine.owner for machine, _ in layout.nodes),
                           (job for job in jobs if job.status is JobStatus.IDLE),
-                          [share.job for share in layout.running if share.job is not None])
+                          (share.job for share in layout.running if share.job is not None),
+                          served)
     negotiator = Negotiator(pool, stages.order, stages.preempt, stages.admit,
                             allocation=stages.allocation, placement=stages.placement)
     held = layout.held_on_closed()
@@ -250,22 +251,17 @@ def pool_from_snapshot(
 
 
 def enrol_in_rotation(pool: Pool, owners: Iterable[str | None], idle: Iterable[Job],
-                      running: Iterable[Job]) -> None:
+                      running: Iterable[Job], served: Mapping[str, float]) -> None:
     """Make the users of an empty pool in the daemon's order: the user index is every
     order's last tie-break, and in order of first mention (slot owners, queued jobs in queue
     order, running jobs) the user who submitted first wins every tie for good (found live:
-    3 users of equal shares on 8 slots held a fixed 3/3/2 split, one 8 completions behind).
-    Users running nothing come first, then by the start of their latest running job, oldest
-    first, so ties go to the user least recently given a start and the odd slots rotate;
-    first mention breaks ties between those."""
-    running = list(running)
+    3 users of equal shares on 8 slots held a fixed 3/3/2 split, 6 completions apart). Least
+    `served` first (the MFlop-seconds each was allocated so far, as HTCondor's fair share
+    counts usage), so a tie goes to the user served least and the odd slots rotate; first
+    mention breaks ties between those."""
     mentioned = dict.fromkeys(chain((owner for owner in owners if owner is not None),
                                     (job.user for job in idle), (job.user for job in running)))
-    latest: dict[str, float] = {}
-    for job in running:
-        started = job.start_time if job.start_time is not None else float("inf")
-        latest[job.user] = max(latest.get(job.user, started), started)
-    for name in sorted(mentioned, key=lambda name: latest.get(name, float("-inf"))):
+    for name in sorted(mentioned, key=lambda name: served.get(name, 0.0)):
         pool.user(name)
 
 

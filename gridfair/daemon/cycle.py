@@ -164,6 +164,10 @@ class CycleRunner:
         self.metrics = metrics or NullMetrics()
         self.stopping = stopping or threading.Event()
         self.ahead = AheadSteerings(0.0)  # the steerings ahead written, kept across cycles
+        # MFlop-seconds each user was allocated since the daemon started, as of `_served_at`:
+        # ties between users go to the least served (`to_pool.enrol_in_rotation`).
+        self.served: dict[str, float] = {}
+        self._served_at: float | None = None
         self.reconfigure(config)
         self.cycles_run = 0
         self.collector = CycleCollector()
@@ -294,6 +298,7 @@ class CycleRunner:
             notes = [f"{item.name}: {item.reason}" for item in loaded.unplaced]
             notes += newly_backed(backoff, self._backed)
             usage = self.journal.usage_rows(pool, stages, cycle, now, flights.held)
+            self._serve(usage, now)
             as_run = shadow.side_rows(pool, cycle, shadow.POOL) if self.shadow else []
             decisions = list(loaded.admissions) + negotiator.cycle(now)
             notes += self._newly_too_big(negotiator.unplaceable, snapshot.jobs_by_id)
@@ -360,6 +365,16 @@ class CycleRunner:
                                shares=tuple((row["user"], row["provided_mflops"],
                                              row["allocated_mflops"]) for row in usage))
 
+    def _serve(self, usage: list[dict[str, Any]], now: float) -> None:
+        """Count each user's allocation since the last cycle as served (what it ran for
+        the time between, as of this cycle's snapshot)."""
+        since, self._served_at = self._served_at, now
+        if since is None:
+            return
+        for row in usage:
+            self.served[row["user"]] = (self.served.get(row["user"], 0.0)
+                                        + row["allocated_mflops"] * max(now - since, 0.0))
+
     def _newly_too_big(self, found: list[tuple[Task, str]],
                        present: Mapping[str, Job]) -> list[str]:
         """Notes (and a log line) for the jobs first found too big for every machine: never a
@@ -407,9 +422,9 @@ class CycleRunner:
             if self.kept is not None or self.cycles_run == 1:
                 log.info("rebuilding the pool every cycle: %s", reason)
             self.kept = None
-            return pool_from_snapshot(snapshot, stages, rotate=True)
+            return pool_from_snapshot(snapshot, stages, served=self.served)
         if self.kept is None:
             # The shadow's rows read every task; ties between users rotate (`to_pool`).
-            self.kept = KeptPool(defer=not self.shadow, rotate=True)
+            self.kept = KeptPool(defer=not self.shadow, served=self.served)
         return self.kept.update(snapshot, stages)
 

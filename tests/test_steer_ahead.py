@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from gridfair.ad_views import Job, JobStatus, Machine, Snapshot
@@ -72,6 +74,10 @@ def test_a_steering_ahead_is_written_once_renewed_at_half_life_and_withdrawn_whe
     assert "1.3" not in steerings.written
     # One allocated this cycle is steered by its allocation, not withdrawn.
     assert steerings.stale([], {"1.1"}, snapshot) == []
+    # One held since is withdrawn: released, it would take the slot as its claim ends.
+    steerings.written["1.2"] = ("slot1@h", T0 + 120)
+    held = Snapshot(T0, (busy,), (current, dataclasses.replace(other, status=JobStatus.HELD)))
+    assert steerings.stale([], set(), held) == ["1.2"]
 
 
 def test_a_look_at_the_pool_sees_a_start_on_a_kept_claim():

@@ -99,15 +99,17 @@ class AheadSteerings:
 
     def stale(self, wanted: Iterable[NextJob], allocated: Collection[str],
               snapshot: Snapshot) -> list[str]:
-        """The jobs steered ahead before that are still idle, not steered ahead again nor
-        allocated this cycle: to withdraw before the cycle's vacates (a vacated job's kept
-        claim would start one). Forgets the jobs that started or left."""
+        """The jobs steered ahead before and not steered ahead again nor allocated this
+        cycle: to withdraw before the cycle's vacates (a vacated job's kept claim would start
+        one). A job held since is one of them: released within the steering's life, it would
+        take the slot when its claim ends, whatever the policy decided since. Forgets the
+        jobs that started or left."""
         jobs = snapshot.jobs_by_id
         still = {job.job.id for job in wanted}
         stale = []
         for job_id in list(self.written):
             job = jobs.get(job_id)
-            if job is None or job.status != JobStatus.IDLE or job_id in allocated:
+            if job is None or job.status == JobStatus.RUNNING or job_id in allocated:
                 del self.written[job_id]  # started (on its claim or elsewhere) or gone
             elif job_id not in still:
                 stale.append(job_id)

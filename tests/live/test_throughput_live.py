@@ -13,6 +13,7 @@ from pathlib import Path
 
 from gridfair.classads.submitters import SubmitterMap
 from gridfair.daemon.backends.htcondor import HTCondorBackend
+from gridfair.daemon.backends.htcondor.steering import RESCHEDULE
 from tests.live.conftest import POOL_CONFIG, own_pool, run_daemon
 from tests.live.harness.personal_pool import (
     UID_DOMAIN,
@@ -114,6 +115,14 @@ def negotiator_matched(pool: PersonalPool, job_id: str) -> bool:
     start, a kept claim's too)."""
     log = (pool.directory / "local" / "log" / "NegotiatorLog").read_text(errors="replace")
     return re.search(rf"Matched {re.escape(job_id)} ", log) is not None
+
+
+def ask_for_negotiation(pool: PersonalPool) -> None:
+    """The negotiator's RESCHEDULE command, as the backend sends it after steering."""
+    import htcondor2
+
+    for ad in htcondor2.Collector(pool.collector_host).query(htcondor2.AdType.Negotiator):
+        htcondor2.send_command(ad, RESCHEDULE)
 
 
 def slot_state(pool: PersonalPool) -> str:
@@ -253,3 +262,38 @@ collector = "{pool.collector_host}"
     assert [state for state, _ in states] == ["landed", "confirmed"], states
     assert re.fullmatch(r"started on slot1@\S+ \(run 1 of the job, steered at 0\) and is idle "
                         r"again", states[0][1]), states
+
+
+def test_a_job_steered_ahead_to_a_dynamic_slot_starts_on_its_claim_and_takes_no_new_cut(
+) -> None:
+    """A partitionable machine of 2 CPUs: User2's job runs in a dynamic slot of 1 CPU; its
+    next job, steered ahead to that dynamic slot by name, does not take the free CPU (no
+    partitionable slot takes a job steered to a dynamic slot), and starts on the claim the
+    moment the first ends, in a dynamic slot of the same name, without a negotiation."""
+    with own_pool([SlotSpec("User1", MFLOPS * 2, cpus=2, memory=512)], layout="partitionable",
+                  extra_config=POOL_CONFIG.read_text().splitlines()) as pool:
+        live = HTCondorBackend.connect(pool.collector_host,
+                                       submitters=SubmitterMap(UID_DOMAIN))
+        live.hold_starts(time.time() + 600)
+        [first] = pool.submit([JobSpec("User2", MFLOPS * 12)])
+        snapshot = live.read_snapshot()
+        [machine] = snapshot.machines
+        live.allocate(snapshot.jobs_by_id[first], machine)
+        live.actions_done()
+        pool.wait_until(lambda: first in pool.running(), 40)
+        [ahead] = pool.submit([JobSpec("User2", MFLOPS * 3)])
+        snapshot = live.read_snapshot()
+        dynamic = snapshot.machines_by_name[pool.running()[first]]
+        assert live.steer_ahead([(snapshot.jobs_by_id[ahead], dynamic)]) == [None]
+        asked = time.time()
+        ask_for_negotiation(pool)  # one must find no slot for the job steered ahead
+        pool.wait_until(lambda: negotiated_since(pool, asked), 30)
+        assert ahead not in pool.running()  # the free CPU took no job steered to the claim
+        pool.wait_until(lambda: ahead in pool.running(), 40)
+        slot = pool.running()[ahead]
+        pool.wait_until(lambda: not pool.jobs("ClusterId"), 40)
+        runs = ended(pool, [first, ahead])
+        matched = {job: negotiator_matched(pool, job) for job in (first, ahead)}
+    assert slot == dynamic.name
+    assert matched == {first: True, ahead: False}
+    assert 0 <= runs[ahead]["start"] - runs[first]["end"] <= 2, runs

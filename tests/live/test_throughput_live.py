@@ -11,6 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from gridfair.ad_views import Machine
 from gridfair.classads.submitters import SubmitterMap
 from gridfair.daemon.backends.htcondor import HTCondorBackend
 from gridfair.daemon.backends.htcondor.steering import RESCHEDULE
@@ -130,6 +131,20 @@ def slot_state(pool: PersonalPool) -> str:
     return state
 
 
+def first_job_steered(pool: PersonalPool) -> tuple[HTCondorBackend, str, Machine]:
+    """gridfair's lease held on a one-machine pool, and a 12 s job of User2 steered to the
+    machine and running: the backend, the job and the machine."""
+    live = HTCondorBackend.connect(pool.collector_host, submitters=SubmitterMap(UID_DOMAIN))
+    live.hold_starts(time.time() + 600)
+    [first] = pool.submit([JobSpec("User2", MFLOPS * 12)])
+    snapshot = live.read_snapshot()
+    [machine] = snapshot.machines
+    live.allocate(snapshot.jobs_by_id[first], machine)
+    live.actions_done()
+    pool.wait_until(lambda: first in pool.running(), 40)
+    return live, first, machine
+
+
 def test_a_job_steered_ahead_starts_on_the_kept_claim_and_no_other() -> None:
     """The shipped configuration keeps claims. With gridfair's lease held, a job of the
     running job's user steered ahead to its busy slot starts on the claim the moment the job
@@ -138,15 +153,7 @@ def test_a_job_steered_ahead_starts_on_the_kept_claim_and_no_other() -> None:
     the claim (the slot is Unclaimed within seconds, the unsteered job still idle)."""
     with own_pool([SlotSpec("User1", MFLOPS)],
                   extra_config=POOL_CONFIG.read_text().splitlines()) as pool:
-        live = HTCondorBackend.connect(pool.collector_host,
-                                       submitters=SubmitterMap(UID_DOMAIN))
-        live.hold_starts(time.time() + 600)
-        [first] = pool.submit([JobSpec("User2", MFLOPS * 12)])
-        snapshot = live.read_snapshot()
-        [slot] = snapshot.machines
-        live.allocate(snapshot.jobs_by_id[first], slot)
-        live.actions_done()
-        pool.wait_until(lambda: first in pool.running(), 40)
+        live, first, slot = first_job_steered(pool)
         # The unsteered job first: the schedd looks at a user's jobs in queue order.
         unsteered, ahead = pool.submit([JobSpec("User2", MFLOPS * 3)] * 2)
         snapshot = live.read_snapshot()
@@ -272,15 +279,7 @@ def test_a_job_steered_ahead_to_a_dynamic_slot_starts_on_its_claim_and_takes_no_
     moment the first ends, in a dynamic slot of the same name, without a negotiation."""
     with own_pool([SlotSpec("User1", MFLOPS * 2, cpus=2, memory=512)], layout="partitionable",
                   extra_config=POOL_CONFIG.read_text().splitlines()) as pool:
-        live = HTCondorBackend.connect(pool.collector_host,
-                                       submitters=SubmitterMap(UID_DOMAIN))
-        live.hold_starts(time.time() + 600)
-        [first] = pool.submit([JobSpec("User2", MFLOPS * 12)])
-        snapshot = live.read_snapshot()
-        [machine] = snapshot.machines
-        live.allocate(snapshot.jobs_by_id[first], machine)
-        live.actions_done()
-        pool.wait_until(lambda: first in pool.running(), 40)
+        live, first, _ = first_job_steered(pool)
         [ahead] = pool.submit([JobSpec("User2", MFLOPS * 3)])
         snapshot = live.read_snapshot()
         dynamic = snapshot.machines_by_name[pool.running()[first]]

@@ -4,6 +4,7 @@ show a job started, or left as they are until the landing timeout passes."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shutil
@@ -129,6 +130,21 @@ def test_a_job_that_ran_on_its_slot_and_left_the_queue_has_landed_and_frees_the_
     assert list(result.held) == ["9.2"]
     assert [m.name for m in result.view.machines if m.is_free] == [
         "slot1@h", "slot2@h", "slot4@h"]
+
+
+def test_a_requeued_job_whose_run_count_passed_the_steered_one_has_landed_at_once():
+    """A job steered at run 2 that started and went back to idle between two cycles
+    (`on_exit_remove = false`) shows run 3: landed at once, its slot free in the view, not
+    held until the landing timeout. One still at run 2 has not started: it holds its slot."""
+    steered = dataclasses.replace(flight(), run_count=2)
+    waiting = dataclasses.replace(flight("9.1", "slot2@h"), run_count=2)
+    requeued = dataclasses.replace(job("9.0", "User1"), run_count=3)
+    idle = dataclasses.replace(job("9.1", "User1"), run_count=2)
+    result = settled([slot("slot1@h"), slot("slot2@h")], [requeued, idle],
+                     [steered, waiting])
+    assert result.requeued == [(steered, 3)] and not result.landed and not result.missed
+    assert list(result.held) == ["9.1"]
+    assert [m.name for m in result.view.machines if m.is_free] == ["slot1@h"]
 
 
 def test_a_given_up_flight_whose_job_ran_there_and_ended_lands_late():

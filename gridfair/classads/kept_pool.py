@@ -36,6 +36,7 @@ from gridfair.classads.matching import AutoclusterMatcher
 from gridfair.classads.to_pool import (
     LoadedPool,
     close,
+    enrol_in_rotation,
     lay_out,
     node_from_machine,
     queue_order,
@@ -92,11 +93,14 @@ class KeptPool:
     new snapshot."""
 
     def __init__(self, *, matcher: Callable[[Task, Node], bool] | None = None,
-                 defer: bool = True) -> None:
+                 defer: bool = True, served: Mapping[str, float] | None = None) -> None:
         """`defer`: idle jobs' tasks made as they reach their queue's head, where the task
-        key allows; not when every queued task must be in `Pool.tasks` (the shadow's rows)."""
+        key allows; not when every queued task must be in `Pool.tasks` (the shadow's rows).
+        `served`: users indexed by it, least first (`to_pool.enrol_in_rotation`); the caller
+        keeps it current."""
         self._matcher = matcher
         self._defer = defer
+        self._served = served
         self._machines: dict[str, tuple[Machine, Node]] = {}
         self._views: dict[str, Job] = {}  # id -> the job's view in the last snapshot
         self._queue: list[str] = []  # the last snapshot's job ids in queue order
@@ -166,6 +170,10 @@ class KeptPool:
                     matcher=layout.matcher(self._matcher if self._matcher is not None
                                            else AutoclusterMatcher()))
         laid_out = [nodes[machine.name] for machine, _ in layout.nodes]
+        if self._served is not None:
+            enrol_in_rotation(pool, (machine.owner for machine, _ in layout.nodes), idle,
+                              (share.job for share in layout.running if share.job is not None),
+                              self._served)
         if self._defer and stages.order.task_key in DEFERRABLE_KEYS:
             pool.make_task = lambda handle: task_from_job(idle[handle])
             pool.load(laid_out, (), running, deferred=list(map(_JOB_USER, idle)))

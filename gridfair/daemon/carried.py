@@ -14,7 +14,7 @@ it does, since the policy stages learn everything they decide by from the pool.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 from gridfair.ad_views import Snapshot
 from gridfair.classads.kept_pool import KeptPool
@@ -69,9 +69,13 @@ class CarriedPool:
     """The kept pool across cycles, checked against a full rebuild every `rebuild_every`
     cycles (0: only at the start and after a failed cycle)."""
 
-    def __init__(self, rebuild_every: int, *, defer: bool = True) -> None:
+    def __init__(self, rebuild_every: int, *, defer: bool = True,
+                 served: Mapping[str, float] | None = None) -> None:
+        """`defer` and `served` are the kept pool's (`KeptPool`): `served` the daemon's
+        own mapping, read at every cycle's layout."""
         self.rebuild_every = rebuild_every
         self.defer = defer
+        self.served = served
         self.kept: KeptPool | None = None
         self.loads = 0  # cycles loaded since the last full rebuild
         #: Rebuilds that found the carried pool wrong, over the daemon's life.
@@ -86,7 +90,7 @@ class CarriedPool:
         """The negotiator over the snapshot's pool (its stages `stages`), with the notes of
         what a check against the rebuild found and repaired (none on most cycles)."""
         if self.kept is None:
-            self.kept, self.loads = KeptPool(defer=self.defer), 0
+            self.kept, self.loads = KeptPool(defer=self.defer, served=self.served), 0
             return self.kept.update(snapshot, stages), []
         self.loads += 1
         if not self.rebuild_every or self.loads % self.rebuild_every:
@@ -99,7 +103,7 @@ class CarriedPool:
         carried_queue = self.kept.queue
         carried.pool.close()
         del carried
-        fresh = KeptPool(defer=self.defer)
+        fresh = KeptPool(defer=self.defer, served=self.served)
         rebuilt = fresh.update(snapshot, stages)
         self.kept, self.loads = fresh, 0
         differences = _row_differences(carried_rows, carried_queue, rebuilt, fresh.queue)

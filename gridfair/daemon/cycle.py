@@ -46,7 +46,7 @@ from gridfair.classads.kept_pool import unsupported
 from gridfair.classads.to_pool import LoadedPool, pool_from_snapshot
 from gridfair.core.collector import CycleCollector
 from gridfair.core.pool import Pool, Task
-from gridfair.core.stages import Entitled, Stateful
+from gridfair.core.stages import ALLOCATE, Entitled, Stateful
 from gridfair.daemon import inflight, shadow
 from gridfair.daemon.actuator import Actuator
 from gridfair.daemon.backends import PoolBackend, PoolUnavailable, UnusablePool, require_slots
@@ -55,11 +55,18 @@ from gridfair.daemon.carried import CarriedPool
 from gridfair.daemon.config import Config
 from gridfair.daemon.faults import FaultPoints
 from gridfair.daemon.host import host_shortage
-from gridfair.daemon.journal import CycleJournal, ad_columns, log_ads, stage_list
+from gridfair.daemon.journal import (
+    CycleJournal,
+    ad_columns,
+    exported_states,
+    log_ads,
+    stage_list,
+)
 from gridfair.daemon.metrics import NullMetrics
 from gridfair.daemon.reconcile import KnownJobs, reconcile
 from gridfair.daemon.retention import Pruner, Retention
 from gridfair.daemon.safety import SafetyLimits, VacateGuard, snapshot_too_old
+from gridfair.daemon.steer_ahead import AheadSteerings, ahead_notes, next_jobs
 from gridfair.daemon.store import Store, StoreError, dumps
 from gridfair.errors import GridfairError
 from gridfair.policies.hdrf import group_rows_of
@@ -158,6 +165,11 @@ class CycleRunner:
         self.faults = faults or FaultPoints(None, store.path)
         self.metrics = metrics or NullMetrics()
         self.stopping = stopping or threading.Event()
+        self.ahead = AheadSteerings(0.0)  # the steerings ahead written, kept across cycles
+        # MFlop-seconds each user was allocated since the daemon started, as of `_served_at`:
+        # ties between users go to the least served (`to_pool.enrol_in_rotation`).
+        self.served: dict[str, float] = {}
+        self._served_at: float | None = None
         self.reconfigure(config)
         self.cycles_run = 0
         self.collector = CycleCollector()
@@ -179,6 +191,7 @@ class CycleRunner:
         at the next cycle, under the policy now configured)."""
         self.config = config
         self.limits = SafetyLimits.from_config(config["safety"])
+        self.ahead.life = self.limits.landing_timeout
         self.timeout = config["daemon"]["query_timeout"]
         self.journal = CycleJournal(self.store, self.metrics,
                                     max_retries=config["safety"]["max_retries"])
@@ -188,7 +201,7 @@ class CycleRunner:
         self.label = " ".join(name for name, _ in stage_list(stages_from_config(config["policy"])))
         # The shadow's rows read every task: no idle job's task is deferred for it.
         self.carried = CarriedPool(config["daemon"]["full_rebuild_every"],
-                                   defer=not self.shadow)
+                                   defer=not self.shadow, served=self.served)
         self.held_views = inflight.HeldViews()
 
     # ------------------------------------------------------------------ run
@@ -269,7 +282,8 @@ class CycleRunner:
                                    self.backend.ended_runs, self.held_views)
         if not self.dry_run and snapshot_too_old(self.limits, snapshot.time, now) is None:
             inflight.record(store, flights, cycle, now, self.backend.withdraw)
-            self.metrics.settled(len(flights.landed) + len(flights.ended), len(flights.missed),
+            self.metrics.settled(len(flights.landed) + len(flights.ended) + len(flights.requeued),
+                                 len(flights.missed),
                                  len(flights.landed_late))
         stages = stages_from_config(self.config["policy"])
         # Jobs whose allocations did not land are left out for a while (backoff.py).
@@ -291,6 +305,7 @@ class CycleRunner:
             notes += newly_backed(backoff, self._backed)
             usage = self.journal.usage_rows(pool, stages, cycle, now, flights.held)
             groups = group_rows_of(stages.order)
+            self._serve(usage, now)
             as_run = shadow.side_rows(pool, cycle, shadow.POOL) if self.shadow else []
             decisions = list(loaded.admissions) + negotiator.cycle(now)
             notes += self._newly_too_big(negotiator.unplaceable, snapshot.jobs_by_id)
@@ -305,6 +320,12 @@ class CycleRunner:
             if stale and not self.dry_run and decisions:
                 held.append({"rule": stale, "decisions": len(decisions)})
             act = not self.dry_run and stale is None
+            # Exported before the steering ahead, which plays the busy slots' next starts
+            # on the pool (and on the stages listening to it).
+            states = exported_states(stages, now)
+            ahead = (next_jobs(pool, stages.order, snapshot, flights.held, now)
+                     if act and self.backend.steers_ahead else [])
+            notes += ahead_notes(ahead)
             statuses = Counter(map(JOB_STATUS, snapshot.jobs))
             counts = {"machines": len(snapshot.machines), "jobs": len(snapshot.jobs),
                       "running": statuses[JobStatus.RUNNING],
@@ -322,6 +343,9 @@ class CycleRunner:
             self.faults.reached("after_plan", number)
             outcome = "dry-run" if self.dry_run else ("stale" if stale else "ok")
             lease = self.actuator.hold_pool(cycle) if act else {}
+            if act:  # before the vacates: a vacated job's kept claim would start one
+                self.ahead.withdraw(self.backend, self.ahead.stale(
+                    ahead, {a.job.id for a in to_run if a.kind == ALLOCATE}, snapshot))
             if to_run:
                 if self.stopping.is_set():
                     outcome = "abandoned"  # planned actions stay in the journal for the next start
@@ -331,9 +355,12 @@ class CycleRunner:
                     counts.update(confirmed=confirmed, failed=failed)
                     if left:
                         outcome = "abandoned"  # stopped part-way: the rest stays planned
+            if act and not self.stopping.is_set():
+                counts["steered_ahead"] = self.ahead.write(
+                    self.backend, self.ahead.to_write(ahead, now), now)
             self.faults.reached("after_actions", number)
             duration = time.perf_counter() - clock
-            self.journal.record_outcome(cycle, stages, now, {
+            self.journal.record_outcome(cycle, states, now, {
                 "finished": time.time(), "duration": duration, "outcome": outcome,
                 "actions_confirmed": counts.get("confirmed", 0),
                 "actions_failed": counts.get("failed", 0), **lease,
@@ -346,6 +373,16 @@ class CycleRunner:
                                lease_until=lease.get("lease_until"),
                                shares=tuple((row["user"], row["provided_mflops"],
                                              row["allocated_mflops"]) for row in usage))
+
+    def _serve(self, usage: list[dict[str, Any]], now: float) -> None:
+        """Count each user's allocation since the last cycle as served (what it ran for
+        the time between, as of this cycle's snapshot)."""
+        since, self._served_at = self._served_at, now
+        if since is None:
+            return
+        for row in usage:
+            self.served[row["user"]] = (self.served.get(row["user"], 0.0)
+                                        + row["allocated_mflops"] * max(now - since, 0.0))
 
     def _newly_too_big(self, found: list[tuple[Task, str]],
                        present: Mapping[str, Job]) -> list[str]:
@@ -397,7 +434,7 @@ class CycleRunner:
             if self.carried.kept is not None or self.cycles_run == 1:
                 log.info("rebuilding the pool every cycle: %s", reason)
             self.carried.forget()
-            return pool_from_snapshot(snapshot, stages), []
+            return pool_from_snapshot(snapshot, stages, served=self.served), []
         return self.carried.load(snapshot, lambda: stages_from_config(self.config["policy"]),
                                  cycle, stages)
 

@@ -13,6 +13,10 @@ against the snapshot (`settle`):
   HTCondor's history) says its last run started there since: `landed` too, and the slot is
   free for the cycle (a short job that started and ended between two cycles); said to have
   run elsewhere: "not landed";
+- the job is idle again with a run count past the one steered (`JobRunCount`, which the
+  schedd counts up at every start: a job that restarts, `on_exit_remove = false`): it started
+  where it was steered (the steering authorizes no other slot) and was requeued: `landed`,
+  and the slot is free for the cycle;
 - the job runs elsewhere, the slot is gone or another job now runs on it (one gridfair did
   not vacate for it), or `landing_timeout` seconds of the pool's time passed without a start
   (two negotiation cycles) or without any ad listing the job (read from autoclusters, a job
@@ -78,6 +82,8 @@ class Flight:
     cpus: float | None = None
     memory: float | None = None
     gpus: float | None = None
+    #: The job's run count when steered (None in a journal from before it was kept).
+    run_count: int | None = None
 
     def holds(self, job: Job | None) -> tuple[float, float, float]:
         """The CPUs, memory and GPUs the flight holds on a partitionable slot: the size
@@ -107,6 +113,8 @@ class Settlement:
     landed_late: list[tuple[Flight, str]] = field(default_factory=list)
     #: (flight, slot, start) of each flight whose job ran there and ended since (late or not)
     ended: list[tuple[Flight, str, float]] = field(default_factory=list)
+    #: (flight, run count now) of each flight whose job started since and is idle again
+    requeued: list[tuple[Flight, int]] = field(default_factory=list)
 
 
 def in_flight(store: Store) -> list[Flight]:
@@ -123,9 +131,10 @@ def given_up(store: Store, since_cycle: int) -> list[Flight]:
 
 def _flights(store: Store, where: str, values: list) -> list[Flight]:
     return [Flight(row["key"], row["job"], row["machine"], row["updated_at"], row["user"] or "",
-                   row["cpus"], row["memory"], row["gpus"])
+                   row["cpus"], row["memory"], row["gpus"], row["run_count"])
             for row in store.db.query(
-                "select key, job, machine, updated_at, user, cpus, memory, gpus from actions "
+                "select key, job, machine, updated_at, user, cpus, memory, gpus, run_count "
+                "from actions "
                 f"where kind = ? and {where} order by updated_at, key", [ALLOCATE, *values])]
 
 
@@ -193,6 +202,11 @@ def settle(snapshot: Snapshot, flights: Iterable[Flight],
     for flight in flights:
         job = jobs.get(flight.job)
         running = running_on(flight.job)
+        # Idle again, by the schedd's word, whatever a slot ad that lags still says.
+        if (job is not None and job.status is JobStatus.IDLE and flight.run_count is not None
+                and job.run_count > flight.run_count):
+            settlement.requeued.append((flight, job.run_count))
+            continue
         if on_slot(running, flight.machine):
             settlement.landed.append(flight)
             settlement.started.append((running, job.start_time if job is not None else None))
@@ -436,7 +450,9 @@ def record(store: Store, settlement: Settlement, cycle: int, now: float,
     with store.transaction(f"record the landings of cycle {cycle}") as db:
         for flight, (where, started) in zip(settlement.landed, settlement.started,
                                             strict=True):
-            after = "" if started is None else f", started {started - flight.confirmed:.0f} s"
+            # Start dates are whole seconds: one in the second of the acceptance reads 0.
+            after = "" if started is None else (
+                f", started {max(started - flight.confirmed, 0):.0f} s")
             store.set_action_state(flight.key, LANDED, cycle, now,
                                    f"running on {where}{after} after the pool accepted it",
                                    db=db)
@@ -449,14 +465,20 @@ def record(store: Store, settlement: Settlement, cycle: int, now: float,
                                    f"running on {where}: landed late, "
                                    f"{now - flight.confirmed:.0f} s after it was given up", db=db)
         for flight, where, started in settlement.ended:
+            waited = max(started - flight.confirmed, 0)
             store.set_action_state(flight.key, LANDED, cycle, now,
-                                   f"ran on {where}, started {started - flight.confirmed:.0f} s "
-                                   "after the pool accepted it, and left the queue", db=db)
+                                   f"ran on {where}, started {waited:.0f} s after the pool "
+                                   "accepted it, and left the queue", db=db)
+        for flight, runs in settlement.requeued:
+            store.set_action_state(flight.key, LANDED, cycle, now,
+                                   f"started on {flight.machine} (run {runs} of the job, "
+                                   f"steered at {flight.run_count}) and is idle again", db=db)
     if (settlement.landed or settlement.missed or settlement.held or settlement.landed_late
-            or settlement.ended):
-        log.debug("cycle %d: allocations %d landed (%d late, %d ended), %d not landed, %d in "
-                  "flight", cycle, len(settlement.landed), len(settlement.landed_late),
-                  len(settlement.ended), len(settlement.missed), len(settlement.held))
+            or settlement.ended or settlement.requeued):
+        log.debug("cycle %d: allocations %d landed (%d late, %d ended, %d requeued), %d not "
+                  "landed, %d in flight", cycle, len(settlement.landed),
+                  len(settlement.landed_late), len(settlement.ended), len(settlement.requeued),
+                  len(settlement.missed), len(settlement.held))
 
 
 def pending(store: Store, snapshot: Snapshot, timeout: float, cycle: int,

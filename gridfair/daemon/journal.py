@@ -50,9 +50,12 @@ def stage_list(stages: Stages) -> list[tuple[str, Any]]:
     return [(f"{role}:{stage.name}", stage) for role, stage in named if stage is not None]
 
 
-def action_key(kind: str, job: str, machine: str, since: float) -> str:
-    """The same decision about the same job in the same state gets the same key."""
-    return f"{kind}:{job}@{machine}:{since:.0f}"
+def action_key(kind: str, job: str, machine: str, since: float, runs: int = 0) -> str:
+    """The same decision about the same job in the same state gets the same key. A job's
+    run count (`runs`, JobRunCount) is part of its state: a job that started and went back
+    to idle between two cycles (requeued) looks idle since the same time, and its next
+    allocation is a new one."""
+    return f"{kind}:{job}@{machine}:{since:.0f}" + (f":run{runs}" if runs else "")
 
 
 class CycleJournal:
@@ -117,7 +120,8 @@ class CycleJournal:
             job_id, machine_name = decision.task.id, decision.node.name
             if job_id not in jobs:
                 continue  # a claim with no job behind it (to_pool's stand-in): nothing to act on
-            key = action_key(decision.kind, job_id, machine_name, recon.since_of(job_id))
+            key = action_key(decision.kind, job_id, machine_name, recon.since_of(job_id),
+                             jobs[job_id].run_count)
             row["action"] = key
             existing = store.action(key)
             if existing is not None and not self._may_run_again(existing):
@@ -132,7 +136,8 @@ class CycleJournal:
             new_actions.append({"key": key, "kind": decision.kind, "job": job_id,
                                 "user": decision.task.user, "machine": machine_name,
                                 "cpus": job.request_cpus, "memory": job.request_memory,
-                                "gpus": job.request_gpus, "reason": decision.reason})
+                                "gpus": job.request_gpus, "run_count": job.run_count,
+                                "reason": decision.reason})
             to_run.append(PlannedAction(key, decision.kind, job, machines[machine_name]))
         with store.transaction(f"record the decisions of cycle {cycle}") as db:
             self._write_jobs(db, recon, cycle, now)
@@ -242,18 +247,23 @@ class CycleJournal:
                     retryable=False, db=db)
             self.metrics.action(action["kind"], CONFIRMED if done else FAILED)
 
-    def record_outcome(self, cycle: int, stages: Stages, now: float, columns: Mapping[str, Any],
-                       before_finish: Callable[[], None]) -> None:
-        """The stages' policy state and the cycle's outcome `columns`, in one transaction
-        (`before_finish` runs inside it, before the cycle's row is finished)."""
+    def record_outcome(self, cycle: int, states: Mapping[str, str], now: float,
+                       columns: Mapping[str, Any], before_finish: Callable[[], None]) -> None:
+        """The stages' policy `states` (`exported_states`) and the cycle's outcome `columns`,
+        in one transaction (`before_finish` runs inside it, before the cycle's row is
+        finished)."""
         with self.store.transaction(f"record the outcome of cycle {cycle}") as db:
-            for key, stage in stage_list(stages):
-                if isinstance(stage, Stateful):
-                    db["policy_state"].upsert({"stage": key, "cycle": cycle, "updated": now,
-                                               "state": dumps(stage.export_state(now))},
-                                              pk="stage")
+            for key, state in states.items():
+                db["policy_state"].upsert({"stage": key, "cycle": cycle, "updated": now,
+                                           "state": state}, pk="stage")
             before_finish()
             db["cycles"].update(cycle, dict(columns))
+
+
+def exported_states(stages: Stages, now: float) -> dict[str, str]:
+    """Each stateful stage's state as the store keeps it, by store key."""
+    return {key: dumps(stage.export_state(now)) for key, stage in stage_list(stages)
+            if isinstance(stage, Stateful)}
 
 
 def ad_columns(snapshot: Snapshot) -> dict[str, Any]:

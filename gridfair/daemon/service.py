@@ -294,6 +294,10 @@ class Daemon:
                  self.backend.name, self.runner.label, self.interval, self.store.path)
         if self.backend.name == "htcondor":  # files and the simulator are there at once
             self.wait_for_pool(STARTUP_WAIT)
+        # The first look, before the first cycle: a job submitted while that cycle runs is a
+        # change (a first look after it took such a job for the way things were, and the
+        # job waited for the interval).
+        self._pool_changed()
         scheduler.start()
         next_look = time.monotonic()
         try:

@@ -86,6 +86,9 @@ _TABLES: dict[str, tuple[dict[str, type], str | tuple[str, ...]]] = {
         # What the job asked for: an allocation in flight holds it while no ad lists the job
         # (NULL in older stores: 1 CPU).
         "cpus": float, "memory": float, "gpus": float,
+        # The job's JobRunCount when steered: a run count past it says the job started since
+        # (NULL in older stores).
+        "run_count": int,
         "state": str, "attempts": int, "retryable": int, "planned_at": float,
         "updated_at": float, "error": str, "reason": str,
     }, "key"),

@@ -85,6 +85,9 @@ class PoolBackend(ABC):
     #: Whether `hold_starts` holds anything (a pool that starts only what gridfair steered
     #: while its lease lasts).
     leases: bool = False
+    #: Whether `steer_ahead` means anything: a pool whose kept claims start a job steered to
+    #: a busy slot once its job ends (`gridfair.daemon.steer_ahead`).
+    steers_ahead: bool = False
 
     @classmethod
     def from_config(cls, section: Mapping[str, Any], config: Config) -> PoolBackend:
@@ -128,6 +131,11 @@ class PoolBackend(ABC):
             else:
                 problems.append(None)
         return problems
+
+    def steer_ahead(self, allocations: Sequence[tuple[Job, Machine]]) -> list[str | None]:
+        """Steer each job to its busy slot, to start there once the slot's job ends (per job,
+        None if done or why not). Default: the pool has no such start (nothing done)."""
+        return [None] * len(allocations)
 
     def can_hand_over(self, machine: Machine) -> bool:
         """Whether `handover` can free `machine` for another job in one action of the pool

@@ -1,8 +1,10 @@
 """What an HTCondor pool did between two of gridfair's reads, cheaply.
 
-- `PoolLook`: the free slots and the submitters' idle jobs, two small projected collector
-  queries; a later look says whether a slot was freed or jobs submitted since (the daemon's
-  `poll` starts a cycle then, rather than wait for its interval).
+- `PoolLook`: the free slots, the jobs the busy slots run, and the submitters' idle jobs, two
+  small projected collector queries; a later look says whether a slot was freed, a job
+  started or jobs were submitted since (the daemon's `poll` starts a cycle then, rather than
+  wait for its interval: a start on a kept claim frees no slot, and its slot's next job is
+  to be steered ahead before it ends).
 - `ended_runs`: from a schedd's history, where and when the jobs that left its queue last
   started (a short job that started and ended between two reads has landed where it ran).
 """
@@ -16,9 +18,11 @@ from typing import Any
 
 import htcondor2
 
-#: A slot with room for a job (a partitionable slot is Unclaimed while it has any).
+#: A slot with room for a job (a partitionable slot is Unclaimed while it has any), or one
+#: running a job.
 FREE_SLOT = 'State == "Unclaimed"'
-FREE_SLOT_ATTRIBUTES = ["Name", "EnteredCurrentState", "Cpus", "Memory"]
+FREE_OR_BUSY_SLOT = f'{FREE_SLOT} || JobId isnt undefined'
+FREE_SLOT_ATTRIBUTES = ["Name", "State", "EnteredCurrentState", "Cpus", "Memory", "JobId"]
 #: What an ended job's history ad says of its last run.
 ENDED_RUN_ATTRIBUTES = ["ClusterId", "ProcId", "LastRemoteHost", "JobCurrentStartDate"]
 #: Seconds the schedd's clock may be behind this host's, in reading its history.
@@ -29,29 +33,38 @@ HISTORY_CLUSTERS = 50
 
 @dataclass(frozen=True, slots=True)
 class PoolLook:
-    """Each free slot's (EnteredCurrentState, Cpus, Memory) and each submitter's IdleJobs."""
+    """Each free slot's (EnteredCurrentState, Cpus, Memory), the job each busy slot runs,
+    and each submitter's IdleJobs."""
 
     free: Mapping[str, tuple[Any, Any, Any]]
     idle: Mapping[str, Any]
+    running: Mapping[str, Any]
 
     @classmethod
     def of(cls, collector: Any, slot_constraint: str) -> PoolLook:
         """A look through `collector` at the slots of `slot_constraint` and the submitters."""
-        slots = collector.query(htcondor2.AdType.Startd, f"({slot_constraint}) && {FREE_SLOT}",
+        slots = collector.query(htcondor2.AdType.Startd,
+                                f"({slot_constraint}) && ({FREE_OR_BUSY_SLOT})",
                                 FREE_SLOT_ATTRIBUTES)
         submitters = collector.query(htcondor2.AdType.Submitter, "true", ["Name", "IdleJobs"])
         return cls({str(ad.get("Name")): (ad.get("EnteredCurrentState"), ad.get("Cpus", 0),
-                                          ad.get("Memory", 0)) for ad in slots},
-                   {str(ad.get("Name")): ad.get("IdleJobs", 0) for ad in submitters})
+                                          ad.get("Memory", 0))
+                    for ad in slots if ad.get("State") == "Unclaimed"},
+                   {str(ad.get("Name")): ad.get("IdleJobs", 0) for ad in submitters},
+                   {str(ad.get("Name")): ad.get("JobId") for ad in slots
+                    if ad.get("JobId") is not None})
 
-    def freed_or_submitted_since(self, before: PoolLook) -> bool:
+    def changed_since(self, before: PoolLook) -> bool:
         """A free slot that was not free then, or has been claimed and freed since (its
-        EnteredCurrentState moved), or has more room (a partitionable slot); or a submitter
-        with more idle jobs."""
+        EnteredCurrentState moved), or has more room (a partitionable slot); a slot running
+        a job it did not run then (a start, on a kept claim or a match); or a submitter with
+        more idle jobs."""
         for name, (entered, cpus, memory) in self.free.items():
             then = before.free.get(name)
             if then is None or entered != then[0] or cpus > then[1] or memory > then[2]:
                 return True
+        if any(job != before.running.get(name) for name, job in self.running.items()):
+            return True
         return any(count > before.idle.get(name, 0) for name, count in self.idle.items())
 
 

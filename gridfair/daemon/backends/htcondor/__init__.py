@@ -155,6 +155,9 @@ class HTCondorBackend(PoolBackend):
                                     now=self.now)
         self.lease = StartsLease(self.state, lease_knob=lease_knob)
         self.leases = bool(lease_knob)
+        # Only the schedds' gate, which the lease turns on, keeps a kept claim to the job
+        # steered ahead to it (without it the claim starts any of its user's jobs).
+        self.steers_ahead = self.leases
         self.advert = CollectorAdvert(self.state)
 
     schedd_factory = _part_attribute("state", "schedd_factory", "Opens a schedd at a location.")
@@ -235,6 +238,9 @@ class HTCondorBackend(PoolBackend):
 
     def withdraw(self, job_id: str) -> None:
         self.steering.withdraw(job_id)
+
+    def steer_ahead(self, allocations: Sequence[tuple[Job, Machine]]) -> list[str | None]:
+        return self.steering.steer_ahead(allocations)
 
     def actions_done(self) -> None:
         self.steering.actions_done()

@@ -92,6 +92,16 @@ def shared_match_ads(jobs: Sequence[Job], own_reads: Collection[str],
     return result
 
 
+def unsteered(ad: classad2.ClassAd, steering: Collection[str]) -> classad2.ClassAd:
+    """An idle job's ad as gridfair decides on it: without the steering it wrote there (a job
+    steered ahead names a busy slot, whose START would refuse it everywhere else in
+    gridfair's own matching, and the policy may give it another slot)."""
+    for name in steering:
+        if name in ad:
+            del ad[name]
+    return ad
+
+
 def steerable_ads(ads: Iterable[classad2.ClassAd], source: str,
                   steering: Collection[str] = steering_names(DEFAULT_STEER_ATTRIBUTE),
                   ) -> tuple[list[SourcedAd], list[SkippedAd]]:
@@ -100,9 +110,10 @@ def steerable_ads(ads: Iterable[classad2.ClassAd], source: str,
     kept: list[SourcedAd] = []
     skipped: list[SkippedAd] = []
     for index, ad in enumerate(ads, 1):
-        why = unsteerable(ad, steering) if ad.get("JobStatus") == 1 else None
+        idle = ad.get("JobStatus") == 1
+        why = unsteerable(ad, steering) if idle else None
         if why is None:
-            kept.append(SourcedAd(ad, source, index, None))
+            kept.append(SourcedAd(unsteered(ad, steering) if idle else ad, source, index, None))
         else:
             job_id = f"{ad.get('ClusterId')}.{ad.get('ProcId')}"
             skipped.append(SkippedAd(source, 0, job_id, why))
@@ -133,8 +144,8 @@ def autocluster_requests(
             if why is not None:
                 requests[cluster] = why
                 continue
-            requests[cluster] = job_request(SourcedAd(ad, source, index, None),
-                                            f"autocluster {cluster}")
+            requests[cluster] = job_request(SourcedAd(unsteered(ad, steering), source, index,
+                                                      None), f"autocluster {cluster}")
         except InputError as error:
             skipped.append(SkippedAd(source, index, f"autocluster {cluster}",
                                      skip_reason(error)))

@@ -465,15 +465,15 @@ class PoolReader:
         return job_ads, skipped, locations
 
     def changed(self) -> bool:
-        """A slot freed or jobs submitted since the last look (`pool_watch.PoolLook`), asked
-        of the first collector that answered the last read. Nothing is said on the first
-        look, nor when the collector does not answer."""
+        """A slot freed, a job started or jobs submitted since the last look
+        (`pool_watch.PoolLook`), asked of the first collector that answered the last read.
+        Nothing is said on the first look, nor when the collector does not answer."""
         try:
             look = PoolLook.of(self.state.for_actions()[0][1], self.state.slot_constraint)
         except POOL_ERRORS:
             return False
         previous, self._last_look = self._last_look, look
-        return previous is not None and look.freed_or_submitted_since(previous)
+        return previous is not None and look.changed_since(previous)
 
     def ended_runs(self, job_ids: Collection[str], since: float) -> dict[str, tuple[str, float]]:
         """From the history of every schedd the collectors list (`pool_watch.ended_runs`);

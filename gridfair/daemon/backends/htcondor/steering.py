@@ -140,6 +140,16 @@ class JobSteering:
                 self.state.steered_on[name] = location
         return problems
 
+    def steer_ahead(self, allocations: Sequence[tuple[Job, Machine]]) -> list[str | None]:
+        """Steered as `allocate_all` steers, with no negotiation asked: the slots are busy,
+        and a kept claim starts the job when its slot's job ends (the schedds' gate)."""
+        asked = self.state.steered_on
+        self.state.steered_on = {}
+        try:
+            return self.allocate_all(allocations)
+        finally:
+            self.state.steered_on = asked
+
     def actions_done(self) -> None:
         """If jobs were steered, ask each negotiator for a negotiation cycle now: its
         RESCHEDULE command, which it takes from an ADMINISTRATOR (gridfair's account is one

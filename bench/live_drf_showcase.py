@@ -322,6 +322,8 @@ class Moment:
     packing: float  # assignment_bound
     cpus_used: float  # fraction of the pool's cpus allocated
     memory_used: float
+    stranded: tuple[float, float] = (0.0, 0.0)  # `stranded`'s
+    at_drf: tuple[float, float] = (0.0, 0.0)  # `drf_utilization`'s
 
     @property
     def error(self) -> float:
@@ -331,6 +333,46 @@ class Moment:
     def bound(self) -> float:
         """The larger of the two lower bounds."""
         return max(self.granularity, self.packing)
+
+
+#: Each machine's (cpus, MiB), in the pool's slot order (slot1 is the first).
+MACHINE_CAPACITIES = tuple((cpus, cpus * per_cpu * GIB) for count, cpus, per_cpu in MACHINES
+                           for _ in range(count))
+
+
+def stranded(used: Mapping[int, tuple[float, float]],
+             idle: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """The cpus and memory free on machines where no idle job fits, as fractions of the pool's:
+    what the placement left unusable by the jobs waiting. `used`: machine index -> (cpus, MiB)
+    allocated there; `idle`: the waiting jobs' (cpus, MiB)."""
+    cpus = memory = 0.0
+    for index, (total_cpus, total_memory) in enumerate(MACHINE_CAPACITIES):
+        held = used.get(index, (0.0, 0.0))
+        free = (total_cpus - held[0], total_memory - held[1])
+        if not any(job[0] <= free[0] and job[1] <= free[1] for job in idle):
+            cpus += free[0]
+            memory += free[1]
+    return cpus / CAPACITY_CPUS, memory / (CAPACITY_GIB * GIB)
+
+
+def drf_utilization(demand: Mapping[str, Sequence[float]], entitled: Mapping[str, float],
+                    capacity: tuple[float, float]) -> tuple[float, float]:
+    """The fractions of the pool's cpus and memory DRF's entitlement allocates: each user its
+    dominant share of its own demand's shape (what an exactly fair scheduler with divisible
+    jobs would use)."""
+    cpus = memory = 0.0
+    for user, share in entitled.items():
+        asked = demand[user]
+        dominant = dominant_share(asked[0], asked[1], capacity)
+        if dominant > 0:
+            cpus += share * asked[0] / dominant / capacity[0]
+            memory += share * asked[1] / dominant / capacity[1]
+    return cpus, memory
+
+
+def machine_of(slot: str) -> int:
+    """`slotN@host` -> N - 1, the machine's index in MACHINE_CAPACITIES."""
+    return int(slot.partition("@")[0].removeprefix("slot")) - 1
 
 
 def timeline(record: showcase.Record) -> list[Moment]:
@@ -346,8 +388,11 @@ def timeline(record: showcase.Record) -> list[Moment]:
     first = max((change for change in changes if change <= record.arrival), default=0.0)
     moments = []
     for moment in (change for change in changes if change <= record.until):
-        running = {run.job for run in record.runs
-                   if run.start <= moment and (run.end is None or run.end > moment)}
+        on = {run.job: run.slot for run in record.runs
+              if run.start <= moment and (run.end is None or run.end > moment)}
+        running = set(on)
+        used: dict[int, tuple[float, float]] = {}
+        idle: list[tuple[float, float]] = []
         held: dict[str, list[float]] = {}
         demand: dict[str, list[float]] = {}
         present: dict[str, list[tuple[int, int]]] = {}
@@ -356,6 +401,12 @@ def timeline(record: showcase.Record) -> list[Moment]:
                                            and (life.ended is None or life.ended > moment)):
                 continue
             asked = jobs[job]
+            if job in running:
+                machine = machine_of(on[job])
+                before = used.get(machine, (0.0, 0.0))
+                used[machine] = (before[0] + asked.cpus, before[1] + asked.memory)
+            else:
+                idle.append((asked.cpus, asked.memory))
             for totals in (demand, held) if job in running else (demand,):
                 total = totals.setdefault(asked.user, [0.0, 0.0])
                 total[0] += asked.cpus
@@ -371,7 +422,8 @@ def timeline(record: showcase.Record) -> list[Moment]:
                           tuple(sorted(entitled.items())), units)
             if moment >= first else 0.0,
             sum(v[0] for v in held.values()) / capacity[0],
-            sum(v[1] for v in held.values()) / capacity[1]))
+            sum(v[1] for v in held.values()) / capacity[1],
+            stranded(used, idle), drf_utilization(demand, entitled, capacity)))
     return moments
 
 
@@ -522,6 +574,14 @@ def figures(record: showcase.Record, plot_dir: str | None = None) -> dict[str, o
         "utilization": {
             "cpus": round(time_mean(moments, since, until, lambda s: s.cpus_used), 3),
             "memory": round(time_mean(moments, since, until, lambda s: s.memory_used), 3)},
+        # Free where no waiting job fits (the placement's loss), and what DRF's entitlement
+        # itself allocates (an exactly fair scheduler's use, on divisible jobs).
+        "stranded": {
+            "cpus": round(time_mean(moments, since, until, lambda s: s.stranded[0]), 3),
+            "memory": round(time_mean(moments, since, until, lambda s: s.stranded[1]), 3)},
+        "utilization_at_drf": {
+            "cpus": round(time_mean(moments, since, until, lambda s: s.at_drf[0]), 3),
+            "memory": round(time_mean(moments, since, until, lambda s: s.at_drf[1]), 3)},
         "vacates": len(evicted), "completed_jobs": completed,
         "landed_fraction": None,
         "bound": round(bound, 4), "excess_over_bound": round(error - bound, 4),

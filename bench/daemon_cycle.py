@@ -193,6 +193,16 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+try:  # the journal and actuator split from CycleRunner: a `--code` baseline may predate them
+    from gridfair.daemon.actuator import Actuator
+    from gridfair.daemon.journal import CycleJournal
+
+    RECORD_AND_CARRY_OUT = ((CycleJournal, "record_plan", "record_plan"),
+                            (Actuator, "carry_out", "carry_out"))
+except ImportError:
+    RECORD_AND_CARRY_OUT = ((CycleRunner, "_record_plan", "record_plan"),
+                            (CycleRunner, "_carry_out", "carry_out"))
+
 #: (object, method, label): what `--phases` times, in CPU seconds per steady cycle.
 PHASES = (
     (FilesBackend, "read_snapshot", "read"),
@@ -200,8 +210,7 @@ PHASES = (
     (KeptPool, "update", "kept_pool_update"),
     (cycle_module, "pool_from_snapshot", "rebuild"),
     (Negotiator, "cycle", "negotiate"),
-    (CycleRunner, "_record_plan", "record_plan"),
-    (CycleRunner, "_carry_out", "carry_out"),
+    *RECORD_AND_CARRY_OUT,
 )
 
 

@@ -80,7 +80,7 @@ def main() -> None:
     import htcondor2
     import live_scale
 
-    from gridfair.daemon.backends.htcondor import fetch_constraints
+    from gridfair.daemon.backends.htcondor.demand import fetch_constraints
     from tests.live.harness.personal_pool import PersonalPool
 
     idle_negotiator = [line for line in live_scale.POOL_CONFIG

@@ -14,10 +14,13 @@ Then, in the same run:
 - HTCondor: the negotiator's own ad after a cycle (`LastNegotiationCycleDuration0`, its
   phases and matches), first with `SCHEDD_ENABLE_PER_USER_MATCH_LIMITS = False` (every slot
   matched), then with the schedd's default per-user match limit (`capped`); each cycle is
-  asked for with `condor_reschedule`; the first that started after the change is taken;
+  asked of the negotiator with its RESCHEDULE command, as the daemon asks it (not with
+  `condor_reschedule`, which goes to the schedd: HTCondor 25.14 drops it there, so runs
+  before 2026-11-28 measured the periodic cycle, `NEGOTIATOR_INTERVAL` after the last); the
+  first that started after the change is taken;
 - gridfair: the daemon (`CycleRunner`, htcondor backend, `--dry-run` by default: decisions
   journaled, nothing steered) in a process of its own, so that its peak RSS is its own: a
-  first cycle, then `--cycles` steady ones, before each of which 1 % of the jobs change
+  first cycle, then `--cycles` steady ones, before each of which `--churn` of the jobs (1 %) change
   (half removed, as many submitted). Each cycle is split into collector read, schedd read,
   the rest of the read (views, charging), decide (the policy), journal and act, wall and CPU
   seconds of the thread doing it. Then 1,000 idle jobs are steered as a cycle steers them
@@ -202,16 +205,29 @@ def negotiator_ad(pool) -> dict:
             } if ads else {}
 
 
+def ask_for_cycle(pool) -> None:
+    """The negotiator's RESCHEDULE, sent to it as the daemon sends it (the bench runs as
+    root, an ADMINISTRATOR of its personal pool)."""
+    import htcondor2
+
+    from gridfair.daemon.backends.htcondor.steering import RESCHEDULE
+
+    for ad in htcondor2.Collector(pool.collector_host).query(htcondor2.AdType.Negotiator):
+        htcondor2.send_command(ad, RESCHEDULE)
+
+
 def negotiation_cycle(pool, timeout: float) -> dict:
     """The first negotiation cycle that starts after now (so after a change to the pool's
-    configuration), asked for with condor_reschedule: the negotiator ad's figures, or why not.
-    A cycle already running ends first, and the next is asked for (its start, its end less
-    its duration, tells them apart: at 50,000 slots a cycle takes minutes)."""
+    configuration), asked of the negotiator (`ask_for_cycle`): the negotiator ad's figures,
+    with `StartedAfter` (seconds from the ask to its start: a few when the ask is taken, up
+    to `NEGOTIATOR_INTERVAL` when it is dropped), or why not. A cycle already running ends
+    first, and the next is asked for (its start, its end less its duration, tells them
+    apart: at 50,000 slots a cycle takes minutes)."""
     since = math.floor(time.time()) + 1
     time.sleep(since - time.time())  # a cycle starting this second started after the call
     last = negotiator_ad(pool).get("LastNegotiationCycleEnd0")
     deadline = time.monotonic() + timeout
-    pool.run_tool(["condor_reschedule"], check=False)
+    ask_for_cycle(pool)
     while True:
         if time.monotonic() > deadline:
             return {"error": f"no negotiation cycle started and ended within {timeout:g} s"}
@@ -219,10 +235,11 @@ def negotiation_cycle(pool, timeout: float) -> dict:
         ad = negotiator_ad(pool)
         if ad.get("LastNegotiationCycleEnd0") in (None, last):
             continue
-        if ad["LastNegotiationCycleEnd0"] - ad.get("LastNegotiationCycleDuration0", 0) >= since:
-            return ad
+        started = ad["LastNegotiationCycleEnd0"] - ad.get("LastNegotiationCycleDuration0", 0)
+        if started >= since:
+            return {**ad, "StartedAfter": started - since}
         last = ad["LastNegotiationCycleEnd0"]
-        pool.run_tool(["condor_reschedule"], check=False)
+        ask_for_cycle(pool)
 
 
 def set_match_cap(pool, capped: bool) -> None:
@@ -300,8 +317,10 @@ def run_daemon(spec: dict) -> dict:
     """The daemon's cycles as `spec` says, in this process: timings by phase, peak RSS."""
     import gridfair.daemon.cycle as cycle_module
     from gridfair.core.negotiator import Negotiator
+    from gridfair.daemon.actuator import Actuator
     from gridfair.daemon.config import validate
     from gridfair.daemon.cycle import CycleRunner
+    from gridfair.daemon.journal import CycleJournal
     from gridfair.daemon.service import make_backend
     from gridfair.daemon.store import Store
 
@@ -310,7 +329,8 @@ def run_daemon(spec: dict) -> dict:
     backend_section = ({"htcondor": {"collector": spec["collector"], "uid_domain": UID_DOMAIN,
                                      "demand": spec.get("demand", "autocluster")}}
                        if live else {"files": {"directory": "pool", "actions": "a.jsonl"}})
-    config = validate({"daemon": {"store": "state.db", "query_timeout": 3600.0},
+    config = validate({"daemon": {"store": "state.db", "query_timeout": 3600.0,
+                                  "incremental": spec.get("incremental", True)},
                        "backend": {"kind": "htcondor" if live else "files",
                                    **backend_section},
                        "safety": {"max_snapshot_age": 1e12, "min_runtime": 0.0}},
@@ -343,10 +363,10 @@ def run_daemon(spec: dict) -> dict:
         setattr(owner, name, wrapper)
 
     if live:
-        from gridfair.daemon.backends.htcondor import HTCondorBackend
+        from gridfair.daemon.backends.htcondor.reading import PoolReader
 
-        timed(HTCondorBackend, "_query_slots", "collector_read")
-        timed(HTCondorBackend, "_query_demand" if spec.get("demand", "autocluster") ==
+        timed(PoolReader, "_query_slots", "collector_read")
+        timed(PoolReader, "_query_demand" if spec.get("demand", "autocluster") ==
               "autocluster" else "_query_jobs", "schedd_read")
     else:
         import gridfair.daemon.backends.files as files_module
@@ -357,8 +377,8 @@ def run_daemon(spec: dict) -> dict:
     timed(type(backend), "read_snapshot", "read", peak=True)
     timed(CycleRunner, "_load", "pool", peak=True)
     timed(Negotiator, "cycle", "decide", peak=True)
-    timed(CycleRunner, "_record_plan", "journal", peak=True)
-    timed(CycleRunner, "_carry_out", "act", peak=True)
+    timed(CycleJournal, "record_plan", "journal", peak=True)
+    timed(Actuator, "carry_out", "act", peak=True)
     timed(cycle_module, "reconcile", "reconcile", peak=True)
     store = Store(directory / "state.db")
     runner = CycleRunner(config, backend, store, dry_run=spec["dry_run"])
@@ -385,11 +405,18 @@ def run_daemon(spec: dict) -> dict:
                          for key, (w, c) in sorted(spent.items())}
         row["peak_rss_mb"] = {key: round(mb, 1) for key, mb in sorted(peaks.items())}
         cycles.append(row)
-    # What was decided, without times: two runs on the same pool decide the same or not.
+    # What was decided, without times: two runs on the same pool decide the same or not,
+    # cycle by cycle (the carried pool's and a rebuild's: `--check-rebuild`).
     digest = hashlib.sha256()
+    by_cycle: dict[int, hashlib._Hash] = {}
     for row in store.db.query("select cycle, seq, kind, job, user, machine from decisions "
                               "order by cycle, seq"):
-        digest.update(json.dumps(list(row.values())).encode())
+        line = json.dumps(list(row.values())).encode()
+        digest.update(line)
+        by_cycle.setdefault(row["cycle"], hashlib.sha256()).update(line)
+    for number, row in enumerate(cycles, start=1):
+        row["decisions_digest"] = by_cycle[number].hexdigest()[:16] if number in by_cycle \
+            else None
     result = {"cycles": cycles, "decisions_digest": digest.hexdigest()[:16],
               "peak_rss_mb": round(high_water.highest, 1)}
     if live and spec["steer"]:
@@ -425,8 +452,8 @@ def cpu_seconds() -> float:
 
 
 def churn(spec: dict, number: int) -> None:
-    """1 % of the jobs change before a steady cycle: half removed, as many submitted."""
-    count = max(2, spec["jobs"] // 100) // 2
+    """`churn` of the jobs change before a steady cycle: half removed, as many submitted."""
+    count = churned(spec)
     if spec["source"] == "files":
         # In a process of its own: rewriting the dump holds it whole, which is the bench's
         # memory, not the daemon's (it doubled the daemon's peak at 1,000,000 jobs).
@@ -453,10 +480,15 @@ def churn(spec: dict, number: int) -> None:
     time.sleep(2)  # the schedd's autoclusters catch up
 
 
+def churned(spec: dict) -> int:
+    """How many jobs a churn removes (and submits)."""
+    return max(2, round(spec["jobs"] * spec.get("churn", 0.01))) // 2
+
+
 def churn_dump(spec: dict) -> None:
     """`churn` of the files source: the job dump with `count` ads removed and as many added."""
     number = spec["number"]
-    count = max(2, spec["jobs"] // 100) // 2
+    count = churned(spec)
     path = Path(spec["directory"]) / "pool" / "pool.queue"
     ads = path.read_text().split("\n\n")[:-1]
     removed = set(random.Random(number).sample(range(len(ads)), count))
@@ -477,7 +509,7 @@ def steer(backend, spec: dict, store) -> dict:
     background work (its timers, the negotiator's requests: at 100,000 jobs a large part),
     measured just before each over an idle window of `STEER_IDLE_S`, with the number of
     edits."""
-    from gridfair.daemon.cycle import ALLOCATION_BATCH
+    from gridfair.daemon.actuator import ALLOCATION_BATCH
 
     snapshot = backend.read_snapshot()
     jobs, machines = snapshot.jobs_by_id, snapshot.machines_by_name
@@ -543,15 +575,15 @@ def in_batches(size: int):
 
 def one_at_a_time(backend, allocations: list) -> int:
     """Carry out allocations as the backend did before batches: the size, then the slot
-    name, an edit each, one job after another (the backend's `_steer`); the failures."""
+    name, an edit each, one job after another (the backend's `steering.steer`); the failures."""
     failed = 0
     for job, machine in allocations:
-        location = backend._schedd_of[job.id]
+        location = backend.state.schedd_of[job.id]
         try:
-            backend._steer(backend.schedd_factory(location), job, machine)
+            backend.steering.steer(backend.schedd_factory(location), job, machine)
         except Exception:  # noqa: BLE001 - counted: the figure says how many failed
             failed += 1
-        backend._steered_on[location["Name"]] = location
+        backend.state.steered_on[location["Name"]] = location
     return failed
 
 
@@ -612,16 +644,28 @@ def run_size(slots: int, jobs: int, source: str, args: argparse.Namespace) -> di
     plan = job_plan(jobs, args.users, args.shapes)
     load_before = os.getloadavg()
     spec = {"source": source, "jobs": jobs, "cycles": args.cycles, "dry_run": not args.act,
-            "steer": not args.no_steer, "demand": args.demand}
+            "steer": not args.no_steer, "demand": args.demand, "churn": args.churn}
     if source == "files":
-        with tempfile.TemporaryDirectory(prefix="gridfair-scale-") as scratch:
-            (Path(scratch) / "pool").mkdir()
-            write_files(Path(scratch) / "pool", ads, plan)
-            gridfair = daemon_side({**spec, "directory": scratch})
-        return {"slots": slots, "jobs": jobs, "source": source,
-                "gridfair": summary(gridfair), "htcondor": None,
-                "detail": {"gridfair": gridfair, "load_before": load_before,
-                           "load_after": os.getloadavg()}}
+        sides = {"gridfair": {**spec}}
+        if args.check_rebuild:
+            sides["rebuild"] = {**spec, "incremental": False}
+        found = {}
+        for side, side_spec in sides.items():  # each on the same dumps, churned alike
+            with tempfile.TemporaryDirectory(prefix="gridfair-scale-") as scratch:
+                (Path(scratch) / "pool").mkdir()
+                write_files(Path(scratch) / "pool", ads, plan)
+                found[side] = daemon_side({**side_spec, "directory": scratch})
+        gridfair = found["gridfair"]
+        result = {"slots": slots, "jobs": jobs, "source": source,
+                  "gridfair": summary(gridfair), "htcondor": None,
+                  "detail": {**found, "load_before": load_before,
+                             "load_after": os.getloadavg()}}
+        if args.check_rebuild:
+            result["gridfair"]["same_decisions_as_rebuild"] = [
+                carried.get("decisions_digest") == rebuilt.get("decisions_digest")
+                for carried, rebuilt in zip(gridfair.get("cycles", []),
+                                            found["rebuild"].get("cycles", []), strict=True)]
+        return result
     import htcondor2
 
     from tests.live.harness.personal_pool import PersonalPool
@@ -666,6 +710,9 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=4)
     parser.add_argument("--shapes", type=int, default=300)
     parser.add_argument("--cycles", type=int, default=3, help="steady cycles (default 3)")
+    parser.add_argument("--churn", type=float, default=0.01,
+                        help="share of the jobs changed before each steady cycle, half "
+                             "removed and as many submitted (default 0.01)")
     parser.add_argument("--act", action="store_true",
                         help="let the daemon steer (default: --dry-run, decisions journaled)")
     parser.add_argument("--demand", choices=("autocluster", "jobs"), default="autocluster",
@@ -676,6 +723,10 @@ def main() -> None:
                         help="raise the negotiator's time limits (NEGOTIATOR_MAX_TIME_PER_"
                              "SCHEDD, _SUBMITTER, _PIESPIN, _CYCLE: by default 120, 60, 120 "
                              "and 1200 s, which end the uncapped cycle early) to these seconds")
+    parser.add_argument("--check-rebuild", action="store_true",
+                        help="files: run the daemon again with daemon.incremental = false "
+                             "on the same dumps and churn, and compare each cycle's digest "
+                             "of decisions (same_decisions_as_rebuild)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--detail", action="store_true",
                         help="with --json: each size's phases and the negotiator's ads too")

@@ -27,6 +27,8 @@ from gridfair.daemon.config import REQUIRED, SCHEMA  # noqa: E402
 COLUMN_TABLES = (
     ("shares", "gridfair.cli.shares", "SHARE_COLUMNS", "per user"),
     ("history", "gridfair.cli.admin", "HISTORY_COLUMNS", "per user and cycle"),
+    ("history --group", "gridfair.cli.group_reports", "GROUP_HISTORY_COLUMNS",
+     "per accounting group and cycle"),
     ("actions", "gridfair.cli.admin", "ACTION_COLUMNS", "per action"),
     ("shadow", "gridfair.cli.shadow", "USER_COLUMNS", "per user"),
     ("simulate", "gridfair.cli.simulate", "USER_COLUMNS", "per user"),

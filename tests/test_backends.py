@@ -22,13 +22,13 @@ from gridfair.ad_views import JobStatus, Snapshot
 from gridfair.classads.reader import read_ads
 from gridfair.daemon.backends import ActionFailed, PoolBackend
 from gridfair.daemon.backends.files import FilesBackend
-from gridfair.daemon.backends.htcondor import (
-    DIRECT_LEARNING,
+from gridfair.daemon.backends.htcondor import HTCondorBackend
+from gridfair.daemon.backends.htcondor.demand import (
     FETCH_CLUSTERS,
-    HTCondorBackend,
     autocluster_requests,
     fetch_constraints,
 )
+from gridfair.daemon.backends.htcondor.learning import DIRECT_LEARNING
 from gridfair.daemon.backends.sim import SimBackend
 
 POOL = Path(__file__).parent / "data" / "daemon" / "pool"
@@ -307,9 +307,9 @@ def test_htcondor_fetches_the_whole_ad_of_a_job_whose_autocluster_is_missing(mon
 
 
 def test_htcondor_fetch_constraints_select_the_jobs_asked_in_batches_of_clusters(monkeypatch):
-    import gridfair.daemon.backends.htcondor as htcondor_module
+    import gridfair.daemon.backends.htcondor.demand as demand_module
 
-    monkeypatch.setattr(htcondor_module, "FETCH_JOBS", 150)
+    monkeypatch.setattr(demand_module, "FETCH_JOBS", 150)
     queue = [classad2.ClassAd({"ClusterId": cluster, "ProcId": proc})
              for cluster in range(1, 121) for proc in range(3)]
     queue += [classad2.ClassAd({"ClusterId": 200, "ProcId": proc}) for proc in range(400)]

@@ -448,6 +448,26 @@ def test_make_backend_builds_each_kind(tmp_path):
     assert make_backend(validate({"backend": {"kind": "sim"}}, base=tmp_path)).name == "sim"
 
 
+def test_every_backend_kind_a_config_names_is_a_registered_class(tmp_path, monkeypatch):
+    """`make_backend` has no branch per kind: the registry gives the class of each kind a
+    config may name, which builds itself from its section (`from_config`), so a kind
+    registered is a kind the daemon can run."""
+    from gridfair.daemon import backends
+    from gridfair.daemon.backends.sim import SimBackend
+    from gridfair.daemon.config import BACKENDS
+
+    assert list(backends.BACKEND_CLASSES) == list(BACKENDS)
+    assert [backends.backend_class(kind).name for kind in BACKENDS] == list(BACKENDS)
+    assert all("from_config" in vars(backends.backend_class(kind)) for kind in BACKENDS)
+
+    class Replay(SimBackend):  # a kind registered later, built as the others are
+        name = "replay"
+
+    monkeypatch.setitem(backends.BACKEND_CLASSES, "sim", (__name__, "Replay"))
+    monkeypatch.setitem(globals(), "Replay", Replay)
+    assert make_backend(validate({"backend": {"kind": "sim"}}, base=tmp_path)).name == "replay"
+
+
 def test_condor_now_that_is_no_program_is_a_config_error(tmp_path):
     raw = {"backend": {"kind": "htcondor",
                        "htcondor": {"condor_now": str(tmp_path / "no-such-condor_now")}}}
@@ -460,7 +480,8 @@ def test_a_preemptions_vacates_and_allocation_are_one_handover():
     vacates (one or several, on one slot) and the allocation on that slot. Only those runs are
     handovers, on slots the backend can hand over; everything else is carried out as it is."""
     from gridfair.ad_views import Job, JobStatus, Machine
-    from gridfair.daemon.cycle import PlannedAction, handover_groups
+    from gridfair.daemon.actuator import handover_groups
+    from gridfair.daemon.journal import PlannedAction
 
     def action(kind: str, job: str, slot: str) -> PlannedAction:
         return PlannedAction(f"{kind}:{job}@{slot}", kind, Job(job, "u", JobStatus.IDLE, 0.0),
@@ -605,9 +626,9 @@ def test_a_cycles_allocations_are_carried_out_in_batches_of_whole_slots(tmp_path
     """A backend's cost is per value it sets in a call (htcondor: an edit per slot named), so
     a cycle's allocations are carried out in batches of `ALLOCATION_BATCH`, in steering order;
     each is journaled."""
-    import gridfair.daemon.cycle as cycle_module
+    import gridfair.daemon.actuator as actuator_module
 
-    monkeypatch.setattr(cycle_module, "ALLOCATION_BATCH", 4)
+    monkeypatch.setattr(actuator_module, "ALLOCATION_BATCH", 4)
     raw = files_config(tmp_path, safety={"max_vacates_per_cycle": 0})
     backend = RecordedAllocations(tmp_path / "pool", tmp_path / "actions.jsonl")
     make_daemon(tmp_path, raw, backend=backend).tick()
@@ -626,7 +647,8 @@ def test_allocations_to_one_slot_are_carried_out_side_by_side():
     """The jobs one slot takes, decided apart, are carried out side by side (in decision
     order among them), the slots in name order: a batch names each slot once."""
     from gridfair.ad_views import Job, JobStatus, Machine
-    from gridfair.daemon.cycle import PlannedAction, steering_order
+    from gridfair.daemon.actuator import steering_order
+    from gridfair.daemon.journal import PlannedAction
 
     def allocation(job: str, slot: str) -> PlannedAction:
         return PlannedAction(f"allocate:{job}@{slot}", "allocate",
@@ -644,7 +666,7 @@ def test_the_lease_is_renewed_half_way_not_every_cycle(tmp_path, monkeypatch):
     """Cycles may come every `poll` seconds, and each renewal reconfigures every negotiator
     and schedd: the lease (two intervals) is renewed once half of what it gives beyond one
     interval has passed, so it never lapses while cycles come at least every interval."""
-    from gridfair.daemon import cycle as cycle_module
+    from gridfair.daemon import actuator as actuator_module
     from gridfair.daemon.backends.sim import SimBackend
 
     class LeasingSim(SimBackend):
@@ -658,7 +680,7 @@ def test_the_lease_is_renewed_half_way_not_every_cycle(tmp_path, monkeypatch):
             self.renewals.append(until)
 
     clock = [1_000_000.0]
-    monkeypatch.setattr(cycle_module, "wall_clock", lambda: clock[0])
+    monkeypatch.setattr(actuator_module, "wall_clock", lambda: clock[0])
     backend = LeasingSim()
     raw = {"daemon": {"interval": 60, "store": "state.db"}, "backend": {"kind": "sim"},
            "safety": {"max_snapshot_age": 1e9}}

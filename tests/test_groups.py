@@ -11,6 +11,7 @@ import pytest
 from gridfair.core.groups import NONE_GROUP, tree_from_knobs, tree_from_toml
 from gridfair.core.pool import CPUS, GPUS, MEMORY
 from gridfair.errors import ConfigError
+from gridfair.policies.hdrf import HdrfOrder
 
 KNOBS = {
     "GROUP_NAMES": "group_physics, group_physics.hep, group_physics.lep, group_chem",
@@ -73,6 +74,9 @@ def test_a_quota_per_resource() -> None:
     ({"a": {"users": ["x"]}, "b": {"users": ["x"]}}, "user 'x' is in groups 'a' and 'b'"),
     ({"a": {"prio_factor": 0.5}}, "prio_factor: 0.5 is below 1"),
     ({"a": 3}, "expected a table of the group's settings"),
+    ({"a": {"order": "sdrf"}}, 'group "a" order: \'sdrf\' is not an order of a group\'s users '
+                               "(known: drf, condor)"),
+    ({"order": "fifo", "a": {}}, "[groups] order: 'fifo' is not an order"),
 ])
 def test_one_clear_error_per_mistake(section: dict, error: str) -> None:
     with pytest.raises(ConfigError) as raised:
@@ -110,3 +114,10 @@ def test_users_are_charged_to_a_group_only_through_the_trusted_identity() -> Non
     # An authenticated user (untrusted group ignored) is in <none> unless the admin put it in.
     assert tree.group_of("alice@pool") == NONE_GROUP
     assert tree.group_of("carol") == "group_chem"
+
+
+@pytest.mark.parametrize("source", ["condor@", "condor@  "])
+def test_a_negotiator_source_names_its_collector(source: str) -> None:
+    """`condor@` with no collector is refused, not read as this host's configuration."""
+    with pytest.raises(ConfigError, match="give the collector after '@'"):
+        HdrfOrder(groups=source)

@@ -40,8 +40,8 @@ class NaiveHdrf(HdrfOrder):
     """Naive hierarchical DRF: a node's consumption is its children's summed as they are."""
 
     @staticmethod
-    def _rescaled_sum(entries: Any, least: float, width: int) -> list[float]:
-        return HdrfOrder._rescaled_sum(entries, float("inf"), width)
+    def _rescaled_sum(entries: Any, least: float) -> list[float]:
+        return HdrfOrder._rescaled_sum(entries, float("inf"))
 
 
 def pool_of(cpus: float, memory: float, nodes: int = 1) -> Pool:
@@ -354,3 +354,48 @@ def test_the_users_of_no_group_weigh_as_one_node_against_the_groups() -> None:
                      cpus=100.0)
     assert held == {
         "g1": 50.0, "n1": 25.0, "n2": 25.0}
+
+
+def test_a_decision_passes_over_a_group_whose_quota_leaves_no_room() -> None:
+    """a (100 users, no surplus) holds its whole quota, b past its own (surplus accepted):
+    the next slot goes to b's user, and the decision looks at no user of a, in any round,
+    rather than at each of a's 100 in each round (the per-decision cost of
+    `bench/hdrf_cost.py`)."""
+    tree = {"a": {"quota": 5, "users": [f"a{number}" for number in range(100)]},
+            "b": {"quota": 5, "accept_surplus": True, "users": ["b"]}}
+    pool = pool_of(20.0, 200.0)
+    order = HdrfOrder(resources=RESOURCES, groups=tree)
+    negotiator = Negotiator(pool, order)
+    for number in range(100):
+        submit(negotiator, f"a{number}", 2, (1.0, 1.0))
+    submit(negotiator, "b", 8, (1.0, 1.0))
+    negotiator.cycle(0.0)
+    assert {"a": sum(user.usage[CPUS] for name, user in pool.users.items() if name != "b"),
+            "b": pool.users["b"].usage[CPUS]} == {"a": 5.0, "b": 8.0}
+    submit(negotiator, "b", 1, (1.0, 1.0), now=1.0)
+    looked_at = []
+    head = pool.head
+    pool.head = lambda user: looked_at.append(user.name) or head(user)  # type: ignore[method-assign]
+    assert order.first(1.0) is pool.users["b"]
+    assert looked_at == ["b"]
+
+
+@pytest.mark.parametrize(("order", "served"), [("drf", "a"), ("condor", "b")])
+def test_a_group_orders_its_own_users_as_it_says(order: str, served: str) -> None:
+    """a ran the whole pool for an hour, b nothing; both then wait with nothing running.
+    By dominant share they tie (a, seen first, goes first); by HTCondor's priority, b's
+    usage is the lower, so b goes first, and the reason says so."""
+    tree = {"g": {"quota_dynamic": 1.0, "order": order, "users": ["a", "b"]}}
+    pool = pool_of(4.0, 40.0)
+    order_stage = HdrfOrder(resources=RESOURCES, groups=tree)
+    negotiator = Negotiator(pool, order_stage)
+    submit(negotiator, "a", 4, (1.0, 1.0))
+    negotiator.cycle(0.0)
+    for task in running(pool):
+        pool.finish(task, 3600.0)
+    submit(negotiator, "a", 1, (1.0, 1.0), now=3600.0)
+    submit(negotiator, "b", 1, (1.0, 1.0), now=3600.0)
+    first = order_stage.first(3600.0)
+    assert first is pool.users[served]
+    template, figures = order_stage.why(first, 3600.0)
+    assert ("HTCondor effective priority" in template) == (order == "condor")

@@ -10,8 +10,8 @@ import classad2
 import pytest
 
 from gridfair.daemon.backends import ActionFailed
-from gridfair.daemon.backends import htcondor as backend_module
 from gridfair.daemon.backends.htcondor import HTCondorBackend
+from gridfair.daemon.backends.htcondor import lease as backend_module
 from gridfair.daemon.backends.lease import config_tool, not_answering, persist
 from tests.test_backends import FakeCollector, FakeSchedd
 
@@ -55,8 +55,8 @@ def test_a_stopped_negotiator_is_not_blamed_on_permissions(tmp_path, monkeypatch
     tool = fake_tool(tmp_path, answer, 1)
     monkeypatch.setattr(backend_module, "config_tool", lambda param: str(tool))
     backend = HTCondorBackend(FakeCollector(), schedd_factory=FakeSchedd)
-    monkeypatch.setattr(backend, "_negotiators", lambda: [(NEGOTIATOR, None)])
-    monkeypatch.setattr(backend, "_schedds", list)
+    monkeypatch.setattr(backend.state, "negotiators", lambda: [(NEGOTIATOR, None)])
+    monkeypatch.setattr(backend.state, "schedds", list)
     with pytest.raises(ActionFailed, match=said) as failure:
         backend.release_starts()
     assert ("ALLOW_CONFIG" in str(failure.value)) == (not not_answering(answer))
@@ -76,8 +76,8 @@ def test_the_lease_is_set_on_every_schedd_as_on_the_negotiator(tmp_path, monkeyp
     backend = HTCondorBackend(FakeCollector(), schedd_factory=FakeSchedd)
     schedds = [classad2.ClassAd({"Name": f"submit{n}", "MyAddress": f"<127.0.0.{n}:9>"})
                for n in (2, 3)]
-    monkeypatch.setattr(backend, "_negotiators", lambda: [(NEGOTIATOR, None)])
-    monkeypatch.setattr(backend, "_schedds", lambda: [(ad, None) for ad in schedds])
+    monkeypatch.setattr(backend.state, "negotiators", lambda: [(NEGOTIATOR, None)])
+    monkeypatch.setattr(backend.state, "schedds", lambda: [(ad, None) for ad in schedds])
     backend.hold_starts(1_800_000_000)
     assert (tmp_path / "called").read_text().splitlines() == [
         f"-addr {address} -set GRIDFAIR_LEASE_UNTIL = 1800000000"

@@ -7,12 +7,13 @@ from __future__ import annotations
 import gzip
 import json
 import random
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from gridfair.core.negotiator import Negotiator
-from gridfair.core.placement import PLACEMENTS, Placement
+from gridfair.core.placement import BUCKET_SCAN, PLACEMENTS, Placement
 from gridfair.core.pool import DONE, EPSILON, Node, Pool, PoolListener, Task
 from gridfair.errors import ConfigError
 from gridfair.policies.drf import DrfOrder
@@ -260,3 +261,84 @@ def test_nothing_is_kept_on_a_pool_of_one_cpu_slots() -> None:
     negotiator.submit(Task("waiting.0", "waiting", 1.0, cpus=1, memory=GIB, duration=10), 1.0)
     assert negotiator.cycle(1.0) == []
     assert negotiator.placement.reservations.by_node == {}
+
+
+def many_too_small(name: str) -> tuple[Pool, Negotiator]:
+    """One bucket of 400 one-cpu slots: 399 with 1 GiB, fastest first, and one slow one with
+    3 GiB, for a task of 1 cpu and 2 GiB."""
+    nodes = [Node(f"small{number}", None, power=1000 - number, cpus=1, memory=GIB)
+             for number in range(399)]
+    nodes.append(Node("roomy", None, power=100, cpus=1, memory=3 * GIB))
+    nodes.append(Node("large", None, power=400, cpus=32, memory=256 * GIB))
+    return placed_pool(nodes, name)
+
+
+@pytest.mark.parametrize("name", SCORED)
+def test_the_whole_look_passes_over_slots_too_small_together(name: str) -> None:
+    """When no bucket's first nodes fit, the look at whole buckets finds the one slot that
+    fits among hundreds too small, testing it and not them one by one."""
+    pool, negotiator = many_too_small(name)
+    large = pool.nodes[-1]
+    pool.submit(filler := Task("filler", "B", 0.0, cpus=32, memory=256 * GIB), 0.0)
+    pool.start(filler, large, 0.0)
+    tested = []
+    fits = pool.fits_free
+    pool.fits_free = lambda task, node: tested.append(node) or fits(task, node)
+    pool.matcher = lambda task, node: True  # every node tested through `fits_free`
+    chosen = negotiator.placement.choose(Task("t", "A", 0.0, cpus=1, memory=2 * GIB))
+    assert chosen is not None and chosen.name == "roomy"
+    assert len(tested) < 50, len(tested)  # BUCKET_SCAN in the first look, then the one
+
+
+@pytest.mark.parametrize("name", SCORED)
+@pytest.mark.parametrize("seed", range(6))
+def test_a_choice_is_each_buckets_first_fit_best_scored(name: str, seed: int) -> None:
+    """Against the rule worked out over every node: each bucket's first fitting node in its
+    order (fastest, then added first), among its first `BUCKET_SCAN` nodes when any bucket
+    has one there, else anywhere in it; of those the best scored. On pools where buckets
+    hold many nodes too small, part used at random."""
+    rng = random.Random(seed)
+    nodes = [Node(f"m{number}", None, power=rng.choice((100, 150, 300)) * size, cpus=size,
+                  memory=size * rng.choice((0.25, 0.5, 1, 2, 4)) * GIB)
+             for number, size in enumerate(rng.choice((1, 1, 1, 2, 4, 32))
+                                           for _ in range(300))]
+    pool, negotiator = placed_pool(nodes, name)
+    placement = negotiator.placement
+    for number in range(200):
+        task = Task(f"t{number}", "A", 0.0, cpus=rng.choice((1, 2, 3)),
+                    memory=rng.choice((0.3, 0.9, 1.5, 5)) * GIB, duration=1)
+        negotiator.submit(task, 0.0)
+        index = placement.index
+        firsts, soon, seen = {}, {}, Counter()
+        for node in sorted(pool.nodes, key=lambda node: (-node.power_per_cpu, node.index)):
+            key = index.where.get(node.index)
+            if key is None:
+                continue
+            seen[key] += 1
+            if key not in firsts and pool.fits_free(task, node):
+                firsts[key] = node
+                if seen[key] <= BUCKET_SCAN:
+                    soon[key] = node
+        expected = max((soon or firsts).values(), default=None,
+                       key=lambda node: (placement.score(task, node), node.power_per_cpu,
+                                         -node.index))
+        chosen = placement.choose(task)
+        assert chosen is expected
+        if chosen is not None:
+            pool.start(task, chosen, 0.0)
+
+
+@pytest.mark.parametrize("name", ("shape", "condor"))
+def test_a_bounded_placement_scores_few_buckets(name: str) -> None:
+    """On a pool of 121 free shapes, a decision scores a few buckets, not every one that fits
+    (83 a decision here): those whose bound is below the best found are passed over."""
+    pool, negotiator = placed_pool(
+        [Node(f"m{cpus}-{gib}", None, power=100 * cpus, cpus=cpus, memory=gib * GIB)
+         for cpus in range(1, 33, 3) for gib in range(4, 257, 24)], name)
+    placement, scored = negotiator.placement, []
+    score = placement.score
+    placement.score = lambda task, node: scored.append(node) or score(task, node)
+    for number in range(20):
+        placement.choose(Task(f"t{number}", "A", 0.0, cpus=1 + number % 7,
+                              memory=(2 + 9 * number % 120) * GIB))
+    assert len(scored) < 20 * 20, len(scored) / 20  # 10 (shape), 4 (condor)

@@ -105,6 +105,11 @@ class KeptPool:
         self.events = PoolEvents()
         self.cycles = 0
 
+    @property
+    def queue(self) -> list[str]:
+        """The last snapshot's job ids in queue order (QDate, then the id)."""
+        return self._queue
+
     def update(self, snapshot: Snapshot, stages: Stages) -> LoadedPool:
         """The negotiator over the snapshot's pool, as `pool_from_snapshot` would make it."""
         # The layout makes a tuple per queued job; the cyclic collector, triggered by them,

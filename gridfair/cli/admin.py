@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from gridfair.cli.group import cli
+from gridfair.cli.group_reports import GROUP_HISTORY_COLUMNS, group_text
 from gridfair.cli.output import FIGURE, FORMATS, clock, format_cell, render_table, to_csv, to_json
 from gridfair.cli.store_option import store_options
 from gridfair.cli.terms import WithTerms
@@ -81,7 +82,8 @@ def _action_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
               help="How many recent decisions, events and actions to show.")
 @format_option
 def explain(name: str, db_path: Path, last: int, output_format: str) -> None:
-    """Why USER is where it is, or what happened to JOB (cluster.proc), and why.
+    """Why USER is where it is, or what happened to JOB (cluster.proc), and why; or where
+    accounting GROUP stands (under the hdrf order with a tree).
 
     USER as the store names it (`User1`, `user3@example.org`), or as a user types it: the
     part before `@`, in any case, when it names one user alone."""
@@ -94,6 +96,8 @@ def explain(name: str, db_path: Path, last: int, output_format: str) -> None:
                            for d in report["decisions"]]), nl=False)
     elif "user" in report:
         click.echo(_user_text(shown_all(report)))
+    elif "group" in report:
+        click.echo(group_text(shown_all(report), _decision_lines))
     else:
         waiting = why_waiting(db, report, last) if _idle(report) else []
         click.echo(_job_text(shown_all(report), shown_all(waiting)))
@@ -105,7 +109,8 @@ def resolve_name(db: Any, name: str) -> str:
     `user3@example.org`). Else a ReportError with the closest names, if any."""
     users = [row[0] for row in db.execute("select name from users union select distinct user "
                                           "from usage")]
-    if name in users or "." in name and name.replace(".", "", 1).isdigit():
+    if name in users or "." in name and name.replace(".", "", 1).isdigit() \
+            or reports.is_group(db, name):
         return name
     typed = name.casefold()
     matches = [user for user in users
@@ -278,15 +283,26 @@ HISTORY_COLUMNS = (
                                    "MFlops"))
 @store_options
 @click.option("--user", default=None, help="Only this user.")
+@click.option("--group", default=None, help="An accounting group's shares instead (under the "
+              "hdrf order with a tree).")
 @click.option("--since", default=None, help="Epoch seconds, ISO time (UTC), or 2h / 30m / 1d "
               "before the latest cycle.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Also draw PowerDiff over time to this PNG (needs matplotlib).")
 @format_option
-def history(db_path: Path, user: str | None, since: str | None, plot_path: Path | None,
-            output_format: str) -> None:
+def history(db_path: Path, user: str | None, group: str | None, since: str | None,
+            plot_path: Path | None, output_format: str) -> None:
     """Per-user usage and shares over the daemon's cycles."""
     db = open_readonly(db_path)
+    if group is not None:
+        if user is not None or plot_path is not None:
+            raise click.UsageError("--group shows a group's shares: give no --user or --plot")
+        rows = reports.group_history(db, group, since)
+        for row in rows:
+            row["when"] = clock(row["time"], row["sim_start"])
+        emit(rows, GROUP_HISTORY_COLUMNS, output_format, empty="no cycle recorded the group "
+             "in that range", notes=_notes(db, [row["cycle"] for row in rows]))
+        return
     rows = reports.history(db, user, since)
     for row in rows:
         row["when"] = clock(row["time"], row["sim_start"])

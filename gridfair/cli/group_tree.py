@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from gridfair.ad_views import Snapshot
-from gridfair.classads.pool_groups import FROM_CONDOR, pool_group_tree
+from gridfair.classads.pool_groups import from_condor, pool_group_tree
 from gridfair.cli.output import render_table, to_json
 from gridfair.core.groups import GroupTree, tree_from_toml
 from gridfair.errors import InputError
@@ -45,9 +45,10 @@ def groups_section(path: Path) -> dict[str, Any]:
 
 def read_tree(source: str) -> GroupTree:
     """The tree of `source`: a TOML file's `[groups]` table, or `condor` for the negotiator
-    knobs of HTCondor's configuration here (`htcondor2.param`)."""
-    if source == FROM_CONDOR:
-        return pool_group_tree()
+    knobs of HTCondor's configuration here (`htcondor2.param`), `condor@HOST[:PORT]` for
+    those of the running negotiator of that collector's pool."""
+    if from_condor(source):
+        return pool_group_tree(source)
     return tree_from_toml(groups_section(Path(source)), where=f"{source} [groups]")
 
 

@@ -230,11 +230,12 @@ def _table(rows: Sequence[Mapping[str, Any]], totals: Mapping[str, Any]) -> str:
 @click.option("--trust-accounting-groups", is_flag=True,
               help="Live pool: charge jobs to the accounting group they name (only where the "
               "pool validates groups).")
-@click.option("--tree", "tree_source", default=None, metavar="FILE|condor",
+@click.option("--tree", "tree_source", default=None, metavar="FILE|condor[@HOST]",
               help="Show the accounting group tree instead (quota, guaranteed and current "
               "dominant share, H-DRF share, surplus in use, per level): the [groups] table "
               "of FILE, or 'condor': the negotiator's GROUP_* knobs of HTCondor's "
-              "configuration here.")
+              "configuration here ('condor@HOST[:PORT]': as the running negotiator of that "
+              "collector's pool has them).")
 @click.option("--format", "output_format", type=click.Choice(FORMATS),
               default="table", show_default=True)
 def shares(machines_paths, jobs_paths, policy, order, preempt, admit, absolute_power_diff,

@@ -15,6 +15,7 @@ from gridfair.cli.progress import tasks_progress
 from gridfair.cli.terms import WithTerms
 from gridfair.core.pool import Task
 from gridfair.core.stages import ALLOCATION_RULES
+from gridfair.experiments.measured import MeasuredRun
 from gridfair.policies.drf import FORMS
 from gridfair.policies.hosep import PREEMPTION_TESTS
 from gridfair.policies.registry import (
@@ -23,7 +24,6 @@ from gridfair.policies.registry import (
     policy_names,
     unread_options,
 )
-from gridfair.sim.deadline_metrics import deadline_summary
 from gridfair.sim.engine_options import (
     ARRIVALS,
     SAME_INSTANT_ORDERS,
@@ -31,10 +31,9 @@ from gridfair.sim.engine_options import (
     EngineOptions,
     SameInstant,
 )
-from gridfair.sim.metrics import SATISFACTION_BASES, RunMetrics
+from gridfair.sim.metrics import SATISFACTION_BASES
 from gridfair.sim.records import RunRecorder, check_conservation, owner_share_violations
-from gridfair.sim.scenario import build_scenario, run_streamed, simulation_of
-from gridfair.sim.task_stream import InOrder, arrival_key
+from gridfair.sim.scenario import build_scenario
 from gridfair.sim.workloads.common import UNMAPPED
 from gridfair.sim.workloads.swf_grid import SWF_PROCS, SWF_STATUSES
 from gridfair.text import shown
@@ -234,23 +233,16 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
     engine = EngineOptions(arrivals=arrivals, interval=interval, vacate_delay=vacate_delay,
                            status_refresh=status_refresh, claim_worklife=claim_worklife,
                            same_instant=same_instant)
-    progress = tasks_progress(quiet)
     recorder = RunRecorder() if check else None
-    # Runs stream their tasks out as they end (records written, metrics added, the task let
-    # go) unless something needs them all at the end: the checks, the published simulator's
-    # event loop, deadline figures.
-    deadlines_in_play = isinstance(scenario.tasks, list) and any(
-        task.deadline is not None for task in scenario.tasks)
-    keep_tasks = check or engine.sequential or deadlines_in_play
-    metrics = RunMetrics(scenario.nodes, satisfaction_base)
-    in_arrival_order = InOrder(arrival_key, metrics.add)
-    simulation = simulation_of(
-        scenario, policy=policy, order=order, preempt=preempt, admit=admit,
-        policy_options=policy_options, checkpointing=checkpoint, engine=engine,
-        progress=progress, recorder=recorder, allocation=allocation, keep_tasks=keep_tasks,
+    # The checks need every task at the end (the run keeps them rather than streaming them).
+    run = MeasuredRun(
+        scenario, engine=engine, satisfaction_base=satisfaction_base, keep_tasks=check,
+        policy=policy, order=order, preempt=preempt, admit=admit,
+        policy_options=policy_options, checkpointing=checkpoint,
+        progress=tasks_progress(quiet), recorder=recorder, allocation=allocation,
         placement=placement,
     )
-    negotiator = simulation.negotiator
+    negotiator = run.negotiator
     # Opened before the run: an unwritable file is an error before any work is done.
     task_file = scenario.task_writer(Path(tasks_out)) if tasks_out else None
     run_writer = _run_writer(db_path, description={
@@ -265,18 +257,16 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
             "same_instant": same_instant if same_instant != SameInstant.ORDERED else None}.items()
                     if value not in (None, False)},
     }) if db_path else None
-    outputs: list[Callable[[Task], None]] = [in_arrival_order.add]
+    outputs: list[Callable[[Task], None]] = []
     if task_file is not None:
         outputs.append(task_file.write)
     if run_writer is not None:
         outputs.append(run_writer.add)
     try:
-        result = run_streamed(simulation, outputs)
-        in_arrival_order.close()
+        measures = run.run(outputs)
         if task_file is not None:
             task_file.close()
-        users = metrics.users()
-        summary = metrics.summary(result, users)
+        result, users, summary = measures.result, measures.users, measures.summary
         if run_writer is not None:
             run_writer.finish(summary, users)
     except BaseException:
@@ -287,7 +277,7 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
             click.echo(f"gridfair: the run did not finish: {tasks_out} removed (it would hold "
                        "only part of the tasks)", err=True)
         raise
-    deadline_figures = deadline_summary(result) if deadlines_in_play else None
+    deadline_figures = measures.deadlines
     if output_format == "json":
         click.echo(to_json({
             "policy": negotiator.stages,

@@ -33,6 +33,9 @@ from gridfair.errors import ConfigError
 NONE_GROUP = "<none>"
 #: The resources a quota may name, by name (in the order of `UserState.usage`).
 QUOTA_RESOURCES = {"cpus": CPUS, "memory": MEMORY, "gpus": GPUS}
+#: How a group's own users may be ordered among themselves: by dominant share (DRF), or by
+#: HTCondor's effective priority (decayed usage, as HTCondor orders a group's submitters).
+GROUP_ORDERS = ("drf", "condor")
 #: A pool user charged to accounting group G is named `group G` (`classads/submitters.py`,
 #: only when the pool validates groups: `trust_accounting_groups`).
 GROUP_IDENTITY = "group "
@@ -53,6 +56,8 @@ class Group:
     prio_factor: float = 1.0
     #: Users the administrator puts in this group (gridfair's TOML; the simulator's users).
     users: tuple[str, ...] = ()
+    #: How the group's own users are ordered among themselves (`GROUP_ORDERS`).
+    order: str = "drf"
 
 
 @dataclass(frozen=True)
@@ -159,6 +164,13 @@ def _flag(value: Any, where: str) -> bool:
     raise ConfigError(f"{where}: expected true or false, got {value!r}")
 
 
+def _order(value: Any, where: str) -> str:
+    if value not in GROUP_ORDERS:
+        raise ConfigError(f"{where}: {value!r} is not an order of a group's users (known: "
+                          f"{', '.join(GROUP_ORDERS)})")
+    return str(value)
+
+
 def _static_quota(value: Any, where: str) -> dict[int, float]:
     """A static quota: a number (cpus) or a table resource -> amount."""
     if not isinstance(value, Mapping):
@@ -222,24 +234,30 @@ def parent_of(name: str) -> str:
 
 
 # ----------------------------------------------------------------------- TOML
-GROUP_KEYS = ("quota", "quota_dynamic", "accept_surplus", "autoregroup", "prio_factor", "users")
+GROUP_KEYS = ("quota", "quota_dynamic", "accept_surplus", "autoregroup", "prio_factor", "users",
+              "order")
 DEFAULT_KEYS = ("accept_surplus", "autoregroup")
+#: A default of every group that is not a flag.
+DEFAULT_ORDER = "order"
 
 
 def tree_from_toml(section: Mapping[str, Any], where: str = "[groups]") -> GroupTree:
-    """The tree of a TOML `[groups]` section: defaults `accept_surplus`, `autoregroup`, and
-    one table a group (`[groups."group_physics.hep"]`) of `quota` (a number: cpus; or a
-    table of cpus, memory, gpus) or `quota_dynamic` (0-1), `accept_surplus`, `autoregroup`,
-    `prio_factor` (>= 1) and `users` (the users in it)."""
+    """The tree of a TOML `[groups]` section: defaults `accept_surplus`, `autoregroup` and
+    `order`, and one table a group (`[groups."group_physics.hep"]`) of `quota` (a number:
+    cpus; or a table of cpus, memory, gpus) or `quota_dynamic` (0-1), `accept_surplus`,
+    `autoregroup`, `prio_factor` (>= 1), `users` (the users in it) and `order` (how its own
+    users are ordered, `GROUP_ORDERS`)."""
     defaults = {key: _flag(section.get(key, False), f"{where} {key}") for key in DEFAULT_KEYS}
+    default_order = _order(section.get(DEFAULT_ORDER, "drf"), f"{where} {DEFAULT_ORDER}")
     groups = []
     for name, table in section.items():
-        if name in DEFAULT_KEYS:
+        if name in (*DEFAULT_KEYS, DEFAULT_ORDER):
             continue
         here = f'{where} group "{name}"'
         if not isinstance(table, Mapping):
             raise ConfigError(f"{where} {name}: expected a table of the group's settings "
-                              f"or one of {', '.join(DEFAULT_KEYS)}, got {table!r}")
+                              f"or one of {', '.join((*DEFAULT_KEYS, DEFAULT_ORDER))}, "
+                              f"got {table!r}")
         unknown = sorted(set(table) - set(GROUP_KEYS))
         if unknown:
             raise ConfigError(f"{here}: unknown key {unknown[0]!r} "
@@ -251,13 +269,14 @@ def tree_from_toml(section: Mapping[str, Any], where: str = "[groups]") -> Group
             name, here, static=table.get("quota"), dynamic=table.get("quota_dynamic"),
             accept_surplus=table.get("accept_surplus", defaults["accept_surplus"]),
             autoregroup=table.get("autoregroup", defaults["autoregroup"]),
-            prio_factor=table.get("prio_factor", 1.0), users=tuple(users)))
+            prio_factor=table.get("prio_factor", 1.0), users=tuple(users),
+            order=_order(table.get("order", default_order), f"{here} order")))
     return check_tree(groups, defaults["accept_surplus"], where)
 
 
 def _group(name: str, where: str, *, static: Any, dynamic: Any, accept_surplus: Any,
            autoregroup: Any, prio_factor: Any, users: tuple[str, ...] = (),
-           label: Callable[[str], str] = str) -> Group:
+           order: str = "drf", label: Callable[[str], str] = str) -> Group:
     """One group, checked; `label` names a key as its source writes it (a knob)."""
     if static is not None and dynamic is not None:
         raise ConfigError(f"{where}: both a static and a dynamic quota ({label('quota')} "
@@ -273,7 +292,7 @@ def _group(name: str, where: str, *, static: Any, dynamic: Any, accept_surplus: 
                  _number(dynamic, f"{where} {label('quota_dynamic')}")),
         accept_surplus=_flag(accept_surplus, f"{where} {label('accept_surplus')}"),
         autoregroup=_flag(autoregroup, f"{where} {label('autoregroup')}"),
-        prio_factor=factor, users=users)
+        prio_factor=factor, users=users, order=order)
 
 
 #: gridfair's key -> HTCondor's knob of a group (the name follows).

@@ -22,7 +22,12 @@ is free (`ShapeIndex`: `LEVELS` steps of the largest node's cpus and memory), sc
 node that fits in each shape bucket, and take the best. A decision costs the number of buckets
 (at most (LEVELS + 1) squared, whatever the pool's size) and each event O(log n). Within a bucket
 the fastest node is the one scored, not the best scored: nodes in one bucket differ by less
-than a step in what is free.
+than a step in what is free. Each bucket also keeps its nodes by exactly what is free on them,
+so that when no bucket's first `BUCKET_SCAN` nodes hold one that fits, the whole look passes
+over the nodes too small in one test for all those of one size. A placement that can bound
+its score over a bucket's range of free amounts (`shape`, `condor`: `bound`) looks at the
+buckets best bound first and stops at the first whose bound is below the best score found:
+it chooses what looking at every bucket would, at fewer buckets a decision.
 
 Ties: the higher score; among equal scores the faster node, then the node added first
 (`Node.index`): `fastest`'s own order. Resources scored are cpus and memory (a node or pool
@@ -45,6 +50,11 @@ LEVELS = 16
 BUCKET_SCAN = 16
 #: Least demands remembered as finding no room (`Scored`).
 NO_ROOM_KEPT = 8
+#: A bucket is passed over only when its bound is below the best score by more than this:
+#: the bound and the score are the same figure computed two ways, equal up to rounding.
+BOUND_SLACK = 1e-9
+#: Demands whose buckets' bounds are kept (`Scored`): a trace's many demands let go past it.
+BOUNDS_KEPT = 4096
 
 
 class Placement(PoolListener):
@@ -86,14 +96,27 @@ def _fraction(part: float, whole: float) -> float:
 
 class ShapeIndex:
     """Free nodes bucketed by what is free on them, as (cpu step, memory step) -> the
-    bucket's nodes as (-MFlops a cpu, index), fastest first. Kept current by `update`."""
+    bucket's nodes as (-MFlops a cpu, index), fastest first; and in each bucket by exactly
+    what is free (`Pool.room`), the same entries in the same order (`rooms`). Kept current by
+    `update`."""
 
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
         self.buckets: dict[tuple[int, int], list[tuple[float, int]]] = {}
+        self.rooms: dict[tuple[int, int],
+                         dict[tuple[float, float, float], list[tuple[float, int]]]] = {}
         self.where: dict[int, tuple[int, int]] = {}  # node index -> its bucket
+        self.room_of: dict[int, tuple[float, float, float]] = {}  # node index -> its room
         self.cpu_step = self.memory_step = 0.0
         self.known = 0  # nodes of the pool indexed so far
+
+    def ranges(self, key: tuple[int, int]) -> tuple[float, float, float, float]:
+        """The free cpus and memory a node of bucket `key` may have, as (cpus low, cpus
+        high, memory low, memory high), widened by a part in 1e9 for the division's
+        rounding."""
+        low, high = 1.0 - BOUND_SLACK, 1.0 + BOUND_SLACK
+        return (key[0] * self.cpu_step * low, (key[0] + 1) * self.cpu_step * high,
+                key[1] * self.memory_step * low, (key[1] + 1) * self.memory_step * high)
 
     def sync(self) -> None:
         """Index nodes added to the pool since the last call. The steps are fixed by the pool
@@ -114,35 +137,52 @@ class ShapeIndex:
 
     def _fill(self, nodes: list[Node]) -> None:
         room = self.pool.room
-        buckets, where = self.buckets, self.where
+        buckets, rooms, where, room_of = self.buckets, self.rooms, self.where, self.room_of
         cpu_step, memory_step = self.cpu_step, self.memory_step
         for node in nodes:
-            free_cpus, free_memory, _ = room(node)
-            if free_cpus > EPSILON:
-                key = (int(free_cpus / cpu_step), int(free_memory / memory_step))
-                buckets.setdefault(key, []).append((-node.power_per_cpu, node.index))
+            free = room(node)
+            if free[0] > EPSILON:
+                key = (int(free[0] / cpu_step), int(free[1] / memory_step))
+                entry = (-node.power_per_cpu, node.index)
+                buckets.setdefault(key, []).append(entry)
+                rooms.setdefault(key, {}).setdefault(free, []).append(entry)
                 where[node.index] = key
+                room_of[node.index] = free
         for bucket in buckets.values():
             bucket.sort()
+        for sizes in rooms.values():
+            for entries in sizes.values():
+                entries.sort()
 
     def update(self, node: Node) -> None:
         """Move `node` to the bucket of what is free on it now (out, when no cpu is free)."""
-        free_cpus, free_memory, _ = self.pool.room(node)
-        key = (int(free_cpus / self.cpu_step), int(free_memory / self.memory_step)) \
-            if free_cpus > EPSILON else None
+        free = self.pool.room(node)
+        key = (int(free[0] / self.cpu_step), int(free[1] / self.memory_step)) \
+            if free[0] > EPSILON else None
         old = self.where.get(node.index)
-        if key == old:  # many events, and `Pool.announce`'s replay of a laid-out pool
+        # Many events change nothing here, as does `Pool.announce`'s replay of a laid-out pool.
+        if key == old and (key is None or self.room_of[node.index] == free):
             return
         entry = (-node.power_per_cpu, node.index)
         if old is not None:
             del self.where[node.index]
-            bucket = self.buckets[old]
-            del bucket[bisect_left(bucket, entry)]
-            if not bucket:
-                del self.buckets[old]
+            sizes = self.rooms[old]
+            old_room = self.room_of.pop(node.index)
+            entries = sizes[old_room]
+            del entries[bisect_left(entries, entry)]
+            if not entries:
+                del sizes[old_room]
+            if key != old:
+                bucket = self.buckets[old]
+                del bucket[bisect_left(bucket, entry)]
+                if not bucket:
+                    del self.buckets[old], self.rooms[old]
         if key is not None:
-            insort(self.buckets.setdefault(key, []), entry)
+            if key != old:
+                insort(self.buckets.setdefault(key, []), entry)
+            insort(self.rooms.setdefault(key, {}).setdefault(free, []), entry)
             self.where[node.index] = key
+            self.room_of[node.index] = free
 
 
 class Scored(Placement):
@@ -162,6 +202,32 @@ class Scored(Placement):
         self.index.sync()
         self.no_room: list[tuple[float, float, float]] = []
         self.reservations = Reservations(pool)
+        # (cpus, memory) -> bucket key -> its bound; what they were worked out for.
+        self._bounds: dict[tuple[float, float], dict[tuple[int, int], float | None]] = {}
+        self._bounds_for: tuple[float, ...] = ()
+
+    def bound(self, task: Task, ranges: tuple[float, float, float, float]) -> float | None:
+        """The highest score a node with free amounts in `ranges` (`ShapeIndex.ranges`) could
+        give `task`, or None when the placement has no bound (every bucket looked at)."""
+        return None
+
+    def _by_bound(self, task: Task, keys: list[tuple[int, int]]
+                  ) -> dict[tuple[int, int], float | None] | None:
+        """Sort `keys` best bound first (in place, stable) and return their bounds, or None
+        without a bound. Bounds are kept per demand while the steps and capacity hold."""
+        index = self.index
+        made_for = (index.cpu_step, index.memory_step, *self.pool.capacity[:2])
+        if made_for != self._bounds_for or len(self._bounds) >= BOUNDS_KEPT:
+            self._bounds.clear()
+            self._bounds_for = made_for
+        bounds = self._bounds.setdefault((task.cpus, task.memory), {})
+        for key in keys:
+            if key not in bounds:
+                bounds[key] = self.bound(task, index.ranges(key))
+        if keys and bounds[keys[0]] is None:
+            return None
+        keys.sort(key=bounds.__getitem__, reverse=True)  # type: ignore[arg-type]
+        return bounds
 
     def task_started(self, task: Task, now: float) -> None:
         self.index.sync()
@@ -196,11 +262,11 @@ class Scored(Placement):
         # holds no node that fits.
         cpu_floor = (task.cpus - EPSILON) / index.cpu_step - 1 if index.cpu_step else 0
         memory_floor = (task.memory - EPSILON) / index.memory_step - 1 if index.cpu_step else 0
-        buckets = [bucket for (cpu_level, memory_level), bucket in index.buckets.items()
-                   if cpu_level >= cpu_floor and memory_level >= memory_floor]
-        chosen, cut_short = self._best(task, buckets, BUCKET_SCAN)
+        keys = [key for key in index.buckets
+                if key[0] >= cpu_floor and key[1] >= memory_floor]
+        chosen, cut_short = self._best(task, keys, self._by_bound(task, keys))
         if chosen is None and cut_short:
-            chosen, _ = self._best(task, buckets, None)
+            chosen = self._best_of_whole(task, keys)
         if chosen is None:
             if self.pool.matcher is None:
                 self._remember_no_room(demand)
@@ -222,10 +288,12 @@ class Scored(Placement):
         kept.append(demand)
         self.no_room = kept[-NO_ROOM_KEPT:]
 
-    def _best(self, task: Task, buckets: list[list[tuple[float, int]]],
-              limit: int | None) -> tuple[Node | None, bool]:
-        """The best scored of each bucket's first fit (looking at up to `limit` nodes a
-        bucket), and whether a bucket was cut short."""
+    def _best(self, task: Task, keys: list[tuple[int, int]],
+              bounds: dict[tuple[int, int], float | None] | None
+              ) -> tuple[Node | None, bool]:
+        """The best scored of each bucket's first fit (looking at up to `BUCKET_SCAN` nodes a
+        bucket), and whether a bucket was cut short. With `bounds`, `keys` come best bound
+        first: past one below the best score found, none can beat it."""
         pool = self.pool
         nodes = pool.nodes
         # The plain test inline where it is the whole test (no GPUs, Requirements or exact
@@ -238,9 +306,13 @@ class Scored(Placement):
         best: tuple[float, float, int] | None = None
         chosen = None
         cut_short = False
-        for bucket in buckets:
-            for looked, (speed, node_index) in enumerate(bucket):
-                if limit is not None and looked == limit:
+        buckets = self.index.buckets
+        for key in keys:
+            if best is not None and bounds is not None \
+                    and bounds[key] < best[0] - BOUND_SLACK:  # type: ignore[operator]
+                break
+            for looked, (speed, node_index) in enumerate(buckets[key]):
+                if looked == BUCKET_SCAN:
                     cut_short = True
                     break
                 if kept and node_index in kept and kept[node_index] is not task:
@@ -254,6 +326,38 @@ class Scored(Placement):
                     break
         return chosen, cut_short
 
+    def _best_of_whole(self, task: Task, keys: list[tuple[int, int]]) -> Node | None:
+        """The best scored of each whole bucket's first fit. A bucket's first fit is the
+        first, in its order, of each size's first fit: sizes too small for the task are
+        passed over whole, and in a size none comes after one already found."""
+        pool = self.pool
+        nodes = pool.nodes
+        fits = pool.fits_free
+        kept = self.reservations.by_node
+        # A size with less free than this cannot fit (the exact test asks for more).
+        cpus, memory, gpus = (task.cpus - EPSILON, task.memory - EPSILON, task.gpus - EPSILON)
+        best: tuple[float, float, int] | None = None
+        chosen = None
+        for key in keys:
+            first: tuple[float, int] | None = None
+            for (free_cpus, free_memory, free_gpus), entries in self.index.rooms[key].items():
+                if free_cpus < cpus or free_memory < memory or free_gpus < gpus:
+                    continue
+                for entry in entries:
+                    if first is not None and entry >= first:
+                        break
+                    if kept and entry[1] in kept and kept[entry[1]] is not task:
+                        continue  # kept for a whole-machine job
+                    if fits(task, nodes[entry[1]]):
+                        first = entry
+                        break
+            if first is not None:
+                node = nodes[first[1]]
+                rank = (self.score(task, node), -first[0], -first[1])
+                if best is None or rank > best:
+                    best, chosen = rank, node
+        return chosen
+
 
 class CondorRank(Scored):
     """HTCondor's default NEGOTIATOR_PRE_JOB_RANK: the least free cpus, then memory."""
@@ -264,6 +368,9 @@ class CondorRank(Scored):
     def score(self, task: Task, node: Node) -> float:
         free_cpus, free_memory, _ = self.pool.room(node)
         return -(100000 * free_cpus) - free_memory
+
+    def bound(self, task: Task, ranges: tuple[float, float, float, float]) -> float:
+        return -(100000 * ranges[0]) - ranges[2]
 
 
 class Align(Scored):
@@ -296,6 +403,20 @@ class ShapeFit(Scored):
             return 0.0
         return -(abs(demand_cpus / demand - free_cpus / free)
                  + abs(demand_memory / demand - free_memory / free))
+
+    def bound(self, task: Task, ranges: tuple[float, float, float, float]) -> float | None:
+        # The two shapes each sum to one, so the distance is twice that of their cpu parts;
+        # a node's cpu part grows with its free cpus and shrinks with its free memory.
+        cpus, memory = self.pool.capacity[:2]
+        demand_cpus, demand_memory = _fraction(task.cpus, cpus), _fraction(task.memory, memory)
+        if cpus <= 0 or memory <= 0 or demand_cpus + demand_memory <= 0:
+            return None  # a score of 0 may be anywhere: no bound
+        wanted = demand_cpus / (demand_cpus + demand_memory)
+        cpus_low, cpus_high = ranges[0] / cpus, ranges[1] / cpus
+        memory_low, memory_high = ranges[2] / memory, ranges[3] / memory
+        least = cpus_low / (cpus_low + memory_high)
+        most = cpus_high / (cpus_high + memory_low)
+        return -2 * max(0.0, least - wanted, wanted - most)
 
 
 def _used_after(pool: Pool, task: Task, node: Node) -> tuple[float, float | None]:

@@ -57,6 +57,10 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "backoff_max": Key(float, 600.0, minimum=0.0, help="longest wait after failed cycles"),
         "incremental": Key(bool, True, help="keep the pool between cycles and apply each "
                            "snapshot's changes to it (false: rebuild it every cycle)"),
+        "full_rebuild_every": Key(int, 100, minimum=0, help="with incremental, every this "
+                                  "many cycles the pool is also rebuilt from the snapshot, "
+                                  "what the kept pool differs in logged, and the rebuild kept "
+                                  "(0: only at the start and after a failed cycle)"),
         "lease": Key(float, 0.0, minimum=0.0, help="seconds HTCondor waits for gridfair's "
                      "next cycle before starting jobs on its own (the htcondor backend's "
                      "lease); 0: two intervals"),

@@ -45,6 +45,7 @@ import logging
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import compress, count
+from typing import Any
 
 from gridfair.ad_views import JOB_ID, PARTITIONABLE, Job, JobStatus, Machine, Snapshot, whole_slot
 from gridfair.core.stages import ALLOCATE, VACATE
@@ -157,11 +158,13 @@ def partitionable(machine: Machine | None) -> bool:
 def settle(snapshot: Snapshot, flights: Iterable[Flight],
            vacated: Mapping[tuple[str, str], float], timeout: float,
            late: Iterable[Flight] = (),
-           ended: Mapping[str, tuple[str, float]] | None = None) -> Settlement:
+           ended: Mapping[str, tuple[str, float]] | None = None,
+           memo: HeldViews | None = None) -> Settlement:
     """Sort the flights into landed, missed and held, and the `late` ones (`given_up`) seen
     on their slots into landed late; build the view with the held slots. `ended`: the
     jobs gone from the queue whose last run started since they were steered, with its slot
-    and start (`PoolBackend.ended_runs`)."""
+    and start (`PoolBackend.ended_runs`). `memo`: the views held in the last cycle
+    (`HeldViews`)."""
     ended = ended or {}
     jobs = snapshot.jobs_by_id
     machines = snapshot.machines_by_name
@@ -220,8 +223,33 @@ def settle(snapshot: Snapshot, flights: Iterable[Flight],
     lagging = {flight.job: flight for flight in settlement.landed
                if flight.machine in machines and machines[flight.machine].running_job is None}
     settlement.view = hold_slots(snapshot, {**lagging, **settlement.held}, vacated,
-                                 room.starting if room is not None else ())
+                                 room.starting if room is not None else (), memo)
     return settlement
+
+
+class HeldViews:
+    """The views `hold_slots` made in the last cycle, by job id and slot name, carried to the
+    next: a held job or slot whose snapshot view is the very one of the last cycle, changed
+    in the same way, gets the very view made then. The kept pool tells an unchanged job or
+    slot by its view's identity (`gridfair.classads.kept_pool`), so every allocation in
+    flight would otherwise be a changed job and slot every cycle, laid out anew."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, tuple[Any, tuple, Any]] = {}
+        self._now: dict[str, tuple[Any, tuple, Any]] = {}
+
+    def begin(self) -> None:
+        """A new snapshot's views: those of the last are kept for it to reuse, no older."""
+        self._last, self._now = self._now, {}
+
+    def replace(self, key: str, view: Any, **changes: Any) -> Any:
+        """`dataclasses.replace(view, **changes)`, or the one made last cycle for `key`."""
+        signature = tuple(changes.items())
+        last = self._last.get(key)
+        made = last[2] if last is not None and last[0] is view and last[1] == signature \
+            else dataclasses.replace(view, **changes)
+        self._now[key] = (view, signature, made)
+        return made
 
 
 class _Room:
@@ -328,11 +356,14 @@ def _leaving(occupant: str, slot: str, jobs: Mapping[str, Job],
 
 def hold_slots(snapshot: Snapshot, held: Mapping[str, Flight],
                vacated: Mapping[tuple[str, str], float],
-               starting: Collection[str] = ()) -> Snapshot:
+               starting: Collection[str] = (), memo: HeldViews | None = None) -> Snapshot:
     """The snapshot as it will be once the held allocations start: each held job runs on its
     slot since the allocation (or its start, if it runs); a job vacated for it (still on the
     slot, or on a dynamic slot of the partitionable slot it holds) is idle, and that dynamic
-    slot gone, as are the `starting` dynamic slots (a held job's own, not named yet)."""
+    slot gone, as are the `starting` dynamic slots (a held job's own, not named yet). `memo`
+    gives back the views made for the last snapshot where they are the same."""
+    memo = memo or HeldViews()
+    memo.begin()
     machines_by_name = snapshot.machines_by_name
     held = {flight.job: flight for flight in held.values()
             if flight.machine in machines_by_name}
@@ -355,8 +386,8 @@ def hold_slots(snapshot: Snapshot, held: Mapping[str, Flight],
         flight = by_slot.get(machine.name)
         if flight is not None:
             user = jobs[flight.job].user if flight.job in jobs else flight.user
-            machine = dataclasses.replace(machine, state=CLAIMED, activity=BUSY,
-                                          running_job=flight.job, running_user=user)
+            machine = memo.replace(f"slot {machine.name}", machine, state=CLAIMED,
+                                   activity=BUSY, running_job=flight.job, running_user=user)
         machines.append(machine)
     view_jobs = list(snapshot.jobs)
     touched = held.keys() | leaving
@@ -370,13 +401,13 @@ def hold_slots(snapshot: Snapshot, held: Mapping[str, Flight],
             started = job.start_time if job.status is JobStatus.RUNNING else None
             cpus, memory, gpus = (flight.holds(job) if flight.machine in shared else
                                   (job.request_cpus, job.request_memory, job.request_gpus))
-            view_jobs[position] = dataclasses.replace(
-                job, status=JobStatus.RUNNING, machine=flight.machine,
+            view_jobs[position] = memo.replace(
+                f"job {job.id}", job, status=JobStatus.RUNNING, machine=flight.machine,
                 start_time=started or flight.confirmed, request_cpus=cpus,
                 request_memory=memory, request_gpus=gpus)
         else:
-            view_jobs[position] = dataclasses.replace(job, status=JobStatus.IDLE, machine=None,
-                                                      start_time=None)
+            view_jobs[position] = memo.replace(f"job {job.id}", job, status=JobStatus.IDLE,
+                                               machine=None, start_time=None)
     # A held job no ad lists (started, its slot's ad not caught up): running where it was sent.
     for flight in held.values():
         if flight.job not in jobs:
@@ -430,7 +461,7 @@ def record(store: Store, settlement: Settlement, cycle: int, now: float,
 
 def pending(store: Store, snapshot: Snapshot, timeout: float, cycle: int,
             ended_runs: Callable[[Collection[str], float], Mapping[str, tuple[str, float]]]
-            | None = None) -> Settlement:
+            | None = None, memo: HeldViews | None = None) -> Settlement:
     """The journal's flights settled against `snapshot` in cycle `cycle`, and the flights
     given up for a timeout in the last `LATE_LANDING_CYCLES` cycles watched for a late
     landing; `ended_runs` (the backend's) is asked about the flights' jobs gone from the
@@ -440,5 +471,5 @@ def pending(store: Store, snapshot: Snapshot, timeout: float, cycle: int,
     gone = [flight for flight in (*flights, *late) if flight.job not in snapshot.jobs_by_id]
     ended = ended_runs({flight.job for flight in gone},
                        min(flight.confirmed for flight in gone)) if gone and ended_runs else {}
-    return settle(snapshot, flights, vacated_for(store, flights), timeout, late, ended)
+    return settle(snapshot, flights, vacated_for(store, flights), timeout, late, ended, memo)
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import socket
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -34,6 +34,18 @@ MAX_CONNECTIONS = 16
 CONNECTION_TIMEOUT = 5.0
 #: Cycle outcomes that are a success: a stale snapshot's cycle acted on nothing.
 SUCCEEDED = ("ok", "dry-run")
+
+
+#: The per-group gauges, `gridfair_group_<key>`, by their key in `HdrfOrder.group_rows`.
+GROUP_GAUGES = {
+    "dominant_share": "Dominant share of the pool an accounting group's jobs hold (its "
+                      "subgroups' included)",
+    "guaranteed_share": "Share of the pool an accounting group is guaranteed: its quota over "
+                        "the pool (the product of the weights on its path)",
+    "hdrf_share": "An accounting group's H-DRF share: rescaled dominant share over its "
+                  "weight (the least is served first)",
+    "users": "Users charged to an accounting group itself (not its subgroups)",
+}
 
 
 class NullMetrics:
@@ -57,6 +69,10 @@ class NullMetrics:
 
     def users(self, rows: Iterable[tuple[str, float, float]]) -> None:
         """Per-user (name, PowerDiff, dominant share) as of the cycle's snapshot."""
+
+    def groups(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Per accounting group (`HdrfOrder.group_rows`) before the cycle's decisions, as
+        the policy sees the pool (its allocations in flight counted as running)."""
 
     def clock_skew(self, seconds: float) -> None:
         """The lease's clock (the negotiator's) less the daemon's, as last measured."""
@@ -94,6 +110,12 @@ class PrometheusMetrics(NullMetrics):
         self.dominant_share = Gauge("gridfair_user_dominant_share", "DRF dominant share per "
                                     "user", ["user"], registry=registry)
         self._users: dict[str, tuple[Gauge, Gauge]] = {}  # the users with series now
+        # Group names are the administrator's (the pool's configuration), not users': always
+        # exported.
+        self.group_gauges = {key: Gauge(f"gridfair_group_{key}", text, ["group"],
+                                        registry=registry)
+                             for key, text in GROUP_GAUGES.items()}
+        self._groups: set[str] = set()
         self.skew = Gauge("gridfair_clock_skew_seconds", "The negotiator's clock less the "
                           "daemon's (0: within the bound the lease tolerates)",
                           registry=registry)
@@ -148,6 +170,17 @@ class PrometheusMetrics(NullMetrics):
             self.power_diff.remove(user)
             self.dominant_share.remove(user)
         self._users = present
+
+    def groups(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        present = set()
+        for row in rows:
+            present.add(row["group"])
+            for key, gauge in self.group_gauges.items():
+                gauge.labels(row["group"]).set(row[key])
+        for group in self._groups - present:
+            for gauge in self.group_gauges.values():
+                gauge.remove(group)
+        self._groups = present
 
     def clock_skew(self, seconds: float) -> None:
         self.skew.set(seconds)

@@ -148,7 +148,10 @@ def explain(db: sqlite_utils.Database, name: str, limit: int = 10) -> dict[str, 
         if (db.execute("select 1 from users where name = ?", [name]).fetchone()
                 or db.execute("select 1 from usage where user = ? limit 1", [name]).fetchone()):
             return _explain_user(db, name, limit)
-    raise ReportError(f"no user or job named {name!r} in the store")
+        group = _explain_group(db, name, limit)
+        if group is not None:
+            return group
+    raise ReportError(f"no user, job or accounting group named {name!r} in the store")
 
 
 def _charges(db, where: str, args: list) -> list[dict[str, Any]]:
@@ -209,6 +212,46 @@ def _explain_user(db, user: str, limit: int) -> dict[str, Any]:
         "charged_as": _charges(db, "owner = ?", [user]),
         "decisions": _decisions(db, involved, patterns, limit),
     }
+
+
+def _group_rows(db, since: float | None = None) -> Iterator[tuple[dict[str, Any], list]]:
+    """Each cycle that recorded its accounting groups (from `since`), with their rows."""
+    clause, args = ("and now >= ?", [since]) if since is not None else ("", [])
+    for cycle in db.query(f"select id, now, sim_start, policy, groups from cycles where "
+                          f"groups is not null {clause} order by id", args):
+        yield cycle, _loads(cycle["groups"])
+
+
+def is_group(db, name: str) -> bool:
+    """Whether the latest cycle that recorded accounting groups has `name` among them."""
+    row = db.execute("select groups from cycles where groups is not null "
+                     "order by id desc limit 1").fetchone()
+    return row is not None and any(group["group"] == name for group in _loads(row[0]))
+
+
+def _explain_group(db, group: str, limit: int) -> dict[str, Any] | None:
+    """Where accounting group `group` stands as of the latest cycle that recorded groups:
+    its row, its subgroups', its users', and the recent decisions that name it."""
+    if not is_group(db, group):
+        return None
+    cycle = next(iter(db.query("select id, now, sim_start, policy, groups from cycles "
+                               "where groups is not null order by id desc limit 1")))
+    rows = _loads(cycle["groups"])
+    row = next(row for row in rows if row["group"] == group)
+    subgroups = [other for other in rows if other["level"] == row["level"] + 1
+                 and (row["level"] == 0 or other["group"].startswith(group + "."))]
+    named = f'%"group": "{group}"%'
+    users = [{"user": usage["user"], "running": usage["running"], "idle": usage["idle"],
+              "dominant_share": usage["dominant_share"]}
+             for usage in db.query("select user, running, idle, dominant_share from usage "
+                                   "where cycle = ? and figures like ? order by rowid",
+                                   [cycle["id"], named])]
+    decisions = _decisions(db, "d.figures like ? or d.figures like ? or d.figures like ?",
+                           [named, f'%"receiver_group": "{group}"%',
+                            f'%"victim_group": "{group}"%'], limit)
+    return {"group": group, "cycle": cycle["id"], "time": cycle["now"],
+            "sim_start": cycle["sim_start"], "policy": cycle["policy"], "row": row,
+            "subgroups": subgroups, "users": users, "decisions": decisions}
 
 
 def _explain_job(db, job: str, limit: int) -> dict[str, Any]:
@@ -273,6 +316,20 @@ def history(db: sqlite_utils.Database, user: str | None, since: str | None
         "from usage u "
         "join cycles c on c.id = u.cycle", "order by u.cycle, u.rowid", {"u.user": user},
         "u.time", since)
+
+
+def group_history(db: sqlite_utils.Database, group: str, since: str | None
+                  ) -> list[dict[str, Any]]:
+    """Accounting group `group`'s row of each cycle that recorded groups, from `--since`."""
+    with reading(db):
+        if not is_group(db, group):
+            raise ReportError(f"no accounting group named {group!r} in the store's latest "
+                              "cycle with groups (the daemon records them under the hdrf "
+                              "order with a tree)")
+        return [{"cycle": cycle["id"], "time": cycle["now"], "sim_start": cycle["sim_start"],
+                 **row}
+                for cycle, rows in _group_rows(db, parse_since(since, db))
+                for row in rows if row["group"] == group]
 
 
 def actions(db: sqlite_utils.Database, since: str | None, state: str | None

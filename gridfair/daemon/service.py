@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import logging.handlers
-import shutil
 import signal
 import sys
 import threading
@@ -34,8 +33,8 @@ from typing import Any
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from gridfair.daemon.advert import ad_name, daemon_ad
-from gridfair.daemon.backends import ActionFailed, PoolBackend, require_slots
-from gridfair.daemon.config import Config, collector_addresses
+from gridfair.daemon.backends import ActionFailed, PoolBackend, backend_class, require_slots
+from gridfair.daemon.config import Config
 from gridfair.daemon.cycle import CycleReport, CycleRunner, read_with_timeout
 from gridfair.daemon.faults import FaultPoints
 from gridfair.daemon.metrics import NullMetrics, PrometheusMetrics
@@ -56,45 +55,7 @@ STARTUP_LOOK_EVERY = 2.0
 def make_backend(config: Config) -> PoolBackend:
     """The backend the config names, built from its section."""
     kind = config.backend
-    section = config[f"backend.{kind}"]
-    if kind == "sim":
-        from gridfair.daemon.backends.sim import SimBackend
-
-        return SimBackend(section["grid"], workload=section["workload"], step=section["step"],
-                          seed=section["seed"])
-    if kind == "files":
-        from gridfair.daemon.backends.files import FilesBackend
-
-        return FilesBackend(section["directory"], section["actions"],
-                            owner_attribute=section["owner_attribute"],
-                            power_attribute=section["power_attribute"])
-    from gridfair.classads.submitters import SubmitterMap
-    from gridfair.daemon.backends.htcondor import HTCondorBackend, pool_uid_domain
-
-    uid_domain = section["uid_domain"] or pool_uid_domain()
-    trust = section["trust_accounting_groups"]
-    submitters = SubmitterMap.of(uid_domain, section["submitter_map"], trust)
-    log.info("charging jobs to %s of UID_DOMAIN %s%s", "their accounting groups (trusted) or "
-             "authenticated users" if trust else "the users HTCondor authenticated",
-             uid_domain, f", submitter map {section['submitter_map']}"
-             if section["submitter_map"] else "")
-    condor_now = None
-    if section["condor_now"]:
-        condor_now = shutil.which(section["condor_now"])
-        if condor_now is None:
-            raise ConfigError(f"config key backend.htcondor.condor_now: no program "
-                              f"{section['condor_now']!r} (not executable, not on PATH)")
-    pools = collector_addresses(section["collector"]) or [None]
-    return HTCondorBackend.connect(
-        pools[0], more_pools=pools[1:], collector_timeout=section["collector_timeout"],
-        slot_constraint=section["slot_constraint"],
-        job_constraint=section["job_constraint"] or None, demand=section["demand"],
-        owner_attribute=section["owner_attribute"], power_attribute=section["power_attribute"],
-        steer_attribute=section["steer_attribute"], submitters=submitters,
-        condor_now=condor_now, lease_knob=section["lease_knob"],
-        schedd_timeout=section["schedd_timeout"],
-        steering_life=config["safety"]["landing_timeout"],
-    )
+    return backend_class(kind).from_config(config[f"backend.{kind}"], config)
 
 
 class DataFormatter(logging.Formatter):

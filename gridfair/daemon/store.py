@@ -70,6 +70,10 @@ _TABLES: dict[str, tuple[dict[str, type], str | tuple[str, ...]]] = {
         "sim_start": float,
         # gridfair's lease on the pool's starts as renewed this cycle, or why it was not.
         "lease_until": float, "lease_error": str,
+        # Under the hdrf order with a tree: its rows per accounting group before the cycle's
+        # decisions, allocations in flight counted (`HdrfOrder.group_rows`, JSON; `history
+        # --group`, `explain GROUP`).
+        "groups": str,
     }, "id"),
     "decisions": ({
         "id": int, "cycle": int, "seq": int, "kind": str, "job": str, "user": str,

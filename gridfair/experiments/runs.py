@@ -28,13 +28,12 @@ from gridfair.core.pool import DONE, Task
 from gridfair.core.stages import ALLOCATION_RULES
 from gridfair.errors import GridfairError, InputError
 from gridfair.experiments.allocation import allocate
+from gridfair.experiments.measured import MeasuredRun
 from gridfair.policies.registry import every_option, policy_names
-from gridfair.sim.deadline_metrics import deadline_summary
 from gridfair.sim.engine_options import ARRIVALS, Arrivals, EngineOptions
 from gridfair.sim.metrics import SATISFACTION_BASES, RunMetrics
-from gridfair.sim.scenario import build_scenario, run_streamed, simulation_of
+from gridfair.sim.scenario import build_scenario
 from gridfair.sim.share_curve import ShareCurve, bin_width
-from gridfair.sim.task_stream import InOrder, arrival_key
 from gridfair.sim.workloads.registry import Scenario
 
 # Workload readers register their formats when imported. A Dask worker imports only this
@@ -327,21 +326,15 @@ def _simulate(spec: RunSpec) -> tuple[list[dict[str, Any]], dict[str, Any], str,
     scenario = _scenario(spec)
     width = curve_width(scenario)
     curve = ShareCurve(scenario.nodes, width) if width is not None else None
-    # Streamed (each task let go when it ends) unless the deadline figures need them all.
-    deadlines_in_play = isinstance(scenario.tasks, list) and any(
-        task.deadline is not None for task in scenario.tasks)
     engine = EngineOptions(arrivals=spec.get("arrivals"), interval=spec.get("interval"),
                            vacate_delay=spec.get("vacate_delay"),
                            claim_worklife=spec.get("claim_worklife"))
-    simulation = simulation_of(
-        scenario, policy=spec.get("policy"), policy_options=spec._options(POLICY),
-        checkpointing=spec.get("checkpointing"), engine=engine,
-        allocation=spec.get("allocation"),
-        keep_tasks=deadlines_in_play or engine.sequential,
+    run = MeasuredRun(
+        scenario, engine=engine, satisfaction_base=spec.get("satisfaction_base"),
+        policy=spec.get("policy"), policy_options=spec._options(POLICY),
+        checkpointing=spec.get("checkpointing"), allocation=spec.get("allocation"),
         listeners=[curve] if curve is not None else [],
     )
-    metrics = RunMetrics(scenario.nodes, spec.get("satisfaction_base"))
-    in_arrival_order = InOrder(arrival_key, metrics.add)
     horizon = spec.get("horizon")
     completed_by_horizon: Counter[str] = Counter()
 
@@ -351,17 +344,15 @@ def _simulate(spec: RunSpec) -> tuple[list[dict[str, Any]], dict[str, Any], str,
         if task.state == DONE and task.finish_time <= horizon:
             completed_by_horizon[task.user] += 1
 
-    outputs = [in_arrival_order.add] + ([count_completed] if horizon is not None else []) + (
-        [curve.add_task_wait] if curve is not None else [])
-    result = run_streamed(simulation, outputs)
-    in_arrival_order.close()
-    users = metrics.users()
-    summary = metrics.summary(result, users).as_dict()
+    measures = run.run(([count_completed] if horizon is not None else []) + (
+        [curve.add_task_wait] if curve is not None else []))
+    result, users = measures.result, measures.users
+    summary = measures.summary.as_dict()
     # Wall time varies from run to run; everything else in the summary is deterministic.
     summary.pop("wall_seconds", None)
-    if deadlines_in_play:
+    if measures.deadlines is not None:
         # As `simulate` reports them: the deadline figures (Justice) over the run-wide ones.
-        summary.update(deadline_summary(result).as_dict())
+        summary.update(measures.deadlines.as_dict())
     user_rows = [user.as_dict() for user in users]
     if horizon is not None:
         for user in user_rows:
@@ -371,5 +362,4 @@ def _simulate(spec: RunSpec) -> tuple[list[dict[str, Any]], dict[str, Any], str,
     if curve is not None:
         series = curve.series(result.makespan)
         summary["share_error"] = series["mean_share_error"]
-    negotiator = simulation.negotiator
-    return user_rows, summary, negotiator.stages, negotiator.allocation, series
+    return user_rows, summary, run.negotiator.stages, run.negotiator.allocation, series

@@ -2,11 +2,12 @@
 for Diverse Datacenter Workloads", SoCC 2013, dynamic H-DRF).
 
 The tree is the pool's groups (`core/groups.py`): each group's children are its subgroups and
-its own users (one node, "members", whose users are ordered by plain DRF among themselves). A
-child's weight is its quota as a fraction of its parent's (the members' weight: what the
-subgroups leave), taken on its dominant quota'd resource; a child of weight 0 is served after
-its weighted siblings. A free slot goes down from the root, at each level to the child of least
-normalised dominant share (dominant share / weight), to a user.
+its own users (one node, "members", whose users are ordered by plain DRF among themselves, or
+by HTCondor's effective priority in a group of `order = "condor"`). A child's weight is its
+quota as a fraction of its parent's (the members' weight: what the subgroups leave), taken on
+its dominant quota'd resource; a child of weight 0 is served after its weighted siblings. A
+free slot goes down from the root, at each level to the child of least normalised dominant
+share (dominant share / weight), to a user.
 
 A node's consumption is not the plain sum of its children's (naive H-DRF, which starves a child
 whose dominant resource its sibling saturated): each child's consumption is rescaled to the
@@ -25,10 +26,12 @@ autoregroup is served past its ceiling when no one else can be (HTCondor's secon
 project whose sibling holds memory past its quota still has its cpus.
 
 State: each user's usage is added to its groups' totals on its events (O(depth)); a user's
-DRF key is kept in its group's sorted ranking (O(log n)); a group whose subtree changed is
-marked, and its rescaled consumption recomputed at the next decision (O(its children)); a
-decision then goes down the tree in up to depth + 2 rounds, scanning a group's waiting users
-until one fits the round's room (not yet O(depth log n): `docs/results/groups.md`).
+DRF key is kept in its group's sorted ranking (O(log n)), its next task's demand beside it; a
+group whose subtree changed is marked, and at the next decision its rescaled consumption, its
+children's order, the least demand waiting below it and whether its quota leaves room for it
+("full") are recomputed, over its children and own users, on the changed path only. A
+decision goes down the tree in up to depth + 2 rounds, passing over every group full in the
+round, so it looks at the users of the groups with room only (`docs/results/groups.md`).
 Ties: equal keys go to the subgroup listed first, then to the group's own users; among users,
 to the user seen first in the pool (`UserState.index`).
 """
@@ -36,15 +39,16 @@ to the user seen first in the pool (`UserState.index`).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gridfair.classads.pool_groups import FROM_CONDOR, pool_group_tree
+from gridfair.classads.pool_groups import FROM_CONDOR, from_condor, pool_group_tree
 from gridfair.core.groups import NONE_GROUP, QUOTA_RESOURCES, GroupTree, tree_from_toml
 from gridfair.core.pool import CPUS, GPUS, MEMORY, RESOURCE_NAMES, Pool, UserState
 from gridfair.core.stages import OrderPolicy, option
 from gridfair.errors import ConfigError
+from gridfair.policies.condor_priority import CondorPriorityOrder
 from gridfair.policies.drf import (
     DEFAULT_RESOURCES,
     check_resources,
@@ -58,6 +62,8 @@ from gridfair.policies.ranking import UserRanking
 EPSILON = 1e-9
 #: The last round of a decision: past the ceiling of a group with autoregroup.
 AUTOREGROUP = 0
+#: The least demand of no task, and the room of no ceiling: (cpus, memory, gpus).
+NO_DEMAND = UNLIMITED = (math.inf, math.inf, math.inf)
 
 
 @dataclass(frozen=True)
@@ -68,8 +74,26 @@ class HdrfOptions:
         DEFAULT_RESOURCES, "the resources shares are taken over (cpus, memory, power, gpus)")
     groups: Mapping[str, Any] | GroupTree | str | None = option(
         None, "the accounting group tree: a [groups] table (docs/groups.md), or 'condor': "
-        "the GROUP_* knobs of HTCondor's configuration here; none: every user in <none>, "
+        "the GROUP_* knobs of HTCondor's configuration here, or 'condor@HOST[:PORT]': of "
+        "the running negotiator of that collector's pool; none: every user in <none>, "
         "which is DRF")
+
+
+#: What a next job asks for, (cpus, memory, gpus); a resource it does not ask for as -inf.
+Demand = tuple[float, float, float]
+
+
+def least_of(least: Demand, demands: Iterable[Demand]) -> Demand:
+    """Per resource (cpus, memory, gpus), the least of `least` and of each of `demands`."""
+    least_cpus, least_memory, least_gpus = least
+    for cpus, memory, gpus in demands:
+        if cpus < least_cpus:
+            least_cpus = cpus
+        if memory < least_memory:
+            least_memory = memory
+        if gpus < least_gpus:
+            least_gpus = gpus
+    return least_cpus, least_memory, least_gpus
 
 
 class GroupNode:
@@ -78,14 +102,17 @@ class GroupNode:
 
     __slots__ = ("name", "parent", "subgroups", "users", "ranking", "used", "quota",
                  "accept_surplus", "autoregroup", "weight", "members_weight", "members_share",
-                 "consumption",
-                 "share", "active", "dirty", "depth", "own_used", "own_quota")
+                 "consumption", "share", "active", "dirty", "depth", "own_used", "own_quota",
+                 "lifted_in", "ceilings", "demands", "members_least", "least", "full",
+                 "order", "seen", "tallies", "within")
 
     def __init__(self, name: str, parent: GroupNode | None, width: int) -> None:
         self.name = name
         self.parent = parent
         self.subgroups: list[GroupNode] = []
         self.users: dict[int, UserState] = {}  # its own users, by index
+        #: Its own users' usage as last seen and their dominant share of it, by index.
+        self.seen: dict[int, tuple[list[float], float]] = {}
         self.ranking = UserRanking()  # its own users who want a slot, by dominant share
         self.used = [0.0] * width  # the subtree's actual usage
         self.own_used = [0.0] * width  # its own users' usage
@@ -102,6 +129,29 @@ class GroupNode:
         self.active = False  # some user below wants a slot
         self.dirty = True
         self.depth = 0 if parent is None else parent.depth + 1
+        #: Its quota is a ceiling in the rounds past this one (its depth if it accepts
+        #: surplus, else -1: every round; set at `attach`).
+        self.lifted_in = -1
+        #: (lifted_in, usage, quota) of its own users' ceiling and of each group's on its
+        #: path (set at `attach`).
+        self.ceilings: list[tuple[int, list[float], list[float]]] = []
+        #: Its waiting users' next tasks: user index -> (cpus, memory, gpus), a resource the
+        #: task does not ask for as -inf (it fits any room).
+        self.demands: dict[int, Demand] = {}
+        #: The least of `demands` per resource (None: to recompute).
+        self.members_least: Demand | None = None
+        #: The least demand per resource of the waiting users in its subtree, and whether
+        #: its own quota leaves room for none of them (`_update`).
+        self.least = NO_DEMAND
+        self.full = False
+        #: Its children that want a slot, best first; None: its own users (`_update`).
+        self.order: list[GroupNode | None] = []
+        #: The usage totals its own users' usage counts in: theirs, and each group's on its
+        #: path (set at `attach`).
+        self.tallies: list[list[float]] = []
+        #: The order of its own users when not DRF's (a group's `order = "condor"`): fed its
+        #: users' events alone.
+        self.within: CondorPriorityOrder | None = None
 
     def path(self) -> Iterator[GroupNode]:
         node: GroupNode | None = self
@@ -130,15 +180,15 @@ class HdrfOrder(OrderPolicy):
         self.counted = self.resources
         if groups is None:
             self.tree = GroupTree()
-        elif groups == FROM_CONDOR:
-            self.tree = pool_group_tree()
+        elif isinstance(groups, str) and from_condor(groups):
+            self.tree = pool_group_tree(groups)
         elif isinstance(groups, GroupTree):
             self.tree = groups
         elif isinstance(groups, Mapping):
             self.tree = tree_from_toml(groups)
         else:
             raise ConfigError(f"policy option groups: expected a [groups] table or "
-                              f"{FROM_CONDOR!r}, got {groups!r}")
+                              f"{FROM_CONDOR!r} or '{FROM_CONDOR}@HOST[:PORT]', got {groups!r}")
 
     # ------------------------------------------------------------------ state
     def attach(self, pool: Pool) -> None:
@@ -153,11 +203,20 @@ class HdrfOrder(OrderPolicy):
                 group = self.tree.group(name)
                 node.accept_surplus = group.accept_surplus
                 node.autoregroup = group.autoregroup
+                if group.order == "condor":
+                    node.within = CondorPriorityOrder()
+                    node.within.attach(pool)
         self.root = self.nodes[NONE_GROUP]
+        for node in self.nodes.values():
+            if node.parent is not None and node.accept_surplus:
+                node.lifted_in = node.depth
+        for node in self.nodes.values():
+            node.ceilings = [(-1, node.own_used, node.own_quota)]
+            node.ceilings += [(group.lifted_in, group.used, group.quota)
+                              for group in node.path()]
+            node.tallies = [node.own_used, *(group.used for group in node.path())]
         self.depth = max(node.depth for node in self.nodes.values())
         self.group_of: dict[int, GroupNode] = {}
-        # User index -> (its usage as last seen, its dominant share of it).
-        self._usage: dict[int, tuple[list[float], float]] = {}
         self._generation = -1
         self._capacity: list[float] = []
 
@@ -172,18 +231,18 @@ class HdrfOrder(OrderPolicy):
         self._capacity = list(pool.capacity)
         self.counted = counted_resources(self.resources, pool.capacity)
         # Every dominant share is over the capacity: re-key every user seen.
-        for index, (usage, _) in list(self._usage.items()):
-            self._usage[index] = (usage, self.user_share(usage))
-            node = self.group_of[index]
-            user = node.users[index]
-            node.ranking.update(user, (0, self._usage[index][1]) if user.active else None)
+        for node in self.nodes.values():
+            for index, (usage, _) in list(node.seen.items()):
+                node.seen[index] = (usage, self.user_share(usage))
+                user = node.users[index]
+                node.ranking.update(user, (0, node.seen[index][1]) if user.active else None)
         quotas = self.tree.quotas(pool.capacity)
         for name, node in self.nodes.items():
-            node.quota = list(quotas[name])
+            node.quota[:] = quotas[name]  # in place: `ceilings` holds it
             node.dirty = True
         root = self.root
         if not self.tree.flat and not self.tree.none_accepts_surplus:
-            root.own_quota = self.tree.remainder(NONE_GROUP, quotas)
+            root.own_quota[:] = self.tree.remainder(NONE_GROUP, quotas)
         for node in self.nodes.values():
             parent_quota = quotas[node.name]
             for child in node.subgroups:
@@ -206,33 +265,54 @@ class HdrfOrder(OrderPolicy):
         return max(fractions) if fractions else 1.0
 
     def user_changed(self, user: UserState, now: float) -> None:
-        self._refresh_quotas()
+        if self.pool.generation != self._generation:
+            self._refresh_quotas()
         node = self.group_of.get(user.index)
         if node is None:
             node = self.group_of[user.index] = self.nodes[self.tree.group_of(user.name)]
             node.users[user.index] = user
-        seen = self._usage.get(user.index)
+        seen = node.seen.get(user.index)
         usage = user.usage
         if seen is None or seen[0] != usage:
             old = seen[0] if seen is not None else [0.0] * len(usage)
-            for used in (node.own_used, *(group.used for group in node.path())):
-                for resource, amount in enumerate(usage):
-                    used[resource] += amount - old[resource]
-            seen = self._usage[user.index] = (usage[:], self.user_share(usage))
+            change = [amount - old[resource] for resource, amount in enumerate(usage)]
+            for used in node.tallies:
+                for resource, amount in enumerate(change):
+                    used[resource] += amount
+            seen = node.seen[user.index] = (usage[:], self.user_share(usage))
         node.ranking.update(user, (0, seen[1]) if user.active else None)
+        task = self.pool.head(user) if user.active else None
+        if task is None:
+            node.demands.pop(user.index, None)
+        else:
+            node.demands[user.index] = (task.cpus or -math.inf, task.memory or -math.inf,
+                                        task.gpus or -math.inf)
+        node.members_least = None
+        if node.within is not None:
+            node.within.user_changed(user, now)
         for group in node.path():
             if group.dirty:
                 break
             group.dirty = True
 
     def user_share(self, usage: Sequence[float]) -> float:
-        return max(resource_shares(usage, self.pool.capacity, self.counted))
+        """The dominant share of `usage`: max_r usage_r / capacity_r (0 where the pool has
+        none), the first of equal ones, as `max(resource_shares(...))` but in one loop."""
+        capacity = self.pool.capacity
+        most = -math.inf
+        for resource in self.counted:
+            total = capacity[resource]
+            share = usage[resource] / total if total > 0 else 0.0
+            if share > most:
+                most = share
+        return most
 
     # ------------------------------------------------------------- rescaling
     def _update(self, node: GroupNode, *, shown: bool = False) -> None:
-        """Recompute `node`'s rescaled consumption and normalised share, children first.
-        A root without subgroups is only shown (`shown`): no decision weighs its users as
-        one against anything (its users are ordered as DRF orders them)."""
+        """Recompute `node`'s rescaled consumption, normalised share, children's order, least
+        waiting demand and whether it is full, children first. A root without subgroups is
+        only shown (`shown`): no decision weighs its users as one against anything (its
+        users are ordered as DRF orders them)."""
         if not node.dirty:
             return
         if not node.subgroups and node is self.root and not shown:
@@ -240,41 +320,86 @@ class HdrfOrder(OrderPolicy):
             node.dirty = False
             return
         for child in node.subgroups:
-            self._update(child)
-        capacity = self.pool.capacity
-        members_active = len(node.ranking) > 0
+            if child.dirty:
+                self._update(child)
         # The members' own consumption, rescaled to the least share of those waiting.
-        least_user = node.ranking.key_of(node.ranking.first())[1] if members_active \
-            else math.inf
-        usage = self._usage
-        members = self._rescaled_sum((usage[index] for index in node.users if index in usage),
-                                     least_user, len(node.used))
-        members_share = node.members_share = self._over_weight(
-            max(resource_shares(members, capacity, self.counted)), node.members_weight)
-        entries = [(members, members_share, members_active)]
-        entries += [(child.consumption, child.share, child.active) for child in node.subgroups]
-        least = min((share for _, share, active in entries if active), default=math.inf)
-        node.consumption = self._rescaled_sum(
-            ((vector, share) for vector, share, _ in entries), least, len(node.used))
-        node.share = self._over_weight(max(resource_shares(node.consumption, capacity,
-                                                           self.counted)), node.weight)
-        node.active = any(active for _, _, active in entries)
+        first = node.ranking.first()
+        members_active = first is not None
+        least_user = node.seen[first.index][1] if first is not None else math.inf
+        if node.seen:
+            members = self._rescaled_sum(node.seen.values(), least_user)
+            members_dominant = self.user_share(members)
+        else:  # a group of subgroups alone
+            members, members_dominant = [0.0, 0.0, 0.0, 0.0], 0.0
+        members_share = node.members_share = self._over_weight(members_dominant,
+                                                               node.members_weight)
+        least = self._members_least(node)
+        if not node.subgroups:  # a leaf: its consumption is its users' (the sum below's)
+            node.consumption = members
+            node.share = self._over_weight(members_dominant, node.weight)
+            node.active = members_active
+            node.order = [None] if members_active else []
+        else:
+            # Children that want a slot, best first: weight 0 after the weighted; ties to
+            # the subgroup listed first, then to the group's own users.
+            keyed: list[tuple[tuple, GroupNode | None]] = []
+            least_share = math.inf
+            if members_active:
+                keyed.append(((int(node.members_weight <= 0), members_share,
+                               len(node.subgroups)), None))
+                least_share = members_share
+            for order, child in enumerate(node.subgroups):
+                if child.active:
+                    share = child.share
+                    keyed.append(((int(child.weight <= 0), share, order), child))
+                    if share < least_share:
+                        least_share = share
+            least = least_of(least, (child.least for child in node.subgroups if child.active))
+            node.consumption = self._rescaled_sum(
+                [(members, members_share), *((child.consumption, child.share)
+                                             for child in node.subgroups)], least_share)
+            node.share = self._over_weight(self.user_share(node.consumption), node.weight)
+            node.active = bool(keyed)
+            keyed.sort()  # keys are unique (the listed order in them): nodes never compared
+            node.order = [child for _, child in keyed]
+        node.least = least
+        quota, used = node.quota, node.used
+        node.full = (quota[CPUS] - used[CPUS] + EPSILON < least[0]
+                     or quota[MEMORY] - used[MEMORY] + EPSILON < least[1]
+                     or quota[GPUS] - used[GPUS] + EPSILON < least[2])
         node.dirty = False
+
+    @staticmethod
+    def _members_least(node: GroupNode) -> Demand:
+        """The least next task of `node`'s own waiting users, per resource."""
+        least = node.members_least
+        if least is None:
+            least = node.members_least = least_of(NO_DEMAND, node.demands.values())
+        return least
 
     @staticmethod
     def _over_weight(share: float, weight: float) -> float:
         return share / weight if weight > 0 else share
 
     @staticmethod
-    def _rescaled_sum(entries: Any, least: float, width: int) -> list[float]:
-        """sum_i c_i * min(1, least / d_i) over (c_i, d_i)."""
-        total = [0.0] * width
+    def _rescaled_sum(entries: Any, least: float) -> list[float]:
+        """sum_i c_i * min(1, least / d_i) over (c_i, d_i), c_i a pool's usage vector
+        (cpus, memory, power, gpus): written out, as it runs on every decision."""
+        cpus = memory = power = gpus = 0.0
         for vector, share in entries:
-            factor = 1.0 if share <= least else least / share
+            if share <= least:
+                cpus += vector[0]
+                memory += vector[1]
+                power += vector[2]
+                gpus += vector[3]
+                continue
+            factor = least / share
             if factor > 0:
-                for resource in range(width):
-                    total[resource] += vector[resource] * factor
-        return total
+                cpus += vector[0] * factor
+                memory += vector[1] * factor
+                power += vector[2] * factor
+                gpus += vector[3] * factor
+        return [cpus, memory, power, gpus]
 
     # -------------------------------------------------------------- decision
     def first(self, now: float) -> UserState | None:
@@ -284,70 +409,84 @@ class HdrfOrder(OrderPolicy):
         self._update(self.root)
         # Within every quota first; then past the quotas of groups at depth >= level that
         # accept surplus, the deepest first (surplus from siblings before cousins); then
-        # past an autoregroup group's ceiling.
-        for level in range(self.depth + 1, 0, -1):
-            found = self._descend(self.root, level)
-            if found is not None:
-                return found
-        return self._descend(self.root, AUTOREGROUP)
-
-    def _children(self, node: GroupNode) -> list[tuple[tuple, GroupNode | None]]:
-        """`node`'s children that want a slot, best first: (key, subgroup or None for its
-        own users). Key: (weight 0, normalised share, listed order)."""
-        entries: list[tuple[tuple, GroupNode | None]] = []
-        if len(node.ranking):
-            entries.append(((int(node.members_weight <= 0), node.members_share,
-                             len(node.subgroups)), None))
-        for order, child in enumerate(node.subgroups):
-            if child.active:
-                entries.append(((int(child.weight <= 0), child.share, order), child))
-        entries.sort(key=lambda entry: entry[0])
-        return entries
-
-    def _descend(self, node: GroupNode, level: int) -> UserState | None:
-        for _, child in self._children(node):
-            if child is not None:
-                found = self._descend(child, level)
+        # past an autoregroup group's ceiling. `<none>`'s quota, the pool, holds in each.
+        if not self.root.full:
+            for level in range(self.depth + 1, 0, -1):
+                found = self._descend(self.root, level, now)
                 if found is not None:
                     return found
+        return self._descend(self.root, AUTOREGROUP, now)
+
+    def _descend(self, node: GroupNode, level: int, now: float) -> UserState | None:
+        """The first user under `node`, in H-DRF's order, whose next task fits the room of
+        round `level`. A subgroup whose quota holds in this round and leaves room for no
+        waiting task below it is passed over whole."""
+        for child in node.order:
+            if child is None:
+                if level != AUTOREGROUP:
+                    found = self._fitting(node, self._room(node, level), now)
+                elif node.autoregroup:
+                    found = self._fitting(node, UNLIMITED, now)
+                else:
+                    continue
+            elif level != AUTOREGROUP and level > child.lifted_in and child.full:
                 continue
-            if level == AUTOREGROUP and not node.autoregroup:
-                continue
-            room = self._room(node, level)
-            head = self.pool.head
-            for user in node.ranking:
-                task = head(user)
-                # Only what the task asks for counts (a job of no GPUs fits a group at its
-                # GPU quota).
-                if task is not None and (task.cpus <= room[CPUS] or not task.cpus) \
-                        and (task.memory <= room[MEMORY] or not task.memory) \
-                        and (task.gpus <= room[GPUS] or not task.gpus):
-                    return user
+            else:
+                found = self._descend(child, level, now)
+            if found is not None:
+                return found
         return None
 
-    def _room(self, node: GroupNode, level: int) -> list[float]:
-        """What the users of `node` may take more in this round, per resource: the least
-        room left under the quotas on its path, but those of groups at depth >= `level` that
-        accept surplus (`AUTOREGROUP`: a group with autoregroup has no ceiling)."""
-        room = [math.inf] * len(node.used)
-        if level == AUTOREGROUP:
-            return room
-        limits = [(node.own_used, node.own_quota)]
-        limits += [(group.used, group.quota) for group in node.path()
-                   if not (group.accept_surplus and group.depth >= level)]
-        for used, quota in limits:
-            for resource, limit in enumerate(quota):
-                if limit - used[resource] + EPSILON < room[resource]:
-                    room[resource] = limit - used[resource] + EPSILON
-        return room
+    def _fitting(self, node: GroupNode, room: tuple[float, float, float],
+                 now: float) -> UserState | None:
+        """The first of `node`'s own waiting users, in the group's order of them (DRF's, or
+        HTCondor's priority at `now`), whose next task fits `room`. Only what the task asks
+        for counts (a job of no GPUs fits a group at its GPU quota)."""
+        cpus, memory, gpus = room
+        least = self._members_least(node)
+        if least[0] > cpus or least[1] > memory or least[2] > gpus:
+            return None  # no task of theirs fits: most groups, in the rounds past their quota
+        head = self.pool.head
+        users = node.ranking if node.within is None else node.within.tree.ordered(now)
+        for user in users:
+            task = head(user)
+            if task is not None and (task.cpus <= cpus or not task.cpus) \
+                    and (task.memory <= memory or not task.memory) \
+                    and (task.gpus <= gpus or not task.gpus):
+                return user
+        return None
+
+    @staticmethod
+    def _room(node: GroupNode, level: int) -> tuple[float, float, float]:
+        """What the users of `node` may take more in this round (cpus, memory, gpus): the
+        least room left under the ceilings on its path, but those of groups at depth >=
+        `level` that accept surplus."""
+        cpus = memory = gpus = math.inf
+        for lifted_in, used, quota in node.ceilings:
+            if level > lifted_in:
+                left = quota[CPUS] - used[CPUS]
+                if left < cpus:
+                    cpus = left
+                left = quota[MEMORY] - used[MEMORY]
+                if left < memory:
+                    memory = left
+                left = quota[GPUS] - used[GPUS]
+                if left < gpus:
+                    gpus = left
+        return cpus + EPSILON, memory + EPSILON, gpus + EPSILON
 
     # --------------------------------------------------------------- figures
     def why(self, user: UserState, now: float) -> tuple[str, Mapping[str, Any]]:
         figures = self.figures(user)
-        return ("free slot to {user} of group {group} (path {path}): least normalised "
-                "dominant share at every level; its own {dominant_share:.4g} (of "
-                "{dominant_resource}), its group's {group_share:.4g} (H-DRF's, over the "
-                "group's weight)"), figures
+        template = ("free slot to {user} of group {group} (path {path}): least normalised "
+                    "dominant share at every level; its own {dominant_share:.4g} (of "
+                    "{dominant_resource}), its group's {group_share:.4g} (H-DRF's, over the "
+                    "group's weight)")
+        within = self.group_of[user.index].within if user.index in self.group_of else None
+        if within is not None:
+            figures["priority"] = within.priority(user, now)
+            template += "; in its group, least HTCondor effective priority, {priority:.4g}"
+        return template, figures
 
     def figures(self, user: UserState) -> dict[str, Any]:
         self._update(self.root)
@@ -363,6 +502,18 @@ class HdrfOrder(OrderPolicy):
         figures = self.figures(user)
         del figures["user"], figures["path"]
         return figures
+
+    @staticmethod
+    def first_in(node: GroupNode, now: float) -> UserState | None:
+        """`node`'s own waiting user that goes first in the group's order of them."""
+        return node.ranking.first() if node.within is None else node.within.first(now)
+
+    def tree_state(self) -> GroupNode:
+        """The root of the tree, every group's figures current (the stages reading them:
+        `group_preempt`)."""
+        self._refresh_quotas()
+        self._update(self.root)
+        return self.root
 
     def group_rows(self) -> list[dict[str, Any]]:
         """One row a group, parents first: quota, weight, actual and rescaled dominant
@@ -397,3 +548,11 @@ class HdrfOrder(OrderPolicy):
         """The product of the weights on the path: the share of the pool the group is
         guaranteed when every group wants more."""
         return math.prod(group.weight for group in node.path())
+
+
+def group_rows_of(order: OrderPolicy) -> list[dict[str, Any]]:
+    """`order`'s rows per accounting group (`HdrfOrder.group_rows`); none for an order
+    without a tree (the daemon's per-group outputs)."""
+    if isinstance(order, HdrfOrder) and not order.tree.flat:
+        return order.group_rows()
+    return []

@@ -35,6 +35,7 @@ from gridfair.policies.deadline_baselines import (
 from gridfair.policies.dmfa_srq import DmfaSrqOrder
 from gridfair.policies.drf import DrfOrder, WeightedDrfOrder
 from gridfair.policies.fair_preempt import FairPreempt
+from gridfair.policies.group_preempt import GroupFairPreempt
 from gridfair.policies.hdrf import HdrfOrder
 from gridfair.policies.hosep import HosepOrder, HosepPreempt
 from gridfair.policies.justice import JusticeAdmit, JusticeOrder
@@ -62,6 +63,7 @@ PREEMPTS: dict[str, type[PreemptPolicy]] = {
     "hosep": HosepPreempt,
     "reclaim": ReclaimPreempt,
     "fair": FairPreempt,
+    "group-fair": GroupFairPreempt,
 }
 ADMITS: dict[str, type[AdmitPolicy]] = {
     "justice": JusticeAdmit,
@@ -78,6 +80,8 @@ COMPOSITIONS: dict[str, tuple[str, str | None, str | None]] = {
     "wdrf": ("wdrf", None, None),
     # DRF across the accounting group tree (`--groups`; without one, DRF).
     "hdrf": ("hdrf", None, None),
+    # H-DRF with preemption to the tree's entitlement (`group_preempt`).
+    "hdrf-fair": ("hdrf", "group-fair", None),
     "sdrf": ("sdrf", None, None),
     "dmfa-srq": ("dmfa-srq", None, None),
     # The DRF family with fair-share preemption (`fair_preempt`), for `compare`.

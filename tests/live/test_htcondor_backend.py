@@ -11,7 +11,8 @@ from gridfair.ad_views import JobStatus
 from gridfair.classads.matching import symmetric_match
 from gridfair.classads.submitters import SubmitterMap
 from gridfair.daemon.backends import ActionFailed, PoolUnavailable
-from gridfair.daemon.backends.htcondor import RESCHEDULE, HTCondorBackend
+from gridfair.daemon.backends.htcondor import HTCondorBackend
+from gridfair.daemon.backends.htcondor.steering import RESCHEDULE
 from tests.live.conftest import POOL_CONFIG, SLOTS, ghost_schedd, own_pool
 from tests.live.harness.personal_pool import UID_DOMAIN, JobSpec, PersonalPool, SlotSpec
 

@@ -387,7 +387,8 @@ class RogueSchedd:
                  "_CONDOR_SEC_CLIENT_AUTHENTICATION_METHODS": "CLAIMTOBE",
                  "_CONDOR_SEC_CLAIMTOBE_USER": user,
                  "_CONDOR_SEC_CLAIMTOBE_INCLUDE_DOMAIN": "false"},
-            capture_output=True, text=True, check=False)
+            capture_output=True, text=True, check=False,
+            cwd=self.directory)  # its own: the checkout may lie under a 0700 directory
         assert done.returncode == 0, done.stderr
         return first_job(done)
 

@@ -7,17 +7,31 @@ module and one contract test suite (`tests/test_backends.py`) run against every 
 - `files`: `condor_status -long` / `condor_q -long` dumps in a directory, actions appended to a
   JSON-lines file;
 - `htcondor`: a real pool through the `htcondor2` bindings.
+
+Each is built from its config section by its `from_config`, found by kind in `BACKEND_CLASSES`.
 """
 
 from __future__ import annotations
 
+import importlib
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gridfair.ad_views import Job, Machine, SkippedAd, Snapshot
 from gridfair.errors import GridfairError
+
+if TYPE_CHECKING:
+    from gridfair.daemon.config import Config
+
+#: Each backend a config may name (`backend.kind`) -> its module and class, imported only when
+#: one is built: a daemon on one kind loads nothing of the others (the htcondor bindings).
+BACKEND_CLASSES = {
+    "sim": ("gridfair.daemon.backends.sim", "SimBackend"),
+    "files": ("gridfair.daemon.backends.files", "FilesBackend"),
+    "htcondor": ("gridfair.daemon.backends.htcondor", "HTCondorBackend"),
+}
 
 
 class PoolUnavailable(GridfairError):
@@ -71,6 +85,12 @@ class PoolBackend(ABC):
     #: Whether `hold_starts` holds anything (a pool that starts only what gridfair steered
     #: while its lease lasts).
     leases: bool = False
+
+    @classmethod
+    def from_config(cls, section: Mapping[str, Any], config: Config) -> PoolBackend:
+        """The backend its config section (`backend.<kind>`, validated) describes; `config`
+        is the whole configuration, for what another section says."""
+        raise NotImplementedError(f"{cls.__name__} is not built from a config")
 
     @abstractmethod
     def read_snapshot(self) -> Snapshot:
@@ -170,3 +190,9 @@ class PoolBackend(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook: most backends hold nothing open
         """Release connections and files (default: nothing to release)."""
+
+
+def backend_class(kind: str) -> type[PoolBackend]:
+    """The class of the backend `kind` (one of `BACKEND_CLASSES`)."""
+    module, name = BACKEND_CLASSES[kind]
+    return getattr(importlib.import_module(module), name)

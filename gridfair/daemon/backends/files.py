@@ -35,10 +35,10 @@ import json
 import os
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gridfair.ad_views import (
     MACHINE_NAME,
@@ -77,6 +77,9 @@ from gridfair.daemon.backends import (
 )
 from gridfair.daemon.backends.ads import snapshot_from_ads, snapshot_of
 from gridfair.errors import InputError
+
+if TYPE_CHECKING:
+    from gridfair.daemon.config import Config
 
 SLOT_SUFFIX = ".status"
 JOB_SUFFIX = ".queue"
@@ -300,6 +303,12 @@ class FilesBackend(PoolBackend):
         self.dumps = AdDumps([self.directory], [self.directory], self.ad_config)
         # What the last snapshot showed, to refuse actions on jobs it did not have.
         self._last: Snapshot | None = None
+
+    @classmethod
+    def from_config(cls, section: Mapping[str, Any], config: Config) -> FilesBackend:
+        return cls(section["directory"], section["actions"],
+                   owner_attribute=section["owner_attribute"],
+                   power_attribute=section["power_attribute"])
 
     def read_snapshot(self) -> Snapshot:
         self._last = self.dumps.read()

@@ -14,14 +14,18 @@ the wall clock's time (the daemon's own state - journal, history, policy state -
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from gridfair.ad_views import Job, JobStatus, Machine, Snapshot
 from gridfair.daemon.backends import ActionFailed, PoolBackend
 from gridfair.sim.grid_loader import load_grid
 from gridfair.sim.workloads.hosep import hosep_workload
+
+if TYPE_CHECKING:
+    from gridfair.daemon.config import Config
 
 #: The grid `make run` uses when the config names none: embedded in the package.
 EMBEDDED_GRID = "hosep-table1"
@@ -66,6 +70,11 @@ class SimBackend(PoolBackend):
             self.jobs[job_id] = _SimJob(job_id, task.user, self.time + task.submit_time,
                                         task.work or 0.0)
         self.finished: list[str] = []
+
+    @classmethod
+    def from_config(cls, section: Mapping[str, Any], config: Config) -> SimBackend:
+        return cls(section["grid"], workload=section["workload"], step=section["step"],
+                   seed=section["seed"])
 
     def now(self) -> float:
         return self.time

@@ -1,0 +1,207 @@
+"""Preemption to the group tree's entitlement (`--preempt group-fair`, with the `hdrf` order;
+`--policy hdrf-fair`): a group below its entitlement takes room from the group most over its
+own, siblings first.
+
+H-DRF (`policies/hdrf.py`) only gives out free room: on a full pool, a group whose quota was
+lent as surplus waits for the borrowers' jobs to end. This stage gives it back by vacating:
+
+1. receivers: the groups whose own users wait and which hold less than their entitlement
+   (`group_entitlement`: quota plus their fair part of the surplus), furthest below first,
+   up to `RECEIVER_GROUPS`; of each, the user H-DRF would serve first, its jobs as `reclaim`
+   and `fair` try theirs (`reclaim.first_move`);
+2. victims: the groups whose own users run jobs and which hold more than their entitlement;
+   the nearest in the tree first (the deepest common ancestor: a sibling before a cousin),
+   then the furthest over, up to `VICTIM_GROUPS`; of each, the youngest running jobs (least
+   work lost), up to `VICTIM_CANDIDATES`, on whose machine the receiver's job fits once that
+   job leaves;
+3. the rule, on every group from each side up to the level where the two paths meet: each
+   group of the receiver's side holds less than its entitlement; each group of the victim's
+   side holds more than its own and no less after the vacate; and at the level where they
+   meet, the receiver's side ends no further over its entitlement than the victim's side.
+
+A group at or below its entitlement is never a victim, and a victim's side never ends below
+its own, so it never becomes a receiver that would take the room back: on a pool whose
+demand does not change, moves stop (no ping-pong). A move vacates one job (a receiver whose
+job needs the room of several is not served by this stage). The daemon's safety rules
+(`daemon.safety`) apply through the negotiator's guard, as for every stage. Each vacate and
+allocation names the level and the figures (shares and entitlements before and after).
+
+Ties: the group listed first; among a group's jobs, the one started last, then submitted
+first.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator, Sequence
+from itertools import islice
+from typing import Any
+
+from gridfair.core.pool import Node, Pool, Task, UserState
+from gridfair.core.stages import OrderPolicy, Preemption, PreemptPolicy
+from gridfair.policies.fair_preempt import moved, usage_on
+from gridfair.policies.group_entitlement import Part, entitlements
+from gridfair.policies.hdrf import GroupNode, HdrfOrder
+from gridfair.policies.owner_share import preemption_of
+from gridfair.policies.ranking import RunningTasks
+from gridfair.policies.reclaim import first_move
+
+#: How many groups below their entitlement are tried, furthest below first.
+RECEIVER_GROUPS = 4
+#: How many groups over their entitlement are looked at, and how many of each one's jobs.
+VICTIM_GROUPS = 4
+VICTIM_CANDIDATES = 16
+#: Slack on a share against an entitlement: float noise is neither below nor above.
+EPSILON = 1e-9
+
+_VACATE = ("vacate {victim_job} of {victim_user} (group {victim_group}) on {machine} (group "
+           "entitlement, level {level}): {victim_side} holds {victim_share:.4g} of the pool "
+           "against an entitlement of {victim_entitlement:.4g}, {victim_share_after:.4g} "
+           "after; {receiver_side} holds {receiver_share:.4g} against "
+           "{receiver_entitlement:.4g}, {receiver_share_after:.4g} once {receiver_job} runs")
+_ALLOCATE = ("{receiver_job} of {receiver} (group {receiver_group}) onto {machine} (group "
+             "entitlement, level {level}): {receiver_side} goes from {receiver_share:.4g} to "
+             "{receiver_share_after:.4g} of the pool, entitled to {receiver_entitlement:.4g}; "
+             "freed from {victim_side} ({victim_share:.4g} to {victim_share_after:.4g}, "
+             "entitled to {victim_entitlement:.4g})")
+
+
+def own_part(node: GroupNode) -> Part:
+    """The part a group's own users make: the group itself when it is a leaf."""
+    return Part(node, bool(node.subgroups))
+
+
+def meeting(receiver: GroupNode, victim: GroupNode) -> GroupNode:
+    """The deepest group on both paths."""
+    on_path = set(map(id, receiver.path()))
+    return next(node for node in victim.path() if id(node) in on_path)
+
+
+def side(node: GroupNode, top: GroupNode) -> list[Part]:
+    """The parts from `node`'s own users up to, not including, `top`, deepest first."""
+    if node is top:
+        return [Part(node, True)]
+    parts = [Part(node, True)] if node.subgroups else []
+    for group in node.path():
+        if group is top:
+            break
+        parts.append(Part(group, False))
+    return parts
+
+
+class GroupFairPreempt(PreemptPolicy):
+    """Room for a group below its entitlement from the nearest group over its own."""
+
+    name = "group-fair"
+    needs_order = HdrfOrder
+    needs_order_text = "the H-DRF order"
+
+    @classmethod
+    def from_options(cls, options: Any, order: OrderPolicy) -> GroupFairPreempt:
+        assert isinstance(order, HdrfOrder)  # needs_order
+        return cls(order)
+
+    def __init__(self, order: HdrfOrder) -> None:
+        self.order = order
+
+    def attach(self, pool: Pool) -> None:
+        self.pool = pool
+        self.running = RunningTasks(self.victim_key)
+
+    @staticmethod
+    def victim_key(task: Task, node: Node | None = None) -> float:
+        """Least work lost first: the run started last."""
+        return -task.start_time
+
+    def task_started(self, task: Task, now: float) -> None:
+        self.running.started(task)
+
+    def task_stopped(self, task: Task, now: float, node: Node) -> None:
+        self.running.stopped(task, node)
+
+    # ---------------------------------------------------------------- the rule
+    def choose(self, now: float) -> Preemption | None:
+        order = self.order
+        if order.tree.flat:
+            return None
+        root = order.tree_state()
+        self.entitled = entitlements(root, order.user_share, order.tree.none_accepts_surplus)
+        self.held = {part: order.user_share(part.node.own_used if part.own else part.node.used)
+                     for part in self.entitled}
+        self.listed = {node.name: index for index, node in enumerate(order.nodes.values())}
+        below = sorted(
+            (self.held[own_part(node)] - self.entitled[own_part(node)], self.listed[name], node)
+            for name, node in order.nodes.items()
+            if len(node.ranking) and own_part(node) in self.entitled
+            and self.held[own_part(node)] < self.entitled[own_part(node)] - EPSILON)
+        receivers = [order.first_in(node, now) for _, _, node in below[:RECEIVER_GROUPS]]
+        # Groups over their entitlement whose own users run jobs, furthest over first.
+        self.over = sorted(
+            (self.entitled[part] - self.held[part], self.listed[name], node)
+            for name, node in order.nodes.items()
+            if (part := own_part(node)) in self.entitled
+            and self.held[part] > self.entitled[part] + EPSILON
+            and any(user.running for user in node.users.values()))
+        return first_move(self.pool, receivers, self._choose_for, now, free_room_waits=True)
+
+    def _choose_for(self, receiver_user: UserState, receiver: Task,
+                    now: float) -> Preemption | None:
+        pool = self.pool
+        if pool.too_big(receiver) is not None:
+            return None
+        receiver_node = self.order.group_of[receiver_user.index]
+        # The nearest first (a sibling before a cousin), then the furthest over (`over`'s
+        # order: the sort is stable).
+        victims = sorted((node for *_, node in self.over if node is not receiver_node),
+                         key=lambda node: -meeting(receiver_node, node).depth)
+        for victim_node in victims[:VICTIM_GROUPS]:
+            for victim in islice(pool.vacatable(self._youngest(victim_node)),
+                                 VICTIM_CANDIDATES):
+                if not pool.fits_after_vacate(receiver, victim):
+                    continue
+                figures = self._allowed(receiver_node, receiver, victim_node, victim)
+                if figures is not None:
+                    figures.update(receiver=receiver_user.name, receiver_job=receiver.id,
+                                   victim_user=victim.user, victim_job=victim.id,
+                                   machine=victim.node.name)
+                    return preemption_of(receiver, victim, (),
+                                         lambda _, figures=figures: dict(figures),
+                                         _VACATE, _ALLOCATE)
+        return None
+
+    def _youngest(self, node: GroupNode) -> Iterator[Task]:
+        """The running jobs of `node`'s own users, started last first."""
+        return heapq.merge(*(self.running.of(user.name) for user in node.users.values()
+                             if user.running),
+                           key=lambda task: (-task.start_time, task.seq))
+
+    def _allowed(self, receiver_node: GroupNode, receiver: Task, victim_node: GroupNode,
+                 victim: Task) -> dict[str, Any] | None:
+        """The move's figures if the rule allows it (the module docstring's step 3)."""
+        top = meeting(receiver_node, victim_node)
+        gained, lost = usage_on(receiver, victim.node), usage_on(victim, victim.node)
+        receiver_side, victim_side = side(receiver_node, top), side(victim_node, top)
+        for part in receiver_side:
+            if not self.held[part] < self.entitled[part] - EPSILON:
+                return None
+        for part in victim_side:
+            if not (self.held[part] > self.entitled[part] + EPSILON
+                    and self._after(part, lost, -1.0) >= self.entitled[part] - EPSILON):
+                return None
+        receiver_top, victim_top = receiver_side[-1], victim_side[-1]
+        receiver_after = self._after(receiver_top, gained, 1.0)
+        victim_after = self._after(victim_top, lost, -1.0)
+        if receiver_after - self.entitled[receiver_top] \
+                > victim_after - self.entitled[victim_top] + EPSILON:
+            return None
+        return {"level": top.depth + 1, "receiver_group": receiver_node.name,
+                "victim_group": victim_node.name,
+                "receiver_side": receiver_top.name, "victim_side": victim_top.name,
+                "receiver_share": self.held[receiver_top], "receiver_share_after": receiver_after,
+                "receiver_entitlement": self.entitled[receiver_top],
+                "victim_share": self.held[victim_top], "victim_share_after": victim_after,
+                "victim_entitlement": self.entitled[victim_top]}
+
+    def _after(self, part: Part, change: Sequence[float], sign: float) -> float:
+        used = part.node.own_used if part.own else part.node.used
+        return self.order.user_share(moved(used, change, sign))

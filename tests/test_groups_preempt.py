@@ -1,0 +1,163 @@
+"""Preemption to the group tree's entitlement (`policies/group_preempt.py`) and the
+entitlements it works to (`policies/group_entitlement.py`): a group below its entitlement
+takes room back from the nearest group over its own, siblings first; a group at or below its
+entitlement is never the victim; on a pool whose demand does not change, moves stop."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gridfair.core.negotiator import Negotiator
+from gridfair.core.pool import CPUS, Node, Pool, Task
+from gridfair.core.stages import VACATE
+from gridfair.policies.group_entitlement import water_fill
+from gridfair.policies.group_preempt import GroupFairPreempt
+from gridfair.policies.hdrf import HdrfOrder
+from gridfair.policies.registry import build_stages
+
+RESOURCES = ("cpus", "memory")
+
+
+def negotiator_of(tree: dict[str, Any], cpus: float, machines: int = 1) -> Negotiator:
+    pool = Pool()
+    for index in range(machines):
+        pool.add_node(Node(f"n{index}", None, power=cpus, cpus=cpus, memory=10 * cpus))
+    order = HdrfOrder(resources=RESOURCES, groups=tree)
+    return Negotiator(pool, order, GroupFairPreempt(order))
+
+
+def submit(negotiator: Negotiator, user: str, count: int, now: float,
+           cpus: float = 1.0) -> None:
+    for number in range(count):
+        negotiator.submit(Task(f"{user}.{now:g}.{number}", user, now, cpus=cpus, memory=1.0,
+                               duration=1e9), now)
+
+
+def held(negotiator: Negotiator) -> dict[str, float]:
+    return {name: user.usage[CPUS] for name, user in negotiator.pool.users.items()}
+
+
+def vacates(decisions: list) -> list:
+    return [decision for decision in decisions if decision.kind == VACATE]
+
+
+def moves_after(negotiator: Negotiator, first: dict[str, int], arriving: tuple[str, int],
+                cycles: int) -> list:
+    """`first`'s users' jobs start on the empty pool at 0; `arriving`'s user submits its
+    jobs at 1: the vacates of the `cycles` cycles from 1."""
+    for user, count in first.items():
+        submit(negotiator, user, count, 0.0)
+    negotiator.cycle(0.0)
+    submit(negotiator, *arriving, 1.0)
+    return [move for tick in range(1, cycles + 1)
+            for move in vacates(negotiator.cycle(float(tick)))]
+
+
+def test_water_fill_gives_what_a_sated_part_leaves_to_the_others_by_weight() -> None:
+    assert water_fill(1.0, [0.5, 0.25, 0.25], [0.1, float("inf"), float("inf")]) \
+        == [0.1, 0.45, 0.45]
+    assert water_fill(1.0, [0.5, 0.5, 0.0], [0.2, 0.2, float("inf")]) \
+        == pytest.approx([0.2, 0.2, 0.6])
+
+
+def test_a_group_below_its_quota_takes_back_what_a_sibling_borrowed() -> None:
+    """b borrowed all 10 cpus while a was idle; a arrives: a takes back its half, b keeps
+    its own half, and further cycles move nothing."""
+    tree = {"accept_surplus": True, "a": {"quota_dynamic": 0.5, "users": ["a"]},
+            "b": {"quota_dynamic": 0.5, "users": ["b"]}}
+    negotiator = negotiator_of(tree, 10.0)
+    moves = moves_after(negotiator, {"b": 12}, ("a", 8), 5)
+    assert held(negotiator) == {"b": 5.0, "a": 5.0}
+    assert len(moves) == 5
+    assert all(move.task.user == "b" for move in moves)
+    figures = moves[-1].figures
+    assert figures["level"] == 1 and figures["victim_entitlement"] == 0.5
+    assert figures["victim_share_after"] >= figures["victim_entitlement"]
+
+
+TWO_DEPARTMENTS = {
+    "accept_surplus": True,
+    "A": {"quota_dynamic": 0.5}, "A.x": {"quota_dynamic": 0.5, "users": ["x"]},
+    "A.y": {"quota_dynamic": 0.5, "users": ["y"]},
+    "B": {"quota_dynamic": 0.5}, "B.z": {"quota_dynamic": 1.0, "users": ["z"]}}
+
+
+def test_room_is_never_taken_from_a_group_at_its_entitlement() -> None:
+    """A.x holds all of A's 4 cpus (A.y idle), B.z its 4 (B's quota) on 8 cpus. A.y
+    arrives: it takes 2 from its sibling A.x, none from B.z, which is at its entitlement."""
+    negotiator = negotiator_of(TWO_DEPARTMENTS, 8.0)
+    moves = moves_after(negotiator, {"z": 4, "x": 4}, ("y", 4), 4)
+    assert held(negotiator) == {"z": 4.0, "x": 2.0, "y": 2.0}
+    assert {move.task.user for move in moves} == {"x"}
+    assert {move.figures["level"] for move in moves} == {2}
+
+
+def test_room_is_taken_from_a_sibling_before_a_cousin_further_over() -> None:
+    """On 20 cpus, A.x holds 7 (entitled to 5 once A.y wants), B.z 13 (entitled to 10:
+    further over). A.y arrives: it takes A.x's 2 first, then B.z's 3."""
+    negotiator = negotiator_of(TWO_DEPARTMENTS, 20.0)
+    moves = moves_after(negotiator, {"z": 13, "x": 7}, ("y", 10), 11)
+    assert [move.task.user for move in moves] == ["x", "x", "z", "z", "z"]
+    assert held(negotiator) == {"z": 10.0, "x": 5.0, "y": 5.0}
+
+
+def test_the_policy_composes_hdrf_with_the_stage() -> None:
+    stages = build_stages("hdrf-fair", options={"groups": {"a": {"quota": 1}}})
+    assert isinstance(stages.preempt, GroupFairPreempt)
+
+
+@st.composite
+def loaded_tree(draw: Any) -> tuple[dict[str, Any], list[tuple[str, int, int]]]:
+    """A two-level tree with surplus accepted or not per group, one user a leaf, and per
+    user: how many jobs it submits to the empty pool, and how many once it is full."""
+    tree: dict[str, Any] = {"accept_surplus": True}
+    loads = []
+    for top in range(draw(st.integers(2, 3))):
+        name = f"g{top}"
+        tree[name] = {"quota_dynamic": draw(st.sampled_from((0.2, 0.3))),
+                      "accept_surplus": draw(st.sampled_from((True, True, False)))}
+        kids = draw(st.integers(0, 2))
+        leaves = [f"{name}.s{kid}" for kid in range(kids)] or [name]
+        for leaf in leaves:
+            if leaf != name:
+                tree[leaf] = {"quota_dynamic": draw(st.sampled_from((0.3, 0.5))),
+                              "accept_surplus": draw(st.sampled_from((True, True, False)))}
+            user = leaf.replace(".", "_")
+            tree[leaf]["users"] = [user]
+            early = draw(st.booleans())  # borrows the pool early, or arrives to find it full
+            loads.append((user, draw(st.integers(8, 20)) if early else 0,
+                          0 if early else draw(st.integers(1, 12))))
+    return tree, loads
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(loaded_tree(), st.sampled_from((1.0, 2.0)))
+def test_victims_are_over_their_entitlement_and_stay_at_it_and_moves_stop(
+        drawn: tuple[dict[str, Any], list[tuple[str, int, int]]], size: float) -> None:
+    """Some users fill the pool, others arrive; then cycles on the unchanged pool: every
+    vacate takes from a group over its entitlement that stays at or above it, for one below
+    its own; no job is vacated twice, and the moves stop."""
+    tree, loads = drawn
+    negotiator = negotiator_of(tree, 4.0, machines=5)
+    for user, first, _ in loads:
+        submit(negotiator, user, first, 0.0, cpus=size)
+    negotiator.cycle(0.0)
+    for user, _, later in loads:
+        submit(negotiator, user, later, 1.0, cpus=size)
+    quiet = 0
+    for tick in range(1, 60):
+        moves = vacates(negotiator.cycle(float(tick)))
+        for move in moves:
+            figures = move.figures
+            assert figures["victim_share"] > figures["victim_entitlement"]
+            assert figures["victim_share_after"] >= figures["victim_entitlement"] - 1e-9
+            assert figures["receiver_share"] < figures["receiver_entitlement"]
+        quiet = 0 if moves else quiet + 1
+        if quiet == 3:
+            break
+    assert quiet == 3, "preemptions did not stop"
+    assert all(task.preemptions <= 1 for task in negotiator.pool.tasks.values())

@@ -462,7 +462,7 @@ def run_side(side: str, config: str, seed: int, options: argparse.Namespace,
              python: Path | None) -> showcase.Record:
     """One side on a fresh pool: fill, A's arrival, M leaving; its record."""
     from gridfair.ad_views import whole_slot
-    from tests.harness.pool_record import landing, read_lifetimes, read_runs
+    from tests.harness.pool_record import read_lifetimes, read_runs
     from tests.live.harness.personal_pool import (
         ACCOUNTING_PREFIX,
         UID_DOMAIN,
@@ -541,12 +541,20 @@ def run_side(side: str, config: str, seed: int, options: argparse.Namespace,
                              [round(value, 2) for value in load_before],
                              [round(value, 2) for value in os.getloadavg()])
     if directory is not None:
-        landed = landing(directory / "state.db", runs, 2 * INTERVAL)
-        record.landing = {"decided": landed.decided, "landed": landed.landed,
-                          "landed_within_two_cycles": landed.landed_in_time,
-                          "journal": dict(landed.journal)}
-        shutil.rmtree(directory, ignore_errors=True)
+        keep_landing(record, directory)
     return record
+
+
+def keep_landing(record: showcase.Record, directory: Path) -> None:
+    """The daemon's landing of its allocations (bench/live_pool_showcase.py's measure) into
+    `record`, from its store in `directory`, which is then removed."""
+    from tests.harness.pool_record import landing
+
+    landed = landing(directory / "state.db", record.runs, 2 * INTERVAL)
+    record.landing = {"decided": landed.decided, "landed": landed.landed,
+                      "landed_within_two_cycles": landed.landed_in_time,
+                      "journal": dict(landed.journal)}
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 def figures(record: showcase.Record, plot_dir: str | None = None) -> dict[str, object]:

@@ -656,6 +656,25 @@ def output_to_stderr() -> Iterator[None]:
         os.close(saved)
 
 
+def parse_with_records(parser: argparse.ArgumentParser) -> argparse.Namespace:
+    """`parser`'s options, with a live bench's `--save`, `--replay` and `--json`."""
+    parser.add_argument("--save", metavar="DIR", help="each run's record here (JSON)")
+    parser.add_argument("--replay", nargs="+", metavar="FILE",
+                        help="figures from saved records instead of new runs")
+    parser.add_argument("--json", action="store_true")
+    return parser.parse_args()
+
+
+def recorded_runs(parser: argparse.ArgumentParser, options: argparse.Namespace,
+                  run: Callable[..., showcase.Record],
+                  configurations: Mapping[str, Mapping]) -> list[showcase.Record]:
+    """The records `--replay` names, or new runs of every side and configuration asked for
+    (bench/live_pool_showcase.py's `run_all`)."""
+    if options.replay:
+        return [showcase.Record.load(Path(path)) for path in options.replay]
+    return showcase.run_all(parser, options, run, configurations)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
@@ -672,17 +691,10 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=140.0,
                         help="seconds from A's arrival to the end")
     parser.add_argument("--plot-dir", help="one PNG per run here")
-    parser.add_argument("--save", metavar="DIR", help="each run's record here (JSON)")
-    parser.add_argument("--replay", nargs="+", metavar="FILE",
-                        help="figures from saved records instead of new runs")
-    parser.add_argument("--json", action="store_true")
-    options = parser.parse_args()
+    options = parse_with_records(parser)
     with output_to_stderr() if options.json else contextlib.nullcontext():
-        if options.replay:
-            records = [showcase.Record.load(Path(path)) for path in options.replay]
-        else:
-            records = showcase.run_all(parser, options, run_side,
-                                       {"gridfair": showcase.GRIDFAIR, "htcondor": HTCONDOR})
+        records = recorded_runs(parser, options, run_side,
+                                {"gridfair": showcase.GRIDFAIR, "htcondor": HTCONDOR})
         runs = [figures(record, options.plot_dir) for record in records]
     if options.json:
         print(json.dumps({"runs": runs}, indent=1))

@@ -53,7 +53,12 @@ sys.path.insert(0, str(BENCH))  # its sibling benches
 sys.path.insert(0, str(BENCH.parent))
 
 import live_pool_showcase as showcase  # noqa: E402
-from live_drf_showcase import keep_landing, output_to_stderr  # noqa: E402
+from live_drf_showcase import (  # noqa: E402
+    keep_landing,
+    output_to_stderr,
+    parse_with_records,
+    recorded_runs,
+)
 
 MACHINES, CPUS, MEMORY_MB, PER_CPU = 4, 4, 4096, 1000.0
 SMALL_SECONDS = (20.0, 60.0)
@@ -318,17 +323,10 @@ def main() -> None:
                         help="seconds between W's jobs")
     parser.add_argument("--duration", type=float, default=300.0,
                         help="seconds from the pool full to the end")
-    parser.add_argument("--save", metavar="DIR", help="each run's record here (JSON)")
-    parser.add_argument("--replay", nargs="+", metavar="FILE",
-                        help="figures from saved records instead of new runs")
-    parser.add_argument("--json", action="store_true")
-    options = parser.parse_args()
+    options = parse_with_records(parser)
     with output_to_stderr() if options.json else contextlib.nullcontext():
-        if options.replay:
-            records = [showcase.Record.load(Path(path)) for path in options.replay]
-        else:
-            records = showcase.run_all(parser, options, run_side, CONFIGURATIONS)
-        runs = [figures(record) for record in records]
+        runs = [figures(record) for record in recorded_runs(parser, options, run_side,
+                                                              CONFIGURATIONS)]
     if options.json:
         print(json.dumps({"runs": runs}, indent=1))
         return

@@ -53,7 +53,8 @@ def test_a_group_gone_from_the_rows_loses_its_series() -> None:
         metrics.close()
 
 
-def test_history_and_explain_show_a_group_from_the_store(tmp_path: Path, gridfair_cli) -> None:
+def two_cycles(tmp_path: Path) -> str:
+    """The store of two cycles of `daemon_of`'s daemon."""
     daemon = daemon_of(tmp_path)
     try:
         daemon.tick()
@@ -61,7 +62,11 @@ def test_history_and_explain_show_a_group_from_the_store(tmp_path: Path, gridfai
         daemon.tick()
     finally:
         daemon.close()
-    store = str(tmp_path / "state.db")
+    return str(tmp_path / "state.db")
+
+
+def test_history_and_explain_show_a_group_from_the_store(tmp_path: Path, gridfair_cli) -> None:
+    store = two_cycles(tmp_path)
     result = gridfair_cli("history", "--db", store, "--group", "physics", "--format", "json")
     assert result.exit_code == 0, result.output
     rows = json.loads(result.output)
@@ -85,3 +90,49 @@ def test_history_and_explain_show_a_group_from_the_store(tmp_path: Path, gridfai
     unknown = gridfair_cli("history", "--db", store, "--group", "chemistry")
     assert unknown.exit_code == 2
     assert "no accounting group named 'chemistry'" in unknown.output
+
+
+def test_the_daemon_carries_a_group_s_priorities_across_cycles(tmp_path: Path) -> None:
+    """A group ordered by HTCondor's priority: its users' priorities are saved after each
+    cycle (`policy_state`, as `--policy condor`'s) and restored before the next."""
+    raw = config(tmp_path)
+    tree = {**TREE, "physics": {**TREE["physics"], "order": "condor"}}
+    raw["policy"] = {"name": "hdrf", "options": {"groups": tree}}
+    daemon = Daemon(validate(raw, base=tmp_path))
+    try:
+        daemon.tick()
+        first = daemon.store.policy_state()["order:hdrf"]
+        daemon.skip_until = 0.0
+        daemon.tick()
+        second = daemon.store.policy_state()["order:hdrf"]
+    finally:
+        daemon.close()
+    assert list(first["groups"]) == ["physics"]
+    assert list(first["groups"]["physics"]["priorities"]) == \
+        ["bbockelm@users.opensciencegrid.org"]
+    assert second["time"] > first["time"]
+
+
+def test_shares_from_the_store_by_group(tmp_path: Path, gridfair_cli) -> None:
+    """`shares --db --groups`: the latest cycle's group rows, as `--tree` shows a tree; a
+    store of no groups, and `--groups` with ad files, are one error each (exit 2)."""
+    store = two_cycles(tmp_path)
+    table = gridfair_cli("shares", "--db", store, "--groups")
+    assert table.exit_code == 0, table.output
+    lines = table.output.splitlines()
+    assert lines[0].startswith("As of cycle 2 (") and lines[0].endswith("policy order:hdrf")
+    assert any(line.startswith("  physics ") and " 0.500 " in line for line in lines)
+    assert lines[-1] == "Number of groups: 1"
+    report = json.loads(gridfair_cli("shares", "--db", store, "--groups", "--format",
+                                     "json").output)
+    assert report["cycle"] == 2
+    assert [row["group"] for row in report["groups"]] == ["<none>", "physics"]
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    raw = config(plain)
+    Daemon(validate(raw, base=plain)).close()
+    none = gridfair_cli("shares", "--db", str(plain / "state.db"), "--groups")
+    assert none.exit_code == 2 and "no cycle in the store recorded accounting groups" \
+        in none.output
+    ads = gridfair_cli("shares", "--machines", str(tmp_path / "pool"), "--groups")
+    assert ads.exit_code == 2 and "--groups reads the daemon's store" in ads.output

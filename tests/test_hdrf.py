@@ -12,6 +12,7 @@ The examples' tree: root -> a (weight 1/2), b (1/2); b -> b.x (1/2), b.y (1/2). 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,7 +22,8 @@ from hypothesis import strategies as st
 
 from gridfair.core.negotiator import Negotiator
 from gridfair.core.pool import CPUS, MEMORY, Node, Pool, Task
-from gridfair.core.stages import OrderPolicy
+from gridfair.core.stages import OrderPolicy, Stateful
+from gridfair.errors import InputError
 from gridfair.policies.drf import DrfOrder
 from gridfair.policies.hdrf import HdrfOrder
 
@@ -399,3 +401,76 @@ def test_a_group_orders_its_own_users_as_it_says(order: str, served: str) -> Non
     assert first is pool.users[served]
     template, figures = order_stage.why(first, 3600.0)
     assert ("HTCondor effective priority" in template) == (order == "condor")
+
+
+def test_a_group_s_priorities_outlive_the_order_that_earned_them() -> None:
+    """As the daemon runs it: a ran the whole pool for an hour under one order; the next
+    cycle's order, on a pool rebuilt with a and b waiting and nothing running, restores the
+    saved priorities, so b (no past usage) goes first; restarted equal, a (seen first) would.
+    A user saved in another group than its own now is not restored."""
+    tree = {"g": {"quota_dynamic": 0.5, "order": "condor", "users": ["a", "b"]},
+            "h": {"quota_dynamic": 0.5, "order": "condor", "users": ["c"]}}
+    options = HdrfOrder.Options(resources=RESOURCES, groups=tree)
+    earlier = HdrfOrder.from_options(options)
+    assert isinstance(earlier, Stateful) and not isinstance(HdrfOrder(), Stateful)
+    pool = pool_of(4.0, 40.0)
+    negotiator = Negotiator(pool, earlier)
+    submit(negotiator, "a", 4, (1.0, 1.0))
+    negotiator.cycle(0.0)
+    for task in running(pool):
+        pool.finish(task, 3600.0)
+    state = json.loads(json.dumps(earlier.export_state(3600.0)))
+    assert set(state["groups"]["g"]["priorities"]) == {"a"}
+
+    def next_cycle(saved: Mapping[str, Any] | None) -> str:
+        order = restored[0] = HdrfOrder.from_options(options)
+        pool = pool_of(4.0, 40.0)
+        negotiator = Negotiator(pool, order)
+        submit(negotiator, "a", 1, (1.0, 1.0), now=3600.0)
+        submit(negotiator, "b", 1, (1.0, 1.0), now=3600.0)
+        if saved is not None:
+            order.import_state(saved, source="test")
+        return order.first(3600.0).name
+
+    restored: list[Any] = [None]
+    assert next_cycle(state) == "b"
+    assert next_cycle(None) == "a"
+    moved = {**state, "groups": {"h": {**state["groups"]["g"]}}}  # a saved under h
+    assert next_cycle(moved) == "a"
+    assert restored[0].export_state(3600.0)["groups"]["h"]["priorities"] == {}
+
+
+@pytest.mark.parametrize(("state", "message"), [
+    ({"policy": "condor", "groups": {}}, "not 'hdrf'"),
+    ({"policy": "hdrf"}, "no groups mapping"),
+    ({"policy": "hdrf", "groups": {"g": {"policy": "condor"}}}, "group 'g': no priorities"),
+])
+def test_a_bad_saved_state_is_one_error_naming_it(state: dict, message: str) -> None:
+    order = HdrfOrder.from_options(HdrfOrder.Options(groups={"g": {"order": "condor"}}))
+    Pool().listen(order)
+    with pytest.raises(InputError, match=message):
+        order.import_state(state, source="store")
+
+
+def test_a_full_pool_costs_a_decision_no_group_recomputed() -> None:
+    """Nothing waiting fits the pool's room (a holds every cpu, b waits): the decision finds
+    no one from the groups' least demands alone, recomputing no group's figures (most
+    decisions of `bench/hdrf_cost.py`); once a job ends, b is served as before."""
+    tree = {"accept_surplus": True, "a": {"quota_dynamic": 0.5, "users": ["a"]},
+            "b": {"quota_dynamic": 0.5, "users": ["b"]}}
+    pool = pool_of(4.0, 40.0)
+    order = HdrfOrder(resources=RESOURCES, groups=tree)
+    negotiator = Negotiator(pool, order)
+    submit(negotiator, "a", 4, (1.0, 1.0))
+    negotiator.cycle(0.0)
+    assert len(running(pool)) == 4
+    submit(negotiator, "b", 1, (1.0, 1.0), now=1.0)
+    recomputed = []
+    update = order._update
+    order._update = (  # type: ignore[method-assign]
+        lambda node, **kw: recomputed.append(node.name) or update(node, **kw))
+    assert order.first(1.0) is None
+    assert recomputed == []
+    pool.finish(running(pool)[0], 2.0)
+    assert order.first(2.0) is pool.users["b"]
+    assert recomputed

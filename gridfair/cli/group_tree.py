@@ -1,6 +1,7 @@
 """`gridfair shares --tree`: the accounting group tree of a pool's ads, as admins look at groups
 (`condor_userprio -grouprollup`, `sshare -l`): per group and level, its quota, its guaranteed
-and current dominant share, its H-DRF share and the surplus it uses."""
+and current dominant share, its H-DRF share and the surplus it uses; `shares --db --groups`:
+the same rows as the daemon recorded them at its latest cycle."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ import click
 
 from gridfair.ad_views import Snapshot
 from gridfair.classads.pool_groups import from_condor, pool_group_tree
-from gridfair.cli.output import render_table, to_json
+from gridfair.cli.output import clock, render_table, to_json
 from gridfair.core.groups import GroupTree, tree_from_toml
+from gridfair.daemon import reports
+from gridfair.daemon.store import open_readonly
 from gridfair.errors import InputError
 from gridfair.policies.hdrf import HdrfOrder
 from gridfair.policies.registry import build_stages
@@ -75,6 +78,16 @@ def render_tree(rows: Sequence[Mapping[str, Any]]) -> str:
          "accept_surplus": "yes" if row["accept_surplus"] else "no",
          "surplus_text": _amounts(row["surplus_in_use"])} for row in rows]
         ) + f"\nNumber of groups: {len(rows) - 1}"
+
+
+def groups_from_store(db_path: Path, output_format: str) -> str:
+    """The group rows of the store's latest cycle that recorded them, as `--tree` shows
+    rows."""
+    report = reports.latest_groups(open_readonly(db_path))
+    if output_format != "table":
+        return to_json(report)
+    return (f"As of cycle {report['cycle']} ({clock(report['time'], report['sim_start'])}), "
+            f"policy {report['policy']}\n" + render_tree(report["groups"]))
 
 
 def echo_tree(snapshot: Snapshot, source: str, output_format: str) -> None:

@@ -236,11 +236,15 @@ def _table(rows: Sequence[Mapping[str, Any]], totals: Mapping[str, Any]) -> str:
               "of FILE, or 'condor': the negotiator's GROUP_* knobs of HTCondor's "
               "configuration here ('condor@HOST[:PORT]': as the running negotiator of that "
               "collector's pool has them).")
+@click.option("--groups", "by_group", is_flag=True,
+              help="From the daemon's store: its accounting groups as of its latest cycle "
+              "that recorded them, as --tree shows a tree.")
 @click.option("--format", "output_format", type=click.Choice(FORMATS),
               default="table", show_default=True)
 def shares(machines_paths, jobs_paths, policy, order, preempt, admit, absolute_power_diff,
            owner_attr, power_attr, ad_format, now, db_path, config_path, pool, uid_domain,
-           submitter_map, trust_accounting_groups, tree_source, output_format) -> None:
+           submitter_map, trust_accounting_groups, tree_source, by_group,
+           output_format) -> None:
     """Per-user shares of a pool's ads and the decisions a policy would take on them now."""
     # The report comes from ad files; another source of the same figures (the daemon's
     # store) builds a SharesReport of its own and shares the rendering below.
@@ -250,8 +254,16 @@ def shares(machines_paths, jobs_paths, policy, order, preempt, admit, absolute_p
             raise click.UsageError("--tree reads ad files or a live pool, not the daemon's "
                                    "store: give --machines/--jobs or --pool")
         store = _store(None if db_path is None else Path(db_path), config_path)
+        if by_group:
+            from gridfair.cli.group_tree import groups_from_store
+
+            click.echo(groups_from_store(store, output_format))
+            return
         click.echo(shares_from_store(store, output_format))
         return
+    if by_group:
+        raise click.UsageError("--groups reads the daemon's store (--db or --config); for "
+                               "ad files or a live pool give --tree")
     options: dict[str, Any] = {}
     status = ""
     if policy is None and order is None and tree_source is None:

@@ -229,13 +229,31 @@ def is_group(db, name: str) -> bool:
     return row is not None and any(group["group"] == name for group in _loads(row[0]))
 
 
+def _latest_group_cycle(db) -> dict[str, Any] | None:
+    """The latest cycle that recorded its accounting groups, if any."""
+    return next(iter(db.query("select id, now, sim_start, policy, groups from cycles "
+                              "where groups is not null order by id desc limit 1")), None)
+
+
+def latest_groups(db: sqlite_utils.Database) -> dict[str, Any]:
+    """The accounting groups' rows of the latest cycle that recorded them (`gridfair shares
+    --db --groups`)."""
+    with reading(db):
+        cycle = _latest_group_cycle(db)
+        if cycle is None:
+            raise ReportError("no cycle in the store recorded accounting groups (the daemon "
+                              "records them under the hdrf order with a tree)")
+        return {"cycle": cycle["id"], "time": cycle["now"], "sim_start": cycle["sim_start"],
+                "policy": cycle["policy"], "groups": _loads(cycle["groups"])}
+
+
 def _explain_group(db, group: str, limit: int) -> dict[str, Any] | None:
     """Where accounting group `group` stands as of the latest cycle that recorded groups:
     its row, its subgroups', its users', and the recent decisions that name it."""
     if not is_group(db, group):
         return None
-    cycle = next(iter(db.query("select id, now, sim_start, policy, groups from cycles "
-                               "where groups is not null order by id desc limit 1")))
+    cycle = _latest_group_cycle(db)
+    assert cycle is not None  # is_group found it
     rows = _loads(cycle["groups"])
     row = next(row for row in rows if row["group"] == group)
     subgroups = [other for other in rows if other["level"] == row["level"] + 1

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 from typing import NamedTuple
 
 from gridfair.policies.hdrf import GroupNode
@@ -68,36 +69,66 @@ def water_fill(amount: float, weights: Sequence[float], limits: Sequence[float])
     return given
 
 
-def entitlements(root: GroupNode, share_of: Callable[[Sequence[float]], float],
-                 none_accepts_surplus: bool) -> dict[Part, float]:
-    """Every part's entitlement (a dominant share of the pool), from the tree's state as
-    the H-DRF order keeps it (`HdrfOrder.tree_state`); `share_of` gives a usage vector's
-    dominant share."""
-    result: dict[Part, float] = {Part(root, False): 1.0}
-    guaranteed: dict[Part, float] = {Part(root, False): 1.0}
+def division_of(root: GroupNode) -> list[tuple[GroupNode, list[Part]]]:
+    """The groups that divide their entitlement, parents first, each with its parts: what
+    `entitlements` walks, the same until a group of subgroups gets users of its own."""
+    division = []
     pending = [root]
-    while pending:
-        node = pending.pop(0)
+    for node in pending:
         parts = parts_of(node)
-        if not parts:
-            continue
+        if parts:
+            division.append((node, parts))
+            pending.extend(part.node for part in parts if not part.own)
+    return division
+
+
+@lru_cache(maxsize=4096)
+def _divided(amount: float, weights: tuple[float, ...], limits: tuple[float, ...]
+             ) -> tuple[float, ...]:
+    """`water_fill`, remembered: on a busy pool the same division recurs phase after phase
+    (every part wanting more: no limit but the quotas of those that accept no surplus)."""
+    return tuple(water_fill(amount, weights, limits))
+
+
+def entitlements(root: GroupNode, division: Sequence[tuple[GroupNode, Sequence[Part]]],
+                 share_of: Callable[[Sequence[float]], float],
+                 none_accepts_surplus: bool) -> tuple[dict[Part, float], dict[Part, float]]:
+    """Every part's entitlement and the share it holds (dominant shares of the pool), from
+    the tree's usage, weights and waiting users as the H-DRF order keeps them
+    (`HdrfOrder.tree_root`), divided as `division` (`division_of(root)`) says; `share_of`
+    gives a usage vector's dominant share."""
+    # Whether some user below a group waits, children before parents (H-DRF's `active`,
+    # which needs its rescaled figures recomputed).
+    waiting: dict[str, bool] = {}
+    for node, parts in reversed(division):
+        waiting[node.name] = len(node.ranking) > 0 or any(
+            waiting[part.node.name] if part.node.subgroups else len(part.node.ranking) > 0
+            for part in parts if not part.own)
+    whole = Part(root, False)
+    result: dict[Part, float] = {whole: 1.0}
+    holds: dict[Part, float] = {whole: share_of(root.used)}
+    guaranteed: dict[Part, float] = {whole: 1.0}
+    for node, parts in division:
         whole = Part(node, False)
         weights, limits = [], []
         for part in parts:
-            weight = part.node.members_weight if part.own else part.node.weight
+            group = part.node
+            if part.own:
+                weight, wants = group.members_weight, len(group.ranking) > 0
+                accepts, held = none_accepts_surplus if group is root else True, \
+                    share_of(group.own_used)
+            else:
+                weight = group.weight
+                wants = waiting[group.name] if group.subgroups else len(group.ranking) > 0
+                accepts, held = group.accept_surplus, share_of(group.used)
+            holds[part] = held
             guaranteed[part] = guaranteed[whole] * weight
-            wants = len(part.node.ranking) > 0 if part.own else part.node.active
-            accepts = (none_accepts_surplus if part.node is root else True) if part.own \
-                else part.node.accept_surplus
-            held = share_of(part.node.own_used if part.own else part.node.used)
             limit = math.inf if wants else held
-            if not accepts:
-                limit = min(limit, guaranteed[part])
+            if not accepts and guaranteed[part] < limit:
+                limit = guaranteed[part]
             weights.append(weight)
             limits.append(limit)
-        for part, amount in zip(parts, water_fill(result[whole], weights, limits),
+        for part, amount in zip(parts, _divided(result[whole], tuple(weights), tuple(limits)),
                                 strict=True):
             result[part] = amount
-            if not part.own:
-                pending.append(part.node)
-    return result
+    return result, holds

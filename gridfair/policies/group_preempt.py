@@ -40,7 +40,7 @@ from typing import Any
 from gridfair.core.pool import Node, Pool, Task, UserState
 from gridfair.core.stages import OrderPolicy, Preemption, PreemptPolicy
 from gridfair.policies.fair_preempt import moved, usage_on
-from gridfair.policies.group_entitlement import Part, entitlements
+from gridfair.policies.group_entitlement import Part, division_of, entitlements
 from gridfair.policies.hdrf import GroupNode, HdrfOrder
 from gridfair.policies.owner_share import preemption_of
 from gridfair.policies.ranking import RunningTasks
@@ -107,6 +107,8 @@ class GroupFairPreempt(PreemptPolicy):
     def attach(self, pool: Pool) -> None:
         self.pool = pool
         self.running = RunningTasks(self.victim_key)
+        self.division_users = -1
+        self.division: list[tuple[GroupNode, list[Part]]] = []
 
     @staticmethod
     def victim_key(task: Task, node: Node | None = None) -> float:
@@ -124,25 +126,62 @@ class GroupFairPreempt(PreemptPolicy):
         order = self.order
         if order.tree.flat:
             return None
-        root = order.tree_state()
-        self.entitled = entitlements(root, order.user_share, order.tree.none_accepts_surplus)
-        self.held = {part: order.user_share(part.node.own_used if part.own else part.node.used)
-                     for part in self.entitled}
-        self.listed = {node.name: index for index, node in enumerate(order.nodes.values())}
-        below = sorted(
-            (self.held[own_part(node)] - self.entitled[own_part(node)], self.listed[name], node)
-            for name, node in order.nodes.items()
-            if len(node.ranking) and own_part(node) in self.entitled
-            and self.held[own_part(node)] < self.entitled[own_part(node)] - EPSILON)
-        receivers = [order.first_in(node, now) for _, _, node in below[:RECEIVER_GROUPS]]
-        # Groups over their entitlement whose own users run jobs, furthest over first.
-        self.over = sorted(
-            (self.entitled[part] - self.held[part], self.listed[name], node)
-            for name, node in order.nodes.items()
-            if (part := own_part(node)) in self.entitled
-            and self.held[part] > self.entitled[part] + EPSILON
-            and any(user.running for user in node.users.values()))
+        root = order.tree_root()
+        if self.division_users != len(order.group_of):  # a group may have its first user
+            self.division_users = len(order.group_of)
+            self.division = division_of(root)
+        self.entitled, self.held = entitlements(root, self.division, order.user_share,
+                                                order.tree.none_accepts_surplus)
+        # Groups whose own users wait, below their entitlement, furthest below first; groups
+        # over theirs whose own users run jobs, furthest over first; ties: listed first.
+        below: list[tuple[float, int, GroupNode]] = []
+        over: list[tuple[float, int, GroupNode]] = []
+        for listed, node in enumerate(order.nodes.values()):
+            part = own_part(node)
+            entitled = self.entitled.get(part)
+            if entitled is None:
+                continue
+            held = self.held[part]
+            if held < entitled - EPSILON:
+                if len(node.ranking):
+                    below.append((held - entitled, listed, node))
+            elif held > entitled + EPSILON and any(user.running
+                                                   for user in node.users.values()):
+                over.append((entitled - held, listed, node))
+        if not below or not over:
+            return None
+        below.sort()
+        self.over = sorted(over)
+        self.victim_groups: dict[str, list[GroupNode]] = {}
+        self.candidates: dict[str, list[Task]] = {}
+        # A receiver no victim group's side allows a move with is not tried: its jobs would
+        # each be looked at, and set aside, for nothing.
+        receivers = [order.first_in(node, now) for _, _, node in below[:RECEIVER_GROUPS]
+                     if self._victim_groups_of(node)]
         return first_move(self.pool, receivers, self._choose_for, now, free_room_waits=True)
+
+    def _victim_groups_of(self, receiver_node: GroupNode) -> list[GroupNode]:
+        """The victim groups tried for `receiver_node`'s users this phase: the nearest of
+        `over` first (a sibling before a cousin), then the furthest over (`over`'s order:
+        the sort is stable), up to `VICTIM_GROUPS`, whose sides the rule allows a move
+        between whatever the jobs (the module docstring's step 3, its figures before)."""
+        groups = self.victim_groups.get(receiver_node.name)
+        if groups is None:
+            nearest = sorted((node for *_, node in self.over if node is not receiver_node),
+                             key=lambda node: -meeting(receiver_node, node).depth)
+            groups = self.victim_groups[receiver_node.name] = [
+                node for node in nearest[:VICTIM_GROUPS]
+                if self._sides_allow(receiver_node, node)]
+        return groups
+
+    def _sides_allow(self, receiver_node: GroupNode, victim_node: GroupNode) -> bool:
+        """Each group of the receiver's side holds less than its entitlement, each of the
+        victim's side more than its own."""
+        top = meeting(receiver_node, victim_node)
+        return (all(self.held[part] < self.entitled[part] - EPSILON
+                    for part in side(receiver_node, top))
+                and all(self.held[part] > self.entitled[part] + EPSILON
+                        for part in side(victim_node, top)))
 
     def _choose_for(self, receiver_user: UserState, receiver: Task,
                     now: float) -> Preemption | None:
@@ -150,13 +189,8 @@ class GroupFairPreempt(PreemptPolicy):
         if pool.too_big(receiver) is not None:
             return None
         receiver_node = self.order.group_of[receiver_user.index]
-        # The nearest first (a sibling before a cousin), then the furthest over (`over`'s
-        # order: the sort is stable).
-        victims = sorted((node for *_, node in self.over if node is not receiver_node),
-                         key=lambda node: -meeting(receiver_node, node).depth)
-        for victim_node in victims[:VICTIM_GROUPS]:
-            for victim in islice(pool.vacatable(self._youngest(victim_node)),
-                                 VICTIM_CANDIDATES):
+        for victim_node in self._victim_groups_of(receiver_node):
+            for victim in self._candidates(victim_node):
                 if not pool.fits_after_vacate(receiver, victim):
                     continue
                 figures = self._allowed(receiver_node, receiver, victim_node, victim)
@@ -169,6 +203,15 @@ class GroupFairPreempt(PreemptPolicy):
                                          _VACATE, _ALLOCATE)
         return None
 
+    def _candidates(self, node: GroupNode) -> list[Task]:
+        """`node`'s youngest vacatable jobs, up to `VICTIM_CANDIDATES`: found once a phase,
+        for every receiver's job (no job starts or stops before the phase's move)."""
+        found = self.candidates.get(node.name)
+        if found is None:
+            found = self.candidates[node.name] = list(
+                islice(self.pool.vacatable(self._youngest(node)), VICTIM_CANDIDATES))
+        return found
+
     def _youngest(self, node: GroupNode) -> Iterator[Task]:
         """The running jobs of `node`'s own users, started last first."""
         return heapq.merge(*(self.running.of(user.name) for user in node.users.values()
@@ -177,16 +220,13 @@ class GroupFairPreempt(PreemptPolicy):
 
     def _allowed(self, receiver_node: GroupNode, receiver: Task, victim_node: GroupNode,
                  victim: Task) -> dict[str, Any] | None:
-        """The move's figures if the rule allows it (the module docstring's step 3)."""
+        """The move's figures if the rule allows it (the module docstring's step 3; the sides'
+        figures before the move were checked by `_victim_groups_of`)."""
         top = meeting(receiver_node, victim_node)
         gained, lost = usage_on(receiver, victim.node), usage_on(victim, victim.node)
         receiver_side, victim_side = side(receiver_node, top), side(victim_node, top)
-        for part in receiver_side:
-            if not self.held[part] < self.entitled[part] - EPSILON:
-                return None
         for part in victim_side:
-            if not (self.held[part] > self.entitled[part] + EPSILON
-                    and self._after(part, lost, -1.0) >= self.entitled[part] - EPSILON):
+            if self._after(part, lost, -1.0) < self.entitled[part] - EPSILON:
                 return None
         receiver_top, victim_top = receiver_side[-1], victim_side[-1]
         receiver_after = self._after(receiver_top, gained, 1.0)

@@ -29,9 +29,12 @@ State: each user's usage is added to its groups' totals on its events (O(depth))
 DRF key is kept in its group's sorted ranking (O(log n)), its next task's demand beside it; a
 group whose subtree changed is marked, and at the next decision its rescaled consumption, its
 children's order, the least demand waiting below it and whether its quota leaves room for it
-("full") are recomputed, over its children and own users, on the changed path only. A
-decision goes down the tree in up to depth + 2 rounds, passing over every group full in the
-round, so it looks at the users of the groups with room only (`docs/results/groups.md`).
+("full") are recomputed, over its children and own users, on the changed path only; a user's
+event that changes none of these (its head set aside for a task of the same size) marks
+nothing. A decision goes down the tree in up to depth + 2 rounds, passing over every group full
+in the round, so it looks at the users of the groups with room only; when no waiting task fits
+the pool's room at all (the groups' least demands say so), it recomputes nothing and finds
+no one, leaving the changed paths to the next decision (`docs/results/groups.md`).
 Ties: equal keys go to the subgroup listed first, then to the group's own users; among users,
 to the user seen first in the pool (`UserState.index`).
 """
@@ -47,7 +50,7 @@ from gridfair.classads.pool_groups import FROM_CONDOR, from_condor, pool_group_t
 from gridfair.core.groups import NONE_GROUP, QUOTA_RESOURCES, GroupTree, tree_from_toml
 from gridfair.core.pool import CPUS, GPUS, MEMORY, RESOURCE_NAMES, Pool, UserState
 from gridfair.core.stages import OrderPolicy, option
-from gridfair.errors import ConfigError
+from gridfair.errors import ConfigError, InputError
 from gridfair.policies.condor_priority import CondorPriorityOrder
 from gridfair.policies.drf import (
     DEFAULT_RESOURCES,
@@ -172,23 +175,18 @@ class HdrfOrder(OrderPolicy):
 
     @classmethod
     def from_options(cls, options: HdrfOptions) -> HdrfOrder:
-        return cls(resources=options.resources, groups=options.groups)
+        tree = group_tree(options.groups)
+        # Priorities that outlive a cycle make the order one whose state the daemon keeps.
+        kind = (PrioritisedHdrfOrder if any(tree.group(name).order == "condor"
+                                            for name in tree.names() if name != NONE_GROUP)
+                else cls)
+        return kind(resources=options.resources, groups=tree)
 
     def __init__(self, *, resources: Sequence[int | str] = DEFAULT_RESOURCES,
                  groups: Mapping[str, Any] | GroupTree | str | None = None) -> None:
         self.resources = check_resources(resources)
         self.counted = self.resources
-        if groups is None:
-            self.tree = GroupTree()
-        elif isinstance(groups, str) and from_condor(groups):
-            self.tree = pool_group_tree(groups)
-        elif isinstance(groups, GroupTree):
-            self.tree = groups
-        elif isinstance(groups, Mapping):
-            self.tree = tree_from_toml(groups)
-        else:
-            raise ConfigError(f"policy option groups: expected a [groups] table or "
-                              f"{FROM_CONDOR!r} or '{FROM_CONDOR}@HOST[:PORT]', got {groups!r}")
+        self.tree = group_tree(groups)
 
     # ------------------------------------------------------------------ state
     def attach(self, pool: Pool) -> None:
@@ -216,7 +214,10 @@ class HdrfOrder(OrderPolicy):
                               for group in node.path()]
             node.tallies = [node.own_used, *(group.used for group in node.path())]
         self.depth = max(node.depth for node in self.nodes.values())
+        self.autoregroup = any(node.autoregroup for node in self.nodes.values())
         self.group_of: dict[int, GroupNode] = {}
+        #: The groups with users of their own, in the order they got their first.
+        self.peopled: list[GroupNode] = []
         self._generation = -1
         self._capacity: list[float] = []
 
@@ -270,26 +271,48 @@ class HdrfOrder(OrderPolicy):
         node = self.group_of.get(user.index)
         if node is None:
             node = self.group_of[user.index] = self.nodes[self.tree.group_of(user.name)]
+            if not node.users:
+                self.peopled.append(node)
             node.users[user.index] = user
         seen = node.seen.get(user.index)
         usage = user.usage
-        if seen is None or seen[0] != usage:
-            old = seen[0] if seen is not None else [0.0] * len(usage)
-            change = [amount - old[resource] for resource, amount in enumerate(usage)]
+        # Whether the group's figures may change: not when only the user's head moved to a
+        # task of the same size (a task set aside, `Pool.park`, and back).
+        changed = seen is None or seen[0] != usage
+        if changed:
+            old = seen[0] if seen is not None else (0.0, 0.0, 0.0, 0.0)
+            cpus, memory, power, gpus = (usage[0] - old[0], usage[1] - old[1],
+                                         usage[2] - old[2], usage[3] - old[3])
             for used in node.tallies:
-                for resource, amount in enumerate(change):
-                    used[resource] += amount
+                used[0] += cpus
+                used[1] += memory
+                used[2] += power
+                used[3] += gpus
             seen = node.seen[user.index] = (usage[:], self.user_share(usage))
-        node.ranking.update(user, (0, seen[1]) if user.active else None)
+        key = (0, seen[1]) if user.active else None
+        if node.ranking.key_of(user) != key:
+            node.ranking.update(user, key)
+            changed = True
         task = self.pool.head(user) if user.active else None
-        if task is None:
-            node.demands.pop(user.index, None)
-        else:
-            node.demands[user.index] = (task.cpus or -math.inf, task.memory or -math.inf,
-                                        task.gpus or -math.inf)
-        node.members_least = None
+        demand = None if task is None else (task.cpus or -math.inf, task.memory or -math.inf,
+                                            task.gpus or -math.inf)
+        before = node.demands.get(user.index)
+        if demand != before:
+            changed = True
+            if demand is None:
+                del node.demands[user.index]
+                node.members_least = None
+            else:
+                node.demands[user.index] = demand
+                # A demand added can only lower the least (exact: a minimum); one changed
+                # may have been it.
+                least = node.members_least
+                node.members_least = (least_of(least, (demand,))
+                                      if before is None and least is not None else None)
         if node.within is not None:
             node.within.user_changed(user, now)
+        if not changed:
+            return
         for group in node.path():
             if group.dirty:
                 break
@@ -310,55 +333,60 @@ class HdrfOrder(OrderPolicy):
     # ------------------------------------------------------------- rescaling
     def _update(self, node: GroupNode, *, shown: bool = False) -> None:
         """Recompute `node`'s rescaled consumption, normalised share, children's order, least
-        waiting demand and whether it is full, children first. A root without subgroups is
-        only shown (`shown`): no decision weighs its users as one against anything (its
-        users are ordered as DRF orders them)."""
+        waiting demand and whether it is full, children first. The root's own consumption
+        and share are only shown (`shown`): no decision weighs the root against anything; a
+        root without subgroups orders its users as DRF does."""
         if not node.dirty:
             return
-        if not node.subgroups and node is self.root and not shown:
+        subgroups = node.subgroups
+        if node is self.root and not shown and not subgroups:
             node.active = len(node.ranking) > 0
             node.dirty = False
             return
-        for child in node.subgroups:
+        for child in subgroups:
             if child.dirty:
                 self._update(child)
         # The members' own consumption, rescaled to the least share of those waiting.
         first = node.ranking.first()
-        members_active = first is not None
-        least_user = node.seen[first.index][1] if first is not None else math.inf
-        if node.seen:
-            members = self._rescaled_sum(node.seen.values(), least_user)
+        seen = node.seen
+        if seen:
+            members = self._rescaled_sum(seen.values(), seen[first.index][1]
+                                         if first is not None else math.inf)
             members_dominant = self.user_share(members)
         else:  # a group of subgroups alone
             members, members_dominant = [0.0, 0.0, 0.0, 0.0], 0.0
-        members_share = node.members_share = self._over_weight(members_dominant,
-                                                               node.members_weight)
+        weight = node.members_weight
+        members_share = node.members_share = (members_dominant / weight if weight > 0
+                                              else members_dominant)
         least = self._members_least(node)
-        if not node.subgroups:  # a leaf: its consumption is its users' (the sum below's)
+        if not subgroups:  # a leaf: its consumption is its users' (the sum below's)
             node.consumption = members
-            node.share = self._over_weight(members_dominant, node.weight)
-            node.active = members_active
-            node.order = [None] if members_active else []
+            weight = node.weight
+            node.share = members_dominant / weight if weight > 0 else members_dominant
+            node.active = first is not None
+            node.order = [None] if first is not None else []
         else:
             # Children that want a slot, best first: weight 0 after the weighted; ties to
             # the subgroup listed first, then to the group's own users.
             keyed: list[tuple[tuple, GroupNode | None]] = []
             least_share = math.inf
-            if members_active:
-                keyed.append(((int(node.members_weight <= 0), members_share,
-                               len(node.subgroups)), None))
+            if first is not None:
+                keyed.append(((int(weight <= 0), members_share, len(subgroups)), None))
                 least_share = members_share
-            for order, child in enumerate(node.subgroups):
+            for order, child in enumerate(subgroups):
                 if child.active:
                     share = child.share
                     keyed.append(((int(child.weight <= 0), share, order), child))
                     if share < least_share:
                         least_share = share
-            least = least_of(least, (child.least for child in node.subgroups if child.active))
-            node.consumption = self._rescaled_sum(
-                [(members, members_share), *((child.consumption, child.share)
-                                             for child in node.subgroups)], least_share)
-            node.share = self._over_weight(self.user_share(node.consumption), node.weight)
+            least = least_of(least, (child.least for child in subgroups if child.active))
+            if node is not self.root or shown:
+                node.consumption = self._rescaled_sum(
+                    [(members, members_share), *((child.consumption, child.share)
+                                                 for child in subgroups)], least_share)
+                weight = node.weight
+                dominant_share = self.user_share(node.consumption)
+                node.share = dominant_share / weight if weight > 0 else dominant_share
             node.active = bool(keyed)
             keyed.sort()  # keys are unique (the listed order in them): nodes never compared
             node.order = [child for _, child in keyed]
@@ -376,10 +404,6 @@ class HdrfOrder(OrderPolicy):
         if least is None:
             least = node.members_least = least_of(NO_DEMAND, node.demands.values())
         return least
-
-    @staticmethod
-    def _over_weight(share: float, weight: float) -> float:
-        return share / weight if weight > 0 else share
 
     @staticmethod
     def _rescaled_sum(entries: Any, least: float) -> list[float]:
@@ -406,6 +430,10 @@ class HdrfOrder(OrderPolicy):
         self._refresh_quotas()
         if self.tree.flat:  # one level, no ceiling: the least dominant share, as DRF
             return self.root.ranking.first()
+        if self.root.dirty and not self.autoregroup and self._pool_full():
+            # Nothing waiting fits the pool's room (most calls on a busy pool): the groups'
+            # figures are left to recompute at the next decision, with the events since.
+            return None
         self._update(self.root)
         # Within every quota first; then past the quotas of groups at depth >= level that
         # accept surplus, the deepest first (surplus from siblings before cousins); then
@@ -416,6 +444,15 @@ class HdrfOrder(OrderPolicy):
                 if found is not None:
                     return found
         return self._descend(self.root, AUTOREGROUP, now)
+
+    def _pool_full(self) -> bool:
+        """`<none>`'s quota, the pool, leaves room for no waiting task: the root's `full`,
+        from its users' least demands alone (no group's figures recomputed)."""
+        least = least_of(NO_DEMAND, map(self._members_least, self.peopled))
+        quota, used = self.root.quota, self.root.used
+        return (quota[CPUS] - used[CPUS] + EPSILON < least[0]
+                or quota[MEMORY] - used[MEMORY] + EPSILON < least[1]
+                or quota[GPUS] - used[GPUS] + EPSILON < least[2])
 
     def _descend(self, node: GroupNode, level: int, now: float) -> UserState | None:
         """The first user under `node`, in H-DRF's order, whose next task fits the room of
@@ -489,10 +526,12 @@ class HdrfOrder(OrderPolicy):
         return template, figures
 
     def figures(self, user: UserState) -> dict[str, Any]:
-        self._update(self.root)
+        node = self.group_of.get(user.index, self.root)
+        if node is self.root:  # the root's share is computed only to be shown
+            self.root.dirty = True
+        self._update(self.root, shown=node is self.root)
         share, resource = dominant(resource_shares(user.usage, self.pool.capacity,
                                                    self.counted), self.counted)
-        node = self.group_of.get(user.index, self.root)
         return {"user": user.name, "group": node.name,
                 "path": " > ".join(group.name for group in reversed(list(node.path()))),
                 "dominant_share": share, "dominant_resource": resource,
@@ -508,11 +547,11 @@ class HdrfOrder(OrderPolicy):
         """`node`'s own waiting user that goes first in the group's order of them."""
         return node.ranking.first() if node.within is None else node.within.first(now)
 
-    def tree_state(self) -> GroupNode:
-        """The root of the tree, every group's figures current (the stages reading them:
-        `group_preempt`)."""
+    def tree_root(self) -> GroupNode:
+        """The root of the tree, every group's quotas, weights, usage and waiting users
+        current (not their rescaled figures: the stages reading it, `group_preempt`, need
+        none)."""
         self._refresh_quotas()
-        self._update(self.root)
         return self.root
 
     def group_rows(self) -> list[dict[str, Any]]:
@@ -548,6 +587,59 @@ class HdrfOrder(OrderPolicy):
         """The product of the weights on the path: the share of the pool the group is
         guaranteed when every group wants more."""
         return math.prod(group.weight for group in node.path())
+
+
+class PrioritisedHdrfOrder(HdrfOrder):
+    """H-DRF over a tree where some group orders its own users by HTCondor's priority: those
+    priorities (each group's `CondorPriorityOrder`) are state the daemon saves after a cycle
+    and restores before the next (`Stateful`), as it does `--policy condor`'s."""
+
+    state_name = "groups"
+
+    def export_state(self, now: float) -> dict[str, Any]:
+        """Each such group's priorities at `now` (`CondorPriorityOrder.export_state`)."""
+        return {"policy": self.name, "time": now,
+                self.state_name: {node.name: node.within.export_state(now)
+                                  for node in self.nodes.values() if node.within is not None}}
+
+    def import_state(self, state: Mapping[str, Any], source: str = "state") -> None:
+        """Restore priorities exported by `export_state`. A group no longer ordered by
+        priority is skipped, and so is a user no longer in the group it was saved in: its
+        priority was earned against other users."""
+        if state.get("policy") != self.name:
+            raise InputError(f"state is for policy {state.get('policy')!r}, not {self.name!r}",
+                             source=source)
+        groups = state.get(self.state_name)
+        if not isinstance(groups, Mapping):
+            raise InputError(f"state has no {self.state_name} mapping", source=source,
+                             attribute=self.state_name)
+        for name, saved in groups.items():
+            node = self.nodes.get(name)
+            if node is None or node.within is None:
+                continue
+            where = f"{source} group {name}"
+            if not isinstance(saved, Mapping) or not isinstance(
+                    levels := saved.get(node.within.state_name), Mapping):
+                raise InputError(f"group {name!r}: no {node.within.state_name} mapping",
+                                 source=where, attribute=self.state_name)
+            node.within.import_state(
+                {**saved, node.within.state_name: {
+                    user: level for user, level in levels.items()
+                    if self.tree.group_of(user) == name}}, source=where)
+
+
+def group_tree(groups: Mapping[str, Any] | GroupTree | str | None) -> GroupTree:
+    """The tree the `groups` option names (`HdrfOptions.groups`)."""
+    if groups is None:
+        return GroupTree()
+    if isinstance(groups, str) and from_condor(groups):
+        return pool_group_tree(groups)
+    if isinstance(groups, GroupTree):
+        return groups
+    if isinstance(groups, Mapping):
+        return tree_from_toml(groups)
+    raise ConfigError(f"policy option groups: expected a [groups] table or {FROM_CONDOR!r} "
+                      f"or '{FROM_CONDOR}@HOST[:PORT]', got {groups!r}")
 
 
 def group_rows_of(order: OrderPolicy) -> list[dict[str, Any]]:

@@ -322,6 +322,8 @@ class Moment:
     packing: float  # assignment_bound
     cpus_used: float  # fraction of the pool's cpus allocated
     memory_used: float
+    stranded: tuple[float, float] = (0.0, 0.0)  # `stranded`'s
+    at_drf: tuple[float, float] = (0.0, 0.0)  # `drf_utilization`'s
 
     @property
     def error(self) -> float:
@@ -331,6 +333,46 @@ class Moment:
     def bound(self) -> float:
         """The larger of the two lower bounds."""
         return max(self.granularity, self.packing)
+
+
+#: Each machine's (cpus, MiB), in the pool's slot order (slot1 is the first).
+MACHINE_CAPACITIES = tuple((cpus, cpus * per_cpu * GIB) for count, cpus, per_cpu in MACHINES
+                           for _ in range(count))
+
+
+def stranded(used: Mapping[int, tuple[float, float]],
+             idle: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """The cpus and memory free on machines where no idle job fits, as fractions of the pool's:
+    what the placement left unusable by the jobs waiting. `used`: machine index -> (cpus, MiB)
+    allocated there; `idle`: the waiting jobs' (cpus, MiB)."""
+    cpus = memory = 0.0
+    for index, (total_cpus, total_memory) in enumerate(MACHINE_CAPACITIES):
+        held = used.get(index, (0.0, 0.0))
+        free = (total_cpus - held[0], total_memory - held[1])
+        if not any(job[0] <= free[0] and job[1] <= free[1] for job in idle):
+            cpus += free[0]
+            memory += free[1]
+    return cpus / CAPACITY_CPUS, memory / (CAPACITY_GIB * GIB)
+
+
+def drf_utilization(demand: Mapping[str, Sequence[float]], entitled: Mapping[str, float],
+                    capacity: tuple[float, float]) -> tuple[float, float]:
+    """The fractions of the pool's cpus and memory DRF's entitlement allocates: each user its
+    dominant share of its own demand's shape (what an exactly fair scheduler with divisible
+    jobs would use)."""
+    cpus = memory = 0.0
+    for user, share in entitled.items():
+        asked = demand[user]
+        dominant = dominant_share(asked[0], asked[1], capacity)
+        if dominant > 0:
+            cpus += share * asked[0] / dominant / capacity[0]
+            memory += share * asked[1] / dominant / capacity[1]
+    return cpus, memory
+
+
+def machine_of(slot: str) -> int:
+    """`slotN@host` -> N - 1, the machine's index in MACHINE_CAPACITIES."""
+    return int(slot.partition("@")[0].removeprefix("slot")) - 1
 
 
 def timeline(record: showcase.Record) -> list[Moment]:
@@ -346,8 +388,11 @@ def timeline(record: showcase.Record) -> list[Moment]:
     first = max((change for change in changes if change <= record.arrival), default=0.0)
     moments = []
     for moment in (change for change in changes if change <= record.until):
-        running = {run.job for run in record.runs
-                   if run.start <= moment and (run.end is None or run.end > moment)}
+        on = {run.job: run.slot for run in record.runs
+              if run.start <= moment and (run.end is None or run.end > moment)}
+        running = set(on)
+        used: dict[int, tuple[float, float]] = {}
+        idle: list[tuple[float, float]] = []
         held: dict[str, list[float]] = {}
         demand: dict[str, list[float]] = {}
         present: dict[str, list[tuple[int, int]]] = {}
@@ -356,6 +401,12 @@ def timeline(record: showcase.Record) -> list[Moment]:
                                            and (life.ended is None or life.ended > moment)):
                 continue
             asked = jobs[job]
+            if job in running:
+                machine = machine_of(on[job])
+                before = used.get(machine, (0.0, 0.0))
+                used[machine] = (before[0] + asked.cpus, before[1] + asked.memory)
+            else:
+                idle.append((asked.cpus, asked.memory))
             for totals in (demand, held) if job in running else (demand,):
                 total = totals.setdefault(asked.user, [0.0, 0.0])
                 total[0] += asked.cpus
@@ -371,7 +422,8 @@ def timeline(record: showcase.Record) -> list[Moment]:
                           tuple(sorted(entitled.items())), units)
             if moment >= first else 0.0,
             sum(v[0] for v in held.values()) / capacity[0],
-            sum(v[1] for v in held.values()) / capacity[1]))
+            sum(v[1] for v in held.values()) / capacity[1],
+            stranded(used, idle), drf_utilization(demand, entitled, capacity)))
     return moments
 
 
@@ -436,7 +488,7 @@ def run_side(side: str, config: str, seed: int, options: argparse.Namespace,
              python: Path | None) -> showcase.Record:
     """One side on a fresh pool: fill, A's arrival, M leaving; its record."""
     from gridfair.ad_views import whole_slot
-    from tests.harness.pool_record import landing, read_lifetimes, read_runs
+    from tests.harness.pool_record import read_lifetimes, read_runs
     from tests.live.harness.personal_pool import (
         ACCOUNTING_PREFIX,
         UID_DOMAIN,
@@ -500,12 +552,20 @@ def run_side(side: str, config: str, seed: int, options: argparse.Namespace,
                              [round(value, 2) for value in load_before],
                              [round(value, 2) for value in os.getloadavg()])
     if directory is not None:
-        landed = landing(directory / "state.db", runs, 2 * INTERVAL)
-        record.landing = {"decided": landed.decided, "landed": landed.landed,
-                          "landed_within_two_cycles": landed.landed_in_time,
-                          "journal": dict(landed.journal)}
-        shutil.rmtree(directory, ignore_errors=True)
+        keep_landing(record, directory)
     return record
+
+
+def keep_landing(record: showcase.Record, directory: Path) -> None:
+    """The daemon's landing of its allocations (bench/live_pool_showcase.py's measure) into
+    `record`, from its store in `directory`, which is then removed."""
+    from tests.harness.pool_record import landing
+
+    landed = landing(directory / "state.db", record.runs, 2 * INTERVAL)
+    record.landing = {"decided": landed.decided, "landed": landed.landed,
+                      "landed_within_two_cycles": landed.landed_in_time,
+                      "journal": dict(landed.journal)}
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 def figures(record: showcase.Record, plot_dir: str | None = None) -> dict[str, object]:
@@ -533,6 +593,14 @@ def figures(record: showcase.Record, plot_dir: str | None = None) -> dict[str, o
         "utilization": {
             "cpus": round(time_mean(moments, since, until, lambda s: s.cpus_used), 3),
             "memory": round(time_mean(moments, since, until, lambda s: s.memory_used), 3)},
+        # Free where no waiting job fits (the placement's loss), and what DRF's entitlement
+        # itself allocates (an exactly fair scheduler's use, on divisible jobs).
+        "stranded": {
+            "cpus": round(time_mean(moments, since, until, lambda s: s.stranded[0]), 3),
+            "memory": round(time_mean(moments, since, until, lambda s: s.stranded[1]), 3)},
+        "utilization_at_drf": {
+            "cpus": round(time_mean(moments, since, until, lambda s: s.at_drf[0]), 3),
+            "memory": round(time_mean(moments, since, until, lambda s: s.at_drf[1]), 3)},
         "vacates": len(evicted), "completed_jobs": completed,
         "landed_fraction": None,
         "bound": round(bound, 4), "excess_over_bound": round(error - bound, 4),
@@ -599,6 +667,25 @@ def output_to_stderr() -> Iterator[None]:
         os.close(saved)
 
 
+def parse_with_records(parser: argparse.ArgumentParser) -> argparse.Namespace:
+    """`parser`'s options, with a live bench's `--save`, `--replay` and `--json`."""
+    parser.add_argument("--save", metavar="DIR", help="each run's record here (JSON)")
+    parser.add_argument("--replay", nargs="+", metavar="FILE",
+                        help="figures from saved records instead of new runs")
+    parser.add_argument("--json", action="store_true")
+    return parser.parse_args()
+
+
+def recorded_runs(parser: argparse.ArgumentParser, options: argparse.Namespace,
+                  run: Callable[..., showcase.Record],
+                  configurations: Mapping[str, Mapping]) -> list[showcase.Record]:
+    """The records `--replay` names, or new runs of every side and configuration asked for
+    (bench/live_pool_showcase.py's `run_all`)."""
+    if options.replay:
+        return [showcase.Record.load(Path(path)) for path in options.replay]
+    return showcase.run_all(parser, options, run, configurations)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
@@ -615,17 +702,10 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=140.0,
                         help="seconds from A's arrival to the end")
     parser.add_argument("--plot-dir", help="one PNG per run here")
-    parser.add_argument("--save", metavar="DIR", help="each run's record here (JSON)")
-    parser.add_argument("--replay", nargs="+", metavar="FILE",
-                        help="figures from saved records instead of new runs")
-    parser.add_argument("--json", action="store_true")
-    options = parser.parse_args()
+    options = parse_with_records(parser)
     with output_to_stderr() if options.json else contextlib.nullcontext():
-        if options.replay:
-            records = [showcase.Record.load(Path(path)) for path in options.replay]
-        else:
-            records = showcase.run_all(parser, options, run_side,
-                                       {"gridfair": showcase.GRIDFAIR, "htcondor": HTCONDOR})
+        records = recorded_runs(parser, options, run_side,
+                                {"gridfair": showcase.GRIDFAIR, "htcondor": HTCONDOR})
         runs = [figures(record, options.plot_dir) for record in records]
     if options.json:
         print(json.dumps({"runs": runs}, indent=1))

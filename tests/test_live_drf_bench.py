@@ -72,6 +72,25 @@ def test_a_job_no_machine_holds_counts_in_the_packing_bound_only() -> None:
     assert showcase.assignment_bound(present, entitled, [(2, 4, 8)], (8, 16)) == pytest.approx(0.5)
 
 
+def test_drf_utilization_is_what_the_papers_allocation_uses() -> None:
+    # A 3 tasks <1, 4> and B 2 tasks <3, 1>: 9 of 9 cpus, 14 of 18 GB.
+    demand = {"A": (10 * A_TASK[0], 10 * A_TASK[1]), "B": (10 * B_TASK[0], 10 * B_TASK[1])}
+    entitled = showcase.drf_entitlement(demand, PAPER)
+    assert showcase.drf_utilization(demand, entitled, PAPER) == pytest.approx((1, 14 / 18))
+
+
+def test_stranded_counts_what_no_waiting_job_fits() -> None:
+    gib = showcase.GIB
+    # Machine 1 (6 cpus, 12 GiB) holds 5 cpus and 4 GiB: 1 cpu and 8 GiB free, which an
+    # 8 GiB job fits and a 12 GiB one does not. Every other machine is full.
+    full = {index: capacity for index, capacity in enumerate(showcase.MACHINE_CAPACITIES)}
+    used = {**full, 0: (5, 4 * gib)}
+    assert showcase.stranded(used, [(1, 8 * gib)]) == (0.0, 0.0)
+    assert showcase.stranded(used, [(1, 12 * gib), (2, 1 * gib)]) == pytest.approx(
+        (1 / showcase.CAPACITY_CPUS, 8 / showcase.CAPACITY_GIB))
+    assert showcase.machine_of("slot3@vm") == 2
+
+
 def test_json_stdout_keeps_only_the_json(capfd) -> None:
     """What C code (the MILP solver) writes to file descriptor 1 while `--json` runs goes to
     stderr: stdout holds the one JSON object (issue 48's side note)."""

@@ -17,9 +17,9 @@ from tests.live.conftest import POOL_CONFIG, own_pool
 from tests.live.harness.personal_pool import JobSpec, SlotSpec, daemon_command
 
 PER_CPU = 1000.0
-#: Two machines of 2 cpus. S's first four jobs end 8, 16, 24 and 32 s after they start, at
+#: Two machines of 2 cpus. S's first four jobs end 4, 8, 12 and 16 s after they start, at
 #: different times on each machine; its backlog of 30 s jobs outlasts the test.
-FIRST = (8, 16, 24, 32)
+FIRST = (4, 8, 12, 16)
 BACKLOG = 20
 
 
@@ -71,10 +71,10 @@ collector = "{pool.collector_host}"
     assert daemon.returncode == 0, errors
     [big] = [run for run in runs if run.job == whole]
     machine = whole_slot(big.slot)
-    # It started within a small job's run (32 s) and a few cycles of its submission, while
+    # It started within a small job's run (16 s) and a few cycles of its submission, while
     # S still had jobs waiting: without a kept machine, S's backlog would take every cpu
     # freed one at a time, and the big job would wait for the backlog to end (about 150 s).
-    assert big.start - lifetimes[whole].submitted <= 32 + 12, (big, lifetimes[whole])
+    assert big.start - lifetimes[whole].submitted <= max(FIRST) + 12, (big, lifetimes[whole])
     started_before = {run.job for run in runs if run.user == "S" and run.start <= big.start}
     assert len(started_before) < len(small), (len(started_before), len(small))
     # No small job ran on its machine with it, nor started there while it waited.

@@ -209,9 +209,9 @@ collector = "{pool.collector_host}"
                                   stderr=subprocess.PIPE, text=True)
         try:
             pool.wait_until(lambda: lease_held(pool), 60)
-            user2 = pool.submit_cluster([JobSpec("User2", MFLOPS * 20)] * 4)
+            user2 = pool.submit_cluster([JobSpec("User2", MFLOPS * 10)] * 4)
             pool.wait_until(lambda: set(user2[:2]) <= set(pool.running()), 60)
-            [user3] = pool.submit([JobSpec("User3", MFLOPS * 20)])
+            [user3] = pool.submit([JobSpec("User3", MFLOPS * 10)])
             pool.wait_until(lambda: not pool.jobs("ClusterId"), 150, every=1)
         finally:
             daemon.terminate()

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 from typing import NamedTuple
 
 from gridfair.core.pool_parts import CPUS, GPUS, MEMORY
@@ -132,7 +133,7 @@ def progressive_fill(root: Claim, width: int) -> None:
                 claim.speed = [0.0] * width
                 continue
             if claim.parts:
-                claim.speed = [math.fsum(part.speed[r] for part in claim.parts)
+                claim.speed = [sum(part.speed[r] for part in claim.parts)
                                for r in range(width)]
             else:
                 claim.speed = [claim.rate * share for share in claim.demand]
@@ -172,6 +173,25 @@ def asked(node: GroupNode, used: Sequence[float]) -> list[float]:
     return total
 
 
+#: One claim of a division, as `entitlements` describes it to `_filled`: its parent's
+#: position (-1: the root), weight, cap, demand and limit (`Claim`'s).
+ClaimSpec = tuple[int, float, float, tuple[float, ...], float]
+
+
+@lru_cache(maxsize=4096)
+def _filled(specs: tuple[ClaimSpec, ...], width: int) -> tuple[float, ...]:
+    """Each claim's dominant share once `specs` is filled, remembered: a pool whose usage and
+    waiting jobs did not change since the last phase asks for the same division."""
+    claims: list[Claim] = []
+    for parent, weight, cap, demand, limit in specs:
+        claim = Claim(weight, demand=demand, limit=limit, cap=cap)
+        if parent >= 0:
+            claims[parent].parts.append(claim)
+        claims.append(claim)
+    progressive_fill(claims[0], width)
+    return tuple(claim.dominant for claim in claims)
+
+
 def entitlements(root: GroupNode, division: Sequence[tuple[GroupNode, Sequence[Part]]],
                  shares_of: Callable[[Sequence[float]], Sequence[float]],
                  none_accepts_surplus: bool) -> tuple[dict[Part, float], dict[Part, float]]:
@@ -180,7 +200,8 @@ def entitlements(root: GroupNode, division: Sequence[tuple[GroupNode, Sequence[P
     (`HdrfOrder.tree_root`), divided as `division` (`division_of(root)`) says; `shares_of`
     gives a usage vector's shares of the pool per counted resource."""
     whole = Part(root, False)
-    claims: dict[Part, Claim] = {whole: Claim(1.0)}
+    position: dict[Part, int] = {whole: 0}
+    specs: list[ClaimSpec] = [(-1, 1.0, math.inf, (), 0.0)]
     holds: dict[Part, float] = {whole: max(shares_of(root.used), default=0.0)}
     guaranteed: dict[Part, float] = {whole: 1.0}
     for node, parts in division:
@@ -194,13 +215,14 @@ def entitlements(root: GroupNode, division: Sequence[tuple[GroupNode, Sequence[P
                 weight, used, accepts = group.weight, group.used, group.accept_surplus
             held = holds[part] = max(shares_of(used), default=0.0)
             guaranteed[part] = guaranteed[whole] * weight
-            claim = claims[part] = Claim(weight)
-            if not accepts:
-                claim.cap = guaranteed[part]
+            demand: tuple[float, ...] = ()
+            limit = 0.0
             if part.own or not group.subgroups:  # a leaf of the division
                 wants = len(group.ranking) > 0
-                claim.demand = shares_of(asked(group, used) if wants else used)
-                claim.limit = math.inf if wants else held
-            claims[whole].parts.append(claim)
-    progressive_fill(claims[Part(root, False)], len(shares_of(root.used)))
-    return {part: claim.dominant for part, claim in claims.items()}, holds
+                demand = tuple(shares_of(asked(group, used) if wants else used))
+                limit = math.inf if wants else held
+            position[part] = len(specs)
+            specs.append((position[whole], weight,
+                          math.inf if accepts else guaranteed[part], demand, limit))
+    dominant = _filled(tuple(specs), len(shares_of(root.used)))
+    return {part: dominant[index] for part, index in position.items()}, holds

@@ -53,6 +53,8 @@ RECEIVER_GROUPS = 4
 #: How many groups over their entitlement are looked at, and how many of each one's jobs.
 VICTIM_GROUPS = 4
 VICTIM_CANDIDATES = 16
+#: How many of a victim group's youngest jobs are looked at for those candidates.
+VICTIM_LOOKS = 64
 #: Slack on a share against an entitlement: float noise is neither below nor above.
 EPSILON = 1e-9
 
@@ -211,15 +213,16 @@ class GroupFairPreempt(PreemptPolicy):
 
     def _candidates(self, node: GroupNode, receiver: Task) -> list[Task]:
         """`node`'s youngest vacatable jobs whose leaving makes room for `receiver` on their
-        machine, up to `VICTIM_CANDIDATES`: found once a phase for each size of receiver's
-        job (no job starts or stops before the phase's move). Only those: the few machines
-        with what a job asks for (GPUs) may run none of a group's youngest jobs."""
+        machine, up to `VICTIM_CANDIDATES` among its `VICTIM_LOOKS` youngest: found once a
+        phase for each size of receiver's job (no job starts or stops before the phase's
+        move). Only those: the few machines with what a job asks for (GPUs) may run none of a
+        group's youngest jobs."""
         key = (node.name, sizes(receiver))
         found = self.candidates.get(key)
         if found is None:
             pool = self.pool
             found = self.candidates[key] = list(islice(
-                (task for task in pool.vacatable(self._youngest(node))
+                (task for task in islice(pool.vacatable(self._youngest(node)), VICTIM_LOOKS)
                  if pool.fits_after_vacate(receiver, task)), VICTIM_CANDIDATES))
         return found
 

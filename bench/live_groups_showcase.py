@@ -28,10 +28,9 @@ Entitlement at every moment, per leaf group, as a dominant share of the pool (cp
 GPUs): hierarchical progressive filling over the groups with demand (their running and idle
 requests): every leaf that can still grow does, its parent's rate split among its growing
 children by their weights (quota fractions), a leaf stopping when its demand is met or a
-resource it asks for is full; a group's share is the sum of its children's dominant shares (as
-`gridfair/policies/group_entitlement.py` adds them). Its guarantee: the product of the quota
-fractions on its path, capped by its demand. Figures per run, from the arrival to the end, from
-the pool's job event log:
+resource it asks for is full (`gridfair/policies/group_entitlement.py`'s rule, called). Its
+guarantee: the product of the quota fractions on its path, capped by its demand. Figures per
+run, from the arrival to the end, from the pool's job event log:
 - `group_share_error`: time mean of sum over leaf groups |dominant share held - entitled|;
 - `starved_cycles_max`: the longest stretch, in cycles (2 s), a leaf group held less than its
   guarantee by at least its smallest waiting job (a job it could run within its guarantee);
@@ -169,46 +168,22 @@ def parent_of(group: str) -> str:
     return group.rpartition(".")[0]
 
 
-def children_of(group: str) -> list[str]:
-    return [name for name, _ in GROUPS if parent_of(name) == group]
-
-
 def hdrf_entitlement(demand: Mapping[str, Sequence[float]]) -> dict[str, float]:
     """Each leaf group's entitled dominant share for its demand (cpus, memory, GPUs asked for
-    in all): the hierarchical progressive filling of the module docstring, event by event
-    (between two events every growing leaf grows at a constant rate)."""
-    weight = dict(GROUPS)
-    size = {leaf: dominant_share(vector) for leaf, vector in demand.items()}
-    share = dict.fromkeys(demand, 0.0)
-    used = [0.0, 0.0, 0.0]
-    growing = {leaf for leaf, wanted in size.items() if wanted > 0}
+    in all): the hierarchical progressive filling of the module docstring, the product's
+    (`group_entitlement.progressive_fill`), each leaf capped by its demand."""
+    from gridfair.policies.group_entitlement import Claim, progressive_fill
 
-    def rates(group: str, rate: float, into: dict[str, float]) -> None:
-        parts = [child for child in children_of(group)
-                 if child in growing or any(leaf.startswith(child + ".") for leaf in growing)]
-        total = sum(weight[child] for child in parts)
-        for child in parts:
-            if child in growing:
-                into[child] = rate * weight[child] / total
-            else:
-                rates(child, rate * weight[child] / total, into)
-
-    while growing:
-        rate: dict[str, float] = {}
-        rates("", 1.0, rate)
-        # Resource r's use grows by sum of rate x demand_r / the demand's dominant share.
-        speed = [sum(rate[leaf] * demand[leaf][r] / size[leaf] for leaf in rate)
-                 for r in range(3)]
-        step = min([(size[leaf] - share[leaf]) / rate[leaf] for leaf in rate]
-                   + [(CAPACITY[r] - used[r]) / speed[r] for r in range(3) if speed[r] > 0])
-        for leaf, leaf_rate in rate.items():
-            share[leaf] += leaf_rate * step
-        for r in range(3):
-            used[r] += speed[r] * step
-        full = {r for r in range(3) if used[r] >= CAPACITY[r] * (1 - 1e-9)}
-        growing = {leaf for leaf in growing if share[leaf] < size[leaf] * (1 - 1e-9)
-                   and not any(demand[leaf][r] > 0 for r in full)}
-    return share
+    claims = {"": Claim(1.0)}
+    for group, weight in GROUPS:  # parents first
+        claim = claims[group] = Claim(weight)
+        if group in demand:
+            claim.demand = [asked / whole for asked, whole in zip(demand[group], CAPACITY,
+                                                                   strict=True)]
+            claim.limit = max(claim.demand)
+        claims[parent_of(group)].parts.append(claim)
+    progressive_fill(claims[""], len(CAPACITY))
+    return {leaf: claims[leaf].dominant for leaf in demand}
 
 
 def guarantee(leaf: str) -> float:

@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gridfair.core.negotiator import Negotiator
-from gridfair.core.pool import CPUS, Node, Pool, Task
+from gridfair.core.pool import CPUS, GPUS, Node, Pool, Task
 from gridfair.core.stages import VACATE
-from gridfair.policies.group_entitlement import water_fill
+from gridfair.policies.group_entitlement import Claim, progressive_fill
 from gridfair.policies.group_preempt import GroupFairPreempt
 from gridfair.policies.hdrf import HdrfOrder
 from gridfair.policies.registry import build_stages
@@ -57,11 +57,33 @@ def moves_after(negotiator: Negotiator, first: dict[str, int], arriving: tuple[s
             for move in vacates(negotiator.cycle(float(tick)))]
 
 
-def test_water_fill_gives_what_a_sated_part_leaves_to_the_others_by_weight() -> None:
-    assert water_fill(1.0, [0.5, 0.25, 0.25], [0.1, float("inf"), float("inf")]) \
-        == [0.1, 0.45, 0.45]
-    assert water_fill(1.0, [0.5, 0.5, 0.0], [0.2, 0.2, float("inf")]) \
-        == pytest.approx([0.2, 0.2, 0.6])
+def filled(weights: list[float], demands: list[list[float]], limits: list[float]) -> list[list]:
+    """What `progressive_fill` gives each of one group's leaves, per resource."""
+    leaves = [Claim(weight, demand=demand, limit=limit)
+              for weight, demand, limit in zip(weights, demands, limits, strict=True)]
+    progressive_fill(Claim(1.0, parts=leaves), len(demands[0]))
+    return [leaf.given for leaf in leaves]
+
+
+def test_filling_gives_what_a_sated_part_leaves_to_the_others_by_weight() -> None:
+    inf = float("inf")
+    assert filled([0.5, 0.25, 0.25], [[1.0]] * 3, [0.1, inf, inf]) \
+        == [[pytest.approx(0.1)], [pytest.approx(0.45)], [pytest.approx(0.45)]]
+    assert filled([0.5, 0.5, 0.0], [[1.0]] * 3, [0.2, 0.2, inf]) \
+        == [[pytest.approx(0.2)], [pytest.approx(0.2)], [pytest.approx(0.6)]]
+
+
+def test_filling_divides_per_resource_a_resource_one_part_asks_for_goes_to_it() -> None:
+    """cpus and GPUs: a asks for cpus alone, b for GPUs and a tenth as much cpu; equal
+    weights. With a wanting half the cpus, b gets every GPU (no one else asks for them); with
+    a wanting every cpu, both grow until the cpus are full."""
+    inf = float("inf")
+    cpu_part, gpu_part = filled([0.5, 0.5], [[1.0, 0.0], [0.1, 1.0]], [0.5, inf])
+    assert cpu_part == [pytest.approx(0.5), 0.0]
+    assert gpu_part == [pytest.approx(0.1), pytest.approx(1.0)]
+    cpu_part, gpu_part = filled([0.5, 0.5], [[1.0, 0.0], [0.1, 1.0]], [inf, inf])
+    assert cpu_part == [pytest.approx(10 / 11), 0.0]
+    assert gpu_part == [pytest.approx(1 / 11), pytest.approx(10 / 11)]
 
 
 def test_a_group_below_its_quota_takes_back_what_a_sibling_borrowed() -> None:
@@ -103,6 +125,41 @@ def test_room_is_taken_from_a_sibling_before_a_cousin_further_over() -> None:
     moves = moves_after(negotiator, {"z": 13, "x": 7}, ("y", 10), 11)
     assert [move.task.user for move in moves] == ["x", "x", "z", "z", "z"]
     assert held(negotiator) == {"z": 10.0, "x": 5.0, "y": 5.0}
+
+
+SHOWCASE_4 = {  # bench/live_groups_showcase.py's tree
+    "accept_surplus": True,
+    "group_sci": {"quota_dynamic": 0.5},
+    "group_sci.cpu": {"quota_dynamic": 0.5, "users": ["C"]},
+    "group_sci.mem": {"quota_dynamic": 0.5, "users": ["M"]},
+    "group_ml": {"quota_dynamic": 0.5}, "group_ml.gpu": {"quota_dynamic": 1.0, "users": ["G"]}}
+
+
+def test_a_gpu_group_alone_in_asking_for_gpus_is_entitled_to_every_gpu() -> None:
+    """Showcase 4's tree on 36 cpus, 192 memory and 4 GPUs (a GPU on each of 4 machines):
+    C's cpu jobs and M's memory jobs fill every cpu; G arrives with GPU jobs. No one else
+    asks for GPUs, so group_ml.gpu is entitled to all of them, not to group_ml's half of the
+    pool (the cpus fill after the GPUs: sci's jobs are a third memory-bound); its first four
+    jobs each take a cpu job's place, on whichever machine has the GPU, then moves stop."""
+    pool = Pool()
+    for index in range(4):
+        pool.add_node(Node(f"n{index}", None, power=9, cpus=9, memory=48, gpus=1))
+    order = HdrfOrder(resources=("cpus", "memory", "gpus"), groups=SHOWCASE_4)
+    negotiator = Negotiator(pool, order, GroupFairPreempt(order))
+    for number in range(40):
+        negotiator.submit(Task(f"C.{number}", "C", 0.0, cpus=1, memory=1, duration=1e9), 0.0)
+    for number in range(16):
+        negotiator.submit(Task(f"M.{number}", "M", 0.0, cpus=1, memory=16, duration=1e9), 0.0)
+    negotiator.cycle(0.0)
+    assert sum(user.usage[CPUS] for user in pool.users.values()) == 36
+    for number in range(8):
+        negotiator.submit(Task(f"G.{number}", "G", 1.0, cpus=1, memory=1, gpus=1,
+                               duration=1e9), 1.0)
+    moves = [move for tick in range(1, 12) for move in vacates(negotiator.cycle(float(tick)))]
+    assert pool.users["G"].usage[GPUS] == 4.0
+    assert len(moves) == 4
+    assert {move.task.user for move in moves} <= {"C", "M"}
+    assert moves[-1].figures["receiver_entitlement"] == pytest.approx(1.0)
 
 
 def test_the_policy_composes_hdrf_with_the_stage() -> None:

@@ -6,9 +6,9 @@ H-DRF (`policies/hdrf.py`) only gives out free room: on a full pool, a group who
 lent as surplus waits for the borrowers' jobs to end. This stage gives it back by vacating:
 
 1. receivers: the groups whose own users wait and which hold less than their entitlement
-   (`group_entitlement`: quota plus their fair part of the surplus), furthest below first,
-   up to `RECEIVER_GROUPS`; of each, the user H-DRF would serve first, its jobs as `reclaim`
-   and `fair` try theirs (`reclaim.first_move`);
+   (`group_entitlement`: quota plus their fair part of the surplus, divided per resource),
+   furthest below first, up to `RECEIVER_GROUPS`; of each, the user H-DRF would serve
+   first, its jobs as `reclaim` and `fair` try theirs (`reclaim.first_move`);
 2. victims: the groups whose own users run jobs and which hold more than their entitlement;
    the nearest in the tree first (the deepest common ancestor: a sibling before a cousin),
    then the furthest over, up to `VICTIM_GROUPS`; of each, the youngest running jobs (least
@@ -39,6 +39,8 @@ from typing import Any
 
 from gridfair.core.pool import Node, Pool, Task, UserState
 from gridfair.core.stages import OrderPolicy, Preemption, PreemptPolicy
+from gridfair.core.victims import sizes
+from gridfair.policies.drf import resource_shares
 from gridfair.policies.fair_preempt import moved, usage_on
 from gridfair.policies.group_entitlement import Part, division_of, entitlements
 from gridfair.policies.hdrf import GroupNode, HdrfOrder
@@ -51,6 +53,8 @@ RECEIVER_GROUPS = 4
 #: How many groups over their entitlement are looked at, and how many of each one's jobs.
 VICTIM_GROUPS = 4
 VICTIM_CANDIDATES = 16
+#: How many of a victim group's youngest jobs are looked at for those candidates.
+VICTIM_LOOKS = 64
 #: Slack on a share against an entitlement: float noise is neither below nor above.
 EPSILON = 1e-9
 
@@ -110,6 +114,10 @@ class GroupFairPreempt(PreemptPolicy):
         self.division_users = -1
         self.division: list[tuple[GroupNode, list[Part]]] = []
 
+    def shares_of(self, usage: Sequence[float]) -> list[float]:
+        """`usage`'s shares of the pool per resource the H-DRF order counts."""
+        return resource_shares(usage, self.pool.capacity, self.order.counted)
+
     @staticmethod
     def victim_key(task: Task, node: Node | None = None) -> float:
         """Least work lost first: the run started last."""
@@ -130,7 +138,7 @@ class GroupFairPreempt(PreemptPolicy):
         if self.division_users != len(order.group_of):  # a group may have its first user
             self.division_users = len(order.group_of)
             self.division = division_of(root)
-        self.entitled, self.held = entitlements(root, self.division, order.user_share,
+        self.entitled, self.held = entitlements(root, self.division, self.shares_of,
                                                 order.tree.none_accepts_surplus)
         # Groups whose own users wait, below their entitlement, furthest below first; groups
         # over theirs whose own users run jobs, furthest over first; ties: listed first.
@@ -153,7 +161,7 @@ class GroupFairPreempt(PreemptPolicy):
         below.sort()
         self.over = sorted(over)
         self.victim_groups: dict[str, list[GroupNode]] = {}
-        self.candidates: dict[str, list[Task]] = {}
+        self.candidates: dict[tuple[str, tuple[float, float, float]], list[Task]] = {}
         # A receiver no victim group's side allows a move with is not tried: its jobs would
         # each be looked at, and set aside, for nothing.
         receivers = [order.first_in(node, now) for _, _, node in below[:RECEIVER_GROUPS]
@@ -190,8 +198,8 @@ class GroupFairPreempt(PreemptPolicy):
             return None
         receiver_node = self.order.group_of[receiver_user.index]
         for victim_node in self._victim_groups_of(receiver_node):
-            for victim in self._candidates(victim_node):
-                if not pool.fits_after_vacate(receiver, victim):
+            for victim in self._candidates(victim_node, receiver):
+                if not pool.fits_after_vacate(receiver, victim):  # another job of its size
                     continue
                 figures = self._allowed(receiver_node, receiver, victim_node, victim)
                 if figures is not None:
@@ -203,13 +211,19 @@ class GroupFairPreempt(PreemptPolicy):
                                          _VACATE, _ALLOCATE)
         return None
 
-    def _candidates(self, node: GroupNode) -> list[Task]:
-        """`node`'s youngest vacatable jobs, up to `VICTIM_CANDIDATES`: found once a phase,
-        for every receiver's job (no job starts or stops before the phase's move)."""
-        found = self.candidates.get(node.name)
+    def _candidates(self, node: GroupNode, receiver: Task) -> list[Task]:
+        """`node`'s youngest vacatable jobs whose leaving makes room for `receiver` on their
+        machine, up to `VICTIM_CANDIDATES` among its `VICTIM_LOOKS` youngest: found once a
+        phase for each size of receiver's job (no job starts or stops before the phase's
+        move). Only those: the few machines with what a job asks for (GPUs) may run none of a
+        group's youngest jobs."""
+        key = (node.name, sizes(receiver))
+        found = self.candidates.get(key)
         if found is None:
-            found = self.candidates[node.name] = list(
-                islice(self.pool.vacatable(self._youngest(node)), VICTIM_CANDIDATES))
+            pool = self.pool
+            found = self.candidates[key] = list(islice(
+                (task for task in islice(pool.vacatable(self._youngest(node)), VICTIM_LOOKS)
+                 if pool.fits_after_vacate(receiver, task)), VICTIM_CANDIDATES))
         return found
 
     def _youngest(self, node: GroupNode) -> Iterator[Task]:

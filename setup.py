@@ -20,8 +20,10 @@ import tempfile
 
 from setuptools import setup
 
-#: The modules compiled, as paths: the event loop, the pool, the negotiator, and the order
-#: stages' incremental structures. Their classes that interpreted code subclasses are marked
+#: The modules compiled, as paths: the event loop, the pool, the negotiator, the order
+#: stages' incremental structures, and the decaying orders (SDRF, HTCondor's priority) with
+#: their base, together: an interpreted subclass of a compiled `DecayingOrder` lost its
+#: overrides. Their classes that interpreted code subclasses are marked
 #: `mypyc_attr(allow_interpreted_subclasses=True)`.
 COMPILED = [
     "gridfair/core/pool_parts.py",
@@ -32,6 +34,9 @@ COMPILED = [
     "gridfair/policies/live_tree.py",
     "gridfair/policies/authors_ties.py",
     "gridfair/policies/drf.py",
+    "gridfair/policies/decaying_order.py",
+    "gridfair/policies/sdrf.py",
+    "gridfair/policies/condor_priority.py",
     "gridfair/sim/task_stream.py",
     "gridfair/sim/workloads/taskcsv.py",
     "gridfair/sim/workloads/repeat.py",

@@ -29,10 +29,14 @@ print("\\nMODULES " + json.dumps(sorted(sys.modules)))
 """
 
 
-def heavy_modules_after(*args: str) -> list[str]:
+def modules_after(*args: str) -> list[str]:
     output = subprocess.run([sys.executable, "-c", RUN_AND_LIST_MODULES, *args], check=True,
                             capture_output=True, text=True).stdout
-    modules = json.loads(output.rpartition("\nMODULES ")[2])
+    return json.loads(output.rpartition("\nMODULES ")[2])
+
+
+def heavy_modules_after(*args: str) -> list[str]:
+    modules = modules_after(*args)
     return [name for name in modules
             if any(name == heavy or name.startswith(heavy + ".") for heavy in HEAVY)]
 
@@ -61,3 +65,19 @@ def test_the_listing_matches_the_commands_it_does_not_load():
         eager.add_command(cli.get_command(click.Context(cli), name), name)
     assert lazy_help == eager.get_help(click.Context(eager, info_name="gridfair"))
     assert sorted(COMMANDS) == sorted(cli.commands)
+
+
+#: What a simulation of a task list has no use for (issue 50): the ClassAd bindings and layer
+#: (a pool's slots or history), iSPD's model reader, the group tree's reader.
+NOT_FOR_A_TASK_LIST = ("classad2", "htcondor2", "gridfair.classads.views",
+                       "gridfair.sim.workloads.condor_history", "gridfair.sim.ispd",
+                       "gridfair.cli.group_tree")
+
+
+def test_a_task_list_simulation_loads_no_classad_layer_nor_ispd_model(tmp_path):
+    tasks = tmp_path / "tasks.csv"
+    tasks.write_text("0,0,2000000,u1,1-0,0.5,0.5\n1000000,1000000,3000000,u2,2-0,0.5,0.5\n")
+    modules = modules_after("simulate", "--workload", str(tasks), "-p", "drf", "--quiet")
+    assert "gridfair.sim.workloads.taskcsv" in modules
+    assert [name for name in modules if any(name == unneeded or name.startswith(unneeded + ".")
+                                            for unneeded in NOT_FOR_A_TASK_LIST)] == []

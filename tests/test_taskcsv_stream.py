@@ -1,5 +1,6 @@
 """The 7-column task list read as a stream (issue 13): checked and totalled in one pass that
-keeps no task, its tasks read again as the simulation takes them."""
+keeps no task, its tasks read again as the simulation takes them; a short file read once, its
+tasks held in columns (issue 50)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from gridfair.errors import InputError
 from gridfair.sim.engine_options import EngineOptions
 from gridfair.sim.scenario import build_scenario, run_scenario
 from gridfair.sim.workloads import taskcsv
-from gridfair.sim.workloads.taskcsv import TaskFileTasks, read_tasks, scan_tasks
+from gridfair.sim.workloads.taskcsv import HeldTasks, TaskFileTasks, read_tasks, scan_tasks
 
 
 def write(tmp_path: Path, lines: list[str]) -> Path:
@@ -37,11 +38,25 @@ def fields(task: Task) -> tuple:
 
 def test_a_scanned_trace_holds_no_task_and_reads_the_same_tasks_on_every_pass(tmp_path):
     path = write(tmp_path, [task_line(index) for index in range(50)])
-    trace = scan_tasks(path)
+    trace = scan_tasks(path, hold_at_most=49)
     assert isinstance(trace.tasks, TaskFileTasks) and len(trace.tasks) == 50
     first, second = list(map(fields, trace.tasks)), list(map(fields, trace.tasks))
     assert first == second
     assert first[7] == ("7-0", "u2", 7.0, 0.01, 0.02, 4.2, 7)  # 7 mod 7: 0.01 cpu
+
+
+def test_a_short_file_is_read_once_and_its_held_tasks_are_the_streamed_ones(tmp_path):
+    ids = ["a", "b", "a"] + [f"{index}-0" for index in range(3, 50)]
+    path = write(tmp_path, [task_line(index, task_id) for index, task_id in enumerate(ids)])
+    held = scan_tasks(path, hold_at_most=50)
+    assert isinstance(held.tasks, HeldTasks) and len(held.tasks) == 50
+    path.unlink()  # held: the file is not read again
+    first, second = list(held.tasks), list(held.tasks)
+    assert first[0] is not second[0]  # each pass makes fresh tasks (a run changes them)
+    path = write(tmp_path, [task_line(index, task_id) for index, task_id in enumerate(ids)])
+    streamed = list(map(fields, scan_tasks(path, hold_at_most=0).tasks))
+    assert list(map(fields, first)) == list(map(fields, second)) == streamed
+    assert [task.id for task in first][:3] == ["a", "b", "a#1"]
 
 
 @pytest.mark.parametrize("filter_bits", [None, 8])
@@ -53,7 +68,7 @@ def test_repeated_ids_are_made_unique_exactly_whatever_the_filter_guesses(
         monkeypatch.setattr(taskcsv, "repeat_filter_bits", lambda path: filter_bits)
     ids = ["a", "b", "a", "c", "d", "a", "b"] + [f"x{index}" for index in range(40)]
     path = write(tmp_path, [task_line(index, task_id) for index, task_id in enumerate(ids)])
-    trace = scan_tasks(path)
+    trace = scan_tasks(path, hold_at_most=0)
     assert [task.id for task in trace.tasks][:7] == ["a", "b", "a#1", "c", "d", "a#2", "b#1"]
     assert [task.id for task in trace.tasks][7:] == ids[7:]
     if filter_bits == 8:
@@ -63,7 +78,7 @@ def test_repeated_ids_are_made_unique_exactly_whatever_the_filter_guesses(
 
 def test_a_file_changed_after_its_scan_is_refused_when_read_again(tmp_path):
     path = write(tmp_path, [task_line(index) for index in range(5)])
-    trace = scan_tasks(path)
+    trace = scan_tasks(path, hold_at_most=0)
     path.write_text("".join(task_line(index) for index in range(6)))
     os.utime(path, ns=(1, 1))  # a new stamp even within the file system's time resolution
     with pytest.raises(InputError, match="tasks.csv: the task file changed after it was "
@@ -89,6 +104,7 @@ def test_reading_a_task_file_as_taken_keeps_memory_flat(tmp_path):
     # 100k tasks: as a list they take tens of MB; taken one by one and let go, under 2 MB.
     path = write(tmp_path, [task_line(index) for index in range(100_000)])
     trace = scan_tasks(path)
+    assert isinstance(trace.tasks, TaskFileTasks)  # longer than taskcsv.HELD_TASKS
     gc.collect()
     tracemalloc.start()
     try:

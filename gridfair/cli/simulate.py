@@ -9,7 +9,6 @@ from pathlib import Path
 import click
 
 from gridfair.cli.group import cli
-from gridfair.cli.group_tree import groups_section
 from gridfair.cli.output import FORMATS, render_table, to_csv, to_json
 from gridfair.cli.progress import tasks_progress
 from gridfair.cli.terms import WithTerms
@@ -217,6 +216,9 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
         raise click.UsageError("give --workload, or --pool HOST to replay the pool's history")
     policy_options = {name: grid_workload_options.pop(name) for name in OPTION_FLAGS}
     if groups_file is not None:
+        # Only --groups loads the group tree's readers (and the ClassAd layer): not start-up.
+        from gridfair.cli.group_tree import groups_section
+
         policy_options["groups"] = groups_section(Path(groups_file))
     _refuse_unread({name: value for name, value in policy_options.items()
                     if value not in (None, False)}, policy, order, preempt, admit)

@@ -49,6 +49,10 @@ DEFAULT_HALFLIFE = 86400.0
 DEFAULT_PRIORITY_FACTOR = 1000.0
 MIN_PRIORITY = 0.5
 
+#: The attribute names a slot weight may read, as HTCondor spells them (matched in any case);
+#: a module constant, not a class one: a compiled dataclass would take it for a field.
+WEIGHT_ATTRIBUTES = ("Cpus", "Memory", "GPUs")
+
 
 @dataclass(frozen=True)
 class SlotWeight:
@@ -61,9 +65,6 @@ class SlotWeight:
     gpus: float = 0.0
     slot: float = 0.0
     text: str = "Cpus"
-
-    #: The attribute names a weight may read, as HTCondor spells them (matched in any case).
-    ATTRIBUTES = ("Cpus", "Memory", "GPUs")
 
     @property
     def is_cpus(self) -> bool:
@@ -91,15 +92,16 @@ class SlotWeight:
         except SyntaxError:
             raise ConfigError(f"slot_weight {text!r} is not an expression") from None
         terms = _linear(tree.body, text)
-        coefficients = [terms.get(name.lower(), 0.0) for name in cls.ATTRIBUTES]
+        coefficients = [terms.get(name.lower(), 0.0) for name in WEIGHT_ATTRIBUTES]
         slot = terms.get("", 0.0)
         if any(value < 0 or not math.isfinite(value) for value in (*coefficients, slot)):
             raise ConfigError(f"slot_weight {text!r}: every coefficient must be finite and "
                               ">= 0 (a job never weighs less than nothing)")
         if not any(coefficients):
             raise ConfigError(f"slot_weight {text!r} reads none of "
-                              f"{', '.join(cls.ATTRIBUTES)}")
-        return cls(*coefficients, slot, text.strip())
+                              f"{', '.join(WEIGHT_ATTRIBUTES)}")
+        cpus, memory, gpus = coefficients
+        return cls(cpus, memory, gpus, slot, text.strip())
 
 
 def _linear(node: ast.expr, text: str) -> dict[str, float]:
@@ -109,9 +111,9 @@ def _linear(node: ast.expr, text: str) -> dict[str, float]:
         return {"": float(node.value)}
     if isinstance(node, ast.Name):
         name = node.id.lower()
-        if name not in {attribute.lower() for attribute in SlotWeight.ATTRIBUTES}:
+        if name not in {attribute.lower() for attribute in WEIGHT_ATTRIBUTES}:
             raise ConfigError(f"slot_weight {text!r}: unknown attribute {node.id!r} (known: "
-                              f"{', '.join(SlotWeight.ATTRIBUTES)})")
+                              f"{', '.join(WEIGHT_ATTRIBUTES)})")
         return {name: 1.0}
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
         sign = -1.0 if isinstance(node.op, ast.USub) else 1.0

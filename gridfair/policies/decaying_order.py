@@ -138,7 +138,7 @@ class DecayingOrder(OrderPolicy):
     def attach(self, pool: Pool) -> None:
         self.pool = pool
         self.tree = LiveTree(self.tau)
-        self.first = self.tree.first  # one call less per allocation step
+        self.first = self.tree.first  # type: ignore[method-assign]  # a call less a step
         # Levels are settled on commit only when a subclass floors them (one call less per
         # event otherwise).
         self._settles = type(self).settle is not DecayingOrder.settle

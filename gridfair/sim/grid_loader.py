@@ -10,7 +10,6 @@ from pathlib import Path
 
 from gridfair.errors import InputError
 from gridfair.sim.grid import Grid, read_toml_grid
-from gridfair.sim.ispd import load_imsx
 
 #: The grid files shipped inside the package (package data of `gridfair.sim`).
 EMBEDDED_DIR = Path(str(files("gridfair.sim").joinpath("embedded")))
@@ -34,5 +33,9 @@ def load_grid(grid: str | Path) -> Grid:
                              f"(embedded: {', '.join(embedded)})", source=str(grid))
         path = embedded[str(grid)]
     if path.suffix.lower() == ".imsx":
+        # Imported with its first model: it also registers the model's own load (the
+        # "ispd-load" workloads only its grids have), and a TOML grid does not need it.
+        from gridfair.sim.ispd import load_imsx
+
         return load_imsx(path)
     return read_toml_grid(path)

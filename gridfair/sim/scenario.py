@@ -2,9 +2,11 @@
 
 The workload is either a name the grid file defines (the HOSEP paper's synthetic sets), or a
 file read by the reader registered for its format. The readers register themselves in
-`gridfair.sim.workloads.registry`; they are imported here so that they do. Some workloads define
-the pool themselves (a task trace with `--capacity-ratio`, an SWF trace with `--capacity`); then
-no grid is needed.
+`gridfair.sim.workloads.registry`; they are imported here so that they do, all but a pool's
+history (`condor_history`), whose ClassAd layer a simulation of a task list or a trace does not
+need at start-up: it is imported when the workload is a pool's, or is no other reader's. Some
+workloads define the pool themselves (a task trace with `--capacity-ratio`, an SWF trace with
+`--capacity`); then no grid is needed.
 """
 
 from __future__ import annotations
@@ -14,20 +16,16 @@ from pathlib import Path
 from typing import Any
 
 from gridfair.ad_views import SkippedAd
-from gridfair.classads.views import AdConfig
 from gridfair.core.negotiator import Negotiator
 from gridfair.core.pool import Pool, PoolListener, Task
 from gridfair.errors import InputError
 from gridfair.policies.registry import build_stages
-from gridfair.sim import ispd  # noqa: F401 - registers the iSPD model's own load
 from gridfair.sim.engine import Simulation, SimulationResult
 from gridfair.sim.engine_options import DEFAULT_ENGINE, EngineOptions
 from gridfair.sim.grid import Grid
 from gridfair.sim.grid_loader import load_grid
-from gridfair.sim.pool_grid import read_pool_grid
 from gridfair.sim.records import RunRecorder
 from gridfair.sim.workloads import (  # noqa: F401 - each registers its formats
-    condor_history,
     google,
     ispd_trace,
     swf_grid,
@@ -52,7 +50,17 @@ def hosep_scenario(grid: Grid, name: str, options: Mapping[str, Any]) -> Scenari
 GRID_WORKLOADS["hosep-synthetic"] = hosep_scenario
 
 
+def _register_history() -> str:
+    """Registers a pool's history as a workload format (its reader loads the ClassAd layer, so
+    it is imported only when wanted); returns the format's name."""
+    from gridfair.sim.workloads import condor_history
+
+    return condor_history.FORMAT
+
+
 def workload_format(path: Path, override: str | None) -> str:
+    if override and override not in WORKLOAD_FORMATS:
+        _register_history()
     if override:
         if override not in WORKLOAD_FORMATS:
             known = ", ".join(sorted(WORKLOAD_FORMATS)) or "none"
@@ -62,6 +70,7 @@ def workload_format(path: Path, override: str | None) -> str:
     for suffix, format_name in sorted(FORMAT_BY_SUFFIX.items(), key=lambda kv: -len(kv[0])):
         if name.endswith(suffix):
             return format_name
+    _register_history()
     for format_name, recognises in FORMAT_SNIFFERS.items():
         if recognises(path):
             return format_name
@@ -119,7 +128,7 @@ def build_scenario(
         if read_options.get("pool") is None:
             raise InputError("give a workload (--workload), or --pool HOST to replay the "
                              "pool's own job history")
-        scenario = WORKLOAD_FORMATS[condor_history.FORMAT](None, grid, read_options)
+        scenario = WORKLOAD_FORMATS[_register_history()](None, grid, read_options)
         described = "a pool's live history"
     elif grid is not None and workload in grid.workloads:
         kind = grid.workloads[workload].get("kind")
@@ -157,6 +166,10 @@ def _pool_grid(options: _ReadOptions) -> tuple[Grid | None, list[SkippedAd]]:
     """The grid of the pool's slots, if the options name them, and the slot ads it left out."""
     if options.get("machines") is None and options.get("pool") is None:
         return None, []
+    # Only a pool's slots need the ClassAd layer: a grid file or a task list does not load it.
+    from gridfair.classads.views import AdConfig
+    from gridfair.sim.pool_grid import read_pool_grid
+
     config = AdConfig.with_attributes(options.get("owner_attr"), options.get("power_attr"))
     return read_pool_grid(options.get("machines"), options.get("pool"), config)
 

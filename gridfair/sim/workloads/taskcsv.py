@@ -26,6 +26,7 @@ from __future__ import annotations
 import gzip
 import math
 import zlib
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -53,6 +54,9 @@ _REPEAT = "#"
 #: The largest repeat filter (128 MB): about 20 bits a line up to 50M lines; past that the
 #: candidates grow, and stay exact.
 MAX_FILTER_BITS = 1 << 30
+#: A task file of at most this many tasks is read once and its tasks held (about 100 bytes a
+#: task, 6.5 MB at most); a longer one is read again as its tasks are taken (memory flat).
+HELD_TASKS = 1 << 16
 
 
 def _is_gzip(path: Path) -> bool:
@@ -80,9 +84,9 @@ class TaskTrace:
     """A task file: its tasks in file order, and the usage the trace itself recorded."""
 
     source: str
-    #: The tasks: a `TaskFileTasks` that reads them from the file as they are taken
-    #: (`scan_tasks`), or a list (`read_tasks`).
-    tasks: list[Task] | TaskFileTasks
+    #: The tasks: held from the one read of a short file (`HeldTasks`), read from the file
+    #: again as they are taken (`TaskFileTasks`), or a list (`read_tasks`).
+    tasks: list[Task] | HeldTasks | TaskFileTasks
     #: Mean total (cpu, memory) in use between the first start and the last finish.
     mean_usage: list[float]
     #: Each user's (cpu-seconds, memory-seconds) in the trace, users in order of appearance.
@@ -106,24 +110,37 @@ class TaskTrace:
                 for user, shares in self.resource_entitlements().items()}
 
 
-def scan_tasks(path: str | Path) -> TaskTrace:
-    """Check every line of a 7-column task file (gzip or plain) and total its usage, keeping
-    no task: the trace's `tasks` read the file again as they are taken, so a simulation
-    holds only the tasks queued and running. `Task.source_index` is the task's order."""
+def scan_tasks(path: str | Path, hold_at_most: int = HELD_TASKS) -> TaskTrace:
+    """Check every line of a 7-column task file (gzip or plain) and total its usage. A file of
+    at most `hold_at_most` tasks is read this once: its tasks are held, parsed, in columns
+    (`HeldTasks`); the trace's `tasks` of a longer one read the file again as they are taken
+    (`TaskFileTasks`), so a simulation holds only the tasks queued and running.
+    `Task.source_index` is the task's order."""
     path = Path(path)
     source = str(path)
     stamp = _stamp(path)  # before the read: a change made during it is caught too
+    held: HeldTasks | None = HeldTasks() if hold_at_most > 0 else None
     with _reading(path) as lines:
         totals = _Totals(repeat_filter_bits(path))
         for row in _rows(bounded_lines(lines, source), source):
             totals.add(row)
+            if held is not None:
+                if totals.count > hold_at_most:
+                    held = None  # too long to hold: read again as taken
+                else:
+                    held.add(row)
     if not totals.count:
         raise InputError("the task file has no tasks", source=source)
     span = (totals.last_finish - totals.first_start) / MICROSECONDS
     user_usage = totals.user_usage
     mean_usage = [math.fsum(usage[r] for usage in user_usage.values()) / span if span > 0 else 0.0
                   for r in range(2)]
-    tasks = TaskFileTasks(path, totals.count, totals.maybe_repeated, stamp)
+    tasks: HeldTasks | TaskFileTasks
+    if held is not None:
+        held.maybe_repeated = totals.maybe_repeated
+        tasks = held
+    else:
+        tasks = TaskFileTasks(path, totals.count, totals.maybe_repeated, stamp)
     return TaskTrace(source, tasks, mean_usage, user_usage, span, totals.largest)
 
 
@@ -135,11 +152,62 @@ def read_tasks(path: str | Path) -> TaskTrace:
     return trace
 
 
+def _unique_id(task_id: str, maybe_repeated: frozenset[str], seen: dict[str, int]) -> str:
+    """The id made unique as `id#k` for its k-th repeat in `seen`'s pass: only the candidates
+    the scan found (a superset of the repeating ids) are counted."""
+    if task_id not in maybe_repeated:
+        return task_id
+    repeats = seen.get(task_id, 0)
+    seen[task_id] = repeats + 1
+    return f"{task_id}{_REPEAT}{repeats}" if repeats else task_id
+
+
+class HeldTasks:
+    """The tasks of a short task file, held parsed in columns from its one read (the file is
+    not read again): each pass over them makes fresh Tasks, in file (= submit) order."""
+
+    def __init__(self) -> None:
+        self.submits = array("d")
+        self.durations = array("d")
+        self.cpus = array("d")
+        self.memories = array("d")
+        self.user_numbers = array("l")
+        self.users: list[str] = []
+        self._user_number: dict[str, int] = {}
+        self.task_ids: list[str] = []
+        self.maybe_repeated: frozenset[str] = frozenset()
+
+    def add(self, row: tuple) -> None:
+        _, submit, start, finish, user, task_id, cpu, memory = row
+        number = self._user_number.get(user)
+        if number is None:
+            number = self._user_number[user] = len(self.users)
+            self.users.append(user)
+        self.submits.append(submit / MICROSECONDS)
+        self.durations.append((finish - start) / MICROSECONDS)
+        self.cpus.append(cpu)
+        self.memories.append(memory)
+        self.user_numbers.append(number)
+        self.task_ids.append(task_id)
+
+    def __len__(self) -> int:
+        return len(self.task_ids)
+
+    def __iter__(self) -> Iterator[Task]:
+        users, submits, durations = self.users, self.submits, self.durations
+        cpus, memories, user_numbers = self.cpus, self.memories, self.user_numbers
+        maybe_repeated = self.maybe_repeated
+        seen: dict[str, int] = {}
+        for index, task_id in enumerate(self.task_ids):
+            yield Task(_unique_id(task_id, maybe_repeated, seen), users[user_numbers[index]],
+                       submits[index],
+                       cpus=cpus[index], memory=memories[index], duration=durations[index],
+                       source_index=index)
+
+
 class TaskFileTasks:
     """The tasks of a scanned task file, read from it each time they are iterated over, in
-    file (= submit) order. A task id that repeats is made unique as the whole-file read made
-    it (`id#k` for its k-th repeat): the scan found a superset of the repeating ids, and only
-    those are counted here."""
+    file (= submit) order, repeated ids made unique as the scan found them (`_unique_id`)."""
 
     def __init__(self, path: Path, count: int, maybe_repeated: frozenset[str],
                  stamp: tuple[int, int]) -> None:
@@ -159,13 +227,8 @@ class TaskFileTasks:
         with _reading(self.path) as lines:
             for _, submit, start, finish, user, task_id, cpu, memory in _rows(
                     bounded_lines(lines, source), source):
-                unique_id = task_id
-                if task_id in maybe_repeated:
-                    repeats = seen.get(task_id, 0)
-                    seen[task_id] = repeats + 1
-                    if repeats:
-                        unique_id = f"{task_id}{_REPEAT}{repeats}"
-                yield Task(unique_id, user, submit / MICROSECONDS, cpus=cpu, memory=memory,
+                yield Task(_unique_id(task_id, maybe_repeated, seen), user,
+                           submit / MICROSECONDS, cpus=cpu, memory=memory,
                            duration=(finish - start) / MICROSECONDS, source_index=index)
                 index += 1
         if index != self.count:

@@ -1,7 +1,8 @@
 """Preemption to the group tree's entitlement (`policies/group_preempt.py`) and the
 entitlements it works to (`policies/group_entitlement.py`): a group below its entitlement
 takes room back from the nearest group over its own, siblings first; a group at or below its
-entitlement is never the victim; on a pool whose demand does not change, moves stop."""
+entitlement is never the victim, a move is never taken back; on a pool whose demand does not
+change, moves stop."""
 
 from __future__ import annotations
 
@@ -162,6 +163,38 @@ def test_a_gpu_group_alone_in_asking_for_gpus_is_entitled_to_every_gpu() -> None
     assert moves[-1].figures["receiver_entitlement"] == pytest.approx(1.0)
 
 
+def test_a_sibling_over_by_less_than_a_job_gives_room_on_the_only_machines_that_fit() -> None:
+    """Showcase 4's case, found live: b's whole-machine jobs (4 cpus) fill 3 machines, two
+    of them with a GPU; a arrives with two GPU jobs of 1 cpu. a is entitled to every GPU, b
+    to the cpus a leaves: b is over by less than its job. A vacate on a GPU machine takes b
+    below its entitlement, yet it is allowed (a ends further below its own, at half the GPUs);
+    then b is no longer over, so nothing more moves."""
+    pool = Pool()
+    for index in range(3):
+        pool.add_node(Node(f"n{index}", None, power=4, cpus=4, memory=40,
+                           gpus=1 if index < 2 else 0))
+    tree = {"accept_surplus": True, "a": {"quota_dynamic": 0.5, "users": ["a"]},
+            "b": {"quota_dynamic": 0.5, "users": ["b"]}}
+    order = HdrfOrder(resources=("cpus", "memory", "gpus"), groups=tree)
+    negotiator = Negotiator(pool, order, GroupFairPreempt(order))
+    for number in range(3):
+        negotiator.submit(Task(f"b.{number}", "b", 0.0, cpus=4, memory=1, duration=1e9), 0.0)
+    negotiator.cycle(0.0)
+    for number in range(2):
+        negotiator.submit(Task(f"a.{number}", "a", 1.0, cpus=1, memory=1, gpus=1,
+                               duration=1e9), 1.0)
+    moves = [move for tick in range(1, 6) for move in vacates(negotiator.cycle(float(tick)))]
+    assert len(moves) == 1
+    assert moves[0].figures["machine"] in {"n0", "n1"}  # a GPU machine
+    figures = moves[0].figures
+    over = figures["victim_share"] - figures["victim_entitlement"]
+    assert 0 < over < 4 / 12  # less than b's job
+    assert figures["victim_share_after"] < figures["victim_entitlement"]
+    assert figures["receiver_share_after"] - figures["receiver_entitlement"] \
+        <= figures["victim_share_after"] - figures["victim_entitlement"]
+    assert pool.users["a"].usage[GPUS] == 1.0
+
+
 def test_the_policy_composes_hdrf_with_the_stage() -> None:
     stages = build_stages("hdrf-fair", options={"groups": {"a": {"quota": 1}}})
     assert isinstance(stages.preempt, GroupFairPreempt)
@@ -193,11 +226,12 @@ def loaded_tree(draw: Any) -> tuple[dict[str, Any], list[tuple[str, int, int]]]:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(loaded_tree(), st.sampled_from((1.0, 2.0)))
-def test_victims_are_over_their_entitlement_and_stay_at_it_and_moves_stop(
+def test_victims_are_over_their_entitlement_moves_meet_the_rule_and_stop(
         drawn: tuple[dict[str, Any], list[tuple[str, int, int]]], size: float) -> None:
     """Some users fill the pool, others arrive; then cycles on the unchanged pool: every
-    vacate takes from a group over its entitlement that stays at or above it, for one below
-    its own; no job is vacated twice, and the moves stop."""
+    vacate takes from a group over its entitlement, for one below its own, and the
+    receiver's side ends no further over its entitlement than the victim's side; no job is
+    vacated twice, no two sides exchange room back, and the moves stop."""
     tree, loads = drawn
     negotiator = negotiator_of(tree, 4.0, machines=5)
     for user, first, _ in loads:
@@ -206,13 +240,17 @@ def test_victims_are_over_their_entitlement_and_stay_at_it_and_moves_stop(
     for user, _, later in loads:
         submit(negotiator, user, later, 1.0, cpus=size)
     quiet = 0
+    given: set[tuple[str, str]] = set()
     for tick in range(1, 60):
         moves = vacates(negotiator.cycle(float(tick)))
         for move in moves:
             figures = move.figures
             assert figures["victim_share"] > figures["victim_entitlement"]
-            assert figures["victim_share_after"] >= figures["victim_entitlement"] - 1e-9
             assert figures["receiver_share"] < figures["receiver_entitlement"]
+            assert figures["receiver_share_after"] - figures["receiver_entitlement"] \
+                <= figures["victim_share_after"] - figures["victim_entitlement"] + 1e-9
+            assert (figures["receiver_side"], figures["victim_side"]) not in given
+            given.add((figures["victim_side"], figures["receiver_side"]))
         quiet = 0 if moves else quiet + 1
         if quiet == 3:
             break

@@ -14,15 +14,22 @@ lent as surplus waits for the borrowers' jobs to end. This stage gives it back b
    then the furthest over, up to `VICTIM_GROUPS`; of each, the youngest running jobs (least
    work lost), up to `VICTIM_CANDIDATES`, on whose machine the receiver's job fits once that
    job leaves;
-3. the rule, on every group from each side up to the level where the two paths meet: each
-   group of the receiver's side holds less than its entitlement; each group of the victim's
-   side holds more than its own and no less after the vacate; and at the level where they
-   meet, the receiver's side ends no further over its entitlement than the victim's side.
+3. the rule, on every group from each side up to the level where the two paths meet: before
+   the vacate, each group of the receiver's side holds less than its entitlement and each of
+   the victim's side more than its own (it may end below it by less than the vacated job:
+   a group over by less than one job, on the only machines that fit the receiver's job,
+   still gives it room); and at the level where they meet, the receiver's side ends no
+   further over its entitlement than the victim's side (Kueue's
+   `LessThanOrEqualToFinalShare`): receiver_after - e_r <= victim_after - e_v.
 
-A group at or below its entitlement is never a victim, and a victim's side never ends below
-its own, so it never becomes a receiver that would take the room back: on a pool whose
-demand does not change, moves stop (no ping-pong). A move vacates one job (a receiver whose
-job needs the room of several is not served by this stage). The daemon's safety rules
+A group at or below its entitlement is never a victim, and a move is never taken back: the
+move back, the receiver's side now giving and both sides moved by positive amounts g and l,
+would need (victim_after + l) - e_v <= (receiver_after - g) - e_r, the inequality above the
+other way round with room to spare (nor would the sides allow it: the victim's side would have
+to be below its entitlement and the receiver's over it). On a pool whose demand does not
+change, moves stop (no ping-pong; `tests/test_groups_preempt.py` checks it on random trees).
+A move vacates one job (a receiver whose job needs the room of several is not served by this
+stage). The daemon's safety rules
 (`daemon.safety`) apply through the negotiator's guard, as for every stage. Each vacate and
 allocation names the level and the figures (shares and entitlements before and after).
 
@@ -235,13 +242,11 @@ class GroupFairPreempt(PreemptPolicy):
     def _allowed(self, receiver_node: GroupNode, receiver: Task, victim_node: GroupNode,
                  victim: Task) -> dict[str, Any] | None:
         """The move's figures if the rule allows it (the module docstring's step 3; the sides'
-        figures before the move were checked by `_victim_groups_of`)."""
+        figures before the move were checked by `_victim_groups_of`; after it, only the
+        meeting level's: the victim's side may end below its entitlement)."""
         top = meeting(receiver_node, victim_node)
         gained, lost = usage_on(receiver, victim.node), usage_on(victim, victim.node)
         receiver_side, victim_side = side(receiver_node, top), side(victim_node, top)
-        for part in victim_side:
-            if self._after(part, lost, -1.0) < self.entitled[part] - EPSILON:
-                return None
         receiver_top, victim_top = receiver_side[-1], victim_side[-1]
         receiver_after = self._after(receiver_top, gained, 1.0)
         victim_after = self._after(victim_top, lost, -1.0)

@@ -68,8 +68,9 @@ BUILT_HERE = (BUILT / "gridfair" / "core" / "pool").with_suffix(
     sysconfig.get_config_var("EXT_SUFFIX")).exists()
 
 
-@pytest.mark.skipif(not BUILT_HERE, reason="no compiled build for this Python "
-                    "(make build/compiled/.built)")
+@pytest.mark.skipif(not (BUILT_HERE and os.environ.get("GRIDFAIR_EXPECT_COMPILED")),
+                    reason="only in make test-compiled, on the build it has just brought up "
+                    "to date (a build left from an older setup.py is not this checkout's)")
 def test_the_compiled_build_runs_compiled_unless_pure_python_is_asked_for() -> None:
     compiled = _loaded_from({})
     assert all(not path.endswith(".py") for path in compiled.values()), compiled

@@ -18,8 +18,10 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from gridfair.classads.submitters import SubmitterMap
+from gridfair.classads.to_pool import pool_from_snapshot
 from gridfair.daemon.backends.htcondor import HTCondorBackend
 from gridfair.daemon.steer_ahead import AheadSteerings
+from gridfair.policies.registry import build_stages
 from tests.live.conftest import POOL_CONFIG, own_pool
 from tests.live.harness.personal_pool import UID_DOMAIN, PersonalPool, SlotSpec
 from tests.live.test_security_live import ATTACKER, first_job
@@ -129,6 +131,13 @@ def hold_release_edit_the_steering_and_burst(scene: Scene) -> None:
                for name in PROTECTED for job in (scene.ahead, scene.current)}
     assert all(refused.values()), refused
     assert scene.qedit(scene.ahead, "JobPrio", "0") == 0
+    # Her running job's request, edited beyond the slot, is not what gridfair charges her:
+    # a static slot's claim counts as the whole slot, whatever the job asks.
+    for name, value in (("RequestCpus", "64"), ("RequestMemory", "100000000")):
+        assert scene.qedit(scene.current, name, value) == 0
+    snapshot = scene.live.read_snapshot()
+    task = pool_from_snapshot(snapshot, build_stages("reclaim")).pool.tasks[scene.current]
+    assert (task.cpus, task.memory) == (scene.slot.cpus, scene.slot.memory)
     done = scene.pool.submit_as(ATTACKER, ["executable = /bin/sleep", "arguments = 600",
                                            "priority = 20"], count=3)
     assert done.returncode == 0, done.stderr

@@ -83,6 +83,19 @@ class Scene:
         snapshot = self.live.read_snapshot()
         assert self.live.steer_ahead([(snapshot.jobs_by_id[self.ahead], self.slot)]) == [None]
 
+    def __enter__(self) -> Scene:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.live.release_starts()
+        self.pool.clear_queue()
+
+    def claim_started(self, attack: str) -> str | None:
+        """`outcome`'s job, its figure printed."""
+        started, after = self.outcome()
+        print(f"{attack}: {started or 'claim released'} {after:.1f} s after the job's end")
+        return started
+
     def qedit(self, job: str, attribute: str, value: str) -> int:
         return self.pool.run_tool(["condor_qedit", job, attribute, value], account=ATTACKER,
                                   check=False).returncode
@@ -182,14 +195,9 @@ def requirements_change_with_time(scene: Scene) -> None:
 @pytest.mark.parametrize("name", list(ATTACKS))
 def test_only_the_job_steered_ahead_starts_on_a_kept_claim(pool: PersonalPool,
                                                            name: str) -> None:
-    scene = Scene(pool)
-    try:
+    with Scene(pool) as scene:
         expected = ATTACKS[name](scene)
-        started, after = scene.outcome()
-        print(f"{name}: {started or 'claim released'} {after:.1f} s after the job's end")
-    finally:
-        scene.live.release_starts()
-        pool.clear_queue()
+        started = scene.claim_started(name)
     assert started == (scene.ahead if expected == "ahead" else None), (name, started)
 
 
@@ -206,8 +214,7 @@ def test_a_job_steered_ahead_then_held_is_withdrawn_and_released_takes_no_claim(
     withdraws it all the same; released after, it does not start on the kept claim, which
     is released. (Before, the cycle forgot a job it did not see: released within the
     steering's life, it took the claim whatever the policy decided.)"""
-    scene = Scene(pool, runs=10)  # released while its claim is still kept
-    try:
+    with Scene(pool, runs=10) as scene:  # released while its claim is still kept
         ahead = AheadSteerings(120.0, {scene.ahead: (scene.slot.name, time.time() + 120)})
         pool.run_tool(["condor_hold", scene.ahead], account=ATTACKER)
         pool.wait_until(lambda: pool.jobs("JobStatus", constraint="JobStatus == 5"), 20)
@@ -216,11 +223,7 @@ def test_a_job_steered_ahead_then_held_is_withdrawn_and_released_takes_no_claim(
         ahead.withdraw(scene.live, ahead.stale([], set(), snapshot))
         assert steering(pool, scene.ahead) == "undefined"
         pool.run_tool(["condor_release", scene.ahead], account=ATTACKER)
-        started, after = scene.outcome()
-        print(f"held and released: {started or 'claim released'} {after:.1f} s after the end")
-    finally:
-        scene.live.release_starts()
-        pool.clear_queue()
+        started = scene.claim_started("held and released")
     assert started is None
 
 
@@ -230,8 +233,7 @@ def test_a_restarted_daemon_withdraws_the_steerings_it_no_longer_wants(
     then stopped. Started again (a backend and steerings of its own, nothing in flight), its
     first acting cycle finds both steerings on the jobs and, wanting neither, withdraws them:
     the kept claim starts nothing and is released."""
-    scene = Scene(pool)
-    try:
+    with Scene(pool, runs=10) as scene:  # withdrawn while its claim is still kept
         held = submit(pool, 600)
         snapshot = scene.live.read_snapshot()
         assert scene.live.steer_ahead([(snapshot.jobs_by_id[held], scene.slot)]) == [None]
@@ -247,9 +249,5 @@ def test_a_restarted_daemon_withdraws_the_steerings_it_no_longer_wants(
         assert [steering(pool, job) for job in (scene.ahead, held)] == ["undefined"] * 2
         scene.others.append(held)
         pool.run_tool(["condor_release", held], account=ATTACKER)
-        started, after = scene.outcome()
-        print(f"restarted: {started or 'claim released'} {after:.1f} s after the end")
-    finally:
-        scene.live.release_starts()
-        pool.clear_queue()
+        started = scene.claim_started("restarted")
     assert started is None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -22,7 +23,7 @@ from gridfair.classads.to_pool import pool_from_snapshot
 from gridfair.daemon.backends.htcondor import HTCondorBackend
 from gridfair.daemon.steer_ahead import AheadSteerings
 from gridfair.policies.registry import build_stages
-from tests.live.conftest import POOL_CONFIG, own_pool
+from tests.live.conftest import POOL_CONFIG, own_pool, run_daemon
 from tests.live.harness.personal_pool import UID_DOMAIN, PersonalPool, SlotSpec
 from tests.live.test_security_live import ATTACKER, first_job
 
@@ -251,3 +252,25 @@ def test_a_restarted_daemon_withdraws_the_steerings_it_no_longer_wants(
         pool.run_tool(["condor_release", held], account=ATTACKER)
         started = scene.claim_started("restarted")
     assert started is None
+
+
+def test_a_restarted_daemon_s_first_cycle_withdraws_what_it_no_longer_wants(
+        pool: PersonalPool, daemon_python: Path, daemon_dir: Path) -> None:
+    """The same through the daemon (its account, `--once`): a daemon before it steered the
+    attacker's next job ahead and another of hers, held since; she has edited the first so
+    that it no longer matches the slot. The first cycle, which steers neither, withdraws
+    both steerings."""
+    with Scene(pool, runs=600) as scene:
+        held = submit(pool, 600)
+        snapshot = scene.live.read_snapshot()
+        assert scene.live.steer_ahead([(snapshot.jobs_by_id[held], scene.slot)]) == [None]
+        pool.run_tool(["condor_hold", held], account=ATTACKER)
+        assert scene.qedit(scene.ahead, "Requirements",
+                           f'TARGET.Name =!= "{scene.slot.name}"') == 0
+        (daemon_dir / "gridfair.toml").write_text("\n".join([
+            "[daemon]", 'store = "state.db"', "[policy]", 'name = "drf-fair"',
+            "[backend]", 'kind = "htcondor"', "[backend.htcondor]",
+            f'collector = "{pool.collector_host}"']) + "\n")
+        done = run_daemon(daemon_python, pool, daemon_dir, "--once")
+        assert done.returncode == 0, done.stderr
+        assert [steering(pool, job) for job in (scene.ahead, held)] == ["undefined"] * 2

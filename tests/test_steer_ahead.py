@@ -68,16 +68,19 @@ def test_a_steering_ahead_is_written_once_renewed_at_half_life_and_withdrawn_whe
     steerings.written["1.1"] = ("slot1@h", T0 + 120)
     assert steerings.to_write(wanted, T0 + 59) == []
     assert steerings.to_write(wanted, T0 + 61) == wanted  # less than half its life left
-    # The policy now wants 1.2 there: 1.1 is withdrawn; a started or gone job is forgotten.
-    steerings.written["1.3"] = ("slot1@h", T0 + 120)
+    # The policy now wants 1.2 there: 1.1 is withdrawn; a started job is forgotten.
+    steerings.written["1.0"] = ("slot1@h", T0 + 120)
     assert steerings.stale([NextJob(other, busy, current)], set(), snapshot) == ["1.1"]
-    assert "1.3" not in steerings.written
+    assert "1.0" not in steerings.written
     # One allocated this cycle is steered by its allocation, not withdrawn.
     assert steerings.stale([], {"1.1"}, snapshot) == []
     # One held since is withdrawn: released, it would take the slot as its claim ends.
     steerings.written["1.2"] = ("slot1@h", T0 + 120)
     held = Snapshot(T0, (busy,), (current, dataclasses.replace(other, status=JobStatus.HELD)))
     assert steerings.stale([], set(), held) == ["1.2"]
+    # So is one the snapshot no longer shows: the htcondor backend reads no held job (a job
+    # gone has nothing to withdraw, and its withdrawal is quiet).
+    assert steerings.stale([], set(), Snapshot(T0, (busy,), (current,))) == ["1.2"]
 
 
 def test_a_look_at_the_pool_sees_a_start_on_a_kept_claim():
@@ -85,3 +88,48 @@ def test_a_look_at_the_pool_sees_a_start_on_a_kept_claim():
     assert not PoolLook({}, {"u2": 3}, {"slot1@h": "1.0"}).changed_since(before)
     # The claim started 1.1 where 1.0 ran: no slot was free, nothing was submitted.
     assert PoolLook({}, {"u2": 2}, {"slot1@h": "1.1"}).changed_since(before)
+
+
+class FoundSteerings:
+    """A backend that finds steerings in the pool and records what it withdraws."""
+
+    steers_ahead = True
+
+    def __init__(self, found: dict[str, str] | None) -> None:
+        self.found, self.withdrawn = found, []
+
+    def steered_jobs(self) -> dict[str, str] | None:
+        return self.found
+
+    def withdraw(self, job_id: str) -> None:
+        self.withdrawn.append(job_id)
+
+
+def test_a_restarted_daemon_withdraws_the_steerings_it_finds_and_no_longer_wants():
+    """The steerings a daemon before this one wrote (found on the jobs) are taken on at the
+    first cycle that acts: the ones not wanted ahead again, nor in flight, nor allocated
+    this cycle, are withdrawn; a wanted one is written again; asked once."""
+    busy = slot("slot1@h", "1.0", "u2")
+    current = job("1.0", "u2", on="slot1@h", start=T0 - 10)
+    wanted_job, unwanted, flying, allocated = (job(f"1.{n}", "u2") for n in range(1, 5))
+    snapshot = Snapshot(T0, (busy,), (current, wanted_job, unwanted, flying, allocated))
+    backend = FoundSteerings({"1.1": "slot1@h", "1.2": "slot1@h", "1.3": "slot2@h",
+                              "1.4": "slot2@h", "9.0": "slot1@h"})  # 9.0: held
+    steerings = AheadSteerings(life=120.0)
+    steerings.adopt(backend, {"1.3"})
+    wanted = [NextJob(wanted_job, busy, current)]
+    steerings.withdraw(backend, steerings.stale(wanted, {"1.4"}, snapshot))
+    assert backend.withdrawn == ["1.2", "9.0"]
+    assert steerings.to_write(wanted, T0) == wanted
+    backend.found = {"1.2": "slot1@h"}
+    steerings.adopt(backend, set())
+    assert "1.2" not in steerings.written  # taken on once, at the start
+
+
+def test_steerings_found_are_taken_on_once_the_pool_answers():
+    steerings = AheadSteerings(life=120.0)
+    backend = FoundSteerings(None)
+    steerings.adopt(backend, set())
+    backend.found = {"1.1": "slot1@h"}
+    steerings.adopt(backend, set())
+    assert steerings.written == {"1.1": ("slot1@h", 0.0)}

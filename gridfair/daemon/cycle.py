@@ -344,6 +344,7 @@ class CycleRunner:
             outcome = "dry-run" if self.dry_run else ("stale" if stale else "ok")
             lease = self.actuator.hold_pool(cycle) if act else {}
             if act:  # before the vacates: a vacated job's kept claim would start one
+                self.ahead.adopt(self.backend, flights.held)
                 self.ahead.withdraw(self.backend, self.ahead.stale(
                     ahead, {a.job.id for a in to_run if a.kind == ALLOCATE}, snapshot))
             if to_run:

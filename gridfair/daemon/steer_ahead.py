@@ -91,26 +91,47 @@ def next_jobs(pool: Pool, order: OrderPolicy, snapshot: Snapshot, in_flight: Col
 @dataclass
 class AheadSteerings:
     """The steerings ahead this daemon wrote and still wants: job id -> (slot, when it
-    expires). Kept in memory: a restarted daemon decides them again, and the ones it no
-    longer wants expire (`life`)."""
+    expires). Kept in memory; a restarted daemon takes on the steerings it finds in the pool
+    (`adopt`) and withdraws the ones it no longer wants."""
 
     life: float
     written: dict[str, tuple[str, float]] = field(default_factory=dict)
+    adopted: bool = False  # the steerings found in the pool at start taken on
+
+    def adopt(self, backend: PoolBackend, in_flight: Collection[str]) -> None:
+        """Once, at the first cycle that acts: take on every live steering the pool holds
+        that is not one of the journal's allocations in flight, as if written here (with no
+        life left), so the cycle's `stale` withdraws those it no longer wants and `to_write`
+        renews those it does. A daemon that stopped or crashed left them there; forgotten,
+        each could start its job on a kept claim until it expires, whatever the policy
+        decided since. Tried again next cycle if the pool cannot be asked."""
+        if self.adopted:
+            return
+        found = backend.steered_jobs()
+        if found is None:
+            return
+        self.adopted = True
+        for job_id, slot in found.items():
+            if job_id not in in_flight:
+                self.written.setdefault(job_id, (slot, 0.0))
 
     def stale(self, wanted: Iterable[NextJob], allocated: Collection[str],
               snapshot: Snapshot) -> list[str]:
         """The jobs steered ahead before and not steered ahead again nor allocated this
         cycle: to withdraw before the cycle's vacates (a vacated job's kept claim would start
-        one). A job held since is one of them: released within the steering's life, it would
-        take the slot when its claim ends, whatever the policy decided since. Forgets the
-        jobs that started or left."""
+        one). A job held since is one of them, though the snapshot (idle and running jobs)
+        does not show it: released within the steering's life, it would take the slot when
+        its claim ends, whatever the policy decided since. So is any other job the snapshot
+        no longer shows (one gone has nothing to withdraw). Forgets the jobs that started."""
         jobs = snapshot.jobs_by_id
         still = {job.job.id for job in wanted}
         stale = []
         for job_id in list(self.written):
             job = jobs.get(job_id)
-            if job is None or job.status == JobStatus.RUNNING or job_id in allocated:
-                del self.written[job_id]  # started (on its claim or elsewhere) or gone
+            if job is None:
+                stale.append(job_id)
+            elif job.status == JobStatus.RUNNING or job_id in allocated:
+                del self.written[job_id]  # started (on its claim or elsewhere)
             elif job_id not in still:
                 stale.append(job_id)
         return stale

@@ -137,6 +137,13 @@ class PoolBackend(ABC):
         None if done or why not). Default: the pool has no such start (nothing done)."""
         return [None] * len(allocations)
 
+    def steered_jobs(self) -> dict[str, str] | None:
+        """The jobs not running whose steering may still start them (live, or held and
+        live once released): job id -> the slot it names, None if the pool cannot be asked
+        now. What a restarted daemon finds it wrote before. Default: the pool keeps no
+        steering (none)."""
+        return {}
+
     def can_hand_over(self, machine: Machine) -> bool:
         """Whether `handover` can free `machine` for another job in one action of the pool
         (HTCondor's condor_now), with no window for another match between (default: no)."""

@@ -242,6 +242,9 @@ class HTCondorBackend(PoolBackend):
     def steer_ahead(self, allocations: Sequence[tuple[Job, Machine]]) -> list[str | None]:
         return self.steering.steer_ahead(allocations)
 
+    def steered_jobs(self) -> dict[str, str] | None:
+        return self.steering.steered_jobs()
+
     def actions_done(self) -> None:
         self.steering.actions_done()
 

@@ -14,7 +14,7 @@ import classad2
 import htcondor2
 
 from gridfair.ad_views import DYNAMIC, PARTITIONABLE, STATIC, Job, Machine
-from gridfair.daemon.backends import ActionFailed
+from gridfair.daemon.backends import ActionFailed, PoolUnavailable
 from gridfair.daemon.backends.htcondor.state import POOL_ERRORS, PoolState, schedd_name
 
 #: The result attributes of `Schedd.act` that explain a failure, in the order checked.
@@ -222,12 +222,58 @@ class JobSteering:
 
     def withdraw(self, job_id: str) -> None:
         """An allocation that did not land: the job no longer names a slot, so HTCondor may
-        start it anywhere (the slot's START refuses a job steered to another slot)."""
-        schedd = self.state.schedd(job_id)
+        start it anywhere (the slot's START refuses a job steered to another slot). A job
+        the last read did not show (held, or gone) is looked for on every schedd: a held
+        job keeps its steering, live again once released; a job gone needs nothing."""
+        location = self.state.schedd_of.get(job_id) or self._holding_schedd(job_id)
+        if location is None:
+            return
         try:
-            self._unsteer(schedd, job_id)
+            self._unsteer(self.state.schedd_factory(location), job_id)
         except POOL_ERRORS as error:
             raise ActionFailed(f"schedd refused the edit of {job_id}: {error}") from None
+
+    def _holding_schedd(self, job_id: str) -> classad2.ClassAd | None:
+        """The location of the schedd that has the job in its queue, steered; None if none
+        has (a schedd that does not answer is taken not to: the steering expires)."""
+        cluster, _, proc = job_id.partition(".")
+        constraint = (f"ClusterId == {int(cluster)} && ProcId == {int(proc)} && "
+                      f"{self.steer_attribute} =!= undefined")
+        try:
+            locations = self.state.locate_schedds()
+        except PoolUnavailable as error:
+            raise ActionFailed(f"job {job_id}: no schedd to ask ({error})") from None
+        for location in locations:
+            with contextlib.suppress(*POOL_ERRORS):
+                if self.state.schedd_factory(location).query(constraint, ["ClusterId"]):
+                    return location
+        return None
+
+    def steered_jobs(self) -> dict[str, str] | None:
+        """The idle and held jobs of every schedd whose steering is still live (the run it
+        names, not expired): job id -> the slot named; None when no collector answers. Only
+        gridfair's account writes a steering (protected attributes), so each is one this
+        daemon, or one before it, wrote. A schedd that does not answer is left out (its
+        steerings expire by themselves)."""
+        live = (f"(JobStatus == 1 || JobStatus == 5) && {self.steer_attribute} =!= undefined"
+                f" && {RUN_COUNT_ATTRIBUTE} =?= (JobRunCount ?: 0)"
+                f" && {UNTIL_ATTRIBUTE} > time()")
+        try:
+            locations = self.state.locate_schedds()
+        except PoolUnavailable:
+            return None
+        found: dict[str, str] = {}
+        for location in locations:
+            try:
+                ads = self.state.schedd_factory(location).query(
+                    live, ["ClusterId", "ProcId", self.steer_attribute])
+            except POOL_ERRORS:
+                continue
+            for ad in ads:
+                job_id = f"{ad['ClusterId']}.{ad['ProcId']}"
+                found[job_id] = str(ad.get(self.steer_attribute))
+                self.state.schedd_of.setdefault(job_id, location)
+        return found
 
     def steer(self, schedd: Any, job: Job, machine: Machine) -> None:
         """Name the slot in the job, as a string literal, after the size allocated there and

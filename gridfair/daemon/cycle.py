@@ -305,7 +305,7 @@ class CycleRunner:
             notes += newly_backed(backoff, self._backed)
             usage = self.journal.usage_rows(pool, stages, cycle, now, flights.held)
             groups = group_rows_of(stages.order)
-            self._serve(usage, now)
+            self._serve(usage, snapshot.time)
             as_run = shadow.side_rows(pool, cycle, shadow.POOL) if self.shadow else []
             decisions = list(loaded.admissions) + negotiator.cycle(now)
             notes += self._newly_too_big(negotiator.unplaceable, snapshot.jobs_by_id)

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from gridfair.ad_views import JobStatus
 from gridfair.classads.submitters import SubmitterMap
 from gridfair.daemon.backends.htcondor import HTCondorBackend
 from tests.live.harness.personal_pool import UID_DOMAIN, JobSpec, PersonalPool
@@ -33,8 +34,12 @@ def backend(contract_pool: PersonalPool) -> HTCondorBackend:
     pool = contract_pool
     if not pool.running():
         pool.submit([JobSpec("User1", LONG)])
-    pool.wait_until(pool.running, 60)
-    return HTCondorBackend.connect(pool.collector_host, submitters=SubmitterMap(UID_DOMAIN))
+    backend = HTCondorBackend.connect(pool.collector_host, submitters=SubmitterMap(UID_DOMAIN))
+    # Running as the backend reads it: the slot's ad in the collector, which follows the
+    # queue by a startd update (seen missing under load).
+    pool.wait_until(lambda: any(job.status == JobStatus.RUNNING
+                                for job in backend.read_snapshot().jobs), 60)
+    return backend
 
 
 # The contract's tests (every public name of the module: its test functions and imports).

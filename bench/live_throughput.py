@@ -96,13 +96,6 @@ def shipped_daemon_config(collector: str, interval: float | None) -> str:
     return text
 
 
-def lease_held(pool) -> bool:
-    """The daemon holds its lease on the negotiator: its first cycle is done."""
-    done = pool.run_tool(["condor_config_val", "-negotiator", "GRIDFAIR_LEASE_UNTIL"],
-                         check=False)
-    return done.returncode == 0 and float(done.stdout.strip() or 0) > time.time()
-
-
 def run_once(side: str, job_seconds: float, negotiator: int, number: int,
              options: argparse.Namespace, python: Path | None) -> dict[str, object]:
     """One run on a fresh pool; its figures."""
@@ -132,7 +125,7 @@ def run_once(side: str, job_seconds: float, negotiator: int, number: int,
                 daemon = subprocess.Popen(daemon_command(python), cwd=directory,
                                           env=pool.daemon_environment(),
                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                pool.wait_until(lambda: lease_held(pool), 120)
+                pool.wait_until(pool.lease_held, 120)  # its first cycle is done
             users: dict[str, str] = {}
             try:
                 for user in USERS:

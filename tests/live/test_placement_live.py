@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 from gridfair.ad_views import whole_slot
@@ -57,9 +56,7 @@ collector = "{pool.collector_host}"
                                   stderr=subprocess.PIPE, text=True)
         try:
             # Once the daemon holds its lease, only the jobs it steers start.
-            pool.wait_until(lambda: float(pool.run_tool(
-                ["condor_config_val", "-negotiator", "GRIDFAIR_LEASE_UNTIL"],
-                check=False).stdout.strip() or 0) > time.time(), 60)
+            pool.wait_until(pool.lease_held, 60)
             [whole] = pool.submit_cluster([JobSpec("W", 10 * PER_CPU, 2, 1024)], extra=extra)
             pool.wait_until(lambda: whole in pool.running(), 90)
         finally:

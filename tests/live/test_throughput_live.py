@@ -176,12 +176,6 @@ def test_a_job_steered_ahead_starts_on_the_kept_claim_and_no_other() -> None:
     assert released - runs[ahead]["end"] < 10, (released, runs)
 
 
-def lease_held(pool: PersonalPool) -> bool:
-    done = pool.run_tool(["condor_config_val", "-negotiator", "GRIDFAIR_LEASE_UNTIL"],
-                         check=False)
-    return done.returncode == 0 and float(done.stdout.strip() or 0) > time.time()
-
-
 def test_the_daemon_steers_each_busy_slot_s_next_job_ahead(daemon_python: Path,
                                                            daemon_dir: Path) -> None:
     """The daemon at its shipped interval (60 s) and poll, on two slots nobody submits for,
@@ -208,7 +202,7 @@ collector = "{pool.collector_host}"
                                   env=pool.daemon_environment(), stdout=subprocess.DEVNULL,
                                   stderr=subprocess.PIPE, text=True)
         try:
-            pool.wait_until(lambda: lease_held(pool), 60)
+            pool.wait_until(pool.lease_held, 60)
             user2 = pool.submit_cluster([JobSpec("User2", MFLOPS * 10)] * 4)
             pool.wait_until(lambda: set(user2[:2]) <= set(pool.running()), 60)
             [user3] = pool.submit([JobSpec("User3", MFLOPS * 10)])

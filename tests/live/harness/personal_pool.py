@@ -477,6 +477,12 @@ class PersonalPool:
         return self.run_tool(["condor_submit", "-terse", str(submit_file)], account=account,
                              check=False, timeout=30 + count / 100)
 
+    def lease_held(self) -> bool:
+        """Whether the negotiator holds a lease of gridfair's that has not run out."""
+        done = self.run_tool(["condor_config_val", "-negotiator", "GRIDFAIR_LEASE_UNTIL"],
+                             check=False)
+        return done.returncode == 0 and float(done.stdout.strip() or 0) > time.time()
+
     def shared_file(self, name: str) -> Path:
         """An empty file in the jobs folder that every account may write (a job event log
         that jobs of several submitters share)."""

@@ -381,7 +381,18 @@ class RogueSchedd:
         submit.write_text("universe = vanilla\nexecutable = /bin/sleep\narguments = 600\n"
                           "should_transfer_files = NO\nqueue\n")
         submit.chmod(0o644)
-        done = subprocess.run(
+        # Listed by the collector, the schedd may still not be found by name for a moment
+        # (seen once in a full run): a few tries.
+        for _ in range(10):
+            done = self._submit(submit, user)
+            if done.returncode == 0 or "Can't find address" not in done.stderr:
+                break
+            time.sleep(1)
+        assert done.returncode == 0, done.stderr
+        return first_job(done)
+
+    def _submit(self, submit: Path, user: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
             as_account(ATTACKER, [self.pool.tool("condor_submit"), "-terse", "-name",
                                   "rogue@vm", str(submit)]),
             env={"CONDOR_CONFIG": str(self.config), "PATH": "/usr/bin:/bin",
@@ -390,8 +401,6 @@ class RogueSchedd:
                  "_CONDOR_SEC_CLAIMTOBE_INCLUDE_DOMAIN": "false"},
             capture_output=True, text=True, check=False,
             cwd=self.directory)  # its own: the checkout may lie under a 0700 directory
-        assert done.returncode == 0, done.stderr
-        return first_job(done)
 
     def __exit__(self, *exc_info: object) -> None:
         if self.master is not None:

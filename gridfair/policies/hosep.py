@@ -49,7 +49,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, ClassVar
 
 from gridfair.core.pool import Task, UserState, least_demand_key, power_diff
 from gridfair.core.stages import DECLINE, Decision, OrderPolicy, Preemption, option
@@ -149,9 +149,10 @@ class HosepPreempt(OwnerSharePreempt):
     under-share user, while the victim stays better off than the receiver."""
 
     name = "hosep"
-    Options = HosepOptions
+    # As `Stage` and `PreemptPolicy` declare them: reclaim, a subclass, sets its own.
+    Options: ClassVar[type[Any]] = HosepOptions
     state_from_totals = True
-    owner_share_rule = "hosep"
+    owner_share_rule: ClassVar[str | None] = "hosep"
 
     @classmethod
     def from_options(cls, options: HosepOptions, order: OrderPolicy) -> HosepPreempt:
@@ -198,6 +199,7 @@ class HosepPreempt(OwnerSharePreempt):
             if victim_user is None:
                 return None
             receiver = pool.head(receiver_user)
+            assert receiver is not None  # `deficit_key` ranks only users with an idle job
             receiver_diff = receiver_user.power_diff
             victim_diff = victim_user.power_diff
             refusal = self.test.refusal
@@ -206,6 +208,7 @@ class HosepPreempt(OwnerSharePreempt):
                 if tried == VICTIM_CANDIDATES:
                     break
                 node = victim.node
+                assert node is not None  # a victim runs on its node
                 loss = node.power_per_cpu * victim.cpus
                 omega = remaining_power(victim_user, loss)
                 gain = node.power_per_cpu * receiver.cpus
@@ -263,6 +266,7 @@ class HosepPreempt(OwnerSharePreempt):
         def figures(task: Task) -> dict[str, Any]:
             user = users[task.user]
             node = task.node
+            assert node is not None  # a victim runs on its node
             return {
                 "receiver": receiver_user.name,
                 "receiver_power_diff": receiver_user.power_diff,

@@ -119,6 +119,7 @@ class OsepPreempt(OwnerSharePreempt):
     def victim_key(task: Task, node: Node | None = None) -> Any:
         # Least run time lost (latest start); equal run times: the slowest node lost least.
         node = node or task.node
+        assert node is not None  # a victim runs on its node, or has just left `node`
         return (-task.start_time, node.power_per_cpu * task.cpus)
 
     def choose(self, now: float) -> Preemption | None:
@@ -127,6 +128,7 @@ class OsepPreempt(OwnerSharePreempt):
             if victim_user is None:
                 return None
             receiver = self.pool.head(receiver_user)
+            assert receiver is not None  # `deficit_key` ranks only users with an idle job
             choice = self._choose_for(receiver_user, receiver, victim_user, now)
             if choice is not None or not self.pool.set_aside_if_too_big(receiver_user, now):
                 return choice
@@ -147,6 +149,7 @@ class OsepPreempt(OwnerSharePreempt):
                     more: tuple[Task, ...], now: float) -> Preemption:
         users = self.pool.users
         node = victim.node
+        assert node is not None  # a victim runs on its node
 
         def figures(task: Task) -> dict[str, Any]:
             return {

@@ -85,8 +85,10 @@ def power_losses(users: Mapping[str, UserState], victims: Iterable[Task]
     the victims' order."""
     losses: dict[UserState, float] = {}
     for task in victims:
+        node = task.node
+        assert node is not None  # a victim runs on its node
         user = users[task.user]
-        losses[user] = losses.get(user, 0.0) + task.node.power_per_cpu * task.cpus
+        losses[user] = losses.get(user, 0.0) + node.power_per_cpu * task.cpus
     return losses
 
 
@@ -96,12 +98,14 @@ def preemption_of(receiver: Task, victim: Task, more: tuple[Task, ...],
     """The preemption of `victim`, and of `more` on its machine, for `receiver`: each vacate
     with its own figures (`figures(task)`); the allocation's are the first victim's, which
     then also list every victim and end the sentence with how many more vacates it took."""
+    node = victim.node
+    assert node is not None  # a victim runs on its node
     first = figures(victim)
     if more:
         first["victims"] = [task.id for task in (victim, *more)]
         first["more_victims"] = len(more)
         allocate_template += " and {more_victims} more vacate(s) on it"
-    return Preemption(victim, receiver, victim.node, vacate_template, allocate_template, first,
+    return Preemption(victim, receiver, node, vacate_template, allocate_template, first,
                       tuple((task, figures(task)) for task in more))
 
 
@@ -139,6 +143,7 @@ class OwnerSharePreempt(PreemptPolicy):
     def task_started(self, task: Task, now: float) -> None:
         self.running.started(task)
         node = task.node
+        assert node is not None  # a started task is on its node
         if node.cpus > 1:
             tasks = self.on_node.get(node.index)
             if tasks is None:
@@ -155,6 +160,7 @@ class OwnerSharePreempt(PreemptPolicy):
         tasks of users above their share (`core.victims.complete`); None if none do, or the
         machine is a one-cpu slot."""
         node = first.node
+        assert node is not None  # a victim runs on its node
         if node.cpus <= 1:
             return None
         users, excess = self.pool.users, self.excess

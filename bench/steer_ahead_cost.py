@@ -1,0 +1,105 @@
+"""What steering ahead costs a cycle at scale: `steer_ahead.next_jobs` against the decide phase.
+
+The pool of the other cycle benches (`tests.harness.synthetic`: 10,000 one-CPU slots of 1,000
+owners, 100,000 jobs of 1,000 users with five Requirements, `--busy` of the slots running a
+job) is written as `condor_status -long` / `condor_q -long` files and read into a snapshot as
+the files backend reads it; then, as a daemon cycle does on a pool that steers ahead
+(`gridfair.daemon.cycle`), for `--repeat` fresh pools built from that snapshot with the
+shipped policy (`configs/htcondor.toml`'s, `reclaim`):
+
+1. decide: the negotiator's cycle (`Negotiator.cycle`), on a pool just built;
+2. steer ahead: `next_jobs` on the pool the cycle left, every busy slot freed and refilled
+   in the order its job started.
+
+Figures: each phase's median wall seconds, their ratio (steer ahead / decide), the busy
+slots looked at and the next jobs steered. The machine may be shared: the load average is
+printed (before and after), and the ratio is of phases timed in the same process, one after
+the other.
+
+    .venv/bin/python bench/steer_ahead_cost.py [--slots 10000] [--jobs 100000] [--busy 0.9]
+        [--repeat 3] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.harness: test tools
+
+from gridfair.ad_views import JobStatus, Snapshot  # noqa: E402
+from gridfair.classads.reader import AdFormat  # noqa: E402
+from gridfair.classads.to_pool import pool_from_snapshot  # noqa: E402
+from gridfair.classads.views import read_snapshot  # noqa: E402
+from gridfair.daemon.config import load_config  # noqa: E402
+from gridfair.daemon.cycle import stages_from_config  # noqa: E402
+from gridfair.daemon.steer_ahead import next_jobs  # noqa: E402
+from tests.harness.synthetic import job_ads, machine_ads, write_ads  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+OWNERS = USERS = 1_000
+
+
+def one_cycle(snapshot: Snapshot, policy: Mapping[str, Any]) -> tuple[float, float, int]:
+    """Seconds of the decide phase and of steering ahead on one fresh pool; next jobs found."""
+    stages = stages_from_config(policy)
+    loaded = pool_from_snapshot(snapshot, stages)
+    start = time.perf_counter()
+    loaded.negotiator.cycle(snapshot.time)
+    decided = time.perf_counter()
+    ahead = next_jobs(loaded.pool, stages.order, snapshot, set(), snapshot.time)
+    done = time.perf_counter()
+    loaded.pool.close()
+    return decided - start, done - decided, len(ahead)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--slots", type=int, default=10_000)
+    parser.add_argument("--jobs", type=int, default=100_000)
+    parser.add_argument("--busy", type=float, default=0.9,
+                        help="the fraction of the slots running a job")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--json", action="store_true")
+    options = parser.parse_args()
+    load_before = os.getloadavg()
+    machines = machine_ads(options.slots, OWNERS)
+    jobs = job_ads(options.jobs, USERS, machines, int(options.slots * options.busy))
+    with tempfile.TemporaryDirectory(prefix="gridfair-steer-ahead-") as directory:
+        paths = (Path(directory) / "machines", Path(directory) / "jobs")
+        write_ads(paths[0], machines, AdFormat.OLD)
+        write_ads(paths[1], jobs, AdFormat.OLD)
+        snapshot = read_snapshot(*paths, now=2e9)
+    busy = sum(job.status == JobStatus.RUNNING for job in snapshot.jobs)
+    policy = load_config(ROOT / "configs" / "htcondor.toml")["policy"]
+    decide, ahead, steered = [], [], 0
+    for _ in range(options.repeat):
+        decide_s, ahead_s, steered = one_cycle(snapshot, policy)
+        decide.append(decide_s)
+        ahead.append(ahead_s)
+    result = {
+        "slots": options.slots, "jobs": options.jobs, "busy_slots": busy,
+        "policy": policy["name"], "repeat": options.repeat,
+        "decide_s": round(statistics.median(decide), 3),
+        "steer_ahead_s": round(statistics.median(ahead), 3),
+        "ratio": round(statistics.median(ahead) / statistics.median(decide), 3),
+        "steered_ahead": steered,
+        "loadavg": [round(value, 2) for value in (*load_before, *os.getloadavg())],
+    }
+    if options.json:
+        print(json.dumps(result))
+        return
+    for key, value in result.items():
+        print(f"{key:<16} {value}")
+
+
+if __name__ == "__main__":
+    main()

@@ -3,9 +3,8 @@
 APScheduler (3.x) runs the cycle as an interval job with `max_instances=1` (never two at
 once) and `coalesce=True` (a late cycle runs once, not once per missed interval). With
 `daemon.poll`, the main thread looks at the pool that often between cycles
-(`PoolBackend.changed`: a slot freed, jobs submitted) and on a change runs the cycle at once,
-or, for jobs submitted, once the queue stops growing (`gridfair.daemon.poll`); the interval
-is then the longest wait. The main
+(`PoolBackend.changed`: a slot freed, jobs submitted) and on a change runs the cycle at once;
+the interval is then the longest wait. The main
 thread waits for SIGTERM/SIGINT; on either, the running cycle stops before its next action
 (what it planned but did not carry out stays `planned` in the journal) and the process exits,
 0 after SIGTERM (a service stopped) and 130 after SIGINT (the shell's convention). SIGHUP reopens
@@ -34,18 +33,11 @@ from typing import Any
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from gridfair.daemon.advert import ad_name, daemon_ad
-from gridfair.daemon.backends import (
-    ActionFailed,
-    PoolBackend,
-    PoolChange,
-    backend_class,
-    require_slots,
-)
+from gridfair.daemon.backends import ActionFailed, PoolBackend, backend_class, require_slots
 from gridfair.daemon.config import Config
 from gridfair.daemon.cycle import CycleReport, CycleRunner, read_with_timeout
 from gridfair.daemon.faults import FaultPoints
 from gridfair.daemon.metrics import NullMetrics, PrometheusMetrics
-from gridfair.daemon.poll import ArrivalSettle
 from gridfair.daemon.store import Store, StoreError, private_file
 from gridfair.errors import ConfigError
 from gridfair.text import shown
@@ -308,7 +300,6 @@ class Daemon:
         self._pool_changed()
         scheduler.start()
         next_look = time.monotonic()
-        settle = ArrivalSettle()
         try:
             while not self.stopping.wait(0.2):
                 if self.reload_wanted.is_set():
@@ -316,11 +307,11 @@ class Daemon:
                     self.reload(scheduler)
                 poll = self.config["daemon"]["poll"]
                 if poll and time.monotonic() >= next_look:
-                    if settle.after(self._pool_changed(), time.monotonic()):
+                    next_look = time.monotonic() + poll
+                    if self._pool_changed():
                         # The interval then counts from this cycle: it is the longest wait.
                         scheduler.modify_job("negotiation-cycle",
                                              next_run_time=datetime.now(UTC))
-                    next_look = time.monotonic() + settle.next_look(poll)
         finally:
             scheduler.shutdown(wait=True)  # lets the running cycle reach a clean stop
             for sig, handler in previous.items():
@@ -330,16 +321,16 @@ class Daemon:
         log.info("daemon stopped after %d cycle(s)", self.cycles)
         return 128 + signal.SIGINT if self.stopped_by == signal.SIGINT else 0
 
-    def _pool_changed(self) -> PoolChange:
+    def _pool_changed(self) -> bool:
         """The backend's cheap look for a slot freed or jobs submitted (`daemon.poll`), taken
         between cycles only (a cycle reads the pool itself) and not while backing off."""
         if time.monotonic() < self.skip_until or not self.cycle_lock.acquire(blocking=False):
-            return PoolChange.NONE
+            return False
         try:
             return self.backend.changed()
         except Exception as error:  # noqa: BLE001 - a look that fails waits for the interval
             log.debug("look at the pool between cycles failed: %s", error)
-            return PoolChange.NONE
+            return False
         finally:
             self.cycle_lock.release()
 

@@ -13,7 +13,6 @@ Each is built from its config section by its `from_config`, found by kind in `BA
 
 from __future__ import annotations
 
-import enum
 import importlib
 import time
 from abc import ABC, abstractmethod
@@ -33,14 +32,6 @@ BACKEND_CLASSES = {
     "files": ("gridfair.daemon.backends.files", "FilesBackend"),
     "htcondor": ("gridfair.daemon.backends.htcondor", "HTCondorBackend"),
 }
-
-
-class PoolChange(enum.Flag):
-    """What a look between cycles saw (`PoolBackend.changed`); `NONE` is falsy."""
-
-    NONE = 0
-    SLOT = enum.auto()  # a slot freed, or a job started (on a match or a kept claim)
-    SUBMITTED = enum.auto()  # a submitter with more idle jobs
 
 
 class PoolUnavailable(GridfairError):
@@ -169,12 +160,11 @@ class PoolBackend(ABC):
         """After a cycle's actions: what a backend does once for all of them (the htcondor
         backend asks each schedd it steered jobs on to negotiate). Default: nothing."""
 
-    def changed(self) -> PoolChange:
-        """What changed since the last call: a slot freed or a job started, jobs submitted; a
-        cheap look between cycles that starts one (`daemon.poll`, `gridfair.daemon.poll`).
-        The first call sets what later ones compare with. Default: never (cycles at the
-        interval only)."""
-        return PoolChange.NONE
+    def changed(self) -> bool:
+        """Whether, since the last call, a slot was freed or jobs were submitted: a cheap look
+        between cycles that starts one at once (`daemon.poll`). The first call sets what
+        later ones compare with. Default: never (cycles at the interval only)."""
+        return False
 
     def ended_runs(self, job_ids: Collection[str], since: float) -> dict[str, tuple[str, float]]:
         """Of these jobs, gone from the pool's queue, those whose last run started at `since`

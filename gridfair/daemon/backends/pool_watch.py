@@ -18,8 +18,6 @@ from typing import Any
 
 import htcondor2
 
-from gridfair.daemon.backends import PoolChange
-
 #: A slot with room for a job (a partitionable slot is Unclaimed while it has any), or one
 #: running a job.
 FREE_SLOT = 'State == "Unclaimed"'
@@ -56,21 +54,18 @@ class PoolLook:
                    {str(ad.get("Name")): ad.get("JobId") for ad in slots
                     if ad.get("JobId") is not None})
 
-    def changed_since(self, before: PoolLook) -> PoolChange:
-        """`SLOT`: a free slot that was not free then, or has been claimed and freed since
-        (its EnteredCurrentState moved), or has more room (a partitionable slot), or a slot
-        running a job it did not run then (a start, on a kept claim or a match);
-        `SUBMITTED`: a submitter with more idle jobs."""
-        change = PoolChange.NONE
+    def changed_since(self, before: PoolLook) -> bool:
+        """A free slot that was not free then, or has been claimed and freed since (its
+        EnteredCurrentState moved), or has more room (a partitionable slot); a slot running
+        a job it did not run then (a start, on a kept claim or a match); or a submitter with
+        more idle jobs."""
         for name, (entered, cpus, memory) in self.free.items():
             then = before.free.get(name)
             if then is None or entered != then[0] or cpus > then[1] or memory > then[2]:
-                change |= PoolChange.SLOT
+                return True
         if any(job != before.running.get(name) for name, job in self.running.items()):
-            change |= PoolChange.SLOT
-        if any(count > before.idle.get(name, 0) for name, count in self.idle.items()):
-            change |= PoolChange.SUBMITTED
-        return change
+            return True
+        return any(count > before.idle.get(name, 0) for name, count in self.idle.items())
 
 
 def history_constraints(job_ids: Iterable[str]) -> Iterator[tuple[str, int]]:

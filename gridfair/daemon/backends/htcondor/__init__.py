@@ -78,7 +78,7 @@ import htcondor2
 
 from gridfair.ad_views import Job, Machine, Snapshot
 from gridfair.classads.submitters import SubmitterMap
-from gridfair.daemon.backends import PoolBackend, PoolChange, PoolUnavailable
+from gridfair.daemon.backends import PoolBackend, PoolUnavailable
 from gridfair.daemon.backends.htcondor.advert import CollectorAdvert
 from gridfair.daemon.backends.htcondor.lease import StartsLease
 from gridfair.daemon.backends.htcondor.reading import (
@@ -221,7 +221,7 @@ class HTCondorBackend(PoolBackend):
     def read_snapshot(self) -> Snapshot:
         return self.reader.read_snapshot()
 
-    def changed(self) -> PoolChange:
+    def changed(self) -> bool:
         return self.reader.changed()
 
     def ended_runs(self, job_ids: Collection[str], since: float) -> dict[str, tuple[str, float]]:

@@ -20,13 +20,7 @@ from gridfair.classads.matching import match_references
 from gridfair.classads.reader import SourcedAd
 from gridfair.classads.submitters import SubmitterMap, charge_snapshot
 from gridfair.classads.views import AdConfig, jobs_from_ads, machines_from_ads
-from gridfair.daemon.backends import (
-    ActionFailed,
-    PoolChange,
-    PoolUnavailable,
-    UnusablePool,
-    unusable,
-)
+from gridfair.daemon.backends import ActionFailed, PoolUnavailable, UnusablePool, unusable
 from gridfair.daemon.backends.ads import (
     JOB_ATTRIBUTES,
     SLOT_ATTRIBUTES,
@@ -470,16 +464,16 @@ class PoolReader:
         self.state.schedd_of = schedd_of
         return job_ads, skipped, locations
 
-    def changed(self) -> PoolChange:
+    def changed(self) -> bool:
         """A slot freed, a job started or jobs submitted since the last look
         (`pool_watch.PoolLook`), asked of the first collector that answered the last read.
         Nothing is said on the first look, nor when the collector does not answer."""
         try:
             look = PoolLook.of(self.state.for_actions()[0][1], self.state.slot_constraint)
         except POOL_ERRORS:
-            return PoolChange.NONE
+            return False
         previous, self._last_look = self._last_look, look
-        return PoolChange.NONE if previous is None else look.changed_since(previous)
+        return previous is not None and look.changed_since(previous)
 
     def ended_runs(self, job_ids: Collection[str], since: float) -> dict[str, tuple[str, float]]:
         """From the history of every schedd the collectors list (`pool_watch.ended_runs`);

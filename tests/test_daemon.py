@@ -250,6 +250,33 @@ def test_a_change_seen_between_cycles_runs_the_next_cycle_at_once(tmp_path, chan
     assert looks and daemon.cycles == (2 if changed else 1)
 
 
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_allocations_in_flight_ask_the_pool_again_for_a_negotiation(tmp_path, monkeypatch,
+                                                                     dry_run):
+    """Between cycles, the pool is asked again for the negotiation that starts the last
+    cycle's allocations while they are in flight (a negotiator can let the cycle's own
+    request go: issue 44's spread of 8); a cycle with nothing in flight asks nothing."""
+    monkeypatch.setattr("gridfair.daemon.service.RENEGOTIATE_EVERY", 0.2)
+    raw = files_config(tmp_path)
+    raw["daemon"].update(interval=3600.0)
+    daemon = make_daemon(tmp_path, raw, dry_run=dry_run)
+    asked = []
+    daemon.backend.renegotiate = lambda: asked.append(daemon.cycles)
+    stop = threading.Timer(1.5, daemon.stopping.set)
+    stop.start()
+    try:
+        assert daemon.run() == 0
+    finally:
+        stop.cancel()
+    assert daemon.cycles == 1
+    in_flight = rows(tmp_path, "select count(*) from actions where kind = 'allocate' "
+                     "and state = 'confirmed'")[0][0]
+    assert (in_flight > 0) != dry_run
+    assert len(asked) >= (0 if dry_run else 3) and set(asked) <= {1}
+    if dry_run:
+        assert asked == []
+
+
 # ---------------------------------------------------------------- safety
 def test_safety_rules_hold_back_and_are_reported(tmp_path):
     raw = files_config(tmp_path, safety={"max_vacates_per_cycle": 1})

@@ -14,12 +14,15 @@ a first cycle and `--repeat` steady ones on the same snapshot, each in two phase
 
 Figures: each phase's wall seconds (`first_*`: the first cycle, whose matcher meets every
 slot's ad for the first time; `steady_*`: the median of the others), their ratios (steer
-ahead / decide), the busy slots looked at and the next jobs steered. The machine may be
+ahead / decide), the busy slots looked at and the next jobs steered. `--steps` also times
+the pool's steps within the steering ahead (a busy slot freed, the next job's fit, ClassAd
+match included, and its start: `steady_steps_s`, medians), which slows it a little: its
+ratios are not the ones to quote. The machine may be
 shared: the load average is printed (before and after), and each ratio is of phases timed in
 the same process, one after the other.
 
     .venv/bin/python bench/steer_ahead_cost.py [--slots 10000] [--jobs 100000] [--busy 0.9]
-        [--repeat 3] [--json]
+        [--repeat 3] [--steps] [--json]
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +44,7 @@ from gridfair.ad_views import JobStatus, Snapshot  # noqa: E402
 from gridfair.classads.kept_pool import KeptPool  # noqa: E402
 from gridfair.classads.reader import AdFormat  # noqa: E402
 from gridfair.classads.views import read_snapshot  # noqa: E402
+from gridfair.core.pool import Pool  # noqa: E402
 from gridfair.daemon.config import load_config  # noqa: E402
 from gridfair.daemon.cycle import stages_from_config  # noqa: E402
 from gridfair.daemon.steer_ahead import next_jobs  # noqa: E402
@@ -48,21 +52,48 @@ from tests.harness.synthetic import job_ads, machine_ads, write_ads  # noqa: E40
 
 ROOT = Path(__file__).resolve().parent.parent
 OWNERS = USERS = 1_000
+#: The pool's steps in `next_jobs`, timed with `--steps`.
+STEPS = ("finish", "fits_free", "start")
 
 
-def one_cycle(kept: KeptPool, snapshot: Snapshot,
-              policy: Mapping[str, Any]) -> tuple[float, float, int]:
+class StepTimes:
+    """Seconds spent in each of `STEPS` while `timing` is set (the pool's methods wrapped)."""
+
+    def __init__(self) -> None:
+        self.spent = dict.fromkeys(STEPS, 0.0)
+        self.timing = False
+        for name in STEPS:
+            setattr(Pool, name, self._timed(name, getattr(Pool, name)))
+
+    def _timed(self, name: str, method: Callable) -> Callable:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            if not self.timing:
+                return method(*args, **kwargs)
+            start = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                self.spent[name] += time.perf_counter() - start
+        return timed
+
+
+def one_cycle(kept: KeptPool, snapshot: Snapshot, policy: Mapping[str, Any],
+              steps: StepTimes | None) -> tuple[float, float, int, dict[str, float]]:
     """Seconds of the decide phase and of steering ahead on the kept pool laid out for the
-    snapshot; the next jobs found."""
+    snapshot; the next jobs found; the steps' seconds (with `steps`)."""
     stages = stages_from_config(policy)
     loaded = kept.update(snapshot, stages)
     start = time.perf_counter()
     loaded.negotiator.cycle(snapshot.time)
     decided = time.perf_counter()
+    if steps is not None:
+        steps.spent, steps.timing = dict.fromkeys(STEPS, 0.0), True
     ahead = next_jobs(loaded.pool, stages.order, snapshot, set(), snapshot.time)
     done = time.perf_counter()
+    if steps is not None:
+        steps.timing = False
     loaded.pool.close()
-    return decided - start, done - decided, len(ahead)
+    return decided - start, done - decided, len(ahead), steps.spent if steps else {}
 
 
 def main() -> None:
@@ -72,6 +103,8 @@ def main() -> None:
     parser.add_argument("--busy", type=float, default=0.9,
                         help="the fraction of the slots running a job")
     parser.add_argument("--repeat", type=int, default=3, help="steady cycles after the first")
+    parser.add_argument("--steps", action="store_true",
+                        help="also time the pool's steps within the steering ahead")
     parser.add_argument("--json", action="store_true")
     options = parser.parse_args()
     load_before = os.getloadavg()
@@ -85,8 +118,9 @@ def main() -> None:
     busy = sum(job.status == JobStatus.RUNNING for job in snapshot.jobs)
     policy = load_config(ROOT / "configs" / "htcondor.toml")["policy"]
     kept = KeptPool(served={})
-    cycles = [one_cycle(kept, snapshot, policy) for _ in range(options.repeat + 1)]
-    first_decide, first_ahead, steered = cycles[0]
+    steps = StepTimes() if options.steps else None
+    cycles = [one_cycle(kept, snapshot, policy, steps) for _ in range(options.repeat + 1)]
+    first_decide, first_ahead, steered, _ = cycles[0]
     steady_decide = statistics.median(cycle[0] for cycle in cycles[1:])
     steady_ahead = statistics.median(cycle[1] for cycle in cycles[1:])
     result = {
@@ -98,6 +132,9 @@ def main() -> None:
         "steady_steer_ahead_s": round(steady_ahead, 3),
         "steady_ratio": round(steady_ahead / steady_decide, 3),
         "steered_ahead": steered,
+        **({"steady_steps_s": {name: round(statistics.median(cycle[3][name]
+                                                             for cycle in cycles[1:]), 3)
+                               for name in STEPS}} if steps else {}),
         "loadavg": [round(value, 2) for value in (*load_before, *os.getloadavg())],
     }
     if options.json:

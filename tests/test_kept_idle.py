@@ -5,15 +5,19 @@ read gives, over random sequences of what a schedd's queue goes through."""
 from __future__ import annotations
 
 import logging
+import threading
 
 import classad2
 import htcondor2
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gridfair.ad_views import JobStatus
+from gridfair.daemon.backends import PoolUnavailable
 from gridfair.daemon.backends.htcondor import HTCondorBackend
-from gridfair.daemon.backends.htcondor.kept_idle import ad_signature
+from gridfair.daemon.backends.htcondor.kept_idle import LISTED, ad_signature
+from gridfair.daemon.cycle import read_with_timeout
 from tests.test_backends import SCHEDDS, FakeCollector, FakeSchedd, _queues
 
 #: What happens to a queue between two reads.
@@ -165,3 +169,34 @@ def test_a_job_unchanged_since_the_last_read_is_the_same_object():
              if job.status is JobStatus.IDLE}
     same = {job_id for job_id, job in after.items() if job is before.get(job_id)}
     assert len(same) == len(before) - 1 and after.keys() == before.keys()
+
+
+def test_a_read_that_timed_out_does_not_write_over_the_next_reads_kept_jobs(monkeypatch):
+    """A read given up after its timeout still runs in its thread; when it ends after the
+    next read began, it leaves that read's kept idle jobs and charges as they are."""
+    FakeSchedd.queues = _queues()
+    backend = _backend(0)
+    backend.read_snapshot()
+    real_query = FakeSchedd.query
+    listing, release = threading.Event(), threading.Event()
+    main = threading.current_thread()
+
+    def slow_list(self, constraint="True", projection=(), *args, **kwargs):
+        # The given-up read's listing alone waits (the next read is this thread's).
+        if list(projection) == list(LISTED) and threading.current_thread() is not main:
+            listing.set()
+            release.wait(10)
+        return real_query(self, constraint, projection, *args, **kwargs)
+
+    monkeypatch.setattr(FakeSchedd, "query", slow_list)
+    with pytest.raises(PoolUnavailable, match="timed out"):
+        read_with_timeout(backend, 0.2)
+    assert listing.is_set()
+    late = next(thread for thread in threading.enumerate() if thread.name == "snapshot-read")
+    backend.read_snapshot()  # the next cycle's read, whole: the late one took the kept jobs
+    kept, charged = backend.reader._kept[SCHEDDS[0]], backend.reader._charged
+    release.set()
+    late.join(10)
+    assert not late.is_alive()
+    assert backend.reader._kept[SCHEDDS[0]] is kept
+    assert backend.reader._charged is charged

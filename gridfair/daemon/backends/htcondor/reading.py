@@ -109,11 +109,17 @@ class PoolReader:
         # (names the jobs' Requirements and Rank read of their own ads, names the slots' read
         # of a job) in the last snapshot read (`_query_learning`, `shared_match_ads`).
         self._job_reads: tuple[set[str], set[str]] = (set(), set())
+        # Reads begun: a read that timed out (`cycle.read_with_timeout`) still runs in its
+        # thread, and keeps what it read for the next only if no read began since
+        # (`_latest`): else it would write over its successor's kept idle jobs and charges.
+        self._generation = 0
 
     def read_snapshot(self) -> Snapshot:
         """The pool now; `UnusablePool` when the schedds answered with job ads of which none
         is usable (a pool with no job at all is a quiet one, not an error)."""
-        snapshot = self._read_autoclusters() if self.demand == "autocluster" else (
+        self._generation += 1
+        generation = self._generation
+        snapshot = self._read_autoclusters(generation) if self.demand == "autocluster" else (
             self._read_jobs())
         bad_jobs = [skip for skip in snapshot.skipped if skip.source.startswith("schedd ")
                     and skip.index > 0]
@@ -121,21 +127,27 @@ class PoolReader:
             raise UnusablePool(unusable("job", "the schedds' answers", bad_jobs), snapshot)
         return snapshot
 
-    def _read_autoclusters(self) -> Snapshot:
+    def _latest(self, generation: int) -> bool:
+        """Whether the read of `generation` is the last one begun."""
+        return generation == self._generation
+
+    def _read_autoclusters(self, generation: int) -> Snapshot:
         """Slots from the collector; demand as autocluster ads and narrow idle rows."""
         taken = time.time()
         # Autocluster ads carry what the schedd finds significant; what the slots read of a
         # job beyond that is asked of the single job ads fetched.
         slots, (jobs, groups, skipped, locations) = self._query_learning(
-            self._query_demand, lambda demand: demand[1])
+            lambda: self._query_demand(generation), lambda demand: demand[1])
         machines, bad_slots = machines_from_ads(slots, self.ad_config, lenient=True)
         self.state.schedd_of.update(self._schedds_of_running(slots, machines, locations))
         # `snapshot_of` appends to `jobs` the running jobs known only from their slots.
         snapshot = snapshot_of(taken, machines, jobs, (*self.state.collector_skips(), *skipped,
                                                        *bad_slots))
-        return self._charged_as_before(jobs, charge_snapshot(snapshot, self.submitters))
+        return self._charged_as_before(jobs, charge_snapshot(snapshot, self.submitters),
+                                       generation)
 
-    def _charged_as_before(self, views: Sequence[Job], charged: Snapshot) -> Snapshot:
+    def _charged_as_before(self, views: Sequence[Job], charged: Snapshot,
+                           generation: int) -> Snapshot:
         """`charged`, with each job whose view is the one kept from the last read
         (`kept_idle`) and whose charge is the same being the last read's charged object: the
         kept pool passes over the jobs it saw at C speed (`is`) and visits the others one by
@@ -149,11 +161,12 @@ class PoolReader:
                     before[1].identity == job.identity):
                 jobs[position] = job = before[1]
             now[job.id] = (view, job)
-        self._charged = now
+        if self._latest(generation):
+            self._charged = now
         return dataclasses.replace(charged, jobs=tuple(jobs))
 
     def _query_demand(
-        self,
+        self, generation: int,
     ) -> tuple[list[Job], list[classad2.ClassAd], list[SkippedAd], list[classad2.ClassAd]]:
         """Every schedd's idle jobs (from its autoclusters and narrow rows), the ads matching
         reads of them (autocluster ads, and the job ads fetched whole: a schedd may have
@@ -167,7 +180,7 @@ class PoolReader:
         schedd_of: dict[str, classad2.ClassAd] = {}
         projection = list(self.job_projection.values())
         for location, answer, problem in self._ask_schedds(
-                locations, lambda location: self._schedd_demand(location, projection)):
+                locations, lambda location: self._schedd_demand(location, projection, generation)):
             name = schedd_name(location)
             if answer is None:
                 skipped.append(SkippedAd(f"schedd {name}", 0, name, problem))
@@ -187,6 +200,7 @@ class PoolReader:
         return jobs, groups, skipped, locations
 
     def _schedd_demand(self, location: classad2.ClassAd, projection: list[str],
+                       generation: int,
                        ) -> tuple[list[Job], list[classad2.ClassAd], list[SkippedAd]]:
         """One schedd's idle jobs, the ads matching reads of them, and its ads skipped; one
         of `POOL_ERRORS` when it does not answer its first queries. Its rows are read whole
@@ -248,7 +262,8 @@ class PoolReader:
             groups.extend(fetched_ads)
             known.extend(fetched_jobs)
             skipped.extend(unfetched)
-        self._kept[name] = fresh
+        if self._latest(generation):
+            self._kept[name] = fresh
         return known, groups, skipped
 
     def _fetch_rows(self, schedd: Any, job_ids: Sequence[str]) -> list[classad2.ClassAd]:

@@ -8,18 +8,18 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from collections.abc import Callable, Collection, Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import classad2
 import htcondor2
 
-from gridfair.ad_views import Job, Machine, SkippedAd, Snapshot
+from gridfair.ad_views import JOB_ID, MACHINE_NAME, Job, Machine, SkippedAd, Snapshot
 from gridfair.classads.live_reads import location_problem, probe_side_by_side
 from gridfair.classads.matching import match_references
 from gridfair.classads.reader import SourcedAd
 from gridfair.classads.submitters import SubmitterMap, charge_snapshot
-from gridfair.classads.views import AdConfig, jobs_from_ads, machines_from_ads
+from gridfair.classads.views import AdConfig, jobs_from_ads
 from gridfair.daemon.backends import ActionFailed, PoolUnavailable, UnusablePool, unusable
 from gridfair.daemon.backends.ads import (
     JOB_ATTRIBUTES,
@@ -42,6 +42,7 @@ from gridfair.daemon.backends.htcondor.kept_idle import (
     compare,
 )
 from gridfair.daemon.backends.htcondor.kept_idle import job_id as kept_job_id
+from gridfair.daemon.backends.htcondor.kept_slots import SAME_AD, KeptSlots
 from gridfair.daemon.backends.htcondor.learning import (
     ABSENT_LIMIT,
     ABSENT_READS,
@@ -65,6 +66,7 @@ FULL_READ_EVERY = 100
 ROW_ATTRIBUTES = tuple(dict.fromkeys((*IDLE_ROW_ATTRIBUTES, *LISTED)))
 DEFAULT_JOB_CONSTRAINTS = {"autocluster": "JobStatus == 1",
                            "jobs": "JobStatus == 1 || JobStatus == 2"}
+_View = TypeVar("_View", Job, Machine)
 
 
 class PoolReader:
@@ -96,8 +98,13 @@ class PoolReader:
         # full reads that found the kept jobs wrong.
         self._kept: dict[str, KeptIdle] = {}
         self.full_read_every = full_read_every
-        # Job id -> (its view as read, as charged) in the last read (`_charged_as_before`).
+        # The slot views of the last read, and the projection the slots were last read with.
+        self.kept_slots = KeptSlots(self.ad_config, full_read_every)
+        self._slots_read_with: list[str] = []
+        # Job id (slot name) -> (its view as read, as charged) in the last read
+        # (`_charged_as_before`).
         self._charged: dict[str, tuple[Job, Job]] = {}
+        self._charged_slots: dict[str, tuple[Machine, Machine]] = {}
         self.idle_repairs = 0
         # Schedds that did not answer in this snapshot read -> why (`_ask_schedds`).
         self._silent: dict[str, str] = {}
@@ -138,32 +145,29 @@ class PoolReader:
         # job beyond that is asked of the single job ads fetched.
         slots, (jobs, groups, skipped, locations) = self._query_learning(
             lambda: self._query_demand(generation), lambda demand: demand[1])
-        machines, bad_slots = machines_from_ads(slots, self.ad_config, lenient=True)
+        machines, bad_slots = self.kept_slots.machines(slots, self._slots_read_with)
         self.state.schedd_of.update(self._schedds_of_running(slots, machines, locations))
         # `snapshot_of` appends to `jobs` the running jobs known only from their slots.
         snapshot = snapshot_of(taken, machines, jobs, (*self.state.collector_skips(), *skipped,
                                                        *bad_slots))
-        return self._charged_as_before(jobs, charge_snapshot(snapshot, self.submitters),
-                                       generation)
+        return self._charged_as_before(jobs, machines,
+                                       charge_snapshot(snapshot, self.submitters), generation)
 
-    def _charged_as_before(self, views: Sequence[Job], charged: Snapshot,
-                           generation: int) -> Snapshot:
-        """`charged`, with each job whose view is the one kept from the last read
-        (`kept_idle`) and whose charge is the same being the last read's charged object: the
-        kept pool passes over the jobs it saw at C speed (`is`) and visits the others one by
-        one (a new object a job each read had it visit all of them)."""
-        last = self._charged
-        now: dict[str, tuple[Job, Job]] = {}
-        jobs = list(charged.jobs)
-        for position, (view, job) in enumerate(zip(views, jobs, strict=True)):
-            before = last.get(job.id)
-            if before is not None and before[0] is view and before[1].user == job.user and (
-                    before[1].identity == job.identity):
-                jobs[position] = job = before[1]
-            now[job.id] = (view, job)
+    def _charged_as_before(self, views: Sequence[Job], slot_views: Sequence[Machine],
+                           charged: Snapshot, generation: int) -> Snapshot:
+        """`charged`, with each job and slot whose view is the one kept from the last read
+        (`kept_idle`, `kept_slots`) and whose charge is the same being the last read's
+        charged object: the kept pool passes over the jobs and slots it saw at C speed (`is`)
+        and visits the others one by one (a new object a job each read had it visit all)."""
+        jobs, charged_jobs = _as_before(
+            views, charged.jobs, self._charged, JOB_ID,
+            lambda was, now: was.user == now.user and was.identity == now.identity)
+        machines, charged_slots = _as_before(
+            slot_views, charged.machines, self._charged_slots, MACHINE_NAME,
+            lambda was, now: was.running_user == now.running_user)
         if self._latest(generation):
-            self._charged = now
-        return dataclasses.replace(charged, jobs=tuple(jobs))
+            self._charged, self._charged_slots = charged_jobs, charged_slots
+        return dataclasses.replace(charged, jobs=jobs, machines=machines)
 
     def _query_demand(
         self, generation: int,
@@ -362,7 +366,7 @@ class PoolReader:
         taken = time.time()
         slots, (job_ads, skipped, locations) = self._query_learning(
             self._query_jobs, lambda demand: (sourced.ad for sourced in demand[0]))
-        machines, bad_slots = machines_from_ads(slots, self.ad_config, lenient=True)
+        machines, bad_slots = self.kept_slots.machines(slots, self._slots_read_with)
         jobs, bad_jobs = jobs_from_ads(job_ads, lenient=True)
         del job_ads  # each job's own ad is let go once `shared_match_ads` gives it a shared one
         jobs = shared_match_ads(jobs, *self._job_reads)
@@ -441,9 +445,10 @@ class PoolReader:
         left in, for `machines_from_ads` to skip as a duplicate machine name."""
         projection = list(self.slot_projection.values())
         several = len(self.state.collectors) > 1
-        if several:
-            projection += [name for name in ("MyAddress", "DaemonStartTime")
-                           if name.lower() not in self.slot_projection]
+        projection += [name for name in dict.fromkeys((*SAME_AD, "MyAddress") if several
+                                                      else SAME_AD)
+                       if name.lower() not in self.slot_projection]
+        self._slots_read_with = projection
         first_of: dict[Any, tuple[str, Any, Any]] = {}  # Name -> its first ad's startd
         slots: list[SourcedAd] = []
         for source, answer in self.state.ask_collectors(lambda collector: collector.query(
@@ -502,3 +507,19 @@ class PoolReader:
                     found.update(ended_runs(self.state.schedd_factory(location), job_ids, since))
         return found
 
+
+def _as_before(views: Sequence[_View], charged: Sequence[_View],
+               last: Mapping[str, tuple[_View, _View]], name: Callable[[_View], str],
+               same: Callable[[_View, _View], bool],
+               ) -> tuple[tuple[_View, ...], dict[str, tuple[_View, _View]]]:
+    """`charged` (made of `views`, in their order), each charged the `same` as in the last
+    read (`last`: name -> (view, charged)) from the same view object being that charged
+    object; and this read's (view, charged) by name, for the next."""
+    kept = list(charged)
+    now: dict[str, tuple[_View, _View]] = {}
+    for position, (view, made) in enumerate(zip(views, kept, strict=True)):
+        before = last.get(name(made))
+        if before is not None and before[0] is view and same(before[1], made):
+            kept[position] = made = before[1]
+        now[name(made)] = (view, made)
+    return tuple(kept), now

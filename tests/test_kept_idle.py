@@ -18,6 +18,7 @@ from gridfair.daemon.backends import PoolUnavailable
 from gridfair.daemon.backends.htcondor import HTCondorBackend
 from gridfair.daemon.backends.htcondor.kept_idle import LISTED, ad_signature
 from gridfair.daemon.cycle import read_with_timeout
+from tests import test_backends
 from tests.test_backends import SCHEDDS, FakeCollector, FakeSchedd, _queues
 
 #: What happens to a queue between two reads.
@@ -200,3 +201,55 @@ def test_a_read_that_timed_out_does_not_write_over_the_next_reads_kept_jobs(monk
     assert not late.is_alive()
     assert backend.reader._kept[SCHEDDS[0]] is kept
     assert backend.reader._charged is charged
+
+
+def _autocluster_reads(monkeypatch) -> list[tuple[str, int]]:
+    """(constraint, ads answered) of each autocluster query from now on."""
+    reads = []
+    real_query = FakeSchedd.query
+
+    def query(self, constraint="True", projection=(), *args, **kwargs):
+        answer = real_query(self, constraint, projection, *args, **kwargs)
+        if kwargs.get("opts") == htcondor2.QueryOpt.AutoCluster:
+            reads.append((constraint, len(answer)))
+        return answer
+
+    monkeypatch.setattr(FakeSchedd, "query", query)
+    return reads
+
+
+def test_a_steady_read_asks_for_the_new_autoclusters_and_those_of_changed_jobs(monkeypatch):
+    FakeSchedd.queues = _queues()
+    backend = _backend(0)
+    backend.read_snapshot()
+    reads = _autocluster_reads(monkeypatch)
+    backend.read_snapshot()
+    highest = max(backend.reader._kept[SCHEDDS[0]].clusters.signatures)
+    assert reads[0] == (f"AutoClusterId > {highest}", 0)  # nothing changed: no ad
+    queue = FakeSchedd.queues[SCHEDDS[0]]
+    _change(queue, "edit_request", 1, 2_000_000_001)  # into a kept autocluster or a new one
+    moved = next(ad for ad in queue if ad.get("RequestCpus") == 2 and ad.get("JobStatus") == 1)
+    reads.clear()
+    jobs = {job.id: job for job in backend.read_snapshot().jobs}
+    constraint, answered = reads[0]
+    assert answered <= 2 and constraint.startswith(f"AutoClusterId > {highest}")
+    assert jobs[f"{moved['ClusterId']}.{moved['ProcId']}"].request_cpus == 2
+
+
+def test_a_schedd_that_numbered_its_autoclusters_anew_is_read_whole(monkeypatch):
+    """A restarted schedd numbers its autoclusters from 1 again: a job moved into an id the
+    backend kept for other requests is read with its new autocluster's, as a full read
+    reads it, not the kept one's."""
+    FakeSchedd.queues = _queues()
+    backend = _backend(0)
+    truth = _backend(1)
+    backend.read_snapshot()
+    queue = FakeSchedd.queues[SCHEDDS[0]]
+    FakeSchedd.cluster_ids.clear()  # the restart: ids given from 1 in another order
+    queue.reverse()
+    assert _idle(backend) == _idle(truth)
+    # The significant attributes changed: the schedd forgets its autoclusters and gives
+    # the same ids to the same jobs, whose autoclusters' ads are others.
+    FakeSchedd.cluster_ids.clear()
+    monkeypatch.setattr(test_backends, "SIGNIFICANT", test_backends.SIGNIFICANT[:-1])
+    assert _idle(backend) == _idle(truth)

@@ -37,9 +37,11 @@ from gridfair.daemon.backends.htcondor.demand import (
 )
 from gridfair.daemon.backends.htcondor.kept_idle import (
     LISTED,
+    KeptClusters,
     KeptIdle,
-    cluster_signatures,
     compare,
+    listed_values,
+    significant_attributes,
 )
 from gridfair.daemon.backends.htcondor.kept_idle import job_id as kept_job_id
 from gridfair.daemon.backends.htcondor.kept_slots import SAME_AD, KeptSlots
@@ -207,21 +209,40 @@ class PoolReader:
                        generation: int,
                        ) -> tuple[list[Job], list[classad2.ClassAd], list[SkippedAd]]:
         """One schedd's idle jobs, the ads matching reads of them, and its ads skipped; one
-        of `POOL_ERRORS` when it does not answer its first queries. Its rows are read whole
-        every `full_read_every` reads, else those of the jobs that changed (`kept_idle`)."""
+        of `POOL_ERRORS` when it does not answer its first queries. Its rows and autocluster
+        ads are read whole every `full_read_every` reads, else those of the jobs that changed
+        and the autoclusters they are in (`kept_idle`)."""
         name = schedd_name(location)
         source = f"schedd {name}"
         # Forgotten until this read ends: a read that fails half-way starts the next anew.
         kept = self._kept.pop(name, None)
         schedd = self.state.schedd_factory(location)
+        every = self.full_read_every
+        read = None
+        if kept is not None and (not every or kept.reads + 1 < every):
+            read = self._steady_demand(schedd, source, kept)
+        if read is None:
+            read = self._full_demand(schedd, source, projection, kept)
+        known, groups, skipped, missing, fresh = read
+        if missing:
+            fetched_jobs, unfetched, fetched_ads = self._fetch_jobs(schedd, name, missing,
+                                                                    projection)
+            groups.extend(fetched_ads)
+            known.extend(fetched_jobs)
+            skipped.extend(unfetched)
+        if fresh is not None and self._latest(generation):
+            self._kept[name] = fresh
+        return known, groups, skipped
+
+    def _full_demand(self, schedd: Any, source: str, projection: list[str],
+                     kept: KeptIdle | None) -> tuple:
+        """(idle jobs, ads read, skipped, ids of the jobs to fetch whole, what to keep) from
+        every autocluster ad and idle row, compared with `kept` (logged, repaired)."""
+        significant = significant_attributes(schedd, self.job_constraint)
         clusters = schedd.query("true", [], opts=htcondor2.QueryOpt.AutoCluster)
         groups = list(clusters)
-        every = self.full_read_every
-        steady = kept is not None and (not every or kept.reads + 1 < every)
-        signatures = cluster_signatures(clusters)
-        requests, skipped = autocluster_requests(
-            clusters, f"{source} autoclusters", self.steering,
-            kept.unchanged_requests(signatures) if steady else None)
+        requests, cluster_skips = autocluster_requests(clusters, f"{source} autoclusters",
+                                                       self.steering)
         if not clusters:
             # With no autocluster every job's ad is needed whole: one query for the ads, not
             # narrow rows and then the ads by id.
@@ -229,46 +250,51 @@ class PoolReader:
             steerable, unsteerable = steerable_ads(rows, source, self.steering)
             known, unusable = jobs_from_ads(steerable, lenient=True)
             groups.extend(rows)
-            return known, groups, [*skipped, *unsteerable, *unusable]
-        if steady:
-            listed = schedd.query(self.job_constraint, list(LISTED))
-            order, fetch = kept.wanted(listed, signatures)
-            del listed
-            position = {job_id: index for index, job_id in enumerate(order)}
-            fetched = sorted(self._fetch_rows(schedd, fetch), key=lambda row: position.get(
-                kept_job_id(row), len(order)))
-            new, missing, unusable = jobs_of_rows(fetched, requests, source)
-            # A job fetched is what its row made of it now, or nothing (it left the queue, is
-            # skipped, or its autocluster is unknown: fetched whole below).
-            made = {job.id: job for job in new}
-            refetched = set(fetch)
-            known = [job for job in (made.get(job_id) if job_id in refetched
-                                     else kept.views.get(job_id) for job_id in order)
-                     if job is not None]
-            rows = {kept_job_id(row): row for row in fetched}
-            fresh = KeptIdle.of(new, rows, signatures, requests)
-            fresh.views.update((job.id, job) for job in known if job.id not in made)
-            fresh.listed.update((job_id, kept.listed[job_id]) for job_id in fresh.views
-                                if job_id not in made)
-            fresh.reads = kept.reads + 1
-        else:
-            read = schedd.query(self.job_constraint, list(ROW_ATTRIBUTES))
-            known, missing, unusable = jobs_of_rows(read, requests, source)
-            fresh = KeptIdle.of(known, {kept_job_id(row): row for row in read}, signatures,
-                                requests)
-            del read
-            if kept is not None:
-                self.idle_repairs += bool(compare(source, kept, fresh))
-        skipped.extend(unusable)
-        if missing:
-            fetched_jobs, unfetched, fetched_ads = self._fetch_jobs(schedd, name, missing,
-                                                                    projection)
-            groups.extend(fetched_ads)
-            known.extend(fetched_jobs)
-            skipped.extend(unfetched)
-        if self._latest(generation):
-            self._kept[name] = fresh
-        return known, groups, skipped
+            return known, groups, [*cluster_skips, *unsteerable, *unusable], [], None
+        read = schedd.query(self.job_constraint, list(ROW_ATTRIBUTES))
+        known, missing, unusable = jobs_of_rows(read, requests, source)
+        fresh = KeptIdle.of(known, {kept_job_id(row): row for row in read},
+                            KeptClusters.of(clusters, requests, cluster_skips, significant))
+        in_clusters = {listed_values(row)[0] for row in read}
+        del read
+        if kept is not None:
+            self.idle_repairs += bool(compare(source, kept, fresh))
+        return (known, groups, [*fresh.clusters.skips_of(in_clusters), *unusable], missing,
+                fresh)
+
+    def _steady_demand(self, schedd: Any, source: str, kept: KeptIdle) -> tuple | None:
+        """`_full_demand`'s from the rows of the jobs that changed and the autocluster ads
+        they are in, the others kept; None when the kept autoclusters may not be the
+        schedd's: its significant attributes changed (it then numbers its autoclusters
+        anew), or one a changed job is in has another ad under its id (a schedd restarted)."""
+        if significant_attributes(schedd, self.job_constraint) != kept.clusters.significant:
+            return None
+        listed = schedd.query(self.job_constraint, list(LISTED))
+        order, fetch, in_clusters = kept.wanted(listed)
+        del listed
+        position = {job_id: index for index, job_id in enumerate(order)}
+        fetched = sorted(self._fetch_rows(schedd, fetch), key=lambda row: position.get(
+            kept_job_id(row), len(order)))
+        answered = schedd.query(kept.clusters.constraint(
+            listed_values(row)[0] for row in fetched), [], opts=htcondor2.QueryOpt.AutoCluster)
+        clusters = kept.clusters.with_ads(answered, f"{source} autoclusters", self.steering)
+        if clusters is None:
+            return None
+        new, missing, unusable = jobs_of_rows(fetched, clusters.requests, source)
+        # A job fetched is what its row made of it now, or nothing (it left the queue, is
+        # skipped, or its autocluster is unknown: fetched whole).
+        made = {job.id: job for job in new}
+        refetched = set(fetch)
+        known = [job for job in (made.get(job_id) if job_id in refetched
+                                 else kept.views.get(job_id) for job_id in order)
+                 if job is not None]
+        fresh = KeptIdle.of(new, {kept_job_id(row): row for row in fetched}, clusters)
+        fresh.views.update((job.id, job) for job in known if job.id not in made)
+        fresh.listed.update((job_id, kept.listed[job_id]) for job_id in fresh.views
+                            if job_id not in made)
+        fresh.reads = kept.reads + 1
+        return (known, list(answered), [*clusters.skips_of(in_clusters), *unusable], missing,
+                fresh)
 
     def _fetch_rows(self, schedd: Any, job_ids: Sequence[str]) -> list[classad2.ClassAd]:
         """The rows (`ROW_ATTRIBUTES`) of these jobs; one that left the queue has none."""

@@ -24,7 +24,7 @@ remember arrival order (DMFA-SRQ) or admit jobs as they are submitted get the re
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import compress, repeat
@@ -54,6 +54,7 @@ if TYPE_CHECKING:
 #: HOSEP's least demand, 0 for a task with neither work nor duration (the daemon's).
 DEFERRABLE_KEYS = (fifo_key, least_demand_key)
 _JOB_USER = attrgetter("user")
+_QDATE = attrgetter("qdate")
 _ABSENT = object()  # a job the last cycle did not have
 
 #: The kinds of change a snapshot can bring, as counted in `PoolEvents`.
@@ -277,7 +278,7 @@ def _reordered(order: list[Job], left: list[Job], came: list[Job]) -> list[Job]:
     kept: list[Job] = []
     start = 0
     for view in sorted(left, key=queue_order):
-        at = bisect_left(order, queue_order(view), start, key=queue_order)
+        at = _place(order, view, start)
         if at == len(order) or order[at] is not view:
             raise AssertionError(f"job {view.id} is not where its queue order puts it")
         kept += order[start:at]
@@ -286,9 +287,18 @@ def _reordered(order: list[Job], left: list[Job], came: list[Job]) -> list[Job]:
     merged: list[Job] = []
     start = 0
     for view in sorted(came, key=queue_order):
-        at = bisect_left(kept, queue_order(view), start, key=queue_order)
+        at = _place(kept, view, start)
         merged += kept[start:at]
         merged.append(view)
         start = at
     merged += kept[start:]
     return merged
+
+
+def _place(order: list[Job], job: Job, start: int) -> int:
+    """Where `job` goes in `order` (in `queue_order`), at `start` or after: among the jobs
+    of its QDate (found with a key read in C), by the whole key (a key made in Python a
+    step, for those few)."""
+    low = bisect_left(order, job.qdate, start, key=_QDATE)
+    high = bisect_right(order, job.qdate, low, key=_QDATE)
+    return bisect_left(order, queue_order(job), low, high, key=queue_order)

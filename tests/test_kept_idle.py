@@ -85,34 +85,59 @@ def test_a_steady_read_gives_the_idle_jobs_a_full_read_gives(steps):
         assert _idle(steady) == _idle(full)
 
 
-def _row_fetches(monkeypatch) -> list[int]:
-    """Rows fetched by id, a query each: how many ads each answered."""
-    fetched: list[int] = []
+def _answers(monkeypatch, wanted) -> list[tuple[str, int]]:
+    """(constraint, ads answered) of each query `wanted(constraint, opts)` picks, from now
+    on."""
+    answers: list[tuple[str, int]] = []
     real_query = FakeSchedd.query
 
     def query(self, constraint="True", projection=[], callback=None, limit=-1,  # noqa: B006
               opts=htcondor2.QueryOpt.Default):
         answer = real_query(self, constraint, projection, callback, limit, opts)
-        if "string(ProcId)" in str(constraint):
-            fetched.append(len(answer))
+        if wanted(str(constraint), opts):
+            answers.append((str(constraint), len(answer)))
         return answer
 
     monkeypatch.setattr(FakeSchedd, "query", query)
-    return fetched
+    return answers
 
 
-def test_a_steady_read_fetches_the_rows_of_the_jobs_that_changed_alone(monkeypatch):
+def _row_fetches(monkeypatch) -> list[tuple[str, int]]:
+    """Rows fetched by id, a query each."""
+    return _answers(monkeypatch, lambda constraint, _: "string(ProcId)" in constraint)
+
+
+def test_a_steady_read_fetches_the_rows_and_autoclusters_of_the_jobs_that_changed_alone(
+        monkeypatch):
+    """Rows by id of the jobs that changed; the autocluster ads of ids past the highest kept
+    and of the kept ones those jobs are in."""
     FakeSchedd.queues = _queues()
+    idle = [ad for ad in FakeSchedd.queues[SCHEDDS[0]] if ad.get("JobStatus") == 1]
+    for number, ad in enumerate(idle[:6]):  # autoclusters of their own
+        ad["RequestMemory"] = 1000 + number
     backend = _backend(0)
     backend.read_snapshot()
-    fetched = _row_fetches(monkeypatch)
+    fetched = _answers(monkeypatch, lambda constraint, opts: "string(ProcId)" in constraint
+                       or opts == htcondor2.QueryOpt.AutoCluster)
     backend.read_snapshot()
-    assert fetched == []  # nothing changed: no row fetched
+    highest = max(backend.reader._kept[SCHEDDS[0]].clusters.signatures)
+    # Nothing changed: no row, and no autocluster ad (a query past the highest, each schedd).
+    assert (f"AutoClusterId > {highest}", 0) in fetched
+    assert all(asked.startswith("AutoClusterId > ") and not count for asked, count in fetched)
     queue = FakeSchedd.queues[SCHEDDS[0]]
     _change(queue, "requeue", 0, 2_000_000_001)
     _change(queue, "submit", 0, 2_000_000_002)
-    backend.read_snapshot()
-    assert fetched == [2]
+    _change(queue, "edit_request", 1, 2_000_000_003)  # into a kept autocluster or a new one
+    moved = next(ad for ad in queue if ad.get("RequestCpus") == 2 and ad.get("JobStatus") == 1)
+    fetched.clear()
+    jobs = {job.id: job for job in backend.read_snapshot().jobs}
+    assert [count for asked, count in fetched if "ProcId" in asked] == [3]
+    clusters = [(asked, count) for asked, count in fetched if "ProcId" not in asked]
+    # Of the autoclusters of the three jobs, not all the schedd has.
+    assert sum(count for _, count in clusters) <= 3 < len(
+        backend.reader._kept[SCHEDDS[0]].clusters.signatures)
+    assert any(asked.startswith(f"AutoClusterId > {highest}") for asked, _ in clusters)
+    assert jobs[f"{moved['ClusterId']}.{moved['ProcId']}"].request_cpus == 2
 
 
 def test_a_full_read_repairs_what_the_kept_jobs_missed(caplog):
@@ -201,39 +226,6 @@ def test_a_read_that_timed_out_does_not_write_over_the_next_reads_kept_jobs(monk
     assert not late.is_alive()
     assert backend.reader._kept[SCHEDDS[0]] is kept
     assert backend.reader._charged is charged
-
-
-def _autocluster_reads(monkeypatch) -> list[tuple[str, int]]:
-    """(constraint, ads answered) of each autocluster query from now on."""
-    reads = []
-    real_query = FakeSchedd.query
-
-    def query(self, constraint="True", projection=(), *args, **kwargs):
-        answer = real_query(self, constraint, projection, *args, **kwargs)
-        if kwargs.get("opts") == htcondor2.QueryOpt.AutoCluster:
-            reads.append((constraint, len(answer)))
-        return answer
-
-    monkeypatch.setattr(FakeSchedd, "query", query)
-    return reads
-
-
-def test_a_steady_read_asks_for_the_new_autoclusters_and_those_of_changed_jobs(monkeypatch):
-    FakeSchedd.queues = _queues()
-    backend = _backend(0)
-    backend.read_snapshot()
-    reads = _autocluster_reads(monkeypatch)
-    backend.read_snapshot()
-    highest = max(backend.reader._kept[SCHEDDS[0]].clusters.signatures)
-    assert reads[0] == (f"AutoClusterId > {highest}", 0)  # nothing changed: no ad
-    queue = FakeSchedd.queues[SCHEDDS[0]]
-    _change(queue, "edit_request", 1, 2_000_000_001)  # into a kept autocluster or a new one
-    moved = next(ad for ad in queue if ad.get("RequestCpus") == 2 and ad.get("JobStatus") == 1)
-    reads.clear()
-    jobs = {job.id: job for job in backend.read_snapshot().jobs}
-    constraint, answered = reads[0]
-    assert answered <= 2 and constraint.startswith(f"AutoClusterId > {highest}")
-    assert jobs[f"{moved['ClusterId']}.{moved['ProcId']}"].request_cpus == 2
 
 
 def test_a_schedd_that_numbered_its_autoclusters_anew_is_read_whole(monkeypatch):

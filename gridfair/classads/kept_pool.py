@@ -6,7 +6,9 @@ keeps the slots it made and the jobs' queue order, and each cycle compares the s
 the last one:
 - jobs submitted (new idle), started, vacated, moved, finished (gone, held, completed);
 - slots that came, went, or changed (a new ad: state, claim, power, owner).
-Only what changed is made anew. The pool's indexes are then laid out in one pass (`Pool.load`:
+Only what changed is made anew: the running and the idle jobs are kept each in queue order
+and a changed or gone job's view is taken out and a new one put in, each found by bisection
+(`_reordered`). The pool's indexes are then laid out in one pass (`Pool.load`:
 no policy callback per job) in the rebuild's orders (slots as the snapshot lists them, idle
 jobs by QDate then id, running jobs by slot), and the stages learn the pool from its totals
 (`Pool.announce`). A running job's task is made each cycle; an idle job's only when it

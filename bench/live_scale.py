@@ -451,6 +451,8 @@ def run_daemon(spec: dict) -> dict:
             else None
     result = {"cycles": cycles, "decisions_digest": digest.hexdigest()[:16],
               "peak_rss_mb": round(high_water.highest, 1)}
+    if live:  # why schedds' idle rows and autoclusters were read whole, and how often
+        result["whole_reads"] = dict(backend.reader.whole_reads)
     if live and spec["steer"]:
         result.update(steer(backend, spec, store))
     return result

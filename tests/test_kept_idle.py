@@ -240,8 +240,10 @@ def test_a_schedd_that_numbered_its_autoclusters_anew_is_read_whole(monkeypatch)
     FakeSchedd.cluster_ids.clear()  # the restart: ids given from 1 in another order
     queue.reverse()
     assert _idle(backend) == _idle(truth)
+    assert backend.reader.whole_reads["an autocluster id kept has another ad"] == 1
     # The significant attributes changed: the schedd forgets its autoclusters and gives
     # the same ids to the same jobs, whose autoclusters' ads are others.
     FakeSchedd.cluster_ids.clear()
     monkeypatch.setattr(test_backends, "SIGNIFICANT", test_backends.SIGNIFICANT[:-1])
     assert _idle(backend) == _idle(truth)
+    assert backend.reader.whole_reads["its significant attributes changed"] == 1

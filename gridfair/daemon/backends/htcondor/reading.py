@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -70,6 +72,8 @@ DEFAULT_JOB_CONSTRAINTS = {"autocluster": "JobStatus == 1",
                            "jobs": "JobStatus == 1 || JobStatus == 2"}
 _View = TypeVar("_View", Job, Machine)
 
+log = logging.getLogger("gridfair.daemon")
+
 
 class PoolReader:
     """The pool's snapshots, read through `PoolState`'s collectors; it records there the
@@ -108,6 +112,9 @@ class PoolReader:
         self._charged: dict[str, tuple[Job, Job]] = {}
         self._charged_slots: dict[str, tuple[Machine, Machine]] = {}
         self.idle_repairs = 0
+        #: Why schedds' idle rows were read whole, over the reader's life: the count of each
+        #: reason (`_schedd_demand`).
+        self.whole_reads: Counter[str] = Counter()
         # Schedds that did not answer in this snapshot read -> why (`_ask_schedds`).
         self._silent: dict[str, str] = {}
         self._last_look: PoolLook | None = None  # what `changed` saw last
@@ -218,10 +225,13 @@ class PoolReader:
         kept = self._kept.pop(name, None)
         schedd = self.state.schedd_factory(location)
         every = self.full_read_every
-        read = None
+        read: tuple | str = ("first read, or the schedd did not answer the last" if kept is None
+                             else "full_read_every")
         if kept is not None and (not every or kept.reads + 1 < every):
             read = self._steady_demand(schedd, source, kept)
-        if read is None:
+        if isinstance(read, str):
+            log.info("%s: its idle rows and autoclusters read whole: %s", source, read)
+            self.whole_reads[read] += 1
             read = self._full_demand(schedd, source, projection, kept)
         known, groups, skipped, missing, fresh = read
         if missing:
@@ -262,13 +272,13 @@ class PoolReader:
         return (known, groups, [*fresh.clusters.skips_of(in_clusters), *unusable], missing,
                 fresh)
 
-    def _steady_demand(self, schedd: Any, source: str, kept: KeptIdle) -> tuple | None:
+    def _steady_demand(self, schedd: Any, source: str, kept: KeptIdle) -> tuple | str:
         """`_full_demand`'s from the rows of the jobs that changed and the autocluster ads
-        they are in, the others kept; None when the kept autoclusters may not be the
-        schedd's: its significant attributes changed (it then numbers its autoclusters
-        anew), or one a changed job is in has another ad under its id (a schedd restarted)."""
+        they are in, the others kept; or why the kept autoclusters may not be the schedd's:
+        its significant attributes changed (it then numbers its autoclusters anew), or one a
+        changed job is in has another ad under its id (a schedd restarted)."""
         if significant_attributes(schedd, self.job_constraint) != kept.clusters.significant:
-            return None
+            return "its significant attributes changed"
         listed = schedd.query(self.job_constraint, list(LISTED))
         order, fetch, in_clusters = kept.wanted(listed)
         del listed
@@ -279,7 +289,7 @@ class PoolReader:
             listed_values(row)[0] for row in fetched), [], opts=htcondor2.QueryOpt.AutoCluster)
         clusters = kept.clusters.with_ads(answered, f"{source} autoclusters", self.steering)
         if clusters is None:
-            return None
+            return "an autocluster id kept has another ad"
         new, missing, unusable = jobs_of_rows(fetched, clusters.requests, source)
         # A job fetched is what its row made of it now, or nothing (it left the queue, is
         # skipped, or its autocluster is unknown: fetched whole).

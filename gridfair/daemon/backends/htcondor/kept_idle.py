@@ -124,13 +124,16 @@ class KeptClusters:
                             *(f"AutoClusterId == {cluster}" for cluster in named)])
 
     def with_ads(self, ads: Sequence[classad2.ClassAd], source: str,
-                 steering: Collection[str]) -> KeptClusters | None:
-        """These autoclusters with the ads a steady read got added, or None if a kept one's
-        ad is not its kept signature (the schedd numbered its autoclusters anew)."""
+                 steering: Collection[str]) -> KeptClusters | str:
+        """These autoclusters with the ads a steady read got added, or what differs when a
+        kept one's ad is not its kept signature (the schedd numbered its autoclusters anew)."""
         signatures = cluster_signatures(ads)
-        if any(self.signatures.get(cluster, text) != text
-               for cluster, text in signatures.items()):
-            return None
+        for cluster, text in signatures.items():
+            kept = self.signatures.get(cluster, text)
+            if kept != text:
+                was, now = set(kept.splitlines()), set(text.splitlines())
+                return (f"autocluster {cluster}: kept {sorted(was - now)}, "
+                        f"read {sorted(now - was)}")
         added = [ad for ad in ads if _plain(ad.get("AutoClusterId")) not in self.signatures]
         requests, skipped = autocluster_requests(added, source, steering)
         made = KeptClusters.of(added, requests, skipped, self.significant)

@@ -288,7 +288,8 @@ class PoolReader:
         answered = schedd.query(kept.clusters.constraint(
             listed_values(row)[0] for row in fetched), [], opts=htcondor2.QueryOpt.AutoCluster)
         clusters = kept.clusters.with_ads(answered, f"{source} autoclusters", self.steering)
-        if clusters is None:
+        if isinstance(clusters, str):
+            log.info("%s: %s", source, clusters)
             return "an autocluster id kept has another ad"
         new, missing, unusable = jobs_of_rows(fetched, clusters.requests, source)
         # A job fetched is what its row made of it now, or nothing (it left the queue, is

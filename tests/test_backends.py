@@ -154,6 +154,9 @@ class FakeSchedd:
                 group = groups[key] = classad2.ClassAd(
                     {**values, "AutoClusterId": number, "JobCount": 0})
             group["JobCount"] += 1
+            # As a schedd lists them (its first and last, then more): they move as jobs do.
+            ids = str(group.get("JobIds", "")).split()
+            group["JobIds"] = " ".join([*ids[:1], f"{job['ClusterId']}.{job['ProcId']}"])
             job["AutoClusterId"] = group["AutoClusterId"]
             job["AutoClusterAttrs"] = ",".join(SIGNIFICANT)
         return list(groups.values())

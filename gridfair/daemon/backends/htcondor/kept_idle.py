@@ -47,6 +47,8 @@ log = logging.getLogger("gridfair.daemon")
 LISTED = ("ClusterId", "ProcId", "AutoClusterId", "JobRunCount", "EnteredCurrentStatus")
 #: Differences logged one line each at a full read; the others counted in one line.
 LOGGED_DIFFERENCES = 5
+#: What an autocluster's ad says of its jobs, not of what they ask (`ad_signature`).
+_OF_ITS_JOBS = ("jobcount ", "jobids ", "jidrange ")
 #: Kept autoclusters a steady read names in its query at most (past them, it reads all).
 NAMED_CLUSTERS = 200
 
@@ -70,9 +72,10 @@ def cluster_signatures(clusters: Iterable[classad2.ClassAd]) -> dict[object, str
 
 
 def ad_signature(ad: classad2.ClassAd) -> str:
-    """The ad's text less `JobCount` (an autocluster's moves every read), sorted."""
+    """The ad's text less what an autocluster's ad says of its jobs (`JobCount`, `JobIds`,
+    `JidRange`: they move as jobs come and go, `autocluster.cpp`), sorted."""
     return "\n".join(sorted(line for line in ad.printOld().splitlines()
-                            if not line.lower().startswith("jobcount ")))
+                            if not line.lower().startswith(_OF_ITS_JOBS)))
 
 
 def significant_attributes(schedd: Any, job_constraint: str) -> object:

@@ -89,3 +89,20 @@ def test_compare_refuses_orders_under_different_rules_unless_one_is_given(gridfa
                           "--param", "allocation=stop")
     assert chosen.exit_code == 0, chosen.output
     assert json.loads(chosen.stdout)["allocation"] == "stop"
+
+
+def test_backfill_looks_past_a_run_of_one_size_to_a_smaller_job_that_fits():
+    """Found live (Showcase 4): a user's fifteen 4-cpu jobs, each fitting no free node, kept
+    its 2-cpu job behind them off an idle 2-cpu machine, because the negotiator set aside at
+    most `PARK_LIMIT` (8) jobs a user. It now counts sizes, as HTCondor's negotiator rejects
+    an autocluster rather than a job: the fifteen are one size, and the 2-cpu job starts at
+    t = 0. A 4-cpu machine runs one 4-cpu job for 10 s first."""
+    nodes = [Node("big", None, power=4, cpus=4, memory=4),
+             Node("small", None, power=2, cpus=2, memory=4)]
+    tasks = [Task(f"C.{number}", "C", 0.0, cpus=4, memory=1, duration=10.0,
+                  source_index=number) for number in range(16)]
+    tasks.append(Task("C.16", "C", 0.0, cpus=2, memory=1, duration=10.0, source_index=16))
+    scenario = Scenario(nodes, tasks, policy_options=dict(CPU_MEMORY))
+    started = starts(scenario, "drf", "backfill")
+    assert started["C.0"] == 0.0 and started["C.1"] == 10.0
+    assert started["C.16"] == 0.0

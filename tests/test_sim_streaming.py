@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gridfair.core.negotiator import PARK_LIMIT
+from gridfair.core.negotiator import PARK_LOOKS
 from gridfair.core.pool import Task
 from gridfair.errors import InputError
 from gridfair.sim.engine_options import EngineOptions
@@ -139,8 +139,8 @@ def test_a_backlog_waits_as_handles_and_ends_as_task_arrivals_do(tmp_path: Path,
     assert runs[True][2] == runs[False][2]
     assert len(runs[True][0]) == 115 * 30 + 8  # copies 0-114, and copy 115 until 0.1 day
     assert runs[False][1] > 1000  # the backlog, as Tasks
-    # The three queue heads (and up to PARK_LIMIT parked tasks a user) and the tasks running.
-    assert runs[True][1] < 3 * (PARK_LIMIT + 1) + 10
+    # The three queue heads (and up to PARK_LOOKS parked tasks a user) and the tasks running.
+    assert runs[True][1] < 3 * (PARK_LOOKS + 1) + 10
 
 
 def test_a_trace_longer_than_its_period_cannot_repeat(tmp_path: Path):

@@ -6,6 +6,7 @@ change, moves stop."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -15,7 +16,8 @@ from hypothesis import strategies as st
 from gridfair.core.negotiator import Negotiator
 from gridfair.core.pool import CPUS, GPUS, Node, Pool, Task
 from gridfair.core.stages import VACATE
-from gridfair.policies.group_entitlement import Claim, progressive_fill
+from gridfair.policies import group_entitlement
+from gridfair.policies.group_entitlement import Claim, fill, progressive_fill
 from gridfair.policies.group_preempt import GroupFairPreempt
 from gridfair.policies.hdrf import HdrfOrder
 from gridfair.policies.registry import build_stages
@@ -256,3 +258,46 @@ def test_victims_are_over_their_entitlement_moves_meet_the_rule_and_stop(
             break
     assert quiet == 3, "preemptions did not stop"
     assert all(task.preemptions <= 1 for task in negotiator.pool.tasks.values())
+
+
+def test_a_phase_works_out_again_only_the_figures_of_the_groups_that_changed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two projects wait on a full pool; one of a's jobs ends: the next phase works out a's
+    demand again (`asked`) and reads b's as the last phase left it, and the entitlements are
+    those a phase working out every group gives."""
+    tree = {"accept_surplus": True, "a": {"quota_dynamic": 0.5, "users": ["a"]},
+            "b": {"quota_dynamic": 0.5, "users": ["b"]}}
+    negotiator = negotiator_of(tree, 4.0)
+    submit(negotiator, "a", 6, 0.0)
+    submit(negotiator, "b", 6, 0.0)
+    negotiator.cycle(0.0)
+    preempt = negotiator.preempt
+    asked_for = []
+    asked = group_entitlement.asked
+    monkeypatch.setattr(group_entitlement, "asked",
+                        lambda node, used: asked_for.append(node.name) or asked(node, used))
+    negotiator.pool.finish(next(task for task in negotiator.pool.tasks.values()
+                                if task.user == "a" and task.node is not None), 1.0)
+    preempt.choose(1.0)
+    assert asked_for == ["a"]
+    kept = dict(preempt.entitled)
+    preempt.leaf_figures.clear()
+    preempt.choose(1.0)
+    assert preempt.entitled == kept and asked_for == ["a", "a", "b"]
+
+
+@given(st.lists(st.tuples(st.floats(0.0, 1.0), st.lists(st.floats(0.0, 1.0), min_size=3,
+                                                           max_size=3),
+                          st.sampled_from([math.inf, 0.0, 0.3])), min_size=1, max_size=6))
+@settings(max_examples=200, deadline=None)
+def test_the_filling_over_specs_is_the_filling_over_claims(leaves: list) -> None:
+    """`fill`, over plain lists (what a phase runs), gives each claim what the filling over
+    `Claim`s gives it, to the bit."""
+    claims = [Claim(weight, demand=demand, limit=limit) for weight, demand, limit in leaves]
+    root = Claim(1.0, parts=claims)
+    progressive_fill(root, 3)
+    specs = [(-1, 1.0, math.inf, (), 0.0),
+             *((0, weight, math.inf, tuple(demand), limit) for weight, demand, limit in leaves)]
+    dominant, given_shares = fill(specs, 3)
+    assert given_shares[1:] == [claim.given for claim in claims]
+    assert dominant[0] == max(root.given)

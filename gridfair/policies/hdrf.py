@@ -108,7 +108,7 @@ class GroupNode:
                  "accept_surplus", "autoregroup", "weight", "members_weight", "members_share",
                  "consumption", "share", "active", "dirty", "depth", "own_used", "own_quota",
                  "lifted_in", "ceilings", "demands", "members_least", "least", "full",
-                 "order", "seen", "tallies", "within")
+                 "order", "seen", "tallies", "within", "version")
 
     def __init__(self, name: str, parent: GroupNode | None, width: int) -> None:
         self.name = name
@@ -156,6 +156,9 @@ class GroupNode:
         #: The order of its own users when not DRF's (a group's `order`, `group_orders.py`):
         #: fed its users' events alone.
         self.within: DecayingOrder | None = None
+        #: Bumped whenever its own users' usage, waiting or next jobs change (what
+        #: `group_entitlement` keeps a group's figures by).
+        self.version = 0
 
     def path(self) -> Iterator[GroupNode]:
         node: GroupNode | None = self
@@ -312,6 +315,7 @@ class HdrfOrder(OrderPolicy):
             node.within.user_changed(user, now)
         if not changed:
             return
+        node.version += 1
         for group in node.path():
             if group.dirty:
                 break

@@ -120,27 +120,30 @@ def fill(specs: Sequence[ClaimSpec], width: int
     top = [0.0] * count  # max(given[i]): the claim's dominant share
     demand: list[list[float]] = [[] for _ in range(count)]
     growing = [True] * count
-    groups = [index for index in range(count) if parts[index]]
     for index in range(count):
         if not parts[index]:
             shape = specs[index][3]
             most = max(shape, default=0.0)
             demand[index] = [share / most for share in shape] if most > 0 else []
             growing[index] = most > 0 and limit[index] > FILLED
-    children_first = groups[::-1]
     rate = [0.0] * count
     idle = [0.0] * width
     speed: list[list[float]] = [idle] * count
     resources = range(width)
+    # The claims still growing, parents first: a claim that stops never grows again, and its
+    # parts have stopped with it (the stop pass below), so each pass looks at these alone.
+    live = [index for index in range(count) if growing[index]]
     while True:
-        for index in children_first:  # a group grows if a part of it does
-            if growing[index]:
-                growing[index] = any(growing[part] for part in parts[index])
+        for index in reversed(live):  # children first: a group grows if a part of it does
+            if parts[index] and not any(growing[part] for part in parts[index]):
+                growing[index] = False
+                speed[index] = idle
         if not growing[0]:
             return tuple(top), given
+        live = [index for index in live if growing[index]]
         rate[0] = 1.0
-        for index in groups:  # parents first: a group's rate to its growing parts
-            if growing[index]:
+        for index in live:  # parents first: a group's rate to its growing parts
+            if parts[index]:
                 moving = [part for part in parts[index] if growing[part]]
                 weighted = [part for part in moving if weight[part] > 0]
                 if weighted:
@@ -151,10 +154,7 @@ def fill(specs: Sequence[ClaimSpec], width: int
                     for part in moving:
                         rate[part] = rate[index] / len(moving)
         step = math.inf
-        for index in range(count - 1, -1, -1):  # children first
-            if not growing[index]:
-                speed[index] = idle
-                continue
+        for index in reversed(live):  # children first; a stopped claim's speed is `idle`
             if parts[index]:
                 pace = speed[index] = [sum(column) for column in
                                        zip(*(speed[part] for part in parts[index]), strict=True)]
@@ -168,24 +168,26 @@ def fill(specs: Sequence[ClaimSpec], width: int
                 if pace[resource] > 0:
                     step = min(step, (bound - held[resource]) / pace[resource])
         step = max(step, 0.0)
-        for index in range(count):
-            if growing[index]:
-                held, pace = given[index], speed[index]
-                for resource in resources:
-                    held[resource] += pace[resource] * step
-                top[index] = max(held, default=0.0)
+        for index in live:
+            held, pace = given[index], speed[index]
+            for resource in resources:
+                held[resource] += pace[resource] * step
+            top[index] = max(held, default=0.0)
         full = [resource for resource in resources if given[0][resource] >= 1.0 - FILLED]
-        for index in range(count):  # parents first: a capped group stops its parts
+        for index in live:  # parents first: a capped group stops its parts
             if not growing[index]:
                 for part in parts[index]:
                     growing[part] = False
+                speed[index] = idle
             elif top[index] >= cap[index] - FILLED:
                 growing[index] = False
                 for part in parts[index]:
                     growing[part] = False
+                speed[index] = idle
             elif not parts[index] and (top[index] >= limit[index] - FILLED
                                        or any(demand[index][r] > 0 for r in full)):
                 growing[index] = False
+                speed[index] = idle
 
 
 def asked(node: GroupNode, used: Sequence[float]) -> list[float]:

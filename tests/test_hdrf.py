@@ -412,33 +412,42 @@ def test_a_group_s_priorities_outlive_the_order_that_earned_them() -> None:
     tree = {"g": {"quota_dynamic": 0.5, "order": "condor", "users": ["a", "b"]},
             "h": {"quota_dynamic": 0.5, "order": "condor", "users": ["c"]}}
     options = HdrfOrder.Options(resources=RESOURCES, groups=tree)
+    assert not isinstance(HdrfOrder(), Stateful)
+    state = saved_after_an_hour(options)
+    assert set(state["groups"]["g"]["priorities"]) == {"a"}
+
+    assert next_cycle(options, state)[0] == "b"
+    assert next_cycle(options, None)[0] == "a"
+    moved = {**state, "groups": {"h": {**state["groups"]["g"]}}}  # a saved under h
+    first, restored = next_cycle(options, moved)
+    assert first == "a"
+    assert restored.export_state(3600.0)["groups"]["h"]["priorities"] == {}
+
+
+def saved_after_an_hour(options: Any) -> dict[str, Any]:
+    """The state the order of `options` exports (through JSON, as the store keeps it) after a
+    ran the whole pool for an hour."""
     earlier = HdrfOrder.from_options(options)
-    assert isinstance(earlier, Stateful) and not isinstance(HdrfOrder(), Stateful)
+    assert isinstance(earlier, Stateful)
     pool = pool_of(4.0, 40.0)
     negotiator = Negotiator(pool, earlier)
     submit(negotiator, "a", 4, (1.0, 1.0))
     negotiator.cycle(0.0)
     for task in running(pool):
         pool.finish(task, 3600.0)
-    state = json.loads(json.dumps(earlier.export_state(3600.0)))
-    assert set(state["groups"]["g"]["priorities"]) == {"a"}
+    return json.loads(json.dumps(earlier.export_state(3600.0)))
 
-    def next_cycle(saved: Mapping[str, Any] | None) -> str:
-        order = restored[0] = HdrfOrder.from_options(options)
-        pool = pool_of(4.0, 40.0)
-        negotiator = Negotiator(pool, order)
-        submit(negotiator, "a", 1, (1.0, 1.0), now=3600.0)
-        submit(negotiator, "b", 1, (1.0, 1.0), now=3600.0)
-        if saved is not None:
-            order.import_state(saved, source="test")
-        return order.first(3600.0).name
 
-    restored: list[Any] = [None]
-    assert next_cycle(state) == "b"
-    assert next_cycle(None) == "a"
-    moved = {**state, "groups": {"h": {**state["groups"]["g"]}}}  # a saved under h
-    assert next_cycle(moved) == "a"
-    assert restored[0].export_state(3600.0)["groups"]["h"]["priorities"] == {}
+def next_cycle(options: Any, saved: Mapping[str, Any] | None) -> tuple[str, OrderPolicy]:
+    """The next cycle's order, on a pool rebuilt with a and b waiting and nothing running,
+    `saved` restored: who goes first, and the order."""
+    order = HdrfOrder.from_options(options)
+    negotiator = Negotiator(pool_of(4.0, 40.0), order)
+    submit(negotiator, "a", 1, (1.0, 1.0), now=3600.0)
+    submit(negotiator, "b", 1, (1.0, 1.0), now=3600.0)
+    if saved is not None:
+        order.import_state(saved, source="test")
+    return order.first(3600.0).name, order
 
 
 @pytest.mark.parametrize(("state", "message"), [
@@ -525,28 +534,11 @@ def test_a_group_s_commitments_outlive_the_order_that_earned_them() -> None:
     options = HdrfOrder.Options(resources=RESOURCES,
                                 groups={"g": {"quota_dynamic": 1.0, "order": "sdrf",
                                               "users": ["a", "b"]}})
-    earlier = HdrfOrder.from_options(options)
-    assert isinstance(earlier, Stateful)
-    pool = pool_of(4.0, 40.0)
-    negotiator = Negotiator(pool, earlier)
-    submit(negotiator, "a", 4, (1.0, 1.0))
-    negotiator.cycle(0.0)
-    for task in running(pool):
-        pool.finish(task, 3600.0)
-    state = json.loads(json.dumps(earlier.export_state(3600.0)))
+    state = saved_after_an_hour(options)
     assert state["groups"]["g"]["commitments"]["a"][0] > 0
 
-    def next_cycle(saved: Mapping[str, Any] | None) -> str:
-        order = HdrfOrder.from_options(options)
-        negotiator = Negotiator(pool_of(4.0, 40.0), order)
-        submit(negotiator, "a", 1, (1.0, 1.0), now=3600.0)
-        submit(negotiator, "b", 1, (1.0, 1.0), now=3600.0)
-        if saved is not None:
-            order.import_state(saved, source="test")
-        return order.first(3600.0).name
-
-    assert next_cycle(state) == "b"
-    assert next_cycle(None) == "a"
+    assert next_cycle(options, state)[0] == "b"
+    assert next_cycle(options, None)[0] == "a"
     as_condor = {**state, "groups": {"g": {"policy": "condor", "time": 3600.0,
                                            "priorities": {"a": 10.0}}}}
-    assert next_cycle(as_condor) == "a"
+    assert next_cycle(options, as_condor)[0] == "a"

@@ -139,6 +139,21 @@ class GroupOwners:
         return name if account is None else account.name
 
 
+class OwnerAccounts:
+    """The group hook of an owner-share stage: `account(user)` gives the figures a user is
+    judged by (its owning group's with `owners`, else its own)."""
+
+    Options = GroupOwnerOptions
+
+    def __init__(self, owners: GroupOwners | None = None) -> None:
+        self.owners = owners
+        self.account: Callable[[UserState], Account] = same if owners is None else owners.of
+
+    def attach_owners(self, pool: Pool) -> None:
+        if self.owners is not None:
+            self.owners.attach(pool)
+
+
 def group_owners(options: Any) -> GroupOwners | None:
     """The stage's `GroupOwners` for its `groups` option; None with no tree (each user its
     own owner: the stage reads users' own figures, as before groups)."""

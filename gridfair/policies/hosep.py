@@ -60,9 +60,9 @@ from gridfair.policies.group_owners import (
     Account,
     GroupOwnerOptions,
     GroupOwners,
+    OwnerAccounts,
     group_owners,
     rekey,
-    same,
 )
 from gridfair.policies.hosep_rule import ISPD2014, OMEGA, PHI, PREEMPTION_TESTS, TESTS
 from gridfair.policies.owner_share import (
@@ -113,27 +113,21 @@ class HosepOptions(GroupOwnerOptions):
                              choices=PREEMPTION_TESTS, flag=True, swept=True)
 
 
-class HosepOrder(OrderPolicy):
+class HosepOrder(OwnerAccounts, OrderPolicy):
     """Free machines to the user of least PowerDiff, its job of least demand first."""
 
     name = "hosep"
     task_key = staticmethod(least_demand_key)
     # PowerDiff is of the running tasks and the machines owned as they are now.
     state_from_totals = True
-    Options = GroupOwnerOptions
 
     @classmethod
     def from_options(cls, options: GroupOwnerOptions) -> HosepOrder:
         return cls(group_owners(options))
 
-    def __init__(self, owners: GroupOwners | None = None) -> None:
-        self.owners = owners
-        self.account = same if owners is None else owners.of
-
     def attach(self, pool) -> None:
         self.ranking = UserRanking()
-        if self.owners is not None:
-            self.owners.attach(pool)
+        self.attach_owners(pool)
 
     def user_changed(self, user: UserState, now: float) -> None:
         if self.owners is None:

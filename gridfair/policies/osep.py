@@ -30,7 +30,7 @@ from gridfair.core.stages import OrderPolicy, Preemption
 from gridfair.policies.group_owners import (
     Account,
     GroupOwnerOptions,
-    GroupOwners,
+    OwnerAccounts,
     group_owners,
     rekey,
     same,
@@ -74,27 +74,21 @@ def osep_figures(user: Account) -> dict[str, float]:
     }
 
 
-class OsepOrder(OrderPolicy):
+class OsepOrder(OwnerAccounts, OrderPolicy):
     """Free nodes to the user with the largest f (most owed nodes) first, FIFO within it."""
 
     name = "osep"
     # Node balances are of the running tasks and the machines owned as they are now.
     state_from_totals = True
-    Options = GroupOwnerOptions
 
     @classmethod
     def from_options(cls, options: GroupOwnerOptions) -> OsepOrder:
         return cls(group_owners(options))
 
-    def __init__(self, owners: GroupOwners | None = None) -> None:
-        self.owners = owners
-        self.account = same if owners is None else owners.of
-
     def attach(self, pool) -> None:
         self.pool = pool
         self.ranking = UserRanking()
-        if self.owners is not None:
-            self.owners.attach(pool)
+        self.attach_owners(pool)
 
     def user_changed(self, user: UserState, now: float) -> None:
         rekey(self.owners, user, self._rank)
@@ -128,7 +122,6 @@ class OsepPreempt(OwnerSharePreempt):
     name = "osep"
     state_from_totals = True
     owner_share_rule = "osep"
-    Options = GroupOwnerOptions
 
     @classmethod
     def from_options(cls, options: GroupOwnerOptions, order: OrderPolicy) -> OsepPreempt:

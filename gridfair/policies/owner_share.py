@@ -24,7 +24,7 @@ from typing import Any
 from gridfair.core.pool import Node, Pool, Task, UserState, power_diff
 from gridfair.core.stages import Preemption, PreemptPolicy
 from gridfair.core.victims import complete
-from gridfair.policies.group_owners import Account, GroupOwners, rekey, same
+from gridfair.policies.group_owners import Account, OwnerAccounts, rekey, same
 from gridfair.policies.ranking import RunningTasks, UserRanking
 
 # How many of the victim user's tasks to try when the receiver's job does not fit on the
@@ -106,20 +106,15 @@ def preemption_of(receiver: Task, victim: Task, more: tuple[Task, ...],
                       tuple((task, figures(task)) for task in more))
 
 
-class OwnerSharePreempt(PreemptPolicy):
+class OwnerSharePreempt(OwnerAccounts, PreemptPolicy):
     """Keeps `deficit` (receivers, most deprived first) and `excess` (victims, most over
     first) rankings, each user's running tasks sorted by `victim_key`, and the tasks running
     on each machine of more than one cpu. With `owners` (a group tree), each user's figures
     are its owning group's (`account`, `group_owners.py`)."""
 
-    def __init__(self, owners: GroupOwners | None = None) -> None:
-        self.owners = owners
-        self.account: Callable[[UserState], Account] = same if owners is None else owners.of
-
     def attach(self, pool: Pool) -> None:
         self.pool = pool
-        if self.owners is not None:
-            self.owners.attach(pool)
+        self.attach_owners(pool)
         self.deficit = UserRanking()
         self.excess = UserRanking()
         self.running = RunningTasks(self.victim_key)

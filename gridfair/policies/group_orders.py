@@ -7,13 +7,13 @@ Above the users every level is H-DRF's (`hdrf.py`); inside a group its own users
 - `sdrf`: by SDRF's priority (`SdrfOrder`, the paper's form, Eq. 5, its default delta), with
   the group's share as the group's own entitlement: each of the group's own users is
   entitled to an equal part (among the users the tree names in it and any other charged to
-  it) of the share of the pool the group's own users are guaranteed
-  (the product of the quotas' fractions on the group's path, times the own users' part of
-  the group when it has subgroups), and its commitments accrue on its use above that part.
-  Share terms are of the whole pool, as the guarantee is. The part moves with the pool's
-  capacity (quotas, hence weights) and with the group's users as H-DRF has seen them, not
-  with siblings coming and going: a guarantee is what the group is owed whoever else asks,
-  so a user's commitments are not rewritten by another group's demand.
+  it) of the share of the pool the group's own users are guaranteed (the product of the
+  quotas' fractions on the group's path, times the own users' part of the group when it has
+  subgroups), and its commitments accrue on its use above that part. Share terms are of the
+  whole pool, as the guarantee is. The part moves with the pool's capacity (quotas, hence
+  weights) and with the group's users, not with siblings coming and going: a guarantee is
+  what the group is owed whoever else asks, so a user's commitments are not rewritten by
+  another group's demand.
 Each such order is fed its group's users' events alone, and its levels (priorities,
 commitments) are the state the daemon saves after a cycle (`PrioritisedHdrfOrder`).
 """

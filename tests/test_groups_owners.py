@@ -88,22 +88,27 @@ def test_a_group_s_users_reclaim_its_machines(policy: str, grouped: bool) -> Non
 def test_a_machine_may_name_the_group_s_identity_and_a_subgroup_counts_too() -> None:
     """`GridOwner = "group group_sci"` names the group as a trusted group's jobs are named;
     a job of a subgroup (`group group_sci.hep`) counts as group_sci, the nearest group on its
-    path that owns machines; a user of no such group is its own owner."""
-    tree = tree_from_toml({"group_sci": {}, "group_sci.hep": {}, "group_lab": {}})
+    path that owns machines, and so does dave, a user of it, whose own machine counts for the
+    group; a user of no such group (eve) is its own owner."""
+    tree = tree_from_toml({"group_sci": {"users": ["dave"]}, "group_sci.hep": {},
+                           "group_lab": {}})
     owners = GroupOwners(tree)
     pool = Pool()
     owners.attach(pool)
     pool.add_node(Node("m0", "group group_sci", 100.0))
-    pool.add_node(Node("m1", "dave", 100.0))
-    for name in ("group group_sci.hep", "group group_lab", "dave"):
+    pool.add_node(Node("m1", "dave", 50.0))
+    pool.add_node(Node("m2", "eve", 100.0))
+    for name in ("group group_sci.hep", "group group_lab"):
         pool.user(name)
     sci = owners.of(pool.users["group group_sci.hep"])
     assert isinstance(sci, OwnerAccount) and sci.name == "group_sci"
-    assert sci.provided_power == 100.0
+    assert owners.of(pool.users["dave"]) is sci
+    assert (sci.provided_power, sci.provided_nodes) == (150.0, 2)
     assert owners.of(pool.users["group group_lab"]) is pool.users["group group_lab"]
+    assert owners.of(pool.users["eve"]) is pool.users["eve"]
     assert owners.owner_name("group group_sci") == owners.owner_name("group group_sci.hep") \
-        == "group_sci"
-    assert owners.owner_name("dave") == "dave"
+        == owners.owner_name("dave") == "group_sci"
+    assert owners.owner_name("eve") == "eve"
 
 
 def scenario() -> Scenario:

@@ -6,7 +6,8 @@ charged to the group where the pool validates groups), is that group's. Every us
 the group or to a group below it (the tree's `users`, or a `group G` identity; the nearest
 such group on its path when several own machines) counts as that owner: the owner-share rules
 read, for each of them, the owner's figures (`OwnerAccount`): the nodes and MFlops the
-group's machines provide, and the jobs and MFlops all of its users hold. So a group below its
+group's machines provide (and the machines its users own, if any: theirs count for the group
+they count as), and the jobs and MFlops all of its users hold. So a group below its
 share as a whole lends its users the owner's claim (a waiting user of it preempts users above
 their share, HOSEP's PowerDiff in MFlops, OSEP's node balance), and a group above its share
 makes each of its users that runs a job a victim, whichever of them holds the most. Its own
@@ -38,22 +39,23 @@ class GroupOwnerOptions:
 
 class OwnerAccount:
     """What the owner-share rules read of a user (`UserState`'s names), for the users of a
-    group that owns machines: what the group's machines provide, what its users hold."""
+    group that owns machines: what the group's machines (and its users' own) provide, what
+    its users hold."""
 
-    __slots__ = ("name", "owners", "members")
+    __slots__ = ("name", "members")
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.owners: list[UserState] = []  # the pool users named as the machines' owner
-        self.members: list[UserState] = []  # every user that counts as the owner, owners too
+        #: Every pool user that counts as the owner: the machines' owner names too.
+        self.members: list[UserState] = []
 
     @property
     def provided_power(self) -> float:
-        return sum(owner.provided_power for owner in self.owners)
+        return sum(member.provided_power for member in self.members)
 
     @property
     def provided_nodes(self) -> int:
-        return sum(owner.provided_nodes for owner in self.owners)
+        return sum(member.provided_nodes for member in self.members)
 
     @property
     def allocated_power(self) -> float:
@@ -106,8 +108,6 @@ class GroupOwners:
                 continue
             account = self._accounts[user.index] = accounts[group]
             account.members.append(user)
-            if user.name in owning:
-                account.owners.append(user)
 
     def _nearest(self, name: str, accounts: Mapping[str, OwnerAccount]) -> str | None:
         """The nearest group on `name`'s path that owns machines, or None."""

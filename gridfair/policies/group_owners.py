@@ -84,30 +84,41 @@ class GroupOwners:
     def attach(self, pool: Pool) -> None:
         self.pool = pool
         self._generation = -1
+        self._nodes = -1  # how many machines the owning groups were found among
+        self._users = 0  # how many of the pool's users have been placed
         self._accounts: dict[int, OwnerAccount] = {}  # user index -> its owning group's
+        self._by_group: dict[str, OwnerAccount] = {}
         self._group_of_owner: dict[str, str] = {}  # machine owner name -> its group
 
     def _refresh(self) -> None:
+        """Place the pool's users: all of them when machines came (a group may own its first),
+        else the users new since the last time (users only ever join)."""
         pool = self.pool
         self._generation = pool.generation
-        listed = set(self.tree.names()) - {NONE_GROUP}
-        owning: dict[str, str] = {}
-        for node in pool.nodes:
-            owner = node.owner
-            if owner is None or owner in owning:
-                continue
-            group = owner[len(GROUP_IDENTITY):] if owner.startswith(GROUP_IDENTITY) else owner
-            if group in listed:
-                owning[owner] = group
-        self._group_of_owner = owning
-        accounts = {group: OwnerAccount(group) for group in owning.values()}
-        self._accounts = {}
-        for user in pool.users.values():
-            group = owning.get(user.name) or self._nearest(user.name, accounts)
-            if group is None:
-                continue
-            account = self._accounts[user.index] = accounts[group]
-            account.members.append(user)
+        if len(pool.nodes) != self._nodes:
+            self._nodes = len(pool.nodes)
+            listed = set(self.tree.names()) - {NONE_GROUP}
+            owning: dict[str, str] = {}
+            for node in pool.nodes:
+                owner = node.owner
+                if owner is None or owner in owning:
+                    continue
+                group = (owner[len(GROUP_IDENTITY):] if owner.startswith(GROUP_IDENTITY)
+                         else owner)
+                if group in listed:
+                    owning[owner] = group
+            self._group_of_owner = owning
+            self._by_group = {group: OwnerAccount(group) for group in owning.values()}
+            self._accounts = {}
+            self._users = 0
+        users = list(pool.users.values())
+        for user in users[self._users:]:
+            group = self._group_of_owner.get(user.name) or self._nearest(user.name,
+                                                                          self._by_group)
+            if group is not None:
+                account = self._accounts[user.index] = self._by_group[group]
+                account.members.append(user)
+        self._users = len(users)
 
     def _nearest(self, name: str, accounts: Mapping[str, OwnerAccount]) -> str | None:
         """The nearest group on `name`'s path that owns machines, or None."""

@@ -45,7 +45,8 @@ $(COMPILED)/.built: $(STAMP) setup.py $(shell find gridfair -name '*.py')
 # here: test_justice_kth's whole-log run takes most of a minute, which make test cannot spare.)
 COMPILED_TESTS := tests/test_sim_golden.py tests/test_hosep_fig4.py tests/test_drf_forms.py \
 	tests/test_arrivals.py tests/test_claim_reuse.py tests/test_sim_streaming.py \
-	tests/test_drf.py tests/test_sdrf.py tests/test_condor_priority.py tests/test_compiled.py
+	tests/test_drf.py tests/test_sdrf.py tests/test_condor_priority.py tests/test_owner_share.py \
+	tests/test_rules.py tests/test_compiled.py
 test-compiled: $(COMPILED)/.built
 	GRIDFAIR_EXPECT_COMPILED=1 PYTHONPATH=$(COMPILED):. $(BIN)/python -P -m pytest \
 		-p no:cacheprovider $(COMPILED_TESTS)

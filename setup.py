@@ -21,9 +21,10 @@ import tempfile
 from setuptools import setup
 
 #: The modules compiled, as paths: the event loop, the pool, the negotiator, the order
-#: stages' incremental structures, and the decaying orders (SDRF, HTCondor's priority) with
-#: their base, together: an interpreted subclass of a compiled `DecayingOrder` lost its
-#: overrides. Their classes that interpreted code subclasses are marked
+#: stages' incremental structures, the decaying orders (SDRF, HTCondor's priority) with
+#: their base, and the owner-share family (HOSEP, OSEP, reclaim) with theirs, each family
+#: together: an interpreted subclass of a compiled `DecayingOrder` lost its overrides.
+#: Their classes that interpreted code subclasses are marked
 #: `mypyc_attr(allow_interpreted_subclasses=True)`.
 COMPILED = [
     "gridfair/core/pool_parts.py",
@@ -37,6 +38,11 @@ COMPILED = [
     "gridfair/policies/decaying_order.py",
     "gridfair/policies/sdrf.py",
     "gridfair/policies/condor_priority.py",
+    "gridfair/policies/hosep_rule.py",
+    "gridfair/policies/owner_share.py",
+    "gridfair/policies/hosep.py",
+    "gridfair/policies/osep.py",
+    "gridfair/policies/reclaim.py",
     "gridfair/sim/task_stream.py",
     "gridfair/sim/workloads/taskcsv.py",
     "gridfair/sim/workloads/repeat.py",

@@ -552,19 +552,26 @@ def run_side(side: str, config: str, seed: int, options: argparse.Namespace,
                              [round(value, 2) for value in load_before],
                              [round(value, 2) for value in os.getloadavg()])
     if directory is not None:
-        keep_landing(record, directory)
+        keep_landing(record, directory, options.save)
     return record
 
 
-def keep_landing(record: showcase.Record, directory: Path) -> None:
+def keep_landing(record: showcase.Record, directory: Path, save: str | None = None) -> None:
     """The daemon's landing of its allocations (bench/live_pool_showcase.py's measure) into
-    `record`, from its store in `directory`, which is then removed."""
+    `record`, from its store in `directory`, which is then removed; with `save` (`--save`'s
+    directory), its store and log copied there first, beside the record: its journal says
+    why each vacate and allocation was made."""
     from tests.harness.pool_record import landing
 
     landed = landing(directory / "state.db", record.runs, 2 * INTERVAL)
     record.landing = {"decided": landed.decided, "landed": landed.landed,
                       "landed_within_two_cycles": landed.landed_in_time,
                       "journal": dict(landed.journal)}
+    if save:
+        Path(save).mkdir(parents=True, exist_ok=True)
+        for name in ("state.db", "daemon.log"):
+            shutil.copy(directory / name, Path(save) /
+                        f"{record.side}-{record.config}-seed{record.seed}-{name}")
     shutil.rmtree(directory, ignore_errors=True)
 
 

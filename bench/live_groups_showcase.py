@@ -305,7 +305,7 @@ def run_side(side: str, config: str, seed: int, options: argparse.Namespace,
              python: Path | None) -> showcase.Record:
     """One side on a fresh pool: fill, G's arrival, M leaving; its record."""
     from gridfair.ad_views import whole_slot
-    from tests.harness.pool_record import landing, read_lifetimes, read_runs
+    from tests.harness.pool_record import read_lifetimes, read_runs
     from tests.live.harness.personal_pool import (
         PersonalPool,
         SlotSpec,
@@ -368,16 +368,7 @@ def run_side(side: str, config: str, seed: int, options: argparse.Namespace,
                              [round(value, 2) for value in load_before],
                              [round(value, 2) for value in os.getloadavg()])
     if directory is not None:
-        landed = landing(directory / "state.db", runs, 2 * INTERVAL)
-        record.landing = {"decided": landed.decided, "landed": landed.landed,
-                          "landed_within_two_cycles": landed.landed_in_time,
-                          "journal": dict(landed.journal)}
-        if options.save:  # the daemon's decisions and log, beside the record
-            Path(options.save).mkdir(parents=True, exist_ok=True)
-            for name in ("state.db", "daemon.log"):
-                shutil.copy(directory / name,
-                            Path(options.save) / f"{side}-{config}-seed{seed}-{name}")
-        shutil.rmtree(directory, ignore_errors=True)
+        drf.keep_landing(record, directory, options.save)
     return record
 
 

@@ -201,6 +201,9 @@ def run_side(side: str, policy: str, duration: float, interval: float,
                     [sys.executable, "-m", "gridfair.daemon", "--config", str(toml)],
                     cwd=work, stdout=subprocess.DEVNULL, stderr=daemon_log,
                     env=pool.environment)
+            # Its first cycle holds the lease: a filler submitted before it could start unsteered
+            # (measured: one of twelve fill starts was HTCondor's, "not landed" in the journal).
+            pool.wait_until(pool.lease_held, 60)
         try:
             users: dict[str, str] = {}
             for user in FILLERS:

@@ -13,7 +13,9 @@ gridfair's pure-Python path run in turn, round after round, so all see the same 
   gspd-unesp/ispd 196cdf6, the HOSEP paper's code). Target: gridfair at least 20x faster.
 gridfair is the one installed beside this interpreter: compiled where its wheel was built with a
 C compiler (`setup.py`); its pure-Python side is the same install with GRIDFAIR_PURE_PYTHON=1
-(`compiled` in the figures says whether the two differ).
+(`compiled` in the figures says whether the two differ). `--baseline DIR` adds a side: the
+same command with DIR first on PYTHONPATH (another build of gridfair, e.g. main's compiled
+tree), so a change is measured against what it changes in the same rounds.
 Both run with their Python bytecode cached, as installed programs do (PYTHONDONTWRITEBYTECODE
 is dropped for them). Prints each case's times, the ratio peer / gridfair and whether the
 target is met, and the load average before and after (the machine is shared); `--json` for
@@ -28,7 +30,8 @@ by hand outside the repository, in --peers-dir (default /var/tmp/peers), laid ou
   (with its resources), its jars in `ispd2014/lib/`; `java` on PATH.
 A case whose peer is missing is reported as such and skipped.
 
-    .venv/bin/python bench/peers.py [--peers-dir DIR] [--rounds 3] [--only NAME] [--json]
+    .venv/bin/python bench/peers.py [--peers-dir DIR] [--rounds 3] [--only NAME]
+                                    [--baseline DIR] [--json]
 """
 
 from __future__ import annotations
@@ -58,8 +61,6 @@ CTC_TOP4 = ("--unmapped", "drop", "--swf-status", "completed", "--min-run-time",
 SDRF_COMMIT = "f0159ee"
 ISPD_COMMIT = "196cdf6"
 AUTHORS_TARGET, ISPD_TARGET = 10.0, 20.0
-#: The sides of a case, each a command run in turn: the peer, gridfair, gridfair's pure Python.
-SIDES = ("peer", "gridfair", "gridfair_pure")
 
 
 @dataclass(frozen=True)
@@ -180,8 +181,16 @@ def main() -> None:
     parser.add_argument("--peers-dir", type=Path, default=Path("/var/tmp/peers"))
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--only", default=None, help="run only the cases whose name has this")
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="a side more: gridfair from this tree (first on PYTHONPATH)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
+    environments = {"peer": ENVIRONMENT, "gridfair": ENVIRONMENT,
+                    "gridfair_pure": PURE_ENVIRONMENT}
+    if args.baseline is not None:
+        environments["baseline"] = {**ENVIRONMENT,
+                                    "PYTHONPATH": str(args.baseline.resolve())}
+    sides_run = tuple(environments)
     missing_data = [path for path in (GOOGLE, MULTI_OWNER, CTC) if not path.exists()]
     if missing_data:
         sys.exit(f"peers.py: needs {missing_data[0]} (../shared/data)")
@@ -199,31 +208,35 @@ def main() -> None:
                 cases += [case for case in made if args.only is None or args.only in case.name]
         # case -> side -> [(wall s, peak RSS MB) per round]
         runs: dict[str, dict[str, list[tuple[float, float]]]] = {
-            case.name: {side: [] for side in SIDES} for case in cases}
+            case.name: {side: [] for side in sides_run} for case in cases}
         for _ in range(args.rounds):
             for case in cases:
-                sides = runs[case.name]
-                sides["peer"].append(measured(case.peer_command, case.peer_cwd, ENVIRONMENT))
-                sides["gridfair"].append(
-                    measured(case.gridfair_command, Path(folder), ENVIRONMENT))
-                sides["gridfair_pure"].append(
-                    measured(case.gridfair_command, Path(folder), PURE_ENVIRONMENT))
+                for side, environment in environments.items():
+                    command, cwd = ((case.peer_command, case.peer_cwd) if side == "peer" else
+                                    (case.gridfair_command, Path(folder)))
+                    runs[case.name][side].append(measured(command, cwd, environment))
     rows = []
     for case in cases:
         sides = runs[case.name]
-        best = {side: min(wall for wall, _ in sides[side]) for side in SIDES}
-        rows.append({"case": case.name, "peer": case.peer, "peer_s": best["peer"],
-                     "gridfair_s": best["gridfair"], "gridfair_pure_s": best["gridfair_pure"],
-                     "ratio": best["peer"] / best["gridfair"],
-                     "ratio_pure": best["peer"] / best["gridfair_pure"],
-                     "target": case.target, "met": best["peer"] / best["gridfair"] >= case.target,
-                     "peak_rss_mb": {side: max(rss for _, rss in sides[side]) for side in SIDES},
-                     "runs": {side: [wall for wall, _ in sides[side]] for side in SIDES}})
+        best = {side: min(wall for wall, _ in sides[side]) for side in sides_run}
+        row = {"case": case.name, "peer": case.peer, "peer_s": best["peer"],
+               "gridfair_s": best["gridfair"], "gridfair_pure_s": best["gridfair_pure"],
+               "ratio": best["peer"] / best["gridfair"],
+               "ratio_pure": best["peer"] / best["gridfair_pure"],
+               "target": case.target, "met": best["peer"] / best["gridfair"] >= case.target,
+               "peak_rss_mb": {side: max(rss for _, rss in sides[side]) for side in sides_run},
+               "runs": {side: [wall for wall, _ in sides[side]] for side in sides_run}}
+        if "baseline" in best:
+            row |= {"baseline_s": best["baseline"],
+                    "ratio_baseline": best["peer"] / best["baseline"]}
+        rows.append(row)
     load = {"before": list(load_before), "after": list(os.getloadavg())}
     compiled = gridfair_is_compiled()
     if args.json:
         print(json.dumps({"cases": rows, "skipped": skipped, "rounds": args.rounds,
-                          "compiled": compiled, "loadavg": load}, indent=2))
+                          "compiled": compiled, "loadavg": load,
+                          "baseline": None if args.baseline is None else str(args.baseline)},
+                         indent=2))
         return
     print(f"best of {args.rounds}, wall seconds including start-up, sides in turn; gridfair "
           f"{'compiled' if compiled else 'not compiled (both gridfair sides are pure Python)'}")
@@ -233,7 +246,9 @@ def main() -> None:
         print(f"{row['case']:34} {row['peer']:20} {row['peer_s']:7.2f} "
               f"{row['gridfair_s']:10.2f} {row['ratio']:5.1f}x  {row['gridfair_pure_s']:6.2f} "
               f"{row['ratio_pure']:5.1f}x  >= {row['target']:g}x "
-              f"{'met' if row['met'] else 'NOT met'}")
+              f"{'met' if row['met'] else 'NOT met'}"
+              + (f"; baseline {row['baseline_s']:.2f} s, {row['ratio_baseline']:.1f}x"
+                 if "baseline_s" in row else ""))
     for peer, why in skipped.items():
         print(f"skipped {peer}: {why}")
     print(f"load average (1, 5, 15 min): before {load['before'][0]:.2f} "

@@ -62,6 +62,14 @@ def test_a_compiled_decaying_order_is_compiled_with_every_order_built_on_it() ->
     assert "gridfair.policies.decaying_order" in COMPILED and orders <= set(COMPILED)
 
 
+def test_a_compiled_owner_share_base_is_compiled_with_every_stage_built_on_it() -> None:
+    # As the decaying orders: HOSEP's preemption is built on `OwnerSharePreempt`, OSEP's too,
+    # and reclaim on HOSEP's; HOSEP's order is compiled with them.
+    family = {"gridfair.policies.hosep_rule", "gridfair.policies.owner_share",
+              "gridfair.policies.hosep", "gridfair.policies.osep", "gridfair.policies.reclaim"}
+    assert family <= set(COMPILED)
+
+
 #: The compiled pool of build/compiled for this interpreter (none for another Python version,
 #: as .ci/newest-python runs this file, nor where there was no compiler).
 BUILT_HERE = (BUILT / "gridfair" / "core" / "pool").with_suffix(

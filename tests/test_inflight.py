@@ -20,7 +20,7 @@ from gridfair.core.stages import Preemption
 from gridfair.daemon.backends.files import FilesBackend
 from gridfair.daemon.config import validate
 from gridfair.daemon.cycle import CycleRunner
-from gridfair.daemon.inflight import Flight, on_slot, settle
+from gridfair.daemon.inflight import Flight, on_slot, pending, record, settle
 from gridfair.daemon.metrics import PrometheusMetrics
 from gridfair.daemon.safety import SafetyLimits, VacateGuard
 from gridfair.daemon.store import Store
@@ -381,3 +381,31 @@ def test_a_job_running_where_no_ad_says_yet_keeps_holding():
     assert list(settled([slot("slot1@h")], [running_nowhere], [flight()]).held) == ["9.0"]
     late = settled([slot("slot1@h")], [running_nowhere], [flight()], at=T0 + TIMEOUT + 1)
     assert late.missed == [(flight(), "not landed: not started within 4 s (waited 5 s)")]
+
+
+def test_a_flight_judged_without_room_lands_late_when_its_job_is_seen_there(tmp_path):
+    """Found live (Showcase 2): a flight to a partitionable slot was journaled "not landed:
+    no room" on a snapshot where the claimed dynamic slots did not yet name their jobs, while
+    its job ran there from 1.8 s after the acceptance to its end. The verdict is watched like
+    a timeout: the next snapshot showing the job on a dynamic slot of that machine journals
+    the allocation landed, late."""
+    store = Store(tmp_path / "state.db")
+    key = "allocate:9.0@slot1@h:0"
+    with store.transaction("plan") as db:
+        store.plan_actions(db, [{"key": key, "kind": "allocate", "job": "9.0", "user": "u",
+                                 "machine": "slot1@h", "reason": "test"}], 1, T0 - 1)
+    store.set_action_state(key, "confirmed", 1, T0)
+    store.set_action_state(key, "failed", 2, T0 + 2,
+                           "not landed: slot1@h has no room for 3 CPUs and 1024 MiB "
+                           "(left: 0 CPUs, 0 MiB)", retryable=True)
+    machines = (Machine("slot1@h", None, 400.0, 4.0, 4096.0, slot_type="Partitionable"),
+                Machine("slot1_1@h", None, 300.0, 3.0, 1024.0, state="Claimed",
+                        activity="Busy", running_job="9.0", running_user="u",
+                        slot_type="Dynamic"))
+    jobs = (job("9.0", "u", on="slot1_1@h", start=T0 + 2),)
+    settlement = pending(store, Snapshot(T0 + 4, machines, jobs), TIMEOUT, 3)
+    assert [(flight.job, where) for flight, where in settlement.landed_late] == [
+        ("9.0", "slot1_1@h")]
+    record(store, settlement, 3, T0 + 4, withdraw=lambda job_id: None)
+    assert store.action(key)["state"] == "landed"
+    store.close()

@@ -103,3 +103,36 @@ def test_json_stdout_keeps_only_the_json(capfd) -> None:
     out, err = capfd.readouterr()
     assert out == "{}\n"
     assert err == "Running HiGHS\na Python line\n"
+
+
+def daemon_directory_with_one_landed_allocation(directory: Path) -> Path:
+    """A daemon's directory as a showcase run leaves it: its store (one allocation, accepted)
+    and its log."""
+    import sqlite3
+
+    directory.mkdir()
+    with sqlite3.connect(directory / "state.db") as db:
+        db.execute("create table actions (key, kind, job, machine, state, error)")
+        db.execute("create table action_log (key, state, time)")
+        db.execute("insert into actions values ('a', 'allocate', '1.0', 'slot1@vm', "
+                   "'landed', null)")
+        db.execute("insert into action_log values ('a', 'confirmed', 10.0)")
+    (directory / "daemon.log").write_text("cycle 1 ok\n")
+    return directory
+
+
+@pytest.mark.parametrize("save", [False, True])
+def test_the_daemons_store_and_log_are_kept_beside_the_record_when_saving(tmp_path, save):
+    from tests.harness.pool_record import Run
+
+    record = showcase.showcase.Record(
+        "gridfair", "drf-fair", "", 1, [Run("1.0", "C", "slot1@vm", 10.0, None, False)], {}, {},
+        {}, 0.0, 0.0, 0.0, 20.0, 0.0, [], [])
+    directory = daemon_directory_with_one_landed_allocation(tmp_path / "daemon")
+    saved = tmp_path / "records"
+    showcase.keep_landing(record, directory, str(saved) if save else None)
+    assert record.landing["landed"] == 1
+    assert not directory.exists()
+    kept = sorted(path.name for path in saved.iterdir()) if save else []
+    assert kept == (["gridfair-drf-fair-seed1-daemon.log", "gridfair-drf-fair-seed1-state.db"]
+                    if save else [])

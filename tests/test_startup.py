@@ -68,8 +68,9 @@ def test_the_listing_matches_the_commands_it_does_not_load():
 
 
 #: What a simulation of a task list has no use for (issue 50): the ClassAd bindings and layer
-#: (a pool's slots or history), iSPD's model reader, the group tree's reader.
-NOT_FOR_A_TASK_LIST = ("classad2", "htcondor2", "gridfair.classads.views",
+#: (a pool's slots or history) and the daemon's views of slot and job ads, iSPD's model
+#: reader, the group tree's reader.
+NOT_FOR_A_TASK_LIST = ("classad2", "htcondor2", "gridfair.classads.views", "gridfair.ad_views",
                        "gridfair.sim.workloads.condor_history", "gridfair.sim.ispd",
                        "gridfair.cli.group_tree")
 

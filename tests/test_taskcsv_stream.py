@@ -4,6 +4,7 @@ tasks held in columns (issue 50)."""
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import os
 import tracemalloc
@@ -137,3 +138,50 @@ def test_a_task_file_that_cannot_be_opened_is_an_input_error(tmp_path):
     folder.mkdir()  # a directory with a task file's name
     with pytest.raises(InputError, match="tasks.csv: cannot read task file"):
         scan_tasks(folder)
+
+
+class _CountedHeld(HeldTasks):
+    """A held file's tasks that count the Tasks made and not yet ended."""
+
+    def __init__(self, held: HeldTasks) -> None:
+        super().__init__()
+        for name in ("submits", "durations", "cpus", "memories", "user_numbers", "users",
+                     "task_ids", "maybe_repeated"):
+            setattr(self, name, getattr(held, name))
+        self.alive = self.peak = 0
+
+    def make_task(self, handle: int) -> Task:
+        self.alive += 1
+        self.peak = max(self.peak, self.alive)
+        return super().make_task(handle)
+
+
+def test_a_held_file_runs_deferred_its_backlog_as_handles_with_the_same_outcomes(tmp_path):
+    # Three users on a pool of a third of their mean usage: their queues grow. Deferred, a
+    # task is made at its user's queue head (ids repeated in the file stay numbered in file
+    # order); as Tasks, the whole backlog is.
+    ids = ["a", "b", "a"] + [f"{index}-0" for index in range(3, 300)]
+    path = write(tmp_path, [f"{100_000 * index},{100_000 * index},"
+                            f"{100_000 * index + 5_000_000 + 100_000 * (index % 7)},"
+                            f"u{index % 3},{task_id},0.1,0.05\n"
+                            for index, task_id in enumerate(ids)])
+    scenario = build_scenario(None, path, options={"capacity_ratio": 0.3})
+    assert isinstance(scenario.tasks, HeldTasks)
+    runs = {}
+    for deferred in (False, True):
+        counted = _CountedHeld(scenario.tasks)
+        ended = []
+
+        def task_done(task, counted=counted, ended=ended):
+            counted.alive -= 1
+            ended.append((task.id, task.first_start, task.finish_time))
+
+        result, _ = run_scenario(dataclasses.replace(
+            scenario, tasks=counted if deferred else iter(counted)), policy="sdrf",
+            keep_tasks=False, on_task_done=task_done)
+        runs[deferred] = ended, counted.peak, (result.makespan, result.events)
+    assert runs[True][0] == runs[False][0] and runs[True][2] == runs[False][2]
+    assert len(runs[True][0]) == 300
+    assert {"a", "a#1", "b"} <= {task_id for task_id, _, _ in runs[True][0]}
+    assert runs[False][1] > 100  # the backlog, as Tasks
+    assert runs[True][1] < runs[False][1] / 4

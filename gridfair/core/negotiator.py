@@ -154,9 +154,10 @@ class Negotiator:
         event loop, `Arrivals.SEQUENTIAL` in `sim/engine_options.py`): a preemption only if no
         free node was given out."""
         decisions: list[Decision] = []
-        self.held_back = []
         # What the cycle reports, cleared only when it holds something: a simulation runs a
         # cycle per event.
+        if self.held_back:
+            self.held_back = []
         if self.unplaceable:
             self.unplaceable = []
         if self.admit is not None:
@@ -195,7 +196,7 @@ class Negotiator:
     def _allocate_free(self, now: float, decisions: list[Decision], single: bool) -> None:
         has_free, first, head, best_node = self._allocation_calls
         pool = self.pool
-        parked: dict[int, int] = {}
+        parked: dict[int, int] | None = None  # made when a head first fits no node
         while has_free():
             user = first(now)
             if user is None:
@@ -213,6 +214,8 @@ class Negotiator:
                 too_big = pool.set_aside_if_too_big(user, now)
                 if self.allocation == STOP and not too_big:
                     return
+                if parked is None:
+                    parked = {}
                 count = parked[user.index] = parked.get(user.index, 0) + 1
                 if count > PARK_LIMIT or (not too_big and pool.park(user, now) is None):
                     pool.block(user, now)

@@ -217,8 +217,9 @@ class OrderPolicy(Stage, PoolListener, ABC):
     #: The resources (indexes of `UserState.usage`) the order takes shares over: the DRF
     #: family's `resources` option; the daemon's dominant share is over these.
     resources: tuple[int, ...] = ALL_RESOURCES
-    #: Task order inside a user's queue, as a key function (FIFO unless a paper says otherwise).
-    task_key = staticmethod(fifo_key)
+    #: Task order inside a user's queue, as a key function (FIFO unless a paper says otherwise);
+    #: a class's, read off the class too (`Pool(task_key=HosepOrder.task_key)`), compiled or not.
+    task_key: ClassVar[staticmethod[[Task], Any]] = staticmethod(fifo_key)
     #: The allocation rule a run uses with this order when neither the run nor its workload
     #: names one (`ALLOCATION_RULES`): the rule of the order's own paper.
     paper_allocation: str = BACKFILL

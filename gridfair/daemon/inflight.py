@@ -33,7 +33,8 @@ against the snapshot (`settle`):
   "not landed: no room". The policy therefore decides as if the allocation had happened,
   and the safety guard spares the held job from preemption.
 
-A flight given up for a timeout alone (not started in time, or its job on no ad) is still
+A flight given up for a timeout alone (not started in time, or its job on no ad), or for no
+room on a partitionable slot (judged on ads that may not yet name a starting job), is still
 watched by the next `LATE_LANDING_CYCLES` cycles (`given_up`; counted in cycles, so that a
 daemon restarted after an outage still looks): seen then running on its slot, it is
 journaled `landed`, late. Under load the pool may start a job, or the collector list the
@@ -65,6 +66,11 @@ _NOT_SEEN = "not landed: job {job} not seen in the pool for {waited:.0f} s"
 _NOT_STARTED = "not landed: not started within {timeout:g} s (waited {waited:.0f} s)"
 TIMED_OUT = ("not landed: job % not seen in the pool for %",
               "not landed: not started within %")
+#: Verdicts a later snapshot may contradict, so watched for a late landing too: the timeouts,
+#: and no room on a partitionable slot, judged while a claimed dynamic slot did not yet name
+#: its job (seen live, Showcase 2: a flight journaled "no room for 3 CPUs" while its job ran
+#: there from 1.8 s after the acceptance to its end).
+WATCHED_LATE = (*TIMED_OUT, "not landed: % has no room for %")
 
 log = logging.getLogger("gridfair.daemon")
 
@@ -123,10 +129,12 @@ def in_flight(store: Store) -> list[Flight]:
 
 
 def given_up(store: Store, since_cycle: int) -> list[Flight]:
-    """The allocations given up for a timeout alone in cycle `since_cycle` or later, and not
-    carried out again since: watched for a late landing."""
-    return _flights(store, "state = ? and cycle >= ? and (error like ? or error like ?)",
-                    [FAILED, since_cycle, *TIMED_OUT])
+    """The allocations given up in cycle `since_cycle` or later on a verdict a later
+    snapshot may contradict (`WATCHED_LATE`), and not carried out again since: watched for a
+    late landing."""
+    errors = " or ".join(["error like ?"] * len(WATCHED_LATE))
+    return _flights(store, f"state = ? and cycle >= ? and ({errors})",
+                    [FAILED, since_cycle, *WATCHED_LATE])
 
 
 def _flights(store: Store, where: str, values: list) -> list[Flight]:

@@ -150,19 +150,11 @@ class GroupOwners:
         return name if account is None else account.name
 
 
-class OwnerAccounts:
-    """The group hook of an owner-share stage: `account(user)` gives the figures a user is
-    judged by (its owning group's with `owners`, else its own)."""
-
-    Options = GroupOwnerOptions
-
-    def __init__(self, owners: GroupOwners | None = None) -> None:
-        self.owners = owners
-        self.account: Callable[[UserState], Account] = same if owners is None else owners.of
-
-    def attach_owners(self, pool: Pool) -> None:
-        if self.owners is not None:
-            self.owners.attach(pool)
+def accounts_of(owners: GroupOwners | None) -> Callable[[UserState], Account]:
+    """What an owner-share stage judges a user by (`account`): its owning group's figures
+    with `owners`, else its own. The owner-share stages are compiled (`setup.py`), one base
+    each: they hold `owners` and this, rather than inherit them."""
+    return same if owners is None else owners.of
 
 
 def group_owners(options: Any) -> GroupOwners | None:
@@ -172,7 +164,7 @@ def group_owners(options: Any) -> GroupOwners | None:
     return None if tree.flat else GroupOwners(tree)
 
 
-def same(user: UserState) -> UserState:
+def same(user: UserState) -> Account:
     """A user's own figures (no owning groups)."""
     return user
 

@@ -51,7 +51,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, ClassVar
 
 from gridfair.core.pool import Task, UserState, least_demand_key, power_diff
 from gridfair.core.stages import DECLINE, Decision, OrderPolicy, Preemption, option
@@ -60,7 +60,7 @@ from gridfair.policies.group_owners import (
     Account,
     GroupOwnerOptions,
     GroupOwners,
-    OwnerAccounts,
+    accounts_of,
     group_owners,
     rekey,
 )
@@ -113,7 +113,7 @@ class HosepOptions(GroupOwnerOptions):
                              choices=PREEMPTION_TESTS, flag=True, swept=True)
 
 
-class HosepOrder(OwnerAccounts, OrderPolicy):
+class HosepOrder(OrderPolicy):
     """Free machines to the user of least PowerDiff, its job of least demand first."""
 
     name = "hosep"
@@ -121,13 +121,20 @@ class HosepOrder(OwnerAccounts, OrderPolicy):
     # PowerDiff is of the running tasks and the machines owned as they are now.
     state_from_totals = True
 
+    Options: ClassVar[type[Any]] = GroupOwnerOptions
+
     @classmethod
-    def from_options(cls, options: GroupOwnerOptions) -> HosepOrder:
+    def from_options(cls, options: Any) -> HosepOrder:
         return cls(group_owners(options))
+
+    def __init__(self, owners: GroupOwners | None = None) -> None:
+        self.owners = owners
+        self.account = accounts_of(owners)
 
     def attach(self, pool) -> None:
         self.ranking = UserRanking()
-        self.attach_owners(pool)
+        if self.owners is not None:
+            self.owners.attach(pool)
 
     def user_changed(self, user: UserState, now: float) -> None:
         if self.owners is None:
@@ -171,9 +178,10 @@ class HosepPreempt(OwnerSharePreempt):
     under-share user, while the victim stays better off than the receiver."""
 
     name = "hosep"
-    Options = HosepOptions
+    # As `Stage` and `PreemptPolicy` declare them: reclaim, a subclass, sets its own.
+    Options: ClassVar[type[Any]] = HosepOptions
     state_from_totals = True
-    owner_share_rule = "hosep"
+    owner_share_rule: ClassVar[str | None] = "hosep"
 
     @classmethod
     def from_options(cls, options: HosepOptions, order: OrderPolicy) -> HosepPreempt:
@@ -225,6 +233,7 @@ class HosepPreempt(OwnerSharePreempt):
             if victim_user is None:
                 return None
             receiver = pool.head(receiver_user)
+            assert receiver is not None  # `deficit_key` ranks only users with an idle job
             receiver_owner, victim_owner = self.account(receiver_user), self.account(victim_user)
             receiver_diff = receiver_owner.power_diff
             victim_diff = victim_owner.power_diff
@@ -234,6 +243,7 @@ class HosepPreempt(OwnerSharePreempt):
                 if tried == VICTIM_CANDIDATES:
                     break
                 node = victim.node
+                assert node is not None  # a victim runs on its node
                 loss = node.power_per_cpu * victim.cpus
                 omega = remaining_power(victim_owner, loss)
                 gain = node.power_per_cpu * receiver.cpus
@@ -291,6 +301,7 @@ class HosepPreempt(OwnerSharePreempt):
         def figures(task: Task) -> dict[str, Any]:
             owner = account(users[task.user])
             node = task.node
+            assert node is not None  # a victim runs on its node
             return {
                 "receiver": receiver_user.name,
                 "receiver_power_diff": account(receiver_user).power_diff,

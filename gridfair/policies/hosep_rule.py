@@ -31,6 +31,7 @@ class Fig2Test:
     @staticmethod
     def victim_key(task: Task, node: Node | None = None) -> Any:
         node = node or task.node
+        assert node is not None  # a victim runs on its node, or has just left `node`
         return (node.power_per_cpu * task.cpus, -task.start_time)
 
     def refusal(self, receiver_diff: float, receiver_after: float, omegas: Iterable[float],
@@ -59,6 +60,7 @@ class Ispd2014Test:
     @staticmethod
     def victim_key(task: Task, node: Node | None = None) -> Any:
         node = node or task.node
+        assert node is not None  # a victim runs on its node, or has just left `node`
         return (node.power_per_cpu * task.cpus, node.index)
 
     def refusal(self, receiver_diff: float, receiver_after: float, omegas: Iterable[float],

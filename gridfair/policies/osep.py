@@ -23,14 +23,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from itertools import islice
-from typing import Any
+from typing import Any, ClassVar
 
 from gridfair.core.pool import Node, Task, UserState
 from gridfair.core.stages import OrderPolicy, Preemption
 from gridfair.policies.group_owners import (
     Account,
     GroupOwnerOptions,
-    OwnerAccounts,
+    GroupOwners,
+    accounts_of,
     group_owners,
     rekey,
     same,
@@ -74,21 +75,28 @@ def osep_figures(user: Account) -> dict[str, float]:
     }
 
 
-class OsepOrder(OwnerAccounts, OrderPolicy):
+class OsepOrder(OrderPolicy):
     """Free nodes to the user with the largest f (most owed nodes) first, FIFO within it."""
 
     name = "osep"
     # Node balances are of the running tasks and the machines owned as they are now.
     state_from_totals = True
 
+    Options: ClassVar[type[Any]] = GroupOwnerOptions
+
     @classmethod
-    def from_options(cls, options: GroupOwnerOptions) -> OsepOrder:
+    def from_options(cls, options: Any) -> OsepOrder:
         return cls(group_owners(options))
+
+    def __init__(self, owners: GroupOwners | None = None) -> None:
+        self.owners = owners
+        self.account = accounts_of(owners)
 
     def attach(self, pool) -> None:
         self.pool = pool
         self.ranking = UserRanking()
-        self.attach_owners(pool)
+        if self.owners is not None:
+            self.owners.attach(pool)
 
     def user_changed(self, user: UserState, now: float) -> None:
         rekey(self.owners, user, self._rank)
@@ -124,7 +132,7 @@ class OsepPreempt(OwnerSharePreempt):
     owner_share_rule = "osep"
 
     @classmethod
-    def from_options(cls, options: GroupOwnerOptions, order: OrderPolicy) -> OsepPreempt:
+    def from_options(cls, options: Any, order: OrderPolicy) -> OsepPreempt:
         return cls(group_owners(options))
 
     def deficit_key(self, user: UserState) -> Any | None:
@@ -147,6 +155,7 @@ class OsepPreempt(OwnerSharePreempt):
     def victim_key(task: Task, node: Node | None = None) -> Any:
         # Least run time lost (latest start); equal run times: the slowest node lost least.
         node = node or task.node
+        assert node is not None  # a victim runs on its node, or has just left `node`
         return (-task.start_time, node.power_per_cpu * task.cpus)
 
     def choose(self, now: float) -> Preemption | None:
@@ -155,6 +164,7 @@ class OsepPreempt(OwnerSharePreempt):
             if victim_user is None:
                 return None
             receiver = self.pool.head(receiver_user)
+            assert receiver is not None  # `deficit_key` ranks only users with an idle job
             choice = self._choose_for(receiver_user, receiver, victim_user, now)
             if choice is not None or not self.pool.set_aside_if_too_big(receiver_user, now):
                 return choice
@@ -176,6 +186,7 @@ class OsepPreempt(OwnerSharePreempt):
                     more: tuple[Task, ...], now: float) -> Preemption:
         users = self.pool.users
         node = victim.node
+        assert node is not None  # a victim runs on its node
 
         def figures(task: Task) -> dict[str, Any]:
             return {

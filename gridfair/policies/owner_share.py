@@ -19,12 +19,19 @@ from __future__ import annotations
 import math
 from abc import abstractmethod
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from gridfair.core.pool import Node, Pool, Task, UserState, power_diff
 from gridfair.core.stages import Preemption, PreemptPolicy
 from gridfair.core.victims import complete
-from gridfair.policies.group_owners import Account, OwnerAccounts, rekey, same
+from gridfair.policies.group_owners import (
+    Account,
+    GroupOwnerOptions,
+    GroupOwners,
+    accounts_of,
+    rekey,
+    same,
+)
 from gridfair.policies.ranking import RunningTasks, UserRanking
 
 # How many of the victim user's tasks to try when the receiver's job does not fit on the
@@ -86,8 +93,10 @@ def power_losses(users: Mapping[str, UserState], victims: Iterable[Task],
     the victims' order; `account`: the figures a user is judged by (its owning group's)."""
     losses: dict[Account, float] = {}
     for task in victims:
+        node = task.node
+        assert node is not None  # a victim runs on its node
         user = account(users[task.user])
-        losses[user] = losses.get(user, 0.0) + task.node.power_per_cpu * task.cpus
+        losses[user] = losses.get(user, 0.0) + node.power_per_cpu * task.cpus
     return losses
 
 
@@ -97,24 +106,33 @@ def preemption_of(receiver: Task, victim: Task, more: tuple[Task, ...],
     """The preemption of `victim`, and of `more` on its machine, for `receiver`: each vacate
     with its own figures (`figures(task)`); the allocation's are the first victim's, which
     then also list every victim and end the sentence with how many more vacates it took."""
+    node = victim.node
+    assert node is not None  # a victim runs on its node
     first = figures(victim)
     if more:
         first["victims"] = [task.id for task in (victim, *more)]
         first["more_victims"] = len(more)
         allocate_template += " and {more_victims} more vacate(s) on it"
-    return Preemption(victim, receiver, victim.node, vacate_template, allocate_template, first,
+    return Preemption(victim, receiver, node, vacate_template, allocate_template, first,
                       tuple((task, figures(task)) for task in more))
 
 
-class OwnerSharePreempt(OwnerAccounts, PreemptPolicy):
+class OwnerSharePreempt(PreemptPolicy):
     """Keeps `deficit` (receivers, most deprived first) and `excess` (victims, most over
     first) rankings, each user's running tasks sorted by `victim_key`, and the tasks running
     on each machine of more than one cpu. With `owners` (a group tree), each user's figures
     are its owning group's (`account`, `group_owners.py`)."""
 
+    Options: ClassVar[type[Any]] = GroupOwnerOptions
+
+    def __init__(self, owners: GroupOwners | None = None) -> None:
+        self.owners = owners
+        self.account = accounts_of(owners)
+
     def attach(self, pool: Pool) -> None:
         self.pool = pool
-        self.attach_owners(pool)
+        if self.owners is not None:
+            self.owners.attach(pool)
         self.deficit = UserRanking()
         self.excess = UserRanking()
         self.running = RunningTasks(self.victim_key)
@@ -149,6 +167,7 @@ class OwnerSharePreempt(OwnerAccounts, PreemptPolicy):
     def task_started(self, task: Task, now: float) -> None:
         self.running.started(task)
         node = task.node
+        assert node is not None  # a started task is on its node
         if node.cpus > 1:
             tasks = self.on_node.get(node.index)
             if tasks is None:
@@ -165,6 +184,7 @@ class OwnerSharePreempt(OwnerAccounts, PreemptPolicy):
         tasks of users above their share (`core.victims.complete`); None if none do, or the
         machine is a one-cpu slot."""
         node = first.node
+        assert node is not None  # a victim runs on its node
         if node.cpus <= 1:
             return None
         users, excess = self.pool.users, self.excess

@@ -57,7 +57,7 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import islice
-from typing import Any
+from typing import Any, ClassVar
 
 from gridfair.core.negotiator import PARK_LIMIT
 from gridfair.core.pool import Node, Pool, Task, UserState, power_diff
@@ -92,20 +92,21 @@ class ReclaimPreempt(HosepPreempt):
 
     name = "reclaim"
     # HOSEP's order and PowerDiff, not its options nor Fig. 2's invariant; its group tree.
-    Options = GroupOwnerOptions
+    Options: ClassVar[type[Any]] = GroupOwnerOptions
     owner_share_rule = None
 
     @classmethod
-    def from_options(cls, options: GroupOwnerOptions, order: OrderPolicy) -> ReclaimPreempt:
+    def from_options(cls, options: Any, order: OrderPolicy) -> ReclaimPreempt:
         return cls(owners=group_owners(options))
 
     def attach(self, pool: Pool) -> None:
         super().attach(pool)
         # Owner -> tasks of other users running on its machines, as (-power, -start, seq, task):
         # fastest machine first, then the run started last (least work lost).
-        self.guests_on: dict[str, list[tuple[float, float, int, Task]]] = {}
+        # A machine of no owner (`Node.owner` None) has guests too, under None.
+        self.guests_on: dict[str | None, list[tuple[float, float, int, Task]]] = {}
         #: With owning groups: task seq -> the owner it is a guest of.
-        self.guest_of: dict[int, str] = {}
+        self.guest_of: dict[int, str | None] = {}
 
     @staticmethod
     def _guest_entry(task: Task, node: Node) -> tuple[float, float, int, Task]:
@@ -114,6 +115,7 @@ class ReclaimPreempt(HosepPreempt):
     def task_started(self, task: Task, now: float) -> None:
         super().task_started(task, now)
         node = task.node
+        assert node is not None  # a started task is on its node
         if self.owners is None:
             if node.owner != task.user:
                 insort(self.guests_on.setdefault(node.owner, []), self._guest_entry(task, node))
@@ -160,7 +162,7 @@ class ReclaimPreempt(HosepPreempt):
             if choice is not None and (best is None or choice[3] > best[3]):
                 best = choice
         if best is not None:
-            return self._preemption(receiver_user, receiver, best, OWN_MACHINE)
+            return self._chosen_preemption(receiver_user, receiver, best, OWN_MACHINE)
         for rank, victim_user in enumerate(self.excess):
             if rank == VICTIM_USERS:
                 break
@@ -175,7 +177,7 @@ class ReclaimPreempt(HosepPreempt):
                     best = choice
         if best is None:
             return None
-        return self._preemption(receiver_user, receiver, best, "closest to its share")
+        return self._chosen_preemption(receiver_user, receiver, best, "closest to its share")
 
     def _allowed(self, receiver_user: UserState, receiver: Task, victim_user: UserState,
                  victim: Task, now: float, own_machine: bool = False
@@ -188,6 +190,7 @@ class ReclaimPreempt(HosepPreempt):
         if victim_diff <= 0:
             return None
         node = victim.node
+        assert node is not None  # a victim runs on its node
         gain = node.power_per_cpu * receiver.cpus
         receiver_after = power_diff(receiver_owner.allocated_power + gain,
                                     receiver_owner.provided_power)
@@ -213,15 +216,17 @@ class ReclaimPreempt(HosepPreempt):
             return (victim_user, victim, receiver_after, omegas[victim_owner], more)
         return None
 
-    def _preemption(self, receiver_user: UserState, receiver: Task,
-                    choice: tuple[UserState, Task, float, float, tuple[Task, ...]],
-                    why: str) -> Preemption:
+    def _chosen_preemption(self, receiver_user: UserState, receiver: Task,
+                           choice: tuple[UserState, Task, float, float, tuple[Task, ...]],
+                           why: str) -> Preemption:
         _, victim, receiver_after, _, more = choice
         victim_figures = self.victim_figures(receiver_user, receiver, receiver_after,
                                              (victim, *more))
 
         def figures(task: Task) -> dict[str, Any]:
-            return {**victim_figures(task), "machine_owner": task.node.owner, "reason": why}
+            node = task.node
+            assert node is not None  # a victim runs on its node
+            return {**victim_figures(task), "machine_owner": node.owner, "reason": why}
 
         return preemption_of(
             receiver, victim, more, figures,
@@ -267,9 +272,9 @@ def first_move(pool: Pool, receiver_users: Iterable[UserState],
             size = sizes(receiver)
             if size not in moved and not any(no_smaller(size, before) for before in tried):
                 choice = choose_for(receiver_user, receiver, now)
-                if choice is not None and closeness is None:
-                    return choice
                 if choice is not None:
+                    if closeness is None:
+                        return choice
                     key = closeness(choice)
                     if best is None or key < best[0]:
                         best = (key, choice)

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence, Sized
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gridfair.ad_views import SkippedAd
 from gridfair.core.negotiator import Negotiator
 from gridfair.core.pool import Pool, PoolListener, Task
 from gridfair.errors import InputError
@@ -40,6 +39,9 @@ from gridfair.sim.workloads.registry import (
     WORKLOAD_FORMATS,
     Scenario,
 )
+
+if TYPE_CHECKING:  # the slot views, loaded only with a pool's slots (`_pool_grid`)
+    from gridfair.ad_views import SkippedAd
 
 
 def hosep_scenario(grid: Grid, name: str, options: Mapping[str, Any]) -> Scenario:

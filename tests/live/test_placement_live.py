@@ -68,15 +68,17 @@ collector = "{pool.collector_host}"
     assert daemon.returncode == 0, errors
     [big] = [run for run in runs if run.job == whole]
     machine = whole_slot(big.slot)
-    # It started within a small job's run (16 s) and a few cycles of its submission, while
+    there = [run for run in runs if run.user == "S" and whole_slot(run.slot) == machine]
+    # It started within a small job's run (16 s) and some cycles of its submission, while
     # S still had jobs waiting: without a kept machine, S's backlog would take every cpu
     # freed one at a time, and the big job would wait for the backlog to end (about 150 s).
-    assert big.start - lifetimes[whole].submitted <= max(FIRST) + 12, (big, lifetimes[whole])
+    # 16 s on a quiet machine; 34 s once in a full suite beside other work (load 12), where
+    # the cycles and the machine's slots coalescing were slow: hence the margin of 30 s.
+    assert big.start - lifetimes[whole].submitted <= max(FIRST) + 30, (big, there)
     started_before = {run.job for run in runs if run.user == "S" and run.start <= big.start}
     assert len(started_before) < len(small), (len(started_before), len(small))
     # No small job ran on its machine with it, nor started there while it waited.
     waited = (lifetimes[whole].submitted, big.start)
-    there = [run for run in runs if run.user == "S" and whole_slot(run.slot) == machine]
     assert all(run.end is not None and run.end <= big.start for run in there
                if run.start < big.start), there
     assert not [run for run in there if waited[0] + 4 < run.start < waited[1]], (there, waited)

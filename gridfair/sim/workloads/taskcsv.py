@@ -34,10 +34,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from gridfair.classads.bounds import bounded_lines
+from gridfair.core.native import mypyc_attr
 from gridfair.core.pool import Node, Task
 from gridfair.core.stages import STOP
 from gridfair.errors import ConfigError, InputError, not_text
 from gridfair.policies.drf import Entitlements
+from gridfair.sim.engine import DeferredWorkload
 from gridfair.sim.grid import Grid
 from gridfair.sim.workloads.registry import (
     FORMAT_BY_SUFFIX,
@@ -162,9 +164,14 @@ def _unique_id(task_id: str, maybe_repeated: frozenset[str], seen: dict[str, int
     return f"{task_id}{_REPEAT}{repeats}" if repeats else task_id
 
 
-class HeldTasks:
+@mypyc_attr(allow_interpreted_subclasses=True)
+class HeldTasks(DeferredWorkload):
     """The tasks of a short task file, held parsed in columns from its one read (the file is
-    not read again): each pass over them makes fresh Tasks, in file (= submit) order."""
+    not read again): each pass over them makes fresh Tasks, in file (= submit) order.
+
+    A streamed run takes them deferred (`DeferredWorkload`): a task is made when it reaches
+    its user's queue head, so a user's backlog of thousands is a queue of handles (its file
+    index), not a heap of Tasks that every start pops from."""
 
     def __init__(self) -> None:
         self.submits = array("d")
@@ -176,6 +183,7 @@ class HeldTasks:
         self._user_number: dict[str, int] = {}
         self.task_ids: list[str] = []
         self.maybe_repeated: frozenset[str] = frozenset()
+        self._unique: list[str] | None = None
 
     def add(self, row: tuple) -> None:
         _, submit, start, finish, user, task_id, cpu, memory = row
@@ -193,16 +201,29 @@ class HeldTasks:
     def __len__(self) -> int:
         return len(self.task_ids)
 
+    def unique_ids(self) -> list[str]:
+        """Each task's id in file order, repeats made unique (`_unique_id`): counted in file
+        order once, as deferred tasks are made in their users' queue order instead."""
+        if self._unique is None:
+            maybe_repeated = self.maybe_repeated
+            seen: dict[str, int] = {}
+            self._unique = ([_unique_id(task_id, maybe_repeated, seen)
+                             for task_id in self.task_ids] if maybe_repeated else self.task_ids)
+        return self._unique
+
+    def make_task(self, handle: int) -> Task:
+        return Task(self.unique_ids()[handle], self.users[self.user_numbers[handle]],
+                    self.submits[handle], cpus=self.cpus[handle], memory=self.memories[handle],
+                    duration=self.durations[handle], source_index=handle)
+
+    def arrivals(self) -> Iterator[tuple[float, str, int]]:
+        users, user_numbers = self.users, self.user_numbers
+        for index, submit in enumerate(self.submits):
+            yield submit, users[user_numbers[index]], index
+
     def __iter__(self) -> Iterator[Task]:
-        users, submits, durations = self.users, self.submits, self.durations
-        cpus, memories, user_numbers = self.cpus, self.memories, self.user_numbers
-        maybe_repeated = self.maybe_repeated
-        seen: dict[str, int] = {}
-        for index, task_id in enumerate(self.task_ids):
-            yield Task(_unique_id(task_id, maybe_repeated, seen), users[user_numbers[index]],
-                       submits[index],
-                       cpus=cpus[index], memory=memories[index], duration=durations[index],
-                       source_index=index)
+        # map, not a generator expression: compiled (setup.py), that would be a list
+        return map(self.make_task, range(len(self.task_ids)))
 
 
 class TaskFileTasks:

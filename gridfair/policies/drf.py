@@ -130,7 +130,6 @@ def dominant(shares: Sequence[float], resources: Sequence[int]) -> tuple[float, 
     return shares[best], RESOURCE_NAMES[resources[best]]
 
 
-@mypyc_attr(allow_interpreted_subclasses=True)  # a group's SDRF's (`group_orders`)
 class Entitlements:
     """Each user's entitled share w_i of the pool.
 

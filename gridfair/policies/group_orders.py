@@ -93,6 +93,7 @@ class GroupSdrfOrder(SdrfOrder):
     def __init__(self, node: GroupNode, named: Iterable[str],
                  resources: Sequence[int | str]) -> None:
         super().__init__(resources=resources, equal_shares=True)
+        self.node = node
         self.entitlements = GroupEntitlements(node, named)
 
     def user_changed(self, user: UserState, now: float) -> None:
@@ -101,7 +102,7 @@ class GroupSdrfOrder(SdrfOrder):
             now = time
         if self.targets_moved():  # every event: the group's part moves with no pool event
             # The group's users only (`DecayingOrder` re-places every user of the pool).
-            for other in self.entitlements.node.users.values():
+            for other in self.node.users.values():
                 self._place(other, now, self._account(other, now, recheck=True))
         self._place(user, now, self._account(user, now))
 

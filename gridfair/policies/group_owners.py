@@ -18,23 +18,11 @@ without a tree; a tree whose groups own no machine changes nothing.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from gridfair.core.groups import GROUP_IDENTITY, NONE_GROUP, GroupTree
 from gridfair.core.pool import Pool, UserState, power_diff
-from gridfair.core.stages import option
 from gridfair.policies.hdrf import group_tree
-
-
-@dataclass(frozen=True)
-class GroupOwnerOptions:
-    """The owner-share stages' group tree."""
-
-    groups: Mapping[str, Any] | GroupTree | str | None = option(
-        None, "the accounting group tree: a [groups] table (docs/groups.md), or 'condor' "
-        "('condor@HOST[:PORT]'): HTCondor's GROUP_* knobs; a machine owned by a group is its "
-        "users' (HOSEP, OSEP, reclaim); none: every user its own owner")
 
 
 class OwnerAccount:

@@ -58,7 +58,6 @@ from gridfair.core.stages import DECLINE, Decision, OrderPolicy, Preemption, opt
 from gridfair.errors import ConfigError
 from gridfair.policies.group_owners import (
     Account,
-    GroupOwnerOptions,
     GroupOwners,
     accounts_of,
     group_owners,
@@ -67,6 +66,7 @@ from gridfair.policies.group_owners import (
 from gridfair.policies.hosep_rule import ISPD2014, OMEGA, PHI, PREEMPTION_TESTS, TESTS
 from gridfair.policies.owner_share import (
     VICTIM_CANDIDATES,
+    GroupOwnerOptions,
     OwnerSharePreempt,
     move_lowers_potential,
     potential_falls,

@@ -29,14 +29,18 @@ from gridfair.core.pool import Node, Task, UserState
 from gridfair.core.stages import OrderPolicy, Preemption
 from gridfair.policies.group_owners import (
     Account,
-    GroupOwnerOptions,
     GroupOwners,
     accounts_of,
     group_owners,
     rekey,
     same,
 )
-from gridfair.policies.owner_share import VICTIM_CANDIDATES, OwnerSharePreempt, preemption_of
+from gridfair.policies.owner_share import (
+    VICTIM_CANDIDATES,
+    GroupOwnerOptions,
+    OwnerSharePreempt,
+    preemption_of,
+)
 from gridfair.policies.ranking import UserRanking
 
 

@@ -19,19 +19,14 @@ from __future__ import annotations
 import math
 from abc import abstractmethod
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from gridfair.core.groups import GroupTree
 from gridfair.core.pool import Node, Pool, Task, UserState, power_diff
-from gridfair.core.stages import Preemption, PreemptPolicy
+from gridfair.core.stages import Preemption, PreemptPolicy, option
 from gridfair.core.victims import complete
-from gridfair.policies.group_owners import (
-    Account,
-    GroupOwnerOptions,
-    GroupOwners,
-    accounts_of,
-    rekey,
-    same,
-)
+from gridfair.policies.group_owners import Account, GroupOwners, accounts_of, rekey, same
 from gridfair.policies.ranking import RunningTasks, UserRanking
 
 # How many of the victim user's tasks to try when the receiver's job does not fit on the
@@ -115,6 +110,17 @@ def preemption_of(receiver: Task, victim: Task, more: tuple[Task, ...],
         allocate_template += " and {more_victims} more vacate(s) on it"
     return Preemption(victim, receiver, node, vacate_template, allocate_template, first,
                       tuple((task, figures(task)) for task in more))
+
+
+@dataclass(frozen=True)
+class GroupOwnerOptions:
+    """The owner-share stages' group tree (`group_owners.py`): compiled with them, as
+    HOSEP's options built on it are."""
+
+    groups: Mapping[str, Any] | GroupTree | str | None = option(
+        None, "the accounting group tree: a [groups] table (docs/groups.md), or 'condor' "
+        "('condor@HOST[:PORT]'): HTCondor's GROUP_* knobs; a machine owned by a group is its "
+        "users' (HOSEP, OSEP, reclaim); none: every user its own owner")
 
 
 class OwnerSharePreempt(PreemptPolicy):

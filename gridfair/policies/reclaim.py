@@ -63,11 +63,12 @@ from gridfair.core.negotiator import PARK_LIMIT
 from gridfair.core.pool import Node, Pool, Task, UserState, power_diff
 from gridfair.core.stages import OrderPolicy, Preemption
 from gridfair.core.victims import sizes
-from gridfair.policies.group_owners import Account, GroupOwnerOptions, group_owners
+from gridfair.policies.group_owners import Account, group_owners
 from gridfair.policies.hosep import HosepPreempt, hosep_figures, remaining_power
 from gridfair.policies.owner_share import (
     PHI_TOLERANCE,
     VICTIM_CANDIDATES,
+    GroupOwnerOptions,
     move_lowers_potential,
     potential_falls,
     power_losses,

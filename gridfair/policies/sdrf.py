@@ -45,7 +45,6 @@ from dataclasses import dataclass
 from operator import sub
 from typing import Any
 
-from gridfair.core.native import mypyc_attr
 from gridfair.core.pool import RESOURCE_NAMES, Pool, UserState
 from gridfair.core.stages import STOP, option
 from gridfair.errors import ConfigError
@@ -86,7 +85,6 @@ def time_constant(delta: float) -> float:
     return -1.0 / math.log(delta)
 
 
-@mypyc_attr(allow_interpreted_subclasses=True)  # a group's SDRF (`group_orders`)
 class SdrfOrder(DecayingOrder):
     """Free slots to the waiting user of least dominant share plus dominant commitment."""
 

@@ -207,7 +207,7 @@ class HosepPreempt(OwnerSharePreempt):
         # An idle job in line (`idle` holds one only while `idle_count` > 0), not one set
         # aside as too big for every machine.
         if user.idle:
-            owner = self.account(user)
+            owner = user if self.owners is None else self.owners.of(user)  # every event: no call
             if owner.provided_power > 0:
                 diff = owner.power_diff
                 if diff < 0:
@@ -216,7 +216,7 @@ class HosepPreempt(OwnerSharePreempt):
 
     def excess_key(self, user: UserState) -> Any | None:
         if user.running > 0:
-            diff = self.account(user).power_diff
+            diff = (user if self.owners is None else self.owners.of(user)).power_diff
             if diff > 0:
                 return -diff
         return None

@@ -103,12 +103,15 @@ class OsepOrder(OrderPolicy):
             self.owners.attach(pool)
 
     def user_changed(self, user: UserState, now: float) -> None:
-        rekey(self.owners, user, self._rank)
+        if self.owners is None:
+            self._rank(user)
+        else:
+            rekey(self.owners, user, self._rank)
 
     def _rank(self, user: UserState) -> None:
         key = None
         if user.active:
-            owner = self.account(user)
+            owner = user if self.owners is None else self.owners.of(user)  # every event: no call
             key = ((0 if owner.provided_nodes > 0 else 1), -node_balance(owner),
                    self.pool.head(user).submit_time)
         self.ranking.update(user, key)
@@ -140,7 +143,7 @@ class OsepPreempt(OwnerSharePreempt):
         return cls(group_owners(options))
 
     def deficit_key(self, user: UserState) -> Any | None:
-        owner = self.account(user)
+        owner = user if self.owners is None else self.owners.of(user)  # every event: no call
         balance = node_balance(owner)
         head = self.pool.head(user)
         if head is not None and owner.provided_nodes > 0 and balance > 0:
@@ -148,7 +151,7 @@ class OsepPreempt(OwnerSharePreempt):
         return None
 
     def excess_key(self, user: UserState) -> Any | None:
-        owner = self.account(user)
+        owner = user if self.owners is None else self.owners.of(user)
         balance = node_balance(owner)
         if user.running > 0 and balance < 0:
             # Users who provide nothing are victims before any provider.

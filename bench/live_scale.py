@@ -58,6 +58,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import logging
 import math
 import os
 import random
@@ -414,6 +415,11 @@ def run_daemon(spec: dict) -> dict:
     timed(cycle_module, "reconcile", "reconcile", peak=True)
     store = Store(directory / "state.db")
     runner = CycleRunner(config, backend, store, dry_run=spec["dry_run"])
+    # What the reads logged of why they read whole (the first few), for the record.
+    read_whole: list[str] = []
+    reading_log = logging.getLogger("gridfair.daemon")
+    reading_log.setLevel(logging.INFO)
+    reading_log.addHandler(ListHandler(read_whole))
     cycles = []
     for number in range(spec["cycles"] + 1):
         if number:
@@ -451,9 +457,24 @@ def run_daemon(spec: dict) -> dict:
             else None
     result = {"cycles": cycles, "decisions_digest": digest.hexdigest()[:16],
               "peak_rss_mb": round(high_water.highest, 1)}
+    if live:  # why schedds' idle rows and autoclusters were read whole, and how often
+        result["whole_reads"] = dict(backend.reader.whole_reads)
+        result["whole_reads_logged"] = [line[:2000] for line in read_whole
+                                        if "autocluster" in line][:6]
     if live and spec["steer"]:
         result.update(steer(backend, spec, store))
     return result
+
+
+class ListHandler(logging.Handler):
+    """Log records' messages appended to a list."""
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__(logging.INFO)
+        self.lines = lines
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
 
 
 class HighWater:

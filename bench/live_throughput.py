@@ -4,7 +4,9 @@ The pool (issue 44's): a `PersonalPool` of 8 static slots of 1,000 MFlops whose 
 (`Absent`) submits nothing (so nothing is preempted for an owner); `PREEMPTION_REQUIREMENTS =
 False` on every side (HTCondor never preempts by priority either). Three users with equal
 shares, each a Unix account of its own, submit `--jobs-per-user` sleep jobs of `--job-seconds`
-together (one cluster each, one after the other, within a second). Sides, each on a fresh pool:
+together (one cluster each, one after the other, within a second; `--submit-gap S` waits S
+seconds between two users' submissions, as users a moment apart, or a loaded machine's slow
+`condor_submit`s). Sides, each on a fresh pool:
 
 - htcondor-claims: HTCondor alone, claims kept (its default `CLAIM_WORKLIFE`, 1200 s);
 - htcondor-no-claims: HTCondor alone, `CLAIM_WORKLIFE = 0` (every start negotiated);
@@ -30,7 +32,12 @@ whole seconds), not from gridfair's word:
 
     .venv/bin/python bench/live_throughput.py [--sides htcondor-claims,htcondor-no-claims,gridfair]
         [--job-seconds 10 60] [--negotiator 2 60] [--runs 2] [--jobs-per-user 80]
-        [--daemon-interval S] [--time-limit S] [--json]
+        [--daemon-interval S] [--time-limit S] [--submit-gap S] [--daemon-log DIR] [--json]
+
+`--daemon-log DIR` keeps each gridfair run's daemon log (its cycles, at the shipped `info`
+level) as DIR/daemon-<job seconds>s-n<negotiator>-run<run>.log, the bench's submissions (UTC
+to the millisecond, user, jobs) in lines of their own first, and its store (the journal of
+every allocation) beside it as .db.
 
 Needs root and HTCondor (GRIDFAIR_HTCONDOR, condor_master on PATH, or ../shared/htcondor).
 """
@@ -127,11 +134,16 @@ def run_once(side: str, job_seconds: float, negotiator: int, number: int,
                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 pool.wait_until(pool.lease_held, 120)  # its first cycle is done
             users: dict[str, str] = {}
+            submissions = []
             try:
-                for user in USERS:
+                for index, user in enumerate(USERS):
+                    if index and options.submit_gap:
+                        time.sleep(options.submit_gap)
                     ids = pool.submit_cluster(
                         [JobSpec(user, job_seconds * MFLOPS)] * options.jobs_per_user,
                         extra=[f"log = {event_log}"])
+                    submissions.append(f"{utc_now()} bench: {user} submitted {len(ids)} "
+                                       f"jobs ({ids[0]}-{ids[-1]})")
                     users.update(dict.fromkeys(ids, user))
                 started = time.time()
                 while time.time() < started + limit:
@@ -152,12 +164,34 @@ def run_once(side: str, job_seconds: float, negotiator: int, number: int,
             figures["landed_fraction"] = (round(landed.landed / landed.decided, 3)
                                           if landed.decided else None)
             figures["journal"] = dict(landed.journal)
+            if options.daemon_log is not None:
+                keep_daemon_log(directory, options.daemon_log
+                                / f"daemon-{job_seconds:g}s-n{negotiator}-run{number}",
+                                submissions)
     finally:
         if directory is not None:
             shutil.rmtree(directory, ignore_errors=True)
     return {"side": side, "job_seconds": job_seconds, "negotiator_interval": negotiator,
             "run": number, **figures,
             "loadavg": [round(value, 2) for value in (*load_before, *os.getloadavg())]}
+
+
+def utc_now() -> str:
+    """The wall clock in UTC to the millisecond, as the daemon's log writes it to the second."""
+    now = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
+
+
+def keep_daemon_log(directory: Path, kept: Path, submissions: Sequence[str]) -> None:
+    """The daemon's log in `directory` copied to `kept`.log after the bench's own lines (its
+    submissions: the daemon's lines say when its cycles ran), its store to `kept`.db."""
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    log = directory / "daemon.log"
+    text = log.read_text() if log.exists() else "(the daemon wrote no log)\n"
+    (kept.parent / f"{kept.name}.log").write_text(
+        "".join(line + "\n" for line in submissions) + text)
+    if (directory / "state.db").exists():
+        shutil.copyfile(directory / "state.db", kept.parent / f"{kept.name}.db")
 
 
 def throughput_figures(runs: Sequence, lifetimes: Mapping, users: Mapping[str, str],
@@ -231,6 +265,10 @@ def main() -> None:
     parser.add_argument("--time-limit", type=float, default=None,
                         help="stop a run after this many seconds from submission (default: "
                         f"{LIMIT_FACTOR}x the workload's ideal makespan)")
+    parser.add_argument("--submit-gap", type=float, default=0.0, metavar="S",
+                        help="seconds between two users' submissions (default 0)")
+    parser.add_argument("--daemon-log", type=Path, default=None, metavar="DIR",
+                        help="keep each gridfair run's daemon log in DIR")
     parser.add_argument("--json", action="store_true")
     options = parser.parse_args()
     sides = options.sides.split(",")

@@ -123,6 +123,8 @@ class FakeSchedd:
     shared by every connection to the same schedd)."""
 
     queues: dict[str, list[classad2.ClassAd]] = {}
+    # A queue's (by its list's identity) autocluster ids by their significant values.
+    cluster_ids: dict[int, dict[tuple, int]] = {}
     acted: list[tuple] = []
     edits: list[tuple] = []
 
@@ -138,17 +140,25 @@ class FakeSchedd:
 
     def _autoclusters(self) -> list[classad2.ClassAd]:
         """As a schedd groups its jobs: one ad per set of significant attribute values (what
-        a job asks for and requires), with `JobCount`; each job gets its `AutoClusterId`."""
+        a job asks for and requires), with `JobCount`; each job gets its `AutoClusterId`
+        (from a counter: an id is never given to other values, as a schedd's until it forgets
+        its autoclusters) and `AutoClusterAttrs`."""
+        numbered = self.cluster_ids.setdefault(id(self.jobs), {})
         groups: dict[tuple, classad2.ClassAd] = {}
         for job in self.jobs:
             values = {name: job.lookup(name) for name in SIGNIFICANT if name in job}
             key = tuple(sorted((name, str(value)) for name, value in values.items()))
             group = groups.get(key)
             if group is None:
+                number = numbered.setdefault(key, len(numbered) + 1)
                 group = groups[key] = classad2.ClassAd(
-                    {**values, "AutoClusterId": len(groups) + 1, "JobCount": 0})
+                    {**values, "AutoClusterId": number, "JobCount": 0})
             group["JobCount"] += 1
+            # As a schedd lists them (its first and last, then more): they move as jobs do.
+            ids = str(group.get("JobIds", "")).split()
+            group["JobIds"] = " ".join([*ids[:1], f"{job['ClusterId']}.{job['ProcId']}"])
             job["AutoClusterId"] = group["AutoClusterId"]
+            job["AutoClusterAttrs"] = ",".join(SIGNIFICANT)
         return list(groups.values())
 
     def _find(self, job_id):

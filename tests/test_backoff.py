@@ -83,3 +83,14 @@ def test_each_backoff_is_noted_once(store: Store) -> None:
     first = list(newly_backed(landing_backoff(store, NOW, BASE), known))
     assert len(first) == 1 and "job 1.0" in first[0]
     assert list(newly_backed(landing_backoff(store, NOW, BASE), known)) == []
+
+
+def test_a_user_with_thousands_of_jobs_that_did_not_land_is_backed_off_for_the_cap(
+        store: Store) -> None:
+    """A cycle's 30,000 allocations that all timed out (a pool of files, where nothing
+    starts) back their user off for the cap, not an overflow that fails every cycle."""
+    store.db["actions"].insert_all(
+        {"key": f"allocate:{index}.0:{NOW - 1}:{FAILED}", "kind": "allocate",
+         "job": f"{index}.0", "user": "mallory", "machine": "slot1@h", "state": FAILED,
+         "updated_at": NOW - 1, "error": NOT_STARTED} for index in range(1100))
+    assert landing_backoff(store, NOW, BASE).users["mallory"].until == NOW - 1 + CAP

@@ -241,13 +241,40 @@ def test_a_change_seen_between_cycles_runs_the_next_cycle_at_once(tmp_path, chan
     daemon = make_daemon(tmp_path, raw, max_cycles=2)
     looks = []
     daemon.backend.changed = lambda: looks.append(1) or changed
-    stop = threading.Timer(3.0, daemon.stopping.set)
+    assert run_for(daemon, 3.0) == 0
+    assert looks and daemon.cycles == (2 if changed else 1)
+
+
+def run_for(daemon: Daemon, seconds: float) -> int:
+    """`daemon.run()`, stopped after `seconds` if it has not stopped by then."""
+    stop = threading.Timer(seconds, daemon.stopping.set)
     stop.start()
     try:
-        assert daemon.run() == 0
+        return daemon.run()
     finally:
         stop.cancel()
-    assert looks and daemon.cycles == (2 if changed else 1)
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_allocations_in_flight_ask_the_pool_again_for_a_negotiation(tmp_path, monkeypatch,
+                                                                     dry_run):
+    """Between cycles, the pool is asked again for the negotiation that starts the last
+    cycle's allocations while they are in flight (a negotiator can let the cycle's own
+    request go: issue 44's spread of 8); a cycle with nothing in flight asks nothing."""
+    monkeypatch.setattr("gridfair.daemon.service.RENEGOTIATE_EVERY", 0.2)
+    raw = files_config(tmp_path)
+    raw["daemon"].update(interval=3600.0)
+    daemon = make_daemon(tmp_path, raw, dry_run=dry_run)
+    asked = []
+    daemon.backend.renegotiate = lambda: asked.append(daemon.cycles)
+    assert run_for(daemon, 1.5) == 0
+    assert daemon.cycles == 1
+    in_flight = rows(tmp_path, "select count(*) from actions where kind = 'allocate' "
+                     "and state = 'confirmed'")[0][0]
+    if dry_run:
+        assert in_flight == 0 and asked == []
+    else:  # asked every 0.2 s after the cycle, the files' jobs never starting
+        assert in_flight > 0 and len(asked) >= 3 and set(asked) == {1}
 
 
 # ---------------------------------------------------------------- safety

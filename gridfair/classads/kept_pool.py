@@ -6,7 +6,9 @@ keeps the slots it made and the jobs' queue order, and each cycle compares the s
 the last one:
 - jobs submitted (new idle), started, vacated, moved, finished (gone, held, completed);
 - slots that came, went, or changed (a new ad: state, claim, power, owner).
-Only what changed is made anew. The pool's indexes are then laid out in one pass (`Pool.load`:
+Only what changed is made anew: the running and the idle jobs are kept each in queue order
+and a changed or gone job's view is taken out and a new one put in, each found by bisection
+(`_reordered`). The pool's indexes are then laid out in one pass (`Pool.load`:
 no policy callback per job) in the rebuild's orders (slots as the snapshot lists them, idle
 jobs by QDate then id, running jobs by slot), and the stages learn the pool from its totals
 (`Pool.announce`). A running job's task is made each cycle; an idle job's only when it
@@ -24,11 +26,11 @@ remember arrival order (DMFA-SRQ) or admit jobs as they are submitted get the re
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import compress, repeat
-from operator import and_, attrgetter, is_, is_not, not_
+from operator import attrgetter, is_, is_not
 from typing import TYPE_CHECKING
 
 from gridfair.ad_views import DYNAMIC, JOB_ID, JOB_STATUS, Job, JobStatus, Machine, Snapshot
@@ -54,6 +56,7 @@ if TYPE_CHECKING:
 #: HOSEP's least demand, 0 for a task with neither work nor duration (the daemon's).
 DEFERRABLE_KEYS = (fifo_key, least_demand_key)
 _JOB_USER = attrgetter("user")
+_QDATE = attrgetter("qdate")
 _ABSENT = object()  # a job the last cycle did not have
 
 #: The kinds of change a snapshot can bring, as counted in `PoolEvents`.
@@ -103,7 +106,8 @@ class KeptPool:
         self._served = served
         self._machines: dict[str, tuple[Machine, Node]] = {}
         self._views: dict[str, Job] = {}  # id -> the job's view in the last snapshot
-        self._queue: list[str] = []  # the last snapshot's job ids in queue order
+        # The last snapshot's running and idle jobs, each in queue order (`queue_order`).
+        self._orders: dict[JobStatus, list[Job]] = {JobStatus.RUNNING: [], JobStatus.IDLE: []}
         self._running: dict[str, str] = {}  # running job in the pool -> its slot
         self._in_pool = 0  # jobs in the last pool: running on a slot, or idle
         self.events = PoolEvents()
@@ -111,8 +115,10 @@ class KeptPool:
 
     @property
     def queue(self) -> list[str]:
-        """The last snapshot's job ids in queue order (QDate, then the id)."""
-        return self._queue
+        """The last snapshot's idle job ids in queue order (QDate, then the id), then its
+        running ones'."""
+        return [job.id for status in (JobStatus.IDLE, JobStatus.RUNNING)
+                for job in self._orders[status]]
 
     def update(self, snapshot: Snapshot, stages: Stages) -> LoadedPool:
         """The negotiator over the snapshot's pool, as `pool_from_snapshot` would make it."""
@@ -130,11 +136,7 @@ class KeptPool:
         last_views = self._views
         index = snapshot.jobs_by_id
         fresh = self._fresh(snapshot)
-        # Over every job of the snapshot, so run in C: compress, map, attrgetter.
-        queue = self._queue
-        statuses = list(map(JOB_STATUS, map(index.__getitem__, queue)))
-        running_jobs = list(map(index.__getitem__, compress(
-            queue, map(is_, statuses, repeat(JobStatus.RUNNING)))))
+        running_jobs, idle = self._orders[JobStatus.RUNNING], self._orders[JobStatus.IDLE]
         layout = lay_out(snapshot.machines, running_jobs, index)
         held = layout.held_on_closed()
         for machine, available in layout.nodes:
@@ -161,22 +163,20 @@ class KeptPool:
                 (node.cpus, node.memory, node.gpus) if share.whole
                 else (share.cpus, share.memory, share.gpus))
             running.append((task, node, started))
-        idle = list(map(index.__getitem__, compress(
-            queue, map(is_, statuses, repeat(JobStatus.IDLE)))))
-        del statuses
         self._count_job_events(running_on, len(idle), fresh, last_views, index, events)
         pool = Pool(task_key=stages.order.task_key,
                     exact_accounting=stages.order.exact_accounting,
                     matcher=layout.matcher(self._matcher if self._matcher is not None
                                            else AutoclusterMatcher()))
         laid_out = [nodes[machine.name] for machine, _ in layout.nodes]
+        idle_users = list(map(_JOB_USER, idle))
         if self._served is not None:
-            enrol_in_rotation(pool, (machine.owner for machine, _ in layout.nodes), idle,
+            enrol_in_rotation(pool, (machine.owner for machine, _ in layout.nodes), idle_users,
                               (share.job for share in layout.running if share.job is not None),
                               self._served)
         if self._defer and stages.order.task_key in DEFERRABLE_KEYS:
             pool.make_task = lambda handle: task_from_job(idle[handle])
-            pool.load(laid_out, (), running, deferred=list(map(_JOB_USER, idle)))
+            pool.load(laid_out, (), running, deferred=idle_users)
         else:
             pool.load(laid_out, list(map(task_from_job, idle)), running)
         negotiator = Negotiator(pool, stages.order, stages.preempt, stages.admit,
@@ -206,44 +206,27 @@ class KeptPool:
 
     def _fresh(self, snapshot: Snapshot) -> list[Job]:
         """The snapshot's jobs whose view is not the one of the last cycle (new ones, and
-        changed ones); the queue order made the snapshot's (`_requeue`). Only those jobs are
-        visited one by one; the rest is done over all jobs at once, in C."""
+        changed ones); the running and idle orders made the snapshot's (`_reorder`). Only
+        those jobs, and the ones gone, are visited one by one; the rest is done over all jobs
+        at once, in C."""
         jobs = snapshot.jobs
         index = snapshot.jobs_by_id
         last = self._views
         fresh = list(compress(jobs, map(is_not, map(last.get, map(JOB_ID, jobs)), jobs)))
-        left = len(last) + sum(1 for job in fresh if job.id not in last) != len(index)
-        self._queue = self._requeue(index, fresh, left)
+        replaced = [last[job.id] for job in fresh if job.id in last]
+        if len(last) + len(fresh) - len(replaced) != len(index):  # some jobs left
+            replaced += map(last.__getitem__, last.keys() - index.keys())
         self._views = index
+        if not last or (len(fresh) + len(replaced)) * 8 > len(index):
+            # Many changed: sorted anew (one pass over every job, in C, and a sort).
+            for status, order in self._orders.items():
+                order[:] = sorted(compress(jobs, map(is_, map(JOB_STATUS, jobs),
+                                                     repeat(status))), key=queue_order)
+            return fresh
+        for status, order in self._orders.items():
+            order[:] = _reordered(order, [job for job in replaced if job.status is status],
+                                  [job for job in fresh if job.status is status])
         return fresh
-
-    def _requeue(self, index: Mapping[str, Job], fresh: list[Job], left: bool) -> list[str]:
-        """The snapshot's job ids in queue order (`queue_order`: QDate, then the id), from the
-        last snapshot's: the jobs that left or have a new view taken out, and the new views
-        put in their places, found by bisection. Only their keys are made, not one a job
-        kept (a million jobs' keys held 92 MB); when many are new, all are sorted anew."""
-        queue = self._queue
-        if not fresh and not left:
-            return queue
-        if len(fresh) * 8 > len(queue):
-            return sorted(index, key=lambda job_id: queue_order(index[job_id]))
-        # The kept ids still in the queue as they were: their keys have not changed.
-        renewed = set(map(JOB_ID, fresh))
-        queue = list(compress(queue, map(and_, map(index.__contains__, queue),
-                                          map(not_, map(renewed.__contains__, queue)))))
-
-        def key(job_id: str) -> tuple[float, ...]:
-            return queue_order(index[job_id])
-
-        merged: list[str] = []
-        start = 0
-        for job in sorted(fresh, key=queue_order):
-            at = bisect_left(queue, queue_order(job), start, key=key)
-            merged += queue[start:at]
-            merged.append(job.id)
-            start = at
-        merged += queue[start:]
-        return merged
 
     def _count_job_events(self, running_on: dict[str, str], idle: int, fresh: Iterable[Job],
                           last_views: Mapping[str, Job], views: Mapping[str, Job],
@@ -286,3 +269,38 @@ class KeptPool:
         events.add("finished", self._in_pool - (in_pool - arrived))
         self._running = running_on
         self._in_pool = in_pool
+
+
+def _reordered(order: list[Job], left: list[Job], came: list[Job]) -> list[Job]:
+    """`order` (jobs in `queue_order`) less the views `left`, with the views `came` put in
+    their places: each found by bisection, and the list remade a slice at a time (a list's
+    copy, in C), so that a cycle costs the jobs that changed, not a key a job kept."""
+    if not left and not came:
+        return order
+    kept: list[Job] = []
+    start = 0
+    for view in sorted(left, key=queue_order):
+        at = _place(order, view, start)
+        if at == len(order) or order[at] is not view:
+            raise AssertionError(f"job {view.id} is not where its queue order puts it")
+        kept += order[start:at]
+        start = at + 1
+    kept += order[start:]
+    merged: list[Job] = []
+    start = 0
+    for view in sorted(came, key=queue_order):
+        at = _place(kept, view, start)
+        merged += kept[start:at]
+        merged.append(view)
+        start = at
+    merged += kept[start:]
+    return merged
+
+
+def _place(order: list[Job], job: Job, start: int) -> int:
+    """Where `job` goes in `order` (in `queue_order`), at `start` or after: among the jobs
+    of its QDate (found with a key read in C), by the whole key (a key made in Python a
+    step, for those few)."""
+    low = bisect_left(order, job.qdate, start, key=_QDATE)
+    high = bisect_right(order, job.qdate, low, key=_QDATE)
+    return bisect_left(order, queue_order(job), low, high, key=queue_order)

@@ -223,7 +223,7 @@ def pool_from_snapshot(
     )
     if served is not None:
         enrol_in_rotation(pool, (machine.owner for machine, _ in layout.nodes),
-                          (job for job in jobs if job.status is JobStatus.IDLE),
+                          (job.user for job in jobs if job.status is JobStatus.IDLE),
                           (share.job for share in layout.running if share.job is not None),
                           served)
     negotiator = Negotiator(pool, stages.order, stages.preempt, stages.admit,
@@ -250,7 +250,7 @@ def pool_from_snapshot(
     return LoadedPool(negotiator, tuple(admissions), layout.unplaced)
 
 
-def enrol_in_rotation(pool: Pool, owners: Iterable[str | None], idle: Iterable[Job],
+def enrol_in_rotation(pool: Pool, owners: Iterable[str | None], idle_users: Iterable[str],
                       running: Iterable[Job], served: Mapping[str, float]) -> None:
     """Make the users of an empty pool in the daemon's order: the user index is every
     order's last tie-break, and in order of first mention (slot owners, queued jobs in queue
@@ -258,9 +258,10 @@ def enrol_in_rotation(pool: Pool, owners: Iterable[str | None], idle: Iterable[J
     3 users of equal shares on 8 slots held a fixed 3/3/2 split, 6 completions apart). Least
     `served` first (the MFlop-seconds each was allocated so far, as HTCondor's fair share
     counts usage), so a tie goes to the user served least and the odd slots rotate; first
-    mention breaks ties between those."""
+    mention breaks ties between those. `idle_users`: the user of each queued job, in queue
+    order."""
     mentioned = dict.fromkeys(chain((owner for owner in owners if owner is not None),
-                                    (job.user for job in idle), (job.user for job in running)))
+                                    idle_users, (job.user for job in running)))
     for name in sorted(mentioned, key=lambda name: served.get(name, 0.0)):
         pool.user(name)
 

@@ -251,15 +251,17 @@ def _power(values: AdValues, config: AdConfig) -> float:
 
 def machines_from_ads(
     ads: Iterable[SourcedAd], config: AdConfig = AdConfig(), *, lenient: bool = False,
+    view: Callable[[SourcedAd], Machine] | None = None,
 ) -> tuple[list[Machine], list[SkippedAd]]:
-    """Machine views in ad order. Names must be unique: a repeated Name is an error (or, when
-    lenient, the later ad is skipped)."""
+    """Machine views in ad order (`view`, by default `machine_view` with `config`). Names
+    must be unique: a repeated Name is an error (or, when lenient, the later ad is
+    skipped)."""
     machines: list[Machine] = []
     skipped: list[SkippedAd] = []
     first_seen: dict[str, SourcedAd] = {}
     for sourced in ads:
         try:
-            machine = machine_view(sourced, config)
+            machine = view(sourced) if view is not None else machine_view(sourced, config)
             earlier = first_seen.setdefault(machine.name, sourced)
             if earlier is not sourced:
                 raise AdValues(sourced, machine.name).error(

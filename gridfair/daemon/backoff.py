@@ -63,7 +63,9 @@ class Backoff:
 
 
 def _backed(failures: int, last: float, base: float, exponent: int) -> Backed:
-    return Backed(failures, last, last + min(CAP, base * 2.0 ** exponent))
+    # Doublings past 2**1000 put any base over the cap (2.0 ** 1024 overflows: a pool whose
+    # 30,000 allocations of a cycle all failed to land raised it).
+    return Backed(failures, last, last + min(CAP, base * 2.0 ** min(exponent, 1000)))
 
 
 def landing_backoff(store: Store, now: float, base: float) -> Backoff:

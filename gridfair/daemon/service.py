@@ -4,7 +4,8 @@ APScheduler (3.x) runs the cycle as an interval job with `max_instances=1` (neve
 once) and `coalesce=True` (a late cycle runs once, not once per missed interval). With
 `daemon.poll`, the main thread looks at the pool that often between cycles
 (`PoolBackend.changed`: a slot freed, jobs submitted) and on a change runs the cycle at once;
-the interval is then the longest wait. The main
+the interval is then the longest wait. While the last cycle left allocations in flight, the
+main thread asks the pool for a negotiation again every `RENEGOTIATE_EVERY` seconds. The main
 thread waits for SIGTERM/SIGINT; on either, the running cycle stops before its next action
 (what it planned but did not carry out stays `planned` in the journal) and the process exits,
 0 after SIGTERM (a service stopped) and 130 after SIGINT (the shell's convention). SIGHUP reopens
@@ -50,6 +51,10 @@ log = logging.getLogger("gridfair.daemon")
 STARTUP_WAIT = 60.0
 #: Seconds between looks at the pool during that wait.
 STARTUP_LOOK_EVERY = 2.0
+#: While the last cycle left allocations in flight, the pool is asked for a negotiation
+#: again this often (`PoolBackend.renegotiate`): HTCondor's NEGOTIATOR_MIN_INTERVAL default,
+#: the soonest its negotiator starts another cycle.
+RENEGOTIATE_EVERY = 5.0
 
 
 def make_backend(config: Config) -> PoolBackend:
@@ -178,6 +183,7 @@ class Daemon:
         self.failures = 0
         self.skip_until = 0.0
         self.cycles = 0
+        self.in_flight = 0  # allocations the last cycle left in flight
         store_path = Path(config["daemon"]["store"])
         self.store = Store(store_path)  # StoreError here: a clear message, nothing done
         interrupted = self.store.mark_interrupted()
@@ -225,6 +231,7 @@ class Daemon:
             self._back_off()
             return None
         self.cycles += 1
+        self.in_flight = report.counts.get("in_flight", 0)
         if self.max_cycles and self.cycles >= self.max_cycles:
             self.stopping.set()
         if report.outcome == "failed":
@@ -299,7 +306,7 @@ class Daemon:
         # job waited for the interval).
         self._pool_changed()
         scheduler.start()
-        next_look = time.monotonic()
+        next_look = next_ask = time.monotonic()
         try:
             while not self.stopping.wait(0.2):
                 if self.reload_wanted.is_set():
@@ -312,6 +319,9 @@ class Daemon:
                         # The interval then counts from this cycle: it is the longest wait.
                         scheduler.modify_job("negotiation-cycle",
                                              next_run_time=datetime.now(UTC))
+                if time.monotonic() >= next_ask:
+                    next_ask = time.monotonic() + RENEGOTIATE_EVERY
+                    self._renegotiate()
         finally:
             scheduler.shutdown(wait=True)  # lets the running cycle reach a clean stop
             for sig, handler in previous.items():
@@ -331,6 +341,19 @@ class Daemon:
         except Exception as error:  # noqa: BLE001 - a look that fails waits for the interval
             log.debug("look at the pool between cycles failed: %s", error)
             return False
+        finally:
+            self.cycle_lock.release()
+
+    def _renegotiate(self) -> None:
+        """Between cycles, while the last one left allocations in flight: ask the pool again
+        for the negotiation that starts them (a negotiator may have let the cycle's own
+        request go: `PoolBackend.renegotiate`)."""
+        if not self.in_flight or not self.cycle_lock.acquire(blocking=False):
+            return
+        try:
+            self.backend.renegotiate()
+        except Exception as error:  # noqa: BLE001 - the next cycle asks again
+            log.debug("asking the pool for a negotiation again failed: %s", error)
         finally:
             self.cycle_lock.release()
 

@@ -160,6 +160,11 @@ class PoolBackend(ABC):
         """After a cycle's actions: what a backend does once for all of them (the htcondor
         backend asks each schedd it steered jobs on to negotiate). Default: nothing."""
 
+    def renegotiate(self) -> None:  # noqa: B027 - optional: most start at once
+        """Ask the pool again for the negotiation that starts the allocations still in
+        flight (`daemon.service`: every `RENEGOTIATE_EVERY` seconds while some wait). Default:
+        nothing to ask."""
+
     def changed(self) -> bool:
         """Whether, since the last call, a slot was freed or jobs were submitted: a cheap look
         between cycles that starts one at once (`daemon.poll`). The first call sets what

@@ -248,6 +248,9 @@ class HTCondorBackend(PoolBackend):
     def actions_done(self) -> None:
         self.steering.actions_done()
 
+    def renegotiate(self) -> None:
+        self.steering.renegotiate()
+
     def can_hand_over(self, machine: Machine) -> bool:
         return self.steering.can_hand_over(machine)
 

@@ -5,7 +5,7 @@ and the ads that jobs matching alike share."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Any
 
 import classad2
@@ -123,20 +123,14 @@ def steerable_ads(ads: Iterable[classad2.ClassAd], source: str,
 def autocluster_requests(
     clusters: Iterable[classad2.ClassAd], source: str,
     steering: Collection[str] = steering_names(DEFAULT_STEER_ATTRIBUTE),
-    known: Mapping[object, JobRequest | str] | None = None,
 ) -> tuple[dict[int, JobRequest | str], list[SkippedAd]]:
     """AutoClusterId -> what its jobs ask for, from a schedd's autocluster ads, or why its
     jobs are not steered (`unsteerable`); unusable ads are skipped with their reasons (their
-    jobs are then fetched one by one). `known`: the requests of autoclusters whose ad is the
-    one they were read from (`kept_idle`), taken as they are."""
+    jobs are then fetched one by one)."""
     requests: dict[int, JobRequest | str] = {}
     skipped: list[SkippedAd] = []
-    known = known or {}
     for index, ad in enumerate(clusters, 1):
         cluster = ad.get("AutoClusterId")
-        if cluster in known:
-            requests[cluster] = known[cluster]
-            continue
         try:
             if not isinstance(cluster, int):
                 raise InputError("no AutoClusterId", source=source, attribute="AutoClusterId")

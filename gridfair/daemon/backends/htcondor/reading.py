@@ -7,19 +7,21 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import time
-from collections.abc import Callable, Collection, Iterable, Sequence
-from typing import Any
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import classad2
 import htcondor2
 
-from gridfair.ad_views import Job, Machine, SkippedAd, Snapshot
+from gridfair.ad_views import JOB_ID, MACHINE_NAME, Job, Machine, SkippedAd, Snapshot
 from gridfair.classads.live_reads import location_problem, probe_side_by_side
 from gridfair.classads.matching import match_references
 from gridfair.classads.reader import SourcedAd
 from gridfair.classads.submitters import SubmitterMap, charge_snapshot
-from gridfair.classads.views import AdConfig, jobs_from_ads, machines_from_ads
+from gridfair.classads.views import AdConfig, jobs_from_ads
 from gridfair.daemon.backends import ActionFailed, PoolUnavailable, UnusablePool, unusable
 from gridfair.daemon.backends.ads import (
     JOB_ATTRIBUTES,
@@ -37,11 +39,14 @@ from gridfair.daemon.backends.htcondor.demand import (
 )
 from gridfair.daemon.backends.htcondor.kept_idle import (
     LISTED,
+    KeptClusters,
     KeptIdle,
-    cluster_signatures,
     compare,
+    listed_values,
+    significant_attributes,
 )
 from gridfair.daemon.backends.htcondor.kept_idle import job_id as kept_job_id
+from gridfair.daemon.backends.htcondor.kept_slots import SAME_AD, KeptSlots
 from gridfair.daemon.backends.htcondor.learning import (
     ABSENT_LIMIT,
     ABSENT_READS,
@@ -65,6 +70,9 @@ FULL_READ_EVERY = 100
 ROW_ATTRIBUTES = tuple(dict.fromkeys((*IDLE_ROW_ATTRIBUTES, *LISTED)))
 DEFAULT_JOB_CONSTRAINTS = {"autocluster": "JobStatus == 1",
                            "jobs": "JobStatus == 1 || JobStatus == 2"}
+_View = TypeVar("_View", Job, Machine)
+
+log = logging.getLogger("gridfair.daemon")
 
 
 class PoolReader:
@@ -96,9 +104,17 @@ class PoolReader:
         # full reads that found the kept jobs wrong.
         self._kept: dict[str, KeptIdle] = {}
         self.full_read_every = full_read_every
-        # Job id -> (its view as read, as charged) in the last read (`_charged_as_before`).
+        # The slot views of the last read, and the projection the slots were last read with.
+        self.kept_slots = KeptSlots(self.ad_config, full_read_every)
+        self._slots_read_with: list[str] = []
+        # Job id (slot name) -> (its view as read, as charged) in the last read
+        # (`_charged_as_before`).
         self._charged: dict[str, tuple[Job, Job]] = {}
+        self._charged_slots: dict[str, tuple[Machine, Machine]] = {}
         self.idle_repairs = 0
+        #: Why schedds' idle rows were read whole, over the reader's life: the count of each
+        #: reason (`_schedd_demand`).
+        self.whole_reads: Counter[str] = Counter()
         # Schedds that did not answer in this snapshot read -> why (`_ask_schedds`).
         self._silent: dict[str, str] = {}
         self._last_look: PoolLook | None = None  # what `changed` saw last
@@ -109,11 +125,17 @@ class PoolReader:
         # (names the jobs' Requirements and Rank read of their own ads, names the slots' read
         # of a job) in the last snapshot read (`_query_learning`, `shared_match_ads`).
         self._job_reads: tuple[set[str], set[str]] = (set(), set())
+        # Reads begun: a read that timed out (`cycle.read_with_timeout`) still runs in its
+        # thread, and keeps what it read for the next only if no read began since
+        # (`_latest`): else it would write over its successor's kept idle jobs and charges.
+        self._generation = 0
 
     def read_snapshot(self) -> Snapshot:
         """The pool now; `UnusablePool` when the schedds answered with job ads of which none
         is usable (a pool with no job at all is a quiet one, not an error)."""
-        snapshot = self._read_autoclusters() if self.demand == "autocluster" else (
+        self._generation += 1
+        generation = self._generation
+        snapshot = self._read_autoclusters(generation) if self.demand == "autocluster" else (
             self._read_jobs())
         bad_jobs = [skip for skip in snapshot.skipped if skip.source.startswith("schedd ")
                     and skip.index > 0]
@@ -121,39 +143,43 @@ class PoolReader:
             raise UnusablePool(unusable("job", "the schedds' answers", bad_jobs), snapshot)
         return snapshot
 
-    def _read_autoclusters(self) -> Snapshot:
+    def _latest(self, generation: int) -> bool:
+        """Whether the read of `generation` is the last one begun."""
+        return generation == self._generation
+
+    def _read_autoclusters(self, generation: int) -> Snapshot:
         """Slots from the collector; demand as autocluster ads and narrow idle rows."""
         taken = time.time()
         # Autocluster ads carry what the schedd finds significant; what the slots read of a
         # job beyond that is asked of the single job ads fetched.
         slots, (jobs, groups, skipped, locations) = self._query_learning(
-            self._query_demand, lambda demand: demand[1])
-        machines, bad_slots = machines_from_ads(slots, self.ad_config, lenient=True)
+            lambda: self._query_demand(generation), lambda demand: demand[1])
+        machines, bad_slots = self.kept_slots.machines(slots, self._slots_read_with)
         self.state.schedd_of.update(self._schedds_of_running(slots, machines, locations))
         # `snapshot_of` appends to `jobs` the running jobs known only from their slots.
         snapshot = snapshot_of(taken, machines, jobs, (*self.state.collector_skips(), *skipped,
                                                        *bad_slots))
-        return self._charged_as_before(jobs, charge_snapshot(snapshot, self.submitters))
+        return self._charged_as_before(jobs, machines,
+                                       charge_snapshot(snapshot, self.submitters), generation)
 
-    def _charged_as_before(self, views: Sequence[Job], charged: Snapshot) -> Snapshot:
-        """`charged`, with each job whose view is the one kept from the last read
-        (`kept_idle`) and whose charge is the same being the last read's charged object: the
-        kept pool passes over the jobs it saw at C speed (`is`) and visits the others one by
-        one (a new object a job each read had it visit all of them)."""
-        last = self._charged
-        now: dict[str, tuple[Job, Job]] = {}
-        jobs = list(charged.jobs)
-        for position, (view, job) in enumerate(zip(views, jobs, strict=True)):
-            before = last.get(job.id)
-            if before is not None and before[0] is view and before[1].user == job.user and (
-                    before[1].identity == job.identity):
-                jobs[position] = job = before[1]
-            now[job.id] = (view, job)
-        self._charged = now
-        return dataclasses.replace(charged, jobs=tuple(jobs))
+    def _charged_as_before(self, views: Sequence[Job], slot_views: Sequence[Machine],
+                           charged: Snapshot, generation: int) -> Snapshot:
+        """`charged`, with each job and slot whose view is the one kept from the last read
+        (`kept_idle`, `kept_slots`) and whose charge is the same being the last read's
+        charged object: the kept pool passes over the jobs and slots it saw at C speed (`is`)
+        and visits the others one by one (a new object a job each read had it visit all)."""
+        jobs, charged_jobs = _as_before(
+            views, charged.jobs, self._charged, JOB_ID,
+            lambda was, now: was.user == now.user and was.identity == now.identity)
+        machines, charged_slots = _as_before(
+            slot_views, charged.machines, self._charged_slots, MACHINE_NAME,
+            lambda was, now: was.running_user == now.running_user)
+        if self._latest(generation):
+            self._charged, self._charged_slots = charged_jobs, charged_slots
+        return dataclasses.replace(charged, jobs=jobs, machines=machines)
 
     def _query_demand(
-        self,
+        self, generation: int,
     ) -> tuple[list[Job], list[classad2.ClassAd], list[SkippedAd], list[classad2.ClassAd]]:
         """Every schedd's idle jobs (from its autoclusters and narrow rows), the ads matching
         reads of them (autocluster ads, and the job ads fetched whole: a schedd may have
@@ -167,7 +193,7 @@ class PoolReader:
         schedd_of: dict[str, classad2.ClassAd] = {}
         projection = list(self.job_projection.values())
         for location, answer, problem in self._ask_schedds(
-                locations, lambda location: self._schedd_demand(location, projection)):
+                locations, lambda location: self._schedd_demand(location, projection, generation)):
             name = schedd_name(location)
             if answer is None:
                 skipped.append(SkippedAd(f"schedd {name}", 0, name, problem))
@@ -187,23 +213,46 @@ class PoolReader:
         return jobs, groups, skipped, locations
 
     def _schedd_demand(self, location: classad2.ClassAd, projection: list[str],
+                       generation: int,
                        ) -> tuple[list[Job], list[classad2.ClassAd], list[SkippedAd]]:
         """One schedd's idle jobs, the ads matching reads of them, and its ads skipped; one
-        of `POOL_ERRORS` when it does not answer its first queries. Its rows are read whole
-        every `full_read_every` reads, else those of the jobs that changed (`kept_idle`)."""
+        of `POOL_ERRORS` when it does not answer its first queries. Its rows and autocluster
+        ads are read whole every `full_read_every` reads, else those of the jobs that changed
+        and the autoclusters they are in (`kept_idle`)."""
         name = schedd_name(location)
         source = f"schedd {name}"
         # Forgotten until this read ends: a read that fails half-way starts the next anew.
         kept = self._kept.pop(name, None)
         schedd = self.state.schedd_factory(location)
+        every = self.full_read_every
+        read: tuple | str = ("first read, or the schedd did not answer the last" if kept is None
+                             else "full_read_every")
+        if kept is not None and (not every or kept.reads + 1 < every):
+            read = self._steady_demand(schedd, source, kept)
+        if isinstance(read, str):
+            log.info("%s: its idle rows and autoclusters read whole: %s", source, read)
+            self.whole_reads[read] += 1
+            read = self._full_demand(schedd, source, projection, kept)
+        known, groups, skipped, missing, fresh = read
+        if missing:
+            fetched_jobs, unfetched, fetched_ads = self._fetch_jobs(schedd, name, missing,
+                                                                    projection)
+            groups.extend(fetched_ads)
+            known.extend(fetched_jobs)
+            skipped.extend(unfetched)
+        if fresh is not None and self._latest(generation):
+            self._kept[name] = fresh
+        return known, groups, skipped
+
+    def _full_demand(self, schedd: Any, source: str, projection: list[str],
+                     kept: KeptIdle | None) -> tuple:
+        """(idle jobs, ads read, skipped, ids of the jobs to fetch whole, what to keep) from
+        every autocluster ad and idle row, compared with `kept` (logged, repaired)."""
+        significant = significant_attributes(schedd, self.job_constraint)
         clusters = schedd.query("true", [], opts=htcondor2.QueryOpt.AutoCluster)
         groups = list(clusters)
-        every = self.full_read_every
-        steady = kept is not None and (not every or kept.reads + 1 < every)
-        signatures = cluster_signatures(clusters)
-        requests, skipped = autocluster_requests(
-            clusters, f"{source} autoclusters", self.steering,
-            kept.unchanged_requests(signatures) if steady else None)
+        requests, cluster_skips = autocluster_requests(clusters, f"{source} autoclusters",
+                                                       self.steering)
         if not clusters:
             # With no autocluster every job's ad is needed whole: one query for the ads, not
             # narrow rows and then the ads by id.
@@ -211,45 +260,52 @@ class PoolReader:
             steerable, unsteerable = steerable_ads(rows, source, self.steering)
             known, unusable = jobs_from_ads(steerable, lenient=True)
             groups.extend(rows)
-            return known, groups, [*skipped, *unsteerable, *unusable]
-        if steady:
-            listed = schedd.query(self.job_constraint, list(LISTED))
-            order, fetch = kept.wanted(listed, signatures)
-            del listed
-            position = {job_id: index for index, job_id in enumerate(order)}
-            fetched = sorted(self._fetch_rows(schedd, fetch), key=lambda row: position.get(
-                kept_job_id(row), len(order)))
-            new, missing, unusable = jobs_of_rows(fetched, requests, source)
-            # A job fetched is what its row made of it now, or nothing (it left the queue, is
-            # skipped, or its autocluster is unknown: fetched whole below).
-            made = {job.id: job for job in new}
-            refetched = set(fetch)
-            known = [job for job in (made.get(job_id) if job_id in refetched
-                                     else kept.views.get(job_id) for job_id in order)
-                     if job is not None]
-            rows = {kept_job_id(row): row for row in fetched}
-            fresh = KeptIdle.of(new, rows, signatures, requests)
-            fresh.views.update((job.id, job) for job in known if job.id not in made)
-            fresh.listed.update((job_id, kept.listed[job_id]) for job_id in fresh.views
-                                if job_id not in made)
-            fresh.reads = kept.reads + 1
-        else:
-            read = schedd.query(self.job_constraint, list(ROW_ATTRIBUTES))
-            known, missing, unusable = jobs_of_rows(read, requests, source)
-            fresh = KeptIdle.of(known, {kept_job_id(row): row for row in read}, signatures,
-                                requests)
-            del read
-            if kept is not None:
-                self.idle_repairs += bool(compare(source, kept, fresh))
-        skipped.extend(unusable)
-        if missing:
-            fetched_jobs, unfetched, fetched_ads = self._fetch_jobs(schedd, name, missing,
-                                                                    projection)
-            groups.extend(fetched_ads)
-            known.extend(fetched_jobs)
-            skipped.extend(unfetched)
-        self._kept[name] = fresh
-        return known, groups, skipped
+            return known, groups, [*cluster_skips, *unsteerable, *unusable], [], None
+        read = schedd.query(self.job_constraint, list(ROW_ATTRIBUTES))
+        known, missing, unusable = jobs_of_rows(read, requests, source)
+        fresh = KeptIdle.of(known, {kept_job_id(row): row for row in read},
+                            KeptClusters.of(clusters, requests, cluster_skips, significant))
+        in_clusters = {listed_values(row)[0] for row in read}
+        del read
+        if kept is not None:
+            self.idle_repairs += bool(compare(source, kept, fresh))
+        return (known, groups, [*fresh.clusters.skips_of(in_clusters), *unusable], missing,
+                fresh)
+
+    def _steady_demand(self, schedd: Any, source: str, kept: KeptIdle) -> tuple | str:
+        """`_full_demand`'s from the rows of the jobs that changed and the autocluster ads
+        they are in, the others kept; or why the kept autoclusters may not be the schedd's:
+        its significant attributes changed (it then numbers its autoclusters anew), or one a
+        changed job is in has another ad under its id (a schedd restarted)."""
+        if significant_attributes(schedd, self.job_constraint) != kept.clusters.significant:
+            return "its significant attributes changed"
+        listed = schedd.query(self.job_constraint, list(LISTED))
+        order, fetch, in_clusters = kept.wanted(listed)
+        del listed
+        position = {job_id: index for index, job_id in enumerate(order)}
+        fetched = sorted(self._fetch_rows(schedd, fetch), key=lambda row: position.get(
+            kept_job_id(row), len(order)))
+        answered = schedd.query(kept.clusters.constraint(
+            listed_values(row)[0] for row in fetched), [], opts=htcondor2.QueryOpt.AutoCluster)
+        clusters = kept.clusters.with_ads(answered, f"{source} autoclusters", self.steering)
+        if isinstance(clusters, str):
+            log.info("%s: %s", source, clusters)
+            return "an autocluster id kept has another ad"
+        new, missing, unusable = jobs_of_rows(fetched, clusters.requests, source)
+        # A job fetched is what its row made of it now, or nothing (it left the queue, is
+        # skipped, or its autocluster is unknown: fetched whole).
+        made = {job.id: job for job in new}
+        refetched = set(fetch)
+        known = [job for job in (made.get(job_id) if job_id in refetched
+                                 else kept.views.get(job_id) for job_id in order)
+                 if job is not None]
+        fresh = KeptIdle.of(new, {kept_job_id(row): row for row in fetched}, clusters)
+        fresh.views.update((job.id, job) for job in known if job.id not in made)
+        fresh.listed.update((job_id, kept.listed[job_id]) for job_id in fresh.views
+                            if job_id not in made)
+        fresh.reads = kept.reads + 1
+        return (known, list(answered), [*clusters.skips_of(in_clusters), *unusable], missing,
+                fresh)
 
     def _fetch_rows(self, schedd: Any, job_ids: Sequence[str]) -> list[classad2.ClassAd]:
         """The rows (`ROW_ATTRIBUTES`) of these jobs; one that left the queue has none."""
@@ -347,7 +403,7 @@ class PoolReader:
         taken = time.time()
         slots, (job_ads, skipped, locations) = self._query_learning(
             self._query_jobs, lambda demand: (sourced.ad for sourced in demand[0]))
-        machines, bad_slots = machines_from_ads(slots, self.ad_config, lenient=True)
+        machines, bad_slots = self.kept_slots.machines(slots, self._slots_read_with)
         jobs, bad_jobs = jobs_from_ads(job_ads, lenient=True)
         del job_ads  # each job's own ad is let go once `shared_match_ads` gives it a shared one
         jobs = shared_match_ads(jobs, *self._job_reads)
@@ -426,9 +482,10 @@ class PoolReader:
         left in, for `machines_from_ads` to skip as a duplicate machine name."""
         projection = list(self.slot_projection.values())
         several = len(self.state.collectors) > 1
-        if several:
-            projection += [name for name in ("MyAddress", "DaemonStartTime")
-                           if name.lower() not in self.slot_projection]
+        projection += [name for name in dict.fromkeys((*SAME_AD, "MyAddress") if several
+                                                      else SAME_AD)
+                       if name.lower() not in self.slot_projection]
+        self._slots_read_with = projection
         first_of: dict[Any, tuple[str, Any, Any]] = {}  # Name -> its first ad's startd
         slots: list[SourcedAd] = []
         for source, answer in self.state.ask_collectors(lambda collector: collector.query(
@@ -487,3 +544,19 @@ class PoolReader:
                     found.update(ended_runs(self.state.schedd_factory(location), job_ids, since))
         return found
 
+
+def _as_before(views: Sequence[_View], charged: Sequence[_View],
+               last: Mapping[str, tuple[_View, _View]], name: Callable[[_View], str],
+               same: Callable[[_View, _View], bool],
+               ) -> tuple[tuple[_View, ...], dict[str, tuple[_View, _View]]]:
+    """`charged` (made of `views`, in their order), each charged the `same` as in the last
+    read (`last`: name -> (view, charged)) from the same view object being that charged
+    object; and this read's (view, charged) by name, for the next."""
+    kept = list(charged)
+    now: dict[str, tuple[_View, _View]] = {}
+    for position, (view, made) in enumerate(zip(views, kept, strict=True)):
+        before = last.get(name(made))
+        if before is not None and before[0] is view and same(before[1], made):
+            kept[position] = made = before[1]
+        now[name(made)] = (view, made)
+    return tuple(kept), now

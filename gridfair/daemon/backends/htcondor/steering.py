@@ -161,8 +161,16 @@ class JobSteering:
         NEGOTIATOR_CYCLE_DELAY after a cycle's end. A refusal is not an action's failure:
         the edits stand, and the negotiator's next cycle starts them."""
         steered, self.state.steered_on = self.state.steered_on, {}
-        if not steered:
-            return
+        if steered:
+            self.renegotiate()
+
+    def renegotiate(self) -> None:
+        """RESCHEDULE to each negotiator (`actions_done`), for allocations still waiting.
+        The negotiator drops a RESCHEDULE while one it took has not started its cycle yet
+        (`GotRescheduleCmd`, HTCondor 25.14 `matchmaker.cpp`), and that cycle may take its
+        submitters from the collector before a steered job's submitter is there: measured,
+        the first user's allocations matched at once and the other users' 22 s later, at the
+        next cycle's RESCHEDULE (`docs/results/throughput.md`)."""
         with contextlib.suppress(ActionFailed):
             for ad, _ in self.state.negotiators():
                 with contextlib.suppress(*POOL_ERRORS):

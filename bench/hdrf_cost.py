@@ -7,9 +7,10 @@ capacity ratio 0.9, and prints their wall and CPU seconds, their ratios to DRF's
 machine's load average, whether flat H-DRF's task times equal DRF's, and a digest of each
 run's task times (a change of speed must leave them as they were). With --preempt, also
 H-DRF with preemption to the tree's entitlement (`--policy hdrf-fair`) over the same tree,
-and its vacates.
+and its vacates. With --group-order, each group of the tree orders its own users so (drf, the
+default; condor; sdrf: `docs/groups.md`).
 Run:
-    .venv/bin/python bench/hdrf_cost.py [FILE] [--repeat 3] [--preempt] [--json]
+    .venv/bin/python bench/hdrf_cost.py [FILE] [--repeat 3] [--preempt] [--group-order O] [--json]
 With --json, one JSON object and nothing else on stdout.
 """
 
@@ -23,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gridfair.core.groups import GROUP_ORDERS
 from gridfair.sim.scenario import run_scenario
 from gridfair.sim.workloads.taskcsv import trace_scenario
 
@@ -31,8 +33,8 @@ DEFAULT_FILE = (Path(__file__).resolve().parent.parent.parent / "shared" / "data
 RATIO = 0.9
 
 
-def two_level_tree(users: list[str]) -> dict[str, Any]:
-    tree: dict[str, Any] = {"accept_surplus": True}
+def two_level_tree(users: list[str], group_order: str = "drf") -> dict[str, Any]:
+    tree: dict[str, Any] = {"accept_surplus": True, "order": group_order}
     for department in range(4):
         tree[f"d{department}"] = {"quota_dynamic": 0.25}
         for project in range(2):
@@ -59,14 +61,17 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--preempt", action="store_true",
                         help="also run --policy hdrf-fair over the tree")
+    parser.add_argument("--group-order", choices=GROUP_ORDERS, default="drf",
+                        help="how each group of the tree orders its own users")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     scenario = trace_scenario(args.file, None, {"capacity_ratio": RATIO})
     users = sorted({task.user for task in scenario.tasks})
     runs = {"drf": ("drf", {}), "hdrf-flat": ("hdrf", {}),
-            "hdrf-tree": ("hdrf", {"groups": two_level_tree(users)})}
+            "hdrf-tree": ("hdrf", {"groups": two_level_tree(users, args.group_order)})}
     if args.preempt:
-        runs["hdrf-fair-tree"] = ("hdrf-fair", {"groups": two_level_tree(users)})
+        runs["hdrf-fair-tree"] = ("hdrf-fair",
+                                  {"groups": two_level_tree(users, args.group_order)})
     best: dict[str, tuple[float, float]] = {}
     times: dict[str, list] = {}
     vacates: dict[str, int] = {}
@@ -77,6 +82,7 @@ def main() -> None:
                 best[name] = (wall, cpu)
     report = {
         "file": args.file.name, "tasks": len(times["drf"]), "users": len(users),
+        "group_order": args.group_order,
         "load_average": os.getloadavg(),
         "runs": {name: {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
                         "wall_ratio_to_drf": round(wall / best["drf"][0], 3),

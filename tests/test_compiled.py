@@ -58,7 +58,8 @@ def test_setup_compiles_the_event_loop_the_pool_and_the_order_structures() -> No
 def test_a_compiled_decaying_order_is_compiled_with_every_order_built_on_it() -> None:
     # An interpreted subclass of the compiled base lost its overrides (HTCondor's priority
     # stayed at its floor): the base is compiled with all its subclasses, or not at all.
-    orders = {"gridfair.policies.sdrf", "gridfair.policies.condor_priority"}
+    orders = {"gridfair.policies.sdrf", "gridfair.policies.condor_priority",
+              "gridfair.policies.group_orders"}
     assert "gridfair.policies.decaying_order" in COMPILED and orders <= set(COMPILED)
 
 

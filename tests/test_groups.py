@@ -74,9 +74,15 @@ def test_a_quota_per_resource() -> None:
     ({"a": {"users": ["x"]}, "b": {"users": ["x"]}}, "user 'x' is in groups 'a' and 'b'"),
     ({"a": {"prio_factor": 0.5}}, "prio_factor: 0.5 is below 1"),
     ({"a": 3}, "expected a table of the group's settings"),
-    ({"a": {"order": "sdrf"}}, 'group "a" order: \'sdrf\' is not an order of a group\'s users '
-                               "(known: drf, condor)"),
+    ({"a": {"order": "fair"}}, 'group "a" order: \'fair\' is not an order of a group\'s users '
+                               "(known: drf, condor, sdrf)"),
     ({"order": "fifo", "a": {}}, "[groups] order: 'fifo' is not an order"),
+    ({"order": {"a": "fifo"}, "a": {}}, "[groups] order.a: 'fifo' is not an order"),
+    ({"order": {"b": "sdrf"}, "a": {}}, "[groups] order.b: 'b' is not a group of this table"),
+    ({"order": {"<none>": "sdrf"}, "a": {}},
+     "[groups] order.<none>: the users of no group are ordered by DRF"),
+    ({"order": {"a": "sdrf"}, "a": {"order": "condor"}},
+     '[groups] group "a" order: also given in [groups] order: give one'),
 ])
 def test_one_clear_error_per_mistake(section: dict, error: str) -> None:
     with pytest.raises(ConfigError) as raised:
@@ -121,3 +127,11 @@ def test_a_negotiator_source_names_its_collector(source: str) -> None:
     """`condor@` with no collector is refused, not read as this host's configuration."""
     with pytest.raises(ConfigError, match="give the collector after '@'"):
         HdrfOrder(groups=source)
+
+
+def test_the_order_of_each_group_s_users_is_chosen_in_one_table() -> None:
+    """`order = {g = "sdrf"}` orders g's users by SDRF, and the groups it leaves out by DRF."""
+    tree = tree_from_toml({"order": {"a.b": "sdrf", "c": "condor"}, "a": {}, "a.b": {},
+                           "c": {}})
+    assert [(group.name, group.order) for group in tree.groups] == \
+        [("a", "drf"), ("a.b", "sdrf"), ("c", "condor")]

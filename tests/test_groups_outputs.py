@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from gridfair.daemon.config import validate
 from gridfair.daemon.metrics import PrometheusMetrics
 from gridfair.daemon.service import Daemon
@@ -92,11 +94,15 @@ def test_history_and_explain_show_a_group_from_the_store(tmp_path: Path, gridfai
     assert "no accounting group named 'chemistry'" in unknown.output
 
 
-def test_the_daemon_carries_a_group_s_priorities_across_cycles(tmp_path: Path) -> None:
-    """A group ordered by HTCondor's priority: its users' priorities are saved after each
-    cycle (`policy_state`, as `--policy condor`'s) and restored before the next."""
+@pytest.mark.parametrize(("order", "levels"), [("condor", "priorities"),
+                                               ("sdrf", "commitments")])
+def test_the_daemon_carries_a_group_s_priorities_across_cycles(tmp_path: Path, order: str,
+                                                               levels: str) -> None:
+    """A group ordered by HTCondor's priority, or by SDRF's: its users' priorities (or
+    commitments) are saved after each cycle (`policy_state`, as `--policy condor`'s) and
+    restored before the next."""
     raw = config(tmp_path)
-    tree = {**TREE, "physics": {**TREE["physics"], "order": "condor"}}
+    tree = {**TREE, "physics": {**TREE["physics"], "order": order}}
     raw["policy"] = {"name": "hdrf", "options": {"groups": tree}}
     daemon = Daemon(validate(raw, base=tmp_path))
     try:
@@ -108,8 +114,7 @@ def test_the_daemon_carries_a_group_s_priorities_across_cycles(tmp_path: Path) -
     finally:
         daemon.close()
     assert list(first["groups"]) == ["physics"]
-    assert list(first["groups"]["physics"]["priorities"]) == \
-        ["bbockelm@users.opensciencegrid.org"]
+    assert list(first["groups"]["physics"][levels]) == ["bbockelm@users.opensciencegrid.org"]
     assert second["time"] > first["time"]
 
 

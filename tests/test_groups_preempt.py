@@ -6,6 +6,7 @@ change, moves stop."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -15,7 +16,8 @@ from hypothesis import strategies as st
 from gridfair.core.negotiator import Negotiator
 from gridfair.core.pool import CPUS, GPUS, Node, Pool, Task
 from gridfair.core.stages import VACATE
-from gridfair.policies.group_entitlement import Claim, progressive_fill
+from gridfair.policies import group_entitlement
+from gridfair.policies.group_entitlement import Claim, fill, progressive_fill
 from gridfair.policies.group_preempt import GroupFairPreempt
 from gridfair.policies.hdrf import HdrfOrder
 from gridfair.policies.registry import build_stages
@@ -256,3 +258,124 @@ def test_victims_are_over_their_entitlement_moves_meet_the_rule_and_stop(
             break
     assert quiet == 3, "preemptions did not stop"
     assert all(task.preemptions <= 1 for task in negotiator.pool.tasks.values())
+
+
+def test_a_phase_works_out_again_only_the_figures_of_the_groups_that_changed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two projects wait on a full pool; one of a's jobs ends: the next phase works out a's
+    demand again (`asked`) and reads b's as the last phase left it, and the entitlements are
+    those a phase working out every group gives."""
+    tree = {"accept_surplus": True, "a": {"quota_dynamic": 0.5, "users": ["a"]},
+            "b": {"quota_dynamic": 0.5, "users": ["b"]}}
+    negotiator = negotiator_of(tree, 4.0)
+    submit(negotiator, "a", 6, 0.0)
+    submit(negotiator, "b", 6, 0.0)
+    negotiator.cycle(0.0)
+    preempt = negotiator.preempt
+    asked_for = []
+    asked = group_entitlement.asked
+    monkeypatch.setattr(group_entitlement, "asked",
+                        lambda node, used: asked_for.append(node.name) or asked(node, used))
+    negotiator.pool.finish(next(task for task in negotiator.pool.tasks.values()
+                                if task.user == "a" and task.node is not None), 1.0)
+    preempt.choose(1.0)
+    assert asked_for == ["a"]
+    kept = dict(preempt.entitled)
+    preempt.leaf_figures.clear()
+    preempt.choose(1.0)
+    assert preempt.entitled == kept and asked_for == ["a", "a", "b"]
+
+
+def plain_fill(specs: list[tuple], width: int) -> list[list[float]]:
+    """The progressive filling as `group_entitlement`'s docstring reads, every claim looked
+    at on every pass (the code `fill` replaced): what each claim is given."""
+    count = len(specs)
+    parts = [[i for i in range(1, count) if specs[i][0] == index] for index in range(count)]
+    given = [[0.0] * width for _ in range(count)]
+    demand, growing, rate, speed = [[] for _ in range(count)], [True] * count, \
+        [0.0] * count, [[0.0] * width for _ in range(count)]
+    for index, (_, _, _, shape, limit) in enumerate(specs):
+        if not parts[index]:
+            most = max(shape, default=0.0)
+            demand[index] = [share / most for share in shape] if most > 0 else []
+            growing[index] = most > 0 and limit > 1e-9
+    while True:
+        for index in reversed(range(count)):
+            if parts[index]:
+                growing[index] = growing[index] and any(growing[p] for p in parts[index])
+        if not growing[0]:
+            return given
+        rate[0] = 1.0
+        for index in range(count):
+            if parts[index] and growing[index]:
+                moving = [p for p in parts[index] if growing[p]]
+                weighted = [p for p in moving if specs[p][1] > 0]
+                total = math.fsum(specs[p][1] for p in weighted)
+                for p in moving:
+                    rate[p] = (rate[index] * specs[p][1] / total if weighted
+                               else rate[index] / len(moving))
+        step = math.inf
+        for index in reversed(range(count)):
+            if not growing[index]:
+                speed[index] = [0.0] * width
+                continue
+            if parts[index]:
+                speed[index] = [sum(speed[p][r] for p in parts[index]) for r in range(width)]
+            else:
+                speed[index] = [rate[index] * share for share in demand[index]]
+                if rate[index] > 0:
+                    step = min(step, (specs[index][4] - max(given[index])) / rate[index])
+            bound = 1.0 if index == 0 else specs[index][2]
+            for r in range(width):
+                if speed[index][r] > 0:
+                    step = min(step, (bound - given[index][r]) / speed[index][r])
+        step = max(step, 0.0)
+        for index in range(count):
+            if growing[index]:
+                for r in range(width):
+                    given[index][r] += speed[index][r] * step
+        full = [r for r in range(width) if given[0][r] >= 1.0 - 1e-9]
+        for index in range(count):
+            top = max(given[index])
+            if not growing[index] or top >= specs[index][2] - 1e-9:
+                growing[index] = False
+                for p in parts[index]:
+                    growing[p] = False
+            elif not parts[index] and (top >= specs[index][4] - 1e-9
+                                       or any(demand[index][r] > 0 for r in full)):
+                growing[index] = False
+
+
+@st.composite
+def divisions(draw: Any) -> list[tuple]:
+    """A division's specs: a random tree (parents first), weights 0-1 with some 0, caps,
+    leaves' demands over 3 resources and limits."""
+    count = draw(st.integers(2, 12))
+    parents = [-1] + [draw(st.integers(0, index - 1)) for index in range(1, count)]
+    specs = [(-1, 1.0, math.inf, (), 0.0)]
+    for index in range(1, count):
+        leaf = index not in parents
+        specs.append((parents[index], draw(st.sampled_from([0.0, 0.25, 0.5, 0.3])),
+                      draw(st.sampled_from([math.inf, 0.4, 0.9])),
+                      tuple(draw(st.lists(st.sampled_from([0.0, 0.1, 0.35, 1.0]), min_size=3,
+                                          max_size=3))) if leaf else (),
+                      draw(st.sampled_from([math.inf, 0.0, 0.05, 0.3])) if leaf else 0.0))
+    return specs
+
+
+@given(divisions())
+@settings(max_examples=300, deadline=None)
+def test_the_filling_gives_what_the_plain_filling_gives_to_the_bit(specs: list) -> None:
+    """`fill` (plain lists, passing over the growing claims only, what a phase runs) and
+    `progressive_fill` (over `Claim`s) give each claim what the plain filling gives it, to
+    the bit, over random trees."""
+    expected = plain_fill(specs, 3)
+    dominant, given_shares = fill(specs, 3)
+    assert given_shares == expected
+    assert list(dominant) == [max(shares) for shares in expected]
+    claims = [Claim(weight, demand=demand, limit=limit, cap=cap)
+              for _, weight, cap, demand, limit in specs]
+    for index, (parent, *_) in enumerate(specs[1:], start=1):
+        claims[parent].parts.append(claims[index])
+    progressive_fill(claims[0], 3)
+    assert [claim.given for claim in claims] == expected

@@ -13,6 +13,7 @@ The examples' tree: root -> a (weight 1/2), b (1/2); b -> b.x (1/2), b.y (1/2). 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -411,33 +412,42 @@ def test_a_group_s_priorities_outlive_the_order_that_earned_them() -> None:
     tree = {"g": {"quota_dynamic": 0.5, "order": "condor", "users": ["a", "b"]},
             "h": {"quota_dynamic": 0.5, "order": "condor", "users": ["c"]}}
     options = HdrfOrder.Options(resources=RESOURCES, groups=tree)
+    assert not isinstance(HdrfOrder(), Stateful)
+    state = saved_after_an_hour(options)
+    assert set(state["groups"]["g"]["priorities"]) == {"a"}
+
+    assert next_cycle(options, state)[0] == "b"
+    assert next_cycle(options, None)[0] == "a"
+    moved = {**state, "groups": {"h": {**state["groups"]["g"]}}}  # a saved under h
+    first, restored = next_cycle(options, moved)
+    assert first == "a"
+    assert restored.export_state(3600.0)["groups"]["h"]["priorities"] == {}
+
+
+def saved_after_an_hour(options: Any) -> dict[str, Any]:
+    """The state the order of `options` exports (through JSON, as the store keeps it) after a
+    ran the whole pool for an hour."""
     earlier = HdrfOrder.from_options(options)
-    assert isinstance(earlier, Stateful) and not isinstance(HdrfOrder(), Stateful)
+    assert isinstance(earlier, Stateful)
     pool = pool_of(4.0, 40.0)
     negotiator = Negotiator(pool, earlier)
     submit(negotiator, "a", 4, (1.0, 1.0))
     negotiator.cycle(0.0)
     for task in running(pool):
         pool.finish(task, 3600.0)
-    state = json.loads(json.dumps(earlier.export_state(3600.0)))
-    assert set(state["groups"]["g"]["priorities"]) == {"a"}
+    return json.loads(json.dumps(earlier.export_state(3600.0)))
 
-    def next_cycle(saved: Mapping[str, Any] | None) -> str:
-        order = restored[0] = HdrfOrder.from_options(options)
-        pool = pool_of(4.0, 40.0)
-        negotiator = Negotiator(pool, order)
-        submit(negotiator, "a", 1, (1.0, 1.0), now=3600.0)
-        submit(negotiator, "b", 1, (1.0, 1.0), now=3600.0)
-        if saved is not None:
-            order.import_state(saved, source="test")
-        return order.first(3600.0).name
 
-    restored: list[Any] = [None]
-    assert next_cycle(state) == "b"
-    assert next_cycle(None) == "a"
-    moved = {**state, "groups": {"h": {**state["groups"]["g"]}}}  # a saved under h
-    assert next_cycle(moved) == "a"
-    assert restored[0].export_state(3600.0)["groups"]["h"]["priorities"] == {}
+def next_cycle(options: Any, saved: Mapping[str, Any] | None) -> tuple[str, OrderPolicy]:
+    """The next cycle's order, on a pool rebuilt with a and b waiting and nothing running,
+    `saved` restored: who goes first, and the order."""
+    order = HdrfOrder.from_options(options)
+    negotiator = Negotiator(pool_of(4.0, 40.0), order)
+    submit(negotiator, "a", 1, (1.0, 1.0), now=3600.0)
+    submit(negotiator, "b", 1, (1.0, 1.0), now=3600.0)
+    if saved is not None:
+        order.import_state(saved, source="test")
+    return order.first(3600.0).name, order
 
 
 @pytest.mark.parametrize(("state", "message"), [
@@ -474,3 +484,61 @@ def test_a_full_pool_costs_a_decision_no_group_recomputed() -> None:
     pool.finish(running(pool)[0], 2.0)
     assert order.first(2.0) is pool.users["b"]
     assert recomputed
+
+
+@pytest.mark.parametrize(("order", "served"), [("drf", "a"), ("condor", "a"), ("sdrf", "b")])
+def test_sdrf_in_a_group_commits_use_above_the_group_s_share(order: str, served: str) -> None:
+    """8 cpus; g (quota 0.8, users a and b) beside h (0.2, users c, d, e), surplus accepted.
+    Under `sdrf`, a and b are each entitled to half of g's guarantee, 0.8 / 2 = 0.4 of the
+    pool (3.2 cpus).
+    a ran 4 cpus (0.5) for 600 s: a commitment of (0.5 - 0.4)(1 - e^-0.0006) = 6.0e-5;
+    b ran 3 cpus (0.375) for 7,200 s, below its 0.4: none. Both then wait with nothing
+    running: b goes first. (With the pool's equal shares, 1/5 each, b's 0.175 over 7,200 s,
+    1.26e-3, would outweigh a's 0.3 over 600 s, 1.8e-4, and a would go first.) By dominant
+    share a and b tie (a, seen first); by HTCondor's priority a's usage, 4 cpus for 600 s,
+    is below b's, 3 cpus for 7,200 s: a either way."""
+    tree = {"order": {"g": order}, "accept_surplus": True,
+            "g": {"quota_dynamic": 0.8, "users": ["a", "b"]},
+            "h": {"quota_dynamic": 0.2, "users": ["c", "d", "e"]}}
+    pool = pool_of(8.0, 80.0)
+    stage = HdrfOrder.from_options(HdrfOrder.Options(resources=RESOURCES, groups=tree))
+    negotiator = Negotiator(pool, stage)
+    submit(negotiator, "a", 4, (1.0, 1.0))
+    submit(negotiator, "b", 3, (1.0, 1.0))
+    for user in "cde":
+        negotiator.submit(Task(f"{user}.0", user, 0.0, cpus=9.0, memory=1.0, duration=1.0),
+                          0.0)  # known to the pool, never running (no machine fits it)
+    negotiator.cycle(0.0)
+    for task in running(pool):
+        pool.finish(task, 600.0 if task.user == "a" else 7200.0)
+    submit(negotiator, "a", 1, (1.0, 1.0), now=7200.0)
+    submit(negotiator, "b", 1, (1.0, 1.0), now=7200.0)
+    first = stage.first(7200.0)
+    assert first is pool.users[served]
+    template, figures = stage.why(first, 7200.0)
+    assert ("SDRF priority" in template) == (order == "sdrf")
+    if order == "sdrf":
+        within = stage.nodes["g"].within
+        assert within.entitlements.of(pool.users["a"]) == pytest.approx(0.4)
+        assert within.commitments(pool.users["b"], 7200.0) == [0.0, 0.0]
+        decayed = math.exp(-(7200.0 - 600.0) * -math.log(1 - 1e-6))
+        assert within.commitments(pool.users["a"], 7200.0)[0] == pytest.approx(
+            0.1 * (1 - math.exp(-600e-6)) * decayed)
+
+
+def test_a_group_s_commitments_outlive_the_order_that_earned_them() -> None:
+    """g (users a and b, each entitled to 0.5) orders them by SDRF: a ran the whole pool for
+    an hour, above its 0.5. Saved after that cycle and restored in the next (a and b waiting,
+    nothing running), a's commitment sends b first; with nothing restored, or with levels
+    saved when g was ordered by HTCondor's priority (not SDRF's), a (seen first) goes."""
+    options = HdrfOrder.Options(resources=RESOURCES,
+                                groups={"g": {"quota_dynamic": 1.0, "order": "sdrf",
+                                              "users": ["a", "b"]}})
+    state = saved_after_an_hour(options)
+    assert state["groups"]["g"]["commitments"]["a"][0] > 0
+
+    assert next_cycle(options, state)[0] == "b"
+    assert next_cycle(options, None)[0] == "a"
+    as_condor = {**state, "groups": {"g": {"policy": "condor", "time": 3600.0,
+                                           "priorities": {"a": 10.0}}}}
+    assert next_cycle(options, as_condor)[0] == "a"

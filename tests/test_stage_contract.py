@@ -141,7 +141,7 @@ def test_options_are_decoded_once_with_errors_naming_the_option() -> None:
     with pytest.raises(ConfigError, match="policy option delta: expected a number, got 'x'"):
         registry.build_stages("sdrf", options={"delta": "x"})
     unread, read = registry.unread_options("hosep", options={"delta": 0.5})
-    assert unread == ["delta"] and read == ["absolute_power_diff", "hosep_test"]
+    assert unread == ["delta"] and read == ["absolute_power_diff", "groups", "hosep_test"]
 
 
 # ----------------------------------------------------------- a stage in one file

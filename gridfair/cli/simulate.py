@@ -135,7 +135,8 @@ OPTION_FLAGS = tuple(name for name, declared in every_option().items()
                    "every hop of a task or message an event).")
 @click.option("--groups", "groups_file", type=click.Path(dir_okay=False), default=None,
               help="H-DRF (hdrf): the accounting group tree, the [groups] table of this TOML "
-                   "file (a gridfair config or the grid file; docs/groups.md).")
+                   "file (a gridfair config or the grid file; docs/groups.md); under OSEP, "
+                   "HOSEP and reclaim, a machine owned by a group of it is its users'.")
 @click.option("--absolute-power-diff", is_flag=True,
               help="HOSEP: compare omega with |PowerDiff| (Eq. 6) instead of PowerDiff (Fig. 2).")
 @click.option("--hosep-test", type=click.Choice(PREEMPTION_TESTS), default=None,

@@ -33,9 +33,10 @@ from gridfair.errors import ConfigError
 NONE_GROUP = "<none>"
 #: The resources a quota may name, by name (in the order of `UserState.usage`).
 QUOTA_RESOURCES = {"cpus": CPUS, "memory": MEMORY, "gpus": GPUS}
-#: How a group's own users may be ordered among themselves: by dominant share (DRF), or by
-#: HTCondor's effective priority (decayed usage, as HTCondor orders a group's submitters).
-GROUP_ORDERS = ("drf", "condor")
+#: How a group's own users may be ordered among themselves: by dominant share (DRF), by
+#: HTCondor's effective priority (decayed usage, as HTCondor orders a group's submitters), or
+#: by SDRF's priority, entitled to the group's share (`policies/group_orders.py`).
+GROUP_ORDERS = ("drf", "condor", "sdrf")
 #: A pool user charged to accounting group G is named `group G` (`classads/submitters.py`,
 #: only when the pool validates groups: `trust_accounting_groups`).
 GROUP_IDENTITY = "group "
@@ -246,9 +247,10 @@ def tree_from_toml(section: Mapping[str, Any], where: str = "[groups]") -> Group
     `order`, and one table a group (`[groups."group_physics.hep"]`) of `quota` (a number:
     cpus; or a table of cpus, memory, gpus) or `quota_dynamic` (0-1), `accept_surplus`,
     `autoregroup`, `prio_factor` (>= 1), `users` (the users in it) and `order` (how its own
-    users are ordered, `GROUP_ORDERS`)."""
+    users are ordered, `GROUP_ORDERS`). The default `order` is one order, or a table of
+    group -> order (`order = {group_sci = "sdrf"}`, drf for the groups it leaves out)."""
     defaults = {key: _flag(section.get(key, False), f"{where} {key}") for key in DEFAULT_KEYS}
-    default_order = _order(section.get(DEFAULT_ORDER, "drf"), f"{where} {DEFAULT_ORDER}")
+    default_order, orders = _orders(section, where)
     groups = []
     for name, table in section.items():
         if name in (*DEFAULT_KEYS, DEFAULT_ORDER):
@@ -265,13 +267,34 @@ def tree_from_toml(section: Mapping[str, Any], where: str = "[groups]") -> Group
         users = table.get("users", [])
         if not isinstance(users, list) or not all(isinstance(user, str) for user in users):
             raise ConfigError(f"{here} users: expected a list of user names, got {users!r}")
+        if "order" in table and name in orders:
+            raise ConfigError(f"{here} order: also given in {where} {DEFAULT_ORDER}: give one")
         groups.append(_group(
             name, here, static=table.get("quota"), dynamic=table.get("quota_dynamic"),
             accept_surplus=table.get("accept_surplus", defaults["accept_surplus"]),
             autoregroup=table.get("autoregroup", defaults["autoregroup"]),
             prio_factor=table.get("prio_factor", 1.0), users=tuple(users),
-            order=_order(table.get("order", default_order), f"{here} order")))
+            order=_order(table.get("order", orders.get(name, default_order)),
+                         f"{here} order")))
     return check_tree(groups, defaults["accept_surplus"], where)
+
+
+def _orders(section: Mapping[str, Any], where: str) -> tuple[str, dict[str, str]]:
+    """The `[groups]` default `order`: every group's, or a table group -> order (checked:
+    every group it names is listed), and what it gives the groups it leaves out."""
+    value = section.get(DEFAULT_ORDER, "drf")
+    if not isinstance(value, Mapping):
+        return _order(value, f"{where} {DEFAULT_ORDER}"), {}
+    orders = {}
+    for name, order in value.items():
+        here = f"{where} {DEFAULT_ORDER}.{name}"
+        if name in (*DEFAULT_KEYS, DEFAULT_ORDER) or not isinstance(section.get(name),
+                                                                     Mapping):
+            raise ConfigError(f"{here}: the users of no group are ordered by DRF, as H-DRF's "
+                              "root" if name == NONE_GROUP else
+                              f"{here}: {name!r} is not a group of this table")
+        orders[name] = _order(order, here)
+    return "drf", orders
 
 
 def _group(name: str, where: str, *, static: Any, dynamic: Any, accept_surplus: Any,

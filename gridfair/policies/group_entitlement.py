@@ -81,11 +81,6 @@ class Claim:
     #: The most dominant share its subtree may hold (a quota that accepts no surplus).
     cap: float = math.inf
     given: list[float] = dataclasses.field(default_factory=list)
-    # The filling's state between two events: whether it grows, its dominant share's rate of
-    # growth (a leaf's), its use's per resource.
-    growing: bool = False
-    rate: float = 0.0
-    speed: list[float] = dataclasses.field(default_factory=list)
 
     @property
     def dominant(self) -> float:
@@ -93,73 +88,106 @@ class Claim:
 
 
 def progressive_fill(root: Claim, width: int) -> None:
-    """Fill the pool (1.0 of each of `width` resources) from `root` down, event by event:
-    between two events every growing leaf's dominant share grows at a constant rate, its
-    parent's rate split among its growing parts by weight (module docstring); `given` set on
-    every claim."""
+    """Fill the pool (1.0 of each of `width` resources) from `root` down (`fill`): `given`
+    set on every claim."""
     claims: list[Claim] = []
-    pending = [root]
-    for claim in pending:  # parents first
+    specs: list[ClaimSpec] = []
+    pending: list[tuple[Claim, int]] = [(root, -1)]
+    for claim, parent in pending:  # parents first
+        pending.extend((part, len(claims)) for part in claim.parts)
         claims.append(claim)
-        pending.extend(claim.parts)
-        claim.given = [0.0] * width
-        if not claim.parts:
-            top = max(claim.demand, default=0.0)
-            claim.demand = [share / top for share in claim.demand] if top > 0 else []
-            claim.growing = top > 0 and claim.limit > FILLED
-        else:
-            claim.growing = True
+        specs.append((parent, claim.weight, claim.cap, tuple(claim.demand), claim.limit))
+    for claim, given in zip(claims, fill(specs, width)[1], strict=True):
+        claim.given = given
+
+
+def fill(specs: Sequence[ClaimSpec], width: int
+         ) -> tuple[tuple[float, ...], list[list[float]]]:
+    """Each claim's dominant share and what it is given (shares of the pool per resource),
+    once the pool (1.0 of each of `width` resources) is filled from `specs[0]` down, event by
+    event: between two events every growing leaf's dominant share grows at a constant rate,
+    its parent's rate split among its growing parts by weight (module docstring). `specs` are
+    parents first (`ClaimSpec`). Written over plain lists, as it runs on most preemption
+    phases: the same arithmetic, in the same order, as over `Claim`s."""
+    count = len(specs)
+    parts: list[list[int]] = [[] for _ in range(count)]
+    for index in range(1, count):
+        parts[specs[index][0]].append(index)
+    weight = [spec[1] for spec in specs]
+    cap = [spec[2] for spec in specs]
+    limit = [spec[4] for spec in specs]
+    given = [[0.0] * width for _ in range(count)]
+    top = [0.0] * count  # max(given[i]): the claim's dominant share
+    demand: list[list[float]] = [[] for _ in range(count)]
+    growing = [True] * count
+    for index in range(count):
+        if not parts[index]:
+            shape = specs[index][3]
+            most = max(shape, default=0.0)
+            demand[index] = [share / most for share in shape] if most > 0 else []
+            growing[index] = most > 0 and limit[index] > FILLED
+    rate = [0.0] * count
+    idle = [0.0] * width
+    speed: list[list[float]] = [idle] * count
+    resources = range(width)
+    # The claims still growing, parents first: a claim that stops never grows again, and its
+    # parts have stopped with it (the stop pass below), so each pass looks at these alone.
+    live = [index for index in range(count) if growing[index]]
     while True:
-        for claim in reversed(claims):  # children first: a group grows if a part of it does
-            if claim.parts:
-                claim.growing = claim.growing and any(part.growing for part in claim.parts)
-        if not root.growing:
-            return
-        root.rate = 1.0
-        for claim in claims:  # parents first: a group's rate to its growing parts
-            if claim.parts and claim.growing:
-                parts = [part for part in claim.parts if part.growing]
-                weighted = [part for part in parts if part.weight > 0]
+        for index in reversed(live):  # children first: a group grows if a part of it does
+            if parts[index] and not any(growing[part] for part in parts[index]):
+                growing[index] = False
+                speed[index] = idle
+        if not growing[0]:
+            return tuple(top), given
+        live = [index for index in live if growing[index]]
+        rate[0] = 1.0
+        for index in live:  # parents first: a group's rate to its growing parts
+            if parts[index]:
+                moving = [part for part in parts[index] if growing[part]]
+                weighted = [part for part in moving if weight[part] > 0]
                 if weighted:
-                    total = math.fsum(part.weight for part in weighted)
-                    for part in parts:  # weight 0: none until no weighted part grows
-                        part.rate = claim.rate * part.weight / total
+                    total = math.fsum(weight[part] for part in weighted)
+                    for part in moving:  # weight 0: none until no weighted part grows
+                        rate[part] = rate[index] * weight[part] / total
                 else:
-                    for part in parts:
-                        part.rate = claim.rate / len(parts)
+                    for part in moving:
+                        rate[part] = rate[index] / len(moving)
         step = math.inf
-        for claim in reversed(claims):
-            if not claim.growing:
-                claim.speed = [0.0] * width
-                continue
-            if claim.parts:
-                claim.speed = [sum(part.speed[r] for part in claim.parts)
-                               for r in range(width)]
+        for index in reversed(live):  # children first; a stopped claim's speed is `idle`
+            if parts[index]:
+                pace = speed[index] = [sum(column) for column in
+                                       zip(*(speed[part] for part in parts[index]), strict=True)]
             else:
-                claim.speed = [claim.rate * share for share in claim.demand]
-                if claim.rate > 0:
-                    step = min(step, (claim.limit - claim.dominant) / claim.rate)
-            bound = 1.0 if claim is root else claim.cap
-            for r in range(width):
-                if claim.speed[r] > 0:
-                    step = min(step, (bound - claim.given[r]) / claim.speed[r])
+                pace = speed[index] = [rate[index] * share for share in demand[index]]
+                if rate[index] > 0:
+                    step = min(step, (limit[index] - top[index]) / rate[index])
+            bound = 1.0 if index == 0 else cap[index]
+            held = given[index]
+            for resource in resources:
+                if pace[resource] > 0:
+                    step = min(step, (bound - held[resource]) / pace[resource])
         step = max(step, 0.0)
-        for claim in claims:
-            if claim.growing:
-                for r in range(width):
-                    claim.given[r] += claim.speed[r] * step
-        full = [r for r in range(width) if root.given[r] >= 1.0 - FILLED]
-        for claim in claims:  # parents first: a capped group stops its parts
-            if not claim.growing:
-                for part in claim.parts:
-                    part.growing = False
-            elif claim.dominant >= claim.cap - FILLED:
-                claim.growing = False
-                for part in claim.parts:
-                    part.growing = False
-            elif not claim.parts and (claim.dominant >= claim.limit - FILLED
-                                      or any(claim.demand[r] > 0 for r in full)):
-                claim.growing = False
+        for index in live:
+            held, pace = given[index], speed[index]
+            for resource in resources:
+                held[resource] += pace[resource] * step
+            top[index] = max(held, default=0.0)
+        full = [resource for resource in resources if given[0][resource] >= 1.0 - FILLED]
+        for index in live:  # parents first: a capped group stops its parts
+            if not growing[index]:
+                for part in parts[index]:
+                    growing[part] = False
+                speed[index] = idle
+            elif top[index] >= cap[index] - FILLED:
+                growing[index] = False
+                for part in parts[index]:
+                    growing[part] = False
+                speed[index] = idle
+            elif not parts[index] and (top[index] >= limit[index] - FILLED
+                                       or any(demand[index][r] > 0 for r in full)):
+                growing[index] = False
+                speed[index] = idle
 
 
 def asked(node: GroupNode, used: Sequence[float]) -> list[float]:
@@ -182,23 +210,24 @@ ClaimSpec = tuple[int, float, float, tuple[float, ...], float]
 def _filled(specs: tuple[ClaimSpec, ...], width: int) -> tuple[float, ...]:
     """Each claim's dominant share once `specs` is filled, remembered: a pool whose usage and
     waiting jobs did not change since the last phase asks for the same division."""
-    claims: list[Claim] = []
-    for parent, weight, cap, demand, limit in specs:
-        claim = Claim(weight, demand=demand, limit=limit, cap=cap)
-        if parent >= 0:
-            claims[parent].parts.append(claim)
-        claims.append(claim)
-    progressive_fill(claims[0], width)
-    return tuple(claim.dominant for claim in claims)
+    return fill(specs, width)[0]
+
+
+#: A leaf part's figures in the division as of a stamp (its group's `version`, the pool's
+#: generation): the share it holds, its demand's shape and its limit.
+LeafFigures = tuple[tuple[int, int], float, tuple[float, ...], float]
 
 
 def entitlements(root: GroupNode, division: Sequence[tuple[GroupNode, Sequence[Part]]],
                  shares_of: Callable[[Sequence[float]], Sequence[float]],
-                 none_accepts_surplus: bool) -> tuple[dict[Part, float], dict[Part, float]]:
+                 none_accepts_surplus: bool, memo: dict[Part, LeafFigures],
+                 generation: int) -> tuple[dict[Part, float], dict[Part, float]]:
     """Every part's entitlement and the share it holds (dominant shares of the pool), from
     the tree's usage, weights and waiting users as the H-DRF order keeps them
     (`HdrfOrder.tree_root`), divided as `division` (`division_of(root)`) says; `shares_of`
-    gives a usage vector's shares of the pool per counted resource."""
+    gives a usage vector's shares of the pool per counted resource. A leaf's figures are
+    kept in `memo` until its group changes (`GroupNode.version`) or the pool's capacity
+    (`generation`): an event changes one group's, the others' are read again."""
     whole = Part(root, False)
     position: dict[Part, int] = {whole: 0}
     specs: list[ClaimSpec] = [(-1, 1.0, math.inf, (), 0.0)]
@@ -213,14 +242,21 @@ def entitlements(root: GroupNode, division: Sequence[tuple[GroupNode, Sequence[P
                 accepts = none_accepts_surplus if group is root else True
             else:
                 weight, used, accepts = group.weight, group.used, group.accept_surplus
-            held = holds[part] = max(shares_of(used), default=0.0)
             guaranteed[part] = guaranteed[whole] * weight
             demand: tuple[float, ...] = ()
             limit = 0.0
             if part.own or not group.subgroups:  # a leaf of the division
-                wants = len(group.ranking) > 0
-                demand = tuple(shares_of(asked(group, used) if wants else used))
-                limit = math.inf if wants else held
+                stamp = (group.version, generation)
+                figures = memo.get(part)
+                if figures is None or figures[0] != stamp:
+                    held = max(shares_of(used), default=0.0)
+                    wants = len(group.ranking) > 0
+                    figures = memo[part] = (
+                        stamp, held, tuple(shares_of(asked(group, used) if wants else used)),
+                        math.inf if wants else held)
+                _, holds[part], demand, limit = figures
+            else:
+                holds[part] = max(shares_of(used), default=0.0)
             position[part] = len(specs)
             specs.append((position[whole], weight,
                           math.inf if accepts else guaranteed[part], demand, limit))

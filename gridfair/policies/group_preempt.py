@@ -39,7 +39,6 @@ first.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterator, Sequence
 from itertools import islice
 from typing import Any
@@ -49,7 +48,7 @@ from gridfair.core.stages import OrderPolicy, Preemption, PreemptPolicy
 from gridfair.core.victims import sizes
 from gridfair.policies.drf import resource_shares
 from gridfair.policies.fair_preempt import moved, usage_on
-from gridfair.policies.group_entitlement import Part, division_of, entitlements
+from gridfair.policies.group_entitlement import LeafFigures, Part, division_of, entitlements
 from gridfair.policies.hdrf import GroupNode, HdrfOrder
 from gridfair.policies.owner_share import preemption_of
 from gridfair.policies.ranking import RunningTasks
@@ -117,9 +116,11 @@ class GroupFairPreempt(PreemptPolicy):
 
     def attach(self, pool: Pool) -> None:
         self.pool = pool
-        self.running = RunningTasks(self.victim_key)
+        # By group: a group's youngest jobs are a victim group's candidates.
+        self.running = RunningTasks(self.victim_key, owner=self.order.tree.group_of)
         self.division_users = -1
         self.division: list[tuple[GroupNode, list[Part]]] = []
+        self.leaf_figures: dict[Part, LeafFigures] = {}
 
     def shares_of(self, usage: Sequence[float]) -> list[float]:
         """`usage`'s shares of the pool per resource the H-DRF order counts."""
@@ -146,7 +147,8 @@ class GroupFairPreempt(PreemptPolicy):
             self.division_users = len(order.group_of)
             self.division = division_of(root)
         self.entitled, self.held = entitlements(root, self.division, self.shares_of,
-                                                order.tree.none_accepts_surplus)
+                                                order.tree.none_accepts_surplus,
+                                                self.leaf_figures, self.pool.generation)
         # Groups whose own users wait, below their entitlement, furthest below first; groups
         # over theirs whose own users run jobs, furthest over first; ties: listed first.
         below: list[tuple[float, int, GroupNode]] = []
@@ -235,9 +237,7 @@ class GroupFairPreempt(PreemptPolicy):
 
     def _youngest(self, node: GroupNode) -> Iterator[Task]:
         """The running jobs of `node`'s own users, started last first."""
-        return heapq.merge(*(self.running.of(user.name) for user in node.users.values()
-                             if user.running),
-                           key=lambda task: (-task.start_time, task.seq))
+        return self.running.of(node.name)
 
     def _allowed(self, receiver_node: GroupNode, receiver: Task, victim_node: GroupNode,
                  victim: Task) -> dict[str, Any] | None:

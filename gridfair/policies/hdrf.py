@@ -3,11 +3,11 @@ for Diverse Datacenter Workloads", SoCC 2013, dynamic H-DRF).
 
 The tree is the pool's groups (`core/groups.py`): each group's children are its subgroups and
 its own users (one node, "members", whose users are ordered by plain DRF among themselves, or
-by HTCondor's effective priority in a group of `order = "condor"`). A child's weight is its
-quota as a fraction of its parent's (the members' weight: what the subgroups leave), taken on
-its dominant quota'd resource; a child of weight 0 is served after its weighted siblings. A
-free slot goes down from the root, at each level to the child of least normalised dominant
-share (dominant share / weight), to a user.
+as the group's `order` says: HTCondor's effective priority, SDRF's, `group_orders.py`). A
+child's weight is its quota as a fraction of its parent's (the members' weight: what the
+subgroups leave), taken on its dominant quota'd resource; a child of weight 0 is served after
+its weighted siblings. A free slot goes down from the root, at each level to the child of least
+normalised dominant share (dominant share / weight), to a user.
 
 A node's consumption is not the plain sum of its children's (naive H-DRF, which starves a child
 whose dominant resource its sibling saturated): each child's consumption is rescaled to the
@@ -51,7 +51,7 @@ from gridfair.core.groups import NONE_GROUP, QUOTA_RESOURCES, GroupTree, tree_fr
 from gridfair.core.pool import CPUS, GPUS, MEMORY, RESOURCE_NAMES, Pool, UserState
 from gridfair.core.stages import OrderPolicy, option
 from gridfair.errors import ConfigError, InputError
-from gridfair.policies.condor_priority import CondorPriorityOrder
+from gridfair.policies.decaying_order import DecayingOrder
 from gridfair.policies.drf import (
     DEFAULT_RESOURCES,
     check_resources,
@@ -59,6 +59,7 @@ from gridfair.policies.drf import (
     dominant,
     resource_shares,
 )
+from gridfair.policies.group_orders import MEASURE_OF, within_order
 from gridfair.policies.ranking import UserRanking
 
 #: Slack on a ceiling: a quota met exactly is not exceeded by float noise.
@@ -107,7 +108,7 @@ class GroupNode:
                  "accept_surplus", "autoregroup", "weight", "members_weight", "members_share",
                  "consumption", "share", "active", "dirty", "depth", "own_used", "own_quota",
                  "lifted_in", "ceilings", "demands", "members_least", "least", "full",
-                 "order", "seen", "tallies", "within")
+                 "order", "seen", "tallies", "within", "version")
 
     def __init__(self, name: str, parent: GroupNode | None, width: int) -> None:
         self.name = name
@@ -152,9 +153,12 @@ class GroupNode:
         #: The usage totals its own users' usage counts in: theirs, and each group's on its
         #: path (set at `attach`).
         self.tallies: list[list[float]] = []
-        #: The order of its own users when not DRF's (a group's `order = "condor"`): fed its
-        #: users' events alone.
-        self.within: CondorPriorityOrder | None = None
+        #: The order of its own users when not DRF's (a group's `order`, `group_orders.py`):
+        #: fed its users' events alone.
+        self.within: DecayingOrder | None = None
+        #: Bumped whenever its own users' usage, waiting or next jobs change (what
+        #: `group_entitlement` keeps a group's figures by).
+        self.version = 0
 
     def path(self) -> Iterator[GroupNode]:
         node: GroupNode | None = self
@@ -177,7 +181,7 @@ class HdrfOrder(OrderPolicy):
     def from_options(cls, options: HdrfOptions) -> HdrfOrder:
         tree = group_tree(options.groups)
         # Priorities that outlive a cycle make the order one whose state the daemon keeps.
-        kind = (PrioritisedHdrfOrder if any(tree.group(name).order == "condor"
+        kind = (PrioritisedHdrfOrder if any(tree.group(name).order != "drf"
                                             for name in tree.names() if name != NONE_GROUP)
                 else cls)
         return kind(resources=options.resources, groups=tree)
@@ -201,9 +205,7 @@ class HdrfOrder(OrderPolicy):
                 group = self.tree.group(name)
                 node.accept_surplus = group.accept_surplus
                 node.autoregroup = group.autoregroup
-                if group.order == "condor":
-                    node.within = CondorPriorityOrder()
-                    node.within.attach(pool)
+                node.within = within_order(group, node, pool, self.resources)
         self.root = self.nodes[NONE_GROUP]
         for node in self.nodes.values():
             if node.parent is not None and node.accept_surplus:
@@ -313,6 +315,7 @@ class HdrfOrder(OrderPolicy):
             node.within.user_changed(user, now)
         if not changed:
             return
+        node.version += 1
         for group in node.path():
             if group.dirty:
                 break
@@ -519,10 +522,11 @@ class HdrfOrder(OrderPolicy):
                     "dominant share at every level; its own {dominant_share:.4g} (of "
                     "{dominant_resource}), its group's {group_share:.4g} (H-DRF's, over the "
                     "group's weight)")
-        within = self.group_of[user.index].within if user.index in self.group_of else None
-        if within is not None:
-            figures["priority"] = within.priority(user, now)
-            template += "; in its group, least HTCondor effective priority, {priority:.4g}"
+        node = self.group_of.get(user.index)
+        if node is not None and node.within is not None:
+            figures["priority"] = node.within.priority(user, now)
+            template += ("; in its group, least " + MEASURE_OF[self.tree.group(node.name).order]
+                         + ", {priority:.4g}")
         return template, figures
 
     def figures(self, user: UserState) -> dict[str, Any]:
@@ -590,22 +594,23 @@ class HdrfOrder(OrderPolicy):
 
 
 class PrioritisedHdrfOrder(HdrfOrder):
-    """H-DRF over a tree where some group orders its own users by HTCondor's priority: those
-    priorities (each group's `CondorPriorityOrder`) are state the daemon saves after a cycle
-    and restores before the next (`Stateful`), as it does `--policy condor`'s."""
+    """H-DRF over a tree where some group orders its own users by HTCondor's priority or by
+    SDRF's: those priorities and commitments (each group's order, `group_orders.py`) are state
+    the daemon saves after a cycle and restores before the next (`Stateful`), as it does
+    `--policy condor`'s and `sdrf`'s."""
 
     state_name = "groups"
 
     def export_state(self, now: float) -> dict[str, Any]:
-        """Each such group's priorities at `now` (`CondorPriorityOrder.export_state`)."""
+        """Each such group's levels at `now` (`DecayingOrder.export_state`)."""
         return {"policy": self.name, "time": now,
                 self.state_name: {node.name: node.within.export_state(now)
                                   for node in self.nodes.values() if node.within is not None}}
 
     def import_state(self, state: Mapping[str, Any], source: str = "state") -> None:
-        """Restore priorities exported by `export_state`. A group no longer ordered by
-        priority is skipped, and so is a user no longer in the group it was saved in: its
-        priority was earned against other users."""
+        """Restore levels exported by `export_state`. A group now ordered otherwise than when
+        saved (or by DRF) is skipped, and so is a user no longer in the group it was saved
+        in: its levels were earned under another rule, or against other users."""
         if state.get("policy") != self.name:
             raise InputError(f"state is for policy {state.get('policy')!r}, not {self.name!r}",
                              source=source)
@@ -615,15 +620,17 @@ class PrioritisedHdrfOrder(HdrfOrder):
                              attribute=self.state_name)
         for name, saved in groups.items():
             node = self.nodes.get(name)
-            if node is None or node.within is None:
+            within = None if node is None else node.within
+            if within is None or (isinstance(saved, Mapping)
+                                  and saved.get("policy", within.name) != within.name):
                 continue
             where = f"{source} group {name}"
             if not isinstance(saved, Mapping) or not isinstance(
-                    levels := saved.get(node.within.state_name), Mapping):
-                raise InputError(f"group {name!r}: no {node.within.state_name} mapping",
+                    levels := saved.get(within.state_name), Mapping):
+                raise InputError(f"group {name!r}: no {within.state_name} mapping",
                                  source=where, attribute=self.state_name)
-            node.within.import_state(
-                {**saved, node.within.state_name: {
+            within.import_state(
+                {**saved, within.state_name: {
                     user: level for user, level in levels.items()
                     if self.tree.group_of(user) == name}}, source=where)
 

@@ -42,6 +42,8 @@ demand first, on the fastest free machine. A user who provides nothing has no en
 is served after every provider, and is the first victim (its PowerDiff is +inf).
 
 Ties: equal keys go to the user seen first in the pool, the task submitted first.
+With a group tree (`groups`), a group that owns machines is an owner, its users judged by its
+figures (`group_owners.py`).
 """
 
 from __future__ import annotations
@@ -54,9 +56,17 @@ from typing import Any, ClassVar
 from gridfair.core.pool import Task, UserState, least_demand_key, power_diff
 from gridfair.core.stages import DECLINE, Decision, OrderPolicy, Preemption, option
 from gridfair.errors import ConfigError
+from gridfair.policies.group_owners import (
+    Account,
+    GroupOwners,
+    accounts_of,
+    group_owners,
+    rekey,
+)
 from gridfair.policies.hosep_rule import ISPD2014, OMEGA, PHI, PREEMPTION_TESTS, TESTS
 from gridfair.policies.owner_share import (
     VICTIM_CANDIDATES,
+    GroupOwnerOptions,
     OwnerSharePreempt,
     move_lowers_potential,
     potential_falls,
@@ -80,12 +90,12 @@ _STOP_REASONS = {
 }
 
 
-def remaining_power(user: UserState, machine_power: float) -> float:
+def remaining_power(user: Account, machine_power: float) -> float:
     """RP (Eq. 4): the user's PowerDiff if a machine of `machine_power` is taken from it."""
     return power_diff(user.allocated_power - machine_power, user.provided_power)
 
 
-def hosep_figures(user: UserState) -> dict[str, float]:
+def hosep_figures(user: Account) -> dict[str, float]:
     return {
         "provided_mflops": user.provided_power,
         "allocated_mflops": user.allocated_power,
@@ -94,7 +104,7 @@ def hosep_figures(user: UserState) -> dict[str, float]:
 
 
 @dataclass(frozen=True)
-class HosepOptions:
+class HosepOptions(GroupOwnerOptions):
     """HOSEP's preemption options."""
 
     absolute_power_diff: bool = option(False, "HOSEP: omega vs |PowerDiff|", flag=True,
@@ -111,14 +121,32 @@ class HosepOrder(OrderPolicy):
     # PowerDiff is of the running tasks and the machines owned as they are now.
     state_from_totals = True
 
+    Options: ClassVar[type[Any]] = GroupOwnerOptions
+
+    @classmethod
+    def from_options(cls, options: Any) -> HosepOrder:
+        return cls(group_owners(options))
+
+    def __init__(self, owners: GroupOwners | None = None) -> None:
+        self.owners = owners
+        self.account = accounts_of(owners)
+
     def attach(self, pool) -> None:
         self.ranking = UserRanking()
+        if self.owners is not None:
+            self.owners.attach(pool)
 
     def user_changed(self, user: UserState, now: float) -> None:
-        self.ranking.update(user, self.rank(user) if user.active else None)
+        if self.owners is None:
+            self.ranking.update(user, self.rank(user) if user.active else None)
+        else:
+            rekey(self.owners, user, self._rank)
+
+    def _rank(self, user: UserState) -> None:
+        self.ranking.update(user, self.rank(self.account(user)) if user.active else None)
 
     @staticmethod
-    def rank(user: UserState) -> tuple[int, float]:
+    def rank(user: Account) -> tuple[int, float]:
         if user.provided_power > 0:
             return (0, user.power_diff)
         return (1, user.allocated_power)
@@ -127,8 +155,9 @@ class HosepOrder(OrderPolicy):
         return self.ranking.first()
 
     def why(self, user: UserState, now: float) -> tuple[str, Mapping[str, Any]]:
-        figures = {"user": user.name, **hosep_figures(user)}
-        if user.provided_power > 0:
+        owner = self.account(user)
+        figures = {"user": user.name, **hosep_figures(owner)}
+        if owner.provided_power > 0:
             return (
                 "free machine to {user}: lowest PowerDiff {power_diff:+.3f} among waiting users "
                 "(allocated {allocated_mflops:.0f} of {provided_mflops:.0f} MFlops provided)",
@@ -141,7 +170,7 @@ class HosepOrder(OrderPolicy):
         )
 
     def key_figures(self, user: UserState, now: float) -> Mapping[str, float]:
-        return hosep_figures(user)
+        return hosep_figures(self.account(user))
 
 
 class HosepPreempt(OwnerSharePreempt):
@@ -156,9 +185,12 @@ class HosepPreempt(OwnerSharePreempt):
 
     @classmethod
     def from_options(cls, options: HosepOptions, order: OrderPolicy) -> HosepPreempt:
-        return cls(absolute=options.absolute_power_diff, test=options.hosep_test)
+        return cls(absolute=options.absolute_power_diff, test=options.hosep_test,
+                   owners=group_owners(options))
 
-    def __init__(self, *, absolute: bool = False, test: str = "fig2") -> None:
+    def __init__(self, *, absolute: bool = False, test: str = "fig2",
+                 owners: GroupOwners | None = None) -> None:
+        super().__init__(owners)
         if test not in PREEMPTION_TESTS:
             raise ConfigError(f"HOSEP preemption test must be one of "
                               f"{', '.join(PREEMPTION_TESTS)}, got {test!r}")
@@ -174,15 +206,17 @@ class HosepPreempt(OwnerSharePreempt):
     def deficit_key(self, user: UserState) -> Any | None:
         # An idle job in line (`idle` holds one only while `idle_count` > 0), not one set
         # aside as too big for every machine.
-        if user.idle and user.provided_power > 0:
-            diff = user.power_diff
-            if diff < 0:
-                return diff
+        if user.idle:
+            owner = user if self.owners is None else self.owners.of(user)  # every event: no call
+            if owner.provided_power > 0:
+                diff = owner.power_diff
+                if diff < 0:
+                    return diff
         return None
 
     def excess_key(self, user: UserState) -> Any | None:
         if user.running > 0:
-            diff = user.power_diff
+            diff = (user if self.owners is None else self.owners.of(user)).power_diff
             if diff > 0:
                 return -diff
         return None
@@ -200,8 +234,9 @@ class HosepPreempt(OwnerSharePreempt):
                 return None
             receiver = pool.head(receiver_user)
             assert receiver is not None  # `deficit_key` ranks only users with an idle job
-            receiver_diff = receiver_user.power_diff
-            victim_diff = victim_user.power_diff
+            receiver_owner, victim_owner = self.account(receiver_user), self.account(victim_user)
+            receiver_diff = receiver_owner.power_diff
+            victim_diff = victim_owner.power_diff
             refusal = self.test.refusal
             for tried, victim in enumerate(self.pool.vacatable(
                     self.running.of(victim_user.name))):
@@ -210,10 +245,10 @@ class HosepPreempt(OwnerSharePreempt):
                 node = victim.node
                 assert node is not None  # a victim runs on its node
                 loss = node.power_per_cpu * victim.cpus
-                omega = remaining_power(victim_user, loss)
+                omega = remaining_power(victim_owner, loss)
                 gain = node.power_per_cpu * receiver.cpus
-                receiver_after = power_diff(receiver_user.allocated_power + gain,
-                                            receiver_user.provided_power)
+                receiver_after = power_diff(receiver_owner.allocated_power + gain,
+                                            receiver_owner.provided_power)
                 clause = refusal(receiver_diff, receiver_after, (omega,),
                                  partial(potential_falls, receiver_diff, receiver_after, gain,
                                          victim_diff, omega, loss))
@@ -228,10 +263,10 @@ class HosepPreempt(OwnerSharePreempt):
                                             ())
                 more = self.more_victims(receiver, victim, now)
                 if more:
-                    losses = power_losses(pool.users, (victim, *more))
+                    losses = power_losses(pool.users, (victim, *more), self.account)
                     omegas = (remaining_power(user, lost) for user, lost in losses.items())
                     if refusal(receiver_diff, receiver_after, omegas,
-                               partial(move_lowers_potential, receiver_user, gain, losses)
+                               partial(move_lowers_potential, receiver_owner, gain, losses)
                                ) is None:
                         return self._preemption(receiver_user, receiver, victim,
                                                 receiver_after, more)
@@ -260,22 +295,22 @@ class HosepPreempt(OwnerSharePreempt):
                        victims: tuple[Task, ...]) -> Callable[[Task], dict[str, Any]]:
         """The figures of each victim's vacate: the receiver before and after, the victim's
         user and its omega once the move has taken all its victims, the machine."""
-        users = self.pool.users
-        losses = power_losses(users, victims)
+        users, account = self.pool.users, self.account
+        losses = power_losses(users, victims, account)
 
         def figures(task: Task) -> dict[str, Any]:
-            user = users[task.user]
+            owner = account(users[task.user])
             node = task.node
             assert node is not None  # a victim runs on its node
             return {
                 "receiver": receiver_user.name,
-                "receiver_power_diff": receiver_user.power_diff,
+                "receiver_power_diff": account(receiver_user).power_diff,
                 "receiver_power_diff_after": receiver_after,
                 "receiver_job": receiver.id,
-                "victim_user": user.name,
-                "victim_power_diff": user.power_diff,
+                "victim_user": task.user,
+                "victim_power_diff": owner.power_diff,
                 "victim_job": task.id,
-                "omega": remaining_power(user, losses[user]),
+                "omega": remaining_power(owner, losses[owner]),
                 "machine": node.name,
                 "machine_mflops": node.power_per_cpu * task.cpus,
             }
@@ -293,11 +328,11 @@ class HosepPreempt(OwnerSharePreempt):
         node = victim.node
         figures = {
             "receiver": receiver_user.name,
-            "receiver_power_diff": receiver_user.power_diff,
+            "receiver_power_diff": self.account(receiver_user).power_diff,
             "receiver_power_diff_after": receiver_after,
             "receiver_job": receiver.id,
             "victim_user": victim_user.name,
-            "victim_power_diff": victim_user.power_diff,
+            "victim_power_diff": self.account(victim_user).power_diff,
             "victim_job": victim.id,
             "omega": omega,
             "machine": node.name,
@@ -307,4 +342,4 @@ class HosepPreempt(OwnerSharePreempt):
         return Decision(DECLINE, receiver, node, self.name, _STOP_REASONS[clause], figures)
 
     def key_figures(self, user: UserState, now: float) -> Mapping[str, float]:
-        return hosep_figures(user)
+        return hosep_figures(self.account(user))

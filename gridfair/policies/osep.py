@@ -15,45 +15,63 @@ Free nodes go, in `OsepOrder`, to the user with the most unused owned nodes (lar
 A user who provides nothing is served after every provider and is preempted before any.
 Ties (f is a small integer, so they are common): among users owed equally, the one whose next
 job was submitted first, then the user seen first in the pool; among receivers the same.
+With a group tree (`groups`), a group that owns machines is an owner, its users judged by its
+figures (`group_owners.py`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import islice
-from typing import Any
+from typing import Any, ClassVar
 
 from gridfair.core.pool import Node, Task, UserState
 from gridfair.core.stages import OrderPolicy, Preemption
-from gridfair.policies.owner_share import VICTIM_CANDIDATES, OwnerSharePreempt, preemption_of
+from gridfair.policies.group_owners import (
+    Account,
+    GroupOwners,
+    accounts_of,
+    group_owners,
+    rekey,
+    same,
+)
+from gridfair.policies.owner_share import (
+    VICTIM_CANDIDATES,
+    GroupOwnerOptions,
+    OwnerSharePreempt,
+    preemption_of,
+)
 from gridfair.policies.ranking import UserRanking
 
 
-def node_balance(user: UserState) -> int:
+def node_balance(user: Account) -> int:
     """OSEP's f_i: nodes provided minus nodes used (positive: owed nodes)."""
     return user.provided_nodes - user.running
 
 
-def balances_fall(receiver: UserState, users: Mapping[str, UserState],
-                  victims: Sequence[Task]) -> bool:
+def balances_fall(receiver: Account, users: Mapping[str, UserState],
+                  victims: Sequence[Task], account: Callable[[UserState], Account] = same
+                  ) -> bool:
     """Whether a preemption of several tasks for one lowers OSEP's potential: the tasks run by
     users who provide nothing (one of theirs among the victims: it falls), else the sum over
     providers of f^2 (the receiver's f falls by one, each victim user's rises by its count).
-    One victim for one receiver always does (f moves by one on each side, never across 0)."""
-    counts: dict[str, int] = {}
+    One victim for one receiver always does (f moves by one on each side, never across 0).
+    `account` gives the figures a user is judged by (its owning group's)."""
+    counts: dict[Account, int] = {}
     for task in victims:
-        counts[task.user] = counts.get(task.user, 0) + 1
-    if any(users[name].provided_nodes == 0 for name in counts):
+        owner = account(users[task.user])
+        counts[owner] = counts.get(owner, 0) + 1
+    if any(owner.provided_nodes == 0 for owner in counts):
         return True
     balance = node_balance(receiver)
     change = (balance - 1) ** 2 - balance ** 2
-    for name, count in counts.items():
-        before = node_balance(users[name])
+    for owner, count in counts.items():
+        before = node_balance(owner)
         change += (before + count) ** 2 - before ** 2
     return change < 0
 
 
-def osep_figures(user: UserState) -> dict[str, float]:
+def osep_figures(user: Account) -> dict[str, float]:
     return {
         "provided_nodes": user.provided_nodes,
         "used_nodes": user.running,
@@ -68,14 +86,33 @@ class OsepOrder(OrderPolicy):
     # Node balances are of the running tasks and the machines owned as they are now.
     state_from_totals = True
 
+    Options: ClassVar[type[Any]] = GroupOwnerOptions
+
+    @classmethod
+    def from_options(cls, options: Any) -> OsepOrder:
+        return cls(group_owners(options))
+
+    def __init__(self, owners: GroupOwners | None = None) -> None:
+        self.owners = owners
+        self.account = accounts_of(owners)
+
     def attach(self, pool) -> None:
         self.pool = pool
         self.ranking = UserRanking()
+        if self.owners is not None:
+            self.owners.attach(pool)
 
     def user_changed(self, user: UserState, now: float) -> None:
+        if self.owners is None:
+            self._rank(user)
+        else:
+            rekey(self.owners, user, self._rank)
+
+    def _rank(self, user: UserState) -> None:
         key = None
         if user.active:
-            key = ((0 if user.provided_nodes > 0 else 1), -node_balance(user),
+            owner = user if self.owners is None else self.owners.of(user)  # every event: no call
+            key = ((0 if owner.provided_nodes > 0 else 1), -node_balance(owner),
                    self.pool.head(user).submit_time)
         self.ranking.update(user, key)
 
@@ -86,11 +123,11 @@ class OsepOrder(OrderPolicy):
         return (
             "free node to {user}: largest f = {node_balance} among waiting users "
             "({used_nodes} used of {provided_nodes} provided)",
-            {"user": user.name, **osep_figures(user)},
+            {"user": user.name, **osep_figures(self.account(user))},
         )
 
     def key_figures(self, user: UserState, now: float) -> Mapping[str, float]:
-        return osep_figures(user)
+        return osep_figures(self.account(user))
 
 
 class OsepPreempt(OwnerSharePreempt):
@@ -101,18 +138,24 @@ class OsepPreempt(OwnerSharePreempt):
     state_from_totals = True
     owner_share_rule = "osep"
 
+    @classmethod
+    def from_options(cls, options: Any, order: OrderPolicy) -> OsepPreempt:
+        return cls(group_owners(options))
+
     def deficit_key(self, user: UserState) -> Any | None:
-        balance = node_balance(user)
+        owner = user if self.owners is None else self.owners.of(user)  # every event: no call
+        balance = node_balance(owner)
         head = self.pool.head(user)
-        if head is not None and user.provided_nodes > 0 and balance > 0:
+        if head is not None and owner.provided_nodes > 0 and balance > 0:
             return (-balance, head.submit_time)
         return None
 
     def excess_key(self, user: UserState) -> Any | None:
-        balance = node_balance(user)
+        owner = user if self.owners is None else self.owners.of(user)
+        balance = node_balance(owner)
         if user.running > 0 and balance < 0:
             # Users who provide nothing are victims before any provider.
-            return (0 if user.provided_nodes == 0 else 1, balance)
+            return (0 if owner.provided_nodes == 0 else 1, balance)
         return None
 
     @staticmethod
@@ -141,7 +184,8 @@ class OsepPreempt(OwnerSharePreempt):
             if self.pool.fits_after_vacate(receiver, victim):
                 return self._preemption(receiver_user, receiver, victim, (), now)
             more = self.more_victims(receiver, victim, now)
-            if more and balances_fall(receiver_user, self.pool.users, (victim, *more)):
+            if more and balances_fall(self.account(receiver_user), self.pool.users,
+                                      (victim, *more), self.account):
                 return self._preemption(receiver_user, receiver, victim, more, now)
         return None
 
@@ -155,10 +199,10 @@ class OsepPreempt(OwnerSharePreempt):
             return {
                 "receiver": receiver_user.name,
                 "receiver_job": receiver.id,
-                "receiver_balance": node_balance(receiver_user),
+                "receiver_balance": node_balance(self.account(receiver_user)),
                 "victim_user": task.user,
                 "victim_job": task.id,
-                "victim_balance": node_balance(users[task.user]),
+                "victim_balance": node_balance(self.account(users[task.user])),
                 "omega": self.pool.lost_work_if_vacated(task, now),
                 "machine": node.name,
             }
@@ -173,4 +217,4 @@ class OsepPreempt(OwnerSharePreempt):
         )
 
     def key_figures(self, user: UserState, now: float) -> Mapping[str, float]:
-        return osep_figures(user)
+        return osep_figures(self.account(user))

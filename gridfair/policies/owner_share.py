@@ -19,11 +19,14 @@ from __future__ import annotations
 import math
 from abc import abstractmethod
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
+from gridfair.core.groups import GroupTree
 from gridfair.core.pool import Node, Pool, Task, UserState, power_diff
-from gridfair.core.stages import Preemption, PreemptPolicy
+from gridfair.core.stages import Preemption, PreemptPolicy, option
 from gridfair.core.victims import complete
+from gridfair.policies.group_owners import Account, GroupOwners, accounts_of, rekey, same
 from gridfair.policies.ranking import RunningTasks, UserRanking
 
 # How many of the victim user's tasks to try when the receiver's job does not fit on the
@@ -54,8 +57,8 @@ def potential_falls(receiver_diff: float, receiver_after: float, gain: float,
     return change < -PHI_TOLERANCE * (gain + loss)
 
 
-def move_lowers_potential(receiver: UserState, gain: float,
-                          losses: Mapping[UserState, float]) -> bool:
+def move_lowers_potential(receiver: Account, gain: float,
+                          losses: Mapping[Account, float]) -> bool:
     """`potential_falls` for a move from several victim users (each losing its `losses`
     entry): first the MFlops held by users who provide nothing (a victim among them: it
     falls), then Phi summed over the receiver and every victim user."""
@@ -70,24 +73,24 @@ def move_lowers_potential(receiver: UserState, gain: float,
     return change < -PHI_TOLERANCE * (gain + math.fsum(losses.values()))
 
 
-def _after(user: UserState, change: float) -> float:
+def _after(user: Account, change: float) -> float:
     """The user's PowerDiff once it holds `change` MFlops more."""
     return power_diff(user.allocated_power + change, user.provided_power)
 
 
-def _phi_change(user: UserState, change: float) -> float:
+def _phi_change(user: Account, change: float) -> float:
     return change * (user.power_diff + _after(user, change))
 
 
-def power_losses(users: Mapping[str, UserState], victims: Iterable[Task]
-                 ) -> dict[UserState, float]:
+def power_losses(users: Mapping[str, UserState], victims: Iterable[Task],
+                 account: Callable[[UserState], Account] = same) -> dict[Account, float]:
     """Each victim user's loss of MFlops (its victims' share of their machines' power), in
-    the victims' order."""
-    losses: dict[UserState, float] = {}
+    the victims' order; `account`: the figures a user is judged by (its owning group's)."""
+    losses: dict[Account, float] = {}
     for task in victims:
         node = task.node
         assert node is not None  # a victim runs on its node
-        user = users[task.user]
+        user = account(users[task.user])
         losses[user] = losses.get(user, 0.0) + node.power_per_cpu * task.cpus
     return losses
 
@@ -109,13 +112,33 @@ def preemption_of(receiver: Task, victim: Task, more: tuple[Task, ...],
                       tuple((task, figures(task)) for task in more))
 
 
+@dataclass(frozen=True)
+class GroupOwnerOptions:
+    """The owner-share stages' group tree (`group_owners.py`): compiled with them, as
+    HOSEP's options built on it are."""
+
+    groups: Mapping[str, Any] | GroupTree | str | None = option(
+        None, "the accounting group tree: a [groups] table (docs/groups.md), or 'condor' "
+        "('condor@HOST[:PORT]'): HTCondor's GROUP_* knobs; a machine owned by a group is its "
+        "users' (HOSEP, OSEP, reclaim); none: every user its own owner")
+
+
 class OwnerSharePreempt(PreemptPolicy):
     """Keeps `deficit` (receivers, most deprived first) and `excess` (victims, most over
     first) rankings, each user's running tasks sorted by `victim_key`, and the tasks running
-    on each machine of more than one cpu."""
+    on each machine of more than one cpu. With `owners` (a group tree), each user's figures
+    are its owning group's (`account`, `group_owners.py`)."""
+
+    Options: ClassVar[type[Any]] = GroupOwnerOptions
+
+    def __init__(self, owners: GroupOwners | None = None) -> None:
+        self.owners = owners
+        self.account = accounts_of(owners)
 
     def attach(self, pool: Pool) -> None:
         self.pool = pool
+        if self.owners is not None:
+            self.owners.attach(pool)
         self.deficit = UserRanking()
         self.excess = UserRanking()
         self.running = RunningTasks(self.victim_key)
@@ -137,6 +160,13 @@ class OwnerSharePreempt(PreemptPolicy):
         """Order of a user's running tasks as victims, least costly first."""
 
     def user_changed(self, user: UserState, now: float) -> None:
+        if self.owners is None:
+            self.deficit.update(user, self.deficit_key(user))
+            self.excess.update(user, self.excess_key(user))
+        else:
+            rekey(self.owners, user, self._rank)
+
+    def _rank(self, user: UserState) -> None:
         self.deficit.update(user, self.deficit_key(user))
         self.excess.update(user, self.excess_key(user))
 

@@ -63,27 +63,30 @@ class RunningTasks:
     """Each user's running tasks, sorted by a victim key fixed for the task's run.
 
     Ties are broken by `Task.seq` (submission order). Kept current from the pool's
-    `task_started` / `task_stopped` events.
+    `task_started` / `task_stopped` events. With `owner`, the tasks are kept by what it
+    names for a task's user instead (its accounting group, `group_preempt`).
     """
 
-    __slots__ = ("_by_user", "_key")
+    __slots__ = ("_by_user", "_key", "_owner")
 
-    def __init__(self, key) -> None:  # key: Callable[[Task], Any]
+    def __init__(self, key, owner=None) -> None:  # key: Callable[[Task], Any]
         # Flat sorted lists, as in UserRanking: a user runs at most as many tasks as the pool
         # has slots. Entries are (key, seq, task); seq is unique, so tasks are never compared.
         self._by_user: dict[str, list] = {}
         self._key = key
+        self._owner = owner  # Callable[[str], str] | None
 
     def started(self, task) -> None:
-        tasks = self._by_user.get(task.user)
+        user = task.user if self._owner is None else self._owner(task.user)
+        tasks = self._by_user.get(user)
         if tasks is None:
-            tasks = self._by_user[task.user] = []
+            tasks = self._by_user[user] = []
         insort(tasks, (self._key(task), task.seq, task))
 
     def stopped(self, task, node) -> None:
         # The key must be computed as it was at start: keys read only fields that do not
         # change during a run, and the node is passed because the pool has cleared task.node.
-        tasks = self._by_user[task.user]
+        tasks = self._by_user[task.user if self._owner is None else self._owner(task.user)]
         position = bisect_left(tasks, (self._key(task, node), task.seq, task))
         if position == len(tasks) or tasks[position][2] is not task:
             raise ValueError(f"{task!r} is not among its user's running tasks")

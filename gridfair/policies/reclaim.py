@@ -57,16 +57,18 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import islice
-from typing import Any
+from typing import Any, ClassVar
 
 from gridfair.core.negotiator import PARK_LIMIT
 from gridfair.core.pool import Node, Pool, Task, UserState, power_diff
-from gridfair.core.stages import NoOptions, OrderPolicy, Preemption
+from gridfair.core.stages import OrderPolicy, Preemption
 from gridfair.core.victims import sizes
+from gridfair.policies.group_owners import Account, group_owners
 from gridfair.policies.hosep import HosepPreempt, hosep_figures, remaining_power
 from gridfair.policies.owner_share import (
     PHI_TOLERANCE,
     VICTIM_CANDIDATES,
+    GroupOwnerOptions,
     move_lowers_potential,
     potential_falls,
     power_losses,
@@ -90,13 +92,13 @@ class ReclaimPreempt(HosepPreempt):
     brings them closest to their share, while the victim stays above them."""
 
     name = "reclaim"
-    # HOSEP's order and PowerDiff, not its options nor Fig. 2's invariant.
-    Options = NoOptions
+    # HOSEP's order and PowerDiff, not its options nor Fig. 2's invariant; its group tree.
+    Options: ClassVar[type[Any]] = GroupOwnerOptions
     owner_share_rule = None
 
     @classmethod
     def from_options(cls, options: Any, order: OrderPolicy) -> ReclaimPreempt:
-        return cls()
+        return cls(owners=group_owners(options))
 
     def attach(self, pool: Pool) -> None:
         super().attach(pool)
@@ -104,6 +106,8 @@ class ReclaimPreempt(HosepPreempt):
         # fastest machine first, then the run started last (least work lost).
         # A machine of no owner (`Node.owner` None) has guests too, under None.
         self.guests_on: dict[str | None, list[tuple[float, float, int, Task]]] = {}
+        #: With owning groups: task seq -> the owner it is a guest of.
+        self.guest_of: dict[int, str | None] = {}
 
     @staticmethod
     def _guest_entry(task: Task, node: Node) -> tuple[float, float, int, Task]:
@@ -113,17 +117,31 @@ class ReclaimPreempt(HosepPreempt):
         super().task_started(task, now)
         node = task.node
         assert node is not None  # a started task is on its node
-        if node.owner != task.user:
-            insort(self.guests_on.setdefault(node.owner, []), self._guest_entry(task, node))
+        if self.owners is None:
+            if node.owner != task.user:
+                insort(self.guests_on.setdefault(node.owner, []), self._guest_entry(task, node))
+            return
+        owner = self.owners.owner_name(node.owner)
+        if owner != self.owners.owner_name(task.user):
+            # Kept by task: a group's first machine may make a guest of this job its own.
+            self.guest_of[task.seq] = owner
+            insort(self.guests_on.setdefault(owner, []), self._guest_entry(task, node))
 
     def task_stopped(self, task: Task, now: float, node: Node) -> None:
         super().task_stopped(task, now, node)
-        if node.owner != task.user:
-            guests = self.guests_on[node.owner]
-            del guests[bisect_left(guests, self._guest_entry(task, node))]
+        if self.owners is None:
+            if node.owner == task.user:
+                return
+            owner = node.owner
+        elif task.seq in self.guest_of:
+            owner = self.guest_of.pop(task.seq)
+        else:
+            return
+        guests = self.guests_on[owner]
+        del guests[bisect_left(guests, self._guest_entry(task, node))]
 
     def _own_machines(self, receiver_user: UserState) -> Iterator[Task]:
-        guests = self.guests_on.get(receiver_user.name, ())
+        guests = self.guests_on.get(self.account(receiver_user).name, ())
         return islice(self.pool.vacatable(entry[3] for entry in guests), VICTIM_CANDIDATES)
 
     def choose(self, now: float) -> Preemption | None:
@@ -168,34 +186,35 @@ class ReclaimPreempt(HosepPreempt):
         """(victim user, victim, receiver's PowerDiff after, omega, further victims on the
         machine) if the move is allowed: the victim above its share, Phi falling and, off the
         receiver's own machines, every victim user left at or above the receiver."""
-        victim_diff = victim_user.power_diff
+        receiver_owner, victim_owner = self.account(receiver_user), self.account(victim_user)
+        victim_diff = victim_owner.power_diff
         if victim_diff <= 0:
             return None
         node = victim.node
         assert node is not None  # a victim runs on its node
         gain = node.power_per_cpu * receiver.cpus
-        receiver_after = power_diff(receiver_user.allocated_power + gain,
-                                    receiver_user.provided_power)
-        if overshoots(receiver_user, receiver_after):
+        receiver_after = power_diff(receiver_owner.allocated_power + gain,
+                                    receiver_owner.provided_power)
+        if overshoots(receiver_owner, receiver_after):
             return None
         loss = node.power_per_cpu * victim.cpus
-        omega = remaining_power(victim_user, loss)
+        omega = remaining_power(victim_owner, loss)
         # Further victims only lower the victim user's omega: refused before the search.
         if not own_machine and omega < receiver_after:
             return None
         if self.pool.fits_after_vacate(receiver, victim):
-            if potential_falls(receiver_user.power_diff, receiver_after, gain, victim_diff,
+            if potential_falls(receiver_owner.power_diff, receiver_after, gain, victim_diff,
                                omega, loss):
                 return (victim_user, victim, receiver_after, omega, ())
             return None
         more = self.more_victims(receiver, victim, now)
         if not more:
             return None
-        losses = power_losses(self.pool.users, (victim, *more))
+        losses = power_losses(self.pool.users, (victim, *more), self.account)
         omegas = {user: remaining_power(user, loss) for user, loss in losses.items()}
         if ((own_machine or all(omega >= receiver_after for omega in omegas.values()))
-                and move_lowers_potential(receiver_user, gain, losses)):
-            return (victim_user, victim, receiver_after, omegas[victim_user], more)
+                and move_lowers_potential(receiver_owner, gain, losses)):
+            return (victim_user, victim, receiver_after, omegas[victim_owner], more)
         return None
 
     def _chosen_preemption(self, receiver_user: UserState, receiver: Task,
@@ -222,7 +241,7 @@ class ReclaimPreempt(HosepPreempt):
         )
 
     def key_figures(self, user: UserState, now: float) -> Mapping[str, float]:
-        return hosep_figures(user)
+        return hosep_figures(self.account(user))
 
 
 def first_move(pool: Pool, receiver_users: Iterable[UserState],
@@ -287,7 +306,7 @@ def no_smaller(size: tuple[float, ...], tried: tuple[float, ...]) -> bool:
     return all(asked >= before for asked, before in zip(size, tried, strict=True))
 
 
-def overshoots(receiver: UserState, receiver_after: float) -> bool:
+def overshoots(receiver: Account, receiver_after: float) -> bool:
     """A move would leave a receiver that holds something further from its share than it
     is (a 4-cpu job taking an owner at -0.08 to +0.25: found live in Showcase 2, where it
     held a fifth of the pool above its share for most of a minute); the receiver's job of

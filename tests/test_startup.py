@@ -82,3 +82,40 @@ def test_a_task_list_simulation_loads_no_classad_layer_nor_ispd_model(tmp_path):
     assert "gridfair.sim.workloads.taskcsv" in modules
     assert [name for name in modules if any(name == unneeded or name.startswith(unneeded + ".")
                                             for unneeded in NOT_FOR_A_TASK_LIST)] == []
+
+
+#: The policies a HOSEP run has no use for (issue 50): the registry imports a run's own stages.
+NOT_FOR_HOSEP = ("gridfair.policies.sdrf", "gridfair.policies.condor_priority",
+                 "gridfair.policies.hdrf", "gridfair.policies.dmfa_srq",
+                 "gridfair.policies.deadline_baselines", "gridfair.policies.fair_preempt",
+                 "gridfair.policies.group_preempt", "gridfair.policies.reclaim")
+
+
+def test_a_hosep_simulation_loads_no_other_policy():
+    modules = modules_after("simulate", "hosep-table1", "--policy", "hosep", "--workload",
+                            "low", "--quiet")
+    assert "gridfair.policies.hosep" in modules
+    assert [name for name in modules if name in NOT_FOR_HOSEP] == []
+
+
+def test_every_registered_stage_imports_and_is_the_stage_it_names():
+    from gridfair.core.stages import AdmitPolicy, OrderPolicy, PreemptPolicy, decode_options
+    from gridfair.policies import registry
+
+    for table, base in ((registry.ORDERS, OrderPolicy), (registry.PREEMPTS, PreemptPolicy),
+                        (registry.ADMITS, AdmitPolicy)):
+        for name in table:
+            stage = table[name]
+            assert issubclass(stage, base), name
+            if base is PreemptPolicy:  # built only with an order it accepts
+                assert stage.name == name
+            else:
+                assert stage.from_options(decode_options(stage.Options, {})).name == name
+
+
+def test_simulate_takes_as_flags_the_options_the_stages_declare_so():
+    from gridfair.cli.simulate import OPTION_FLAGS
+    from gridfair.policies.registry import every_option
+
+    assert sorted(OPTION_FLAGS) == sorted(name for name, declared in every_option().items()
+                                          if declared.metadata["flag"])

@@ -17,7 +17,6 @@ from gridfair.core.stages import ALLOCATION_RULES
 from gridfair.policies.drf import FORMS
 from gridfair.policies.hosep import PREEMPTION_TESTS
 from gridfair.policies.registry import (
-    every_option,
     placement_names,
     policy_names,
     unread_options,
@@ -50,9 +49,9 @@ USER_COLUMNS = (
 
 
 #: The policy options simulate takes as flags (`--absolute-power-diff`, ...): those the
-#: stages declare so (`core.stages.option`).
-OPTION_FLAGS = tuple(name for name, declared in every_option().items()
-                     if declared.metadata["flag"])
+#: stages declare so (`core.stages.option(flag=True)`). Named here rather than read off every
+#: stage, which would import every policy at start-up; tests/test_startup.py checks they agree.
+OPTION_FLAGS = ("form", "delta", "slot_weight", "absolute_power_diff", "hosep_test")
 
 
 @cli.command(cls=WithTerms, terms=(

@@ -84,14 +84,18 @@ def test_a_task_list_simulation_loads_no_classad_layer_nor_ispd_model(tmp_path):
                                             for unneeded in NOT_FOR_A_TASK_LIST)] == []
 
 
-#: The policies a HOSEP run has no use for (issue 50): the registry imports a run's own stages.
+#: What a HOSEP run of a grid's own workload has no use for (issue 50): the registry imports a
+#: run's own stages, the scenario its input's reader only.
 NOT_FOR_HOSEP = ("gridfair.policies.sdrf", "gridfair.policies.condor_priority",
                  "gridfair.policies.hdrf", "gridfair.policies.dmfa_srq",
                  "gridfair.policies.deadline_baselines", "gridfair.policies.fair_preempt",
-                 "gridfair.policies.group_preempt", "gridfair.policies.reclaim")
+                 "gridfair.policies.group_preempt", "gridfair.policies.reclaim",
+                 "gridfair.policies.justice", "gridfair.sim.workloads.taskcsv",
+                 "gridfair.sim.workloads.google", "gridfair.sim.workloads.swf",
+                 "gridfair.sim.workloads.swf_grid", "gridfair.sim.workloads.swf_justice")
 
 
-def test_a_hosep_simulation_loads_no_other_policy():
+def test_a_hosep_simulation_loads_no_other_policy_nor_reader():
     modules = modules_after("simulate", "hosep-table1", "--policy", "hosep", "--workload",
                             "low", "--quiet")
     assert "gridfair.policies.hosep" in modules
@@ -119,3 +123,11 @@ def test_simulate_takes_as_flags_the_options_the_stages_declare_so():
 
     assert sorted(OPTION_FLAGS) == sorted(name for name, declared in every_option().items()
                                           if declared.metadata["flag"])
+
+
+def test_every_format_s_reader_module_registers_it():
+    from gridfair.sim.workloads.registry import FORMAT_BY_SUFFIX, READER_MODULES, reader
+
+    assert set(FORMAT_BY_SUFFIX.values()) <= set(READER_MODULES)
+    for format_name in READER_MODULES:
+        assert callable(reader(format_name)), format_name

@@ -32,8 +32,7 @@ from gridfair.sim.measured import MeasuredRun
 from gridfair.sim.metrics import SATISFACTION_BASES
 from gridfair.sim.records import RunRecorder, check_conservation, owner_share_violations
 from gridfair.sim.scenario import build_scenario
-from gridfair.sim.workloads.common import UNMAPPED
-from gridfair.sim.workloads.swf_grid import SWF_PROCS, SWF_STATUSES
+from gridfair.sim.workloads.common import SWF_PROCS, SWF_STATUSES, UNMAPPED
 from gridfair.text import shown
 
 USER_COLUMNS = (

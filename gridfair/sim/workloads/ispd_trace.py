@@ -22,7 +22,7 @@ from gridfair.core.pool import Task
 from gridfair.errors import InputError
 from gridfair.sim.grid import Grid
 from gridfair.sim.workloads.common import count, grid_scenario
-from gridfair.sim.workloads.registry import FORMAT_BY_SUFFIX, WORKLOAD_FORMATS, Scenario
+from gridfair.sim.workloads.registry import WORKLOAD_FORMATS, Scenario
 
 #: Called for each start tag: (tag, attributes, line, parent tag or None).
 StartHandler = Callable[[str, dict[str, str], int, str | None], None]
@@ -188,4 +188,3 @@ def wmsx_scenario(path: Path, grid: Grid | None, options: Mapping[str, Any]) -> 
 
 
 WORKLOAD_FORMATS["wmsx"] = wmsx_scenario
-FORMAT_BY_SUFFIX[".wmsx"] = "wmsx"

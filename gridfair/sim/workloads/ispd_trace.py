@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from xml.parsers import expat
 
 from gridfair.core.pool import Task
@@ -86,9 +86,9 @@ def xml_text(attributes: Mapping[str, str], name: str, tag: str, source: str, li
     return text.strip()
 
 
-@dataclass(frozen=True, slots=True)
-class TraceTask:
-    """One `<task>` of a trace."""
+class TraceTask(NamedTuple):
+    """One `<task>` of a trace (a named tuple: made a few times faster than a frozen
+    dataclass, which sets each field through `object.__setattr__`; a trace has thousands)."""
 
     id: str
     user: str

@@ -10,6 +10,7 @@ import sys
 
 import click
 import pytest
+from click.testing import CliRunner
 
 from gridfair.cli.group import COMMANDS, cli
 
@@ -131,3 +132,31 @@ def test_every_format_s_reader_module_registers_it():
     assert set(FORMAT_BY_SUFFIX.values()) <= set(READER_MODULES)
     for format_name in READER_MODULES:
         assert callable(reader(format_name)), format_name
+
+
+#: Runs the `gridfair` program as installed (`gridfair.cli.main`), with an exit handler the
+#: interpreter's teardown would run.
+RUN_THE_PROGRAM = """
+import atexit, sys
+atexit.register(print, "TEARDOWN")
+from gridfair.cli import main
+sys.argv[0] = "gridfair"
+main()
+"""
+
+
+def test_a_simulation_ends_without_teardown_once_its_files_are_closed(tmp_path):
+    # Without --db every file is closed when simulate returns: the process ends at once
+    # (os._exit), its output and task file complete; with --db it exits as Python does.
+    args = ["simulate", "hosep-table1", "--policy", "hosep", "--workload", "low", "--quiet",
+            "--format", "csv"]
+    quick = subprocess.run([sys.executable, "-c", RUN_THE_PROGRAM, *args, "--tasks-out",
+                            str(tmp_path / "tasks.csv")], capture_output=True, text=True)
+    in_process = CliRunner().invoke(cli, [*args, "--tasks-out", str(tmp_path / "kept.csv")])
+    assert quick.returncode == 0, quick.stderr
+    assert quick.stdout == in_process.output  # flushed, nothing after it
+    assert (tmp_path / "tasks.csv").read_text() == (tmp_path / "kept.csv").read_text()
+    stored = subprocess.run([sys.executable, "-c", RUN_THE_PROGRAM, *args, "--db",
+                             str(tmp_path / "runs.db")], capture_output=True, text=True)
+    assert stored.returncode == 0, stored.stderr
+    assert stored.stdout == in_process.output + "TEARDOWN\n"

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from gridfair.cli import nothing_left_to_close
 from gridfair.cli.group import cli
 from gridfair.cli.output import FORMATS, render_table, to_csv, to_json
 from gridfair.cli.progress import tasks_progress
@@ -331,6 +332,8 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
             click.echo(f"gridfair: check: {shown(problem)}", err=True)
         if problems:
             sys.exit(1)
+    if run_writer is None:  # the task file is closed; the store's connection is not
+        nothing_left_to_close()
 
 
 def _refuse_unread(given: dict, policy: str | None, order: str | None, preempt: str | None,

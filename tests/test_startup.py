@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from gridfair.cli.group import COMMANDS, cli
+from gridfair.sim.grid_loader import embedded_grids
 
 #: Top-level packages (or gridfair packages) too heavy for start-up: the store's library (it
 #: pulls numpy when installed), numpy itself, and gridfair's experiments and daemon code.
@@ -93,12 +94,15 @@ NOT_FOR_HOSEP = ("gridfair.policies.sdrf", "gridfair.policies.condor_priority",
                  "gridfair.policies.group_preempt", "gridfair.policies.reclaim",
                  "gridfair.policies.justice", "gridfair.sim.workloads.taskcsv",
                  "gridfair.sim.workloads.google", "gridfair.sim.workloads.swf",
-                 "gridfair.sim.workloads.swf_grid", "gridfair.sim.workloads.swf_justice")
+                 "gridfair.sim.workloads.swf_grid", "gridfair.sim.workloads.swf_justice",
+                 "importlib.resources")
 
 
-def test_a_hosep_simulation_loads_no_other_policy_nor_reader():
-    modules = modules_after("simulate", "hosep-table1", "--policy", "hosep", "--workload",
-                            "low", "--quiet")
+def test_a_hosep_simulation_loads_no_other_policy_nor_reader(tmp_path):
+    grid = tmp_path / "grid.toml"  # a grid file: no embedded grid looked up
+    grid.write_text(embedded_grids()["hosep-table1"].read_text())
+    modules = modules_after("simulate", str(grid), "--policy", "hosep", "--workload", "low",
+                            "--quiet")
     assert "gridfair.policies.hosep" in modules
     assert [name for name in modules if name in NOT_FOR_HOSEP] == []
 

@@ -14,14 +14,17 @@ GRID_SUFFIXES = (".toml", ".imsx")
 
 
 def embedded_grids() -> dict[str, Path]:
-    """Embedded grid names -> files (package data of `gridfair.sim`). A name is the file's
-    stem, lower case, `_` as `-`."""
+    """Embedded grid names -> files. A name is the file's stem, lower case, `_` as `-`."""
+    return {path.stem.lower().replace("_", "-"): path
+            for path in sorted(embedded_dir().iterdir()) if path.suffix in GRID_SUFFIXES}
+
+
+def embedded_dir() -> Path:
+    """The grid files shipped inside the package (package data of `gridfair.sim`)."""
     # Imported here: importlib.resources costs a run of a grid file 7 ms of start-up.
     from importlib.resources import files
 
-    embedded = Path(str(files("gridfair.sim").joinpath("embedded")))
-    return {path.stem.lower().replace("_", "-"): path
-            for path in sorted(embedded.iterdir()) if path.suffix in GRID_SUFFIXES}
+    return Path(str(files("gridfair.sim").joinpath("embedded")))
 
 
 def load_grid(grid: str | Path) -> Grid:

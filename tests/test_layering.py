@@ -167,7 +167,8 @@ INVERSIONS = {
         "gridfair.daemon.reports", "from gridfair.cli.shares import SharesReport",
         "gridfair.cli.shares"),
     "scenario and workload readers in a ring": (
-        "gridfair.sim.workloads.google",
+        # google then; scenario now imports a file's reader when it reads one (issue 50)
+        "gridfair.sim.workloads.hosep",
         "from gridfair.sim.scenario import FORMAT_BY_SUFFIX, WORKLOAD_FORMATS, Scenario",
         "gridfair.sim.scenario"),
 }

@@ -14,7 +14,7 @@ import pytest
 
 from gridfair.cli.group import EXTRA_OF
 from gridfair.daemon.backends.sim import SimBackend
-from gridfair.sim.grid_loader import EMBEDDED_DIR, embedded_grids, load_grid
+from gridfair.sim.grid_loader import embedded_dir, embedded_grids, load_grid
 from tests.conftest import ROOT
 
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
@@ -69,8 +69,8 @@ def test_the_sim_backend_runs_on_the_embedded_grid_by_default():
 def test_every_embedded_file_is_package_data():
     patterns = PYPROJECT["tool"]["setuptools"]["package-data"]["gridfair.sim"]
     shipped = {path.name for pattern in patterns
-               for path in EMBEDDED_DIR.parent.glob(pattern)}
-    assert shipped == {path.name for path in EMBEDDED_DIR.iterdir()}
+               for path in embedded_dir().parent.glob(pattern)}
+    assert shipped == {path.name for path in embedded_dir().iterdir()}
     assert {path.name for path in embedded_grids().values()} == shipped
 
 

@@ -135,7 +135,7 @@ def test_state_survives_export_and_import(role, name, policy) -> None:
 
 
 def test_options_are_decoded_once_with_errors_naming_the_option() -> None:
-    options = registry.SdrfOrder.Options
+    options = registry.ORDERS["sdrf"].Options
     assert decode_options(options, {"delta": 0.5}).delta == 0.5
     assert decode_options(options, {}).sdrf_priority == "eq5"
     with pytest.raises(ConfigError, match="policy option delta: expected a number, got 'x'"):

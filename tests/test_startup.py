@@ -10,8 +10,10 @@ import sys
 
 import click
 import pytest
+from click.testing import CliRunner
 
 from gridfair.cli.group import COMMANDS, cli
+from gridfair.sim.grid_loader import embedded_grids
 
 #: Top-level packages (or gridfair packages) too heavy for start-up: the store's library (it
 #: pulls numpy when installed), numpy itself, and gridfair's experiments and daemon code.
@@ -82,3 +84,83 @@ def test_a_task_list_simulation_loads_no_classad_layer_nor_ispd_model(tmp_path):
     assert "gridfair.sim.workloads.taskcsv" in modules
     assert [name for name in modules if any(name == unneeded or name.startswith(unneeded + ".")
                                             for unneeded in NOT_FOR_A_TASK_LIST)] == []
+
+
+#: What a HOSEP run of a grid's own workload has no use for (issue 50): the registry imports a
+#: run's own stages, the scenario its input's reader only.
+NOT_FOR_HOSEP = ("gridfair.policies.sdrf", "gridfair.policies.condor_priority",
+                 "gridfair.policies.hdrf", "gridfair.policies.dmfa_srq",
+                 "gridfair.policies.deadline_baselines", "gridfair.policies.fair_preempt",
+                 "gridfair.policies.group_preempt", "gridfair.policies.reclaim",
+                 "gridfair.policies.justice", "gridfair.sim.workloads.taskcsv",
+                 "gridfair.sim.workloads.google", "gridfair.sim.workloads.swf",
+                 "gridfair.sim.workloads.swf_grid", "gridfair.sim.workloads.swf_justice",
+                 "importlib.resources")
+
+
+def test_a_hosep_simulation_loads_no_other_policy_nor_reader(tmp_path):
+    grid = tmp_path / "grid.toml"  # a grid file: no embedded grid looked up
+    grid.write_text(embedded_grids()["hosep-table1"].read_text())
+    modules = modules_after("simulate", str(grid), "--policy", "hosep", "--workload", "low",
+                            "--quiet")
+    assert "gridfair.policies.hosep" in modules
+    assert [name for name in modules if name in NOT_FOR_HOSEP] == []
+
+
+def test_every_registered_stage_imports_and_is_the_stage_it_names():
+    from gridfair.core.stages import AdmitPolicy, OrderPolicy, PreemptPolicy, decode_options
+    from gridfair.policies import registry
+
+    for table, base in ((registry.ORDERS, OrderPolicy), (registry.PREEMPTS, PreemptPolicy),
+                        (registry.ADMITS, AdmitPolicy)):
+        for name in table:
+            stage = table[name]
+            assert issubclass(stage, base), name
+            if base is PreemptPolicy:  # built only with an order it accepts
+                assert stage.name == name
+            else:
+                assert stage.from_options(decode_options(stage.Options, {})).name == name
+
+
+def test_simulate_takes_as_flags_the_options_the_stages_declare_so():
+    from gridfair.cli.simulate import OPTION_FLAGS
+    from gridfair.policies.registry import every_option
+
+    assert sorted(OPTION_FLAGS) == sorted(name for name, declared in every_option().items()
+                                          if declared.metadata["flag"])
+
+
+def test_every_format_s_reader_module_registers_it():
+    from gridfair.sim.workloads.registry import FORMAT_BY_SUFFIX, READER_MODULES, reader
+
+    assert set(FORMAT_BY_SUFFIX.values()) <= set(READER_MODULES)
+    for format_name in READER_MODULES:
+        assert callable(reader(format_name)), format_name
+
+
+#: Runs the `gridfair` program as installed (`gridfair.cli.main`), with an exit handler the
+#: interpreter's teardown would run.
+RUN_THE_PROGRAM = """
+import atexit, sys
+atexit.register(print, "TEARDOWN")
+from gridfair.cli import main
+sys.argv[0] = "gridfair"
+main()
+"""
+
+
+def test_a_simulation_ends_without_teardown_once_its_files_are_closed(tmp_path):
+    # Without --db every file is closed when simulate returns: the process ends at once
+    # (os._exit), its output and task file complete; with --db it exits as Python does.
+    args = ["simulate", "hosep-table1", "--policy", "hosep", "--workload", "low", "--quiet",
+            "--format", "csv"]
+    quick = subprocess.run([sys.executable, "-c", RUN_THE_PROGRAM, *args, "--tasks-out",
+                            str(tmp_path / "tasks.csv")], capture_output=True, text=True)
+    in_process = CliRunner().invoke(cli, [*args, "--tasks-out", str(tmp_path / "kept.csv")])
+    assert quick.returncode == 0, quick.stderr
+    assert quick.stdout == in_process.output  # flushed, nothing after it
+    assert (tmp_path / "tasks.csv").read_text() == (tmp_path / "kept.csv").read_text()
+    stored = subprocess.run([sys.executable, "-c", RUN_THE_PROGRAM, *args, "--db",
+                             str(tmp_path / "runs.db")], capture_output=True, text=True)
+    assert stored.returncode == 0, stored.stderr
+    assert stored.stdout == in_process.output + "TEARDOWN\n"

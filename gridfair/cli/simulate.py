@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from gridfair.cli import nothing_left_to_close
 from gridfair.cli.group import cli
 from gridfair.cli.output import FORMATS, render_table, to_csv, to_json
 from gridfair.cli.progress import tasks_progress
@@ -17,7 +18,6 @@ from gridfair.core.stages import ALLOCATION_RULES
 from gridfair.policies.drf import FORMS
 from gridfair.policies.hosep import PREEMPTION_TESTS
 from gridfair.policies.registry import (
-    every_option,
     placement_names,
     policy_names,
     unread_options,
@@ -33,8 +33,7 @@ from gridfair.sim.measured import MeasuredRun
 from gridfair.sim.metrics import SATISFACTION_BASES
 from gridfair.sim.records import RunRecorder, check_conservation, owner_share_violations
 from gridfair.sim.scenario import build_scenario
-from gridfair.sim.workloads.common import UNMAPPED
-from gridfair.sim.workloads.swf_grid import SWF_PROCS, SWF_STATUSES
+from gridfair.sim.workloads.common import SWF_PROCS, SWF_STATUSES, UNMAPPED
 from gridfair.text import shown
 
 USER_COLUMNS = (
@@ -50,9 +49,9 @@ USER_COLUMNS = (
 
 
 #: The policy options simulate takes as flags (`--absolute-power-diff`, ...): those the
-#: stages declare so (`core.stages.option`).
-OPTION_FLAGS = tuple(name for name, declared in every_option().items()
-                     if declared.metadata["flag"])
+#: stages declare so (`core.stages.option(flag=True)`). Named here rather than read off every
+#: stage, which would import every policy at start-up; tests/test_startup.py checks they agree.
+OPTION_FLAGS = ("form", "delta", "slot_weight", "absolute_power_diff", "hosep_test")
 
 
 @cli.command(cls=WithTerms, terms=(
@@ -334,6 +333,8 @@ def simulate(grid, workload, workload_format, policy, order, preempt, admit, che
             click.echo(f"gridfair: check: {shown(problem)}", err=True)
         if problems:
             sys.exit(1)
+    if run_writer is None:  # the task file is closed; the store's connection is not
+        nothing_left_to_close()
 
 
 def _refuse_unread(given: dict, policy: str | None, order: str | None, preempt: str | None,

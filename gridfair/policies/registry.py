@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, fields
-from typing import Any
+from importlib import import_module
+from typing import Any, Generic, TypeVar
 
 from gridfair.core.placement import FASTEST, PLACEMENTS, Placement
 from gridfair.core.stages import (
@@ -25,51 +26,69 @@ from gridfair.core.stages import (
     option_names,
 )
 from gridfair.errors import ConfigError
-from gridfair.policies.condor_priority import CondorPriorityOrder
-from gridfair.policies.deadline_baselines import (
-    FairShareOrder,
-    OracleAdmit,
-    OracleOrder,
-    ReactiveAdmit,
-)
-from gridfair.policies.dmfa_srq import DmfaSrqOrder
-from gridfair.policies.drf import DrfOrder, WeightedDrfOrder
-from gridfair.policies.fair_preempt import FairPreempt
-from gridfair.policies.group_preempt import GroupFairPreempt
-from gridfair.policies.hdrf import HdrfOrder
-from gridfair.policies.hosep import HosepOrder, HosepPreempt
-from gridfair.policies.justice import JusticeAdmit, JusticeOrder
-from gridfair.policies.osep import OsepOrder, OsepPreempt
-from gridfair.policies.reclaim import ReclaimPreempt
-from gridfair.policies.sdrf import SdrfOrder
 
 Options = Mapping[str, Any]
 
-ORDERS: dict[str, type[OrderPolicy]] = {
-    "osep": OsepOrder,
-    "hosep": HosepOrder,
-    "drf": DrfOrder,
-    "wdrf": WeightedDrfOrder,
-    "hdrf": HdrfOrder,
-    "sdrf": SdrfOrder,
-    "dmfa-srq": DmfaSrqOrder,
-    "condor": CondorPriorityOrder,
-    "justice": JusticeOrder,
-    "fair-share": FairShareOrder,
-    "oracle": OracleOrder,
-}
-PREEMPTS: dict[str, type[PreemptPolicy]] = {
-    "osep": OsepPreempt,
-    "hosep": HosepPreempt,
-    "reclaim": ReclaimPreempt,
-    "fair": FairPreempt,
-    "group-fair": GroupFairPreempt,
-}
-ADMITS: dict[str, type[AdmitPolicy]] = {
-    "justice": JusticeAdmit,
-    "reactive": ReactiveAdmit,
-    "oracle": OracleAdmit,
-}
+Stage = TypeVar("Stage")
+
+
+class StageTable(Mapping[str, type[Stage]], Generic[Stage]):
+    """Stage name -> class, each class imported when first looked up: a run loads its own
+    stages' modules, not every policy's (start-up, issue 50). Iterating names imports
+    nothing; `values()` and `items()` import every stage. A class set directly (a plug-in,
+    a test's stage) is used as given."""
+
+    def __init__(self, paths: Mapping[str, str]) -> None:
+        self._paths = dict(paths)  # name -> "module:Class"
+        self._classes: dict[str, type[Stage]] = {}
+
+    def __getitem__(self, name: str) -> type[Stage]:
+        if name not in self._classes:
+            module, _, attribute = self._paths[name].partition(":")
+            self._classes[name] = getattr(import_module(module), attribute)
+        return self._classes[name]
+
+    def __setitem__(self, name: str, stage: type[Stage]) -> None:
+        self._paths[name] = f"{stage.__module__}:{stage.__qualname__}"
+        self._classes[name] = stage
+
+    def __delitem__(self, name: str) -> None:
+        del self._paths[name]
+        self._classes.pop(name, None)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._paths)
+
+    def __len__(self) -> int:
+        return len(self._paths)
+
+
+_POLICIES = "gridfair.policies."
+ORDERS: StageTable[OrderPolicy] = StageTable({
+    "osep": _POLICIES + "osep:OsepOrder",
+    "hosep": _POLICIES + "hosep:HosepOrder",
+    "drf": _POLICIES + "drf:DrfOrder",
+    "wdrf": _POLICIES + "drf:WeightedDrfOrder",
+    "hdrf": _POLICIES + "hdrf:HdrfOrder",
+    "sdrf": _POLICIES + "sdrf:SdrfOrder",
+    "dmfa-srq": _POLICIES + "dmfa_srq:DmfaSrqOrder",
+    "condor": _POLICIES + "condor_priority:CondorPriorityOrder",
+    "justice": _POLICIES + "justice:JusticeOrder",
+    "fair-share": _POLICIES + "deadline_baselines:FairShareOrder",
+    "oracle": _POLICIES + "deadline_baselines:OracleOrder",
+})
+PREEMPTS: StageTable[PreemptPolicy] = StageTable({
+    "osep": _POLICIES + "osep:OsepPreempt",
+    "hosep": _POLICIES + "hosep:HosepPreempt",
+    "reclaim": _POLICIES + "reclaim:ReclaimPreempt",
+    "fair": _POLICIES + "fair_preempt:FairPreempt",
+    "group-fair": _POLICIES + "group_preempt:GroupFairPreempt",
+})
+ADMITS: StageTable[AdmitPolicy] = StageTable({
+    "justice": _POLICIES + "justice:JusticeAdmit",
+    "reactive": _POLICIES + "deadline_baselines:ReactiveAdmit",
+    "oracle": _POLICIES + "deadline_baselines:OracleAdmit",
+})
 
 # --policy NAME -> (order, preempt or None, admit or None)
 COMPOSITIONS: dict[str, tuple[str, str | None, str | None]] = {

@@ -5,21 +5,26 @@ grids to simulate and to run the demo daemon on without the repository.
 
 from __future__ import annotations
 
-from importlib.resources import files
 from pathlib import Path
 
 from gridfair.errors import InputError
 from gridfair.sim.grid import Grid, read_toml_grid
 
-#: The grid files shipped inside the package (package data of `gridfair.sim`).
-EMBEDDED_DIR = Path(str(files("gridfair.sim").joinpath("embedded")))
 GRID_SUFFIXES = (".toml", ".imsx")
 
 
 def embedded_grids() -> dict[str, Path]:
     """Embedded grid names -> files. A name is the file's stem, lower case, `_` as `-`."""
     return {path.stem.lower().replace("_", "-"): path
-            for path in sorted(EMBEDDED_DIR.iterdir()) if path.suffix in GRID_SUFFIXES}
+            for path in sorted(embedded_dir().iterdir()) if path.suffix in GRID_SUFFIXES}
+
+
+def embedded_dir() -> Path:
+    """The grid files shipped inside the package (package data of `gridfair.sim`)."""
+    # Imported here: importlib.resources costs a run of a grid file 7 ms of start-up.
+    from importlib.resources import files
+
+    return Path(str(files("gridfair.sim").joinpath("embedded")))
 
 
 def load_grid(grid: str | Path) -> Grid:

@@ -8,17 +8,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gridfair.core.negotiator import Negotiator
 from gridfair.core.pool import Task
-from gridfair.sim.deadline_metrics import DeadlineSummary, deadline_summary
 from gridfair.sim.engine import SimulationResult
 from gridfair.sim.engine_options import EngineOptions
 from gridfair.sim.metrics import RunMetrics, RunSummary, UserMetrics
 from gridfair.sim.scenario import run_streamed, simulation_of
 from gridfair.sim.task_stream import InOrder, arrival_key
 from gridfair.sim.workloads.registry import Scenario
+
+if TYPE_CHECKING:  # the deadline figures, loaded only for tasks with deadlines (`run`)
+    from gridfair.sim.deadline_metrics import DeadlineSummary
 
 
 @dataclass(frozen=True)
@@ -57,5 +59,8 @@ class MeasuredRun:
         in_arrival_order.close()
         users = self._metrics.users()
         summary = self._metrics.summary(result, users)
-        return Measures(result, users, summary,
-                        deadline_summary(result) if self.deadlines_in_play else None)
+        if not self.deadlines_in_play:
+            return Measures(result, users, summary, None)
+        from gridfair.sim.deadline_metrics import deadline_summary
+
+        return Measures(result, users, summary, deadline_summary(result))

@@ -1,10 +1,10 @@
 """A scenario: the nodes and tasks of one simulation, built from a grid and a workload.
 
 The workload is either a name the grid file defines (the HOSEP paper's synthetic sets), or a
-file read by the reader registered for its format. The readers register themselves in
-`gridfair.sim.workloads.registry`; they are imported here so that they do, all but a pool's
-history (`condor_history`), whose ClassAd layer a simulation of a task list or a trace does not
-need at start-up: it is imported when the workload is a pool's, or is no other reader's. Some
+file read by the reader of its format (`gridfair.sim.workloads.registry`), imported when a run
+reads that format: a run loads its own reader only. A pool's history (`condor_history`, whose
+ClassAd layer a task list or a trace has no use for) is imported when the workload is a
+pool's, or is no other reader's. Some
 workloads define the pool themselves (a task trace with `--capacity-ratio`, an SWF trace with
 `--capacity`); then no grid is needed.
 """
@@ -24,20 +24,15 @@ from gridfair.sim.engine_options import DEFAULT_ENGINE, EngineOptions
 from gridfair.sim.grid import Grid
 from gridfair.sim.grid_loader import load_grid
 from gridfair.sim.records import RunRecorder
-from gridfair.sim.workloads import (  # noqa: F401 - each registers its formats
-    google,
-    ispd_trace,
-    swf_grid,
-    swf_justice,
-    taskcsv,
-)
 from gridfair.sim.workloads.hosep import hosep_workload
 from gridfair.sim.workloads.registry import (
     FORMAT_BY_SUFFIX,
     FORMAT_SNIFFERS,
     GRID_WORKLOADS,
+    READER_MODULES,
     WORKLOAD_FORMATS,
     Scenario,
+    reader,
 )
 
 if TYPE_CHECKING:  # the slot views, loaded only with a pool's slots (`_pool_grid`)
@@ -61,11 +56,11 @@ def _register_history() -> str:
 
 
 def workload_format(path: Path, override: str | None) -> str:
-    if override and override not in WORKLOAD_FORMATS:
+    if override and override not in READER_MODULES:
         _register_history()
     if override:
-        if override not in WORKLOAD_FORMATS:
-            known = ", ".join(sorted(WORKLOAD_FORMATS)) or "none"
+        if override not in READER_MODULES and override not in WORKLOAD_FORMATS:
+            known = ", ".join(sorted({*READER_MODULES, *WORKLOAD_FORMATS}))
             raise InputError(f"unknown workload format {override!r} (known: {known})")
         return override
     name = path.name.lower()
@@ -149,7 +144,7 @@ def build_scenario(
             raise InputError("not a regular file (a FIFO, device or socket): give a file",
                              source=workload)
         format_name = workload_format(path, workload_format_name)
-        scenario = WORKLOAD_FORMATS[format_name](path, grid, read_options)
+        scenario = reader(format_name)(path, grid, read_options)
         described = f"a {format_name} workload" + (" on a grid" if grid is not None else "")
     if unusable_slots:
         first = unusable_slots[0]

@@ -28,6 +28,10 @@ from gridfair.sim.workloads.registry import Scenario
 
 USER_MAPS = ("names", "busiest", "round-robin")
 UNMAPPED = ("keep", "drop")
+#: The choices of `--swf-status` and `--swf-procs` (`swf_grid`), here so that the command line
+#: names them without loading the SWF reader.
+SWF_STATUSES = ("any", "completed")
+SWF_PROCS = ("one", "cpus")
 
 #: Builds the tasks for a user mapping: (user -> account or None) -> (tasks, input Mbit each);
 #: the tasks a list, or a sized iterable in submit order read as they are taken.

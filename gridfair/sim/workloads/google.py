@@ -31,7 +31,7 @@ from gridfair.core.pool import Task
 from gridfair.errors import InputError
 from gridfair.sim.grid import Grid
 from gridfair.sim.workloads.common import count, grid_scenario
-from gridfair.sim.workloads.registry import FORMAT_BY_SUFFIX, WORKLOAD_FORMATS, Scenario
+from gridfair.sim.workloads.registry import WORKLOAD_FORMATS, Scenario
 
 COLUMNS = 13
 SUBMIT, SCHEDULE, EVICT, FAIL, FINISH, KILL, LOST = range(7)
@@ -180,5 +180,3 @@ def google_scenario(path: Path, grid: Grid | None, options: Mapping[str, Any]) -
 
 WORKLOAD_FORMATS["google"] = google_scenario
 # clusterdata-2011-2 splits every table into 500 shards: part-NNNNN-of-00500.csv.gz
-FORMAT_BY_SUFFIX["-of-00500.csv.gz"] = "google"
-FORMAT_BY_SUFFIX["task_events"] = "google"

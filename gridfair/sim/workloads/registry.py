@@ -1,9 +1,10 @@
 """The scenario a workload reader builds, and the registries readers add themselves to.
 
-A reader module imports this one and registers under a format name (`WORKLOAD_FORMATS`), the
-file endings that select it (`FORMAT_BY_SUFFIX`), or a grid workload `kind` (`GRID_WORKLOADS`).
-`gridfair.sim.scenario` imports the readers and looks them up here, so the dependency runs one
-way: scenario -> readers -> registry.
+A reader module imports this one and registers under a format name (`WORKLOAD_FORMATS`) or a
+grid workload `kind` (`GRID_WORKLOADS`). Which module reads a format (`READER_MODULES`) and
+the file endings that select a format (`FORMAT_BY_SUFFIX`) are listed here, so that a run
+imports only the reader of its input (`reader`; start-up, issue 50). `gridfair.sim.scenario`
+looks the readers up here, so the dependency runs one way: scenario -> readers -> registry.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import csv
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from importlib import import_module
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -117,10 +119,33 @@ WorkloadReader = Callable[[Path | None, Grid | None, Mapping[str, Any]], Scenari
 #: Workload formats by name, the file endings that select them, and the tests that tell a
 #: format from a file's content (for files whose name says nothing, e.g. `history`).
 WORKLOAD_FORMATS: dict[str, WorkloadReader] = {}
-FORMAT_BY_SUFFIX: dict[str, str] = {}
+FORMAT_BY_SUFFIX: dict[str, str] = {
+    ".csv": "taskcsv", ".csv.gz": "taskcsv",
+    "-of-00500.csv.gz": "google", "task_events": "google",
+    ".wmsx": "wmsx",
+    ".swf": "swf", ".swf.gz": "swf",
+}
 FORMAT_SNIFFERS: dict[str, Callable[[Path], bool]] = {}
 
 #: Builds a scenario from a workload a grid defines: (grid, name, options) -> Scenario, by the
 #: workload's `kind` (the HOSEP paper's synthetic sets; an iSPD model's own load).
 GridWorkload = Callable[[Grid, str, Mapping[str, Any]], Scenario]
 GRID_WORKLOADS: dict[str, GridWorkload] = {}
+
+
+#: The module that registers each format's reader in `WORKLOAD_FORMATS` when imported (a
+#: pool's history, `condor_history`, registers itself: `gridfair.sim.scenario` imports it).
+READER_MODULES: dict[str, str] = {
+    "taskcsv": "gridfair.sim.workloads.taskcsv",
+    "google": "gridfair.sim.workloads.google",
+    "wmsx": "gridfair.sim.workloads.ispd_trace",
+    "swf": "gridfair.sim.workloads.swf_justice",
+    "swf-grid": "gridfair.sim.workloads.swf_grid",
+}
+
+
+def reader(format_name: str) -> WorkloadReader:
+    """The reader of `format_name` (a known format), its module imported on first use."""
+    if format_name not in WORKLOAD_FORMATS:
+        import_module(READER_MODULES[format_name])
+    return WORKLOAD_FORMATS[format_name]

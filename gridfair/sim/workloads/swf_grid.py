@@ -29,12 +29,10 @@ from typing import Any
 from gridfair.core.pool import Task
 from gridfair.errors import InputError
 from gridfair.sim.grid import Grid
-from gridfair.sim.workloads.common import count, grid_scenario
-from gridfair.sim.workloads.registry import FORMAT_BY_SUFFIX, WORKLOAD_FORMATS, Scenario
+from gridfair.sim.workloads.common import SWF_PROCS, SWF_STATUSES, count, grid_scenario
+from gridfair.sim.workloads.registry import WORKLOAD_FORMATS, Scenario
 from gridfair.sim.workloads.swf import SwfJob, SwfLines
 
-SWF_STATUSES = ("any", "completed")
-SWF_PROCS = ("one", "cpus")
 COMPLETED = 1  # SWF status of a job that ended normally
 #: Why a job is left out, by the test that leaves it out.
 TOO_SHORT = "job with unknown run time or shorter than --min-run-time"
@@ -204,7 +202,4 @@ def swf_scenario(path: Path, grid: Grid | None, options: Mapping[str, Any]) -> S
                          skipped=scan.skipped, default_user_map="busiest")
 
 
-WORKLOAD_FORMATS.setdefault("swf", swf_scenario)
 WORKLOAD_FORMATS["swf-grid"] = swf_scenario
-for _suffix in (".swf", ".swf.gz"):
-    FORMAT_BY_SUFFIX.setdefault(_suffix, "swf")

@@ -35,7 +35,6 @@ from gridfair.errors import InputError
 from gridfair.sim.deadlines import deadline_factors, deadline_job
 from gridfair.sim.grid import Grid
 from gridfair.sim.workloads.registry import (
-    FORMAT_BY_SUFFIX,
     WORKLOAD_FORMATS,
     Scenario,
     TaskFile,
@@ -138,5 +137,3 @@ def swf_format(path: Path, grid: Grid | None, options: Mapping[str, Any]) -> Sce
 
 
 WORKLOAD_FORMATS["swf"] = swf_format
-for _suffix in (".swf", ".swf.gz"):
-    FORMAT_BY_SUFFIX[_suffix] = "swf"

@@ -42,7 +42,6 @@ from gridfair.policies.drf import Entitlements
 from gridfair.sim.engine import DeferredWorkload
 from gridfair.sim.grid import Grid
 from gridfair.sim.workloads.registry import (
-    FORMAT_BY_SUFFIX,
     WORKLOAD_FORMATS,
     Scenario,
     TaskFile,
@@ -473,5 +472,3 @@ def tasks_trace(path: Path) -> TaskFile:
 
 
 WORKLOAD_FORMATS["taskcsv"] = trace_scenario
-FORMAT_BY_SUFFIX[".csv"] = "taskcsv"
-FORMAT_BY_SUFFIX[".csv.gz"] = "taskcsv"

@@ -22,7 +22,7 @@ from typing import Any
 
 from gridfair.core.groups import GROUP_IDENTITY, NONE_GROUP, GroupTree
 from gridfair.core.pool import Pool, UserState, power_diff
-from gridfair.policies.hdrf import group_tree
+from gridfair.policies.group_option import group_tree
 
 
 class OwnerAccount:

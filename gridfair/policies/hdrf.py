@@ -46,11 +46,10 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gridfair.classads.pool_groups import FROM_CONDOR, from_condor, pool_group_tree
-from gridfair.core.groups import NONE_GROUP, QUOTA_RESOURCES, GroupTree, tree_from_toml
+from gridfair.core.groups import NONE_GROUP, QUOTA_RESOURCES, GroupTree
 from gridfair.core.pool import CPUS, GPUS, MEMORY, RESOURCE_NAMES, Pool, UserState
 from gridfair.core.stages import OrderPolicy, option
-from gridfair.errors import ConfigError, InputError
+from gridfair.errors import InputError
 from gridfair.policies.decaying_order import DecayingOrder
 from gridfair.policies.drf import (
     DEFAULT_RESOURCES,
@@ -59,6 +58,7 @@ from gridfair.policies.drf import (
     dominant,
     resource_shares,
 )
+from gridfair.policies.group_option import group_tree
 from gridfair.policies.group_orders import MEASURE_OF, within_order
 from gridfair.policies.ranking import UserRanking
 
@@ -633,20 +633,6 @@ class PrioritisedHdrfOrder(HdrfOrder):
                 {**saved, within.state_name: {
                     user: level for user, level in levels.items()
                     if self.tree.group_of(user) == name}}, source=where)
-
-
-def group_tree(groups: Mapping[str, Any] | GroupTree | str | None) -> GroupTree:
-    """The tree the `groups` option names (`HdrfOptions.groups`)."""
-    if groups is None:
-        return GroupTree()
-    if isinstance(groups, str) and from_condor(groups):
-        return pool_group_tree(groups)
-    if isinstance(groups, GroupTree):
-        return groups
-    if isinstance(groups, Mapping):
-        return tree_from_toml(groups)
-    raise ConfigError(f"policy option groups: expected a [groups] table or {FROM_CONDOR!r} "
-                      f"or '{FROM_CONDOR}@HOST[:PORT]', got {groups!r}")
 
 
 def group_rows_of(order: OrderPolicy) -> list[dict[str, Any]]:

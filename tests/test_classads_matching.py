@@ -153,6 +153,23 @@ def test_a_job_reading_its_own_attribute_through_eval_is_an_autocluster_of_its_o
     assert matcher.autoclusters == 2
 
 
+@pytest.mark.parametrize(("job_requirements", "memory", "evaluated"), [
+    ("TARGET.Memory > 0", "100", 1),  # kept from one snapshot to the next
+    ("TARGET.Memory > 0", "time()", 2),  # a slot attribute the job reads
+    ("time() > 0", "100", 2),
+    ("eval(strcat(\"TARGET.Mem\", \"ory\")) > 0", "100", 2),  # may call anything
+])
+def test_a_match_that_may_read_the_clock_is_evaluated_again_each_snapshot(
+        job_requirements: str, memory: str, evaluated: int) -> None:
+    job = classad2.ClassAd(f"[Requirements = {job_requirements}]")
+    slot = classad2.ClassAd(f"[Requirements = true; Memory = {memory}]")
+    matcher = AutoclusterMatcher()
+    for _ in range(2):
+        matcher.next_snapshot()
+        assert matcher(_task(job, "1.0"), _node(slot, "m"))
+    assert matcher.evaluations == evaluated
+
+
 def test_without_ads_only_resources_count() -> None:
     matcher = AutoclusterMatcher()
     assert matcher(Task("1.0", "u", 0.0), Node("m", None, 1.0, ad=real_slots()[0]))

@@ -17,6 +17,7 @@ from gridfair.classads.reader import AdFormat
 from gridfair.classads.to_pool import place_running, pool_from_snapshot, queue_order
 from gridfair.core.pool import Node, Pool, Task, fifo_key, least_demand_key
 from gridfair.core.shares import share_rows
+from gridfair.core.stages import ALLOCATE
 from gridfair.daemon.backends.files import FilesBackend
 from gridfair.daemon.config import validate
 from gridfair.daemon.cycle import CycleRunner
@@ -392,3 +393,42 @@ def test_deferred_queue_serves_as_the_tasks_would_when_a_vacated_task_rejoins(ke
         served.append(order)
     assert served[0] == served[1]
     assert served[0][-2] == "9.0" and served[0].count("9.0") == 1
+
+
+# ----------------------------------------------------------------- the matcher kept
+@pytest.mark.parametrize("side", ["jobs", "machines"])
+def test_an_ad_edited_behind_a_kept_id_is_matched_anew(tmp_path, side):
+    pool = ChurningPool(tmp_path, 5)
+    pool.write()
+    backend = FilesBackend(tmp_path, tmp_path / "actions.jsonl")
+    kept = KeptPool()
+
+    def allocations() -> int:
+        snapshot = backend.read_snapshot()
+        loaded = kept.update(snapshot, stages_of("hosep", "hosep"))
+        decisions, _ = outcome(loaded, snapshot.time)
+        return sum(1 for decision in decisions if decision.kind == ALLOCATE)
+
+    assert allocations() > 0
+    for ad in (pool.jobs if side == "jobs" else pool.machines):
+        ad["Requirements"] = classad2.ExprTree("false")  # the same ids: nothing matches now
+    pool.write()
+    assert allocations() == 0
+
+
+def test_the_kept_matcher_does_not_hold_the_groups_of_ads_gone_without_bound(tmp_path):
+    pool = ChurningPool(tmp_path, 5)
+    backend = FilesBackend(tmp_path, tmp_path / "actions.jsonl")
+    kept = KeptPool()
+    groups = []
+    for cycle in range(10):
+        for ad in pool.jobs:  # every job a new ad, of a new autocluster, each cycle
+            ad["Requirements"] = classad2.ExprTree(f"TARGET.Memory >= {cycle}")
+        pool.write()
+        snapshot = backend.read_snapshot()
+        loaded = kept.update(snapshot, stages_of("hosep", "hosep"))
+        loaded.negotiator.cycle(snapshot.time)
+        groups.append(loaded.pool.matcher.autoclusters)
+    # A new matcher once the jobs it forgot outnumber the jobs and slots live (300 + 40):
+    # two cycles' autoclusters at most, not ten.
+    assert max(groups) <= 2 * groups[0], groups

@@ -11,12 +11,13 @@ and a changed or gone job's view is taken out and a new one put in, each found b
 (`_reordered`). The pool's indexes are then laid out in one pass (`Pool.load`:
 no policy callback per job) in the rebuild's orders (slots as the snapshot lists them, idle
 jobs by QDate then id, running jobs by slot), and the stages learn the pool from its totals
-(`Pool.announce`). A running job's task is made each cycle; an idle job's only when it
-reaches its user's queue head (`Pool.load`'s deferred tasks), where the order stage's task key
-allows it (`DEFERRABLE_KEYS`): a million idle jobs cost their views and a handle each, not a
-task each. Totals are summed in the rebuild's order, so every figure, tie and decision is the
-rebuild's to the last bit (`tests/test_kept_pool.py` runs both on the same snapshot
-sequences).
+(`Pool.announce`). The ClassAd matcher is kept too: only the jobs and slots whose view
+changed are classified again (`_match`). A running job's task is made each cycle; an idle
+job's only when it reaches its user's queue head (`Pool.load`'s deferred tasks), where the
+order stage's task key allows it (`DEFERRABLE_KEYS`): a million idle jobs cost their views
+and a handle each, not a task each. Totals are summed in the rebuild's order, so every
+figure, tie and decision is the rebuild's to the last bit (`tests/test_kept_pool.py` runs
+both on the same snapshot sequences).
 
 Stages whose state follows from the pool as it is now take this path: HOSEP, OSEP, reclaim,
 DRF and weighted DRF. Stages that integrate over the events' times (SDRF, HTCondor priority),
@@ -102,6 +103,10 @@ class KeptPool:
         `served`: users indexed by it, least first (`to_pool.enrol_in_rotation`); the caller
         keeps it current."""
         self._matcher = matcher
+        # The matcher kept across cycles (when no `matcher` is given), and how many of the
+        # jobs and slots it met have since changed or gone (their entries kept, unused).
+        self._kept_matcher = AutoclusterMatcher()
+        self._forgotten = 0
         self._defer = defer
         self._served = served
         self._machines: dict[str, tuple[Machine, Node]] = {}
@@ -131,11 +136,12 @@ class KeptPool:
     def _update(self, snapshot: Snapshot, stages: Stages) -> LoadedPool:
         events = PoolEvents()
         now = snapshot.time
-        nodes = self._nodes((machine for machine in snapshot.machines
-                             if machine.slot_type != DYNAMIC), events)
+        nodes, slots_left = self._nodes((machine for machine in snapshot.machines
+                                         if machine.slot_type != DYNAMIC), events)
         last_views = self._views
         index = snapshot.jobs_by_id
-        fresh = self._fresh(snapshot)
+        fresh, jobs_left = self._fresh(snapshot)
+        match = self._match(jobs_left, slots_left, len(index) + len(nodes))
         running_jobs, idle = self._orders[JobStatus.RUNNING], self._orders[JobStatus.IDLE]
         layout = lay_out(snapshot.machines, running_jobs, index)
         held = layout.held_on_closed()
@@ -166,8 +172,7 @@ class KeptPool:
         self._count_job_events(running_on, len(idle), fresh, last_views, index, events)
         pool = Pool(task_key=stages.order.task_key,
                     exact_accounting=stages.order.exact_accounting,
-                    matcher=layout.matcher(self._matcher if self._matcher is not None
-                                           else AutoclusterMatcher()))
+                    matcher=layout.matcher(match))
         laid_out = [nodes[machine.name] for machine, _ in layout.nodes]
         idle_users = list(map(_JOB_USER, idle))
         if self._served is not None:
@@ -187,9 +192,32 @@ class KeptPool:
         return LoadedPool(negotiator, (), layout.unplaced)
 
     # ------------------------------------------------------------- internals
-    def _nodes(self, machines: Iterable[Machine], events: PoolEvents) -> dict[str, Node]:
+    def _match(self, jobs_left: list[Job], slots_left: list[str],
+               live: int) -> Callable[[Task, Node], bool]:
+        """The matcher of this cycle: the one kept, told which jobs and slots changed or
+        went; a new one when those it was told of outnumber the `live` jobs and slots (its
+        groups and matches of ads gone would otherwise grow without bound)."""
+        if self._matcher is not None:
+            return self._matcher
+        self._forgotten += len(jobs_left) + len(slots_left)
+        if self._forgotten > live:
+            self._kept_matcher, self._forgotten = AutoclusterMatcher(), 0
+            return self._kept_matcher
+        matcher = self._kept_matcher
+        for job in jobs_left:
+            matcher.forget_job(job.id)
+        for name in slots_left:
+            matcher.forget_machine(name)
+        matcher.next_snapshot()
+        return matcher
+
+    def _nodes(self, machines: Iterable[Machine],
+               events: PoolEvents) -> tuple[dict[str, Node], list[str]]:
+        """Each slot's node (kept where its view is the last cycle's), and the slots whose
+        view changed or that went."""
         kept = self._machines
         current: dict[str, tuple[Machine, Node]] = {}
+        changed: list[str] = []  # slots whose view (and maybe ad) is not the last cycle's
         for machine in machines:
             before = kept.get(machine.name)
             if before is not None and before[0] is machine:
@@ -197,18 +225,21 @@ class KeptPool:
                 continue
             if before is None:
                 events.add("slot_came")
-            elif before[0] != machine:
-                events.add("slot_changed")
+            else:
+                changed.append(machine.name)
+                if before[0] != machine:
+                    events.add("slot_changed")
             current[machine.name] = (machine, node_from_machine(machine))
-        events.add("slot_went", sum(1 for name in kept if name not in current))
+        gone = [name for name in kept if name not in current]
+        events.add("slot_went", len(gone))
         self._machines = current
-        return {name: node for name, (_, node) in current.items()}
+        return {name: node for name, (_, node) in current.items()}, [*changed, *gone]
 
-    def _fresh(self, snapshot: Snapshot) -> list[Job]:
+    def _fresh(self, snapshot: Snapshot) -> tuple[list[Job], list[Job]]:
         """The snapshot's jobs whose view is not the one of the last cycle (new ones, and
-        changed ones); the running and idle orders made the snapshot's (`_reorder`). Only
-        those jobs, and the ones gone, are visited one by one; the rest is done over all jobs
-        at once, in C."""
+        changed ones), and the last cycle's views of the changed and gone ones; the running
+        and idle orders made the snapshot's (`_reorder`). Only those jobs, and the ones gone,
+        are visited one by one; the rest is done over all jobs at once, in C."""
         jobs = snapshot.jobs
         index = snapshot.jobs_by_id
         last = self._views
@@ -222,11 +253,11 @@ class KeptPool:
             for status, order in self._orders.items():
                 order[:] = sorted(compress(jobs, map(is_, map(JOB_STATUS, jobs),
                                                      repeat(status))), key=queue_order)
-            return fresh
+            return fresh, replaced
         for status, order in self._orders.items():
             order[:] = _reordered(order, [job for job in replaced if job.status is status],
                                   [job for job in fresh if job.status is status])
-        return fresh
+        return fresh, replaced
 
     def _count_job_events(self, running_on: dict[str, str], idle: int, fresh: Iterable[Job],
                           last_views: Mapping[str, Job], views: Mapping[str, Job],

@@ -47,6 +47,9 @@ JOB_IDENTITY = frozenset(name.lower() for name in (
 #: Calls that read attributes named by a value (`eval(strcat("Cluster", "Id"))`), which no
 #: reference list shows.
 _HIDDEN_READS = re.compile(r"\beval\w*\s*\(", re.IGNORECASE)
+#: Calls whose value may change from one evaluation to the next (`CurrentTime = time()`, as
+#: startds publish it; `eval` may make any call): a match reading one holds for one snapshot.
+_CHANGING_CALLS = re.compile(r"\b(?:time|random|formattime|eval\w*)\s*\(", re.IGNORECASE)
 
 
 def hides_reads(ad: classad2.ClassAd, attributes: Iterable[str] = MATCH_EXPRESSIONS) -> bool:
@@ -137,6 +140,8 @@ class _Side:
         # id of an ad -> (the ad, its group): ads shared by several jobs (the `files`
         # backend's match groups) are parsed and classified once.
         self.group_of_ad: dict[int, tuple[Any, int]] = {}
+        # Groups whose match may read the clock (`_CHANGING_CALLS`).
+        self.changing: set[int] = set()
 
     def reset(self) -> None:
         self.attributes.clear()
@@ -144,6 +149,7 @@ class _Side:
         self.group_of_ad.clear()
         self.group_ids.clear()
         self.representatives.clear()
+        self.changing.clear()
 
 
 class AutoclusterMatcher:
@@ -152,8 +158,9 @@ class AutoclusterMatcher:
     by resources only, which the pool checks itself, so the answer is True.
 
     Groups and matches are cached for the matcher's life, keyed by job id and machine name:
-    use a new matcher for each snapshot (as `pool_from_snapshot` does), or call
-    `forget_job`/`forget_machine` when the ad behind an id changes."""
+    use a new matcher for each snapshot (as `pool_from_snapshot` does), or, to keep one across
+    snapshots (as `KeptPool` does), call `forget_job`/`forget_machine` when the ad behind an id
+    changes and `next_snapshot` before matching a new snapshot."""
 
     def __init__(self) -> None:
         self._jobs = _Side()
@@ -206,6 +213,14 @@ class AutoclusterMatcher:
     def forget_machine(self, name: str) -> None:
         self._machines.group_of.pop(name, None)
 
+    def next_snapshot(self) -> None:
+        """Drop the matches that read the clock (or may: `eval`), which held when they were
+        evaluated, not necessarily now; the others hold while the ads do."""
+        jobs, machines = self._jobs.changing, self._machines.changing
+        if jobs or machines:
+            self._matches = {key: matched for key, matched in self._matches.items()
+                             if key[0] not in jobs and key[1] not in machines}
+
     def _classify(self, side: _Side, other: _Side, key: str, ad: Any) -> int:
         group = side.group_of.get(key)
         if group is not None:
@@ -226,6 +241,9 @@ class AutoclusterMatcher:
             self._learn(ad, other)
             group = side.group_ids[signature] = len(side.representatives)
             side.representatives.append(ad)
+            # The signature holds the text of everything the match reads of the ad.
+            if _CHANGING_CALLS.search(repr(signature)):
+                side.changing.add(group)
         side.group_of[key] = group
         side.group_of_ad[id(kept)] = (kept, group)
         return group

@@ -34,17 +34,18 @@ lose every tie (live, Showcase 4: the GPU project held 3 GPUs of the 4 it was en
 fourth idle for 100 s, because the cpu department was 0.02 below its entitlement after the
 third move). The distance counts the error both leaves make, so the fourth GPU moves when it
 lowers the sum (0.25 closer for the GPU project, one cpu job's 0.06-0.11 further for the
-other). While demand does not change, the entitlements do not either, the distance falls by
-more than `LEAST_DECREASE` with every move and never goes below 0: moves stop, and no move is
-taken back (the move back would raise the distance by what this one lowered). A vacated job
-rejoins its group's waiting demand, which may change the entitlements: the window keeps the
-same job from being vacated again, and two sides from trading room back and forth, while
-they settle. The guarantee keeps the victim's quota: a group never gives room from under its
-quota. A move vacates one job (a receiver whose job needs the room of several is not served
-by this stage). The daemon's safety rules (`daemon.safety`) apply through the negotiator's
-guard, as for every stage. Each vacate and allocation names the level and the figures
-(shares and entitlements before and after at the level where the sides meet, the distance
-before and after).
+other). While the entitlements do not change, the distance falls by more than `LEAST_DECREASE`
+with every move and never goes below 0: moves stop, and no move is taken back (the move back
+would raise the distance by what this one lowered). A vacated job rejoins its group's waiting
+demand, which may change the entitlements: the window keeps the same job from being vacated
+again, and two sides from trading room back and forth, while they settle (in the simulator;
+the daemon builds its stages anew each cycle, so there the window is the cycle's, and its
+`preempt_cooldown` keeps a vacated job from another vacate). The guarantee keeps the victim's
+quota: a group never gives room from under its quota. A move vacates one job (a receiver whose
+job needs the room of several is not served by this stage). The daemon's safety rules
+(`daemon.safety`) apply through the negotiator's guard, as for every stage. Each vacate and
+allocation names the level and the figures (shares and entitlements before and after at the
+level where the sides meet, the distance before and after).
 
 Ties: the group listed first; among a group's jobs, the one started last, then submitted
 first.

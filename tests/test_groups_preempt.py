@@ -138,26 +138,37 @@ SHOWCASE_4 = {  # bench/live_groups_showcase.py's tree
     "group_ml": {"quota_dynamic": 0.5}, "group_ml.gpu": {"quota_dynamic": 1.0, "users": ["G"]}}
 
 
-def test_a_gpu_group_alone_in_asking_for_gpus_is_entitled_to_every_gpu() -> None:
-    """Showcase 4's tree on 36 cpus, 192 memory and 4 GPUs (a GPU on each of 4 machines):
-    C's cpu jobs and M's memory jobs fill every cpu; G arrives with GPU jobs. No one else
-    asks for GPUs, so group_ml.gpu is entitled to all of them, not to group_ml's half of the
-    pool (the cpus fill after the GPUs: sci's jobs are a third memory-bound); its first four
-    jobs each take a cpu job's place, on whichever machine has the GPU, then moves stop."""
+def showcase_4(cpu_job: float, gpu_job: tuple[float, float]) -> Negotiator:
+    """Showcase 4's tree on 4 machines of 9 cpus, 48 memory and a GPU: C's 40 jobs of
+    `cpu_job` cpus and M's 16 of 1 cpu and 16 memory fill the pool at 0, then G submits 8
+    jobs of a GPU and `gpu_job` (cpus, memory) at 1."""
     pool = Pool()
     for index in range(4):
         pool.add_node(Node(f"n{index}", None, power=9, cpus=9, memory=48, gpus=1))
     order = HdrfOrder(resources=("cpus", "memory", "gpus"), groups=SHOWCASE_4)
     negotiator = Negotiator(pool, order, GroupFairPreempt(order))
     for number in range(40):
-        negotiator.submit(Task(f"C.{number}", "C", 0.0, cpus=1, memory=1, duration=1e9), 0.0)
+        negotiator.submit(Task(f"C.{number}", "C", 0.0, cpus=cpu_job, memory=1,
+                               duration=1e9), 0.0)
     for number in range(16):
         negotiator.submit(Task(f"M.{number}", "M", 0.0, cpus=1, memory=16, duration=1e9), 0.0)
     negotiator.cycle(0.0)
-    assert sum(user.usage[CPUS] for user in pool.users.values()) == 36
+    cpus, memory = gpu_job
     for number in range(8):
-        negotiator.submit(Task(f"G.{number}", "G", 1.0, cpus=1, memory=1, gpus=1,
+        negotiator.submit(Task(f"G.{number}", "G", 1.0, cpus=cpus, memory=memory, gpus=1,
                                duration=1e9), 1.0)
+    return negotiator
+
+
+def test_a_gpu_group_alone_in_asking_for_gpus_is_entitled_to_every_gpu() -> None:
+    """Showcase 4's tree on 36 cpus, 192 memory and 4 GPUs (a GPU on each of 4 machines):
+    C's cpu jobs and M's memory jobs fill every cpu; G arrives with GPU jobs. No one else
+    asks for GPUs, so group_ml.gpu is entitled to all of them, not to group_ml's half of the
+    pool (the cpus fill after the GPUs: sci's jobs are a third memory-bound); its first four
+    jobs each take a cpu job's place, on whichever machine has the GPU, then moves stop."""
+    negotiator = showcase_4(cpu_job=1, gpu_job=(1, 1))
+    pool = negotiator.pool
+    assert sum(user.usage[CPUS] for user in pool.users.values()) == 36
     moves = [move for tick in range(1, 12) for move in vacates(negotiator.cycle(float(tick)))]
     assert pool.users["G"].usage[GPUS] == 4.0
     assert len(moves) == 4
@@ -208,19 +219,8 @@ def test_the_gpu_project_takes_its_fourth_gpu_from_a_department_just_below_its_o
     move lowers the leaves' distance from 0.25 (G 0.75 against 1, M at its own) to 0.0833
     (G at 1, M one 16-memory job, 0.0833, below) and is taken; sci ends at 0.7222, above its
     guarantee of 0.5."""
-    pool = Pool()
-    for index in range(4):
-        pool.add_node(Node(f"n{index}", None, power=9, cpus=9, memory=48, gpus=1))
-    order = HdrfOrder(resources=("cpus", "memory", "gpus"), groups=SHOWCASE_4)
-    negotiator = Negotiator(pool, order, GroupFairPreempt(order))
-    for number in range(40):
-        negotiator.submit(Task(f"C.{number}", "C", 0.0, cpus=2, memory=1, duration=1e9), 0.0)
-    for number in range(16):
-        negotiator.submit(Task(f"M.{number}", "M", 0.0, cpus=1, memory=16, duration=1e9), 0.0)
-    negotiator.cycle(0.0)
-    for number in range(8):
-        negotiator.submit(Task(f"G.{number}", "G", 1.0, cpus=2, memory=4, gpus=1,
-                               duration=1e9), 1.0)
+    negotiator = showcase_4(cpu_job=2, gpu_job=(2, 4))
+    pool = negotiator.pool
     moves = [move for tick in range(1, 8) for move in vacates(negotiator.cycle(float(tick)))]
     assert pool.users["G"].usage[GPUS] == 4.0
     to_gpu = [move.figures for move in moves if move.figures["receiver"] == "G"]

@@ -6,6 +6,7 @@ a move is never taken back; on a pool whose demand does not change, moves stop."
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 from gridfair.core.negotiator import Negotiator
 from gridfair.core.pool import CPUS, GPUS, Node, Pool, Task
 from gridfair.core.stages import VACATE
+from gridfair.errors import InputError
 from gridfair.policies import group_entitlement, group_preempt
 from gridfair.policies.group_entitlement import Claim, fill, progressive_fill
 from gridfair.policies.group_preempt import GroupFairPreempt
@@ -256,6 +258,24 @@ def test_a_gpu_job_is_not_vacated_for_a_job_that_leaves_its_gpu_idle() -> None:
     moves = [move for tick in range(1, 6) for move in vacates(negotiator.cycle(float(tick)))]
     assert held(negotiator) == {"a": 4.0, "b": 4.0}
     assert moves == []
+
+
+def test_the_window_outlives_a_cycle_in_the_daemons_saved_state() -> None:
+    """The daemon builds the stage anew each cycle: the jobs vacated and the room moved
+    come back from the state it saved (live, a job vacated at one cycle was vacated again at
+    the next without it), and a malformed state is an error naming it."""
+    negotiator = negotiator_of({"accept_surplus": True,
+                                "a": {"quota_dynamic": 0.5, "users": ["a"]},
+                                "b": {"quota_dynamic": 0.5, "users": ["b"]}}, 10.0)
+    moves = moves_after(negotiator, {"b": 12}, ("a", 8), 1)
+    saved = negotiator.preempt.export_state(1.0)
+    fresh = GroupFairPreempt(negotiator.order)
+    fresh.import_state(json.loads(json.dumps(saved)), source="test")
+    assert set(fresh.vacated) == {move.task.id for move in moves}
+    assert set(fresh.gave) == {("b", "a")}
+    assert fresh.export_state(1.0) == saved
+    with pytest.raises(InputError, match="malformed"):
+        fresh.import_state({"policy": "group-fair", "vacated": [1], "gave": []})
 
 
 def test_the_policy_composes_hdrf_with_the_stage() -> None:

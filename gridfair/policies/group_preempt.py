@@ -38,11 +38,10 @@ other). While the entitlements do not change, the distance falls by more than `L
 with every move and never goes below 0: moves stop, and no move is taken back (the move back
 would raise the distance by what this one lowered). A vacated job rejoins its group's waiting
 demand, which may change the entitlements: the window keeps the same job from being vacated
-again, and two sides from trading room back and forth, while they settle (in the simulator;
-the daemon builds its stages anew each cycle, so there the window is the cycle's, and its
-`preempt_cooldown` keeps a vacated job from another vacate). The guarantee keeps the victim's
-quota: a group never gives room from under its quota. A move vacates one job (a receiver whose
-job needs the room of several is not served by this stage). The daemon's safety rules
+again, and two sides from trading room back and forth, while they settle (the daemon keeps
+this memory from cycle to cycle: `export_state`). The guarantee keeps the victim's quota: a
+group never gives room from under its quota. A move vacates one job (a receiver whose job
+needs the room of several is not served by this stage). The daemon's safety rules
 (`daemon.safety`) apply through the negotiator's guard, as for every stage. Each vacate and
 allocation names the level and the figures (shares and entitlements before and after at the
 level where the sides meet, the distance before and after).
@@ -54,13 +53,14 @@ first.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from itertools import islice
 from typing import Any
 
 from gridfair.core.pool import Node, Pool, Task, UserState
 from gridfair.core.stages import OrderPolicy, Preemption, PreemptPolicy
 from gridfair.core.victims import sizes
+from gridfair.errors import InputError
 from gridfair.policies.drf import resource_shares
 from gridfair.policies.fair_preempt import moved, usage_on
 from gridfair.policies.group_entitlement import LeafFigures, Part, division_of, entitlements
@@ -156,6 +156,26 @@ class GroupFairPreempt(PreemptPolicy):
     def victim_key(task: Task, node: Node | None = None) -> float:
         """Least work lost first: the run started last."""
         return -task.start_time
+
+    def export_state(self, now: float) -> dict[str, Any]:
+        """The window's memory, which the daemon saves after each cycle and restores into
+        the next cycle's stage (`Stateful`): when each job was vacated, and when room moved
+        from one side to another."""
+        return {"policy": self.name, "time": now, "vacated": dict(self.vacated),
+                "gave": [[giver, taker, when] for (giver, taker), when in self.gave.items()]}
+
+    def import_state(self, state: Mapping[str, Any], source: str = "state") -> None:
+        """Restore the memory `export_state` saved."""
+        if state.get("policy") != self.name:
+            raise InputError(f"state is for policy {state.get('policy')!r}, not {self.name!r}",
+                             source=source)
+        try:
+            self.vacated = {str(job): float(when) for job, when in state["vacated"].items()}
+            self.gave = {(str(giver), str(taker)): float(when)
+                         for giver, taker, when in state["gave"]}
+        except (KeyError, AttributeError, TypeError, ValueError) as error:
+            raise InputError(f"state's window memory is malformed ({error})", source=source,
+                             attribute="vacated") from None
 
     def task_started(self, task: Task, now: float) -> None:
         self.running.started(task)

@@ -387,7 +387,10 @@ def figures(record: showcase.Record) -> dict[str, object]:
     """The run's figures (module docstring)."""
     moments = timeline(record)
     since, until = record.arrival, record.until
-    evicted = [run for run in record.runs if run.evicted and run.end and since <= run.end]
+    # The event log's times are whole seconds: a vacate in the arrival's own second (the
+    # daemon's first moves for G) ends "before" the arrival by less than a second.
+    evicted = [run for run in record.runs
+               if run.evicted and run.end and math.floor(since) <= run.end]
     completed = sum(1 for life in record.lifetimes.values()
                     if life.completed and life.ended and since <= life.ended <= until)
 

@@ -55,10 +55,13 @@ def one_of_each() -> list[tuple[str, str, str]]:
 
 EVERY_STAGE = one_of_each()
 IDS = [f"{role}:{name}" for role, name, _ in EVERY_STAGE]
-#: The stages whose state outlives a cycle (the daemon saves it between cycles).
+#: The stages whose state outlives a cycle (the daemon saves it between cycles) as levels
+#: per user (`state_name`); group-fair's window memory has its own test
+#: (tests/test_groups_preempt.py).
 STATEFUL = [(role, name, policy) for role, name, policy in EVERY_STAGE
             if policy is not None
-            and isinstance(getattr(registry.build_stages(policy), role), Stateful)]
+            and isinstance(stage := getattr(registry.build_stages(policy), role), Stateful)
+            and hasattr(stage, "state_name")]
 
 
 def run(policy: str) -> tuple[Any, Any]:

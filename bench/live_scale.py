@@ -636,7 +636,7 @@ def one_at_a_time(backend, allocations: list) -> int:
             backend.steering.steer(backend.schedd_factory(location), job, machine)
         except Exception:  # noqa: BLE001 - counted: the figure says how many failed
             failed += 1
-        backend.state.steered_on[location["Name"]] = location
+        backend.state.negotiation_wanted = True
     return failed
 
 

@@ -360,7 +360,7 @@ class CycleRunner:
                 counts["steered_ahead"] = self.ahead.write(
                     self.backend, self.ahead.to_write(ahead, now), now)
             if act:
-                counts["in_flight"] = len(inflight.in_flight(store))
+                counts["in_flight"] = inflight.count_in_flight(store)
             self.faults.reached("after_actions", number)
             duration = time.perf_counter() - clock
             self.journal.record_outcome(cycle, states, now, {

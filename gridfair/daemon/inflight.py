@@ -128,6 +128,13 @@ def in_flight(store: Store) -> list[Flight]:
     return _flights(store, "state = ?", [CONFIRMED])
 
 
+def count_in_flight(store: Store) -> int:
+    """How many confirmed allocations the journal has (`in_flight`, not read as flights)."""
+    [(count,)] = store.db.execute("select count(*) from actions where kind = ? and state = ?",
+                                  [ALLOCATE, CONFIRMED]).fetchall()
+    return count
+
+
 def given_up(store: Store, since_cycle: int) -> list[Flight]:
     """The allocations given up in cycle `since_cycle` or later on a verdict a later
     snapshot may contradict (`WATCHED_LATE`), and not carried out again since: watched for a

@@ -79,8 +79,8 @@ class PoolState:
         self.slot_constraint = slot_constraint
         self.tool_environment = dict(tool_environment) if tool_environment else None
         self.schedd_of: dict[str, classad2.ClassAd] = {}  # job id -> its schedd's location
-        # Schedds steered on since the last `actions_done`, by name (any: ask for a cycle).
-        self.steered_on: dict[str, classad2.ClassAd] = {}
+        # Whether a job was steered since the last `actions_done` (then it asks for a cycle).
+        self.negotiation_wanted = False
         # The daemons of each kind last listed (`daemons`): the lease is set on the
         # negotiators and the schedds.
         self.known_daemons: dict[str, list[tuple[classad2.ClassAd, Any]]] = {}

@@ -99,6 +99,19 @@ class JobSteering:
             raise ActionFailed(problem)
 
     def allocate_all(self, allocations: Sequence[tuple[Job, Machine]]) -> list[str | None]:
+        """`_steer` the jobs, and ask for a negotiation after the cycle's actions
+        (`actions_done`) if any was steered."""
+        problems = self._steer(allocations)
+        if any(problem is None for problem in problems):
+            self.state.negotiation_wanted = True
+        return problems
+
+    def steer_ahead(self, allocations: Sequence[tuple[Job, Machine]]) -> list[str | None]:
+        """`_steer` the jobs, with no negotiation asked: the slots are busy, and a kept claim
+        starts the job when its slot's job ends (the schedds' gate)."""
+        return self._steer(allocations)
+
+    def _steer(self, allocations: Sequence[tuple[Job, Machine]]) -> list[str | None]:
         """Steer each job to its slot, the jobs of one schedd together: first every job's
         size, then every job's slot name (so each job has its size before it names the slot:
         a match between the edits cuts no larger slot), each as one edit of all the jobs
@@ -118,7 +131,7 @@ class JobSteering:
             else:
                 of_schedd.setdefault(schedd_name(location), []).append(index)
         until = self._steering_until()
-        for name, indices in of_schedd.items():
+        for indices in of_schedd.values():
             location = self.state.schedd_of[allocations[indices[0]][0].id]
             schedd = self.state.schedd_factory(location)
             jobs = [allocations[index][0] for index in indices]
@@ -136,19 +149,7 @@ class JobSteering:
                 job_id = allocations[index][0].id
                 problems[index] = (sized.get(job_id) or counted.get(job_id)
                                    or dated.get(job_id) or named.get(job_id))
-            if any(problem is None for problem in named.values()):
-                self.state.steered_on[name] = location
         return problems
-
-    def steer_ahead(self, allocations: Sequence[tuple[Job, Machine]]) -> list[str | None]:
-        """Steered as `allocate_all` steers, with no negotiation asked: the slots are busy,
-        and a kept claim starts the job when its slot's job ends (the schedds' gate)."""
-        asked = self.state.steered_on
-        self.state.steered_on = {}
-        try:
-            return self.allocate_all(allocations)
-        finally:
-            self.state.steered_on = asked
 
     def actions_done(self) -> None:
         """If jobs were steered, ask each negotiator for a negotiation cycle now: its
@@ -160,8 +161,8 @@ class JobSteering:
         = 60). The negotiator still keeps NEGOTIATOR_MIN_INTERVAL between cycle starts and
         NEGOTIATOR_CYCLE_DELAY after a cycle's end. A refusal is not an action's failure:
         the edits stand, and the negotiator's next cycle starts them."""
-        steered, self.state.steered_on = self.state.steered_on, {}
-        if steered:
+        if self.state.negotiation_wanted:
+            self.state.negotiation_wanted = False
             self.renegotiate()
 
     def renegotiate(self) -> None:

@@ -6,11 +6,12 @@ test skips with the reason."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -34,6 +35,10 @@ SLOTS = (SlotSpec("User1", 132250), SlotSpec("User1", 132250),
 
 #: gridfair's pool knobs, as shipped: a steered job starts on its slot; no claim reuse.
 POOL_CONFIG = REPOSITORY / "configs" / "htcondor-pool.config"
+# The safety limits a short live test runs under: preemption at once, four vacates a cycle, a
+# snapshot never too old, allocations given 20 s to land on a loaded machine.
+QUICK_SAFETY = {"min_runtime": 0, "max_vacates_per_cycle": 4, "preempt_cooldown": 0,
+                "max_snapshot_age": 3600, "landing_timeout": 20}
 
 
 @contextmanager
@@ -153,3 +158,40 @@ def run_daemon(python: Path, pool: PersonalPool, directory: Path, *args: str,
     return subprocess.run(daemon_command(python, *args), cwd=directory,
                           env=pool.daemon_environment(fault), capture_output=True, text=True,
                           timeout=timeout, check=False)
+
+
+def start_daemon(python: Path, pool: PersonalPool, directory: Path) -> subprocess.Popen:
+    """The daemon started in `directory` as its account, running until the test stops it; its
+    stderr kept for the test's failure message."""
+    return subprocess.Popen(daemon_command(python), cwd=directory,
+                            env=pool.daemon_environment(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def write_daemon_config(directory: Path, pool: PersonalPool, *,
+                        daemon: Mapping[str, object] | None = None,
+                        policy: Mapping[str, object] | None = None,
+                        policy_options: Mapping[str, object] | None = None,
+                        safety: Mapping[str, object] | None = None,
+                        htcondor: Mapping[str, object] | None = None) -> None:
+    """`gridfair.toml` in `directory` for a daemon on `pool`: its store `state.db` and the
+    `htcondor` backend on the pool's collector, with each table's further keys as given."""
+    tables: dict[str, Mapping[str, object]] = {
+        "daemon": {"store": "state.db", **(daemon or {})}, "policy": policy or {},
+        "policy.options": policy_options or {}, "safety": safety or {},
+        "backend": {"kind": "htcondor"},
+        "backend.htcondor": {"collector": pool.collector_host, **(htcondor or {})}}
+    lines = []
+    for table, keys in tables.items():
+        if keys:
+            lines.append(f"[{table}]")
+            lines.extend(f"{key} = {_toml_value(value)}" for key, value in keys.items())
+    (directory / "gridfair.toml").write_text("\n".join(lines) + "\n")
+
+
+def _toml_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return json.dumps(str(value))  # a TOML basic string for the plain text these tests use

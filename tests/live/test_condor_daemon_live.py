@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.live.conftest import POOL_CONFIG, REPOSITORY, SLOTS, own_pool
+from tests.live.conftest import POOL_CONFIG, REPOSITORY, SLOTS, own_pool, write_daemon_config
 from tests.live.harness.ha_pair import NAMES, HaPair
 from tests.live.harness.personal_pool import (
     DAEMON_ACCOUNT,
@@ -166,9 +166,7 @@ def test_a_killed_daemon_s_ad_reads_stale_then_leaves(daemon_python: Path, daemo
     pool = own_pool(SLOTS[:2], extra_config=[*POOL_CONFIG.read_text().splitlines(),
                                               f"COLLECTOR.CLASSAD_LIFETIME = {housekeeping}"])
     interval = 2
-    (daemon_dir / "gridfair.toml").write_text(
-        f'[daemon]\nstore = "state.db"\ninterval = {interval}\n[backend]\n'
-        f'kind = "htcondor"\n[backend.htcondor]\ncollector = "{pool.collector_host}"\n')
+    write_daemon_config(daemon_dir, pool, daemon={"interval": interval})
     with pool:
         daemon = subprocess.Popen(daemon_command(daemon_python), cwd=daemon_dir,
                                   env=pool.daemon_environment(), stdout=subprocess.DEVNULL,

@@ -9,7 +9,7 @@ import signal
 import sqlite3
 from pathlib import Path
 
-from tests.live.conftest import POOL_CONFIG, own_pool, run_daemon
+from tests.live.conftest import POOL_CONFIG, QUICK_SAFETY, own_pool, run_daemon, write_daemon_config
 from tests.live.harness.personal_pool import JobSpec, PersonalPool, SlotSpec
 
 LONG = 132250 * 600
@@ -21,20 +21,9 @@ def test_sigkill_after_a_vacate_then_restart(clean_queue: PersonalPool, daemon_p
     ids = pool.submit([JobSpec("User2", LONG)] * 4)  # User2 holds every slot, User1's too
     pool.wait_until(lambda: set(pool.running()) == set(ids), 30)
     pool.submit([JobSpec("User1", LONG)] * 2)
-    (daemon_dir / "gridfair.toml").write_text(f"""
-[daemon]
-store = "state.db"
-interval = 1
-[safety]
-min_runtime = 0
-max_vacates_per_cycle = 4
-preempt_cooldown = 3600
-max_snapshot_age = 3600
-[backend]
-kind = "htcondor"
-[backend.htcondor]
-collector = "{pool.collector_host}"
-""")
+    write_daemon_config(daemon_dir, pool,
+                        daemon={"interval": 1},
+                        safety={**QUICK_SAFETY, "preempt_cooldown": 3600})
     crashed = run_daemon(daemon_python, pool, daemon_dir, "--once", fault="crash:after_vacate")
     assert crashed.returncode == -signal.SIGKILL
     with sqlite3.connect(daemon_dir / "state.db") as db:
@@ -67,21 +56,7 @@ def test_allocations_land_on_their_slots_and_are_journaled(
     fillers = pool.submit([JobSpec("User2", LONG)] * 4)
     pool.wait_until(lambda: set(pool.running()) == set(fillers), 30)
     arrivals = pool.submit([JobSpec("User1", LONG)] * 2)
-    (daemon_dir / "gridfair.toml").write_text(f"""
-[daemon]
-store = "state.db"
-interval = 2
-[safety]
-min_runtime = 0
-max_vacates_per_cycle = 4
-preempt_cooldown = 0
-max_snapshot_age = 3600
-landing_timeout = 20
-[backend]
-kind = "htcondor"
-[backend.htcondor]
-collector = "{pool.collector_host}"
-""")
+    write_daemon_config(daemon_dir, pool, daemon={"interval": 2}, safety=QUICK_SAFETY)
     done = run_daemon(daemon_python, pool, daemon_dir, "--cycles", "6")
     assert done.returncode == 0, done.stderr
     with sqlite3.connect(daemon_dir / "state.db") as db:
@@ -111,15 +86,7 @@ def test_a_schedd_refusing_the_edit_is_a_named_journaled_failure(daemon_python: 
     with pool:
         # NEGOTIATOR_JOB_CONSTRAINT = False: HTCondor matches nothing by itself here.
         [job] = pool.submit([JobSpec("User1", 100.0 * 600)], extra=['+GridfairPin = "none"'])
-        (daemon_dir / "gridfair.toml").write_text(f"""
-[daemon]
-store = "state.db"
-[backend]
-kind = "htcondor"
-[backend.htcondor]
-collector = "{pool.collector_host}"
-steer_attribute = "GridfairPin"
-""")
+        write_daemon_config(daemon_dir, pool, htcondor={"steer_attribute": "GridfairPin"})
         done = run_daemon(daemon_python, pool, daemon_dir, "--once")
         assert done.returncode == 0, done.stderr
         with sqlite3.connect(daemon_dir / "state.db") as db:
@@ -142,18 +109,9 @@ def test_an_allocation_that_never_starts_is_released_as_not_landed(daemon_python
                                   "NEGOTIATOR_JOB_CONSTRAINT = False"])
     with pool:
         [job] = pool.submit([JobSpec("User1", 100.0 * 600)])
-        (daemon_dir / "gridfair.toml").write_text(f"""
-[daemon]
-store = "state.db"
-interval = 1
-[safety]
-landing_timeout = 3
-max_retries = 0
-[backend]
-kind = "htcondor"
-[backend.htcondor]
-collector = "{pool.collector_host}"
-""")
+        write_daemon_config(daemon_dir, pool,
+                            daemon={"interval": 1},
+                            safety={"landing_timeout": 3, "max_retries": 0})
         done = run_daemon(daemon_python, pool, daemon_dir, "--cycles", "7")
         assert done.returncode == 0, done.stderr
         with sqlite3.connect(daemon_dir / "state.db") as db:

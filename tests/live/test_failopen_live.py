@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import signal
 import sqlite3
-import subprocess
 import time
 from collections import Counter
 from pathlib import Path
@@ -17,12 +16,19 @@ from typing import Any
 
 import pytest
 
-from tests.live.conftest import POOL_CONFIG, SLOTS, own_pool, run_daemon
+from tests.live.conftest import (
+    POOL_CONFIG,
+    QUICK_SAFETY,
+    SLOTS,
+    own_pool,
+    run_daemon,
+    start_daemon,
+    write_daemon_config,
+)
 from tests.live.harness.personal_pool import (
     JobSpec,
     PersonalPool,
     _processes_of,
-    daemon_command,
 )
 
 LONG = 132250 * 600
@@ -31,20 +37,8 @@ LANDING_TIMEOUT = 6.0  # three negotiation cycles of the harness's pools (2 s): 
 
 def write_config(directory: Path, pool: PersonalPool, *, interval: float = 1,
                  lease: float = 0, **safety: float) -> None:
-    settings = {"min_runtime": 0, "max_snapshot_age": 3600, "landing_timeout": LANDING_TIMEOUT,
-                "preempt_cooldown": 0, "max_vacates_per_cycle": 4, **safety}
-    (directory / "gridfair.toml").write_text("\n".join([
-        "[daemon]", 'store = "state.db"', f"interval = {interval}", f"lease = {lease}",
-        "[safety]",
-        *(f"{key} = {value}" for key, value in settings.items()),
-        "[backend]", 'kind = "htcondor"', "[backend.htcondor]",
-        f'collector = "{pool.collector_host}"']) + "\n")
-
-
-def start_daemon(python: Path, pool: PersonalPool, directory: Path) -> subprocess.Popen:
-    return subprocess.Popen(daemon_command(python), cwd=directory,
-                            env=pool.daemon_environment(), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+    write_daemon_config(directory, pool, daemon={"interval": interval, "lease": lease},
+                        safety={**QUICK_SAFETY, "landing_timeout": LANDING_TIMEOUT, **safety})
 
 
 def holds_lease(directory: Path) -> bool:

@@ -10,7 +10,7 @@ import json
 import sqlite3
 from pathlib import Path
 
-from tests.live.conftest import POOL_CONFIG, own_pool, run_daemon
+from tests.live.conftest import POOL_CONFIG, QUICK_SAFETY, own_pool, run_daemon, write_daemon_config
 from tests.live.harness.personal_pool import JobSpec, SlotSpec
 
 LONG = 1000 * 600
@@ -43,27 +43,12 @@ def test_jobs_are_charged_to_their_leaves_and_a_group_below_its_guarantee_is_ser
         pool.wait_until(lambda: set(pool.running()) == set(fillers), 30)
         submit("User2", 2)
         submit("User3", 2)
-        (daemon_dir / "gridfair.toml").write_text(f"""
-[daemon]
-store = "state.db"
-interval = 2
-[safety]
-min_runtime = 0
-max_vacates_per_cycle = 4
-preempt_cooldown = 0
-max_snapshot_age = 3600
-landing_timeout = 20
-[backend]
-kind = "htcondor"
-[backend.htcondor]
-collector = "{pool.collector_host}"
-trust_accounting_groups = true
-[policy]
-order = "hdrf"
-preempt = "group-fair"
-[policy.options]
-groups = "condor"
-""")
+        write_daemon_config(daemon_dir, pool,
+                            daemon={"interval": 2},
+                            policy={"order": "hdrf", "preempt": "group-fair"},
+                            policy_options={"groups": "condor"},
+                            safety=QUICK_SAFETY,
+                            htcondor={"trust_accounting_groups": True})
         done = run_daemon(daemon_python, pool, daemon_dir, "--cycles", "5")
         assert done.returncode == 0, done.stderr
         expected = ["group_a.one", "group_a.two", "group_b", "group_b"]

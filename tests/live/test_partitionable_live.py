@@ -12,7 +12,7 @@ from pathlib import Path
 
 from gridfair.ad_views import whole_slot
 from tests.harness.pool_record import read_runs
-from tests.live.conftest import POOL_CONFIG, own_pool, run_daemon
+from tests.live.conftest import POOL_CONFIG, QUICK_SAFETY, own_pool, run_daemon, write_daemon_config
 from tests.live.harness.personal_pool import JobSpec, PersonalPool, SlotSpec
 
 #: owner, cpus, MFlops per cpu; 2 GiB a cpu
@@ -33,23 +33,10 @@ def test_a_four_cpu_owner_job_takes_its_machine_back_from_two_guest_jobs(
         pool.wait_until(lambda: set(pool.running()) == set(guests), 30)
         [owners] = pool.submit_cluster([JobSpec("O1", LONG, 4, 2048)], extra=extra)
         on_slot1 = {job for job, node in pool.running_on_nodes().items() if node == "slot1@vm"}
-        (daemon_dir / "gridfair.toml").write_text(f"""
-[daemon]
-store = "state.db"
-interval = 2
-[policy]
-name = "reclaim"
-[safety]
-min_runtime = 0
-max_vacates_per_cycle = 4
-preempt_cooldown = 0
-max_snapshot_age = 60
-landing_timeout = 8
-[backend]
-kind = "htcondor"
-[backend.htcondor]
-collector = "{pool.collector_host}"
-""")
+        write_daemon_config(daemon_dir, pool,
+                            daemon={"interval": 2},
+                            policy={"name": "reclaim"},
+                            safety={**QUICK_SAFETY, "max_snapshot_age": 60, "landing_timeout": 8})
         with _Watch(pool) as watch:
             done = run_daemon(daemon_python, pool, daemon_dir, "--cycles", "7")
         assert done.returncode == 0, done.stderr

@@ -7,13 +7,18 @@ Checked against HTCondor's job event log, not the daemon's word."""
 from __future__ import annotations
 
 import signal
-import subprocess
 from pathlib import Path
 
 from gridfair.ad_views import whole_slot
 from tests.harness.pool_record import read_lifetimes, read_runs
-from tests.live.conftest import POOL_CONFIG, own_pool
-from tests.live.harness.personal_pool import JobSpec, SlotSpec, daemon_command
+from tests.live.conftest import (
+    POOL_CONFIG,
+    QUICK_SAFETY,
+    own_pool,
+    start_daemon,
+    write_daemon_config,
+)
+from tests.live.harness.personal_pool import JobSpec, SlotSpec
 
 PER_CPU = 1000.0
 #: Two machines of 2 cpus. S's first four jobs end 4, 8, 12 and 16 s after they start, at
@@ -33,27 +38,11 @@ def test_a_whole_machine_job_gets_a_kept_machine_while_small_jobs_wait(
         small = pool.submit_cluster([JobSpec("S", seconds * PER_CPU, 1, 256)
                                      for seconds in (*FIRST, *[30] * BACKLOG)], extra=extra)
         pool.wait_until(lambda: set(pool.running()) == set(small[:4]), 30)
-        (daemon_dir / "gridfair.toml").write_text(f"""
-[daemon]
-store = "state.db"
-interval = 2
-[policy]
-name = "reclaim"
-order = "drf"
-preempt = "none"
-[safety]
-min_runtime = 0
-preempt_cooldown = 0
-max_snapshot_age = 60
-landing_timeout = 8
-[backend]
-kind = "htcondor"
-[backend.htcondor]
-collector = "{pool.collector_host}"
-""")
-        daemon = subprocess.Popen(daemon_command(daemon_python), cwd=daemon_dir,
-                                  env=pool.daemon_environment(), stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.PIPE, text=True)
+        write_daemon_config(daemon_dir, pool,
+                            daemon={"interval": 2},
+                            policy={"name": "reclaim", "order": "drf", "preempt": "none"},
+                            safety={**QUICK_SAFETY, "max_snapshot_age": 60, "landing_timeout": 8})
+        daemon = start_daemon(daemon_python, pool, daemon_dir)
         try:
             # Once the daemon holds its lease, only the jobs it steers start.
             pool.wait_until(pool.lease_held, 60)

@@ -23,7 +23,7 @@ from gridfair.classads.to_pool import pool_from_snapshot
 from gridfair.daemon.backends.htcondor import HTCondorBackend
 from gridfair.daemon.steer_ahead import AheadSteerings
 from gridfair.policies.registry import build_stages
-from tests.live.conftest import POOL_CONFIG, own_pool, run_daemon
+from tests.live.conftest import POOL_CONFIG, own_pool, run_daemon, write_daemon_config
 from tests.live.harness.personal_pool import UID_DOMAIN, PersonalPool, SlotSpec
 from tests.live.test_security_live import ATTACKER, first_job
 
@@ -247,10 +247,7 @@ def test_a_restarted_daemon_s_first_cycle_withdraws_what_it_no_longer_wants(
         pool.run_tool(["condor_hold", held], account=ATTACKER)
         assert scene.qedit(scene.ahead, "Requirements",
                            f'TARGET.Name =!= "{scene.slot.name}"') == 0
-        (daemon_dir / "gridfair.toml").write_text("\n".join([
-            "[daemon]", 'store = "state.db"', "[policy]", 'name = "drf-fair"',
-            "[backend]", 'kind = "htcondor"', "[backend.htcondor]",
-            f'collector = "{pool.collector_host}"']) + "\n")
+        write_daemon_config(daemon_dir, pool, policy={"name": "drf-fair"})
         done = run_daemon(daemon_python, pool, daemon_dir, "--once")
         assert done.returncode == 0, done.stderr
         assert [steering(pool, job) for job in (scene.ahead, held)] == ["undefined"] * 2

@@ -20,7 +20,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.live.conftest import POOL_CONFIG, own_pool
+from tests.live.conftest import POOL_CONFIG, own_pool, start_daemon, write_daemon_config
 from tests.live.harness.personal_pool import JobSpec, PersonalPool, SlotSpec, daemon_command
 from tests.live.test_security_live import ATTACKER, sleep_job
 
@@ -31,14 +31,10 @@ SCALE = 120  # the shipped timers, divided
 def write_config(directory: Path, pool: PersonalPool, policy: str) -> None:
     """The shipped safety values scaled, but min_runtime 0: the squatter's jobs have run
     past it (what min_runtime adds to the bound is `tests/test_protection.py`'s)."""
-    (directory / "gridfair.toml").write_text("\n".join([
-        "[daemon]", 'store = "state.db"', "interval = 1",
-        "[policy]", f'name = "{policy}"',
-        "[safety]", "max_vacates_per_cycle = 2", "min_runtime = 0",
-        f"preempt_cooldown = {3600 // SCALE}", "max_snapshot_age = 3600",
-        "landing_timeout = 10",
-        "[backend]", 'kind = "htcondor"', "[backend.htcondor]",
-        f'collector = "{pool.collector_host}"']) + "\n")
+    write_daemon_config(directory, pool, daemon={"interval": 1}, policy={"name": policy},
+                        safety={"max_vacates_per_cycle": 2, "min_runtime": 0,
+                                "preempt_cooldown": 3600 // SCALE, "max_snapshot_age": 3600,
+                                "landing_timeout": 10})
 
 
 def test_a_squatter_gives_every_machine_back_within_the_bound(daemon_python: Path,
@@ -50,9 +46,7 @@ def test_a_squatter_gives_every_machine_back_within_the_bound(daemon_python: Pat
         assert done.returncode == 0, done.stderr
         pool.wait_until(lambda: len(pool.running()) == machines, 60)
         write_config(daemon_dir, pool, "reclaim")
-        daemon = subprocess.Popen(daemon_command(daemon_python), cwd=daemon_dir,
-                                  env=pool.daemon_environment(), stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.PIPE, text=True)
+        daemon = start_daemon(daemon_python, pool, daemon_dir)
         try:
             asked = time.monotonic()
             owned = set(pool.submit([JobSpec("User1", LONG)] * machines))

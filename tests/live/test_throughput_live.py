@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-import subprocess
 import time
 from pathlib import Path
 
@@ -15,13 +14,12 @@ from gridfair.ad_views import Machine
 from gridfair.classads.submitters import SubmitterMap
 from gridfair.daemon.backends.htcondor import HTCondorBackend
 from gridfair.daemon.backends.htcondor.steering import RESCHEDULE
-from tests.live.conftest import POOL_CONFIG, own_pool, run_daemon
+from tests.live.conftest import POOL_CONFIG, own_pool, run_daemon, start_daemon, write_daemon_config
 from tests.live.harness.personal_pool import (
     UID_DOMAIN,
     JobSpec,
     PersonalPool,
     SlotSpec,
-    daemon_command,
 )
 
 #: HTCondor's default negotiator intervals (the harness's cycle delay, 1 s, stays).
@@ -73,14 +71,7 @@ def test_a_short_job_between_two_cycles_lands_and_frees_its_slot(daemon_python: 
         # gridfair's lease from the start: HTCondor starts no job gridfair did not steer.
         HTCondorBackend.connect(pool.collector_host).hold_starts(time.time() + 600)
         [short] = pool.submit([JobSpec("User2", MFLOPS * 2)])
-        (daemon_dir / "gridfair.toml").write_text(f"""
-[daemon]
-store = "state.db"
-[backend]
-kind = "htcondor"
-[backend.htcondor]
-collector = "{pool.collector_host}"
-""")
+        write_daemon_config(daemon_dir, pool)
         assert run_daemon(daemon_python, pool, daemon_dir, "--once").returncode == 0
         # Gone from the queue and from its slot's ad, as it is by a cycle a minute later.
         pool.wait_until(lambda: not pool.jobs("ClusterId") and not pool.running(), 30)
@@ -186,21 +177,10 @@ def test_the_daemon_steers_each_busy_slot_s_next_job_ahead(daemon_python: Path,
     released, and User3's job is negotiated onto that slot."""
     with own_pool([SlotSpec("Absent", MFLOPS)] * 2,
                   extra_config=POOL_CONFIG.read_text().splitlines()) as pool:
-        (daemon_dir / "gridfair.toml").write_text(f"""
-[daemon]
-store = "state.db"
-interval = 60
-poll = 1
-[policy]
-name = "reclaim"
-[backend]
-kind = "htcondor"
-[backend.htcondor]
-collector = "{pool.collector_host}"
-""")
-        daemon = subprocess.Popen(daemon_command(daemon_python), cwd=daemon_dir,
-                                  env=pool.daemon_environment(), stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.PIPE, text=True)
+        write_daemon_config(daemon_dir, pool,
+                            daemon={"interval": 60, "poll": 1},
+                            policy={"name": "reclaim"})
+        daemon = start_daemon(daemon_python, pool, daemon_dir)
         try:
             pool.wait_until(pool.lease_held, 60)
             user2 = pool.submit_cluster([JobSpec("User2", MFLOPS * 10)] * 4)
@@ -238,16 +218,7 @@ def test_a_requeued_job_lands_without_waiting_for_the_landing_timeout(daemon_pyt
                   extra_config=POOL_CONFIG.read_text().splitlines()) as pool:
         HTCondorBackend.connect(pool.collector_host).hold_starts(time.time() + 600)
         [job] = pool.submit([JobSpec("User2", MFLOPS * 2)], extra=["on_exit_remove = false"])
-        (daemon_dir / "gridfair.toml").write_text(f"""
-[daemon]
-store = "state.db"
-[safety]
-landing_timeout = 3600
-[backend]
-kind = "htcondor"
-[backend.htcondor]
-collector = "{pool.collector_host}"
-""")
+        write_daemon_config(daemon_dir, pool, safety={"landing_timeout": 3600})
         assert run_daemon(daemon_python, pool, daemon_dir, "--once").returncode == 0
         # The daemon hands its lease back as it stops: held again, the job (its steering
         # spent) is not started again once it exits, as under a daemon that runs on.

@@ -57,13 +57,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from itertools import islice
 from typing import Any
 
-from gridfair.core.pool import Node, Pool, Task, UserState
-from gridfair.core.stages import OrderPolicy, Preemption, PreemptPolicy
+from gridfair.core.pool import CPUS, GPUS, MEMORY, Node, Pool, Task, UserState
+from gridfair.core.stages import Decision, OrderPolicy, Preemption, PreemptPolicy
 from gridfair.core.victims import sizes
 from gridfair.errors import InputError
 from gridfair.policies.drf import resource_shares
 from gridfair.policies.fair_preempt import moved, usage_on
 from gridfair.policies.group_entitlement import LeafFigures, Part, division_of, entitlements
+from gridfair.policies.group_refusals import Refusals, lacked_text, refusal
 from gridfair.policies.hdrf import GroupNode, HdrfOrder
 from gridfair.policies.owner_share import preemption_of
 from gridfair.policies.ranking import RunningTasks
@@ -135,6 +136,8 @@ class GroupFairPreempt(PreemptPolicy):
 
     def __init__(self, order: HdrfOrder) -> None:
         self.order = order
+        # What was journaled of each receiver group's refusals: kept as the window is.
+        self.refusals = Refusals()
 
     def attach(self, pool: Pool) -> None:
         self.pool = pool
@@ -147,6 +150,9 @@ class GroupFairPreempt(PreemptPolicy):
         # moved room: the window's memory.
         self.vacated: dict[str, float] = {}
         self.gave: dict[tuple[str, str], float] = {}
+        # Node index -> its running jobs by seq: a machine's jobs, for what it lacks.
+        self.on_node: dict[int, dict[int, Task]] = {}
+        self.receiver_groups: list[str] = []
 
     def shares_of(self, usage: Sequence[float]) -> list[float]:
         """`usage`'s shares of the pool per resource the H-DRF order counts."""
@@ -162,7 +168,8 @@ class GroupFairPreempt(PreemptPolicy):
         the next cycle's stage (`Stateful`): when each job was vacated, and when room moved
         from one side to another."""
         return {"policy": self.name, "time": now, "vacated": dict(self.vacated),
-                "gave": [[giver, taker, when] for (giver, taker), when in self.gave.items()]}
+                "gave": [[giver, taker, when] for (giver, taker), when in self.gave.items()],
+                "declined": dict(self.refusals.journaled)}
 
     def import_state(self, state: Mapping[str, Any], source: str = "state") -> None:
         """Restore the memory `export_state` saved."""
@@ -173,19 +180,34 @@ class GroupFairPreempt(PreemptPolicy):
             self.vacated = {str(job): float(when) for job, when in state["vacated"].items()}
             self.gave = {(str(giver), str(taker)): float(when)
                          for giver, taker, when in state["gave"]}
+            # A state saved before refusals were journaled has none.
+            self.refusals.journaled = {str(group): list(signature) for group, signature
+                                       in state.get("declined", {}).items()}
         except (KeyError, AttributeError, TypeError, ValueError) as error:
             raise InputError(f"state's window memory is malformed ({error})", source=source,
                              attribute="vacated") from None
 
     def task_started(self, task: Task, now: float) -> None:
         self.running.started(task)
+        node = task.node
+        assert node is not None  # a started task is on its node
+        self.on_node.setdefault(node.index, {})[task.seq] = task
 
     def task_stopped(self, task: Task, now: float, node: Node) -> None:
         self.running.stopped(task, node)
+        del self.on_node[node.index][task.seq]
+
+    def declined(self, now: float) -> Decision | None:
+        """Why a group below its entitlement found no move in the cycle's last phase: the
+        furthest below whose refusal changed since it was last journaled
+        (`group_refusals`)."""
+        return self.refusals.declined(self.name, self.receiver_groups)
 
     # ---------------------------------------------------------------- the rule
     def choose(self, now: float) -> Preemption | None:
         order = self.order
+        self.refusals.clear()
+        self.receiver_groups = []
         if order.tree.flat:
             return None
         root = order.tree_root()
@@ -211,9 +233,14 @@ class GroupFairPreempt(PreemptPolicy):
             if held >= self.guaranteed(part) - EPSILON and any(user.running
                                                                for user in node.users.values()):
                 over.append((entitled - held, listed, node))
-        if not below or not over:
+        if not below:
             return None
         below.sort()
+        self.receiver_groups = [node.name for _, _, node in below[:RECEIVER_GROUPS]]
+        if not over:
+            for _, _, node in below[:RECEIVER_GROUPS]:
+                self._refuse(node, "none over", 0.0, None, {}, now)
+            return None
         self.over = sorted(over)
         self.now = now
         for memory in (self.vacated, self.gave):
@@ -223,9 +250,52 @@ class GroupFairPreempt(PreemptPolicy):
         self.candidates: dict[tuple[str, tuple[float, float, float]], list[Task]] = {}
         # A receiver no victim group's side allows a move with is not tried: its jobs would
         # each be looked at, and set aside, for nothing.
-        receivers = [order.first_in(node, now) for _, _, node in below[:RECEIVER_GROUPS]
-                     if self._victim_groups_of(node)]
+        receivers = []
+        for _, _, node in below[:RECEIVER_GROUPS]:
+            if self._victim_groups_of(node):
+                receivers.append(order.first_in(node, now))
+            else:
+                self._refuse_sides(node, now)
         return first_move(self.pool, receivers, self._choose_for, now, free_room_waits=True)
+
+    # ---------------------------------------------------------- refusals
+    def _refuse(self, receiver_node: GroupNode, clause: str, closeness: float,
+                machine: Node | None, figures: dict[str, Any], now: float,
+                receiver: Task | None = None) -> None:
+        """Note why `receiver_node`'s job (its first user's next, by default) found no move;
+        a group whose next job fits free room waits for nothing, and is not noted."""
+        if receiver is None:
+            user = self.order.first_in(receiver_node, now)
+            receiver = self.pool.head(user) if user is not None else None
+            if receiver is None or self.pool.best_node(receiver) is not None:
+                return
+            figures["receiver"] = user.name
+        part = own_part(receiver_node)
+        held, entitled = self.held[part], self.entitled[part]
+        figures.update(receiver_job=receiver.id, receiver_group=receiver_node.name,
+                       receiver_share=held, receiver_entitlement=entitled,
+                       below=entitled - held, machine=machine.name if machine else None)
+        self.refusals.note(receiver_node.name, refusal(clause, closeness, receiver, machine,
+                                                       figures))
+
+    def _refuse_sides(self, receiver_node: GroupNode, now: float) -> None:
+        """Note why the nearest group of `over` is refused as a victim group of
+        `receiver_node`'s (the first clause of `_sides_allow` that fails)."""
+        victim_node = next(node for *_, node in sorted(
+            ((-meeting(receiver_node, node).depth, rank, node)
+             for rank, (*_, node) in enumerate(self.over) if node is not receiver_node)))
+        top = meeting(receiver_node, victim_node)
+        receiver_side, victim_side = side(receiver_node, top), side(victim_node, top)
+        why = next((f"{part.name} holds {self.held[part]:.4g}, at or over its entitlement "
+                    f"{self.entitled[part]:.4g}" for part in receiver_side
+                    if self.held[part] >= self.entitled[part] - EPSILON), None) \
+            or next((f"{part.name} holds {self.held[part]:.4g}, below its guarantee "
+                     f"{self.guaranteed(part):.4g}" for part in victim_side
+                     if self.held[part] < self.guaranteed(part) - EPSILON), None) \
+            or (f"{victim_side[-1].name} took room from {receiver_side[-1].name} within the "
+                f"last {WINDOW:g} s")
+        self._refuse(receiver_node, "sides", 0.0, None,
+                     {"victim_group": victim_node.name, "why": why}, now)
 
     def _victim_groups_of(self, receiver_node: GroupNode) -> list[GroupNode]:
         """The victim groups tried for `receiver_node`'s users this phase: the nearest of
@@ -264,12 +334,16 @@ class GroupFairPreempt(PreemptPolicy):
         if pool.too_big(receiver) is not None:
             return None
         receiver_node = self.order.group_of[receiver_user.index]
+        refused: tuple[Task, str] | None = None  # the first candidate the rule refused, why
         for victim_node in self._victim_groups_of(receiver_node):
             for victim in self._candidates(victim_node, receiver):
                 if victim.id in self.vacated \
                         or not pool.fits_after_vacate(receiver, victim):  # another job of its size
                     continue
                 figures = self._allowed(receiver_node, receiver, victim_node, victim)
+                if isinstance(figures, str):
+                    refused = refused or (victim, figures)
+                    continue
                 if figures is not None:
                     self.vacated[victim.id] = now
                     self.gave[figures["victim_side"], figures["receiver_side"]] = now
@@ -279,7 +353,79 @@ class GroupFairPreempt(PreemptPolicy):
                     return preemption_of(receiver, victim, (),
                                          lambda _, figures=figures: dict(figures),
                                          _VACATE, _ALLOCATE)
+        self._refuse_job(receiver_user, receiver_node, receiver, refused, now)
         return None
+
+    def _refuse_job(self, receiver_user: UserState, receiver_node: GroupNode, receiver: Task,
+                    refused: tuple[Task, str] | None, now: float) -> None:
+        """Note why `receiver` found no move: the rule's refusal of a candidate whose leaving
+        would make room, else the candidate machine closest to holding it (the least
+        dominant share of the pool it would still lack once every job it may vacate there
+        had left)."""
+        figures: dict[str, Any] = {"receiver": receiver_user.name}
+        if refused is not None:
+            victim, why = refused
+            self._refuse(receiver_node, "rule", 0.0, victim.node,
+                         dict(figures, victims=victim.id, why=why), now, receiver)
+            return
+        pool = self.pool
+        capacity = pool.capacity
+        closest: tuple[float, str, Node, list[Task], list[float]] | None = None
+        for node in self._machines(receiver_node, receiver):
+            victims = self._vacatable_on(node, receiver_node, receiver)
+            short = [max(0.0, asked - free - sum(held[dimension] for held in map(sizes, victims)))
+                     for dimension, (asked, free)
+                     in enumerate(zip(sizes(receiver), pool.room(node), strict=True))]
+            lacks = max((part / capacity[index] for part, index
+                         in zip(short, (CPUS, MEMORY, GPUS), strict=True)
+                         if part > pool.fit_tolerance and capacity[index] > 0), default=0.0)
+            if closest is None or (lacks, node.name) < closest[:2]:
+                closest = (lacks, node.name, node, victims, short)
+        if closest is None:
+            return
+        lacks, _, node, victims, short = closest
+        names = ", ".join(victim.id for victim in victims) or "none"
+        if lacks > 0:
+            self._refuse(receiver_node, "room", lacks, node,
+                         dict(figures, victims=names, lacked=lacked_text(short)), now, receiver)
+        else:
+            self._refuse(receiver_node, "rule", 1.0, node, dict(
+                figures, victims=names,
+                why="they make room together, and a move vacates one job"), now, receiver)
+
+    def _machines(self, receiver_node: GroupNode, receiver: Task) -> list[Node]:
+        """The machines that run one of the `VICTIM_LOOKS` youngest vacatable jobs of a
+        victim group of `receiver_node`'s and could hold `receiver`, by name."""
+        pool = self.pool
+        tolerance = pool.fit_tolerance
+        found: dict[int, Node] = {}
+        for victim_node in self._victim_groups_of(receiver_node):
+            for task in islice(pool.vacatable(self._youngest(victim_node)), VICTIM_LOOKS):
+                node = task.node
+                assert node is not None  # a running job is on its node
+                if node.index not in found and all(
+                        asked - tolerance <= whole for asked, whole
+                        in zip(sizes(receiver), (node.cpus, node.memory, node.gpus),
+                               strict=True)) \
+                        and (pool.matcher is None or pool.matcher(receiver, node)):
+                    found[node.index] = node
+        return sorted(found.values(), key=lambda node: node.name)
+
+    def _vacatable_on(self, node: Node, receiver_node: GroupNode, receiver: Task) -> list[Task]:
+        """The jobs on `node` a move for `receiver` may vacate, one by one: of a victim group
+        of `receiver_node`'s, not vacated within the window, holding only resources the
+        receiver's job asks for."""
+        groups = set(map(id, self._victim_groups_of(receiver_node)))
+        users, group_of = self.pool.users, self.order.group_of
+        gained = usage_on(receiver, node)
+        return [task for task in self.pool.vacatable(self.on_node.get(node.index, {}).values())
+                if id(group_of[users[task.user].index]) in groups
+                and task.id not in self.vacated
+                and self._uses_freed(gained, usage_on(task, node))]
+
+    def _uses_freed(self, gained: Sequence[float], lost: Sequence[float]) -> bool:
+        """The receiver's job asks for every counted resource the vacated job frees."""
+        return not any(lost[r] > 0 and gained[r] <= 0 for r in self.order.counted)
 
     def _candidates(self, node: GroupNode, receiver: Task) -> list[Task]:
         """`node`'s youngest vacatable jobs whose leaving makes room for `receiver` on their
@@ -301,14 +447,14 @@ class GroupFairPreempt(PreemptPolicy):
         return self.running.of(node.name)
 
     def _allowed(self, receiver_node: GroupNode, receiver: Task, victim_node: GroupNode,
-                 victim: Task) -> dict[str, Any] | None:
+                 victim: Task) -> dict[str, Any] | str:
         """The move's figures if the rule allows it (the module docstring's step 3; the sides'
         figures before the move were checked by `_victim_groups_of`): the receiver's job uses
         every counted resource the victim's frees, and the distance from the entitlements
-        falls by more than `LEAST_DECREASE`."""
+        falls by more than `LEAST_DECREASE`; else why not."""
         gained, lost = usage_on(receiver, victim.node), usage_on(victim, victim.node)
-        if any(lost[r] > 0 and gained[r] <= 0 for r in self.order.counted):
-            return None
+        if not self._uses_freed(gained, lost):
+            return "it frees a resource the job does not ask for, which would idle"
         top = meeting(receiver_node, victim_node)
         receiver_side, victim_side = side(receiver_node, top), side(victim_node, top)
         # The distance over the division's leaves (each group's own users): the move
@@ -320,7 +466,8 @@ class GroupFairPreempt(PreemptPolicy):
                               - self.entitled[receiver_own])
                           + abs(self._after(victim_own, lost, -1.0) - self.entitled[victim_own]))
         if distance_after > distance - LEAST_DECREASE:
-            return None
+            return (f"the distance from the entitlements would go from {distance:.4g} to "
+                    f"{distance_after:.4g}, not lower")
         receiver_top, victim_top = receiver_side[-1], victim_side[-1]
         receiver_after = self._after(receiver_top, gained, 1.0)
         victim_after = self._after(victim_top, lost, -1.0)

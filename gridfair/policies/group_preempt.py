@@ -14,6 +14,16 @@ lent as surplus waits for the borrowers' jobs to end. This stage gives it back b
    then the furthest over their entitlement, up to `VICTIM_GROUPS`; of each, the youngest
    running jobs (least work lost), up to `VICTIM_CANDIDATES`, on whose machine the
    receiver's job fits once that job leaves;
+2b. several victims on one machine, when no one job's room holds the receiver's job (its
+   3-4 cpus on a machine of 1-cpu jobs) or the rule refuses each such move: the candidate
+   machines are those running one of the `VICTIM_LOOKS` youngest vacatable jobs of each of
+   those victim groups that could hold the job; on each, the jobs it may vacate (of those
+   groups, not vacated within the window, holding only resources the job asks for), and of
+   them the fewest whose room, with what is free there, holds the job, then the least work
+   lost, then submitted first (`victims.cheapest`); of the machines whose set the rule
+   allows, the fewest victims, then the least work lost, then the machine's name. Cost:
+   a pass over the jobs of the candidate machines and a bounded search on each (at most
+   `VICTIM_GROUPS` x `VICTIM_LOOKS` machines), never a pass over the pool;
 3. the rule. Before the vacate, each group of the receiver's side (from its own users up to,
    not including, the deepest group on both paths, where the sides meet) holds less than its
    entitlement, and each group of the victim's side holds at least its guarantee (the product
@@ -25,7 +35,12 @@ lent as surplus waits for the borrowers' jobs to end. This stage gives it back b
    moves away from its own. The receiver's job uses every resource the vacated job frees (a
    GPU job is vacated only for another GPU job: a freed GPU nobody waiting uses would idle).
    The victim's job was not vacated, nor did the victim's side take room from the
-   receiver's, within `WINDOW` seconds.
+   receiver's, within `WINDOW` seconds. A move of several jobs is held to the same rule as
+   one: each victim's side as above, each of their groups holding at least its guarantee
+   before each of its jobs leaves, its largest last (so it ends below its guarantee by less
+   than one of its jobs, as with one victim); the distance over every leaf it changes falls;
+   the receiver's job uses every resource each victim frees, and needs every victim (the
+   set is the fewest that hold it).
 
 Why each clause. Groups' jobs come in units of different sizes (one GPU job can be a quarter
 of its group's dominant share where a cpu job of the sibling is a twentieth): a rule that
@@ -40,14 +55,14 @@ would raise the distance by what this one lowered). A vacated job rejoins its gr
 demand, which may change the entitlements: the window keeps the same job from being vacated
 again, and two sides from trading room back and forth, while they settle (the daemon keeps
 this memory from cycle to cycle: `export_state`). The guarantee keeps the victim's quota: a
-group never gives room from under its quota. A move vacates one job (a receiver whose job
-needs the room of several is not served by this stage). The daemon's safety rules
+group never gives room from under its quota. The daemon's safety rules
 (`daemon.safety`) apply through the negotiator's guard, as for every stage. Each vacate and
 allocation names the level and the figures (shares and entitlements before and after at the
 level where the sides meet, the distance before and after).
 
 Ties: the group listed first; among a group's jobs, the one started last, then submitted
-first.
+first; among moves of several jobs, 2b's order. When a receiver finds no move, why is noted
+(`group_refusals`: the daemon journals it once per change).
 """
 
 from __future__ import annotations
@@ -59,7 +74,7 @@ from typing import Any
 
 from gridfair.core.pool import CPUS, GPUS, MEMORY, Node, Pool, Task, UserState
 from gridfair.core.stages import Decision, OrderPolicy, Preemption, PreemptPolicy
-from gridfair.core.victims import sizes
+from gridfair.core.victims import cheapest, sizes
 from gridfair.errors import InputError
 from gridfair.policies.drf import resource_shares
 from gridfair.policies.fair_preempt import moved, usage_on
@@ -281,9 +296,13 @@ class GroupFairPreempt(PreemptPolicy):
     def _refuse_sides(self, receiver_node: GroupNode, now: float) -> None:
         """Note why the nearest group of `over` is refused as a victim group of
         `receiver_node`'s (the first clause of `_sides_allow` that fails)."""
-        victim_node = next(node for *_, node in sorted(
-            ((-meeting(receiver_node, node).depth, rank, node)
-             for rank, (*_, node) in enumerate(self.over) if node is not receiver_node)))
+        nearest = sorted((-meeting(receiver_node, node).depth, rank, node)
+                         for rank, (*_, node) in enumerate(self.over)
+                         if node is not receiver_node)
+        if not nearest:  # the receiver alone holds its guarantee with jobs running
+            self._refuse(receiver_node, "none over", 0.0, None, {}, now)
+            return
+        victim_node = nearest[0][2]
         top = meeting(receiver_node, victim_node)
         receiver_side, victim_side = side(receiver_node, top), side(victim_node, top)
         why = next((f"{part.name} holds {self.held[part]:.4g}, at or over its entitlement "
@@ -334,64 +353,83 @@ class GroupFairPreempt(PreemptPolicy):
         if pool.too_big(receiver) is not None:
             return None
         receiver_node = self.order.group_of[receiver_user.index]
-        refused: tuple[Task, str] | None = None  # the first candidate the rule refused, why
         for victim_node in self._victim_groups_of(receiver_node):
             for victim in self._candidates(victim_node, receiver):
                 if victim.id in self.vacated \
                         or not pool.fits_after_vacate(receiver, victim):  # another job of its size
                     continue
-                figures = self._allowed(receiver_node, receiver, victim_node, victim)
-                if isinstance(figures, str):
-                    refused = refused or (victim, figures)
-                    continue
-                if figures is not None:
-                    self.vacated[victim.id] = now
-                    self.gave[figures["victim_side"], figures["receiver_side"]] = now
-                    figures.update(receiver=receiver_user.name, receiver_job=receiver.id,
-                                   victim_user=victim.user, victim_job=victim.id,
-                                   machine=victim.node.name)
-                    return preemption_of(receiver, victim, (),
-                                         lambda _, figures=figures: dict(figures),
-                                         _VACATE, _ALLOCATE)
-        self._refuse_job(receiver_user, receiver_node, receiver, refused, now)
-        return None
+                figures = self._allowed(receiver_node, receiver, victim.node, (victim,))
+                if not isinstance(figures, str):
+                    return self._move(receiver_user, receiver, (victim,), figures, now)
+        return self._several(receiver_user, receiver_node, receiver, now)
 
-    def _refuse_job(self, receiver_user: UserState, receiver_node: GroupNode, receiver: Task,
-                    refused: tuple[Task, str] | None, now: float) -> None:
-        """Note why `receiver` found no move: the rule's refusal of a candidate whose leaving
-        would make room, else the candidate machine closest to holding it (the least
-        dominant share of the pool it would still lack once every job it may vacate there
-        had left)."""
-        figures: dict[str, Any] = {"receiver": receiver_user.name}
-        if refused is not None:
-            victim, why = refused
-            self._refuse(receiver_node, "rule", 0.0, victim.node,
-                         dict(figures, victims=victim.id, why=why), now, receiver)
-            return
+    def _several(self, receiver_user: UserState, receiver_node: GroupNode, receiver: Task,
+                 now: float) -> Preemption | None:
+        """The move of several jobs on one machine for `receiver`, when no one job's room
+        holds it (or the rule refused every such move): on each candidate machine
+        (`_machines`), the fewest of the jobs it may vacate there (`_vacatable_on`) whose
+        room, with what is free, holds the job, then the least work lost
+        (`victims.cheapest`); of the machines whose set the rule allows, the set of fewest
+        jobs, then least work lost, then the machine first by name. None, and why noted
+        (`_refuse`), if there is none.
+
+        Cost: one pass over the jobs of each candidate machine, and the search of the set
+        on it (bounded by `victims.SEARCH_STEPS`): O(the candidate machines' jobs), the
+        candidate machines at most `VICTIM_GROUPS` x `VICTIM_LOOKS`, never a pass over the
+        pool."""
         pool = self.pool
         capacity = pool.capacity
-        closest: tuple[float, str, Node, list[Task], list[float]] | None = None
+        figures: dict[str, Any] = {"receiver": receiver_user.name}
+        best: tuple[tuple[int, float, str], tuple[Task, ...], dict[str, Any]] | None = None
         for node in self._machines(receiver_node, receiver):
-            victims = self._vacatable_on(node, receiver_node, receiver)
-            short = [max(0.0, asked - free - sum(held[dimension] for held in map(sizes, victims)))
-                     for dimension, (asked, free)
-                     in enumerate(zip(sizes(receiver), pool.room(node), strict=True))]
-            lacks = max((part / capacity[index] for part, index
-                         in zip(short, (CPUS, MEMORY, GPUS), strict=True)
-                         if part > pool.fit_tolerance and capacity[index] > 0), default=0.0)
-            if closest is None or (lacks, node.name) < closest[:2]:
-                closest = (lacks, node.name, node, victims, short)
-        if closest is None:
-            return
-        lacks, _, node, victims, short = closest
-        names = ", ".join(victim.id for victim in victims) or "none"
-        if lacks > 0:
-            self._refuse(receiver_node, "room", lacks, node,
-                         dict(figures, victims=names, lacked=lacked_text(short)), now, receiver)
-        else:
-            self._refuse(receiver_node, "rule", 1.0, node, dict(
-                figures, victims=names,
-                why="they make room together, and a move vacates one job"), now, receiver)
+            allowed = self._vacatable_on(node, receiver_node, receiver)
+            victims = cheapest(pool, receiver, node, allowed, now)
+            if not victims:  # () only when the job fits free room: the next allocation's
+                if victims is None:
+                    short = [max(0.0, asked - free - sum(sizes(task)[dimension]
+                                                         for task in allowed))
+                             for dimension, (asked, free)
+                             in enumerate(zip(sizes(receiver), pool.room(node), strict=True))]
+                    lacks = max((part / capacity[index] for part, index
+                                 in zip(short, (CPUS, MEMORY, GPUS), strict=True)
+                                 if part > pool.fit_tolerance and capacity[index] > 0),
+                                default=0.0)
+                    self._refuse(receiver_node, "room", lacks, node, dict(
+                        figures, victims=", ".join(task.id for task in allowed) or "none",
+                        lacked=lacked_text(short)), now, receiver)
+                continue
+            cost = (len(victims), sum(pool.lost_work_if_vacated(task, now) for task in victims),
+                    node.name)
+            if best is not None and cost >= best[0]:
+                continue
+            allowed_move = self._allowed(receiver_node, receiver, node, victims)
+            if isinstance(allowed_move, str):
+                self._refuse(receiver_node, "rule", len(victims), node, dict(
+                    figures, victims=", ".join(task.id for task in victims),
+                    why=allowed_move), now, receiver)
+                continue
+            best = (cost, victims, allowed_move)
+        if best is None:
+            return None
+        return self._move(receiver_user, receiver, best[1], best[2], now)
+
+    def _move(self, receiver_user: UserState, receiver: Task, victims: tuple[Task, ...],
+              figures: dict[str, Any], now: float) -> Preemption:
+        """The preemption of `victims` for `receiver`, with the rule's `figures` (each
+        vacate's own victim side's, `_allowed`), remembered in the window."""
+        sides = figures.pop("sides")
+        for victim in victims:
+            self.vacated[victim.id] = now
+        for victim in victims:
+            self.gave[sides[victim.id]["victim_side"], sides[victim.id]["receiver_side"]] = now
+        figures.update(receiver=receiver_user.name, receiver_job=receiver.id,
+                       machine=victims[0].node.name)
+
+        def figures_of(task: Task) -> dict[str, Any]:
+            return {**figures, **sides[task.id], "victim_user": task.user,
+                    "victim_job": task.id}
+
+        return preemption_of(receiver, victims[0], victims[1:], figures_of, _VACATE, _ALLOCATE)
 
     def _machines(self, receiver_node: GroupNode, receiver: Task) -> list[Node]:
         """The machines that run one of the `VICTIM_LOOKS` youngest vacatable jobs of a
@@ -446,41 +484,67 @@ class GroupFairPreempt(PreemptPolicy):
         """The running jobs of `node`'s own users, started last first."""
         return self.running.of(node.name)
 
-    def _allowed(self, receiver_node: GroupNode, receiver: Task, victim_node: GroupNode,
-                 victim: Task) -> dict[str, Any] | str:
-        """The move's figures if the rule allows it (the module docstring's step 3; the sides'
-        figures before the move were checked by `_victim_groups_of`): the receiver's job uses
-        every counted resource the victim's frees, and the distance from the entitlements
-        falls by more than `LEAST_DECREASE`; else why not."""
-        gained, lost = usage_on(receiver, victim.node), usage_on(victim, victim.node)
-        if not self._uses_freed(gained, lost):
-            return "it frees a resource the job does not ask for, which would idle"
-        top = meeting(receiver_node, victim_node)
-        receiver_side, victim_side = side(receiver_node, top), side(victim_node, top)
-        # The distance over the division's leaves (each group's own users): the move
-        # changes two, the receiver's and the victim's.
-        receiver_own, victim_own = receiver_side[0], victim_side[0]
-        distance = (abs(self.held[receiver_own] - self.entitled[receiver_own])
-                    + abs(self.held[victim_own] - self.entitled[victim_own]))
-        distance_after = (abs(self._after(receiver_own, gained, 1.0)
-                              - self.entitled[receiver_own])
-                          + abs(self._after(victim_own, lost, -1.0) - self.entitled[victim_own]))
+    def _allowed(self, receiver_node: GroupNode, receiver: Task, node: Node,
+                 victims: tuple[Task, ...]) -> dict[str, Any] | str:
+        """The move's figures if the rule allows vacating `victims` on `node` for `receiver`
+        (the module docstring's step 3; each victim group's sides before the move were
+        checked by `_victim_groups_of`), else why not: the receiver's job uses every counted
+        resource each victim's frees; each group of a victim's side holds at least its
+        guarantee before each of its jobs leaves, its largest last (one job: before the
+        move); and the distance from the entitlements, over the leaves the move changes
+        (the receiver's own users and each victim group's), falls by more than
+        `LEAST_DECREASE`. The figures give the receiver's side and, under "sides", each
+        victim's: its group, its side at the level where the two meet, before and after."""
+        gained = usage_on(receiver, node)
+        share = self.order.user_share
+        lost: dict[Part, list[float]] = {}  # what each part of a victim side loses
+        largest: dict[Part, list[float]] = {}  # its largest vacated job
+        tops: dict[str, tuple[GroupNode, GroupNode, list[Part]]] = {}
+        for victim in victims:
+            loss = usage_on(victim, node)
+            if not self._uses_freed(gained, loss):
+                return "it would free a resource the job does not ask for, which would idle"
+            victim_node = self.order.group_of[self.pool.users[victim.user].index]
+            top = meeting(receiver_node, victim_node)
+            victim_side = side(victim_node, top)
+            tops[victim.id] = (victim_node, top, victim_side)
+            for part in victim_side:
+                lost[part] = moved(lost.get(part, [0.0] * len(loss)), loss, 1.0)
+                if part not in largest or share(loss) > share(largest[part]):
+                    largest[part] = list(loss)
+        for part, loss in lost.items():
+            # Its largest job last: before it leaves, the part holds at least its guarantee.
+            if self._after(part, moved(loss, largest[part], -1.0), -1.0) \
+                    < self.guaranteed(part) - EPSILON:
+                return (f"{part.name} would go below its guarantee of "
+                        f"{self.guaranteed(part):.4g} before its last job left")
+        receiver_own = own_part(receiver_node)
+        leaves = [receiver_own, *(tops[victim.id][2][0] for victim in victims)]
+        leaves = list(dict.fromkeys(leaves))  # each leaf once, in the victims' order
+        distance = math.fsum(abs(self.held[leaf] - self.entitled[leaf]) for leaf in leaves)
+        distance_after = math.fsum(
+            [abs(self._after(receiver_own, gained, 1.0) - self.entitled[receiver_own])]
+            + [abs(self._after(leaf, lost[leaf], -1.0) - self.entitled[leaf])
+               for leaf in leaves[1:]])
         if distance_after > distance - LEAST_DECREASE:
             return (f"the distance from the entitlements would go from {distance:.4g} to "
                     f"{distance_after:.4g}, not lower")
-        receiver_top, victim_top = receiver_side[-1], victim_side[-1]
-        receiver_after = self._after(receiver_top, gained, 1.0)
-        victim_after = self._after(victim_top, lost, -1.0)
-        return {"level": top.depth + 1, "receiver_group": receiver_node.name,
-                "victim_group": victim_node.name,
+        sides = {}
+        for victim in victims:
+            victim_node, top, victim_side = tops[victim.id]
+            receiver_top, victim_top = side(receiver_node, top)[-1], victim_side[-1]
+            sides[victim.id] = {
+                "level": top.depth + 1, "victim_group": victim_node.name,
                 "receiver_side": receiver_top.name, "victim_side": victim_top.name,
                 "receiver_share": self.held[receiver_top],
-                "receiver_share_after": receiver_after,
+                "receiver_share_after": self._after(receiver_top, gained, 1.0),
                 "receiver_entitlement": self.entitled[receiver_top],
-                "victim_share": self.held[victim_top], "victim_share_after": victim_after,
+                "victim_share": self.held[victim_top],
+                "victim_share_after": self._after(victim_top, lost[victim_top], -1.0),
                 "victim_entitlement": self.entitled[victim_top],
-                "victim_guarantee": self.guaranteed(victim_top),
-                "distance": distance, "distance_after": distance_after}
+                "victim_guarantee": self.guaranteed(victim_top)}
+        return {**sides[victims[0].id], "receiver_group": receiver_node.name,
+                "distance": distance, "distance_after": distance_after, "sides": sides}
 
     def _after(self, part: Part, change: Sequence[float], sign: float) -> float:
         used = part.node.own_used if part.own else part.node.used

@@ -29,7 +29,7 @@ _WAITS = ("group-fair finds no move for {receiver_job} of {receiver} (group {rec
           "{receiver_entitlement:.4g}, {below:.4g} below): ")
 #: Why a receiver group waits, by clause.
 TEMPLATES = {
-    "none over": _WAITS + "no group with jobs running holds its guarantee",
+    "none over": _WAITS + "no other group with jobs running holds its guarantee",
     "sides": _WAITS + "the nearest group to take from, {victim_group}, is refused: {why}",
     "room": _WAITS + "the machine closest to holding its job, {machine}, would still lack "
             "{lacked} once every job it may vacate there ({victims}) had left",

@@ -50,10 +50,12 @@ def complete(pool: Pool, receiver: Task, first: Task, candidates: Iterable[Task]
 
 
 def cheapest(pool: Pool, receiver: Task, node: Node, candidates: Iterable[Task], now: float,
-             freed: tuple[float, float, float] = (0.0, 0.0, 0.0)) -> tuple[Task, ...] | None:
+             freed: tuple[float, float, float] = (0.0, 0.0, 0.0),
+             most: int | None = None) -> tuple[Task, ...] | None:
     """The victims on `node` (from `candidates`, tasks running there) that make room for
     `receiver` there, with `freed` freed besides, by the rules above: () if what is free
-    does, None if no set of candidates does (or the node does not match the receiver)."""
+    does, None if no set of candidates does (or the node does not match the receiver), nor
+    any of at most `most` tasks."""
     if pool.matcher is not None and not pool.matcher(receiver, node):
         return None
     tolerance = pool.fit_tolerance
@@ -72,7 +74,7 @@ def cheapest(pool: Pool, receiver: Task, node: Node, candidates: Iterable[Task],
     if fewest is None:
         return None
     search = _Search(held, lost, shortfall)
-    for count in range(fewest, len(tasks) + 1):
+    for count in range(fewest, min(len(tasks), len(tasks) if most is None else most) + 1):
         try:
             found = search.cheapest(count)
         except _OutOfSteps:

@@ -15,15 +15,16 @@ lent as surplus waits for the borrowers' jobs to end. This stage gives it back b
    running jobs (least work lost), up to `VICTIM_CANDIDATES`, on whose machine the
    receiver's job fits once that job leaves;
 2b. several victims on one machine, when no one job's room holds the receiver's job (its
-   3-4 cpus on a machine of 1-cpu jobs) or the rule refuses each such move: the candidate
-   machines are those running one of the `VICTIM_LOOKS` youngest vacatable jobs of each of
-   those victim groups that could hold the job; on each, the jobs it may vacate (of those
-   groups, not vacated within the window, holding only resources the job asks for), and of
-   them the fewest whose room, with what is free there, holds the job, then the least work
+   3-4 cpus on a machine of 1-cpu jobs) or the rule refuses each such move: the jobs a move
+   may vacate are, of each of those victim groups, its `VICTIM_LOOKS` youngest vacatable
+   jobs not vacated within the window and holding only resources the receiver's job asks
+   for, taken by machine (the machines that could hold the job); on each machine, the
+   fewest of them whose room, with what is free there, holds the job, then the least work
    lost, then submitted first (`victims.cheapest`); of the machines whose set the rule
    allows, the fewest victims, then the least work lost, then the machine's name. Cost:
-   a pass over the jobs of the candidate machines and a bounded search on each (at most
-   `VICTIM_GROUPS` x `VICTIM_LOOKS` machines), never a pass over the pool;
+   at most `VICTIM_GROUPS` x `VICTIM_LOOKS` jobs looked at, on as many machines at most,
+   and a search on each machine among its candidates (bounded by `victims.SEARCH_STEPS`):
+   never a pass over the pool, nor over a machine's every job;
 3. the rule. Before the vacate, each group of the receiver's side (from its own users up to,
    not including, the deepest group on both paths, where the sides meet) holds less than its
    entitlement, and each group of the victim's side holds at least its guarantee (the product
@@ -165,8 +166,6 @@ class GroupFairPreempt(PreemptPolicy):
         # moved room: the window's memory.
         self.vacated: dict[str, float] = {}
         self.gave: dict[tuple[str, str], float] = {}
-        # Node index -> its running jobs by seq: a machine's jobs, for what it lacks.
-        self.on_node: dict[int, dict[int, Task]] = {}
         self.receiver_groups: list[str] = []
 
     def shares_of(self, usage: Sequence[float]) -> list[float]:
@@ -204,13 +203,9 @@ class GroupFairPreempt(PreemptPolicy):
 
     def task_started(self, task: Task, now: float) -> None:
         self.running.started(task)
-        node = task.node
-        assert node is not None  # a started task is on its node
-        self.on_node.setdefault(node.index, {})[task.seq] = task
 
     def task_stopped(self, task: Task, now: float, node: Node) -> None:
         self.running.stopped(task, node)
-        del self.on_node[node.index][task.seq]
 
     def declined(self, now: float) -> Decision | None:
         """Why a group below its entitlement found no move in the cycle's last phase: the
@@ -366,37 +361,33 @@ class GroupFairPreempt(PreemptPolicy):
     def _several(self, receiver_user: UserState, receiver_node: GroupNode, receiver: Task,
                  now: float) -> Preemption | None:
         """The move of several jobs on one machine for `receiver`, when no one job's room
-        holds it (or the rule refused every such move): on each candidate machine
-        (`_machines`), the fewest of the jobs it may vacate there (`_vacatable_on`) whose
-        room, with what is free, holds the job, then the least work lost
-        (`victims.cheapest`); of the machines whose set the rule allows, the set of fewest
-        jobs, then least work lost, then the machine first by name. None, and why noted
-        (`_refuse`), if there is none.
+        holds it (or the rule refused every such move): on each candidate machine, the
+        fewest of the jobs a move may vacate there (`_vacatable_by_machine`) whose room,
+        with what is free, holds the job, then the least work lost (`victims.cheapest`); of
+        the machines whose set the rule allows, the set of fewest jobs, then least work
+        lost, then the machine first by name. None, and why noted (`_refuse`: the rule's
+        refusal of the fewest jobs, else the machine that lacks least), if there is none.
 
-        Cost: one pass over the jobs of each candidate machine, and the search of the set
-        on it (bounded by `victims.SEARCH_STEPS`): O(the candidate machines' jobs), the
-        candidate machines at most `VICTIM_GROUPS` x `VICTIM_LOOKS`, never a pass over the
-        pool."""
+        Cost: the victim groups' `VICTIM_LOOKS` youngest jobs each (at most `VICTIM_GROUPS`
+        x `VICTIM_LOOKS` jobs, on as many machines at most) and a search on each machine
+        among those of its jobs (bounded by `victims.SEARCH_STEPS`): never a pass over the
+        pool, nor over a machine's every job."""
         pool = self.pool
-        capacity = pool.capacity
-        figures: dict[str, Any] = {"receiver": receiver_user.name}
         best: tuple[tuple[int, float, str], tuple[Task, ...], dict[str, Any]] | None = None
-        for node in self._machines(receiver_node, receiver):
-            allowed = self._vacatable_on(node, receiver_node, receiver)
-            victims = cheapest(pool, receiver, node, allowed, now)
-            if not victims:  # () only when the job fits free room: the next allocation's
-                if victims is None:
-                    short = [max(0.0, asked - free - sum(sizes(task)[dimension]
-                                                         for task in allowed))
-                             for dimension, (asked, free)
-                             in enumerate(zip(sizes(receiver), pool.room(node), strict=True))]
-                    lacks = max((part / capacity[index] for part, index
-                                 in zip(short, (CPUS, MEMORY, GPUS), strict=True)
-                                 if part > pool.fit_tolerance and capacity[index] > 0),
-                                default=0.0)
-                    self._refuse(receiver_node, "room", lacks, node, dict(
-                        figures, victims=", ".join(task.id for task in allowed) or "none",
-                        lacked=lacked_text(short)), now, receiver)
+        refused: tuple[tuple[int, str], Node, tuple[Task, ...], str] | None = None
+        lacking: tuple[tuple[float, str], Node, list[Task]] | None = None
+        for node, allowed in self._vacatable_by_machine(receiver_node, receiver):
+            # A machine needing more jobs than the best set so far cannot beat it.
+            victims = cheapest(pool, receiver, node, allowed, now,
+                               most=best[0][0] if best is not None else None)
+            if victims is None:
+                if best is not None:
+                    continue
+                lacks = self._lacks(receiver, node, allowed)
+                if lacking is None or (lacks, node.name) < lacking[0]:
+                    lacking = ((lacks, node.name), node, allowed)
+                continue
+            if not victims:  # the job fits free room there: the next allocation's
                 continue
             cost = (len(victims), sum(pool.lost_work_if_vacated(task, now) for task in victims),
                     node.name)
@@ -404,14 +395,39 @@ class GroupFairPreempt(PreemptPolicy):
                 continue
             allowed_move = self._allowed(receiver_node, receiver, node, victims)
             if isinstance(allowed_move, str):
-                self._refuse(receiver_node, "rule", len(victims), node, dict(
-                    figures, victims=", ".join(task.id for task in victims),
-                    why=allowed_move), now, receiver)
+                if refused is None or (len(victims), node.name) < refused[0]:
+                    refused = ((len(victims), node.name), node, victims, allowed_move)
                 continue
             best = (cost, victims, allowed_move)
-        if best is None:
-            return None
-        return self._move(receiver_user, receiver, best[1], best[2], now)
+        if best is not None:
+            return self._move(receiver_user, receiver, best[1], best[2], now)
+        figures: dict[str, Any] = {"receiver": receiver_user.name}
+        if refused is not None:
+            (count, _), node, victims, why = refused
+            self._refuse(receiver_node, "rule", count, node, dict(
+                figures, victims=", ".join(task.id for task in victims), why=why), now,
+                receiver)
+        elif lacking is not None:
+            (lacks, _), node, allowed = lacking
+            self._refuse(receiver_node, "room", lacks, node, dict(
+                figures, victims=", ".join(task.id for task in allowed) or "none",
+                lacked=lacked_text(self._short(receiver, node, allowed))), now, receiver)
+        return None
+
+    def _short(self, receiver: Task, node: Node, victims: Sequence[Task]) -> list[float]:
+        """What `node` would lack of `receiver`'s cpus, memory and GPUs once `victims` left."""
+        return [max(0.0, asked - free - math.fsum(sizes(task)[dimension] for task in victims))
+                for dimension, (asked, free)
+                in enumerate(zip(sizes(receiver), self.pool.room(node), strict=True))]
+
+    def _lacks(self, receiver: Task, node: Node, victims: Sequence[Task]) -> float:
+        """`_short` as the largest share of the pool it is of a resource."""
+        pool = self.pool
+        capacity = pool.capacity
+        return max((part / capacity[index] for part, index
+                    in zip(self._short(receiver, node, victims), (CPUS, MEMORY, GPUS),
+                           strict=True)
+                    if part > pool.fit_tolerance and capacity[index] > 0), default=0.0)
 
     def _move(self, receiver_user: UserState, receiver: Task, victims: tuple[Task, ...],
               figures: dict[str, Any], now: float) -> Preemption:
@@ -431,35 +447,31 @@ class GroupFairPreempt(PreemptPolicy):
 
         return preemption_of(receiver, victims[0], victims[1:], figures_of, _VACATE, _ALLOCATE)
 
-    def _machines(self, receiver_node: GroupNode, receiver: Task) -> list[Node]:
-        """The machines that run one of the `VICTIM_LOOKS` youngest vacatable jobs of a
-        victim group of `receiver_node`'s and could hold `receiver`, by name."""
+    def _vacatable_by_machine(self, receiver_node: GroupNode, receiver: Task
+                              ) -> list[tuple[Node, list[Task]]]:
+        """The jobs a move for `receiver` may vacate, one by one, by machine (the machines
+        by name, that could hold the job): among the `VICTIM_LOOKS` youngest vacatable jobs
+        of each victim group of `receiver_node`'s, those not vacated within the window and
+        holding only resources the receiver's job asks for."""
         pool = self.pool
         tolerance = pool.fit_tolerance
-        found: dict[int, Node] = {}
+        asked = sizes(receiver)
+        found: dict[int, tuple[Node, list[Task]]] = {}
+        holds: dict[int, bool] = {}
         for victim_node in self._victim_groups_of(receiver_node):
             for task in islice(pool.vacatable(self._youngest(victim_node)), VICTIM_LOOKS):
                 node = task.node
                 assert node is not None  # a running job is on its node
-                if node.index not in found and all(
-                        asked - tolerance <= whole for asked, whole
-                        in zip(sizes(receiver), (node.cpus, node.memory, node.gpus),
-                               strict=True)) \
-                        and (pool.matcher is None or pool.matcher(receiver, node)):
-                    found[node.index] = node
-        return sorted(found.values(), key=lambda node: node.name)
-
-    def _vacatable_on(self, node: Node, receiver_node: GroupNode, receiver: Task) -> list[Task]:
-        """The jobs on `node` a move for `receiver` may vacate, one by one: of a victim group
-        of `receiver_node`'s, not vacated within the window, holding only resources the
-        receiver's job asks for."""
-        groups = set(map(id, self._victim_groups_of(receiver_node)))
-        users, group_of = self.pool.users, self.order.group_of
-        gained = usage_on(receiver, node)
-        return [task for task in self.pool.vacatable(self.on_node.get(node.index, {}).values())
-                if id(group_of[users[task.user].index]) in groups
-                and task.id not in self.vacated
-                and self._uses_freed(gained, usage_on(task, node))]
+                fits = holds.get(node.index)
+                if fits is None:
+                    fits = holds[node.index] = all(
+                        wanted - tolerance <= whole for wanted, whole
+                        in zip(asked, (node.cpus, node.memory, node.gpus), strict=True)) \
+                        and (pool.matcher is None or pool.matcher(receiver, node))
+                if fits and task.id not in self.vacated \
+                        and self._uses_freed(usage_on(receiver, node), usage_on(task, node)):
+                    found.setdefault(node.index, (node, []))[1].append(task)
+        return sorted(found.values(), key=lambda entry: entry[0].name)
 
     def _uses_freed(self, gained: Sequence[float], lost: Sequence[float]) -> bool:
         """The receiver's job asks for every counted resource the vacated job frees."""

@@ -5,7 +5,8 @@ partitionable machine (a node of more than one cpu) a receiver asking for 4 cpus
 several victims. A preemption stage names the first victim by its own rule (HOSEP's least
 powerful machine, reclaim's own machine, OSEP's least run time); `complete` chooses the others,
 on the same node, among the running tasks the stage allows, so that what is free there and
-what they all free hold the receiver's cpus, memory and GPUs:
+what they all free hold the receiver's cpus, memory and GPUs (`cheapest`, the whole set on a
+node, when the stage names no first victim: `group_preempt`'s moves of several jobs):
 1. fewest vacates;
 2. then the least work lost (the run time a vacate throws away, `Pool.lost_work_if_vacated`:
    none with checkpointing);
@@ -22,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from itertools import accumulate
 
-from gridfair.core.pool import Pool, Task
+from gridfair.core.pool import Node, Pool, Task
 
 #: Partial sets the search may look at for one receiver on one node.
 SEARCH_STEPS = 20_000
@@ -44,16 +45,27 @@ def complete(pool: Pool, receiver: Task, first: Task, candidates: Iterable[Task]
     no set of candidates does (or the node does not match the receiver)."""
     node = first.node
     assert node is not None
+    return cheapest(pool, receiver, node, (task for task in candidates if task is not first),
+                    now, freed=sizes(first))
+
+
+def cheapest(pool: Pool, receiver: Task, node: Node, candidates: Iterable[Task], now: float,
+             freed: tuple[float, float, float] = (0.0, 0.0, 0.0),
+             most: int | None = None) -> tuple[Task, ...] | None:
+    """The victims on `node` (from `candidates`, tasks running there) that make room for
+    `receiver` there, with `freed` freed besides, by the rules above: () if what is free
+    does, None if no set of candidates does (or the node does not match the receiver), nor
+    any of at most `most` tasks."""
     if pool.matcher is not None and not pool.matcher(receiver, node):
         return None
     tolerance = pool.fit_tolerance
-    need = [asked - free - freed for asked, free, freed
-            in zip(sizes(receiver), pool.room(node), sizes(first), strict=True)]
+    need = [asked - free - also for asked, free, also
+            in zip(sizes(receiver), pool.room(node), freed, strict=True)]
     short = [dimension for dimension in range(3) if need[dimension] > tolerance]
     if not short:
         return ()
     ranked = sorted(((pool.lost_work_if_vacated(task, now), task.seq, task)
-                     for task in candidates if task is not first), key=lambda item: item[:2])
+                     for task in candidates), key=lambda item: item[:2])
     tasks = [task for _, _, task in ranked]
     lost = [lost for lost, _, _ in ranked]
     shortfall = [need[dimension] - tolerance for dimension in short]
@@ -62,7 +74,7 @@ def complete(pool: Pool, receiver: Task, first: Task, candidates: Iterable[Task]
     if fewest is None:
         return None
     search = _Search(held, lost, shortfall)
-    for count in range(fewest, len(tasks) + 1):
+    for count in range(fewest, min(len(tasks), len(tasks) if most is None else most) + 1):
         try:
             found = search.cheapest(count)
         except _OutOfSteps:

@@ -7,13 +7,15 @@ for each machine one is in flight to, the collector's slot ads of that machine (
 partitionable slot and its dynamic slots: state, activity, claim, job, size) and the schedd's
 ads of the flights' jobs and of the jobs those slots name (status, steering, the negotiator's
 last reason for not matching). `verdicts` then reads every allocation's history from the
-journal. Both go into the bench's `--save` record beside the run (`landing_watch`), where
-`--replay` ignores them.
+journal. Both go into the bench's `--save` directory beside the run's record, where
+`--replay` ignores them, with the pool's own logs (`keep_pool_logs`: a schedd that restarted,
+a `condor_now` coalesce that failed, a claim the startd kept).
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 import threading
 import time
@@ -29,6 +31,10 @@ SLOT_ATTRIBUTES = (
     "PublicClaimId", "ClaimStartTime", "TotalClaimRunTime", "CurrentRank", "Cpus", "Memory",
     "GPUs", "TotalSlotCpus", "ChildState", "ChildActivity", "ChildRemoteUser", "ChildCpus",
     "NumDynamicSlots", "PreemptingUser", "LastHeardFrom", "MyCurrentTime", "Start")
+#: The pool's logs kept (`keep_pool_logs`), those of its schedd, startd, negotiator, master,
+#: shadows.
+POOL_LOGS = ("SchedLog", "ScheddRestartReport", "StartLog", "NegotiatorLog", "MasterLog",
+             "ShadowLog")
 #: Job attributes kept: where it was steered, where it runs, why the negotiator passed it by.
 JOB_ATTRIBUTES = (
     "ClusterId", "ProcId", "Owner", "JobStatus", "EnteredCurrentStatus", "RemoteHost",
@@ -125,3 +131,13 @@ class LandingWatch:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"every": self.every, "polls": self.polls,
                                     "verdicts": self.verdicts(), "errors": self.errors}))
+
+
+def keep_pool_logs(pool_directory: Path, target: Path) -> None:
+    """Copy the pool's logs (`POOL_LOGS`, those it wrote) to `target`, before the pool and
+    its directory go."""
+    target.mkdir(parents=True, exist_ok=True)
+    for name in POOL_LOGS:
+        log = pool_directory / "local" / "log" / name
+        if log.exists():
+            shutil.copyfile(log, target / name)

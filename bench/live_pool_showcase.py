@@ -85,7 +85,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # tests.live.harness: the live harness, in a clone only
 
-from landing_watch import LandingWatch  # noqa: E402
+from landing_watch import LandingWatch, keep_pool_logs  # noqa: E402
 
 #: owner, cpus, MFlops per cpu (the pool of bench/owner_share_pslots.py)
 MACHINES = (
@@ -522,7 +522,9 @@ def run_side(side: str, config: str, seed: int, options: argparse.Namespace,
                     daemon.send_signal(signal.SIGTERM)
                     daemon.wait(timeout=60)
             if isinstance(watch, LandingWatch):  # the verdicts once the daemon is done
-                watch.save(Path(options.save) / f"{side}-{config}-seed{seed}-landing-watch.json")
+                kept = Path(options.save) / f"{side}-{config}-seed{seed}"
+                watch.save(kept.with_name(kept.name + "-landing-watch.json"))
+                keep_pool_logs(pool.directory, kept.with_name(kept.name + "-pool-logs"))
             users = {job: submitted.user for job, submitted in jobs.items()}
             runs = [dataclasses.replace(run, slot=whole_slot(run.slot))
                     for run in read_runs(event_log, users, until)]

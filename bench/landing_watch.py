@@ -14,6 +14,7 @@ a `condor_now` coalesce that failed, a claim the startd kept).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import sqlite3
@@ -107,24 +108,23 @@ class LandingWatch:
                 "jobs": jobs}
 
     def _flights(self) -> list[dict[str, Any]]:
-        if not self.store.exists():
-            return []
-        with sqlite3.connect(f"file:{self.store}?mode=ro", uri=True, timeout=5.0) as db:
-            db.row_factory = sqlite3.Row
-            return [dict(row) for row in db.execute(
-                "select key, job, user, machine, updated_at as confirmed, cpus, memory "
-                "from actions where kind = 'allocate' and state = 'confirmed'")]
+        return self._rows("select key, job, user, machine, updated_at as confirmed, cpus, "
+                          "memory from actions where kind = 'allocate' and state = 'confirmed'")
 
     def verdicts(self) -> list[dict[str, Any]]:
         """Every allocation's history in the journal: each state it passed, when, with note."""
+        return self._rows("select a.key, a.job, a.user, a.machine, l.cycle, l.time, l.state, "
+                          "l.note from action_log l join actions a on a.key = l.key "
+                          "where a.kind = 'allocate' order by l.time, l.id")
+
+    def _rows(self, sql: str) -> list[dict[str, Any]]:
+        """The store's rows for `sql`, read-only (none before the daemon made the store)."""
         if not self.store.exists():
             return []
-        with sqlite3.connect(f"file:{self.store}?mode=ro", uri=True, timeout=5.0) as db:
+        with contextlib.closing(sqlite3.connect(f"file:{self.store}?mode=ro", uri=True,
+                                                timeout=5.0)) as db:
             db.row_factory = sqlite3.Row
-            return [dict(row) for row in db.execute(
-                "select a.key, a.job, a.user, a.machine, l.cycle, l.time, l.state, l.note "
-                "from action_log l join actions a on a.key = l.key "
-                "where a.kind = 'allocate' order by l.time, l.id")]
+            return [dict(row) for row in db.execute(sql)]
 
     def save(self, path: Path) -> None:
         """What the watch kept, and the journal's verdicts, as JSON at `path`."""

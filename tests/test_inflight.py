@@ -11,6 +11,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+import htcondor2
 import pytest
 
 from gridfair.ad_views import Job, JobStatus, Machine, Snapshot
@@ -479,3 +480,51 @@ def test_a_preemption_of_a_claim_with_no_job_is_not_carried_out_halfway(tmp_path
     assert list(store.db.query("select * from actions")) == []
     assert not (tmp_path / "actions.jsonl").exists()
     store.close()
+
+
+# ------------------------------------------- a handover's victim is no handover's receiver
+def test_a_job_handed_over_as_a_victim_is_steered_not_handed_a_slot_in_the_same_cycle(
+        tmp_path):
+    """Seen live (Showcase 2): in one cycle the policy vacated O3's 4.11 for a handover on
+    one machine and gave it O3's own machine by another; HTCondor's schedd crashed on the
+    second condor_now (signal 11 in `send_vacate`). The second is carried out as a vacate of
+    its victim and a steering of 4.11 instead; the next cycle hands over again."""
+    from gridfair.ad_views import PARTITIONABLE
+    from gridfair.daemon.backends.htcondor import HTCondorBackend
+    from gridfair.daemon.backends.htcondor.state import schedd_name
+    from tests.test_backends import FakeCollector, FakeSchedd, _queues
+
+    calls = tmp_path / "condor_now.log"
+    program = tmp_path / "condor_now"
+    program.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    program.chmod(0o755)
+    FakeSchedd.queues = _queues()
+    FakeSchedd.acted, FakeSchedd.edits = [], []
+    backend = HTCondorBackend(FakeCollector(), schedd_factory=FakeSchedd, lease_knob="",
+                              condor_now=str(program))
+    snapshot = backend.read_snapshot()
+    def schedd_of(job: Job) -> str:
+        return schedd_name(backend.state.schedd_of[job.id])
+
+    # Four jobs of one schedd (condor_now acts on one), the second victim running (the
+    # fake schedd vacates only a running job).
+    by_schedd: dict[str, list[Job]] = {}
+    for each in snapshot.jobs:
+        by_schedd.setdefault(schedd_of(each), []).append(each)
+    jobs = next(jobs for jobs in by_schedd.values() if len(jobs) >= 4
+                and any(job.status is JobStatus.RUNNING for job in jobs))
+    second_victim = next(job for job in jobs if job.status is JobStatus.RUNNING)
+    receiver, mover, first_victim = [job for job in jobs if job is not second_victim][:3]
+    machine_a = Machine("slot1@a", "O2", 4000.0, 4.0, slot_type=PARTITIONABLE)
+    machine_b = Machine("slot1@b", "O3", 4000.0, 4.0, slot_type=PARTITIONABLE)
+    backend.handover([mover, first_victim], receiver, machine_a)
+    backend.handover([second_victim], mover, machine_b)
+    assert calls.read_text().split("\n")[0].split()[-3:] == [receiver.id, mover.id,
+                                                              first_victim.id]
+    assert len(calls.read_text().splitlines()) == 1  # no condor_now for the mover
+    assert [ids for action, ids in FakeSchedd.acted
+            if action == htcondor2.JobAction.Vacate] == [[second_victim.id]]
+    assert ([mover.id], "GridfairSlot", '"slot1@b"') in FakeSchedd.edits
+    backend.actions_done()  # the next cycle: a handover to it again
+    backend.handover([second_victim], mover, machine_b)
+    assert len(calls.read_text().splitlines()) == 2

@@ -488,7 +488,8 @@ def test_a_job_handed_over_as_a_victim_is_steered_not_handed_a_slot_in_the_same_
     """Seen live (Showcase 2): in one cycle the policy vacated O3's 4.11 for a handover on
     one machine and gave it O3's own machine by another; HTCondor's schedd crashed on the
     second condor_now (signal 11 in `send_vacate`). The second is carried out as a vacate of
-    its victim and a steering of 4.11 instead; the next cycle hands over again."""
+    its victim and a steering of 4.11 instead, at the run count its schedd has for it now;
+    the next cycle hands over again."""
     from gridfair.ad_views import PARTITIONABLE
     from gridfair.daemon.backends.htcondor import HTCondorBackend
     from gridfair.daemon.backends.htcondor.state import schedd_name
@@ -518,6 +519,10 @@ def test_a_job_handed_over_as_a_victim_is_steered_not_handed_a_slot_in_the_same_
     machine_a = Machine("slot1@a", "O2", 4000.0, 4.0, slot_type=PARTITIONABLE)
     machine_b = Machine("slot1@b", "O3", 4000.0, 4.0, slot_type=PARTITIONABLE)
     backend.handover([mover, first_victim], receiver, machine_a)
+    # The mover ran: its schedd counts its run (a running job's count is not read).
+    [mover_ad] = [ad for queue in FakeSchedd.queues.values() for ad in queue
+                  if f"{ad['ClusterId']}.{ad['ProcId']}" == mover.id]
+    mover_ad["JobRunCount"] = mover.run_count + 1
     backend.handover([second_victim], mover, machine_b)
     assert calls.read_text().split("\n")[0].split()[-3:] == [receiver.id, mover.id,
                                                               first_victim.id]
@@ -525,6 +530,8 @@ def test_a_job_handed_over_as_a_victim_is_steered_not_handed_a_slot_in_the_same_
     assert [ids for action, ids in FakeSchedd.acted
             if action == htcondor2.JobAction.Vacate] == [[second_victim.id]]
     assert ([mover.id], "GridfairSlot", '"slot1@b"') in FakeSchedd.edits
+    # Steered at the run it starts as, or the pool's gate would take none of its runs.
+    assert ([mover.id], "GridfairSteerRunCount", str(mover.run_count + 1)) in FakeSchedd.edits
     backend.actions_done()  # the next cycle: a handover to it again
     backend.handover([second_victim], mover, machine_b)
     assert len(calls.read_text().splitlines()) == 2

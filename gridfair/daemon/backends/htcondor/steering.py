@@ -5,6 +5,7 @@ negotiators asked for a cycle once a cycle's actions are done."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
@@ -246,13 +247,23 @@ class JobSteering:
         self.handed_over.update(victim_ids)
 
     def _vacate_then_steer(self, victim_ids: Sequence[str], job: Job, machine: Machine) -> None:
-        """A handover carried out as a vacate of its victims and a steering of its job."""
+        """A handover carried out as a vacate of its victims and a steering of its job, at
+        the run count the schedd has for it now: the job was running when read, and a
+        running job's count is not in the read (seen live: steered at 0, the gate took
+        none of its runs, and its allocation was given up a cycle later)."""
         problems = {victim: problem for victim, problem in self.vacate(victim_ids).items()
                     if problem is not None}
         if problems:
             raise ActionFailed("; ".join(f"vacate {victim}: {problem}"
                                          for victim, problem in problems.items()))
-        self.allocate(job, machine)
+        cluster, _, proc = job.id.partition(".")
+        try:
+            [ad] = self.state.schedd(job.id).query(
+                f"ClusterId == {int(cluster)} && ProcId == {int(proc)}", ["JobRunCount"])
+        except (ValueError, *POOL_ERRORS) as error:
+            raise ActionFailed(f"job {job.id}: its run count not read: {error}") from None
+        runs = ad.get("JobRunCount", job.run_count)
+        self.allocate(dataclasses.replace(job, run_count=int(runs)), machine)
 
     def withdraw(self, job_id: str) -> None:
         """An allocation that did not land: the job no longer names a slot, so HTCondor may

@@ -85,6 +85,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # tests.live.harness: the live harness, in a clone only
 
+from landing_watch import LandingWatch, keep_pool_logs  # noqa: E402
+
 #: owner, cpus, MFlops per cpu (the pool of bench/owner_share_pslots.py)
 MACHINES = (
     ("O1", 8, 4000), ("O1", 8, 2000),
@@ -497,25 +499,32 @@ def run_side(side: str, config: str, seed: int, options: argparse.Namespace,
                                           env=pool.daemon_environment(),
                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 wait_for_lease(pool)
+            watch = (LandingWatch(directory / "state.db", pool.collector_host)
+                     if directory is not None and options.save else contextlib.nullcontext())
             try:
-                started = time.time()
-                submit("fill")
-                fill_seconds = wait_until_full(pool)
-                time.sleep(2 * INTERVAL)
-                arrival = time.time()
-                submit("arrival")
-                time.sleep(max(0.0, arrival + options.shift_after - time.time()))
-                shift = time.time()
-                submit("shift")
-                pool.run_tool(["condor_rm", "-constraint", "JobStatus == 1 && ("
-                               + " || ".join(f'Owner == "{user}"' for user in WITHDRAW)
-                               + ")"])
-                time.sleep(max(0.0, arrival + options.duration - time.time()))
-                until = time.time()
+                with watch:
+                    started = time.time()
+                    submit("fill")
+                    fill_seconds = wait_until_full(pool)
+                    time.sleep(2 * INTERVAL)
+                    arrival = time.time()
+                    submit("arrival")
+                    time.sleep(max(0.0, arrival + options.shift_after - time.time()))
+                    shift = time.time()
+                    submit("shift")
+                    pool.run_tool(["condor_rm", "-constraint", "JobStatus == 1 && ("
+                                   + " || ".join(f'Owner == "{user}"' for user in WITHDRAW)
+                                   + ")"])
+                    time.sleep(max(0.0, arrival + options.duration - time.time()))
+                    until = time.time()
             finally:
                 if daemon is not None:
                     daemon.send_signal(signal.SIGTERM)
                     daemon.wait(timeout=60)
+            if isinstance(watch, LandingWatch):  # the verdicts once the daemon is done
+                kept = Path(options.save) / f"{side}-{config}-seed{seed}"
+                watch.save(kept.with_name(kept.name + "-landing-watch.json"))
+                keep_pool_logs(pool.directory, kept.with_name(kept.name + "-pool-logs"))
             users = {job: submitted.user for job, submitted in jobs.items()}
             runs = [dataclasses.replace(run, slot=whole_slot(run.slot))
                     for run in read_runs(event_log, users, until)]

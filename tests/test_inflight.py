@@ -11,6 +11,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+import htcondor2
 import pytest
 
 from gridfair.ad_views import Job, JobStatus, Machine, Snapshot
@@ -409,3 +410,128 @@ def test_a_flight_judged_without_room_lands_late_when_its_job_is_seen_there(tmp_
     record(store, settlement, 3, T0 + 4, withdraw=lambda job_id: None)
     assert store.action(key)["state"] == "landed"
     store.close()
+
+
+# ----------------------------------------------- another user's claim kept idle on the machine
+def slot4(idle_claim_user: str = "G1@gridfair.test") -> tuple[Machine, ...]:
+    """O2's 4-cpu machine as Showcase 2's journal shows it 14 s after the shift (main e5a154e,
+    run 1): O2's 3.4 runs in slot4_2; slot4_1 is a claim kept idle, naming no job (the claim
+    of G1's 1.2, vacated for O2's 3.8 by a `condor_now` handover that never started)."""
+    return (Machine("slot4@vm", "O2", 6000.0, 4.0, 8192.0, slot_type="Partitionable"),
+            Machine("slot4_2@vm", "O2", 3000.0, 2.0, 2048.0, state="Claimed",
+                    activity="Busy", running_job="3.4", running_user="O2",
+                    slot_type="Dynamic"),
+            Machine("slot4_1@vm", "O2", 3000.0, 2.0, 4096.0, state="Claimed",
+                    activity="Idle", running_job=None, running_user=idle_claim_user,
+                    slot_type="Dynamic"))
+
+
+def o2_jobs() -> tuple[Job, ...]:
+    return (Job("3.4", "O2", JobStatus.RUNNING, T0 - 500, request_cpus=2.0, machine="slot4_2@vm",
+                start_time=T0 - 100),
+            Job("3.12", "O2", JobStatus.IDLE, T0 - 400, request_cpus=2.0, request_memory=2048.0))
+
+
+def test_another_users_idle_claim_is_not_taken_for_a_flights_starting_slot():
+    """Seen live (Showcase 2, main e5a154e): G1's claim, left idle on O2's machine, was
+    taken as the starting slot of seven flights in a row, of O2, O4 and G2, each held until
+    the landing timeout (12 s) while none could start. Only a claim of the flight's own user
+    (or one naming no user) may be its job starting: beside G1's, O2's flight has no room."""
+    flights = [Flight("allocate:3.12@slot4@vm:0", "3.12", "slot4@vm", T0, "O2", 2.0, 2048.0,
+                      0.0, 0)]
+    result = settle(Snapshot(T0 + 2, slot4(), o2_jobs()), flights, {}, 12.0)
+    assert not result.held
+    [(_, why)] = result.missed
+    assert why.startswith("not landed: slot4@vm has no room for 2 CPUs")
+    # O2's own claim, not naming its job yet, is its job starting: held.
+    own = settle(Snapshot(T0 + 2, slot4("O2"), o2_jobs()), flights, {}, 12.0)
+    assert list(own.held) == ["3.12"] and not own.missed
+    # So is the claim of the victim a handover vacated for it, in the moment before
+    # condor_now coalesces it for the flight (journaled at the flight's own time).
+    victims = (*o2_jobs(), Job("1.2", "G1@gridfair.test", JobStatus.IDLE, T0 - 600,
+                               request_cpus=2.0))
+    handed = settle(Snapshot(T0 + 2, slot4(), victims), flights,
+                    {("1.2", "slot4@vm"): T0}, 12.0)
+    assert list(handed.held) == ["3.12"] and not handed.missed
+
+
+def test_a_preemption_of_a_claim_with_no_job_is_not_carried_out_halfway(tmp_path):
+    """reclaim gives O2 its machine back by preempting G1's idle claim (a stand-in: no job
+    behind it). Nothing can vacate it, so the allocation paired with it must wait: carried
+    out alone, it went to a machine with no room, cycle after cycle (Showcase 2)."""
+
+    class Slot4(FilesBackend):
+        def read_snapshot(self) -> Snapshot:
+            self._last = Snapshot(self.now(), slot4(), o2_jobs())
+            return self._last
+
+    raw = {"daemon": {"interval": 0.05, "store": "state.db", "query_timeout": 5.0},
+           "backend": {"kind": "files", "files": {"directory": "pool",
+                                                   "actions": "actions.jsonl"}},
+           "safety": {"max_snapshot_age": 3600.0, "min_runtime": 0,
+                      "preempt_cooldown": 0}}
+    shutil.copytree(POOL, tmp_path / "pool", copy_function=shutil.copy)
+    config = validate(raw, base=tmp_path)
+    store = Store(tmp_path / "state.db")
+    CycleRunner(config, Slot4(tmp_path / "pool", tmp_path / "actions.jsonl"), store).run()
+    decided = [(row["kind"], row["job"]) for row in store.db.query(
+        "select kind, job from decisions order by seq")]
+    assert decided == [("vacate", "claim@slot4_1@vm"), ("allocate", "3.12")]
+    assert list(store.db.query("select * from actions")) == []
+    assert not (tmp_path / "actions.jsonl").exists()
+    store.close()
+
+
+# ------------------------------------------- a handover's victim is no handover's receiver
+def test_a_job_handed_over_as_a_victim_is_steered_not_handed_a_slot_in_the_same_cycle(
+        tmp_path):
+    """Seen live (Showcase 2): in one cycle the policy vacated O3's 4.11 for a handover on
+    one machine and gave it O3's own machine by another; HTCondor's schedd crashed on the
+    second condor_now (signal 11 in `send_vacate`). The second is carried out as a vacate of
+    its victim and a steering of 4.11 instead, at the run count its schedd has for it now;
+    the next cycle hands over again."""
+    from gridfair.ad_views import PARTITIONABLE
+    from gridfair.daemon.backends.htcondor import HTCondorBackend
+    from gridfair.daemon.backends.htcondor.state import schedd_name
+    from tests.test_backends import FakeCollector, FakeSchedd, _queues
+
+    calls = tmp_path / "condor_now.log"
+    program = tmp_path / "condor_now"
+    program.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    program.chmod(0o755)
+    FakeSchedd.queues = _queues()
+    FakeSchedd.acted, FakeSchedd.edits = [], []
+    backend = HTCondorBackend(FakeCollector(), schedd_factory=FakeSchedd, lease_knob="",
+                              condor_now=str(program))
+    snapshot = backend.read_snapshot()
+    def schedd_of(job: Job) -> str:
+        return schedd_name(backend.state.schedd_of[job.id])
+
+    # Four jobs of one schedd (condor_now acts on one), the second victim running (the
+    # fake schedd vacates only a running job).
+    by_schedd: dict[str, list[Job]] = {}
+    for each in snapshot.jobs:
+        by_schedd.setdefault(schedd_of(each), []).append(each)
+    jobs = next(jobs for jobs in by_schedd.values() if len(jobs) >= 4
+                and any(job.status is JobStatus.RUNNING for job in jobs))
+    second_victim = next(job for job in jobs if job.status is JobStatus.RUNNING)
+    receiver, mover, first_victim = [job for job in jobs if job is not second_victim][:3]
+    machine_a = Machine("slot1@a", "O2", 4000.0, 4.0, slot_type=PARTITIONABLE)
+    machine_b = Machine("slot1@b", "O3", 4000.0, 4.0, slot_type=PARTITIONABLE)
+    backend.handover([mover, first_victim], receiver, machine_a)
+    # The mover ran: its schedd counts its run (a running job's count is not read).
+    [mover_ad] = [ad for queue in FakeSchedd.queues.values() for ad in queue
+                  if f"{ad['ClusterId']}.{ad['ProcId']}" == mover.id]
+    mover_ad["JobRunCount"] = mover.run_count + 1
+    backend.handover([second_victim], mover, machine_b)
+    assert calls.read_text().split("\n")[0].split()[-3:] == [receiver.id, mover.id,
+                                                              first_victim.id]
+    assert len(calls.read_text().splitlines()) == 1  # no condor_now for the mover
+    assert [ids for action, ids in FakeSchedd.acted
+            if action == htcondor2.JobAction.Vacate] == [[second_victim.id]]
+    assert ([mover.id], "GridfairSlot", '"slot1@b"') in FakeSchedd.edits
+    # Steered at the run it starts as, or the pool's gate would take none of its runs.
+    assert ([mover.id], "GridfairSteerRunCount", str(mover.run_count + 1)) in FakeSchedd.edits
+    backend.actions_done()  # the next cycle: a handover to it again
+    backend.handover([second_victim], mover, machine_b)
+    assert len(calls.read_text().splitlines()) == 2

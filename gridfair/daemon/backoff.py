@@ -16,17 +16,33 @@ time, or on no ad) count against it:
 A backed-off job is left out of the cycle's view of the pool, so it neither holds a slot nor
 receives one by preemption; the cycle notes each job and user when its backoff starts, and
 `gridfair explain` shows it.
+
+A machine where steered starts keep failing is set aside the same way (seen live, Showcase 2:
+seven allocations in a row over 86 s to one partitionable slot, of three users, each timed
+out, and the next cycle chose the slot again). Allocations to it given up on a verdict a later
+snapshot may contradict (`inflight.WATCHED_LATE`: a timeout, or no room) count against it:
+with k >= `MACHINE_STREAK` such failures since the last allocation that landed there, of at
+least `MACHINE_USERS` users, it takes no new job until `landing_timeout` x
+2^(k - MACHINE_STREAK) after the last one (at most `CAP`); a landing there ends the streak.
+In the cycle's view it is closed (`SET_ASIDE`): what runs there stays, as on a drained
+machine, and neither a free allocation nor a preemption puts a job there. A static slot
+already claimed is left open (its claim's job is read off its state); its next start is a
+preemption, and the job and user backoffs answer for that. Users, not failures, guard it
+against an ordinary user: a job whose Requirements refuse a machine (reading the time, or
+`TARGET`) times out there like a start the machine failed, so one user's jobs alone, however
+many, never set a machine aside against its owner; it takes another user's start failing
+there too, with no landing between.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from gridfair.ad_views import Job, JobStatus, SkippedAd, Snapshot
+from gridfair.ad_views import PARTITIONABLE, Job, JobStatus, Machine, SkippedAd, Snapshot
 from gridfair.core.stages import ALLOCATE
-from gridfair.daemon.inflight import TIMED_OUT
+from gridfair.daemon.inflight import TIMED_OUT, WATCHED_LATE
 from gridfair.daemon.store import FAILED, LANDED, Store
 
 #: Seconds of failures looked back on.
@@ -35,6 +51,12 @@ WINDOW = 86_400.0
 CAP = 3_600.0
 #: Failures since a user's last landed allocation from which the user is backed off.
 USER_STREAK = 2
+#: Failures on one machine since the last allocation that landed there, and the users they
+#: must come from, from which the machine is set aside.
+MACHINE_STREAK = 3
+MACHINE_USERS = 2
+#: The state a set-aside machine has in the cycle's view: not Unclaimed, so it takes no job.
+SET_ASIDE = "SetAside"
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,16 +72,33 @@ class Backed:
                 f"did not land (the last at {self.last:.0f}); landing backoff")
 
 
+@dataclass(frozen=True, slots=True)
+class SetAside:
+    """One machine set aside: its streak of failed starts, of how many users."""
+
+    failures: int
+    users: int
+    last: float
+    until: float
+
+    def why(self, name: str) -> str:
+        return (f"no job steered there until {self.until:.0f}: {self.failures} allocation(s) "
+                f"in a row to {name}, of {self.users} users, did not start (the last at "
+                f"{self.last:.0f}); landing backoff")
+
+
 @dataclass
 class Backoff:
-    """The jobs and users backed off now, and those on a failure streak (`probing`)."""
+    """The jobs and users backed off now, those on a failure streak (`probing`), and the
+    machines set aside."""
 
     jobs: dict[str, Backed] = field(default_factory=dict)
     users: dict[str, Backed] = field(default_factory=dict)
     probing: set[str] = field(default_factory=set)
+    machines: dict[str, SetAside] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return bool(self.jobs or self.users or self.probing)
+        return bool(self.jobs or self.users or self.probing or self.machines)
 
 
 def _backed(failures: int, last: float, base: float, exponent: int) -> Backed:
@@ -70,7 +109,7 @@ def _backed(failures: int, last: float, base: float, exponent: int) -> Backed:
 
 def landing_backoff(store: Store, now: float, base: float) -> Backoff:
     """What the journal says is backed off at `now`, `base` being `landing_timeout`."""
-    backoff = Backoff()
+    backoff = Backoff(machines=machines_set_aside(store, now, base))
     failed = " or ".join(["error like ?"] * len(TIMED_OUT))
     per_job = store.db.query(
         "select job, user, count(*) as failures, max(updated_at) as last from actions "
@@ -105,10 +144,37 @@ def landing_backoff(store: Store, now: float, base: float) -> Backoff:
     return backoff
 
 
+def machines_set_aside(store: Store, now: float, base: float) -> dict[str, SetAside]:
+    """The machines whose streak of failed starts sets them aside at `now` (one pass over
+    the failures of `WINDOW`, each machine's last landing joined in)."""
+    watched = " or ".join(["a.error like ?"] * len(WATCHED_LATE))
+    rows = store.db.query(
+        "with landed as (select machine, max(updated_at) as at from actions "
+        "where kind = ? and state = ? and updated_at >= ? group by machine) "
+        "select a.machine, count(*) as failures, count(distinct a.user) as users, "
+        "max(a.updated_at) as last from actions a left join landed l on l.machine = a.machine "
+        f"where a.kind = ? and a.state = ? and a.updated_at >= ? and ({watched}) "
+        "and a.updated_at > coalesce(l.at, 0) group by a.machine",
+        [ALLOCATE, LANDED, now - WINDOW, ALLOCATE, FAILED, now - WINDOW, *WATCHED_LATE])
+    aside = {}
+    for row in rows:
+        if row["failures"] < MACHINE_STREAK or row["users"] < MACHINE_USERS:
+            continue
+        backed = _backed(row["failures"], row["last"], base, row["failures"] - MACHINE_STREAK)
+        if backed.until > now:
+            aside[row["machine"]] = SetAside(row["failures"], row["users"], row["last"],
+                                             backed.until)
+    return aside
+
+
 def without_backed_off(snapshot: Snapshot, backoff: Backoff) -> Snapshot:
     """The snapshot less the idle jobs backed off (each skipped with why): a user on a
-    streak and out of its backoff keeps one idle job, its first by queue date then id."""
+    streak and out of its backoff keeps one idle job, its first by queue date then id; the
+    machines set aside closed (`SET_ASIDE`)."""
     if not backoff:
+        return snapshot
+    snapshot = _with_machines_set_aside(snapshot, backoff.machines)
+    if not (backoff.jobs or backoff.users or backoff.probing):
         return snapshot
     probes: dict[str, Job] = {}
     for job in snapshot.jobs:
@@ -129,6 +195,20 @@ def without_backed_off(snapshot: Snapshot, backoff: Backoff) -> Snapshot:
                                skipped=(*snapshot.skipped, *skipped))
 
 
+def _with_machines_set_aside(snapshot: Snapshot, aside: Mapping[str, SetAside]) -> Snapshot:
+    """The snapshot with each machine set aside closed: a partitionable slot (its dynamic
+    slots, and what runs in them, stay) or a free static slot."""
+    if not aside:
+        return snapshot
+    return dataclasses.replace(snapshot, machines=tuple(
+        dataclasses.replace(machine, state=SET_ASIDE) if _closable(machine, aside) else machine
+        for machine in snapshot.machines))
+
+
+def _closable(machine: Machine, aside: Mapping[str, SetAside]) -> bool:
+    return machine.name in aside and (machine.slot_type == PARTITIONABLE or machine.is_free)
+
+
 def _why_left_out(job: Job, backoff: Backoff, probes: dict[str, Job]) -> str | None:
     if job.status is not JobStatus.IDLE:
         return None
@@ -144,8 +224,10 @@ def _why_left_out(job: Job, backoff: Backoff, probes: dict[str, Job]) -> str | N
 
 def newly_backed(backoff: Backoff, known: set[str]) -> Iterable[str]:
     """Notes for the jobs and users whose backoff started since `known` (updated)."""
-    current = {f"job {name}": backed for name, backed in backoff.jobs.items()}
+    current: dict[str, Backed | SetAside] = {
+        f"job {name}": backed for name, backed in backoff.jobs.items()}
     current.update({f"user {name}": backed for name, backed in backoff.users.items()})
+    current.update({f"machine {name}": aside for name, aside in backoff.machines.items()})
     for name in sorted(current.keys() - known):
         yield current[name].why(name)
     known.clear()

@@ -286,11 +286,18 @@ class _Room:
     are settled: its CPUs and memory less its dynamic slots' (but those of jobs vacated for
     the flights, on their way out) and the flights already held.
 
-    A dynamic slot claimed with no job named yet is a job starting: its schedd has claimed it
-    and its ad does not say for which job. A flight that finds no room beside it takes that
-    slot as its own job's (seen live: the job had left the idle rows, its dynamic slot took
-    the machine's last CPU, and the flight was "not landed: no room" while its job started
-    there); each such slot is one flight's (`starting`, left out of the view)."""
+    A dynamic slot claimed with no job named yet may be a job starting: its schedd has
+    claimed it and its ad does not say for which job. A flight that finds no room beside it
+    takes that slot as its own job's (seen live: the job had left the idle rows, its dynamic
+    slot took the machine's last CPU, and the flight was "not landed: no room" while its job
+    started there); each such slot is one flight's (`starting`, left out of the view). Only
+    a claim that can be the flight's job's, though: its user's (a schedd claims a slot for
+    the job's own user), or one whose user is unknown, or a victim's of the flight's own
+    handover (`condor_now` coalesces the victims' claims, idle a moment, for it). Another
+    user's claim kept idle is that user's, however long (seen live, Showcase 2: G1's claim
+    left idle on O2's machine by a handover that never started was taken, cycle after cycle
+    for 86 s, as the starting slot of seven flights of three other users, none of which
+    could start there)."""
 
     def __init__(self, snapshot: Snapshot, vacated: Mapping[tuple[str, str], float]) -> None:
         self.left: dict[str, list[float]] = {
@@ -298,7 +305,8 @@ class _Room:
             for machine in snapshot.machines if machine.slot_type == PARTITIONABLE}
         self.unnamed: dict[str, list[Machine]] = {}  # slot -> its claimed, jobless dynamic slots
         self.starting: set[str] = set()  # those taken as a flight's job's
-        jobs = snapshot.jobs_by_id
+        self.jobs = jobs = snapshot.jobs_by_id
+        self.vacated = vacated
         for machine in snapshot.machines:
             left = self.left.get(machine.parent or "")
             if left is None or machine.state != CLAIMED or _leaving_slot(
@@ -320,8 +328,9 @@ class _Room:
 
         if not fits(*left):
             unnamed = self.unnamed.get(flight.machine, [])
-            own = next((slot for slot in unnamed if fits(slot.cpus, slot.memory, slot.gpus)),
-                       None)
+            users = self._claimants(flight, job)
+            own = next((slot for slot in unnamed if fits(slot.cpus, slot.memory, slot.gpus)
+                        and (slot.running_user is None or slot.running_user in users)), None)
             if own is not None:  # the flight's job starting there: its room is the flight's
                 unnamed.remove(own)
                 self.starting.add(own.name)
@@ -338,6 +347,15 @@ class _Room:
         left[1] -= memory
         left[2] -= gpus
         return None
+
+    def _claimants(self, flight: Flight, job: Job | None) -> set[str]:
+        """The users whose claim may be the flight's job's: its own, and those of the jobs
+        vacated for it in its handover (journaled at the time the flight was)."""
+        users = {flight.user} if job is None else {flight.user, job.user}
+        users.update(self.jobs[victim].user for (victim, slot), when in self.vacated.items()
+                     if slot == flight.machine and when == flight.confirmed
+                     and victim in self.jobs)
+        return users
 
 
 def _leaving_slot(machine: Machine, jobs: Mapping[str, Job],

@@ -119,7 +119,13 @@ class CycleJournal:
                 continue
             job_id, machine_name = decision.task.id, decision.node.name
             if job_id not in jobs:
-                continue  # a claim with no job behind it (to_pool's stand-in): nothing to act on
+                # A claim with no job behind it (to_pool's stand-in): nothing to act on, so
+                # nothing frees its room, and the allocation paired with it waits (seen live:
+                # a claim left idle by a failed handover, each cycle "vacated" for a start
+                # that could not fit beside it, 86 s of allocations that timed out).
+                if decision.kind == VACATE:
+                    unfreed.add(machine_name)
+                continue
             key = action_key(decision.kind, job_id, machine_name, recon.since_of(job_id),
                              jobs[job_id].run_count)
             row["action"] = key

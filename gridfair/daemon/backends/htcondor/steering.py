@@ -5,6 +5,7 @@ negotiators asked for a cycle once a cycle's actions are done."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
@@ -66,6 +67,9 @@ class JobSteering:
         # daemon gives it up (`safety.landing_timeout`).
         self.steering_life = steering_life
         self.now = now  # the backend's clock, for a steering's expiry
+        # The victims of the handovers carried out since the last `actions_done` (this
+        # cycle's): one of them is never a handover's receiver (`handover`).
+        self.handed_over: set[str] = set()
 
     def vacate(self, job_ids: Sequence[str]) -> dict[str, str | None]:
         results: dict[str, str | None] = {}
@@ -161,6 +165,7 @@ class JobSteering:
         = 60). The negotiator still keeps NEGOTIATOR_MIN_INTERVAL between cycle starts and
         NEGOTIATOR_CYCLE_DELAY after a cycle's end. A refusal is not an action's failure:
         the edits stand, and the negotiator's next cycle starts them."""
+        self.handed_over.clear()
         if self.state.negotiation_wanted:
             self.state.negotiation_wanted = False
             self.renegotiate()
@@ -192,10 +197,21 @@ class JobSteering:
         is steered to the partitionable slot too: the dynamic slot condor_now coalesces for it
         is cut from that slot, whose START takes it (configs/htcondor-pool.config), and if the
         claims were not kept the negotiator starts it there. Raises ActionFailed with
-        condor_now's own message when it refuses."""
+        condor_now's own message when it refuses.
+
+        A job handed over as a victim in this cycle is not handed a slot in the same cycle:
+        its victims are vacated and it is steered there, and the negotiator starts it once
+        both claims are done with. HTCondor 25.14's schedd may crash on that handover (seen
+        live, Showcase 2: the policy moved O3's 4.11 off the machine a handover took and
+        onto O3's own, "[now job 4.11]: failed to start job on match", then signal 11 in
+        `send_vacate` from `pcccStopCallback`); its restart left the claims of the cycle's
+        other handovers claimed and idle for minutes, and their receivers never started."""
         if self.condor_now is None:
             raise ActionFailed("condor_now is not configured (backend.htcondor.condor_now)")
         victim_ids = [victim.id for victim in victims]
+        if job.id in self.handed_over:
+            self._vacate_then_steer(victim_ids, job, machine)
+            return
         schedds = {schedd_name(location) for location in
                    (self.state.schedd_of.get(job_id) for job_id in (job.id, *victim_ids))
                    if location is not None}
@@ -228,6 +244,26 @@ class JobSteering:
             message = " ".join((done.stderr.strip() or done.stdout.strip()).split())
             raise ActionFailed(f"condor_now {job.id} {' '.join(victim_ids)} on {machine.name}: "
                                f"exit {done.returncode}: {message or 'no message'}")
+        self.handed_over.update(victim_ids)
+
+    def _vacate_then_steer(self, victim_ids: Sequence[str], job: Job, machine: Machine) -> None:
+        """A handover carried out as a vacate of its victims and a steering of its job, at
+        the run count the schedd has for it now: the job was running when read, and a
+        running job's count is not in the read (seen live: steered at 0, the gate took
+        none of its runs, and its allocation was given up a cycle later)."""
+        problems = {victim: problem for victim, problem in self.vacate(victim_ids).items()
+                    if problem is not None}
+        if problems:
+            raise ActionFailed("; ".join(f"vacate {victim}: {problem}"
+                                         for victim, problem in problems.items()))
+        cluster, _, proc = job.id.partition(".")
+        try:
+            [ad] = self.state.schedd(job.id).query(
+                f"ClusterId == {int(cluster)} && ProcId == {int(proc)}", ["JobRunCount"])
+        except (ValueError, *POOL_ERRORS) as error:
+            raise ActionFailed(f"job {job.id}: its run count not read: {error}") from None
+        runs = ad.get("JobRunCount", job.run_count)
+        self.allocate(dataclasses.replace(job, run_count=int(runs)), machine)
 
     def withdraw(self, job_id: str) -> None:
         """An allocation that did not land: the job no longer names a slot, so HTCondor may

@@ -31,11 +31,11 @@ From HTCondor's source (`src/condor_negotiator.V6/GroupEntry.cpp`, with its defa
 - **Autoregroup** (`GROUP_AUTOREGROUP`): once every group has negotiated, the submitters of
   `<none>` and of the groups with autoregroup negotiate again together, with no group limit.
 
-A decision works from the pool as it is (`GroupQuotaOrder.first`), where HTCondor fixes the
-allocations and the order for a whole cycle: the demand (running + idle) does not change when
-a job starts, so the allocations are the same through a cycle; the order may interleave groups
-where HTCondor serves one group to its limit before the next, which changes who is served
-first, not the limits. Not reproduced: `GROUP_QUOTA_MAX_ALLOCATION_ROUNDS` (later rounds give
+As HTCondor's negotiator, the order fixes the allocations and the groups' order once a cycle
+(at the first decision of an instant, `now`) and serves each group to its limit before the
+next: with every group tied at no usage, the group listed first may take its parent's whole
+cap before its sibling negotiates. Each decision reads the groups' usage as it is (the limits
+move as jobs start). Not reproduced: `GROUP_QUOTA_MAX_ALLOCATION_ROUNDS` (later rounds give
 what a group could not match to others: here a group whose jobs fit nowhere keeps its
 allocation for the cycle), a submitter's rounding up past its pie slice once a spin, floors
 and ceilings (`condor_userprio`), a `GROUP_SORT_EXPR` other than the default.
@@ -330,6 +330,10 @@ class GroupQuotaOrder(CondorPriorityOrder):
         # `DecayingOrder.attach` binds the live tree's `first`: the groups choose here.
         self.first = self.first_within_quotas  # type: ignore[method-assign]
         self.group_of: dict[str, str] = {}
+        #: The cycle's allocations and groups' order, fixed at its first decision.
+        self.cycle_time: float | None = None
+        self.allocations: dict[str, Allocation] = {}
+        self.order_of_groups: list[str] = []
 
     def _group(self, user: UserState) -> str:
         group = self.group_of.get(user.name)
@@ -361,12 +365,16 @@ class GroupQuotaOrder(CondorPriorityOrder):
         if not waiting:
             return None
         usage, requested = self.snapshot()
-        allocations = allocate(list(self.hgq.values()), self._weight(self.pool.capacity),
-                               requested)
+        if now != self.cycle_time:
+            groups = list(self.hgq.values())
+            self.cycle_time = now
+            self.allocations = allocate(groups, self._weight(self.pool.capacity), requested)
+            self.order_of_groups = negotiation_order(groups, self.allocations, usage)
+        allocations = self.allocations
         by_group: dict[str, list[UserState]] = {}
         for user in waiting:
             by_group.setdefault(self._group(user), []).append(user)
-        for name in negotiation_order(list(self.hgq.values()), allocations, usage):
+        for name in self.order_of_groups:
             if allocations[name].allocated <= 0 or name not in by_group:
                 continue
             limit = group_limit(self.hgq, allocations, usage, name)

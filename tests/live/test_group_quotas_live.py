@@ -9,10 +9,10 @@ The tree (10 one-cpu slots): group_a 6 (no surplus) of group_a.one 4 and group_a
 accept surplus), group_b 2 (no surplus); `<none>` keeps 2, which no group may take. group_a.two
 runs 1 job and group_b 6, then group_a.one submits 8: HTCondor's semantics give group_a.one
 5 (its 4 and its sibling's unused 1, capped by its parent's 6), group_a.two 1, group_b 2
-(capped, two slots idle). group_a.one submits last on both sides: with every job at once, in
-HTCondor's first cycle the groups tie (no usage) and group_a.one, listed first, takes its
-parent's whole 6 before group_a.two negotiates, where gridfair, ordering at each decision,
-serves group_a.two's job once group_a.one holds one slot (`policies/group_quotas.py`)."""
+(capped, two slots idle). group_a.one submits once the others run, on both sides: with every
+job at once, which of the negotiator's cycles sees which submission is a race on HTCondor's
+side, and in a cycle where all three tie at no usage group_a.one, listed first, takes its
+parent's whole 6 (`tests/test_group_quotas.py` checks that case offline)."""
 
 from __future__ import annotations
 

@@ -22,12 +22,16 @@ Quotas", `docs/admin-manual/cm-configuration.rst`), their figures as the manual 
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from gridfair.cli.group import cli
 from gridfair.core.groups import NONE_GROUP, tree_from_knobs, tree_from_toml
 from gridfair.core.negotiator import Negotiator
 from gridfair.core.pool import CPUS, Node, Pool, Task
@@ -276,3 +280,23 @@ def test_property_no_group_over_its_limit_and_no_more_than_the_pool(seed: int) -
         if not group.accept_surplus:
             cap = group.configured if group.static else figures[group.name].subtree_quota
             assert subtree[group.name] <= cap + 1e-6
+
+
+# ----------------------------------------------------------------- simulator
+def test_simulate_takes_the_tree_under_condor(tmp_path: Path) -> None:
+    tree = tmp_path / "groups.toml"
+    tree.write_text('[groups.owners_ab]\nquota = 3\naccept_surplus = true\n'
+                    'users = ["User1", "User2"]\n[groups.owners_c]\nquota = 1\n'
+                    'users = ["User3"]\n')
+
+    def simulate(*args: str) -> dict[str, Any]:
+        result = CliRunner().invoke(cli, ["simulate", "hosep-table1", "-w", "medium",
+                                          "--format", "json", "-q", "--order", "condor",
+                                          *args])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.output)
+
+    grouped = simulate("--groups", str(tree))
+    assert grouped["summary"]["completed"] == grouped["summary"]["tasks"]
+    assert grouped == simulate("--groups", str(tree))  # deterministic
+    assert grouped["users"] != simulate()["users"]

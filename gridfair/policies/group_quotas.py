@@ -304,17 +304,16 @@ class GroupQuotaOrder(CondorPriorityOrder):
 
     @classmethod
     def from_options(cls, options: GroupQuotaOptions) -> CondorPriorityOrder:  # type: ignore[override]
-        settings = {"halflife": options.halflife, "factor": options.priority_factor,
-                    "factors": options.priority_factors, "pie": options.condor_pie,
-                    "slot_weight": options.slot_weight}
         if options.groups is not None:
             # Imported here: a flat run reads no group option (nor the pool's knobs).
             from gridfair.policies.group_option import group_tree
 
             tree = group_tree(options.groups)
             if not tree.flat:
-                return cls(groups=tree, **settings)
-        return CondorPriorityOrder(**settings)
+                return cls(groups=tree, halflife=options.halflife,
+                           factor=options.priority_factor, factors=options.priority_factors,
+                           pie=options.condor_pie, slot_weight=options.slot_weight)
+        return CondorPriorityOrder.from_options(options)
 
     def __init__(self, *, groups: GroupTree, **options: Any) -> None:
         super().__init__(**options)

@@ -52,7 +52,12 @@ from gridfair.core.groups import NONE_GROUP, QUOTA_RESOURCES, GroupTree
 from gridfair.core.pool import CPUS, GPUS, MEMORY, Pool, UserState
 from gridfair.core.stages import option
 from gridfair.errors import ConfigError
-from gridfair.policies.condor_priority import CondorPriorityOptions, CondorPriorityOrder
+from gridfair.policies.condor_priority import (
+    DEFAULT_HALFLIFE,
+    DEFAULT_PRIORITY_FACTOR,
+    CondorPriorityOptions,
+    CondorPriorityOrder,
+)
 
 #: Slack on a limit: a quota met exactly is not exceeded by float noise.
 EPSILON = 1e-9
@@ -315,8 +320,13 @@ class GroupQuotaOrder(CondorPriorityOrder):
                            pie=options.condor_pie, slot_weight=options.slot_weight)
         return CondorPriorityOrder.from_options(options)
 
-    def __init__(self, *, groups: GroupTree, **options: Any) -> None:
-        super().__init__(**options)
+    def __init__(self, *, groups: GroupTree, halflife: float = DEFAULT_HALFLIFE,
+                 factor: float = DEFAULT_PRIORITY_FACTOR,
+                 factors: Mapping[str, float] | None = None, pie: bool = False,
+                 slot_weight: str = "Cpus") -> None:
+        # Named, not **kwargs: a compiled build passes keywords through by name only.
+        super().__init__(halflife=halflife, factor=factor, factors=factors, pie=pie,
+                         slot_weight=slot_weight)
         if self.slot_weight.slot:
             raise ConfigError(f"slot_weight {self.slot_weight.text!r}: group quotas need a "
                               "pool weight, and a per-job constant has none")

@@ -217,6 +217,16 @@ def test_users_in_a_group_by_effective_priority() -> None:
     assert "group g: usage 0 under its limit 1" in decisions[0].reason
 
 
+def test_autoregroup_serves_a_capped_group_again_past_its_quota() -> None:
+    # GROUP_AUTOREGROUP: once every group has negotiated, the group's submitters negotiate
+    # again with <none>'s, with no group limit (hgq_prepare_for_matchmaking; the root's
+    # round has no group name, so no quota check).
+    knobs = {"GROUP_NAMES": "group_a", "GROUP_QUOTA_group_a": "1"}
+    assert held(knobs, 4, {"group_a": 4}) == {"group_a": 1.0}
+    assert held({**knobs, "GROUP_AUTOREGROUP_group_a": "true"}, 4, {"group_a": 4}) == {
+        "group_a": 4.0}
+
+
 def test_flat_condor_is_the_plain_order() -> None:
     stages = build_stages(order="condor", options={"groups": {}})
     assert type(stages.order) is CondorPriorityOrder

@@ -393,15 +393,14 @@ class GroupQuotaOrder(CondorPriorityOrder):
                     "quota": allocations[name].quota, "allocated": allocations[name].allocated,
                     "limit": limit, "usage": usage[name]}
                 return user
-        regrouped = [user for user in waiting if self.hgq[self._group(user)].autoregroup
-                     or self._group(user) == NONE_GROUP]
-        if self.hgq[NONE_GROUP].autoregroup and regrouped:
-            user = self._fitting(regrouped, math.inf)
-            if user is not None:
-                self.group_figures[user.name] = {"quota": math.inf, "allocated": math.inf,
-                                                 "limit": math.inf, "usage": usage[NONE_GROUP]}
-            return user
-        return None
+        if not self.hgq[NONE_GROUP].autoregroup:
+            return None
+        user = self._fitting([user for user in waiting if self._group(user) == NONE_GROUP
+                              or self.hgq[self._group(user)].autoregroup], math.inf)
+        if user is not None:
+            self.group_figures[user.name] = {"quota": math.inf, "allocated": math.inf,
+                                             "limit": math.inf, "usage": usage[self._group(user)]}
+        return user
 
     def _fitting(self, users: Sequence[UserState], room: float) -> UserState | None:
         for user in users:
@@ -414,6 +413,7 @@ class GroupQuotaOrder(CondorPriorityOrder):
         template, figures = super().why(user, now)
         group = {"group": self._group(user), **self.group_figures.get(user.name, {})}
         return ("group {group}: usage {usage:g} under its limit {limit:g} (quota {quota:g}, "
-                "allocated {allocated:g}), most starved with room; " + template,
+                "allocated {allocated:g}), the first with room in the cycle's starvation order; "
+                + template,
                 {**figures, **group})
 

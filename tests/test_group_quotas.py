@@ -227,6 +227,26 @@ def test_autoregroup_serves_a_capped_group_again_past_its_quota() -> None:
         "group_a": 4.0}
 
 
+def test_a_later_round_gives_what_a_group_could_not_place_to_others() -> None:
+    # GROUP_QUOTA_MAX_ALLOCATION_ROUNDS (3): g1's jobs ask 2 cpus of 1-cpu slots and place
+    # none of its allocation of 2; the next round cuts its demand to what it holds, 0, and
+    # its quota goes as surplus to g2, which accepts it: g2 runs on all 4 slots.
+    pool = Pool()
+    for index in range(4):
+        pool.add_node(Node(f"slot{index}", None, power=1.0, cpus=1.0, memory=1024.0))
+    tree = tree_from_toml({"g1": {"quota": 2, "users": ["a"]},
+                           "g2": {"quota": 2, "users": ["b"], "accept_surplus": True}})
+    negotiator = Negotiator(pool, GroupQuotaOrder(groups=tree))
+    for number in range(4):
+        negotiator.submit(Task(f"a.{number}", "a", 0.0, cpus=2.0, memory=1.0,
+                               duration=50.0), 0.0)
+        negotiator.submit(Task(f"b.{number}", "b", 0.0, cpus=1.0, memory=1.0,
+                               duration=50.0), 0.0)
+    negotiator.cycle(0.0)
+    assert {name: user.usage[CPUS] for name, user in pool.users.items()} == {
+        "a": 0.0, "b": 4.0}
+
+
 def test_flat_condor_is_the_plain_order() -> None:
     stages = build_stages(order="condor", options={"groups": {}})
     assert type(stages.order) is CondorPriorityOrder

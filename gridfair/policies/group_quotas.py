@@ -35,10 +35,11 @@ As HTCondor's negotiator, the order fixes the allocations and the groups' order 
 (at the first decision of an instant, `now`) and serves each group to its limit before the
 next: with every group tied at no usage, the group listed first may take its parent's whole
 cap before its sibling negotiates. Each decision reads the groups' usage as it is (the limits
-move as jobs start). Not reproduced: `GROUP_QUOTA_MAX_ALLOCATION_ROUNDS` (later rounds give
-what a group could not match to others: here a group whose jobs fit nowhere keeps its
-allocation for the cycle), a submitter's rounding up past its pie slice once a spin, floors
-and ceilings (`condor_userprio`), a `GROUP_SORT_EXPR` other than the default.
+move as jobs start). When no group can take more and some did not place their allocation,
+the cycle allocates again with those groups' demand cut to what they hold, up to 3 rounds
+(`GROUP_QUOTA_MAX_ALLOCATION_ROUNDS`), so what they leave goes to others as surplus. Not
+reproduced: a submitter's rounding up past its pie slice once a spin, floors and ceilings
+(`condor_userprio`), a `GROUP_SORT_EXPR` other than the default.
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ from gridfair.policies.condor_priority import (
 EPSILON = 1e-9
 #: GROUP_SORT_EXPR's default keys for a group of quota 0 and for `<none>`.
 ZERO_QUOTA_KEY = 3.3e38
+#: GROUP_QUOTA_MAX_ALLOCATION_ROUNDS' default: allocations a cycle.
+MAX_ALLOCATION_ROUNDS = 3
 NONE_KEY = 3.4e38
 
 
@@ -341,6 +344,7 @@ class GroupQuotaOrder(CondorPriorityOrder):
         self.group_of: dict[str, str] = {}
         #: The cycle's allocations and groups' order, fixed at its first decision.
         self.cycle_time: float | None = None
+        self.rounds = 0
         self.allocations: dict[str, Allocation] = {}
         self.order_of_groups: list[str] = []
 
@@ -375,14 +379,47 @@ class GroupQuotaOrder(CondorPriorityOrder):
             return None
         usage, requested = self.snapshot()
         if now != self.cycle_time:
-            groups = list(self.hgq.values())
             self.cycle_time = now
-            self.allocations = allocate(groups, self._weight(self.pool.capacity), requested)
-            self.order_of_groups = negotiation_order(groups, self.allocations, usage)
-        allocations = self.allocations
+            self.rounds = 1
+            self._allocate(requested, usage)
         by_group: dict[str, list[UserState]] = {}
         for user in waiting:
             by_group.setdefault(self._group(user), []).append(user)
+        while True:
+            user = self._first_in_order(by_group, usage)
+            if user is not None or not self._another_round(requested, usage):
+                break
+        if user is not None or not self.hgq[NONE_GROUP].autoregroup:
+            return user
+        return self._regrouped(waiting, usage)
+
+    def _allocate(self, requested: Mapping[str, float], usage: Mapping[str, float]) -> None:
+        groups = list(self.hgq.values())
+        self.allocations = allocate(groups, self._weight(self.pool.capacity), requested)
+        self.order_of_groups = negotiation_order(groups, self.allocations, usage)
+
+    def _another_round(self, requested: Mapping[str, float], usage: Mapping[str, float]
+                       ) -> bool:
+        """GROUP_QUOTA_MAX_ALLOCATION_ROUNDS: when no group can take more and some did not
+        fill their allocation, allocate again with those groups' demand cut to what they
+        hold, so the rest of their allocation goes to others as surplus (up to 3 rounds a
+        cycle, HTCondor's default)."""
+        allocations = self.allocations
+        placed = math.fsum(min(usage[name], figures.allocated)
+                           for name, figures in allocations.items())
+        if self.rounds >= MAX_ALLOCATION_ROUNDS or placed >= math.fsum(
+                figures.allocated for figures in allocations.values()):
+            return False
+        self.rounds += 1
+        self._allocate({name: usage[name] if usage[name] < allocations[name].allocated
+                        else requested[name] for name in allocations}, usage)
+        return True
+
+    def _first_in_order(self, by_group: Mapping[str, list[UserState]],
+                        usage: Mapping[str, float]) -> UserState | None:
+        """The first user, in the cycle's order of groups, whose next job fits its group's
+        room under its limit."""
+        allocations = self.allocations
         for name in self.order_of_groups:
             if allocations[name].allocated <= 0 or name not in by_group:
                 continue
@@ -393,8 +430,12 @@ class GroupQuotaOrder(CondorPriorityOrder):
                     "quota": allocations[name].quota, "allocated": allocations[name].allocated,
                     "limit": limit, "usage": usage[name]}
                 return user
-        if not self.hgq[NONE_GROUP].autoregroup:
-            return None
+        return None
+
+    def _regrouped(self, waiting: Sequence[UserState], usage: Mapping[str, float]
+                   ) -> UserState | None:
+        """The autoregroup round: `<none>`'s users and the autoregroup groups', together, by
+        effective priority, with no group limit."""
         user = self._fitting([user for user in waiting if self._group(user) == NONE_GROUP
                               or self.hgq[self._group(user)].autoregroup], math.inf)
         if user is not None:

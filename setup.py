@@ -21,9 +21,10 @@ import tempfile
 from setuptools import setup
 
 #: The modules compiled, as paths: the event loop, the pool, the negotiator, the order
-#: stages' incremental structures, the decaying orders (SDRF, HTCondor's priority, a group's
-#: SDRF) with their base, and the owner-share family (HOSEP, OSEP, reclaim) with theirs, each family
-#: together: an interpreted subclass of a compiled `DecayingOrder` lost its overrides.
+#: stages' incremental structures, the decaying orders (SDRF, HTCondor's priority and its group
+#: quotas, a group's SDRF) with their base, and the owner-share family (HOSEP, OSEP, reclaim)
+#: with theirs, each family together: an interpreted subclass of a compiled `DecayingOrder` lost
+#: its overrides.
 #: Their classes that interpreted code subclasses are marked
 #: `mypyc_attr(allow_interpreted_subclasses=True)`.
 COMPILED = [
@@ -39,6 +40,7 @@ COMPILED = [
     "gridfair/policies/sdrf.py",
     "gridfair/policies/condor_priority.py",
     "gridfair/policies/group_orders.py",
+    "gridfair/policies/group_quotas.py",
     "gridfair/policies/hosep_rule.py",
     "gridfair/policies/owner_share.py",
     "gridfair/policies/hosep.py",

@@ -72,7 +72,8 @@ ORDERS: StageTable[OrderPolicy] = StageTable({
     "hdrf": _POLICIES + "hdrf:HdrfOrder",
     "sdrf": _POLICIES + "sdrf:SdrfOrder",
     "dmfa-srq": _POLICIES + "dmfa_srq:DmfaSrqOrder",
-    "condor": _POLICIES + "condor_priority:CondorPriorityOrder",
+    # HTCondor's priority; over a group tree, its hierarchical group quotas.
+    "condor": _POLICIES + "group_quotas:GroupQuotaOrder",
     "justice": _POLICIES + "justice:JusticeOrder",
     "fair-share": _POLICIES + "deadline_baselines:FairShareOrder",
     "oracle": _POLICIES + "deadline_baselines:OracleOrder",

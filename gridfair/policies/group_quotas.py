@@ -1,0 +1,460 @@
+"""HTCondor's hierarchical group quotas (HGQ), as its negotiator computes them, for the `condor`
+order over a group tree (`[policy] order = "condor"` with the `groups` option).
+
+From HTCondor's source (`src/condor_negotiator.V6/GroupEntry.cpp`, with its defaults):
+
+- **Quotas** (`hgq_assign_quotas`, `NEGOTIATOR_ALLOW_QUOTA_OVERSUBSCRIPTION = true`): the root
+  `<none>` receives the pool's weight (`SLOT_WEIGHT`, Cpus by default). A group passes to its
+  static children their configured quota, and to its dynamic children their fraction of what
+  the static ones leave (fractions scaled down when they sum over 1). A group keeps the whole
+  quota it received for its own submitters (oversubscription); `<none>` keeps what its
+  children's quotas leave of the pool. A group of quota 0 passes 0 down.
+- **Allocation** (`hgq_fairshare`, `hgq_allocate_surplus`): each group is allocated the least
+  of its quota and its demand (weighted running + idle jobs, `NEGOTIATOR_USE_WEIGHTED_DEMAND`);
+  what is left (surplus) goes up the tree. At each group, the surplus of its subtree is shared
+  among its children that accept surplus and its own submitters (always, as HTCondor does),
+  each up to its subtree's unmet demand: all of it when the surplus covers the demand, else in
+  proportion to their subtree quotas, then in equal parts among those of quota 0; what a group
+  takes is shared below it the same way. So surplus goes to siblings first; what no subtree
+  wants goes up. `hgq_round_robin` (remainder recovery) runs only with unweighted slots
+  (`NEGOTIATOR_USE_SLOT_WEIGHTS = false`), not with HTCondor's default.
+- **Order** (`GROUP_SORT_EXPR`'s default): groups negotiate by starvation, usage / quota
+  ascending; a group of quota 0 after those, `<none>` last; ties in the negotiator's list
+  order (breadth first, children by name). A group with no allocation or no submitters is
+  passed over.
+- **Limit**: a group negotiates up to max(allocated, quota) (`GROUP_QUOTA_ROUND_ROBIN_RATE`
+  unset: one pass to the full limit), lowered by `NEGOTIATOR_STRICT_ENFORCE_QUOTA` (true): for
+  the group and each ancestor that does not accept surplus, what that subtree's quota (its
+  configured one when static) leaves of the subtree's usage. A job is matched while the
+  group's usage plus the job's weight stays within the limit.
+- **Users in a group** by effective priority (`CondorPriorityOrder`'s).
+- **Autoregroup** (`GROUP_AUTOREGROUP`): once every group has negotiated, the submitters of
+  `<none>` and of the groups with autoregroup negotiate again together, with no group limit.
+
+As HTCondor's negotiator, the order fixes the allocations and the groups' order once a cycle
+(at the first decision of an instant, `now`) and serves each group to its limit before the
+next: with every group tied at no usage, the group listed first may take its parent's whole
+cap before its sibling negotiates. Each decision reads the groups' usage as it is (the limits
+move as jobs start). When no group can take more and some did not place their allocation,
+the cycle allocates again with those groups' demand cut to what they hold, up to 3 rounds
+(`GROUP_QUOTA_MAX_ALLOCATION_ROUNDS`), so what they leave goes to others as surplus. Not
+reproduced: a submitter's rounding up past its pie slice once a spin, floors and ceilings
+(`condor_userprio`), a `GROUP_SORT_EXPR` other than the default.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gridfair.core.groups import NONE_GROUP, QUOTA_RESOURCES, GroupTree
+from gridfair.core.pool import CPUS, GPUS, MEMORY, Pool, UserState
+from gridfair.core.stages import option
+from gridfair.errors import ConfigError
+from gridfair.policies.condor_priority import (
+    DEFAULT_HALFLIFE,
+    DEFAULT_PRIORITY_FACTOR,
+    CondorPriorityOptions,
+    CondorPriorityOrder,
+)
+
+#: Slack on a limit: a quota met exactly is not exceeded by float noise.
+EPSILON = 1e-9
+#: GROUP_SORT_EXPR's default keys for a group of quota 0 and for `<none>`.
+ZERO_QUOTA_KEY = 3.3e38
+#: GROUP_QUOTA_MAX_ALLOCATION_ROUNDS' default: allocations a cycle.
+MAX_ALLOCATION_ROUNDS = 3
+NONE_KEY = 3.4e38
+
+
+@dataclass(frozen=True)
+class GroupQuota:
+    """One group as HGQ sees it: its configured quota in slot weight (static: an amount;
+    else a fraction of its parent's), whether it accepts surplus and autoregroups."""
+
+    name: str
+    parent: str | None  # None for `<none>`
+    children: tuple[str, ...]
+    configured: float
+    static: bool
+    accept_surplus: bool
+    autoregroup: bool
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """A group's figures after `allocate`: its assigned quota, the quota its subtree received,
+    and what it is allocated (quota met by demand, plus surplus)."""
+
+    quota: float
+    subtree_quota: float
+    allocated: float
+
+
+def hgq_groups(tree: GroupTree) -> tuple[GroupQuota, ...]:
+    """The tree as HGQ's groups, breadth first from `<none>`, children by name (case
+    ignored), the negotiator's list order. A static quota must be one number (cpus): an HGQ
+    quota is one amount of slot weight."""
+    names = [NONE_GROUP]
+    kids: dict[str, list[str]] = {}
+    for name in names:
+        children = sorted((group.name for group in tree.children(name)),
+                          key=lambda child: child.lower())
+        kids[name] = children
+        names.extend(children)
+    groups = [GroupQuota(NONE_GROUP, None, tuple(kids[NONE_GROUP]), 0.0, False, True,
+                         any(tree.group(name).autoregroup for name in names[1:]))]
+    for name in names[1:]:
+        group = tree.group(name)
+        other = sorted(set(group.static) - {CPUS})
+        if other:
+            resource = next(key for key, index in QUOTA_RESOURCES.items() if index == other[0])
+            raise ConfigError(f"group {name!r}: the condor order's group quotas are one amount "
+                              f"of slot weight (cpus), as HTCondor's; a {resource} quota is "
+                              "H-DRF's (order hdrf)")
+        static = group.dynamic is None
+        groups.append(GroupQuota(
+            name, group.parent, tuple(kids[name]),
+            group.static.get(CPUS, 0.0) if static else float(group.dynamic or 0.0), static,
+            group.accept_surplus, group.autoregroup))
+    return tuple(groups)
+
+
+def allocate(groups: Sequence[GroupQuota], total: float, requested: Mapping[str, float],
+             *, oversubscription: bool = True) -> dict[str, Allocation]:
+    """Each group's quota and allocation in a pool of `total` slot weight, given each group's
+    demand (weighted running + idle jobs of its own submitters; absent: 0), as
+    `hgq_assign_quotas` then `hgq_fairshare` compute them (module docstring).
+    `oversubscription`: NEGOTIATOR_ALLOW_QUOTA_OVERSUBSCRIPTION (HTCondor's default, true);
+    false scales static children down to their parent's quota and leaves a parent what its
+    children's quotas leave."""
+    return _Allocator(groups, requested, oversubscription).run(total)
+
+
+class _Allocator:
+    """HGQ's working figures of one allocation (GroupEntry's fields of those names)."""
+
+    def __init__(self, groups: Sequence[GroupQuota], requested: Mapping[str, float],
+                 oversubscription: bool) -> None:
+        self.oversubscription = oversubscription
+        self.groups = {group.name: group for group in groups}
+        self.quota = dict.fromkeys(self.groups, 0.0)
+        self.subtree_quota = dict.fromkeys(self.groups, 0.0)
+        self.allocated = dict.fromkeys(self.groups, 0.0)
+        self.requested = {name: float(requested.get(name, 0.0)) for name in self.groups}
+        self.subtree_requested = dict.fromkeys(self.groups, 0.0)
+        self.accepts = {name: group.accept_surplus for name, group in self.groups.items()}
+
+    def run(self, total: float) -> dict[str, Allocation]:
+        self.assign_quotas(NONE_GROUP, total)
+        self.fairshare(NONE_GROUP)
+        return {name: Allocation(self.quota[name], self.subtree_quota[name],
+                                 self.allocated[name]) for name in self.groups}
+
+    def assign_quotas(self, name: str, quota: float) -> None:
+        if quota <= 0:
+            return
+        self.subtree_quota[name] = quota
+        children = [self.groups[child] for child in self.groups[name].children]
+        static_sum = math.fsum(child.configured for child in children if child.static)
+        dynamic_sum = math.fsum(child.configured for child in children if not child.static)
+        for_static = static_sum if self.oversubscription else min(static_sum, quota)
+        left_for_dynamic = max(0.0, quota - for_static)
+        static_scale = for_static / static_sum if static_sum > 0 else 0.0
+        scale = max(dynamic_sum, 1.0)
+        given = 0.0
+        for child in children:
+            share = max(0.0, child.configured * static_scale if child.static
+                        else child.configured * left_for_dynamic / scale)
+            self.assign_quotas(child.name, share)
+            given += share
+        # With oversubscription a group keeps all it received; `<none>` always keeps what
+        # its children leave (the pool's surplus is not counted twice).
+        keeps_all = self.oversubscription and name != NONE_GROUP
+        self.quota[name] = max(0.0, quota if keeps_all else quota - given)
+
+    def fairshare(self, name: str) -> float:
+        """Allocate the group its quota up to its demand; its subtree's surplus, shared."""
+        self.allocated[name] = min(self.requested[name], self.quota[name])
+        self.requested[name] -= self.allocated[name]
+        self.subtree_requested[name] = self.requested[name]
+        surplus = self.quota[name] - self.allocated[name]
+        for child in self.groups[name].children:
+            surplus += self.fairshare(child)
+            if self.accepts[child]:
+                self.subtree_requested[name] += self.subtree_requested[child]
+        if self.groups[name].children:
+            surplus = self.allocate_surplus(name, surplus)
+        return surplus
+
+    def allocate_surplus(self, name: str, surplus: float) -> float:
+        """Share `surplus` among the group's children that accept it and its own submitters
+        (last), each up to its subtree's unmet demand; what is left goes back up."""
+        if surplus <= 0:
+            return 0.0
+        if self.subtree_requested[name] <= 0:
+            return surplus
+        members = [*self.groups[name].children, name]
+        # The group's own submitters stand beside its children, accepting surplus, with the
+        # group's own quota and demand (HTCondor sets and restores these on the group).
+        saved = (self.accepts[name], self.subtree_quota[name], self.subtree_requested[name])
+        self.accepts[name] = True
+        self.subtree_quota[name] = self.quota[name]
+        requested = self.subtree_requested[name]
+        self.subtree_requested[name] = self.requested[name]
+        wanted = [self.subtree_requested[member] if self.accepts[member]
+                  and self.subtree_requested[member] > 0 else 0.0 for member in members]
+        given = [0.0] * len(members)
+        if surplus >= requested:
+            given = wanted
+            surplus -= requested
+            requested = 0.0
+        else:
+            for by_quota in (True, False):
+                surplus, requested = self._share(members, given, wanted, surplus, requested,
+                                                 by_quota)
+        for member, amount in zip(members[:-1], given[:-1], strict=True):
+            if amount > 0:
+                self.allocate_surplus(member, amount)
+        self.allocated[name] += given[-1]
+        self.requested[name] -= given[-1]
+        self.accepts[name], self.subtree_quota[name], _ = saved
+        self.subtree_requested[name] = requested
+        return surplus
+
+    def _share(self, members: Sequence[str], given: list[float], wanted: list[float],
+               surplus: float, requested: float, by_quota: bool) -> tuple[float, float]:
+        """`hgq_allocate_surplus_loop`: in proportion to subtree quotas (`by_quota`), or in
+        equal parts, until the surplus is gone or every wanting member has its demand."""
+        while surplus > 0:
+            weights = [(self.subtree_quota[member] if by_quota else 1.0)
+                       if wanted[index] > 0 else 0.0 for index, member in enumerate(members)]
+            normaliser = math.fsum(weights)
+            if normaliser <= 0:
+                break
+            all_given = True
+            handed = 0.0
+            for index, weight in enumerate(weights):
+                if wanted[index] > 0:
+                    amount = surplus * weight / normaliser
+                    if amount > wanted[index]:
+                        amount = wanted[index]
+                        all_given = False
+                    given[index] += amount
+                    wanted[index] -= amount
+                    handed += amount
+            surplus -= handed
+            requested -= handed
+            if all_given or surplus < 0:
+                surplus = 0.0
+        return surplus, requested
+
+
+def negotiation_order(groups: Sequence[GroupQuota], allocations: Mapping[str, Allocation],
+                      usage: Mapping[str, float]) -> list[str]:
+    """The groups in the order they negotiate: GROUP_SORT_EXPR's default, usage / quota
+    ascending, quota 0 after, `<none>` last (stable: ties in `groups`' order)."""
+    def key(group: GroupQuota) -> float:
+        quota = allocations[group.name].quota
+        if group.name == NONE_GROUP:
+            return NONE_KEY
+        return usage.get(group.name, 0.0) / quota if quota > 0 else ZERO_QUOTA_KEY
+
+    return [group.name for group in sorted(groups, key=key)]
+
+
+def group_limit(groups: Mapping[str, GroupQuota], allocations: Mapping[str, Allocation],
+                usage: Mapping[str, float], name: str) -> float:
+    """What group `name` may hold once it has negotiated: max(allocated, quota), lowered by
+    NEGOTIATOR_STRICT_ENFORCE_QUOTA at itself and each ancestor that accepts no surplus to
+    what that subtree's quota leaves of its usage."""
+    own = usage.get(name, 0.0)
+    allocation = allocations[name]
+    more = max(allocation.allocated, allocation.quota) - own
+    subtree_usage = _subtree_usage(groups, usage)
+    ancestor: str | None = name
+    while ancestor is not None:
+        group = groups[ancestor]
+        if not group.accept_surplus:
+            quota = group.configured if group.static else allocations[ancestor].subtree_quota
+            more = min(more, max(0.0, quota - subtree_usage[ancestor]))
+        ancestor = group.parent
+    return more + own
+
+
+def _subtree_usage(groups: Mapping[str, GroupQuota], usage: Mapping[str, float]
+                   ) -> dict[str, float]:
+    totals = {name: usage.get(name, 0.0) for name in groups}
+    for name in reversed(list(groups)):  # breadth first: children after their parents
+        parent = groups[name].parent
+        if parent is not None:
+            totals[parent] += totals[name]
+    return totals
+
+
+@dataclass(frozen=True)
+class GroupQuotaOptions(CondorPriorityOptions):
+    """The `condor` order's options: HTCondor's priority's, and the group tree."""
+
+    groups: Mapping[str, Any] | GroupTree | str | None = option(
+        None, "the accounting group tree (as hdrf's): under condor, HTCondor's hierarchical "
+        "group quotas over it")
+
+
+class GroupQuotaOrder(CondorPriorityOrder):
+    """HTCondor's priority under hierarchical group quotas: the next slot to the user of least
+    effective priority in the most starved group that has room under its limit. The `condor`
+    order: with no tree (or a flat one) it is `CondorPriorityOrder` itself."""
+
+    Options = GroupQuotaOptions
+
+    @classmethod
+    def from_options(cls, options: GroupQuotaOptions) -> CondorPriorityOrder:  # type: ignore[override]
+        if options.groups is not None:
+            # Imported here: a flat run reads no group option (nor the pool's knobs).
+            from gridfair.policies.group_option import group_tree
+
+            tree = group_tree(options.groups)
+            if not tree.flat:
+                return cls(groups=tree, halflife=options.halflife,
+                           factor=options.priority_factor, factors=options.priority_factors,
+                           pie=options.condor_pie, slot_weight=options.slot_weight)
+        return CondorPriorityOrder.from_options(options)
+
+    def __init__(self, *, groups: GroupTree, halflife: float = DEFAULT_HALFLIFE,
+                 factor: float = DEFAULT_PRIORITY_FACTOR,
+                 factors: Mapping[str, float] | None = None, pie: bool = False,
+                 slot_weight: str = "Cpus") -> None:
+        # Named, not **kwargs: a compiled build passes keywords through by name only.
+        super().__init__(halflife=halflife, factor=factor, factors=factors, pie=pie,
+                         slot_weight=slot_weight)
+        if self.slot_weight.slot:
+            raise ConfigError(f"slot_weight {self.slot_weight.text!r}: group quotas need a "
+                              "pool weight, and a per-job constant has none")
+        self.group_tree = groups
+        self.hgq = {group.name: group for group in hgq_groups(groups)}
+        self.group_figures: dict[str, dict[str, float]] = {}
+
+    def attach(self, pool: Pool) -> None:
+        super().attach(pool)
+        # `DecayingOrder.attach` binds the live tree's `first`: the groups choose here.
+        self.first = self.first_within_quotas  # type: ignore[method-assign]
+        self.group_of: dict[str, str] = {}
+        #: The cycle's allocations and groups' order, fixed at its first decision.
+        self.cycle_time: float | None = None
+        self.rounds = 0
+        self.allocations: dict[str, Allocation] = {}
+        self.order_of_groups: list[str] = []
+
+    def _group(self, user: UserState) -> str:
+        group = self.group_of.get(user.name)
+        if group is None:
+            group = self.group_of[user.name] = self.group_tree.group_of(user.name)
+        return group
+
+    def _weight(self, usage: Sequence[float]) -> float:
+        weight = self.slot_weight
+        return weight.cpus * usage[CPUS] + weight.memory * usage[MEMORY] + \
+            weight.gpus * usage[GPUS]
+
+    def snapshot(self) -> tuple[dict[str, float], dict[str, float]]:
+        """Each group's weighted usage and demand (usage + idle jobs, each idle job weighed as
+        its user's next one: exact when a user's idle jobs are alike)."""
+        usage = dict.fromkeys(self.hgq, 0.0)
+        requested = dict.fromkeys(self.hgq, 0.0)
+        for user in self.pool.users.values():
+            group = self._group(user)
+            held = self._weight(user.usage)
+            usage[group] += held
+            head = self.pool.head(user)
+            requested[group] += held + (user.idle_count * self.slot_weight.of_task(head)
+                                        if head is not None else 0.0)
+        return usage, requested
+
+    def first_within_quotas(self, now: float) -> UserState | None:
+        waiting = list(self.tree.ordered(now))  # by effective priority
+        if not waiting:
+            return None
+        usage, requested = self.snapshot()
+        if now != self.cycle_time:
+            self.cycle_time = now
+            self.rounds = 1
+            self._allocate(requested, usage)
+        by_group: dict[str, list[UserState]] = {}
+        for user in waiting:
+            by_group.setdefault(self._group(user), []).append(user)
+        while True:
+            user = self._first_in_order(by_group, usage)
+            if user is not None or not self._another_round(requested, usage):
+                break
+        if user is not None or not self.hgq[NONE_GROUP].autoregroup:
+            return user
+        return self._regrouped(waiting, usage)
+
+    def _allocate(self, requested: Mapping[str, float], usage: Mapping[str, float]) -> None:
+        groups = list(self.hgq.values())
+        self.allocations = allocate(groups, self._weight(self.pool.capacity), requested)
+        self.order_of_groups = negotiation_order(groups, self.allocations, usage)
+
+    def _another_round(self, requested: Mapping[str, float], usage: Mapping[str, float]
+                       ) -> bool:
+        """GROUP_QUOTA_MAX_ALLOCATION_ROUNDS: when no group can take more and some did not
+        fill their allocation, allocate again with those groups' demand cut to what they
+        hold, so the rest of their allocation goes to others as surplus (up to 3 rounds a
+        cycle, HTCondor's default)."""
+        allocations = self.allocations
+        placed = math.fsum(min(usage[name], figures.allocated)
+                           for name, figures in allocations.items())
+        if self.rounds >= MAX_ALLOCATION_ROUNDS or placed >= math.fsum(
+                figures.allocated for figures in allocations.values()):
+            return False
+        self.rounds += 1
+        self._allocate({name: usage[name] if usage[name] < allocations[name].allocated
+                        else requested[name] for name in allocations}, usage)
+        return True
+
+    def _first_in_order(self, by_group: Mapping[str, list[UserState]],
+                        usage: Mapping[str, float]) -> UserState | None:
+        """The first user, in the cycle's order of groups, whose next job fits its group's
+        room under its limit."""
+        allocations = self.allocations
+        for name in self.order_of_groups:
+            if allocations[name].allocated <= 0 or name not in by_group:
+                continue
+            limit = group_limit(self.hgq, allocations, usage, name)
+            user = self._fitting(by_group[name], limit - usage[name])
+            if user is not None:
+                self.group_figures[user.name] = {
+                    "quota": allocations[name].quota, "allocated": allocations[name].allocated,
+                    "limit": limit, "usage": usage[name]}
+                return user
+        return None
+
+    def _regrouped(self, waiting: Sequence[UserState], usage: Mapping[str, float]
+                   ) -> UserState | None:
+        """The autoregroup round: `<none>`'s users and the autoregroup groups', together, by
+        effective priority, with no group limit."""
+        user = self._fitting([user for user in waiting if self._group(user) == NONE_GROUP
+                              or self.hgq[self._group(user)].autoregroup], math.inf)
+        if user is not None:
+            self.group_figures[user.name] = {"quota": math.inf, "allocated": math.inf,
+                                             "limit": math.inf, "usage": usage[self._group(user)]}
+        return user
+
+    def _fitting(self, users: Sequence[UserState], room: float) -> UserState | None:
+        for user in users:
+            head = self.pool.head(user)
+            if head is not None and self.slot_weight.of_task(head) <= room + EPSILON:
+                return user
+        return None
+
+    def why(self, user: UserState, now: float) -> tuple[str, Mapping[str, Any]]:
+        template, figures = super().why(user, now)
+        group = {"group": self._group(user), **self.group_figures.get(user.name, {})}
+        return ("group {group}: usage {usage:g} under its limit {limit:g} (quota {quota:g}, "
+                "allocated {allocated:g}), the first with room in the cycle's starvation order; "
+                + template,
+                {**figures, **group})
+

@@ -121,6 +121,19 @@ def resource_shares(usage: Sequence[float], capacity: Sequence[float],
     return shares
 
 
+def dominant_share_of(usage: Sequence[float], capacity: Sequence[float],
+                      resources: Sequence[int]) -> float:
+    """max_r usage_r / capacity_r over the set (0 where the pool has none), the first of
+    equal ones: `max(resource_shares(...))` in one loop, with no list (every event of DRF)."""
+    most = -math.inf
+    for resource in resources:
+        total = capacity[resource]
+        share = usage[resource] / total if total > 0 else 0.0
+        if share > most:
+            most = share
+    return most
+
+
 def dominant(shares: Sequence[float], resources: Sequence[int]) -> tuple[float, str]:
     """max_r o_r and the name of the resource that attains it (the first on ties)."""
     best = 0
@@ -421,9 +434,9 @@ class DrfOrder(RankedShareOrder):
         self._weights: dict[int, tuple[bool, list[float]]] = {}
 
     def rank_of(self, user: UserState, usage: Sequence[float]) -> tuple[int, float]:
-        shares = resource_shares(usage, self.pool.capacity, self.counted)
+        capacity, counted = self.pool.capacity, self.counted
         if not self.weighted:  # every weight is 1: the key is the dominant share itself
-            return (0, max(shares))
+            return (0, dominant_share_of(usage, capacity, counted))
         # A user's weights change only with the capacity or the entitlements, which re-key
         # every user (`rekey_all`) and forget them.
         cached = self._weights.get(user.index)
@@ -433,9 +446,17 @@ class DrfOrder(RankedShareOrder):
                                                   weights)
         entitled, weights = cached
         if not entitled:
-            return (1, max(shares))
-        return (0, max([share / weight if weight > 0 else math.inf if share > 0 else 0.0
-                        for share, weight in zip(shares, weights, strict=True)]))
+            return (1, dominant_share_of(usage, capacity, counted))
+        # max_r share_r / w_r, the first of equal ones, in one loop (every event of wDRF).
+        most = -math.inf
+        for position, resource in enumerate(counted):
+            total = capacity[resource]
+            share = usage[resource] / total if total > 0 else 0.0
+            weight = weights[position]
+            value = share / weight if weight > 0 else math.inf if share > 0 else 0.0
+            if value > most:
+                most = value
+        return (0, most)
 
     def why(self, user: UserState, now: float) -> tuple[str, dict[str, Any]]:
         figures = self.figures(user)

@@ -242,7 +242,8 @@ def run_streamed(simulation: Simulation,
             output(task)
 
     if not simulation.keep_tasks:
-        simulation.on_task_done = hand_on
+        # One output is called as it is: an interpreted call less for every task.
+        simulation.on_task_done = outputs[0] if len(outputs) == 1 else hand_on
     result = simulation.run()
     for task in result.tasks:
         hand_on(task)

@@ -15,8 +15,10 @@ invalidation: an event carries its left element's stamp, bumped whenever that el
 successor or curve changes, so stale events are skipped when popped rather than searched for.
 
 Advancing the clock pops only the events due since the last update. Inserting, removing or
-re-curving an element costs O(log n) (a binary search over the elements' current values and
-a constant number of crossing computations). When x would underflow (more than
+re-curving an element costs O(log n) comparisons (a binary search over the elements' current
+values, a constant number of crossing computations) and a move of the labels after it in one
+flat list (as `ranking.UserRanking`: a memory move, cheap at the thousands of users of a
+pool). When x would underflow (more than
 `REBASE_AFTER` time constants since T) the tree re-bases: T moves to now, every line is
 rescaled and the order rebuilt from scratch, O(n log n) but at most once per
 `REBASE_AFTER * tau` seconds.
@@ -32,10 +34,9 @@ from __future__ import annotations
 
 import heapq
 import math
+from bisect import bisect_left, insort
 from collections.abc import Iterator, Sequence
 from typing import Any
-
-from sortedcontainers import SortedList
 
 #: A line a + b x.
 Line = tuple[float, float]
@@ -168,7 +169,10 @@ class LiveTree:
         self.swaps = 0  # swap events processed
         self.rebases = 0
         self._elements: dict[int, _Element] = {}
-        self._labels = SortedList()
+        # The labels in order: a flat sorted list (a tree holds a few to a few thousand
+        # users, where inserting into one list beats a `SortedList`, which compiled code
+        # would also call as interpreted Python).
+        self._labels: list[int] = []
         self._at_label: dict[int, _Element] = {}
         self._head: _Element | None = None
         self._events: list[tuple[float, int, _Element, int]] = []
@@ -371,7 +375,7 @@ class LiveTree:
                 self._relabel()
                 label = (before.label + after.label) // 2
         element.label = label
-        labels.add(label)
+        insort(labels, label)
         at_label[label] = element
         element.prev, element.next = before, after
         if before is not None:
@@ -385,7 +389,8 @@ class LiveTree:
 
     def _unlink(self, element: _Element) -> None:
         element.stamp += 1  # its pending event is void
-        self._labels.remove(element.label)
+        labels = self._labels
+        del labels[bisect_left(labels, element.label)]
         del self._at_label[element.label]
         before, after = element.prev, element.next
         if before is not None:
@@ -406,7 +411,7 @@ class LiveTree:
         label = 0
         while element is not None:
             element.label = label
-            self._labels.add(label)
+            self._labels.append(label)  # in order: the labels grow along the list
             self._at_label[label] = element
             label += LABEL_GAP
             element = element.next
@@ -431,7 +436,7 @@ class LiveTree:
         before = None
         for position, element in enumerate(elements):
             element.label = position * LABEL_GAP
-            self._labels.add(element.label)
+            self._labels.append(element.label)  # in order, as in `_relabel`
             self._at_label[element.label] = element
             element.prev, element.next = before, None
             if before is not None:

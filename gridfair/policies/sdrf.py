@@ -42,7 +42,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from operator import sub
 from typing import Any
 
 from gridfair.core.pool import RESOURCE_NAMES, Pool, UserState
@@ -158,18 +157,23 @@ class SdrfOrder(DecayingOrder):
         """The share terms of `user` holding `usage`, and what each must exceed to add to the
         commitment: the same for every resource (w_i in the paper's form, 1/n in the
         authors')."""
-        shares = resource_shares(usage, self.pool.capacity, self.counted)
+        capacity, counted = self.pool.capacity, self.counted
         if self.form == PAPER:
             allowance = self._allowances.get(user.index)
             if allowance is None:  # until the entitlements move (`targets_moved`)
                 allowance = self._allowances[user.index] = self.entitlements.of(user)
-            return tuple(shares), allowance
+            return tuple(resource_shares(usage, capacity, counted)), allowance
         entitled = self._entitled.get(user.name)
         if entitled is None:
             entitled = self._entitled[user.name] = (
-                tuple(self.entitlements.of_resources(user, self.counted))
-                if self.entitlements.per_resource is not None else (0.0,) * len(shares))
-        return tuple(map(sub, shares, entitled)), self._fair
+                tuple(self.entitlements.of_resources(user, counted))
+                if self.entitlements.per_resource is not None else (0.0,) * len(counted))
+        # share_r - e_r, each share as `resource_shares` takes it, in one loop (every event).
+        terms = []
+        for position, resource in enumerate(counted):
+            total = capacity[resource]
+            terms.append((usage[resource] / total if total > 0 else 0.0) - entitled[position])
+        return tuple(terms), self._fair
 
     # `target` and `curve` run on every event: plain loops, cheaper than comprehensions here.
     def target(self, user: UserState, basis: tuple) -> list[float]:
@@ -204,7 +208,10 @@ class SdrfOrder(DecayingOrder):
         if self.form == PAPER:
             return 0.0
         shares = basis[0]
-        resource = len(shares) - 1 - shares[::-1].index(max(shares))
+        resource, top = 0, shares[0]  # the last of the largest share terms, in one loop
+        for position in range(1, len(shares)):
+            if shares[position] >= top:
+                resource, top = position, shares[position]
         return target[resource] - level[resource]
 
     def share_key(self, user: UserState, usage: Sequence[float], now: float

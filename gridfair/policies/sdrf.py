@@ -59,7 +59,6 @@ from gridfair.policies.drf import (
     check_resources,
     counted_resources,
     dominant,
-    resource_shares,
 )
 from gridfair.policies.live_tree import Line, value_at
 
@@ -141,6 +140,7 @@ class SdrfOrder(DecayingOrder):
         self.entitlements.attach(pool)
         self.counted = counted_resources(self.resources, pool.capacity)
         self.level_size = len(self.counted)
+        self._none_entitled = (0.0,) * len(self.counted)
         self._set_users(self.entitlements.users())
         # Until the entitlements move: user name -> e_ir (the authors' form), user index ->
         # w_i (the paper's).
@@ -162,18 +162,22 @@ class SdrfOrder(DecayingOrder):
             allowance = self._allowances.get(user.index)
             if allowance is None:  # until the entitlements move (`targets_moved`)
                 allowance = self._allowances[user.index] = self.entitlements.of(user)
-            return tuple(resource_shares(usage, capacity, counted)), allowance
-        entitled = self._entitled.get(user.name)
-        if entitled is None:
-            entitled = self._entitled[user.name] = (
-                tuple(self.entitlements.of_resources(user, counted))
-                if self.entitlements.per_resource is not None else (0.0,) * len(counted))
-        # share_r - e_r, each share as `resource_shares` takes it, in one loop (every event).
+            entitled = self._none_entitled
+        else:
+            allowance = self._fair
+            known = self._entitled.get(user.name)
+            if known is None:
+                known = self._entitled[user.name] = (
+                    tuple(self.entitlements.of_resources(user, counted))
+                    if self.entitlements.per_resource is not None else self._none_entitled)
+            entitled = known
+        # share_r - e_r (the paper's form: e_r = 0, the share itself, bit for bit), each share
+        # as `resource_shares` takes it, in one loop: this runs on every start and stop.
         terms = []
         for position, resource in enumerate(counted):
             total = capacity[resource]
             terms.append((usage[resource] / total if total > 0 else 0.0) - entitled[position])
-        return tuple(terms), self._fair
+        return tuple(terms), allowance
 
     # `target` and `curve` run on every event: plain loops, cheaper than comprehensions here.
     def target(self, user: UserState, basis: tuple) -> list[float]:
@@ -252,6 +256,7 @@ class SdrfOrder(DecayingOrder):
                          for name, (level, since) in self._pending.items()}
         self.counted = counted
         self.level_size = len(counted)
+        self._none_entitled = (0.0,) * len(counted)
         return True
 
     def _set_users(self, users: int) -> None:

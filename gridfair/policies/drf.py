@@ -41,7 +41,7 @@ from gridfair.core.pool import CPUS, GPUS, MEMORY, POWER, RESOURCE_NAMES, Pool, 
 from gridfair.core.stages import OrderPolicy, option
 from gridfair.errors import ConfigError
 from gridfair.policies.authors_ties import authors_user_order, index_users
-from gridfair.policies.ranking import UserRanking
+from gridfair.policies.ranking import PairRanking, UserRanking
 
 DEFAULT_RESOURCES = (CPUS, MEMORY, POWER, GPUS)
 #: Forms of weighted DRF and SDRF: the equations as the papers print them, or as the SDRF
@@ -251,7 +251,7 @@ def _checked_weight(name: str, weight: Any) -> float:
     return value
 
 
-def runner_up(ranking: UserRanking) -> UserState | None:
+def runner_up(ranking: UserRanking | PairRanking) -> UserState | None:
     """The second user of a ranking, or None."""
     return next(islice(ranking, 1, None), None)
 
@@ -289,7 +289,7 @@ class RankedShareOrder(OrderPolicy):
         self.pool = pool
         self.entitlements.attach(pool)
         self.counted = counted_resources(self.resources, pool.capacity)
-        self.ranking = UserRanking()
+        self.ranking = PairRanking()  # keys are (class, value)
         # User index -> (usage, key): most events (submits, a user blocked for the rest of a
         # cycle and unblocked at its end) leave the usage, and so the key, as it was.
         self._keys: dict[int, tuple[list[float], tuple[int, float]]] = {}

@@ -290,9 +290,6 @@ class RankedShareOrder(OrderPolicy):
         self.entitlements.attach(pool)
         self.counted = counted_resources(self.resources, pool.capacity)
         self.ranking = PairRanking()  # keys are (class, value)
-        # User index -> (usage, key): most events (submits, a user blocked for the rest of a
-        # cycle and unblocked at its end) leave the usage, and so the key, as it was.
-        self._keys: dict[int, tuple[list[float], tuple[int, float]]] = {}
         self.forget_weights()
 
     def forget_weights(self) -> None:
@@ -323,18 +320,11 @@ class RankedShareOrder(OrderPolicy):
 
     def key(self, user: UserState) -> tuple[int, float] | None:
         """The user's key in the ranking, None when it does not want a slot now."""
-        if not user.active:
-            return None
-        usage = user.usage
-        cached = self._keys.get(user.index)
-        if cached is not None and cached[0] == usage:
-            return cached[1]
-        key = self.rank_of(user, usage)
-        self._keys[user.index] = (usage[:], key)
-        return key
+        # Computed afresh: a key is a few divisions, less than a cache of it by usage costs
+        # (most of a user's re-keys, on a start or a stop, change its usage).
+        return self.rank_of(user, user.usage) if user.active else None
 
     def rekey_all(self) -> None:
-        self._keys.clear()
         self.counted = counted_resources(self.resources, self.pool.capacity)
         self.forget_weights()
         for other in self.pool.users.values():

@@ -57,7 +57,10 @@ def value_at(lines: Sequence[Line], x: float) -> float:
         a, b = lines[0]
         return a + b * x
     if count == 2:  # SDRF's usual curve (two resources), without a generator
-        (a1, b1), (a2, b2) = lines
+        # Line by line, not `(a1, b1), (a2, b2) = lines`: compiled, unpacking a Sequence
+        # goes through the iterator protocol.
+        a1, b1 = lines[0]
+        a2, b2 = lines[1]
         first, second = a1 + b1 * x, a2 + b2 * x
         return second if second > first else first  # as max(): the first of equals
     return max(a + b * x for a, b in lines)
@@ -82,7 +85,8 @@ def upper_envelope(lines: Sequence[Line], x_hi: float) -> list[Line]:
         return list(lines)
     if len(lines) == 2:
         # A line at or above the other at both ends of [0, x_hi] is so in between.
-        (a1, b1), (a2, b2) = lines
+        a1, b1 = lines[0]  # line by line, as in `value_at`
+        a2, b2 = lines[1]
         end1, end2 = a1 + b1 * x_hi, a2 + b2 * x_hi
         if a1 >= a2 and end1 >= end2:
             return [lines[0]]

@@ -181,7 +181,9 @@ class SdrfOrder(DecayingOrder):
 
     # `target` and `curve` run on every event: plain loops, cheaper than comprehensions here.
     def target(self, user: UserState, basis: tuple) -> list[float]:
-        shares, allowance = basis
+        # The parts typed, not unpacked: compiled, that is a native loop over floats.
+        shares: tuple[float, ...] = basis[0]
+        allowance: float = basis[1]
         excess = []
         for share in shares:
             above = share - allowance
@@ -194,10 +196,13 @@ class SdrfOrder(DecayingOrder):
     def curve(self, user: UserState, basis: tuple, level: list[float], target: list[float],
               scale: float = 1.0) -> list[Line]:
         # c_r(x) = obar_r + (c_r(now) - obar_r) x: one line per resource.
-        shares = basis[0]
+        shares: tuple[float, ...] = basis[0]
         lines = []
         if self.priority_rule == "eq5":
-            top = max(shares)
+            top = shares[0]  # max(shares), the first of equals, with no call
+            for share in shares:
+                if share > top:
+                    top = share
             for position, excess in enumerate(target):
                 lines.append((top + excess, (level[position] - excess) * scale))
         else:

@@ -74,7 +74,9 @@ def test_the_listing_matches_the_commands_it_does_not_load():
 #: reader, the group tree's reader.
 NOT_FOR_A_TASK_LIST = ("classad2", "htcondor2", "gridfair.classads.views", "gridfair.ad_views",
                        "gridfair.sim.workloads.condor_history", "gridfair.sim.ispd",
-                       "gridfair.cli.group_tree")
+                       "gridfair.cli.group_tree",
+                       # a grid file's reader, HOSEP's stages and its synthetic workloads
+                       "tomllib", "gridfair.policies.hosep", "gridfair.sim.workloads.hosep")
 
 
 def test_a_task_list_simulation_loads_no_classad_layer_nor_ispd_model(tmp_path):

@@ -16,7 +16,7 @@ from gridfair.cli.terms import WithTerms
 from gridfair.core.pool import Task
 from gridfair.core.stages import ALLOCATION_RULES
 from gridfair.policies.drf import FORMS
-from gridfair.policies.hosep import PREEMPTION_TESTS
+from gridfair.policies.hosep_rule import PREEMPTION_TESTS  # not hosep: its stages
 from gridfair.policies.registry import (
     placement_names,
     policy_names,

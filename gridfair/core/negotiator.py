@@ -59,6 +59,8 @@ PARK_LOOKS = 64
 #: The reason an allocation carries when the negotiator was asked not to explain.
 _NOT_EXPLAINED: tuple[str, dict[str, Any]] = ("not explained: this run keeps no decisions", {})
 
+_new_tuple = tuple.__new__
+
 #: Preemptions held back for protected victims in one phase before the phase stops: bounds
 #: the search past them (each hold protects at least one more task).
 HOLD_LIMIT = 64
@@ -270,7 +272,10 @@ class Negotiator:
             else:
                 template, figures = _NOT_EXPLAINED
             pool.start(task, node, now)
-            decisions.append(Decision(ALLOCATE, task, node, order.name, template, figures))
+            # The Decision made as its NamedTuple's own constructor makes it, without the
+            # call into that interpreted constructor (one allocation a task).
+            decisions.append(_new_tuple(Decision, (ALLOCATE, task, node, order.name, template,
+                                                   figures)))
             if single:
                 return
 

@@ -41,7 +41,7 @@ from gridfair.core.pool import CPUS, GPUS, MEMORY, POWER, RESOURCE_NAMES, Pool, 
 from gridfair.core.stages import OrderPolicy, option
 from gridfair.errors import ConfigError
 from gridfair.policies.authors_ties import authors_user_order, index_users
-from gridfair.policies.ranking import UserRanking
+from gridfair.policies.ranking import PairRanking, UserRanking
 
 DEFAULT_RESOURCES = (CPUS, MEMORY, POWER, GPUS)
 #: Forms of weighted DRF and SDRF: the equations as the papers print them, or as the SDRF
@@ -119,6 +119,19 @@ def resource_shares(usage: Sequence[float], capacity: Sequence[float],
         total = capacity[resource]
         shares.append(usage[resource] / total if total > 0 else 0.0)
     return shares
+
+
+def dominant_share_of(usage: Sequence[float], capacity: Sequence[float],
+                      resources: Sequence[int]) -> float:
+    """max_r usage_r / capacity_r over the set (0 where the pool has none), the first of
+    equal ones: `max(resource_shares(...))` in one loop, with no list (every event of DRF)."""
+    most = -math.inf
+    for resource in resources:
+        total = capacity[resource]
+        share = usage[resource] / total if total > 0 else 0.0
+        if share > most:
+            most = share
+    return most
 
 
 def dominant(shares: Sequence[float], resources: Sequence[int]) -> tuple[float, str]:
@@ -238,7 +251,7 @@ def _checked_weight(name: str, weight: Any) -> float:
     return value
 
 
-def runner_up(ranking: UserRanking) -> UserState | None:
+def runner_up(ranking: UserRanking | PairRanking) -> UserState | None:
     """The second user of a ranking, or None."""
     return next(islice(ranking, 1, None), None)
 
@@ -276,10 +289,7 @@ class RankedShareOrder(OrderPolicy):
         self.pool = pool
         self.entitlements.attach(pool)
         self.counted = counted_resources(self.resources, pool.capacity)
-        self.ranking = UserRanking()
-        # User index -> (usage, key): most events (submits, a user blocked for the rest of a
-        # cycle and unblocked at its end) leave the usage, and so the key, as it was.
-        self._keys: dict[int, tuple[list[float], tuple[int, float]]] = {}
+        self.ranking = PairRanking()  # keys are (class, value)
         self.forget_weights()
 
     def forget_weights(self) -> None:
@@ -310,18 +320,11 @@ class RankedShareOrder(OrderPolicy):
 
     def key(self, user: UserState) -> tuple[int, float] | None:
         """The user's key in the ranking, None when it does not want a slot now."""
-        if not user.active:
-            return None
-        usage = user.usage
-        cached = self._keys.get(user.index)
-        if cached is not None and cached[0] == usage:
-            return cached[1]
-        key = self.rank_of(user, usage)
-        self._keys[user.index] = (usage[:], key)
-        return key
+        # Computed afresh: a key is a few divisions, less than a cache of it by usage costs
+        # (most of a user's re-keys, on a start or a stop, change its usage).
+        return self.rank_of(user, user.usage) if user.active else None
 
     def rekey_all(self) -> None:
-        self._keys.clear()
         self.counted = counted_resources(self.resources, self.pool.capacity)
         self.forget_weights()
         for other in self.pool.users.values():
@@ -421,9 +424,9 @@ class DrfOrder(RankedShareOrder):
         self._weights: dict[int, tuple[bool, list[float]]] = {}
 
     def rank_of(self, user: UserState, usage: Sequence[float]) -> tuple[int, float]:
-        shares = resource_shares(usage, self.pool.capacity, self.counted)
+        capacity, counted = self.pool.capacity, self.counted
         if not self.weighted:  # every weight is 1: the key is the dominant share itself
-            return (0, max(shares))
+            return (0, dominant_share_of(usage, capacity, counted))
         # A user's weights change only with the capacity or the entitlements, which re-key
         # every user (`rekey_all`) and forget them.
         cached = self._weights.get(user.index)
@@ -433,9 +436,17 @@ class DrfOrder(RankedShareOrder):
                                                   weights)
         entitled, weights = cached
         if not entitled:
-            return (1, max(shares))
-        return (0, max([share / weight if weight > 0 else math.inf if share > 0 else 0.0
-                        for share, weight in zip(shares, weights, strict=True)]))
+            return (1, dominant_share_of(usage, capacity, counted))
+        # max_r share_r / w_r, the first of equal ones, in one loop (every event of wDRF).
+        most = -math.inf
+        for position, resource in enumerate(counted):
+            total = capacity[resource]
+            share = usage[resource] / total if total > 0 else 0.0
+            weight = weights[position]
+            value = share / weight if weight > 0 else math.inf if share > 0 else 0.0
+            if value > most:
+                most = value
+        return (0, most)
 
     def why(self, user: UserState, now: float) -> tuple[str, dict[str, Any]]:
         figures = self.figures(user)

@@ -15,8 +15,10 @@ invalidation: an event carries its left element's stamp, bumped whenever that el
 successor or curve changes, so stale events are skipped when popped rather than searched for.
 
 Advancing the clock pops only the events due since the last update. Inserting, removing or
-re-curving an element costs O(log n) (a binary search over the elements' current values and
-a constant number of crossing computations). When x would underflow (more than
+re-curving an element costs O(log n) comparisons (a binary search over the elements' current
+values, a constant number of crossing computations) and a move of the labels after it in one
+flat list (as `ranking.UserRanking`: a memory move, cheap at the thousands of users of a
+pool). When x would underflow (more than
 `REBASE_AFTER` time constants since T) the tree re-bases: T moves to now, every line is
 rescaled and the order rebuilt from scratch, O(n log n) but at most once per
 `REBASE_AFTER * tau` seconds.
@@ -32,10 +34,9 @@ from __future__ import annotations
 
 import heapq
 import math
+from bisect import bisect_left, insort
 from collections.abc import Iterator, Sequence
 from typing import Any
-
-from sortedcontainers import SortedList
 
 #: A line a + b x.
 Line = tuple[float, float]
@@ -56,7 +57,10 @@ def value_at(lines: Sequence[Line], x: float) -> float:
         a, b = lines[0]
         return a + b * x
     if count == 2:  # SDRF's usual curve (two resources), without a generator
-        (a1, b1), (a2, b2) = lines
+        # Line by line, not `(a1, b1), (a2, b2) = lines`: compiled, unpacking a Sequence
+        # goes through the iterator protocol.
+        a1, b1 = lines[0]
+        a2, b2 = lines[1]
         first, second = a1 + b1 * x, a2 + b2 * x
         return second if second > first else first  # as max(): the first of equals
     return max(a + b * x for a, b in lines)
@@ -81,7 +85,8 @@ def upper_envelope(lines: Sequence[Line], x_hi: float) -> list[Line]:
         return list(lines)
     if len(lines) == 2:
         # A line at or above the other at both ends of [0, x_hi] is so in between.
-        (a1, b1), (a2, b2) = lines
+        a1, b1 = lines[0]  # line by line, as in `value_at`
+        a2, b2 = lines[1]
         end1, end2 = a1 + b1 * x_hi, a2 + b2 * x_hi
         if a1 >= a2 and end1 >= end2:
             return [lines[0]]
@@ -168,7 +173,10 @@ class LiveTree:
         self.swaps = 0  # swap events processed
         self.rebases = 0
         self._elements: dict[int, _Element] = {}
-        self._labels = SortedList()
+        # The labels in order: a flat sorted list (a tree holds a few to a few thousand
+        # users, where inserting into one list beats a `SortedList`, which compiled code
+        # would also call as interpreted Python).
+        self._labels: list[int] = []
         self._at_label: dict[int, _Element] = {}
         self._head: _Element | None = None
         self._events: list[tuple[float, int, _Element, int]] = []
@@ -371,7 +379,7 @@ class LiveTree:
                 self._relabel()
                 label = (before.label + after.label) // 2
         element.label = label
-        labels.add(label)
+        insort(labels, label)
         at_label[label] = element
         element.prev, element.next = before, after
         if before is not None:
@@ -385,7 +393,8 @@ class LiveTree:
 
     def _unlink(self, element: _Element) -> None:
         element.stamp += 1  # its pending event is void
-        self._labels.remove(element.label)
+        labels = self._labels
+        del labels[bisect_left(labels, element.label)]
         del self._at_label[element.label]
         before, after = element.prev, element.next
         if before is not None:
@@ -406,7 +415,7 @@ class LiveTree:
         label = 0
         while element is not None:
             element.label = label
-            self._labels.add(label)
+            self._labels.append(label)  # in order: the labels grow along the list
             self._at_label[label] = element
             label += LABEL_GAP
             element = element.next
@@ -431,7 +440,7 @@ class LiveTree:
         before = None
         for position, element in enumerate(elements):
             element.label = position * LABEL_GAP
-            self._labels.add(element.label)
+            self._labels.append(element.label)  # in order, as in `_relabel`
             self._at_label[element.label] = element
             element.prev, element.next = before, None
             if before is not None:

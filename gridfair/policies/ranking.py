@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Iterator
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from gridfair.core.pool import UserState
@@ -57,6 +57,81 @@ class UserRanking:
 
     def __contains__(self, user: UserState) -> bool:
         return user.index in self._entries
+
+
+class _Ranked:
+    """A user's place in a `PairRanking`: its key's class and value, and its index."""
+
+    __slots__ = ("rank", "value", "index", "user")
+
+    def __init__(self, rank: int, value: float, index: int, user: UserState) -> None:
+        self.rank = rank
+        self.value = value
+        self.index = index
+        self.user = user
+
+    def before(self, other: _Ranked) -> bool:
+        """Whether (rank, value, index) < other's, as tuples compare (the first field that
+        differs by == decides)."""
+        if self.rank != other.rank:
+            return self.rank < other.rank
+        if self.value != other.value:
+            return self.value < other.value
+        return self.index < other.index
+
+
+class PairRanking:
+    """`UserRanking` for keys that are (class, value) pairs, in the same order, each user's
+    place a native entry compared field by field: compiled, a re-key compares machine
+    numbers, not tuples of tuples (the DRF family re-keys a user on every start and stop)."""
+
+    __slots__ = ("_sorted", "_places")
+
+    def __init__(self) -> None:
+        self._sorted: list[_Ranked] = []
+        self._places: dict[int, _Ranked] = {}
+
+    def update(self, user: UserState, key: tuple[int, float] | None) -> None:
+        """Place `user` at `key`, or take it out when `key` is None."""
+        places = self._places
+        old = places.get(user.index)
+        if old is not None:
+            if key is not None and old.rank == key[0] and old.value == key[1]:
+                return
+            del self._sorted[self._position(old)]
+            del places[user.index]
+        if key is not None:
+            entry = _Ranked(key[0], key[1], user.index, user)
+            self._sorted.insert(self._position(entry), entry)
+            places[user.index] = entry
+
+    def _position(self, entry: _Ranked) -> int:
+        """Where `entry` goes (or is): the first place whose entry is not before it."""
+        ranked = self._sorted
+        low, high = 0, len(ranked)
+        while low < high:
+            middle = (low + high) // 2
+            if ranked[middle].before(entry):
+                low = middle + 1
+            else:
+                high = middle
+        return low
+
+    def first(self) -> UserState | None:
+        return self._sorted[0].user if self._sorted else None
+
+    def key_of(self, user: UserState) -> tuple[int, float] | None:
+        entry = self._places.get(user.index)
+        return (entry.rank, entry.value) if entry is not None else None
+
+    def __iter__(self) -> Iterator[UserState]:
+        return map(attrgetter("user"), self._sorted)
+
+    def __len__(self) -> int:
+        return len(self._sorted)
+
+    def __contains__(self, user: UserState) -> bool:
+        return user.index in self._places
 
 
 class RunningTasks:

@@ -42,7 +42,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from operator import sub
 from typing import Any
 
 from gridfair.core.pool import RESOURCE_NAMES, Pool, UserState
@@ -60,7 +59,6 @@ from gridfair.policies.drf import (
     check_resources,
     counted_resources,
     dominant,
-    resource_shares,
 )
 from gridfair.policies.live_tree import Line, value_at
 
@@ -142,6 +140,7 @@ class SdrfOrder(DecayingOrder):
         self.entitlements.attach(pool)
         self.counted = counted_resources(self.resources, pool.capacity)
         self.level_size = len(self.counted)
+        self._none_entitled = (0.0,) * len(self.counted)
         self._set_users(self.entitlements.users())
         # Until the entitlements move: user name -> e_ir (the authors' form), user index ->
         # w_i (the paper's).
@@ -158,22 +157,33 @@ class SdrfOrder(DecayingOrder):
         """The share terms of `user` holding `usage`, and what each must exceed to add to the
         commitment: the same for every resource (w_i in the paper's form, 1/n in the
         authors')."""
-        shares = resource_shares(usage, self.pool.capacity, self.counted)
+        capacity, counted = self.pool.capacity, self.counted
         if self.form == PAPER:
             allowance = self._allowances.get(user.index)
             if allowance is None:  # until the entitlements move (`targets_moved`)
                 allowance = self._allowances[user.index] = self.entitlements.of(user)
-            return tuple(shares), allowance
-        entitled = self._entitled.get(user.name)
-        if entitled is None:
-            entitled = self._entitled[user.name] = (
-                tuple(self.entitlements.of_resources(user, self.counted))
-                if self.entitlements.per_resource is not None else (0.0,) * len(shares))
-        return tuple(map(sub, shares, entitled)), self._fair
+            entitled = self._none_entitled
+        else:
+            allowance = self._fair
+            known = self._entitled.get(user.name)
+            if known is None:
+                known = self._entitled[user.name] = (
+                    tuple(self.entitlements.of_resources(user, counted))
+                    if self.entitlements.per_resource is not None else self._none_entitled)
+            entitled = known
+        # share_r - e_r (the paper's form: e_r = 0, the share itself, bit for bit), each share
+        # as `resource_shares` takes it, in one loop: this runs on every start and stop.
+        terms = []
+        for position, resource in enumerate(counted):
+            total = capacity[resource]
+            terms.append((usage[resource] / total if total > 0 else 0.0) - entitled[position])
+        return tuple(terms), allowance
 
     # `target` and `curve` run on every event: plain loops, cheaper than comprehensions here.
     def target(self, user: UserState, basis: tuple) -> list[float]:
-        shares, allowance = basis
+        # The parts typed, not unpacked: compiled, that is a native loop over floats.
+        shares: tuple[float, ...] = basis[0]
+        allowance: float = basis[1]
         excess = []
         for share in shares:
             above = share - allowance
@@ -186,10 +196,13 @@ class SdrfOrder(DecayingOrder):
     def curve(self, user: UserState, basis: tuple, level: list[float], target: list[float],
               scale: float = 1.0) -> list[Line]:
         # c_r(x) = obar_r + (c_r(now) - obar_r) x: one line per resource.
-        shares = basis[0]
+        shares: tuple[float, ...] = basis[0]
         lines = []
         if self.priority_rule == "eq5":
-            top = max(shares)
+            top = shares[0]  # max(shares), the first of equals, with no call
+            for share in shares:
+                if share > top:
+                    top = share
             for position, excess in enumerate(target):
                 lines.append((top + excess, (level[position] - excess) * scale))
         else:
@@ -204,7 +217,10 @@ class SdrfOrder(DecayingOrder):
         if self.form == PAPER:
             return 0.0
         shares = basis[0]
-        resource = len(shares) - 1 - shares[::-1].index(max(shares))
+        resource, top = 0, shares[0]  # the last of the largest share terms, in one loop
+        for position in range(1, len(shares)):
+            if shares[position] >= top:
+                resource, top = position, shares[position]
         return target[resource] - level[resource]
 
     def share_key(self, user: UserState, usage: Sequence[float], now: float
@@ -245,6 +261,7 @@ class SdrfOrder(DecayingOrder):
                          for name, (level, since) in self._pending.items()}
         self.counted = counted
         self.level_size = len(counted)
+        self._none_entitled = (0.0,) * len(counted)
         return True
 
     def _set_users(self, users: int) -> None:

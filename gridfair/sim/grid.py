@@ -15,7 +15,6 @@ from typing import Any
 
 from gridfair.core.pool import Node
 from gridfair.errors import InputError
-from gridfair.tomlfile import read_toml
 
 MACHINE_KEYS = {"name", "owner", "mflops", "cpus", "memory", "load", "count"}
 
@@ -75,6 +74,8 @@ def read_toml_grid(path: str | Path) -> Grid:
     """Read a gridfair TOML grid file (`gridfair.sim.grid_loader.load_grid` reads any grid)."""
     path = Path(path)
     source = str(path)
+    from gridfair.tomlfile import read_toml  # a grid file's reader only: a task list needs none
+
     document = read_toml(path, "grid file")
     entries = document.get("machines")
     if not isinstance(entries, list) or not entries:

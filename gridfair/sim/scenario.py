@@ -24,7 +24,6 @@ from gridfair.sim.engine_options import DEFAULT_ENGINE, EngineOptions
 from gridfair.sim.grid import Grid
 from gridfair.sim.grid_loader import load_grid
 from gridfair.sim.records import RunRecorder
-from gridfair.sim.workloads.hosep import hosep_workload
 from gridfair.sim.workloads.registry import (
     FORMAT_BY_SUFFIX,
     FORMAT_SNIFFERS,
@@ -41,6 +40,8 @@ if TYPE_CHECKING:  # the slot views, loaded only with a pool's slots (`_pool_gri
 
 def hosep_scenario(grid: Grid, name: str, options: Mapping[str, Any]) -> Scenario:
     """The HOSEP paper's synthetic workload `name` of `grid` (the default grid workload)."""
+    from gridfair.sim.workloads.hosep import hosep_workload  # with a grid's workload only
+
     return Scenario(grid.nodes(), hosep_workload(grid, name, int(options.get("seed", 1))))
 
 
@@ -242,7 +243,8 @@ def run_streamed(simulation: Simulation,
             output(task)
 
     if not simulation.keep_tasks:
-        simulation.on_task_done = hand_on
+        # One output is called as it is: an interpreted call less for every task.
+        simulation.on_task_done = outputs[0] if len(outputs) == 1 else hand_on
     result = simulation.run()
     for task in result.tasks:
         hand_on(task)

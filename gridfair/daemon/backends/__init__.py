@@ -149,8 +149,11 @@ class PoolBackend(ABC):
         (HTCondor's condor_now), with no window for another match between (default: no)."""
         return False
 
-    def handover(self, victims: Sequence[Job], job: Job, machine: Machine) -> None:
+    def handover(self, victims: Sequence[Job], job: Job, machine: Machine) -> str | None:
         """Vacate `victims` and start `job` on the room they free on `machine` at once.
+        Returns None when handed over, or why the backend carried it out instead as a vacate
+        of the victims and a steering of the job (the journal says so: "steered (handover
+        refused: ...)").
 
         Raises `ActionFailed` when it is refused.
         """

@@ -254,8 +254,8 @@ class HTCondorBackend(PoolBackend):
     def can_hand_over(self, machine: Machine) -> bool:
         return self.steering.can_hand_over(machine)
 
-    def handover(self, victims: Sequence[Job], job: Job, machine: Machine) -> None:
-        self.steering.handover(victims, job, machine)
+    def handover(self, victims: Sequence[Job], job: Job, machine: Machine) -> str | None:
+        return self.steering.handover(victims, job, machine)
 
     def hold_starts(self, until: float) -> None:
         self.lease.hold_starts(until)

@@ -159,6 +159,12 @@ class PoolBackend(ABC):
         """
         raise ActionFailed(f"backend {self.name} cannot hand a slot over")
 
+    def release_orphaned_claims(self) -> list[str]:
+        """Release the claims the pool holds for no one (the htcondor backend: those a
+        restarted schedd left idle, `orphan_claims`); a line per claim for the cycle's
+        events. Default: none."""
+        return []
+
     def actions_done(self) -> None:  # noqa: B027 - optional: most act at once
         """After a cycle's actions: what a backend does once for all of them (the htcondor
         backend asks each schedd it steered jobs on to negotiate). Default: nothing."""

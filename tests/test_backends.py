@@ -994,7 +994,8 @@ def test_no_user_can_get_another_users_claim_released():
     from gridfair.daemon.backends.htcondor.orphan_claims import orphaned
     live_schedd = {"Name": "vm", "DaemonStartTime": 1795929900}
     forged_job = {"Owner": "G2", "Name": "vm", "RemoteHost": "slot4_1@vm",
-                  "GridfairSlot": "slot4_1@vm", "RemoteScheddName": "vm", "DaemonStartTime": RESTART, "JobStatus": 1,
+                  "GridfairSlot": "slot4_1@vm", "RemoteScheddName": "vm",
+                  "DaemonStartTime": RESTART, "JobStatus": 1,
                   "EnteredCurrentState": 0, "EnteredCurrentActivity": 0}
     slot = classad2.ClassAd(ORPHAN_SLOT)
     assert orphaned([slot], [classad2.ClassAd(live_schedd)], SEEN) == []

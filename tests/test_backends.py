@@ -908,28 +908,41 @@ ORPHAN_SLOT = {"Name": "slot4_1@vm", "SlotType": "Dynamic", "State": "Claimed",
 CRASH, RESTART, SEEN = 1795930071, 1795930081, 1795930157.5
 
 
-class ClaimsCollector:
+class ClaimsCollector(FakeCollector):
     """A collector with `slots` and `schedds` ads; records the ad types asked for."""
 
     def __init__(self, slots, schedds) -> None:
+        super().__init__()
         self.slots = [classad2.ClassAd(ad) for ad in slots]
-        self.schedds = [classad2.ClassAd(ad) for ad in schedds]
+        self.schedd_ads = [classad2.ClassAd(ad) for ad in schedds]
         self.asked: list = []
 
-    def query(self, ad_type, constraint=None, projection=None):
+    def query(self, ad_type=htcondor2.AdType.Any, constraint=None, projection=None,
+              statistics=None):
         self.asked.append(ad_type)
-        ads = {htcondor2.AdType.Startd: self.slots, htcondor2.AdType.Schedd: self.schedds}
+        ads = {htcondor2.AdType.Startd: self.slots, htcondor2.AdType.Schedd: self.schedd_ads}
         return _select(ads[ad_type], constraint, projection)
 
 
 class VacatingStartd:
+    """htcondor2.Startd's vacateSlot, recorded."""
+
     vacated: list = []
 
-    def __init__(self, location) -> None:
+    def __init__(self, location=None) -> None:
         self.address = location["MyAddress"]
 
-    def vacateSlot(self, name, vacate_fast):  # noqa: N802 - the binding's name
-        VacatingStartd.vacated.append((self.address, name, vacate_fast))
+    def vacateSlot(self, slot_name=None, vacate_fast=htcondor2.VacateType.Graceful):  # noqa: N802 - the binding's name
+        VacatingStartd.vacated.append((self.address, slot_name, vacate_fast))
+
+
+@pytest.mark.parametrize(("fake", "real"), [
+    (ClaimsCollector.query, htcondor2.Collector.query),
+    (VacatingStartd.__init__, htcondor2.Startd.__init__),
+    (VacatingStartd.vacateSlot, htcondor2.Startd.vacateSlot),
+])
+def test_the_claim_fakes_have_the_real_htcondor2_signatures(fake, real):
+    assert _parameters(fake) == _parameters(real)
 
 
 def _releaser(slots, schedds):

@@ -1017,3 +1017,18 @@ def test_no_user_can_get_another_users_claim_released():
                     [classad2.ClassAd(live_schedd), classad2.ClassAd(forged_job)], SEEN) == []
     releaser, collector = _releaser([ORPHAN_SLOT], [live_schedd])
     assert releaser.release(SEEN) == [] and VacatingStartd.vacated == []
+
+
+def test_the_htcondor_backend_releases_orphaned_claims_and_others_none(tmp_path):
+    """The cycle asks every backend (`release_orphaned_claims`) and journals the lines."""
+    collector = ClaimsCollector([ORPHAN_SLOT], [{"Name": "vm", "DaemonStartTime": RESTART}])
+    backend = HTCondorBackend(collector, schedd_factory=FakeSchedd, lease_knob="")
+    backend.claims.startd_factory = VacatingStartd
+    backend.now = lambda: SEEN
+    VacatingStartd.vacated = []
+    [note] = backend.release_orphaned_claims()
+    assert note.startswith("slot4_1@vm: idle claim of G1@gridfair.test released")
+    assert [name for _, name, _ in VacatingStartd.vacated] == ["slot4_1@vm"]
+    shutil.copytree(POOL, tmp_path / "pool", copy_function=shutil.copy)
+    assert FilesBackend(tmp_path / "pool", tmp_path / "actions.jsonl"
+                        ).release_orphaned_claims() == []

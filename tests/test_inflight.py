@@ -5,6 +5,7 @@ show a job started, or left as they are until the landing timeout passes."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import shutil
@@ -590,4 +591,31 @@ def test_a_handover_carried_out_as_a_steering_is_journaled_as_one(tmp_path, refu
     else:
         assert notes == {"vacate:3.4": f"vacated (handover refused: {refused})",
                          "allocate:4.11": f"steered (handover refused: {refused})"}
+    store.close()
+
+
+def test_a_cycle_journals_each_orphaned_claim_the_backend_released(tmp_path):
+    """The backend releases the claims a restarted schedd left idle (orphan_claims) in each
+    cycle that acts; the cycle's events carry each release's line, with its figures."""
+    line = ("slot4_1@vm: idle claim of G1@gridfair.test released: claimed at 1795929969, idle "
+            "with no job for 86 s (bound 30 s), ...")
+
+    class Releasing(FilesBackend):
+        def read_snapshot(self) -> Snapshot:
+            return Snapshot(self.now(), slot4(), o2_jobs())
+
+        def release_orphaned_claims(self) -> list[str]:
+            return [line]
+
+    raw = {"daemon": {"interval": 0.05, "store": "state.db", "query_timeout": 5.0},
+           "backend": {"kind": "files", "files": {"directory": "pool",
+                                                   "actions": "actions.jsonl"}},
+           "safety": {"max_snapshot_age": 3600.0, "min_runtime": 0,
+                      "preempt_cooldown": 0}}
+    shutil.copytree(POOL, tmp_path / "pool", copy_function=shutil.copy)
+    store = Store(tmp_path / "state.db")
+    CycleRunner(validate(raw, base=tmp_path),
+                Releasing(tmp_path / "pool", tmp_path / "actions.jsonl"), store).run()
+    [events] = [json.loads(row["events"]) for row in store.db.query("select events from cycles")]
+    assert line in events["notes"]
     store.close()

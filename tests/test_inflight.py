@@ -456,6 +456,21 @@ def test_another_users_idle_claim_is_not_taken_for_a_flights_starting_slot():
     assert list(handed.held) == ["3.12"] and not handed.missed
 
 
+def one_files_cycle(tmp_path: Path, backend: type[FilesBackend]) -> Store:
+    """One cycle of a daemon on `backend` (a files backend reading its own snapshot), acting
+    at once; its store, open."""
+    raw = {"daemon": {"interval": 0.05, "store": "state.db", "query_timeout": 5.0},
+           "backend": {"kind": "files", "files": {"directory": "pool",
+                                                   "actions": "actions.jsonl"}},
+           "safety": {"max_snapshot_age": 3600.0, "min_runtime": 0,
+                      "preempt_cooldown": 0}}
+    shutil.copytree(POOL, tmp_path / "pool", copy_function=shutil.copy)
+    store = Store(tmp_path / "state.db")
+    CycleRunner(validate(raw, base=tmp_path),
+                backend(tmp_path / "pool", tmp_path / "actions.jsonl"), store).run()
+    return store
+
+
 def test_a_preemption_of_a_claim_with_no_job_is_not_carried_out_halfway(tmp_path):
     """reclaim gives O2 its machine back by preempting G1's idle claim (a stand-in: no job
     behind it). Nothing can vacate it, so the allocation paired with it must wait: carried
@@ -466,15 +481,7 @@ def test_a_preemption_of_a_claim_with_no_job_is_not_carried_out_halfway(tmp_path
             self._last = Snapshot(self.now(), slot4(), o2_jobs())
             return self._last
 
-    raw = {"daemon": {"interval": 0.05, "store": "state.db", "query_timeout": 5.0},
-           "backend": {"kind": "files", "files": {"directory": "pool",
-                                                   "actions": "actions.jsonl"}},
-           "safety": {"max_snapshot_age": 3600.0, "min_runtime": 0,
-                      "preempt_cooldown": 0}}
-    shutil.copytree(POOL, tmp_path / "pool", copy_function=shutil.copy)
-    config = validate(raw, base=tmp_path)
-    store = Store(tmp_path / "state.db")
-    CycleRunner(config, Slot4(tmp_path / "pool", tmp_path / "actions.jsonl"), store).run()
+    store = one_files_cycle(tmp_path, Slot4)
     decided = [(row["kind"], row["job"]) for row in store.db.query(
         "select kind, job from decisions order by seq")]
     assert decided == [("vacate", "claim@slot4_1@vm"), ("allocate", "3.12")]
@@ -607,15 +614,7 @@ def test_a_cycle_journals_each_orphaned_claim_the_backend_released(tmp_path):
         def release_orphaned_claims(self) -> list[str]:
             return [line]
 
-    raw = {"daemon": {"interval": 0.05, "store": "state.db", "query_timeout": 5.0},
-           "backend": {"kind": "files", "files": {"directory": "pool",
-                                                   "actions": "actions.jsonl"}},
-           "safety": {"max_snapshot_age": 3600.0, "min_runtime": 0,
-                      "preempt_cooldown": 0}}
-    shutil.copytree(POOL, tmp_path / "pool", copy_function=shutil.copy)
-    store = Store(tmp_path / "state.db")
-    CycleRunner(validate(raw, base=tmp_path),
-                Releasing(tmp_path / "pool", tmp_path / "actions.jsonl"), store).run()
+    store = one_files_cycle(tmp_path, Releasing)
     [events] = [json.loads(row["events"]) for row in store.db.query("select events from cycles")]
     assert line in events["notes"]
     store.close()

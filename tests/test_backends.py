@@ -964,8 +964,7 @@ def test_a_claim_a_restarted_schedd_left_idle_is_released_with_its_figures():
                                        htcondor2.VacateType.Fast)]
     assert note == ("slot4_1@vm: idle claim of G1@gridfair.test released: claimed at "
                     "1795929969, idle with no job for 86 s (bound 30 s), its schedd vm "
-                    "restarted 112 s after the claim was made; 2 cpus, 4096 MB back to the "
-                    "machine")
+                    "restarted 112 s after the claim was made; it held 2 cpus, 4096 MB")
     # Slot and schedd ads alone: no job's attribute is read.
     assert set(collector.asked) == {htcondor2.AdType.Startd, htcondor2.AdType.Schedd}
 

@@ -64,14 +64,14 @@ class OrphanedClaim:
     memory: float
     location: Any  # the slot's ad: the startd's address
 
-    def note(self, now: float, bound: float, problem: str | None) -> str:
+    def note(self, now: float, problem: str | None) -> str:
         """The journal's line (the cycle's events) of the release and its outcome."""
         done = "released" if problem is None else f"not released ({problem})"
         return (f"{self.slot}: idle claim of {self.user} {done}: claimed at "
                 f"{self.claimed_at:.0f}, idle with no job for {now - self.idle_since:.0f} s "
-                f"(bound {bound:.0f} s), its schedd {self.schedd} restarted "
+                f"(bound {IDLE_BOUND:.0f} s), its schedd {self.schedd} restarted "
                 f"{self.schedd_started - self.claimed_at:.0f} s after the claim was made; "
-                f"{self.cpus:g} cpus, {self.memory:g} MB back to the machine")
+                f"it held {self.cpus:g} cpus, {self.memory:g} MB")
 
 
 def orphaned(slot_ads: Iterable[Any], schedd_ads: Iterable[Any], now: float,
@@ -117,11 +117,9 @@ class ClaimReleaser:
     """Finds the orphaned claims on every collector that answers and releases each."""
 
     def __init__(self, state: PoolState, *,
-                 startd_factory: Callable[[classad2.ClassAd], Any] = htcondor2.Startd,
-                 bound: float = IDLE_BOUND) -> None:
+                 startd_factory: Callable[[classad2.ClassAd], Any] = htcondor2.Startd) -> None:
         self.state = state
         self.startd_factory = startd_factory
-        self.bound = bound  # seconds idle with no job (IDLE_BOUND; shorter in a live test)
 
     def release(self, now: float) -> list[str]:
         """Release each orphaned claim; a line per claim (`OrphanedClaim.note`). A
@@ -137,8 +135,8 @@ class ClaimReleaser:
                                                SCHEDD_ATTRIBUTES)
             except POOL_ERRORS:
                 continue
-        return [claim.note(now, self.bound, self._release_one(claim))
-                for claim in orphaned(_one_per_name(slots), schedds, now, self.bound)]
+        return [claim.note(now, self._release_one(claim))
+                for claim in orphaned(_one_per_name(slots), schedds, now)]
 
     def _release_one(self, claim: OrphanedClaim) -> str | None:
         try:

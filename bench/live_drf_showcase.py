@@ -65,6 +65,7 @@ import contextlib
 import dataclasses
 import functools
 import json
+import math
 import os
 import random
 import shutil
@@ -579,7 +580,10 @@ def figures(record: showcase.Record, plot_dir: str | None = None) -> dict[str, o
     """The run's figures (module docstring), and its picture in `plot_dir`."""
     moments = timeline(record)
     since, until = record.arrival, record.until
-    evicted = [run for run in record.runs if run.evicted and run.end and since <= run.end]
+    # The event log's times are whole seconds: a vacate in the arrival's own second (the
+    # daemon's answer to it) reads as before it, and was left out (6 of 6, seen 2026-11-29).
+    evicted = [run for run in record.runs
+               if run.evicted and run.end and math.floor(since) <= run.end]
     completed = sum(1 for life in record.lifetimes.values()
                     if life.completed and life.ended and since <= life.ended <= until)
     first_start: dict[str, float] = {}

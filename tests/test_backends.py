@@ -893,3 +893,141 @@ def test_a_stopped_collector_is_not_blamed_on_the_accounts_rights(down, said):
     with pytest.raises(ActionFailed, match=said) as failure:
         backend.withdraw_ad({"Name": "gridfair@cm", "MyType": "GridfairNegotiator"})
     assert ("allowed DAEMON" in str(failure.value)) == (not down)
+
+
+# ------------------------------------------------ claims a restarted schedd left idle
+#: G1's claim on slot4_1@vm as Showcase 2's branch run 1 recorded it (the landing watch,
+#: docs/results/records/showcase2-landing/branch-run1-...-landing-watch.json.gz, poll at
+#: 1795930157.5): claimed at 1795929969, idle with no job since the schedd's crash at
+#: 1795930071 (signal 11, `branch-run1-schedd-crash.txt`), which restarted 10 s later.
+ORPHAN_SLOT = {"Name": "slot4_1@vm", "SlotType": "Dynamic", "State": "Claimed",
+               "Activity": "Idle", "EnteredCurrentState": 1795929969,
+               "EnteredCurrentActivity": 1795930071, "RemoteUser": "G1@gridfair.test",
+               "RemoteOwner": "G1@gridfair.test", "RemoteScheddName": "vm", "Cpus": 2,
+               "Memory": 4096, "MyAddress": "<127.0.0.1:41499?addrs=127.0.0.1-41499&alias=vm>"}
+CRASH, RESTART, SEEN = 1795930071, 1795930081, 1795930157.5
+
+
+class ClaimsCollector(FakeCollector):
+    """A collector with `slots` and `schedds` ads; records the ad types asked for."""
+
+    def __init__(self, slots, schedds) -> None:
+        super().__init__()
+        self.slots = [classad2.ClassAd(ad) for ad in slots]
+        self.schedd_ads = [classad2.ClassAd(ad) for ad in schedds]
+        self.asked: list = []
+
+    def query(self, ad_type=htcondor2.AdType.Any, constraint=None, projection=None,
+              statistics=None):
+        self.asked.append(ad_type)
+        ads = {htcondor2.AdType.Startd: self.slots, htcondor2.AdType.Schedd: self.schedd_ads}
+        return _select(ads[ad_type], constraint, projection)
+
+
+class VacatingStartd:
+    """htcondor2.Startd's vacateSlot, recorded."""
+
+    vacated: list = []
+
+    def __init__(self, location=None) -> None:
+        self.address = location["MyAddress"]
+
+    def vacateSlot(self, slot_name=None, vacate_fast=htcondor2.VacateType.Graceful):  # noqa: N802 - the binding's name
+        VacatingStartd.vacated.append((self.address, slot_name, vacate_fast))
+
+
+@pytest.mark.parametrize(("fake", "real"), [
+    (ClaimsCollector.query, htcondor2.Collector.query),
+    (VacatingStartd.__init__, htcondor2.Startd.__init__),
+    (VacatingStartd.vacateSlot, htcondor2.Startd.vacateSlot),
+])
+def test_the_claim_fakes_have_the_real_htcondor2_signatures(fake, real):
+    assert _parameters(fake) == _parameters(real)
+
+
+def _releaser(slots, schedds):
+    from gridfair.daemon.backends.htcondor.orphan_claims import ClaimReleaser
+    from gridfair.daemon.backends.htcondor.state import PoolState
+    collector = ClaimsCollector(slots, schedds)
+    state = PoolState(collector, pool="cm:9618", more_collectors=None,
+                      schedd_factory=FakeSchedd, slot_constraint="true",
+                      tool_environment=None)
+    VacatingStartd.vacated = []
+    return ClaimReleaser(state, startd_factory=VacatingStartd), collector
+
+
+def test_a_claim_a_restarted_schedd_left_idle_is_released_with_its_figures():
+    releaser, collector = _releaser([ORPHAN_SLOT], [{"Name": "vm",
+                                                     "DaemonStartTime": RESTART}])
+    [note] = releaser.release(SEEN)
+    assert VacatingStartd.vacated == [(ORPHAN_SLOT["MyAddress"], "slot4_1@vm",
+                                       htcondor2.VacateType.Fast)]
+    assert note == ("slot4_1@vm: idle claim of G1@gridfair.test released: claimed at "
+                    "1795929969, idle with no job for 86 s (bound 30 s), its schedd vm "
+                    "restarted 112 s after the claim was made; it held 2 cpus, 4096 MB")
+    # Slot and schedd ads alone: no job's attribute is read.
+    assert set(collector.asked) == {htcondor2.AdType.Startd, htcondor2.AdType.Schedd}
+
+
+@pytest.mark.parametrize("case", [
+    "idle 14 s",  # the same claim 14 s after the crash: under the bound
+    "kept claim",  # idle as long, its schedd running since before the claim (claim reuse)
+    "schedd not listed",  # nothing says the process that made it is gone
+    "two schedds of its name",  # one listed twice with different start times
+    "start time an expression",  # not a literal: not a start time
+    "busy",  # a job runs on it
+])
+def test_a_claim_not_shown_orphaned_by_slot_and_schedd_ads_is_kept(case):
+    slot = dict(ORPHAN_SLOT)
+    schedds = [{"Name": "vm", "DaemonStartTime": RESTART}]
+    now = SEEN
+    if case == "idle 14 s":
+        now = CRASH + 14
+    elif case == "kept claim":
+        schedds = [{"Name": "vm", "DaemonStartTime": 1795929900}]
+    elif case == "schedd not listed":
+        schedds = [{"Name": "other", "DaemonStartTime": RESTART}]
+    elif case == "two schedds of its name":
+        schedds.append({"Name": "vm", "DaemonStartTime": 1795929900})
+    elif case == "start time an expression":
+        schedds = [{"Name": "vm", "DaemonStartTime": classad2.ExprTree("time()")}]
+    else:
+        slot.update(Activity="Busy", JobId="1.2")
+    releaser, _ = _releaser([slot], schedds)
+    assert releaser.release(now) == []
+    assert VacatingStartd.vacated == []
+
+
+def test_no_user_can_get_another_users_claim_released():
+    """What a user writes is its jobs' attributes (and, as a submitter, nothing in slot or
+    schedd ads, which the collector takes from daemons alone): a user's jobs naming the other
+    user's claim, its slot, its schedd and a late start time get nothing released while the
+    schedd that made the claim runs; only the ads of the startd and the schedd count."""
+    from gridfair.daemon.backends.htcondor.orphan_claims import orphaned
+    live_schedd = {"Name": "vm", "DaemonStartTime": 1795929900}
+    forged_job = {"Owner": "G2", "Name": "vm", "RemoteHost": "slot4_1@vm",
+                  "GridfairSlot": "slot4_1@vm", "RemoteScheddName": "vm",
+                  "DaemonStartTime": RESTART, "JobStatus": 1,
+                  "EnteredCurrentState": 0, "EnteredCurrentActivity": 0}
+    slot = classad2.ClassAd(ORPHAN_SLOT)
+    assert orphaned([slot], [classad2.ClassAd(live_schedd)], SEEN) == []
+    # A job ad passed where ads are read is not a slot nor a schedd: no claim, no start.
+    assert orphaned([slot, classad2.ClassAd(forged_job)],
+                    [classad2.ClassAd(live_schedd), classad2.ClassAd(forged_job)], SEEN) == []
+    releaser, collector = _releaser([ORPHAN_SLOT], [live_schedd])
+    assert releaser.release(SEEN) == [] and VacatingStartd.vacated == []
+
+
+def test_the_htcondor_backend_releases_orphaned_claims_and_others_none(tmp_path):
+    """The cycle asks every backend (`release_orphaned_claims`) and journals the lines."""
+    collector = ClaimsCollector([ORPHAN_SLOT], [{"Name": "vm", "DaemonStartTime": RESTART}])
+    backend = HTCondorBackend(collector, schedd_factory=FakeSchedd, lease_knob="")
+    backend.claims.startd_factory = VacatingStartd
+    backend.now = lambda: SEEN
+    VacatingStartd.vacated = []
+    [note] = backend.release_orphaned_claims()
+    assert note.startswith("slot4_1@vm: idle claim of G1@gridfair.test released")
+    assert [name for _, name, _ in VacatingStartd.vacated] == ["slot4_1@vm"]
+    shutil.copytree(POOL, tmp_path / "pool", copy_function=shutil.copy)
+    assert FilesBackend(tmp_path / "pool", tmp_path / "actions.jsonl"
+                        ).release_orphaned_claims() == []

@@ -5,6 +5,7 @@ show a job started, or left as they are until the landing timeout passes."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import shutil
@@ -455,6 +456,21 @@ def test_another_users_idle_claim_is_not_taken_for_a_flights_starting_slot():
     assert list(handed.held) == ["3.12"] and not handed.missed
 
 
+def one_files_cycle(tmp_path: Path, backend: type[FilesBackend]) -> Store:
+    """One cycle of a daemon on `backend` (a files backend reading its own snapshot), acting
+    at once; its store, open."""
+    raw = {"daemon": {"interval": 0.05, "store": "state.db", "query_timeout": 5.0},
+           "backend": {"kind": "files", "files": {"directory": "pool",
+                                                   "actions": "actions.jsonl"}},
+           "safety": {"max_snapshot_age": 3600.0, "min_runtime": 0,
+                      "preempt_cooldown": 0}}
+    shutil.copytree(POOL, tmp_path / "pool", copy_function=shutil.copy)
+    store = Store(tmp_path / "state.db")
+    CycleRunner(validate(raw, base=tmp_path),
+                backend(tmp_path / "pool", tmp_path / "actions.jsonl"), store).run()
+    return store
+
+
 def test_a_preemption_of_a_claim_with_no_job_is_not_carried_out_halfway(tmp_path):
     """reclaim gives O2 its machine back by preempting G1's idle claim (a stand-in: no job
     behind it). Nothing can vacate it, so the allocation paired with it must wait: carried
@@ -465,15 +481,7 @@ def test_a_preemption_of_a_claim_with_no_job_is_not_carried_out_halfway(tmp_path
             self._last = Snapshot(self.now(), slot4(), o2_jobs())
             return self._last
 
-    raw = {"daemon": {"interval": 0.05, "store": "state.db", "query_timeout": 5.0},
-           "backend": {"kind": "files", "files": {"directory": "pool",
-                                                   "actions": "actions.jsonl"}},
-           "safety": {"max_snapshot_age": 3600.0, "min_runtime": 0,
-                      "preempt_cooldown": 0}}
-    shutil.copytree(POOL, tmp_path / "pool", copy_function=shutil.copy)
-    config = validate(raw, base=tmp_path)
-    store = Store(tmp_path / "state.db")
-    CycleRunner(config, Slot4(tmp_path / "pool", tmp_path / "actions.jsonl"), store).run()
+    store = one_files_cycle(tmp_path, Slot4)
     decided = [(row["kind"], row["job"]) for row in store.db.query(
         "select kind, job from decisions order by seq")]
     assert decided == [("vacate", "claim@slot4_1@vm"), ("allocate", "3.12")]
@@ -523,7 +531,8 @@ def test_a_job_handed_over_as_a_victim_is_steered_not_handed_a_slot_in_the_same_
     [mover_ad] = [ad for queue in FakeSchedd.queues.values() for ad in queue
                   if f"{ad['ClusterId']}.{ad['ProcId']}" == mover.id]
     mover_ad["JobRunCount"] = mover.run_count + 1
-    backend.handover([second_victim], mover, machine_b)
+    refused = backend.handover([second_victim], mover, machine_b)
+    assert refused is not None and "handed over as a victim in this cycle" in refused
     assert calls.read_text().split("\n")[0].split()[-3:] == [receiver.id, mover.id,
                                                               first_victim.id]
     assert len(calls.read_text().splitlines()) == 1  # no condor_now for the mover
@@ -535,3 +544,77 @@ def test_a_job_handed_over_as_a_victim_is_steered_not_handed_a_slot_in_the_same_
     backend.actions_done()  # the next cycle: a handover to it again
     backend.handover([second_victim], mover, machine_b)
     assert len(calls.read_text().splitlines()) == 2
+
+
+@pytest.mark.parametrize("refused", [None, "4.11 was handed over as a victim in this cycle"])
+def test_a_handover_carried_out_as_a_steering_is_journaled_as_one(tmp_path, refused):
+    """The journal said "handed over" of a handover the backend carried out as a vacate and a
+    steering (its receiver a victim of this cycle's other handover): it says "steered
+    (handover refused: ...)" of the allocation and "vacated (...)" of its victim."""
+    import threading
+
+    from gridfair.daemon.actuator import Actuator
+    from gridfair.daemon.backends import PoolBackend
+    from gridfair.daemon.faults import FaultPoints
+    from gridfair.daemon.journal import PlannedAction
+    from gridfair.daemon.metrics import NullMetrics
+
+    class Handing(PoolBackend):
+        name = "handing"
+        leases = False
+
+        def read_snapshot(self) -> Snapshot:
+            raise NotImplementedError
+
+        def vacate(self, job_ids):
+            raise NotImplementedError
+
+        def allocate(self, job, machine):
+            raise NotImplementedError
+
+        def can_hand_over(self, machine: Machine) -> bool:
+            return True
+
+        def handover(self, victims, job, machine) -> str | None:
+            return refused
+
+    store = Store(tmp_path / "state.db")
+    machine = Machine("slot6@vm", "O3", 4000.0, 4.0)
+    victim = Job("3.4", "G1", JobStatus.RUNNING, 1.0, machine="slot6@vm")
+    mover = Job("4.11", "O3", JobStatus.IDLE, 1.0)
+    planned = [PlannedAction("vacate:3.4", "vacate", victim, machine),
+               PlannedAction("allocate:4.11", "allocate", mover, machine)]
+    with store.transaction("plan") as db:
+        store.plan_actions(db, [{"key": a.key, "kind": a.kind, "job": a.job.id,
+                                 "user": a.job.user, "machine": machine.name,
+                                 "reason": "test"} for a in planned], 1, 0.0)
+    actuator = Actuator(Handing(), store, NullMetrics(), FaultPoints(None, store.path),
+                        threading.Event(), lease=0.0, interval=2.0)
+    assert actuator.carry_out(1, 1, planned) == (2, 0, 0)
+    notes = {row["key"]: row["note"] for row in store.db.query(
+        "select key, note from action_log where state = 'confirmed'")}
+    if refused is None:
+        assert notes == {"vacate:3.4": "handed over", "allocate:4.11": "handed over"}
+    else:
+        assert notes == {"vacate:3.4": f"vacated (handover refused: {refused})",
+                         "allocate:4.11": f"steered (handover refused: {refused})"}
+    store.close()
+
+
+def test_a_cycle_journals_each_orphaned_claim_the_backend_released(tmp_path):
+    """The backend releases the claims a restarted schedd left idle (orphan_claims) in each
+    cycle that acts; the cycle's events carry each release's line, with its figures."""
+    line = ("slot4_1@vm: idle claim of G1@gridfair.test released: claimed at 1795929969, idle "
+            "with no job for 86 s (bound 30 s), ...")
+
+    class Releasing(FilesBackend):
+        def read_snapshot(self) -> Snapshot:
+            return Snapshot(self.now(), slot4(), o2_jobs())
+
+        def release_orphaned_claims(self) -> list[str]:
+            return [line]
+
+    store = one_files_cycle(tmp_path, Releasing)
+    [events] = [json.loads(row["events"]) for row in store.db.query("select events from cycles")]
+    assert line in events["notes"]
+    store.close()

@@ -136,3 +136,15 @@ def test_the_daemons_store_and_log_are_kept_beside_the_record_when_saving(tmp_pa
     kept = sorted(path.name for path in saved.iterdir()) if save else []
     assert kept == (["gridfair-drf-fair-seed1-daemon.log", "gridfair-drf-fair-seed1-state.db"]
                     if save else [])
+
+
+def test_a_vacate_in_the_arrivals_own_second_counts() -> None:
+    """The event log's times are whole seconds: the six vacates drf-fair made for A in the
+    second A arrived (2026-11-29, `showcase3-landing2`) read 0.47 s before the arrival, and
+    the figures counted none of them."""
+    record = showcase.showcase.Record.load(
+        Path(__file__).resolve().parents[1] / "docs" / "results" / "records"
+        / "showcase3-landing2" / "gridfair-drf-fair-seed1-run1.json")
+    assert sum(1 for run in record.runs if run.evicted and run.end < record.arrival) == 6
+    figures = showcase.figures(record)
+    assert figures["vacates"] == 6 and figures["lost_cpu_seconds"] == 406.0

@@ -188,16 +188,18 @@ class Actuator:
                 return confirmed, failed, sum(len(v) + 1 for v, _ in groups[done:])
             group = [*vacates, allocation]
             self._issue(group, cycle)
+            refused = None
             try:
-                self.backend.handover([vacate.job for vacate in vacates], allocation.job,
-                                      allocation.machine)
+                refused = self.backend.handover([vacate.job for vacate in vacates],
+                                                allocation.job, allocation.machine)
                 problem = None
             except Exception as error:  # noqa: BLE001 - recorded as the actions' failure
                 problem = action_problem(error)
             now = self.backend.now()
             with self.store.transaction("record a handover's outcome") as db:
                 for action in group:
-                    self._record_outcome(db, action, problem, cycle, now, "handed over")
+                    self._record_outcome(db, action, problem, cycle, now,
+                                         handover_label(action.kind, refused))
             confirmed += len(group) * (problem is None)
             failed += len(group) * (problem is not None)
         return confirmed, failed, 0
@@ -232,6 +234,14 @@ def steering_order(allocations: Iterable[PlannedAction]) -> list[PlannedAction]:
     otherwise be spread over several batches, an edit each."""
     return sorted(allocations, key=lambda action: action.machine.name)
 
+
+
+def handover_label(kind: str, refused: str | None) -> str:
+    """The journal's note of an action of a handover: "handed over", or, when the backend
+    carried it out as a vacate and a steering (`refused`: why), what it did instead."""
+    if refused is None:
+        return "handed over"
+    return f"{'steered' if kind == ALLOCATE else 'vacated'} (handover refused: {refused})"
 
 
 def handover_groups(

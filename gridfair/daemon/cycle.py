@@ -326,6 +326,8 @@ class CycleRunner:
             ahead = (next_jobs(pool, stages.order, snapshot, flights.held, now)
                      if act and self.backend.steers_ahead else [])
             notes += ahead_notes(ahead)
+            if act:  # room a restarted schedd's idle claims hold, for no job (orphan_claims)
+                notes += self.backend.release_orphaned_claims()
             statuses = Counter(map(JOB_STATUS, snapshot.jobs))
             counts = {"machines": len(snapshot.machines), "jobs": len(snapshot.jobs),
                       "running": statuses[JobStatus.RUNNING],

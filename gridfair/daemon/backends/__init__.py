@@ -149,12 +149,21 @@ class PoolBackend(ABC):
         (HTCondor's condor_now), with no window for another match between (default: no)."""
         return False
 
-    def handover(self, victims: Sequence[Job], job: Job, machine: Machine) -> None:
+    def handover(self, victims: Sequence[Job], job: Job, machine: Machine) -> str | None:
         """Vacate `victims` and start `job` on the room they free on `machine` at once.
+        Returns None when handed over, or why the backend carried it out instead as a vacate
+        of the victims and a steering of the job (the journal says so: "steered (handover
+        refused: ...)").
 
         Raises `ActionFailed` when it is refused.
         """
         raise ActionFailed(f"backend {self.name} cannot hand a slot over")
+
+    def release_orphaned_claims(self) -> list[str]:
+        """Release the claims the pool holds for no one (the htcondor backend: those a
+        restarted schedd left idle, `orphan_claims`); a line per claim for the cycle's
+        events. Default: none."""
+        return []
 
     def actions_done(self) -> None:  # noqa: B027 - optional: most act at once
         """After a cycle's actions: what a backend does once for all of them (the htcondor

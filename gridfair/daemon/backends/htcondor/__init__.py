@@ -54,6 +54,9 @@ Acting:
   The pool configuration that makes steering exact is `configs/htcondor-pool.config`.
 - withdraw: an allocation that did not start within the daemon's `landing_timeout`
   (`gridfair.daemon.inflight`) has its steering attribute set back to `undefined`.
+- release an orphaned claim (each cycle that acts): a dynamic slot claimed and idle with no
+  job for 30 s whose schedd restarted since the claim was made, `Startd.vacateSlot(name,
+  VacateType.Fast)` (`orphan_claims`).
 
 Charging: each job and each slot's running job is charged to a grid owner by a `SubmitterMap`
 (`gridfair.classads.submitters`: the user HTCondor authenticated, with the pool's UID domain,
@@ -81,6 +84,7 @@ from gridfair.classads.submitters import SubmitterMap
 from gridfair.daemon.backends import PoolBackend, PoolUnavailable
 from gridfair.daemon.backends.htcondor.advert import CollectorAdvert
 from gridfair.daemon.backends.htcondor.lease import StartsLease
+from gridfair.daemon.backends.htcondor.orphan_claims import ClaimReleaser
 from gridfair.daemon.backends.htcondor.reading import (
     FULL_READ_EVERY,
     SCHEDD_TIMEOUT,
@@ -159,6 +163,7 @@ class HTCondorBackend(PoolBackend):
         # steered ahead to it (without it the claim starts any of its user's jobs).
         self.steers_ahead = self.leases
         self.advert = CollectorAdvert(self.state)
+        self.claims = ClaimReleaser(self.state)
 
     schedd_factory = _part_attribute("state", "schedd_factory", "Opens a schedd at a location.")
     pool = _part_attribute("state", "pool", "The collector's address (None: COLLECTOR_HOST).")
@@ -254,8 +259,11 @@ class HTCondorBackend(PoolBackend):
     def can_hand_over(self, machine: Machine) -> bool:
         return self.steering.can_hand_over(machine)
 
-    def handover(self, victims: Sequence[Job], job: Job, machine: Machine) -> None:
-        self.steering.handover(victims, job, machine)
+    def handover(self, victims: Sequence[Job], job: Job, machine: Machine) -> str | None:
+        return self.steering.handover(victims, job, machine)
+
+    def release_orphaned_claims(self) -> list[str]:
+        return self.claims.release(self.now())
 
     def hold_starts(self, until: float) -> None:
         self.lease.hold_starts(until)

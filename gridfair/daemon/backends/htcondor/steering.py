@@ -190,7 +190,7 @@ class JobSteering:
         job waits for a negotiation."""
         return self.condor_now is not None and machine.slot_type in (PARTITIONABLE, DYNAMIC)
 
-    def handover(self, victims: Sequence[Job], job: Job, machine: Machine) -> None:
+    def handover(self, victims: Sequence[Job], job: Job, machine: Machine) -> str | None:
         """Vacate `victims` and start `job` on their claims at once: `condor_now JOB VICTIM
         [VICTIM ...]`, run as a program with an argument list (no shell), on the jobs' schedd,
         which must be the same one; the daemon's account must be a queue super user. The job
@@ -205,13 +205,15 @@ class JobSteering:
         live, Showcase 2: the policy moved O3's 4.11 off the machine a handover took and
         onto O3's own, "[now job 4.11]: failed to start job on match", then signal 11 in
         `send_vacate` from `pcccStopCallback`); its restart left the claims of the cycle's
-        other handovers claimed and idle for minutes, and their receivers never started."""
+        other handovers claimed and idle for minutes, and their receivers never started.
+        Returns None when handed over, else why it was carried out as a steering."""
         if self.condor_now is None:
             raise ActionFailed("condor_now is not configured (backend.htcondor.condor_now)")
         victim_ids = [victim.id for victim in victims]
         if job.id in self.handed_over:
             self._vacate_then_steer(victim_ids, job, machine)
-            return
+            return (f"{job.id} was handed over as a victim in this cycle; a second condor_now "
+                    "on it may crash the schedd")
         schedds = {schedd_name(location) for location in
                    (self.state.schedd_of.get(job_id) for job_id in (job.id, *victim_ids))
                    if location is not None}
@@ -245,6 +247,7 @@ class JobSteering:
             raise ActionFailed(f"condor_now {job.id} {' '.join(victim_ids)} on {machine.name}: "
                                f"exit {done.returncode}: {message or 'no message'}")
         self.handed_over.update(victim_ids)
+        return None
 
     def _vacate_then_steer(self, victim_ids: Sequence[str], job: Job, machine: Machine) -> None:
         """A handover carried out as a vacate of its victims and a steering of its job, at

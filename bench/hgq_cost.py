@@ -6,10 +6,12 @@ quota 0.25, each of 2 projects of 0.5, surplus accepted), U users dealt round-ro
 8 projects, each submitting enough 1-cpu jobs that the pool stays short of slots. A first
 cycle fills the pool; then each of `--cycles` steady cycles finishes `--churn` running jobs
 at random (seeded), their users submit one more each, and the order makes a decision per
-freed slot. Printed per U: the steady cycles' CPU seconds per decision, and a digest of
-every decision (job, machine, reason) so two codes can be shown to decide alike; and the
-scaling exponent, the slope of log(CPU per decision) against log(U) (1: each decision reads
-every user; near 0: it does not).
+freed slot. Printed per U: the steady cycles' CPU seconds per decision (the finishes' and
+submits' events included), and a digest of every decision (job, machine, reason) so two
+codes can be shown to decide alike; and the scaling exponent, the slope of log(CPU per
+decision) against log(U) (1: each decision reads every user; near 0: it does not). The
+plain `condor` order (no tree) runs beside as the floor: the live tree's swaps as users'
+priorities cross cost the same with groups or without, in the events.
 
 `--baseline DIR` runs each U again, right after, on the gridfair package of another checkout
 (`git archive main gridfair | tar -x -C DIR`), in a fresh process: today's figures and the
@@ -61,13 +63,16 @@ def two_level_tree(users: int) -> dict[str, object]:
     return tree
 
 
-def run_one(users: int, slots: int, cycles: int, churn: int, seed: int) -> dict[str, object]:
-    """One pool's run: the steady cycles' CPU per decision and the decisions' digest."""
+def run_one(users: int, slots: int, cycles: int, churn: int, seed: int, flat: bool
+            ) -> dict[str, object]:
+    """One pool's run: the steady cycles' CPU per decision and the decisions' digest;
+    `flat`: the plain `condor` order, no tree (the floor the groups add to)."""
     rng = random.Random(seed)
     pool = Pool()
     for index in range(slots):
         pool.add_node(Node(f"slot{index}", None, power=1.0, cpus=1.0, memory=1024.0))
-    order = build_stages(order="condor", options={"groups": two_level_tree(users)}).order
+    options = {} if flat else {"groups": two_level_tree(users)}
+    order = build_stages(order="condor", options=options).order
     negotiator = Negotiator(pool, order)
     jobs_each = max(2, math.ceil(2 * slots / users))
     serial = 0
@@ -89,28 +94,34 @@ def run_one(users: int, slots: int, cycles: int, churn: int, seed: int) -> dict[
                           f"{decision.reason}\n".encode())
 
     note(negotiator.cycle(0.0))
-    cpu, decided = 0.0, 0
+    events_cpu, cycles_cpu, decided = 0.0, 0.0, 0
     for step in range(1, cycles + 1):
         now = 60.0 * step
         running = sorted((task for task in pool.tasks.values() if task.state == RUNNING),
                          key=lambda task: task.seq)
-        for task in rng.sample(running, min(churn, len(running))):
+        finished = rng.sample(running, min(churn, len(running)))
+        started = time.process_time()  # the events too: incremental state costs there
+        for task in finished:
             pool.finish(task, now)
             submit(int(task.user[1:]), now)
-        started = time.process_time()
+        between = time.process_time()
         decisions = negotiator.cycle(now)
-        cpu += time.process_time() - started
+        events_cpu += between - started
+        cycles_cpu += time.process_time() - between
         decided += len(decisions)
         note(decisions)
-    return {"users": users, "decisions": decided, "cpu_s": round(cpu, 4),
-            "cpu_per_decision_us": round(1e6 * cpu / max(decided, 1), 2),
+    per_decision = 1e6 / max(decided, 1)
+    return {"users": users, "decisions": decided, "cycles_cpu_s": round(cycles_cpu, 4),
+            "events_cpu_s": round(events_cpu, 4),
+            "cpu_per_decision_us": round(per_decision * cycles_cpu, 2),
+            "cpu_per_decision_with_events_us": round(per_decision * (cycles_cpu + events_cpu),
+                                                     2),
             "digest": digest.hexdigest()[:16]}
 
 
-def exponent(runs: list[dict]) -> float | None:
+def exponent(runs: list[dict], key: str = "cpu_per_decision_us") -> float | None:
     """Least-squares slope of log(CPU per decision) against log(users)."""
-    points = [(math.log(run["users"]), math.log(run["cpu_per_decision_us"]))
-              for run in runs if run["cpu_per_decision_us"] > 0]
+    points = [(math.log(run["users"]), math.log(run[key])) for run in runs if run[key] > 0]
     if len(points) < 2:
         return None
     mean_x = sum(x for x, _ in points) / len(points)
@@ -133,6 +144,7 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, default=None,
                         help="run each U again on the gridfair package of this checkout")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--flat", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
     try:
@@ -145,26 +157,30 @@ def main() -> None:
         if checkout is not None and not (checkout / "gridfair").is_dir():
             parser.error(f"{option} {checkout}: no gridfair package there")
     if args.one is not None:
-        print(json.dumps(run_one(args.one, args.slots, args.cycles, args.churn, args.seed)))
+        print(json.dumps(run_one(args.one, args.slots, args.cycles, args.churn, args.seed,
+                                 args.flat)))
         return
-    sides = [("code", CODE)] + ([("baseline", args.baseline)] if args.baseline else [])
+    sides = [("code", CODE, False), ("flat", CODE, True)] + (
+        [("baseline", args.baseline, False)] if args.baseline else [])
     result: dict[str, object] = {"slots": args.slots, "cycles": args.cycles,
                                  "churn": args.churn, "seed": args.seed,
                                  "load_average_before": os.getloadavg()[0]}
-    runs: dict[str, list[dict]] = {label: [] for label, _ in sides}
+    runs: dict[str, list[dict]] = {label: [] for label, _, _ in sides}
     for users in counts:  # the sides one after the other per U: much the same load
-        for label, checkout in sides:
+        for label, checkout, flat in sides:
             command = [sys.executable, __file__, "--one", str(users), "--slots",
                        str(args.slots), "--cycles", str(args.cycles), "--churn",
-                       str(args.churn), "--seed", str(args.seed), "--code", str(checkout)]
+                       str(args.churn), "--seed", str(args.seed), "--code", str(checkout),
+                       *(["--flat"] if flat else [])]
             done = subprocess.run(command, capture_output=True, text=True, check=False)
             if done.returncode != 0:
                 sys.exit(f"the {label} run of {users} users failed:\n{done.stderr}")
             runs[label].append(json.loads(done.stdout))
     result["load_average_after"] = os.getloadavg()[0]
-    for label, checkout in sides:
-        result[label] = {"checkout": str(checkout), "runs": runs[label],
-                         "exponent": exponent(runs[label])}
+    for label, checkout, flat in sides:
+        result[label] = {"checkout": str(checkout), "tree": not flat, "runs": runs[label],
+                         "exponent": exponent(runs[label]), "exponent_with_events": exponent(
+                             runs[label], "cpu_per_decision_with_events_us")}
     if args.baseline:
         result["same_decisions"] = [run["digest"] for run in runs["code"]] == [
             run["digest"] for run in runs["baseline"]]
@@ -176,13 +192,15 @@ def main() -> None:
     print(f"{args.slots} slots, {args.cycles} steady cycles of {args.churn} finishes; load "
           f"average {result['load_average_before']:.2f} before, "
           f"{result['load_average_after']:.2f} after")
-    for label, _ in sides:
+    for label, _, _ in sides:
         figures = result[label]
         assert isinstance(figures, dict)
         for run in figures["runs"]:
             print(f"  {label:8} {run['users']:>6} users: {run['cpu_per_decision_us']:>9.1f} us "
-                  f"CPU per decision ({run['decisions']} decisions), digest {run['digest']}")
-        print(f"  {label:8} exponent {figures['exponent']}")
+                  f"CPU per decision, {run['cpu_per_decision_with_events_us']:>9.1f} us with "
+                  f"the events ({run['decisions']} decisions), digest {run['digest']}")
+        print(f"  {label:8} exponent {figures['exponent']}, with the events "
+              f"{figures['exponent_with_events']}")
     if "same_decisions" in result:
         print("same decisions" if result["same_decisions"] else "DECISIONS DIFFER")
 

@@ -23,6 +23,7 @@ Quotas", `docs/admin-manual/cm-configuration.rst`), their figures as the manual 
 from __future__ import annotations
 
 import json
+import math
 import random
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,7 +35,7 @@ from click.testing import CliRunner
 from gridfair.cli.group import cli
 from gridfair.core.groups import NONE_GROUP, tree_from_knobs, tree_from_toml
 from gridfair.core.negotiator import Negotiator
-from gridfair.core.pool import CPUS, Node, Pool, Task
+from gridfair.core.pool import CPUS, QUEUED, RUNNING, Node, Pool, Task
 from gridfair.errors import ConfigError
 from gridfair.policies.condor_priority import CondorPriorityOrder
 from gridfair.policies.group_quotas import (
@@ -310,6 +311,83 @@ def test_property_no_group_over_its_limit_and_no_more_than_the_pool(seed: int) -
         if not group.accept_surplus:
             cap = group.configured if group.static else figures[group.name].subtree_quota
             assert subtree[group.name] <= cap + 1e-6
+
+
+def recount(order: GroupQuotaOrder) -> tuple[dict[str, float], dict[str, float],
+                                              dict[str, float], dict[str, set[str]]]:
+    """Each group's usage, demand, lightest waiting next job and waiting users, read from
+    every user of the pool (what the order keeps by events)."""
+    terms: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in order.hgq}
+    least = dict.fromkeys(order.hgq, math.inf)
+    waiting: dict[str, set[str]] = {name: set() for name in order.hgq}
+    for user in order.pool.users.values():
+        group = order.group_tree.group_of(user.name)
+        held = order.slot_weight.of_usage(user)
+        head = order.pool.head(user)
+        weight = order.slot_weight.of_task(head) if head is not None else 0.0
+        terms[group][0].append(held)
+        terms[group][1].append(held + user.idle_count * weight)
+        if user.active:
+            least[group] = min(least[group], weight)
+            waiting[group].add(user.name)
+    return ({name: math.fsum(usage) for name, (usage, _) in terms.items()},
+            {name: math.fsum(demand) for name, (_, demand) in terms.items()}, least, waiting)
+
+
+@pytest.mark.parametrize("weight", ["Cpus", "Cpus + Memory / 3000 + 0.7 * GPUs"])
+@pytest.mark.parametrize("seed", range(12))
+def test_property_sums_kept_by_events_equal_a_full_recount(seed: int, weight: str) -> None:
+    # Random submits, starts, finishes, vacates, kills, drops, parks, blocks and unblocks:
+    # after each, the groups' usage and demand kept by events are a recount's, bit for bit
+    # (float sizes, so an event applied twice or not at all shows), and so are the groups'
+    # waiting users and their lightest next job.
+    rng = random.Random(seed)
+    tree = tree_from_knobs(random_knobs(rng))
+    # Two users in no group (<none>), the others charged to a group each (HTCondor's
+    # `group.user` identity).
+    users = ["u0", "u1", *(f"group {rng.choice(tree.names()[1:])}.u{index}"
+                           for index in range(2, 8))]
+    order = GroupQuotaOrder(groups=tree, slot_weight=weight)
+    pool = Pool()
+    for index in range(6):
+        pool.add_node(Node(f"n{index}", None, power=1.0, cpus=rng.choice([1.0, 2.0, 4.0]),
+                           memory=4096.0, gpus=rng.choice([0.0, 1.0])))
+    pool.listen(order)
+    now = 0.0
+    for step in range(300):
+        now += rng.choice([0.0, 1.5, 600.0])
+        running = [task for task in pool.tasks.values() if task.state == RUNNING]
+        action = rng.random()
+        if action < 0.35:
+            pool.submit(Task(f"t{step}", rng.choice(users), now,
+                             cpus=rng.choice([0.5, 1.0, 1.5]),
+                             memory=rng.choice([100.0, 333.3, 1000.0]),
+                             gpus=rng.choice([0.0, 0.0, 1.0]), duration=10.0), now)
+        elif action < 0.6:
+            user = order.first(now)
+            head = pool.head(user) if user is not None else None
+            node = pool.best_node(head) if head is not None else None
+            if node is not None:
+                pool.start(head, node, now)
+            elif user is not None:
+                pool.park(user, now) if rng.random() < 0.5 else pool.block(user, now)
+        elif action < 0.7 and running:
+            pool.finish(rng.choice(running), now)
+        elif action < 0.78 and running:
+            pool.vacate(rng.choice(running), now)
+        elif action < 0.83 and running:
+            pool.kill(rng.choice(running), now)
+        elif action < 0.9:
+            queued = [task for task in pool.tasks.values() if task.state == QUEUED]
+            if queued:
+                pool.drop(rng.choice(queued), now)
+        else:
+            pool.unblock_all(now)
+        usage, demand = order.snapshot()
+        least = {name: order._least_head(name) for name in order.hgq}
+        waiting = {name: {user.name for user in order.trees[name].ordered(now)}
+                   for name in order.hgq}
+        assert (usage, demand, least, waiting) == recount(order), f"after step {step}"
 
 
 # ----------------------------------------------------------------- simulator

@@ -35,7 +35,7 @@ from click.testing import CliRunner
 from gridfair.cli.group import cli
 from gridfair.core.groups import NONE_GROUP, tree_from_knobs, tree_from_toml
 from gridfair.core.negotiator import Negotiator
-from gridfair.core.pool import CPUS, QUEUED, RUNNING, Node, Pool, Task
+from gridfair.core.pool import CPUS, QUEUED, RUNNING, Node, Pool, Task, UserState
 from gridfair.errors import ConfigError
 from gridfair.policies.condor_priority import CondorPriorityOrder
 from gridfair.policies.group_quotas import (
@@ -334,25 +334,62 @@ def recount(order: GroupQuotaOrder) -> tuple[dict[str, float], dict[str, float],
             {name: math.fsum(demand) for name, (_, demand) in terms.items()}, least, waiting)
 
 
+def listed_first(order: GroupQuotaOrder, flat: CondorPriorityOrder, now: float
+                 ) -> UserState | None:
+    """The user `order` would serve read as it was before its state was kept by events:
+    every waiting user listed in one order of the pool (`flat`'s, over the same pool), every
+    user's usage and demand recounted (`order` keeps only the cycle's allocations)."""
+    waiting = list(flat.tree.ordered(now))
+    if not waiting:
+        return None
+    usage, requested, _, _ = recount(order)
+    if now != order.cycle_time:
+        order.cycle_time, order.rounds = now, 1
+        order._allocate(requested, usage)
+    by_group: dict[str, list[UserState]] = {}
+    for user in waiting:
+        by_group.setdefault(order._group(user), []).append(user)
+    while True:
+        user = next((found for found in (
+            order._fitting(by_group[name], group_limit(order.hgq, order.allocations, usage,
+                                                       name) - usage[name])
+            for name in order.order_of_groups
+            if order.allocations[name].allocated > 0 and name in by_group) if found), None)
+        if user is not None or not order._another_round(requested, usage):
+            break
+    if user is not None or not order.hgq[NONE_GROUP].autoregroup:
+        return user
+    return order._fitting([user for user in waiting if order._group(user) == NONE_GROUP
+                           or order.hgq[order._group(user)].autoregroup], math.inf)
+
+
 @pytest.mark.parametrize("weight", ["Cpus", "Cpus + Memory / 3000 + 0.7 * GPUs"])
 @pytest.mark.parametrize("seed", range(12))
-def test_property_sums_kept_by_events_equal_a_full_recount(seed: int, weight: str) -> None:
+def test_property_state_kept_by_events_equals_a_recount_and_decides_alike(
+        seed: int, weight: str) -> None:
     # Random submits, starts, finishes, vacates, kills, drops, parks, blocks and unblocks:
     # after each, the groups' usage and demand kept by events are a recount's, bit for bit
     # (float sizes, so an event applied twice or not at all shows), and so are the groups'
-    # waiting users and their lightest next job.
+    # waiting users and their lightest next job; and each decision is the one made by
+    # listing every user (jobs of several sizes: some users passed over for want of room).
     rng = random.Random(seed)
-    tree = tree_from_knobs(random_knobs(rng))
+    knobs = random_knobs(rng)
+    group = rng.choice(knobs["GROUP_NAMES"].split(", "))
+    knobs[f"GROUP_AUTOREGROUP_{group}"] = "true"
+    tree = tree_from_knobs(knobs)
     # Two users in no group (<none>), the others charged to a group each (HTCondor's
     # `group.user` identity).
     users = ["u0", "u1", *(f"group {rng.choice(tree.names()[1:])}.u{index}"
                            for index in range(2, 8))]
     order = GroupQuotaOrder(groups=tree, slot_weight=weight)
+    listed = GroupQuotaOrder(groups=tree, slot_weight=weight)
+    flat = CondorPriorityOrder(slot_weight=weight)
     pool = Pool()
     for index in range(6):
         pool.add_node(Node(f"n{index}", None, power=1.0, cpus=rng.choice([1.0, 2.0, 4.0]),
                            memory=4096.0, gpus=rng.choice([0.0, 1.0])))
-    pool.listen(order)
+    for listener in (order, listed, flat):
+        pool.listen(listener)
     now = 0.0
     for step in range(300):
         now += rng.choice([0.0, 1.5, 600.0])
@@ -365,6 +402,9 @@ def test_property_sums_kept_by_events_equal_a_full_recount(seed: int, weight: st
                              gpus=rng.choice([0.0, 0.0, 1.0]), duration=10.0), now)
         elif action < 0.6:
             user = order.first(now)
+            assert user is listed_first(listed, flat, now), f"at step {step}"
+            # A reason names the pool's runner-up, whatever its group (ties as one tree).
+            assert order.runner_up(now) == flat.runner_up(now), f"at step {step}"
             head = pool.head(user) if user is not None else None
             node = pool.best_node(head) if head is not None else None
             if node is not None:

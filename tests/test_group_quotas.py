@@ -421,13 +421,46 @@ def test_property_state_kept_by_events_equals_a_recount_and_decides_alike(
             queued = [task for task in pool.tasks.values() if task.state == QUEUED]
             if queued:
                 pool.drop(rng.choice(queued), now)
+        elif action < 0.93:  # a machine joins: its owner's event comes at time 0
+            pool.add_node(Node(f"m{step}", rng.choice(users), power=1.0, cpus=1.0,
+                               memory=4096.0))
         else:
             pool.unblock_all(now)
         usage, demand = order.snapshot()
         least = {name: order._least_head(name) for name in order.hgq}
         waiting = {name: {user.name for user in order.trees[name].ordered(now)}
                    for name in order.hgq}
+        flat.tree.advance(now)  # read as the groups' trees just were
         assert (usage, demand, least, waiting) == recount(order), f"after step {step}"
+    # Levels a daemon saved at an earlier cycle, restored: every priority as in one tree.
+    state = flat.export_state(now - 900.0)
+    for restored in (order, flat):
+        restored.import_state(state)
+    assert all(order.priority(user, now) == flat.priority(user, now)
+               for user in pool.users.values())
+    assert order.runner_up(now) == flat.runner_up(now)
+
+
+def test_levels_restored_as_of_the_latest_groups_clock() -> None:
+    # A decision reads the tree of the group it serves only, so the groups' trees' clocks
+    # part; levels restored after it are placed as of the latest (as one tree of the pool
+    # would place them), whichever group's event came last.
+    tree = tree_from_knobs({"GROUP_NAMES": "g1, g2", "GROUP_QUOTA_g1": "2",
+                            "GROUP_QUOTA_g2": "2"})
+    order, flat, pool = GroupQuotaOrder(groups=tree), CondorPriorityOrder(), Pool()
+    for index in range(4):
+        pool.add_node(Node(f"slot{index}", None, power=1.0, cpus=1.0, memory=1024.0))
+    for listener in (order, flat):
+        pool.listen(listener)
+    for user in ("group g1.a", "group g2.b"):
+        pool.submit(Task(f"{user}.0", user, 0.0, cpus=1.0, memory=1.0, duration=50.0), 0.0)
+    assert order.first(2000.0) is flat.first(2000.0) is pool.users["group g1.a"]
+    state = {**flat.export_state(1000.0), "priorities": {"group g1.a": [3.0],
+                                                         "group g2.b": [2.0]}}
+    for restored in (order, flat):
+        restored.import_state(state)
+    assert [order.priority(user, 2000.0) for user in pool.users.values()] == [
+        flat.priority(user, 2000.0) for user in pool.users.values()]
 
 
 # ----------------------------------------------------------------- simulator

@@ -397,6 +397,14 @@ class GroupQuotaOrder(CondorPriorityOrder):
         self.tree = self.trees[self._group(user)]
         super()._place(user, now, changed)
 
+    def import_state(self, state: Mapping[str, Any], source: str = "state") -> None:
+        # The levels are placed as of the tree's clock: every group's at the latest, as one
+        # tree of all the users would be.
+        latest = max(tree.time for tree in self.trees.values())
+        for tree in self.trees.values():
+            tree.advance(latest)
+        super().import_state(state, source)
+
     def _count(self, user: UserState, group: str) -> None:
         """Bring the group's sums and its waiting heads up to the user's state."""
         held = self._weight(user.usage)

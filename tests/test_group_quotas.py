@@ -23,6 +23,7 @@ Quotas", `docs/admin-manual/cm-configuration.rst`), their figures as the manual 
 from __future__ import annotations
 
 import json
+import math
 import random
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,7 +35,7 @@ from click.testing import CliRunner
 from gridfair.cli.group import cli
 from gridfair.core.groups import NONE_GROUP, tree_from_knobs, tree_from_toml
 from gridfair.core.negotiator import Negotiator
-from gridfair.core.pool import CPUS, Node, Pool, Task
+from gridfair.core.pool import CPUS, QUEUED, RUNNING, Node, Pool, Task, UserState
 from gridfair.errors import ConfigError
 from gridfair.policies.condor_priority import CondorPriorityOrder
 from gridfair.policies.group_quotas import (
@@ -310,6 +311,156 @@ def test_property_no_group_over_its_limit_and_no_more_than_the_pool(seed: int) -
         if not group.accept_surplus:
             cap = group.configured if group.static else figures[group.name].subtree_quota
             assert subtree[group.name] <= cap + 1e-6
+
+
+def recount(order: GroupQuotaOrder) -> tuple[dict[str, float], dict[str, float],
+                                              dict[str, float], dict[str, set[str]]]:
+    """Each group's usage, demand, lightest waiting next job and waiting users, read from
+    every user of the pool (what the order keeps by events)."""
+    terms: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in order.hgq}
+    least = dict.fromkeys(order.hgq, math.inf)
+    waiting: dict[str, set[str]] = {name: set() for name in order.hgq}
+    for user in order.pool.users.values():
+        group = order.group_tree.group_of(user.name)
+        held = order.slot_weight.of_usage(user)
+        head = order.pool.head(user)
+        weight = order.slot_weight.of_task(head) if head is not None else 0.0
+        terms[group][0].append(held)
+        terms[group][1].append(held + user.idle_count * weight)
+        if user.active:
+            least[group] = min(least[group], weight)
+            waiting[group].add(user.name)
+    return ({name: math.fsum(usage) for name, (usage, _) in terms.items()},
+            {name: math.fsum(demand) for name, (_, demand) in terms.items()}, least, waiting)
+
+
+def listed_first(order: GroupQuotaOrder, flat: CondorPriorityOrder, now: float
+                 ) -> UserState | None:
+    """The user `order` would serve read as it was before its state was kept by events:
+    every waiting user listed in one order of the pool (`flat`'s, over the same pool), every
+    user's usage and demand recounted (`order` keeps only the cycle's allocations)."""
+    waiting = list(flat.tree.ordered(now))
+    if not waiting:
+        return None
+    usage, requested, _, _ = recount(order)
+    if now != order.cycle_time:
+        order.cycle_time, order.rounds = now, 1
+        order._allocate(requested, usage)
+    by_group: dict[str, list[UserState]] = {}
+    for user in waiting:
+        by_group.setdefault(order._group(user), []).append(user)
+    while True:
+        user = next((found for found in (
+            order._fitting(by_group[name], group_limit(order.hgq, order.allocations, usage,
+                                                       name) - usage[name])
+            for name in order.order_of_groups
+            if order.allocations[name].allocated > 0 and name in by_group) if found), None)
+        if user is not None or not order._another_round(requested, usage):
+            break
+    if user is not None or not order.hgq[NONE_GROUP].autoregroup:
+        return user
+    return order._fitting([user for user in waiting if order._group(user) == NONE_GROUP
+                           or order.hgq[order._group(user)].autoregroup], math.inf)
+
+
+@pytest.mark.parametrize("weight", ["Cpus", "Cpus + Memory / 3000 + 0.7 * GPUs"])
+@pytest.mark.parametrize("seed", range(12))
+def test_property_state_kept_by_events_equals_a_recount_and_decides_alike(
+        seed: int, weight: str) -> None:
+    # Random submits, starts, finishes, vacates, kills, drops, parks, blocks and unblocks:
+    # after each, the groups' usage and demand kept by events are a recount's, bit for bit
+    # (float sizes, so an event applied twice or not at all shows), and so are the groups'
+    # waiting users and their lightest next job; and each decision is the one made by
+    # listing every user (jobs of several sizes: some users passed over for want of room).
+    rng = random.Random(seed)
+    knobs = random_knobs(rng)
+    group = rng.choice(knobs["GROUP_NAMES"].split(", "))
+    knobs[f"GROUP_AUTOREGROUP_{group}"] = "true"
+    tree = tree_from_knobs(knobs)
+    # Two users in no group (<none>), the others charged to a group each (HTCondor's
+    # `group.user` identity).
+    users = ["u0", "u1", *(f"group {rng.choice(tree.names()[1:])}.u{index}"
+                           for index in range(2, 8))]
+    order = GroupQuotaOrder(groups=tree, slot_weight=weight)
+    listed = GroupQuotaOrder(groups=tree, slot_weight=weight)
+    flat = CondorPriorityOrder(slot_weight=weight)
+    pool = Pool()
+    for index in range(6):
+        pool.add_node(Node(f"n{index}", None, power=1.0, cpus=rng.choice([1.0, 2.0, 4.0]),
+                           memory=4096.0, gpus=rng.choice([0.0, 1.0])))
+    for listener in (order, listed, flat):
+        pool.listen(listener)
+    now = 0.0
+    for step in range(300):
+        now += rng.choice([0.0, 1.5, 600.0])
+        running = [task for task in pool.tasks.values() if task.state == RUNNING]
+        action = rng.random()
+        if action < 0.35:
+            pool.submit(Task(f"t{step}", rng.choice(users), now,
+                             cpus=rng.choice([0.5, 1.0, 1.5]),
+                             memory=rng.choice([100.0, 333.3, 1000.0]),
+                             gpus=rng.choice([0.0, 0.0, 1.0]), duration=10.0), now)
+        elif action < 0.6:
+            user = order.first(now)
+            assert user is listed_first(listed, flat, now), f"at step {step}"
+            # A reason names the pool's runner-up, whatever its group (ties as one tree).
+            assert order.runner_up(now) == flat.runner_up(now), f"at step {step}"
+            head = pool.head(user) if user is not None else None
+            node = pool.best_node(head) if head is not None else None
+            if node is not None:
+                pool.start(head, node, now)
+            elif user is not None:
+                pool.park(user, now) if rng.random() < 0.5 else pool.block(user, now)
+        elif action < 0.7 and running:
+            pool.finish(rng.choice(running), now)
+        elif action < 0.78 and running:
+            pool.vacate(rng.choice(running), now)
+        elif action < 0.83 and running:
+            pool.kill(rng.choice(running), now)
+        elif action < 0.9:
+            queued = [task for task in pool.tasks.values() if task.state == QUEUED]
+            if queued:
+                pool.drop(rng.choice(queued), now)
+        elif action < 0.93:  # a machine joins: its owner's event comes at time 0
+            pool.add_node(Node(f"m{step}", rng.choice(users), power=1.0, cpus=1.0,
+                               memory=4096.0))
+        else:
+            pool.unblock_all(now)
+        usage, demand = order.snapshot()
+        least = {name: order._least_head(name) for name in order.hgq}
+        waiting = {name: {user.name for user in order.trees[name].ordered(now)}
+                   for name in order.hgq}
+        flat.tree.advance(now)  # read as the groups' trees just were
+        assert (usage, demand, least, waiting) == recount(order), f"after step {step}"
+    # Levels a daemon saved at an earlier cycle, restored: every priority as in one tree.
+    state = flat.export_state(now - 900.0)
+    for restored in (order, flat):
+        restored.import_state(state)
+    assert all(order.priority(user, now) == flat.priority(user, now)
+               for user in pool.users.values())
+    assert order.runner_up(now) == flat.runner_up(now)
+
+
+def test_levels_restored_as_of_the_latest_groups_clock() -> None:
+    # A decision reads the tree of the group it serves only, so the groups' trees' clocks
+    # part; levels restored after it are placed as of the latest (as one tree of the pool
+    # would place them), whichever group's event came last.
+    tree = tree_from_knobs({"GROUP_NAMES": "g1, g2", "GROUP_QUOTA_g1": "2",
+                            "GROUP_QUOTA_g2": "2"})
+    order, flat, pool = GroupQuotaOrder(groups=tree), CondorPriorityOrder(), Pool()
+    for index in range(4):
+        pool.add_node(Node(f"slot{index}", None, power=1.0, cpus=1.0, memory=1024.0))
+    for listener in (order, flat):
+        pool.listen(listener)
+    for user in ("group g1.a", "group g2.b"):
+        pool.submit(Task(f"{user}.0", user, 0.0, cpus=1.0, memory=1.0, duration=50.0), 0.0)
+    assert order.first(2000.0) is flat.first(2000.0) is pool.users["group g1.a"]
+    state = {**flat.export_state(1000.0), "priorities": {"group g1.a": [3.0],
+                                                         "group g2.b": [2.0]}}
+    for restored in (order, flat):
+        restored.import_state(state)
+    assert [order.priority(user, 2000.0) for user in pool.users.values()] == [
+        flat.priority(user, 2000.0) for user in pool.users.values()]
 
 
 # ----------------------------------------------------------------- simulator

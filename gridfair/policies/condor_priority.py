@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import ast
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -239,10 +239,14 @@ class CondorPriorityOrder(DecayingOrder):
     def effective_priority(self, user: UserState, now: float) -> float:
         return self.real_priority(user, now) * self.factor_of(user)
 
+    def waiting(self, now: float) -> Iterator[UserState]:
+        """The waiting submitters by effective priority (a report: O(n))."""
+        return self.tree.ordered(now)
+
     def pie_shares(self, now: float) -> dict[str, float]:
         """Each waiting submitter's slice, (1/EUP_i) / sum_j (1/EUP_j) (a report: O(n))."""
         inverse = {user.name: 1.0 / self.effective_priority(user, now)
-                   for user in self.tree.ordered(now)}
+                   for user in self.waiting(now)}
         total = math.fsum(inverse.values())
         return {name: value / total for name, value in inverse.items()}
 

@@ -40,12 +40,21 @@ the cycle allocates again with those groups' demand cut to what they hold, up to
 (`GROUP_QUOTA_MAX_ALLOCATION_ROUNDS`), so what they leave goes to others as surplus. Not
 reproduced: a submitter's rounding up past its pie slice once a spin, floors and ceilings
 (`condor_userprio`), a `GROUP_SORT_EXPR` other than the default.
+
+Cost: no decision reads every user. Each group's weighted usage and demand are sums kept by
+the pool's events (`ExactSum`: exact, so equal bit for bit to a recount whatever the events'
+order), each group's waiting users are in their own live tree, and each group keeps the
+weight of its lightest waiting next job: a decision costs O(G log G) in the G groups (the
+allocation and the groups' order, once a cycle and a round), plus the users it passes over
+in the group it serves, which are only those whose next job is bigger than the group's
+room (none when a group's jobs are alike). An event costs O(log n).
 """
 
 from __future__ import annotations
 
+import heapq
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +68,7 @@ from gridfair.policies.condor_priority import (
     CondorPriorityOptions,
     CondorPriorityOrder,
 )
+from gridfair.policies.live_tree import LiveTree
 
 #: Slack on a limit: a quota met exactly is not exceeded by float noise.
 EPSILON = 1e-9
@@ -266,14 +276,17 @@ def negotiation_order(groups: Sequence[GroupQuota], allocations: Mapping[str, Al
 
 
 def group_limit(groups: Mapping[str, GroupQuota], allocations: Mapping[str, Allocation],
-                usage: Mapping[str, float], name: str) -> float:
+                usage: Mapping[str, float], name: str,
+                subtree_usage: Mapping[str, float] | None = None) -> float:
     """What group `name` may hold once it has negotiated: max(allocated, quota), lowered by
     NEGOTIATOR_STRICT_ENFORCE_QUOTA at itself and each ancestor that accepts no surplus to
-    what that subtree's quota leaves of its usage."""
+    what that subtree's quota leaves of its usage (`subtree_usage`: each subtree's, when the
+    caller has it)."""
     own = usage.get(name, 0.0)
     allocation = allocations[name]
     more = max(allocation.allocated, allocation.quota) - own
-    subtree_usage = _subtree_usage(groups, usage)
+    if subtree_usage is None:
+        subtree_usage = subtree_usages(groups, usage)
     ancestor: str | None = name
     while ancestor is not None:
         group = groups[ancestor]
@@ -284,8 +297,9 @@ def group_limit(groups: Mapping[str, GroupQuota], allocations: Mapping[str, Allo
     return more + own
 
 
-def _subtree_usage(groups: Mapping[str, GroupQuota], usage: Mapping[str, float]
+def subtree_usages(groups: Mapping[str, GroupQuota], usage: Mapping[str, float]
                    ) -> dict[str, float]:
+    """Each group's usage with its subtree's."""
     totals = {name: usage.get(name, 0.0) for name in groups}
     for name in reversed(list(groups)):  # breadth first: children after their parents
         parent = groups[name].parent
@@ -342,6 +356,19 @@ class GroupQuotaOrder(CondorPriorityOrder):
         # `DecayingOrder.attach` binds the live tree's `first`: the groups choose here.
         self.first = self.first_within_quotas  # type: ignore[method-assign]
         self.group_of: dict[str, str] = {}
+        #: The waiting users of each group, by effective priority: `DecayingOrder` places a
+        #: user in `self.tree`, pointed at the user's group's tree before each placement.
+        self.trees = {name: LiveTree(self.tau) for name in self.hgq}
+        self.tree = self.trees[NONE_GROUP]
+        #: Each group's weighted usage and demand, and what each user adds to them.
+        self.usage_sums = {name: ExactSum() for name in self.hgq}
+        self.demand_sums = {name: ExactSum() for name in self.hgq}
+        self.counted: dict[int, tuple[float, float]] = {}
+        #: The weight of each waiting user's next job, by group, and a heap of them (stale
+        #: entries dropped when they reach the top): a group with no room for its least
+        #: is passed over without reading its users.
+        self.head_weights: dict[str, dict[int, float]] = {name: {} for name in self.hgq}
+        self.least_heads: dict[str, list[tuple[float, int]]] = {name: [] for name in self.hgq}
         #: The cycle's allocations and groups' order, fixed at its first decision.
         self.cycle_time: float | None = None
         self.rounds = 0
@@ -359,39 +386,80 @@ class GroupQuotaOrder(CondorPriorityOrder):
         return weight.cpus * usage[CPUS] + weight.memory * usage[MEMORY] + \
             weight.gpus * usage[GPUS]
 
+    # ------------------------------------------------- incremental state, by event
+    def user_changed(self, user: UserState, now: float) -> None:
+        group = self._group(user)
+        self.tree = self.trees[group]  # `DecayingOrder` reads its clock first
+        super().user_changed(user, now)
+        self._count(user, group)
+
+    def _place(self, user: UserState, now: float, changed: Any) -> None:
+        self.tree = self.trees[self._group(user)]
+        super()._place(user, now, changed)
+
+    def import_state(self, state: Mapping[str, Any], source: str = "state") -> None:
+        # The levels are placed as of the tree's clock: every group's at the latest, as one
+        # tree of all the users would be.
+        latest = max(tree.time for tree in self.trees.values())
+        for tree in self.trees.values():
+            tree.advance(latest)
+        super().import_state(state, source)
+
+    def _count(self, user: UserState, group: str) -> None:
+        """Bring the group's sums and its waiting heads up to the user's state."""
+        held = self._weight(user.usage)
+        head = self.pool.head(user)
+        next_weight = self.slot_weight.of_task(head) if head is not None else 0.0
+        counted = (held, held + user.idle_count * next_weight)
+        before = self.counted.get(user.index)
+        if before != counted:
+            if before is not None:
+                self.usage_sums[group].add(-before[0])
+                self.demand_sums[group].add(-before[1])
+            self.usage_sums[group].add(counted[0])
+            self.demand_sums[group].add(counted[1])
+            self.counted[user.index] = counted
+        weights = self.head_weights[group]
+        if user.index not in self.trees[group]:
+            weights.pop(user.index, None)
+        elif weights.get(user.index) != next_weight:
+            weights[user.index] = next_weight
+            heads = self.least_heads[group]
+            heapq.heappush(heads, (next_weight, user.index))
+            if len(heads) > 2 * len(weights) + 16:  # mostly stale: rebuilt, O(1) amortised
+                heads[:] = [(weight, index) for index, weight in weights.items()]
+                heapq.heapify(heads)
+
+    def _least_head(self, group: str) -> float:
+        """The weight of the lightest next job of the group's waiting users (inf: none)."""
+        heads = self.least_heads[group]
+        weights = self.head_weights[group]
+        while heads and weights.get(heads[0][1]) != heads[0][0]:
+            heapq.heappop(heads)
+        return heads[0][0] if heads else math.inf
+
     def snapshot(self) -> tuple[dict[str, float], dict[str, float]]:
         """Each group's weighted usage and demand (usage + idle jobs, each idle job weighed as
-        its user's next one: exact when a user's idle jobs are alike)."""
-        usage = dict.fromkeys(self.hgq, 0.0)
-        requested = dict.fromkeys(self.hgq, 0.0)
-        for user in self.pool.users.values():
-            group = self._group(user)
-            held = self._weight(user.usage)
-            usage[group] += held
-            head = self.pool.head(user)
-            requested[group] += held + (user.idle_count * self.slot_weight.of_task(head)
-                                        if head is not None else 0.0)
-        return usage, requested
+        its user's next one: exact when a user's idle jobs are alike), as kept by events."""
+        return ({name: total.value() for name, total in self.usage_sums.items()},
+                {name: total.value() for name, total in self.demand_sums.items()})
 
+    # ------------------------------------------------------------- decisions
     def first_within_quotas(self, now: float) -> UserState | None:
-        waiting = list(self.tree.ordered(now))  # by effective priority
-        if not waiting:
+        if not any(len(tree) for tree in self.trees.values()):
             return None
         usage, requested = self.snapshot()
         if now != self.cycle_time:
             self.cycle_time = now
             self.rounds = 1
             self._allocate(requested, usage)
-        by_group: dict[str, list[UserState]] = {}
-        for user in waiting:
-            by_group.setdefault(self._group(user), []).append(user)
         while True:
-            user = self._first_in_order(by_group, usage)
+            user = self._first_in_order(usage, now)
             if user is not None or not self._another_round(requested, usage):
                 break
         if user is not None or not self.hgq[NONE_GROUP].autoregroup:
             return user
-        return self._regrouped(waiting, usage)
+        return self._regrouped(usage, now)
 
     def _allocate(self, requested: Mapping[str, float], usage: Mapping[str, float]) -> None:
         groups = list(self.hgq.values())
@@ -415,16 +483,19 @@ class GroupQuotaOrder(CondorPriorityOrder):
                         else requested[name] for name in allocations}, usage)
         return True
 
-    def _first_in_order(self, by_group: Mapping[str, list[UserState]],
-                        usage: Mapping[str, float]) -> UserState | None:
+    def _first_in_order(self, usage: Mapping[str, float], now: float) -> UserState | None:
         """The first user, in the cycle's order of groups, whose next job fits its group's
         room under its limit."""
         allocations = self.allocations
+        subtree_usage = subtree_usages(self.hgq, usage)
         for name in self.order_of_groups:
-            if allocations[name].allocated <= 0 or name not in by_group:
+            if allocations[name].allocated <= 0 or not len(self.trees[name]):
                 continue
-            limit = group_limit(self.hgq, allocations, usage, name)
-            user = self._fitting(by_group[name], limit - usage[name])
+            limit = group_limit(self.hgq, allocations, usage, name, subtree_usage)
+            room = limit - usage[name]
+            if self._least_head(name) > room + EPSILON:
+                continue
+            user = self._fitting(self.trees[name].ordered(now), room)
             if user is not None:
                 self.group_figures[user.name] = {
                     "quota": allocations[name].quota, "allocated": allocations[name].allocated,
@@ -432,23 +503,50 @@ class GroupQuotaOrder(CondorPriorityOrder):
                 return user
         return None
 
-    def _regrouped(self, waiting: Sequence[UserState], usage: Mapping[str, float]
-                   ) -> UserState | None:
+    def _regrouped(self, usage: Mapping[str, float], now: float) -> UserState | None:
         """The autoregroup round: `<none>`'s users and the autoregroup groups', together, by
         effective priority, with no group limit."""
-        user = self._fitting([user for user in waiting if self._group(user) == NONE_GROUP
-                              or self.hgq[self._group(user)].autoregroup], math.inf)
+        user = self._fitting(self._merged(
+            [name for name, group in self.hgq.items()
+             if name == NONE_GROUP or group.autoregroup], now), math.inf)
         if user is not None:
             self.group_figures[user.name] = {"quota": math.inf, "allocated": math.inf,
                                              "limit": math.inf, "usage": usage[self._group(user)]}
         return user
 
-    def _fitting(self, users: Sequence[UserState], room: float) -> UserState | None:
+    def _fitting(self, users: Iterable[UserState], room: float) -> UserState | None:
         for user in users:
             head = self.pool.head(user)
             if head is not None and self.slot_weight.of_task(head) <= room + EPSILON:
                 return user
         return None
+
+    def _merged(self, groups: Iterable[str], now: float) -> Iterator[UserState]:
+        """The waiting users of `groups` in one order, by effective priority then as the
+        pool first saw them, as one live tree of them all orders them (a condor order's
+        ranks are all 0); lazily: the first few cost O(G log G)."""
+        def keyed(tree: LiveTree) -> Iterator[tuple[float, int, UserState]]:
+            for user in tree.ordered(now):
+                yield tree.value(user.index, now), user.index, user
+
+        for _, _, user in heapq.merge(*(keyed(self.trees[name]) for name in groups)):
+            yield user
+
+    # ---------------------------------------------------------- explanations
+    def waiting(self, now: float) -> Iterator[UserState]:
+        return self._merged(self.trees, now)
+
+    def priority(self, user: UserState, now: float) -> float:
+        self.tree = self.trees[self._group(user)]
+        return super().priority(user, now)
+
+    def runner_up(self, now: float) -> tuple[UserState | None, float | None]:
+        """The second waiting user of the pool by effective priority, whatever its group."""
+        waiting = self.waiting(now)
+        next(waiting, None)
+        user = next(waiting, None)
+        return (user, self.trees[self._group(user)].value(user.index, now)) if user else (
+            None, None)
 
     def why(self, user: UserState, now: float) -> tuple[str, Mapping[str, Any]]:
         template, figures = super().why(user, now)
@@ -458,3 +556,32 @@ class GroupQuotaOrder(CondorPriorityOrder):
                 + template,
                 {**figures, **group})
 
+
+class ExactSum:
+    """A sum of floats kept exact as terms come and go (Shewchuk's partials, as `math.fsum`
+    keeps them): its value is the correctly rounded sum of the terms it holds, whatever the
+    order they were added and taken out in, so a group's total read from events equals a
+    full recount's `math.fsum` bit for bit."""
+
+    __slots__ = ("partials",)
+
+    def __init__(self) -> None:
+        self.partials: list[float] = []
+
+    def add(self, value: float) -> None:
+        """Add `value` (a negative one takes a term out)."""
+        partials = self.partials
+        kept = 0
+        for partial in partials:
+            if abs(value) < abs(partial):
+                value, partial = partial, value
+            high = value + partial
+            low = partial - (high - value)
+            if low:
+                partials[kept] = low
+                kept += 1
+            value = high
+        partials[kept:] = [value] if value else []
+
+    def value(self) -> float:
+        return math.fsum(self.partials)

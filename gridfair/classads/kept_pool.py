@@ -86,7 +86,7 @@ class JobsChanged:
     the kept pool is given holds `now`'s jobs position for position (some replaced by the
     allocations in flight) and then others (`inflight.hold_slots`)."""
 
-    since: Snapshot
+    since: Snapshot | None  # None: no snapshot before (`ids` is every job)
     now: Snapshot
     ids: Collection[str]
 

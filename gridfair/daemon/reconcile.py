@@ -137,27 +137,23 @@ class Reconciliation:
     events, and the known jobs as of this snapshot (`after`)."""
 
     __slots__ = ("snapshot", "cycle", "before", "after", "changed", "gone", "looked_at",
-                 "_counts", "_looked", "_passed_over")
+                 "_counts", "_looked")
 
     def __init__(self, snapshot: Snapshot, cycle: int, before: KnownJobs, after: KnownJobs,
                  changed: list[Job], gone: list[str], looked: list[str],
-                 counts: Counter[str], passed_over: bool) -> None:
+                 counts: Counter[str]) -> None:
         self.snapshot, self.cycle = snapshot, cycle
         self.before, self.after = before, after
         #: views of the jobs whose row of the `jobs` table changed, and ids of jobs that left.
         self.changed, self.gone = changed, gone
         self.looked_at = len(looked)  # jobs compared with their row (the rest passed over)
         self._looked = looked
-        self._passed_over = passed_over
         self._counts = counts
 
-    def jobs_changed(self) -> JobsChanged | None:
+    def jobs_changed(self) -> JobsChanged:
         """The jobs whose view is not the very one of the snapshot last reconciled, and those
-        gone, for the kept pool (`JobsChanged`); None when every job was looked at (no
-        snapshot before this one)."""
+        gone, for the kept pool (`JobsChanged`; every job when there was none before)."""
         since = self.before.snapshot
-        if since is None or not self._passed_over:
-            return None
         return JobsChanged(since, self.snapshot, [*self._looked, *self.gone])
 
     def since_of(self, job_id: str) -> float:
@@ -231,7 +227,7 @@ def reconcile(snapshot: Snapshot, known: KnownJobs, cycle: int, *,
     if gone:
         counts["gone"] = len(gone)
     return Reconciliation(snapshot, cycle, known, KnownJobs(snapshot, since_after), changed,
-                          gone, looked, counts, previous is not None)
+                          gone, looked, counts)
 
 
 def _before(known: KnownJobs, job: Job) -> KnownJob | None:

@@ -6,17 +6,16 @@ the runs that ended."""
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Collection, Iterable, Sequence
+from typing import Any
 
 import classad2
 import htcondor2
 
-from gridfair.ad_views import JOB_ID, MACHINE_NAME, Job, Machine, SkippedAd, Snapshot
+from gridfair.ad_views import Job, Machine, SkippedAd, Snapshot
 from gridfair.classads.live_reads import location_problem, probe_side_by_side
 from gridfair.classads.matching import match_references
 from gridfair.classads.reader import SourcedAd
@@ -37,6 +36,7 @@ from gridfair.daemon.backends.htcondor.demand import (
     shared_match_ads,
     steerable_ads,
 )
+from gridfair.daemon.backends.htcondor.kept_charges import KeptCharges
 from gridfair.daemon.backends.htcondor.kept_idle import (
     LISTED,
     KeptClusters,
@@ -70,7 +70,6 @@ FULL_READ_EVERY = 100
 ROW_ATTRIBUTES = tuple(dict.fromkeys((*IDLE_ROW_ATTRIBUTES, *LISTED)))
 DEFAULT_JOB_CONSTRAINTS = {"autocluster": "JobStatus == 1",
                            "jobs": "JobStatus == 1 || JobStatus == 2"}
-_View = TypeVar("_View", Job, Machine)
 
 log = logging.getLogger("gridfair.daemon")
 
@@ -107,10 +106,8 @@ class PoolReader:
         # The slot views of the last read, and the projection the slots were last read with.
         self.kept_slots = KeptSlots(self.ad_config, full_read_every)
         self._slots_read_with: list[str] = []
-        # Job id (slot name) -> (its view as read, as charged) in the last read
-        # (`_charged_as_before`).
-        self._charged: dict[str, tuple[Job, Job]] = {}
-        self._charged_slots: dict[str, tuple[Machine, Machine]] = {}
+        # Each job's and slot's charge in the last read (`kept_charges`).
+        self.kept_charges = KeptCharges(submitters)
         self.idle_repairs = 0
         #: Why schedds' idle rows were read whole, over the reader's life: the count of each
         #: reason (`_schedd_demand`).
@@ -159,24 +156,7 @@ class PoolReader:
         # `snapshot_of` appends to `jobs` the running jobs known only from their slots.
         snapshot = snapshot_of(taken, machines, jobs, (*self.state.collector_skips(), *skipped,
                                                        *bad_slots))
-        return self._charged_as_before(jobs, machines,
-                                       charge_snapshot(snapshot, self.submitters), generation)
-
-    def _charged_as_before(self, views: Sequence[Job], slot_views: Sequence[Machine],
-                           charged: Snapshot, generation: int) -> Snapshot:
-        """`charged`, with each job and slot whose view is the one kept from the last read
-        (`kept_idle`, `kept_slots`) and whose charge is the same being the last read's
-        charged object: the kept pool passes over the jobs and slots it saw at C speed (`is`)
-        and visits the others one by one (a new object a job each read had it visit all)."""
-        jobs, charged_jobs = _as_before(
-            views, charged.jobs, self._charged, JOB_ID,
-            lambda was, now: was.user == now.user and was.identity == now.identity)
-        machines, charged_slots = _as_before(
-            slot_views, charged.machines, self._charged_slots, MACHINE_NAME,
-            lambda was, now: was.running_user == now.running_user)
-        if self._latest(generation):
-            self._charged, self._charged_slots = charged_jobs, charged_slots
-        return dataclasses.replace(charged, jobs=jobs, machines=machines)
+        return self.kept_charges.charged(snapshot, self._latest(generation))
 
     def _query_demand(
         self, generation: int,
@@ -544,19 +524,3 @@ class PoolReader:
                     found.update(ended_runs(self.state.schedd_factory(location), job_ids, since))
         return found
 
-
-def _as_before(views: Sequence[_View], charged: Sequence[_View],
-               last: Mapping[str, tuple[_View, _View]], name: Callable[[_View], str],
-               same: Callable[[_View, _View], bool],
-               ) -> tuple[tuple[_View, ...], dict[str, tuple[_View, _View]]]:
-    """`charged` (made of `views`, in their order), each charged the `same` as in the last
-    read (`last`: name -> (view, charged)) from the same view object being that charged
-    object; and this read's (view, charged) by name, for the next."""
-    kept = list(charged)
-    now: dict[str, tuple[_View, _View]] = {}
-    for position, (view, made) in enumerate(zip(views, kept, strict=True)):
-        before = last.get(name(made))
-        if before is not None and before[0] is view and same(before[1], made):
-            kept[position] = made = before[1]
-        now[name(made)] = (view, made)
-    return tuple(kept), now

@@ -243,9 +243,12 @@ class PoolReader:
             return known, groups, [*cluster_skips, *unsteerable, *unusable], [], None
         read = schedd.query(self.job_constraint, list(ROW_ATTRIBUTES))
         known, missing, unusable = jobs_of_rows(read, requests, source)
-        fresh = KeptIdle.of(known, {kept_job_id(row): row for row in read},
+        # Each row's listed values read once (a value read through the bindings costs about
+        # a microsecond and a half: 100,000 rows read five times over cost 0.75 s).
+        listed = {kept_job_id(row): listed_values(row) for row in read}
+        fresh = KeptIdle.of(known, listed,
                             KeptClusters.of(clusters, requests, cluster_skips, significant))
-        in_clusters = {listed_values(row)[0] for row in read}
+        in_clusters = {values[0] for values in listed.values()}
         del read
         if kept is not None:
             self.idle_repairs += bool(compare(source, kept, fresh))
@@ -279,7 +282,8 @@ class PoolReader:
         known = [job for job in (made.get(job_id) if job_id in refetched
                                  else kept.views.get(job_id) for job_id in order)
                  if job is not None]
-        fresh = KeptIdle.of(new, {kept_job_id(row): row for row in fetched}, clusters)
+        fresh = KeptIdle.of(new, {kept_job_id(row): listed_values(row) for row in fetched},
+                            clusters)
         fresh.views.update((job.id, job) for job in known if job.id not in made)
         fresh.listed.update((job_id, kept.listed[job_id]) for job_id in fresh.views
                             if job_id not in made)

@@ -71,6 +71,15 @@ def test_a_right_carried_pool_is_checked_and_found_the_same(tmp_path):
     assert carried.repairs == 0
 
 
+def _churning(base: Path, seed: int) -> tuple[Path, Path, ChurningPool]:
+    """`base`, its `pool` directory, and a `ChurningPool` of `seed` written there."""
+    directory = base / "pool"
+    directory.mkdir()
+    pool = ChurningPool(directory, seed)
+    pool.write()
+    return base, directory, pool
+
+
 #: The changes `ChurningPool` makes, by name.
 CHANGES = ("submit", "start", "finish", "vacate", "move", "hold", "slot_came", "slot_went",
            "slot_changed")
@@ -90,11 +99,7 @@ def test_carried_and_rebuilt_daemons_journal_the_same_over_random_changes(seed, 
     rebuild every other cycle), one rebuilding it every cycle: the same decisions, reasons
     and figures every cycle, whatever changes come between them."""
     with tempfile.TemporaryDirectory() as scratch:
-        base = Path(scratch)
-        directory = base / "pool"
-        directory.mkdir()
-        pool = ChurningPool(directory, seed)
-        pool.write()
+        base, directory, pool = _churning(Path(scratch), seed)
         carried = _runner(base, directory, "carried", True, full_rebuild_every=2)
         rebuilt = _runner(base, directory, "rebuilt", False)
         for changes in [[], *cycles]:
@@ -126,11 +131,7 @@ def test_a_kept_pool_told_what_changed_is_what_a_rebuild_is_every_cycle(seed, cy
 
     with tempfile.TemporaryDirectory() as scratch, patch.object(KeptPool, "_candidates",
                                                                  counted):
-        base = Path(scratch)
-        directory = base / "pool"
-        directory.mkdir()
-        pool = ChurningPool(directory, seed)
-        pool.write()
+        base, directory, pool = _churning(Path(scratch), seed)
         runner = _runner(base, directory, "carried", True, full_rebuild_every=1)
         for number, changes in enumerate([[], *cycles], 1):
             for change in changes:

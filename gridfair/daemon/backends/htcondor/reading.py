@@ -10,12 +10,13 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Sequence
+from itertools import count
 from typing import Any
 
 import classad2
 import htcondor2
 
-from gridfair.ad_views import Job, Machine, SkippedAd, Snapshot
+from gridfair.ad_views import JOB_ID, Job, Machine, SkippedAd, Snapshot
 from gridfair.classads.live_reads import location_problem, probe_side_by_side
 from gridfair.classads.matching import match_references
 from gridfair.classads.reader import SourcedAd
@@ -265,7 +266,7 @@ class PoolReader:
         listed = schedd.query(self.job_constraint, list(LISTED))
         order, fetch, in_clusters = kept.wanted(listed)
         del listed
-        position = {job_id: index for index, job_id in enumerate(order)}
+        position = dict(zip(order, count(), strict=False))
         fetched = sorted(self._fetch_rows(schedd, fetch), key=lambda row: position.get(
             kept_job_id(row), len(order)))
         answered = schedd.query(kept.clusters.constraint(
@@ -277,16 +278,17 @@ class PoolReader:
         new, missing, unusable = jobs_of_rows(fetched, clusters.requests, source)
         # A job fetched is what its row made of it now, or nothing (it left the queue, is
         # skipped, or its autocluster is unknown: fetched whole).
+        # The other jobs are the kept ones: found over every listed job at once, in C.
         made = {job.id: job for job in new}
-        refetched = set(fetch)
-        known = [job for job in (made.get(job_id) if job_id in refetched
-                                 else kept.views.get(job_id) for job_id in order)
-                 if job is not None]
+        now = kept.views.copy()
+        now.update((job_id, made.get(job_id)) for job_id in fetch)
+        known = list(filter(None, map(now.get, order)))
         fresh = KeptIdle.of(new, {kept_job_id(row): listed_values(row) for row in fetched},
                             clusters)
-        fresh.views.update((job.id, job) for job in known if job.id not in made)
-        fresh.listed.update((job_id, kept.listed[job_id]) for job_id in fresh.views
-                            if job_id not in made)
+        fetched_listed = fresh.listed
+        fresh.views.update(zip(map(JOB_ID, known), known, strict=True))
+        fresh.listed = dict(zip(fresh.views, map(kept.listed.get, fresh.views), strict=True))
+        fresh.listed.update(fetched_listed)
         fresh.reads = kept.reads + 1
         return (known, list(answered), [*clusters.skips_of(in_clusters), *unusable], missing,
                 fresh)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from itertools import compress, count
 from operator import attrgetter, is_, not_
+from typing import Any
 
 from gridfair.ad_views import JOB_ID, Charge, Job, Machine, Snapshot
 from gridfair.classads.submitters import SubmitterMap, merge_charges
@@ -27,7 +28,7 @@ class KeptCharges:
 
     def __init__(self, submitters: SubmitterMap) -> None:
         self.submitters = submitters
-        self._owners: frozenset[str] | None = None
+        self._owners: frozenset[str | None] | None = None
         # (user, group) -> its charge, under `_owners`.
         self._charges: dict[tuple[str, str | None], Charge] = {}
         self._views: dict[str, Job] = {}  # job id -> its view as read last
@@ -40,13 +41,14 @@ class KeptCharges:
         job or slot charged as in the last read being that read's charged object. `keep`:
         remember this read's for the next (not for a read that another began after)."""
         owners = frozenset(machine.owner for machine in snapshot.machines)
+        named_owners = {owner for owner in owners if owner is not None}
         same_owners = owners == self._owners
         charges = self._charges if same_owners else {}
 
         def charge(user: str, group: str | None) -> Charge:
             found = charges.get((user, group))
             if found is None:
-                found = charges[user, group] = self.submitters.charge(user, group, owners)
+                found = charges[user, group] = self.submitters.charge(user, group, named_owners)
             return found
 
         def charged_job(view: Job) -> Job:
@@ -59,6 +61,7 @@ class KeptCharges:
 
         views = snapshot.jobs
         ids = list(map(JOB_ID, views))
+        jobs: list[Any]  # each the job charged, once every position is filled
         if same_owners:
             jobs = list(map(self._jobs.get, ids))
             for position in compress(count(), map(not_, map(

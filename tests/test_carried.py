@@ -7,10 +7,12 @@ from __future__ import annotations
 import logging
 import tempfile
 from pathlib import Path
+from unittest.mock import patch
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from gridfair.classads.kept_pool import KeptPool
 from gridfair.classads.to_pool import pool_from_snapshot
 from gridfair.daemon.backends.files import FilesBackend
 from gridfair.daemon.carried import CarriedPool
@@ -69,6 +71,15 @@ def test_a_right_carried_pool_is_checked_and_found_the_same(tmp_path):
     assert carried.repairs == 0
 
 
+def _churning(base: Path, seed: int) -> tuple[Path, Path, ChurningPool]:
+    """`base`, its `pool` directory, and a `ChurningPool` of `seed` written there."""
+    directory = base / "pool"
+    directory.mkdir()
+    pool = ChurningPool(directory, seed)
+    pool.write()
+    return base, directory, pool
+
+
 #: The changes `ChurningPool` makes, by name.
 CHANGES = ("submit", "start", "finish", "vacate", "move", "hold", "slot_came", "slot_went",
            "slot_changed")
@@ -88,11 +99,7 @@ def test_carried_and_rebuilt_daemons_journal_the_same_over_random_changes(seed, 
     rebuild every other cycle), one rebuilding it every cycle: the same decisions, reasons
     and figures every cycle, whatever changes come between them."""
     with tempfile.TemporaryDirectory() as scratch:
-        base = Path(scratch)
-        directory = base / "pool"
-        directory.mkdir()
-        pool = ChurningPool(directory, seed)
-        pool.write()
+        base, directory, pool = _churning(Path(scratch), seed)
         carried = _runner(base, directory, "carried", True, full_rebuild_every=2)
         rebuilt = _runner(base, directory, "rebuilt", False)
         for changes in [[], *cycles]:
@@ -103,6 +110,39 @@ def test_carried_and_rebuilt_daemons_journal_the_same_over_random_changes(seed, 
             assert (a.outcome, a.counts) == (b.outcome, b.counts)
         journals = [list(runner.store.db.query(JOURNAL)) for runner in (carried, rebuilt)]
         assert journals[0] == journals[1]
+
+
+@given(seed=st.integers(0, 1000),
+       cycles=st.lists(st.lists(st.sampled_from(CHANGES), min_size=1, max_size=6),
+                       min_size=2, max_size=5))
+@settings(max_examples=10, deadline=None)
+def test_a_kept_pool_told_what_changed_is_what_a_rebuild_is_every_cycle(seed, cycles):
+    """The kept pool looks only at the jobs reconcile found changed and those held by an
+    allocation in flight, now or last cycle (`JobsChanged`): checked against a full rebuild
+    every cycle, it is never found wrong, whatever changes come between cycles (it was,
+    when it forgot the jobs held last cycle)."""
+    told: list[int] = []  # per update: how many jobs it was told to look at (-1: all)
+    candidates = KeptPool._candidates
+
+    def counted(self, view, changed):
+        found = candidates(self, view, changed)
+        told.append(-1 if found is None else len(found))
+        return found
+
+    with tempfile.TemporaryDirectory() as scratch, patch.object(KeptPool, "_candidates",
+                                                                 counted):
+        base, directory, pool = _churning(Path(scratch), seed)
+        runner = _runner(base, directory, "carried", True, full_rebuild_every=1)
+        for number, changes in enumerate([[], *cycles], 1):
+            for change in changes:
+                getattr(pool, change)()
+            pool.write()
+            told.clear()
+            report = runner.run()
+            assert report.outcome != "failed", report.error
+            # From the third cycle, the carried update (checked) is told; the rebuild is not.
+            assert number < 3 or told[0] >= 0 and told[1] == -1, (number, told)
+        assert runner.carried.repairs == 0
 
 
 def test_the_daemon_checks_its_carried_pool_notes_the_difference_and_repairs_it(tmp_path,

@@ -220,12 +220,12 @@ def test_a_read_that_timed_out_does_not_write_over_the_next_reads_kept_jobs(monk
     assert listing.is_set()
     late = next(thread for thread in threading.enumerate() if thread.name == "snapshot-read")
     backend.read_snapshot()  # the next cycle's read, whole: the late one took the kept jobs
-    kept, charged = backend.reader._kept[SCHEDDS[0]], backend.reader._charged
+    kept, charged = backend.reader._kept[SCHEDDS[0]], backend.reader.kept_charges._jobs
     release.set()
     late.join(10)
     assert not late.is_alive()
     assert backend.reader._kept[SCHEDDS[0]] is kept
-    assert backend.reader._charged is charged
+    assert backend.reader.kept_charges._jobs is charged
 
 
 def test_a_schedd_that_numbered_its_autoclusters_anew_is_read_whole(monkeypatch):

@@ -6,9 +6,11 @@ from __future__ import annotations
 import gc
 from pathlib import Path
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from gridfair.classads import ad_text
 from gridfair.classads.reader import (
     STALE_MEMO,
     AdFormat,
@@ -129,7 +131,7 @@ def test_a_memo_holds_few_ads_gone_from_the_dump_and_is_remade_past_the_bound(
 
 def test_an_unchanged_job_is_recognised_without_its_text_held_however_the_memo_is_handed_on(
         tmp_path: Path) -> None:
-    # The memo knows an ad by the digest of its text (16 bytes), not by the text: whether it
+    # The memo knows an ad by a key of its text (an int, `ad_digest`), not the text: whether it
     # is kept (a few jobs change) or remade (many left), an unchanged job is the view built
     # before, and no text is held but the one the view keeps (`AdText`).
     dump = tmp_path / "pool.queue"
@@ -145,7 +147,7 @@ def test_an_unchanged_job_is_recognised_without_its_text_held_however_the_memo_i
                       keep_text=True)
         assert [view.id for view in read.values] == [f"{n}.0" for n in clusters]
         assert all(view is last_views[view.id] for view in read.values[:kept])  # not rebuilt
-        assert all(type(key) is bytes and len(key) == 16 for key in read.memo)
+        assert all(type(key) is int for key in read.memo)
         assert {ad_digest(view.ad.text) for view in read.values} <= read.memo.keys()
     assert len(read.memo) == 20  # remade: this read's ads alone
 
@@ -253,3 +255,16 @@ def test_a_reread_after_any_earlier_read_frames_as_a_cold_read_does(earlier, bef
         assert _as_read_cold(text) == ([], [])
         return
     assert (read.values, [(ad.index, ad.reason) for ad in read.unparsed]) == _as_read_cold(text)
+
+
+def test_an_ad_is_keyed_by_a_digest_when_the_string_hash_has_a_known_key(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # PYTHONHASHSEED set: anyone knowing it could write two ads of one string hash, so the
+    # memo's keys are digests; unset, the process's random key and the text's length.
+    texts = ['MyType = "Job"\nClusterId = 1\n', 'MyType = "Job"\nClusterId = 2\n']
+    assert ad_text.ad_digests(texts) == [(len(text) << 64) | (hash(text) & (2 ** 64 - 1))
+                                         for text in texts]
+    monkeypatch.setattr(ad_text, "KEYED_HASH", False)
+    digests = ad_text.ad_digests(texts)
+    assert [len(digest) for digest in digests] == [16, 16] and digests[0] != digests[1]
+    assert ad_text.ad_digest(texts[0]) == digests[0]

@@ -5,8 +5,11 @@ ads for `reader.reread`, and the checks and warnings on each parsed ad."""
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from collections.abc import Callable
+from itertools import repeat
+from operator import and_, lshift, or_
 from typing import Any, NamedTuple
 
 import classad2
@@ -21,10 +24,37 @@ ASSIGNMENT = re.compile(
     r"(?:^|[\[;])[ \t]*([A-Za-z_][\w.]*|'(?:[^'\\]|\\.)*')[ \t]*=(?![=?!])", re.MULTILINE)
 
 
-def ad_digest(text: str) -> bytes:
-    """What `reread`'s memo knows an ad's text by: a digest (collision-resistant, whatever
-    users write), 16 bytes where a job ad's text is hundreds."""
+#: Whether the process's string hash has a key no user knows: Python draws one at random
+#: at start unless PYTHONHASHSEED fixes it (then anyone who knows the seed could write two
+#: ads of one hash, and the memo keys by a digest instead).
+KEYED_HASH = os.environ.get("PYTHONHASHSEED", "random") == "random"
+
+
+def ad_digest(text: str) -> int | bytes:
+    """What `reread`'s memo knows an ad's text by, an int where its text is hundreds of bytes:
+    the string's own hash (SipHash, keyed at random per process: no user can write a text
+    that collides with another's) with the text's length beside it (`ad_digests`); a
+    blake2b digest when the key is fixed (`KEYED_HASH`)."""
+    return ad_digests([text])[0]
+
+
+def _blake2b(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def ad_digests(texts: list[str]) -> list[int] | list[bytes]:
+    """`ad_digest` of each text, made over all of them at once in C (a steady re-read of a
+    million-job dump keys every ad: the string hash costs a sixth of the digest it
+    replaces). Two texts of one key would give the second the first's view: a 64-bit
+    keyed hash and the length make that about one in 10^19 a pair (measured alternatives
+    in docs/results/scale.md)."""
+    if not KEYED_HASH:
+        return list(map(_blake2b, texts))
+    return list(map(or_, map(lshift, map(len, texts), repeat(64)),
+                    map(and_, map(hash, texts), repeat(_LOW_64))))
+
+
+_LOW_64 = (1 << 64) - 1
 
 
 class Batch(NamedTuple):
@@ -33,7 +63,7 @@ class Batch(NamedTuple):
     `Framed` ad at such a position (None for a blank block), asked in increasing order."""
 
     texts: list[str]
-    keys: list[bytes]
+    keys: list[int | bytes]
     values: list[Any]
     missing: list[int]
     chunk_at: Callable[[int], Framed | None]

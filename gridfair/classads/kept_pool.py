@@ -28,7 +28,7 @@ remember arrival order (DMFA-SRQ) or admit jobs as they are submitted get the re
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from operator import attrgetter, is_, is_not
@@ -78,6 +78,19 @@ def unsupported(stages: Stages) -> str | None:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class JobsChanged:
+    """What the daemon found changed between two snapshots read (`reconcile`), so that the
+    kept pool need not look at every job again: `ids` holds every job whose view in `now` is
+    not the very object it was in `since` (new, changed, moved) and every job gone. The view
+    the kept pool is given holds `now`'s jobs position for position (some replaced by the
+    allocations in flight) and then others (`inflight.hold_slots`)."""
+
+    since: Snapshot | None  # None: no snapshot before (`ids` is every job)
+    now: Snapshot
+    ids: Collection[str]
+
+
 @dataclass
 class PoolEvents:
     """How many of each kind of change the last snapshot brought."""
@@ -111,12 +124,17 @@ class KeptPool:
         self._served = served
         self._machines: dict[str, tuple[Machine, Node]] = {}
         self._views: dict[str, Job] = {}  # id -> the job's view in the last snapshot
+        # The snapshot read that the last view was made of (`JobsChanged.now`), and the jobs
+        # whose view differed from it (held by an allocation in flight); None if unknown.
+        self._read: Snapshot | None = None
+        self._differed: set[str] = set()
         # The last snapshot's running and idle jobs, each in queue order (`queue_order`).
         self._orders: dict[JobStatus, list[Job]] = {JobStatus.RUNNING: [], JobStatus.IDLE: []}
         self._running: dict[str, str] = {}  # running job in the pool -> its slot
         self._in_pool = 0  # jobs in the last pool: running on a slot, or idle
         self.events = PoolEvents()
         self.cycles = 0
+        self.looked_at = 0  # jobs the last update looked at for a change (`_fresh`)
 
     @property
     def queue(self) -> list[str]:
@@ -125,22 +143,25 @@ class KeptPool:
         return [job.id for status in (JobStatus.IDLE, JobStatus.RUNNING)
                 for job in self._orders[status]]
 
-    def update(self, snapshot: Snapshot, stages: Stages) -> LoadedPool:
-        """The negotiator over the snapshot's pool, as `pool_from_snapshot` would make it."""
+    def update(self, snapshot: Snapshot, stages: Stages,
+               changed: JobsChanged | None = None) -> LoadedPool:
+        """The negotiator over the snapshot's pool, as `pool_from_snapshot` would make it;
+        `changed`: what changed since the last snapshot read, if the caller knows."""
         # The layout makes a tuple per queued job; the cyclic collector, triggered by them,
         # would scan the kept pool's million objects over and over (a third of the update's
         # time at 100k jobs). The daemon pauses it for the whole cycle; so does this, alone.
         with collector_paused():
-            return self._update(snapshot, stages)
+            return self._update(snapshot, stages, changed)
 
-    def _update(self, snapshot: Snapshot, stages: Stages) -> LoadedPool:
+    def _update(self, snapshot: Snapshot, stages: Stages,
+                changed: JobsChanged | None) -> LoadedPool:
         events = PoolEvents()
         now = snapshot.time
         nodes, slots_left = self._nodes((machine for machine in snapshot.machines
                                          if machine.slot_type != DYNAMIC), events)
         last_views = self._views
         index = snapshot.jobs_by_id
-        fresh, jobs_left = self._fresh(snapshot)
+        fresh, jobs_left = self._fresh(snapshot, self._candidates(snapshot, changed))
         match = self._match(jobs_left, slots_left, len(index) + len(nodes))
         running_jobs, idle = self._orders[JobStatus.RUNNING], self._orders[JobStatus.IDLE]
         layout = lay_out(snapshot.machines, running_jobs, index)
@@ -235,18 +256,48 @@ class KeptPool:
         self._machines = current
         return {name: node for name, (_, node) in current.items()}, [*changed, *gone]
 
-    def _fresh(self, snapshot: Snapshot) -> tuple[list[Job], list[Job]]:
+    def _candidates(self, view: Snapshot, changed: JobsChanged | None) -> list[str] | None:
+        """The ids of every job whose view may not be the last cycle's, from `changed` (when
+        it starts from the snapshot the last view was made of): those it names, and those
+        held in the view (an allocation in flight) now or last cycle. None: every job is
+        looked at. Remembers `changed.now` and the jobs held for the next cycle."""
+        if changed is None:
+            self._read = None
+            return None
+        read = changed.now
+        if view is read:
+            differed: set[str] = set()
+        else:
+            # Held views replace the read's in place and come after them: found over every
+            # job at once, in C.
+            differed = set(map(JOB_ID, compress(view.jobs, map(is_not, view.jobs, read.jobs))))
+            differed.update(map(JOB_ID, view.jobs[len(read.jobs):]))
+        usable = changed.since is self._read and self._read is not None and bool(self._views)
+        candidates = sorted({*changed.ids, *differed, *self._differed}) if usable else None
+        self._read, self._differed = read, differed
+        return candidates
+
+    def _fresh(self, snapshot: Snapshot,
+               candidates: list[str] | None) -> tuple[list[Job], list[Job]]:
         """The snapshot's jobs whose view is not the one of the last cycle (new ones, and
         changed ones), and the last cycle's views of the changed and gone ones; the running
         and idle orders made the snapshot's (`_reorder`). Only those jobs, and the ones gone,
-        are visited one by one; the rest is done over all jobs at once, in C."""
+        are visited one by one: among the `candidates` (`_candidates`) alone when known,
+        else found over all jobs at once, in C."""
         jobs = snapshot.jobs
         index = snapshot.jobs_by_id
         last = self._views
-        fresh = list(compress(jobs, map(is_not, map(last.get, map(JOB_ID, jobs)), jobs)))
-        replaced = [last[job.id] for job in fresh if job.id in last]
-        if len(last) + len(fresh) - len(replaced) != len(index):  # some jobs left
-            replaced += map(last.__getitem__, last.keys() - index.keys())
+        self.looked_at = len(jobs) if candidates is None else len(candidates)
+        if candidates is not None:
+            fresh = [index[job_id] for job_id in candidates
+                     if job_id in index and index[job_id] is not last.get(job_id)]
+            replaced = [last[job_id] for job_id in candidates
+                        if job_id in last and index.get(job_id) is not last[job_id]]
+        else:
+            fresh = list(compress(jobs, map(is_not, map(last.get, map(JOB_ID, jobs)), jobs)))
+            replaced = [last[job.id] for job in fresh if job.id in last]
+            if len(last) + len(fresh) - len(replaced) != len(index):  # some jobs left
+                replaced += map(last.__getitem__, last.keys() - index.keys())
         self._views = index
         if not last or (len(fresh) + len(replaced)) * 8 > len(index):
             # Many changed: sorted anew (one pass over every job, in C, and a sort).

@@ -14,7 +14,7 @@ from gridfair.ad_views import AdWarning
 from gridfair.classads.ad_text import (
     ASSIGNMENT,
     Batch,
-    ad_digest,
+    ad_digests,
     check_decodable,
     check_utf8,
     excerpt,
@@ -66,7 +66,7 @@ def old_chunk(block: str, index: int, line: int) -> Framed | None:
     return Framed(block.strip("\r\n") + "\n", index, first_line)
 
 
-def old_blocks(text: str, memo: Mapping[bytes, Any], index: int = 0, line: int = 1) -> Batch:
+def old_blocks(text: str, memo: Mapping[int | bytes, Any], index: int = 0, line: int = 1) -> Batch:
     """Old-syntax text (the ads after the first `index`, from `line`) framed lazily, its ads
     looked up in `memo`: each ad's block of text and its digest, what `memo` holds for it
     (None if nothing), the positions of the blocks it has nothing for, and the `Framed` of the
@@ -83,14 +83,14 @@ def old_blocks(text: str, memo: Mapping[bytes, Any], index: int = 0, line: int =
     """
     parts: list[str] = []
     blocks = text.split("\n\n")
-    keys = list(map(ad_digest, blocks))
+    keys = ad_digests(blocks)
     values = list(map(memo.get, keys))
     missing = [position for position, value in enumerate(values) if value is None]
     last = len(blocks) - 1
     if any(_misframed(blocks[position], position, last) for position in missing):
         parts = _BLANK_LINE_RUNS.split(text)
         blocks = parts[0::2]
-        keys = list(map(ad_digest, blocks))
+        keys = ad_digests(blocks)
         values = list(map(memo.get, keys))
         missing = [position for position, value in enumerate(values) if value is None]
     first = 1 if not blocks[0].strip() else 0  # blank text before the first ad

@@ -277,7 +277,7 @@ class Reread(NamedTuple):
     #: digest of an ad's text (`ad_digest`) -> what was built from it, for the next read: this
     #: read's ads, and maybe some of the last reads' (`STALE_MEMO`). An ad warned about is
     #: left out, so that every read that has it warns again.
-    memo: dict[bytes, Any]
+    memo: dict[int | bytes, Any]
     warned: list[AdWarning]
 
     @classmethod
@@ -285,7 +285,7 @@ class Reread(NamedTuple):
         return cls([], [], [], {}, [])
 
 
-def reread(text: str | AdFile, source: str, memo: Mapping[bytes, Any],
+def reread(text: str | AdFile, source: str, memo: Mapping[int | bytes, Any],
            build: Callable[..., Any],
            refuse: Callable[[SourcedAd, InputError], SkippedAd],
            keep_text: bool = False, ad_format: AdFormat | None = None) -> Reread:
@@ -308,7 +308,7 @@ def reread(text: str | AdFile, source: str, memo: Mapping[bytes, Any],
     # built every time, with no keys. No text is kept past its segment but in what `build`
     # keeps of it.
     keyed = 0  # ads looked up by their text's digest
-    new_keys: list[tuple[bytes, int]] = []  # (digest, position) of each ad built anew
+    new_keys: list[tuple[int | bytes, int]] = []  # (digest, position) of each ad built anew
     missing = 0  # ads the memo did not have
     values: list[Any] = []
     result = Reread(values, [], [], {}, [])
@@ -368,7 +368,7 @@ def reread(text: str | AdFile, source: str, memo: Mapping[bytes, Any],
     return result
 
 
-def _framed_batches(pieces: Iterable[str], source: str, memo: Mapping[bytes, Any],
+def _framed_batches(pieces: Iterable[str], source: str, memo: Mapping[int | bytes, Any],
                     syntax: AdFormat) -> Iterator[Batch]:
     """A batch of each ad of new syntax or JSON, as `_FRAMERS` frames it; an ad that cannot
     be read (its problem) is given to be parsed, which raises it."""
@@ -383,7 +383,7 @@ def _framed_batches(pieces: Iterable[str], source: str, memo: Mapping[bytes, Any
 
 
 def _old_batches(pieces: Iterable[str], source: str,
-                 memo: Mapping[bytes, Any]) -> Iterator[Batch]:
+                 memo: Mapping[int | bytes, Any]) -> Iterator[Batch]:
     """The old-syntax ads of each segment of the text (`blank_line_segments`) looked up in
     `memo` (`old_blocks`); an ad too big to keep, as a batch of its problem."""
     index = 0

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable, Iterator, Mapping
 
 from gridfair.ad_views import Snapshot
-from gridfair.classads.kept_pool import KeptPool
+from gridfair.classads.kept_pool import JobsChanged, KeptPool
 from gridfair.classads.to_pool import LoadedPool
 from gridfair.core.pool import Pool
 from gridfair.policies.registry import Stages
@@ -86,25 +86,27 @@ class CarriedPool:
         self.kept = None
 
     def load(self, snapshot: Snapshot, make_stages: Callable[[], Stages], cycle: int,
-             stages: Stages) -> tuple[LoadedPool, list[str]]:
+             stages: Stages, changed: JobsChanged | None = None,
+             ) -> tuple[LoadedPool, list[str]]:
         """The negotiator over the snapshot's pool (its stages `stages`), with the notes of
-        what a check against the rebuild found and repaired (none on most cycles)."""
+        what a check against the rebuild found and repaired (none on most cycles);
+        `changed`: the jobs that changed since the last snapshot read (`KeptPool.update`)."""
         if self.kept is None:
             self.kept, self.loads = KeptPool(defer=self.defer, served=self.served), 0
-            return self.kept.update(snapshot, stages), []
+            return self.kept.update(snapshot, stages, changed), []
         self.loads += 1
         if not self.rebuild_every or self.loads % self.rebuild_every:
-            return self.kept.update(snapshot, stages), []
+            return self.kept.update(snapshot, stages, changed), []
         # The carried pool is laid out with stages of its own, looked at and closed before
         # the rebuild is made: the two pools are never held at once.
-        carried = self.kept.update(snapshot, make_stages())
+        carried = self.kept.update(snapshot, make_stages(), changed)
         carried_rows = (_node_rows(carried.pool), _running_rows(carried.pool),
                         _user_rows(carried.pool), [node.name for node in carried.pool.nodes])
         carried_queue = self.kept.queue
         carried.pool.close()
         del carried
         fresh = KeptPool(defer=self.defer, served=self.served)
-        rebuilt = fresh.update(snapshot, stages)
+        rebuilt = fresh.update(snapshot, stages, changed)
         self.kept, self.loads = fresh, 0
         differences = _row_differences(carried_rows, carried_queue, rebuilt, fresh.queue)
         if differences:

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gridfair.ad_views import JOB_STATUS, Job, JobStatus, Snapshot
-from gridfair.classads.kept_pool import unsupported
+from gridfair.classads.kept_pool import JobsChanged, unsupported
 from gridfair.classads.to_pool import LoadedPool, pool_from_snapshot
 from gridfair.core.collector import CycleCollector
 from gridfair.core.pool import Pool, Task
@@ -288,7 +288,11 @@ class CycleRunner:
         stages = stages_from_config(self.config["policy"])
         # Jobs whose allocations did not land are left out for a while (backoff.py).
         backoff = landing_backoff(store, now, self.limits.landing_timeout)
-        loaded, rebuilt = self._load(without_backed_off(flights.view, backoff), stages, cycle)
+        viewed = without_backed_off(flights.view, backoff)
+        # What reconcile found changed spares the kept pool a look at every job, while the
+        # view holds the snapshot's jobs in place (none backed off).
+        loaded, rebuilt = self._load(viewed, stages, cycle,
+                                     recon.jobs_changed() if viewed is flights.view else None)
         # Closed when the cycle is done with it: freed then, not by the cyclic collector.
         with closing(loaded.pool):
             negotiator, pool = loaded.negotiator, loaded.pool
@@ -428,8 +432,8 @@ class CycleRunner:
         if not self.dry_run:
             self.actuator.release_pool()
 
-    def _load(self, snapshot: Snapshot, stages: Stages,
-              cycle: int) -> tuple[LoadedPool, list[str]]:
+    def _load(self, snapshot: Snapshot, stages: Stages, cycle: int,
+              changed: JobsChanged | None = None) -> tuple[LoadedPool, list[str]]:
         """The negotiator over the snapshot's pool: the carried pool with the snapshot's
         changes applied (checked against a full rebuild every `full_rebuild_every` cycles:
         the notes of what differed), or a rebuild when the daemon keeps none or the stages
@@ -441,5 +445,5 @@ class CycleRunner:
             self.carried.forget()
             return pool_from_snapshot(snapshot, stages, served=self.served), []
         return self.carried.load(snapshot, lambda: stages_from_config(self.config["policy"]),
-                                 cycle, stages)
+                                 cycle, stages, changed)
 

@@ -20,6 +20,7 @@ from operator import is_not, not_, or_
 from typing import Any, NamedTuple
 
 from gridfair.ad_views import JOB_ID, Job, JobStatus, Snapshot
+from gridfair.classads.kept_pool import JobsChanged
 
 # Looked up, not computed: reconcile names the status of every job every cycle, and an
 # enum's `.name` is a slow property.
@@ -136,17 +137,24 @@ class Reconciliation:
     events, and the known jobs as of this snapshot (`after`)."""
 
     __slots__ = ("snapshot", "cycle", "before", "after", "changed", "gone", "looked_at",
-                 "_counts")
+                 "_counts", "_looked")
 
     def __init__(self, snapshot: Snapshot, cycle: int, before: KnownJobs, after: KnownJobs,
-                 changed: list[Job], gone: list[str], looked_at: int,
+                 changed: list[Job], gone: list[str], looked: list[str],
                  counts: Counter[str]) -> None:
         self.snapshot, self.cycle = snapshot, cycle
         self.before, self.after = before, after
         #: views of the jobs whose row of the `jobs` table changed, and ids of jobs that left.
         self.changed, self.gone = changed, gone
-        self.looked_at = looked_at  # jobs compared with their row (the rest passed over)
+        self.looked_at = len(looked)  # jobs compared with their row (the rest passed over)
+        self._looked = looked
         self._counts = counts
+
+    def jobs_changed(self) -> JobsChanged:
+        """The jobs whose view is not the very one of the snapshot last reconciled, and those
+        gone, for the kept pool (`JobsChanged`; every job when there was none before)."""
+        since = self.before.snapshot
+        return JobsChanged(since, self.snapshot, [*self._looked, *self.gone])
 
     def since_of(self, job_id: str) -> float:
         """When the job's current state began, for action keys."""
@@ -197,9 +205,9 @@ def reconcile(snapshot: Snapshot, known: KnownJobs, cycle: int, *,
     since_after = {job_id: since for job_id, since in held.items() if job_id in present}
     changed: list[Job] = []
     counts: Counter[str] = Counter()
-    looked_at = 0
+    looked: list[str] = []
     for job in _changed_since(snapshot, previous):
-        looked_at += 1
+        looked.append(job.id)
         status = STATUS_NAMES[job.status]
         machine = _machine(job, on_slot)
         before = _before(known, job)
@@ -219,7 +227,7 @@ def reconcile(snapshot: Snapshot, known: KnownJobs, cycle: int, *,
     if gone:
         counts["gone"] = len(gone)
     return Reconciliation(snapshot, cycle, known, KnownJobs(snapshot, since_after), changed,
-                          gone, looked_at, counts)
+                          gone, looked, counts)
 
 
 def _before(known: KnownJobs, job: Job) -> KnownJob | None:

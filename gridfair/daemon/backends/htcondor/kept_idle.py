@@ -177,14 +177,14 @@ class KeptIdle:
         return order, fetch, clusters
 
     @classmethod
-    def of(cls, views: Iterable[Job], rows: dict[str, classad2.ClassAd],
+    def of(cls, views: Iterable[Job], listed: dict[str, tuple],
            clusters: KeptClusters) -> KeptIdle:
-        """The views made of `rows` (job id -> its row) with `clusters`' requests, kept with
-        the rows' listed values."""
+        """The views made of rows with `clusters`' requests, kept with their rows' listed
+        values (`listed`: job id -> `listed_values` of its row)."""
         kept = cls(clusters=clusters)
         for view in views:
             kept.views[view.id] = view
-            kept.listed[view.id] = listed_values(rows[view.id])
+            kept.listed[view.id] = listed[view.id]
         return kept
 
 

@@ -156,6 +156,22 @@ def _flip_point(left: _Element, right: _Element, x0: float) -> float | None:
     return None
 
 
+def _tail(element: _Element, x0: float) -> Line | None:
+    """The one line that is `element`'s curve on all of (0, x0), or None if it is not one
+    line there. The line of largest a (then b) is the curve near 0; it is so up to x0 if no
+    steeper line crosses it below x0 (the crossing computed as `_crossings` does, so that an
+    event at a crossing finds the line it leads onto)."""
+    lines = element.lines
+    if len(lines) == 1:
+        return lines[0]
+    tail = max(lines)
+    a_tail, b_tail = tail
+    for a, b in lines:
+        if b > b_tail and (a_tail - a) / (b - b_tail) < x0:
+            return None
+    return tail
+
+
 class LiveTree:
     """Elements (int key, payload) ordered by a drifting priority, with swap events.
 
@@ -298,6 +314,9 @@ class LiveTree:
     def _swap_with_next(self, left: _Element, x_event: float) -> None:
         right = left.next
         assert right is not None
+        self.swaps += 1
+        if self._jump(left, right, x_event):
+            return
         before, after = left.prev, right.next
         # Relink before <-> right <-> left <-> after; the labels follow the positions.
         right.prev, right.next = before, left
@@ -311,11 +330,76 @@ class LiveTree:
         left.label, right.label = right.label, left.label
         self._at_label[left.label] = left
         self._at_label[right.label] = right
-        self.swaps += 1
         if before is not None:
             self._schedule(before, x_event)
         self._schedule(right, x_event)
         self._schedule(left, x_event)
+
+    def _jump(self, left: _Element, right: _Element, x: float) -> bool:
+        """At the swap of `left` and `right` due at x: when the one that passes the other
+        meets a run of elements on the same line from x on (a tie that lasts: idle users at
+        HTCondor's priority floor), move it past every one of them it passes in one event,
+        to its place found by a search, instead of one swap per element. Whether it moved."""
+        twin = _tail(left, x)
+        before = left.prev
+        if twin is not None and before is not None and _tail(before, x) == twin \
+                and _flip_point(before, right, x) == x:
+            index = bisect_left(self._labels, left.label)
+            passed = 1 + self._twin_run(index - 1, -1, right, twin, x)
+            self._unlink(right, x)
+            target = index - passed  # the element that stays ahead of `right`
+            labels = self._labels
+            ahead = self._at_label[labels[target]] if target >= 0 else None
+            self._link(right, (ahead, self._at_label[labels[target + 1]]), x)
+            return True
+        twin = _tail(right, x)
+        after = right.next
+        if twin is not None and after is not None and _tail(after, x) == twin \
+                and _flip_point(left, after, x) == x:
+            index = bisect_left(self._labels, right.label)
+            passed = 1 + self._twin_run(index + 1, 1, left, twin, x)
+            self._unlink(left, x)
+            # `left` out, the element it stays ahead of is `passed` places after `left`'s
+            # old index, index - 1.
+            target = index - 1 + passed
+            labels = self._labels
+            behind = self._at_label[labels[target]] if target < len(labels) else None
+            self._link(left, (self._at_label[labels[target - 1]], behind), x)
+            return True
+        return False
+
+    def _twin_run(self, start: int, step: int, mover: _Element, twin: Line, x: float) -> int:
+        """How many elements from index `start` on, going `step` (-1 towards the head, +1
+        away), `mover` passes at x as a run of elements on the line `twin`: they are a
+        prefix of the elements from `start` (the run is in tie-break order, and `mover`
+        passes those on one side of its own tie-break), so it is galloped then bisected,
+        O(log run) comparisons."""
+        labels = self._labels
+        at_label = self._at_label
+        count = len(labels)
+
+        def passes(run: int) -> bool:  # the first `run` elements from `start` are passed
+            index = start + step * (run - 1)
+            if not 0 <= index < count:
+                return False
+            other = at_label[labels[index]]
+            if _tail(other, x) != twin:
+                return False
+            return (_flip_point(other, mover, x) if step < 0
+                    else _flip_point(mover, other, x)) == x
+
+        if not passes(1):
+            return 0
+        good, bad = 1, 2
+        while passes(bad):
+            good, bad = bad, 2 * bad
+        while bad - good > 1:
+            middle = (good + bad) // 2
+            if passes(middle):
+                good = middle
+            else:
+                bad = middle
+        return good
 
     def _schedule(self, left: _Element, x0: float) -> None:
         """(Re)compute the pending swap of `left` with its successor, from x0 down."""
@@ -359,8 +443,12 @@ class LiveTree:
                 return before, after
         return None
 
-    def _link(self, element: _Element, neighbours: Neighbours | None = None) -> None:
-        """Put `element` between `neighbours`, or where a search of the labels places it."""
+    def _link(self, element: _Element, neighbours: Neighbours | None = None,
+              x: float | None = None) -> None:
+        """Put `element` between `neighbours`, or where a search of the labels places it;
+        its swaps scheduled from x (None: the tree's)."""
+        if x is None:
+            x = self.x
         labels = self._labels
         at_label = self._at_label
         if neighbours is None:
@@ -384,14 +472,14 @@ class LiveTree:
         element.prev, element.next = before, after
         if before is not None:
             before.next = element
-            self._schedule(before, self.x)
+            self._schedule(before, x)
         else:
             self._head = element
         if after is not None:
             after.prev = element
-        self._schedule(element, self.x)
+        self._schedule(element, x)
 
-    def _unlink(self, element: _Element) -> None:
+    def _unlink(self, element: _Element, x: float | None = None) -> None:
         element.stamp += 1  # its pending event is void
         labels = self._labels
         del labels[bisect_left(labels, element.label)]
@@ -404,7 +492,7 @@ class LiveTree:
         if after is not None:
             after.prev = before
         if before is not None:
-            self._schedule(before, self.x)
+            self._schedule(before, self.x if x is None else x)
         element.prev = element.next = None
 
     def _relabel(self) -> None:

@@ -14,6 +14,14 @@ goes ahead of the left one. Events sit in a heap of x (largest first = earliest)
 invalidation: an event carries its left element's stamp, bumped whenever that element's
 successor or curve changes, so stale events are skipped when popped rather than searched for.
 
+Ties that last cost one event, not one per tie: HTCondor's idle users all sit at the priority
+floor, one line, in tie-break order, and a user decaying onto it (a job ended) or rising off it
+(a job started) would pass them one swap at a time, so the events would grow with the idle
+users. An event whose passing element meets a run of elements on one line from then on
+(`_tail`) moves it past every one it passes at once (`_jump`): the run is galloped then
+bisected over the labels, O(log run) comparisons, and the element moved by one list deletion
+and insertion. The order after it is the one the swaps would give.
+
 Advancing the clock pops only the events due since the last update. Inserting, removing or
 re-curving an element costs O(log n) comparisons (a binary search over the elements' current
 values, a constant number of crossing computations) and a move of the labels after it in one

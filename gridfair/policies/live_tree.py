@@ -348,56 +348,47 @@ class LiveTree:
         meets a run of elements on the same line from x on (a tie that lasts: idle users at
         HTCondor's priority floor), move it past every one of them it passes in one event,
         to its place found by a search, instead of one swap per element. Whether it moved."""
-        twin = _tail(left, x)
-        before = left.prev
-        if twin is not None and before is not None and _tail(before, x) == twin \
-                and _flip_point(before, right, x) == x:
-            index = bisect_left(self._labels, left.label)
-            passed = 1 + self._twin_run(index - 1, -1, right, twin, x)
-            self._unlink(right, x)
-            target = index - passed  # the element that stays ahead of `right`
-            labels = self._labels
-            ahead = self._at_label[labels[target]] if target >= 0 else None
-            self._link(right, (ahead, self._at_label[labels[target + 1]]), x)
-            return True
-        twin = _tail(right, x)
-        after = right.next
-        if twin is not None and after is not None and _tail(after, x) == twin \
-                and _flip_point(left, after, x) == x:
-            index = bisect_left(self._labels, right.label)
-            passed = 1 + self._twin_run(index + 1, 1, left, twin, x)
-            self._unlink(left, x)
-            # `left` out, the element it stays ahead of is `passed` places after `left`'s
-            # old index, index - 1.
-            target = index - 1 + passed
-            labels = self._labels
-            behind = self._at_label[labels[target]] if target < len(labels) else None
-            self._link(left, (self._at_label[labels[target - 1]], behind), x)
-            return True
-        return False
-
-    def _twin_run(self, start: int, step: int, mover: _Element, twin: Line, x: float) -> int:
-        """How many elements from index `start` on, going `step` (-1 towards the head, +1
-        away), `mover` passes at x as a run of elements on the line `twin`: they are a
-        prefix of the elements from `start` (the run is in tie-break order, and `mover`
-        passes those on one side of its own tie-break), so it is galloped then bisected,
-        O(log run) comparisons."""
         labels = self._labels
         at_label = self._at_label
+        twin = _tail(left, x)
+        if twin is not None:  # `right` passes `left`: and the twins before it?
+            index, passed = self._twin_run(left.prev, -1, right, twin, x)
+            if passed:
+                self._unlink(right, x)
+                target = index - passed  # the element that stays ahead of `right`
+                ahead = at_label[labels[target]] if target >= 0 else None
+                self._link(right, (ahead, at_label[labels[target + 1]]), x)
+                return True
+        twin = _tail(right, x)
+        if twin is not None:  # `left` passes `right`: and the twins after it?
+            index, passed = self._twin_run(right.next, 1, left, twin, x)
+            if passed:
+                self._unlink(left, x)  # the run, `right` first, moves one place ahead
+                target = index + passed - 1  # the element that stays behind `left`
+                behind = at_label[labels[target]] if target < len(labels) else None
+                self._link(left, (at_label[labels[target - 1]], behind), x)
+                return True
+        return False
+
+    def _twin_run(self, first: _Element | None, step: int, mover: _Element, twin: Line,
+                  x: float) -> tuple[int, int]:
+        """`first`'s index and how many elements from it on, going `step` (-1 towards the
+        head, +1 away), `mover` passes at x as a run of elements on the line `twin` (0 if it
+        does not pass `first`). Those it passes are a prefix of the run (in tie-break order:
+        `mover` passes all of it, or those on one side of its own tie-break), so the run is
+        galloped then bisected: O(log run) comparisons."""
+        if first is None or not self._passes(first, step, mover, twin, x):
+            return 0, 0
+        labels = self._labels
+        at_label = self._at_label
+        start = bisect_left(labels, first.label)
         count = len(labels)
 
         def passes(run: int) -> bool:  # the first `run` elements from `start` are passed
             index = start + step * (run - 1)
-            if not 0 <= index < count:
-                return False
-            other = at_label[labels[index]]
-            if _tail(other, x) != twin:
-                return False
-            return (_flip_point(other, mover, x) if step < 0
-                    else _flip_point(mover, other, x)) == x
+            return 0 <= index < count and self._passes(at_label[labels[index]], step, mover,
+                                                        twin, x)
 
-        if not passes(1):
-            return 0
         good, bad = 1, 2
         while passes(bad):
             good, bad = bad, 2 * bad
@@ -407,7 +398,16 @@ class LiveTree:
                 good = middle
             else:
                 bad = middle
-        return good
+        return start, good
+
+    @staticmethod
+    def _passes(other: _Element, step: int, mover: _Element, twin: Line, x: float) -> bool:
+        """Whether `other`, on the line `twin` from x on, is passed at x by `mover` coming
+        from its right (`step` -1) or its left (+1)."""
+        if _tail(other, x) != twin:
+            return False
+        return (_flip_point(other, mover, x) if step < 0
+                else _flip_point(mover, other, x)) == x
 
     def _schedule(self, left: _Element, x0: float) -> None:
         """(Re)compute the pending swap of `left` with its successor, from x0 down."""

@@ -34,6 +34,7 @@ import random
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,6 +44,7 @@ sys.path.insert(0, str(CODE))
 
 from gridfair.core.negotiator import Negotiator  # noqa: E402
 from gridfair.core.pool import RUNNING, Node, Pool, Task  # noqa: E402
+from gridfair.core.stages import OrderPolicy  # noqa: E402
 from gridfair.policies.registry import build_stages  # noqa: E402
 
 DEPARTMENTS, PROJECTS = 4, 2
@@ -67,12 +69,20 @@ def run_one(users: int, slots: int, cycles: int, churn: int, seed: int, flat: bo
             ) -> dict[str, object]:
     """One pool's run: the steady cycles' CPU per decision and the decisions' digest;
     `flat`: the plain `condor` order, no tree (the floor the groups add to)."""
+    options = {} if flat else {"groups": two_level_tree(users)}
+    order = build_stages(order="condor", options=options).order
+    return {"users": users, **steady_pool(order, users, slots, cycles, churn, seed)}
+
+
+def steady_pool(order: OrderPolicy, users: int, slots: int, cycles: int, churn: int,
+                seed: int, steady: Callable[[], None] | None = None) -> dict[str, object]:
+    """`order` over a pool of `slots` 1-cpu slots and `users` users kept short of slots: a
+    first cycle, then (after calling `steady`) `cycles` steady cycles of `churn` finishes and
+    resubmits; their CPU per decision and the decisions' digest."""
     rng = random.Random(seed)
     pool = Pool()
     for index in range(slots):
         pool.add_node(Node(f"slot{index}", None, power=1.0, cpus=1.0, memory=1024.0))
-    options = {} if flat else {"groups": two_level_tree(users)}
-    order = build_stages(order="condor", options=options).order
     negotiator = Negotiator(pool, order)
     jobs_each = max(2, math.ceil(2 * slots / users))
     serial = 0
@@ -94,6 +104,8 @@ def run_one(users: int, slots: int, cycles: int, churn: int, seed: int, flat: bo
                           f"{decision.reason}\n".encode())
 
     note(negotiator.cycle(0.0))
+    if steady is not None:
+        steady()
     events_cpu, cycles_cpu, decided = 0.0, 0.0, 0
     for step in range(1, cycles + 1):
         now = 60.0 * step
@@ -111,11 +123,12 @@ def run_one(users: int, slots: int, cycles: int, churn: int, seed: int, flat: bo
         decided += len(decisions)
         note(decisions)
     per_decision = 1e6 / max(decided, 1)
-    return {"users": users, "decisions": decided, "cycles_cpu_s": round(cycles_cpu, 4),
+    return {"decisions": decided, "cycles_cpu_s": round(cycles_cpu, 4),
             "events_cpu_s": round(events_cpu, 4),
             "cpu_per_decision_us": round(per_decision * cycles_cpu, 2),
             "cpu_per_decision_with_events_us": round(per_decision * (cycles_cpu + events_cpu),
                                                      2),
+            "idle_users": sum(1 for user in pool.users.values() if not user.running),
             "digest": digest.hexdigest()[:16]}
 
 
@@ -130,23 +143,26 @@ def exponent(runs: list[dict], key: str = "cpu_per_decision_us") -> float | None
     return round(sum((x - mean_x) * (y - mean_y) for x, y in points) / spread, 3)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_pool_arguments(parser: argparse.ArgumentParser, slots: int, cycles: int,
+                       churn: int) -> None:
+    """The steady pool's options (`steady_pool`), the checkouts' and --json."""
     parser.add_argument("--users", default="100,1000,10000",
                         help="comma-separated user counts")
-    parser.add_argument("--slots", type=int, default=500)
-    parser.add_argument("--cycles", type=int, default=10)
-    parser.add_argument("--churn", type=int, default=50,
+    parser.add_argument("--slots", type=int, default=slots)
+    parser.add_argument("--cycles", type=int, default=cycles)
+    parser.add_argument("--churn", type=int, default=churn,
                         help="running jobs finished before each steady cycle")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--code", type=Path, default=None,
                         help="run on the gridfair package of this checkout instead")
     parser.add_argument("--baseline", type=Path, default=None,
                         help="run each U again on the gridfair package of this checkout")
-    parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--flat", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    args = parser.parse_args()
+
+
+def checked_counts(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[int]:
+    """The user counts of `add_pool_arguments`' options, each option checked (a usage error
+    otherwise)."""
     try:
         counts = [int(count) for count in args.users.split(",") if count]
     except ValueError:
@@ -156,6 +172,16 @@ def main() -> None:
     for option, checkout in (("--code", args.code), ("--baseline", args.baseline)):
         if checkout is not None and not (checkout / "gridfair").is_dir():
             parser.error(f"{option} {checkout}: no gridfair package there")
+    return counts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_pool_arguments(parser, slots=500, cycles=10, churn=50)
+    parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--flat", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    counts = checked_counts(parser, args)
     if args.one is not None:
         print(json.dumps(run_one(args.one, args.slots, args.cycles, args.churn, args.seed,
                                  args.flat)))

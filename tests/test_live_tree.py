@@ -116,3 +116,52 @@ def test_equal_priorities_go_by_rank_set_at_any_time_and_across_a_rebase() -> No
     for key in (2, 0, 1):
         plain.set(key, [(1.0, 0.0)], 0.0, key)
     assert list(plain.ordered(0.0)) == [0, 1, 2]
+
+
+FLOORS = (0.5, 1.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    size=st.integers(128, 256),
+    floors=st.lists(st.sampled_from(FLOORS), min_size=256, max_size=256),
+    sets=st.lists(
+        st.tuples(
+            st.floats(0.0, 2.0, allow_nan=False),  # time step, in time constants
+            st.integers(0, 15),  # a user of small key: it goes ahead of most of its floor
+            st.sampled_from(FLOORS),
+            st.sampled_from([1.5, 2.0, 3.0]),  # the priority's top, over the floor
+            st.booleans(),  # decaying from the top onto the floor, or rising from the floor
+            st.sampled_from([0.0, 0.3, 1.0]),  # query this far after, in time constants
+        ),
+        min_size=4, max_size=12,
+    ),
+)
+def test_users_decaying_onto_a_floor_take_their_place_among_the_tied_in_one_search(
+        size, floors, sets) -> None:
+    """Many exact ties: users at a floor (HTCondor's idle users at priority 0.5), users
+    decaying onto it from above (a job ended) and rising off it (a job started). The order at
+    every query is the full sort (ties by key), and each change costs O(log n) events, not a
+    swap per tied user passed."""
+    tau = 1.0
+    tree = LiveTree(tau)
+    curves: dict[int, tuple[list, float]] = {}
+    for element in range(size):
+        lines = [(floors[element], 0.0)]
+        tree.set(element, lines, 0.0, element)
+        curves[element] = (lines, 0.0)
+    swaps_at_start = tree.swaps
+    now = 0.0
+    for step, element, floor, height, decays, query_after in sets:
+        now += step * tau
+        top = height * floor
+        # max(floor, top e^-(t - now)) or max(floor, top - (top - floor) e^-(t - now))
+        lines = [(0.0, top), (floor, 0.0)] if decays else [(floor, 0.0), (top, floor - top)]
+        tree.set(element, lines, now, element)
+        curves[element] = (lines, now)
+        now += query_after * tau
+        assert_same_order(list(tree.ordered(now)), resorted(curves, now, tau), curves, now, tau)
+    now += 20.0 * tau  # every decay has landed
+    assert_same_order(list(tree.ordered(now)), resorted(curves, now, tau), curves, now, tau)
+    assert tree.rebases == 0
+    assert tree.swaps - swaps_at_start <= 4 * len(sets) * math.ceil(math.log2(size))

@@ -14,6 +14,14 @@ goes ahead of the left one. Events sit in a heap of x (largest first = earliest)
 invalidation: an event carries its left element's stamp, bumped whenever that element's
 successor or curve changes, so stale events are skipped when popped rather than searched for.
 
+Ties that last cost one event, not one per tie: HTCondor's idle users all sit at the priority
+floor, one line, in tie-break order, and a user decaying onto it (a job ended) or rising off it
+(a job started) would pass them one swap at a time, so the events would grow with the idle
+users. An event whose passing element meets a run of elements on one line from then on
+(`_tail`) moves it past every one it passes at once (`_jump`): the run is galloped then
+bisected over the labels, O(log run) comparisons, and the element moved by one list deletion
+and insertion. The order after it is the one the swaps would give.
+
 Advancing the clock pops only the events due since the last update. Inserting, removing or
 re-curving an element costs O(log n) comparisons (a binary search over the elements' current
 values, a constant number of crossing computations) and a move of the labels after it in one
@@ -154,6 +162,22 @@ def _flip_point(left: _Element, right: _Element, x0: float) -> float | None:
         if gap < 0 or (gap == 0 and right_wins_ties):
             return hi
     return None
+
+
+def _tail(element: _Element, x0: float) -> Line | None:
+    """The one line that is `element`'s curve on all of (0, x0), or None if it is not one
+    line there. The line of largest a (then b) is the curve near 0; it is so up to x0 if no
+    steeper line crosses it below x0 (the crossing computed as `_crossings` does, so that an
+    event at a crossing finds the line it leads onto)."""
+    lines = element.lines
+    if len(lines) == 1:
+        return lines[0]
+    tail = max(lines)
+    a_tail, b_tail = tail
+    for a, b in lines:
+        if b > b_tail and (a_tail - a) / (b - b_tail) < x0:
+            return None
+    return tail
 
 
 class LiveTree:
@@ -298,6 +322,9 @@ class LiveTree:
     def _swap_with_next(self, left: _Element, x_event: float) -> None:
         right = left.next
         assert right is not None
+        self.swaps += 1
+        if self._jump(left, right, x_event):
+            return
         before, after = left.prev, right.next
         # Relink before <-> right <-> left <-> after; the labels follow the positions.
         right.prev, right.next = before, left
@@ -311,11 +338,76 @@ class LiveTree:
         left.label, right.label = right.label, left.label
         self._at_label[left.label] = left
         self._at_label[right.label] = right
-        self.swaps += 1
         if before is not None:
             self._schedule(before, x_event)
         self._schedule(right, x_event)
         self._schedule(left, x_event)
+
+    def _jump(self, left: _Element, right: _Element, x: float) -> bool:
+        """At the swap of `left` and `right` due at x: when the one that passes the other
+        meets a run of elements on the same line from x on (a tie that lasts: idle users at
+        HTCondor's priority floor), move it past every one of them it passes in one event,
+        to its place found by a search, instead of one swap per element. Whether it moved."""
+        labels = self._labels
+        at_label = self._at_label
+        twin = _tail(left, x)
+        if twin is not None:  # `right` passes `left`: and the twins before it?
+            index, passed = self._twin_run(left.prev, -1, right, twin, x)
+            if passed:
+                self._unlink(right, x)
+                target = index - passed  # the element that stays ahead of `right`
+                ahead = at_label[labels[target]] if target >= 0 else None
+                self._link(right, (ahead, at_label[labels[target + 1]]), x)
+                return True
+        twin = _tail(right, x)
+        if twin is not None:  # `left` passes `right`: and the twins after it?
+            index, passed = self._twin_run(right.next, 1, left, twin, x)
+            if passed:
+                self._unlink(left, x)  # the run, `right` first, moves one place ahead
+                target = index + passed - 1  # the element that stays behind `left`
+                behind = at_label[labels[target]] if target < len(labels) else None
+                self._link(left, (at_label[labels[target - 1]], behind), x)
+                return True
+        return False
+
+    def _twin_run(self, first: _Element | None, step: int, mover: _Element, twin: Line,
+                  x: float) -> tuple[int, int]:
+        """`first`'s index and how many elements from it on, going `step` (-1 towards the
+        head, +1 away), `mover` passes at x as a run of elements on the line `twin` (0 if it
+        does not pass `first`). Those it passes are a prefix of the run (in tie-break order:
+        `mover` passes all of it, or those on one side of its own tie-break), so the run is
+        galloped then bisected: O(log run) comparisons."""
+        if first is None or not self._passes(first, step, mover, twin, x):
+            return 0, 0
+        labels = self._labels
+        at_label = self._at_label
+        start = bisect_left(labels, first.label)
+        count = len(labels)
+
+        def passes(run: int) -> bool:  # the first `run` elements from `start` are passed
+            index = start + step * (run - 1)
+            return 0 <= index < count and self._passes(at_label[labels[index]], step, mover,
+                                                        twin, x)
+
+        good, bad = 1, 2
+        while passes(bad):
+            good, bad = bad, 2 * bad
+        while bad - good > 1:
+            middle = (good + bad) // 2
+            if passes(middle):
+                good = middle
+            else:
+                bad = middle
+        return start, good
+
+    @staticmethod
+    def _passes(other: _Element, step: int, mover: _Element, twin: Line, x: float) -> bool:
+        """Whether `other`, on the line `twin` from x on, is passed at x by `mover` coming
+        from its right (`step` -1) or its left (+1)."""
+        if _tail(other, x) != twin:
+            return False
+        return (_flip_point(other, mover, x) if step < 0
+                else _flip_point(mover, other, x)) == x
 
     def _schedule(self, left: _Element, x0: float) -> None:
         """(Re)compute the pending swap of `left` with its successor, from x0 down."""
@@ -359,8 +451,12 @@ class LiveTree:
                 return before, after
         return None
 
-    def _link(self, element: _Element, neighbours: Neighbours | None = None) -> None:
-        """Put `element` between `neighbours`, or where a search of the labels places it."""
+    def _link(self, element: _Element, neighbours: Neighbours | None = None,
+              x: float | None = None) -> None:
+        """Put `element` between `neighbours`, or where a search of the labels places it;
+        its swaps scheduled from x (None: the tree's)."""
+        if x is None:
+            x = self.x
         labels = self._labels
         at_label = self._at_label
         if neighbours is None:
@@ -384,14 +480,14 @@ class LiveTree:
         element.prev, element.next = before, after
         if before is not None:
             before.next = element
-            self._schedule(before, self.x)
+            self._schedule(before, x)
         else:
             self._head = element
         if after is not None:
             after.prev = element
-        self._schedule(element, self.x)
+        self._schedule(element, x)
 
-    def _unlink(self, element: _Element) -> None:
+    def _unlink(self, element: _Element, x: float | None = None) -> None:
         element.stamp += 1  # its pending event is void
         labels = self._labels
         del labels[bisect_left(labels, element.label)]
@@ -404,7 +500,7 @@ class LiveTree:
         if after is not None:
             after.prev = before
         if before is not None:
-            self._schedule(before, self.x)
+            self._schedule(before, self.x if x is None else x)
         element.prev = element.next = None
 
     def _relabel(self) -> None:

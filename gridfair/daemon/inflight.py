@@ -49,10 +49,19 @@ import dataclasses
 import logging
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from itertools import compress, count
+from itertools import compress, count, starmap
 from typing import Any
 
-from gridfair.ad_views import JOB_ID, PARTITIONABLE, Job, JobStatus, Machine, Snapshot, whole_slot
+from gridfair.ad_views import (
+    JOB_ID,
+    MACHINE_NAME,
+    PARTITIONABLE,
+    Job,
+    JobStatus,
+    Machine,
+    Snapshot,
+    whole_slot,
+)
 from gridfair.core.stages import ALLOCATE, VACATE
 from gridfair.daemon.store import CONFIRMED, FAILED, LANDED, Store
 
@@ -145,12 +154,12 @@ def given_up(store: Store, since_cycle: int) -> list[Flight]:
 
 
 def _flights(store: Store, where: str, values: list) -> list[Flight]:
-    return [Flight(row["key"], row["job"], row["machine"], row["updated_at"], row["user"] or "",
-                   row["cpus"], row["memory"], row["gpus"], row["run_count"])
-            for row in store.db.query(
-                "select key, job, machine, updated_at, user, cpus, memory, gpus, run_count "
-                "from actions "
-                f"where kind = ? and {where} order by updated_at, key", [ALLOCATE, *values])]
+    # Rows as tuples, in the order of Flight's fields: at 32,368 flights, sqlite-utils' dict
+    # a row cost 0.10 of the read's 0.16 s CPU every cycle.
+    return list(starmap(Flight, store.db.execute(
+        "select key, job, machine, updated_at, coalesce(user, ''), cpus, memory, gpus, "
+        f"run_count from actions where kind = ? and {where} order by updated_at, key",
+        [ALLOCATE, *values])))
 
 
 def vacated_for(store: Store, flights: Iterable[Flight]) -> dict[tuple[str, str], float]:
@@ -231,19 +240,21 @@ def settle(snapshot: Snapshot, flights: Iterable[Flight],
             settlement.ended.append((flight, *ended[flight.job]))
             continue
         problem = None if gone_from is None else f"not landed: {flight.job} ran on {gone_from}"
+        machine = machines.get(flight.machine)
         # A snapshot taken before the pool accepted the allocation says nothing about it.
         if problem is None and snapshot.time >= flight.confirmed:
-            problem = _why_not_held(flight, job, running, machines.get(flight.machine),
-                                    jobs, vacated, snapshot.time - flight.confirmed, timeout)
+            problem = _why_not_held(flight, job, running, machine, jobs, vacated,
+                                    snapshot.time - flight.confirmed, timeout)
         if problem is None and (flight.job in settlement.held or flight.machine in held_slots):
             # Two flights for one job or one static slot (journaled before slots were held).
             problem = "not landed: another allocation in flight holds the job or the slot"
-        if problem is None and partitionable(machines.get(flight.machine)):
+        shared = partitionable(machine)
+        if problem is None and shared:
             room = room or _Room(snapshot, vacated)
             problem = room.take(flight, job)
         if problem is None:
             settlement.held[flight.job] = flight
-            if not partitionable(machines.get(flight.machine)):
+            if not shared:
                 held_slots.add(flight.machine)
         else:
             settlement.missed.append((flight, problem))
@@ -426,16 +437,22 @@ def hold_slots(snapshot: Snapshot, held: Mapping[str, Flight],
             and _leaving_slot(machine, jobs, vacated)}
     leaving.update(machines_by_name[name].running_job for name in gone)
     gone.update(starting)
-    machines = []
-    for machine in snapshot.machines:
-        if machine.name in gone:
+    # The few slots that change are found over all of them at once, in C, as the jobs below.
+    machines: list[Machine | None] = list(snapshot.machines)
+    touched_slots = gone | by_slot.keys()
+    for position in compress(count(), map(touched_slots.__contains__,
+                                          map(MACHINE_NAME, snapshot.machines))):
+        machine = machines[position]
+        flight = by_slot.get(machine.name) if machine.name not in gone else None
+        if flight is None:
+            machines[position] = None
             continue
-        flight = by_slot.get(machine.name)
-        if flight is not None:
-            user = jobs[flight.job].user if flight.job in jobs else flight.user
-            machine = memo.replace(f"slot {machine.name}", machine, state=CLAIMED,
-                                   activity=BUSY, running_job=flight.job, running_user=user)
-        machines.append(machine)
+        user = jobs[flight.job].user if flight.job in jobs else flight.user
+        machines[position] = memo.replace(f"slot {machine.name}", machine, state=CLAIMED,
+                                          activity=BUSY, running_job=flight.job,
+                                          running_user=user)
+    if gone:
+        machines = [machine for machine in machines if machine is not None]
     view_jobs = list(snapshot.jobs)
     touched = held.keys() | leaving
     # The few jobs that change are found over all of them at once, in C.

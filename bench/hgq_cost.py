@@ -215,9 +215,7 @@ def main() -> None:
     if args.json:
         print(json.dumps(result, sort_keys=True))
         return
-    print(f"{args.slots} slots, {args.cycles} steady cycles of {args.churn} finishes; load "
-          f"average {result['load_average_before']:.2f} before, "
-          f"{result['load_average_after']:.2f} after")
+    print(heading(args, result))
     for label, _, _ in sides:
         figures = result[label]
         assert isinstance(figures, dict)
@@ -229,6 +227,13 @@ def main() -> None:
               f"{figures['exponent_with_events']}")
     if "same_decisions" in result:
         print("same decisions" if result["same_decisions"] else "DECISIONS DIFFER")
+
+
+def heading(args: argparse.Namespace, result: dict[str, object]) -> str:
+    """The text report's first line: the pool's steady cycles and the load around the run."""
+    return (f"{args.slots} slots, {args.cycles} steady cycles of {args.churn} finishes; load "
+            f"average {result['load_average_before']:.2f} before, "
+            f"{result['load_average_after']:.2f} after")
 
 
 if __name__ == "__main__":

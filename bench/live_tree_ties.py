@@ -40,6 +40,7 @@ from hgq_cost import (  # noqa: E402  # the same steady pool, bench/
     add_pool_arguments,
     checked_counts,
     exponent,
+    heading,
     steady_pool,
 )
 
@@ -115,9 +116,7 @@ def main() -> None:
     if args.json:
         print(json.dumps(result, sort_keys=True))
         return
-    print(f"{args.slots} slots, {args.cycles} steady cycles of {args.churn} finishes; load "
-          f"average {result['load_average_before']:.2f} before, "
-          f"{result['load_average_after']:.2f} after")
+    print(heading(args, result))
     for name in orders:
         for label, _ in sides:
             for run in runs[label, name]:

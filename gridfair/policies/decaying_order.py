@@ -194,7 +194,7 @@ class DecayingOrder(OrderPolicy):
     def _place(self, user: UserState, now: float, changed: _Account | None) -> None:
         """Put the user in the tree with its curve as of `now` (`changed`: its account, when
         the curve changed), or take it out if it does not wait."""
-        tree = self.tree
+        tree = self.tree_of(user)
         if not user.active:
             tree.remove(user.index, now)
             return
@@ -209,8 +209,13 @@ class DecayingOrder(OrderPolicy):
         tree.place(user.index, self.curve(user, basis, level, target, scale), user,
                    self.rank(basis, level, target) * scale)
 
+    def tree_of(self, user: UserState) -> LiveTree:
+        """The live tree the user waits in: the stage's one tree (an order that keeps a tree
+        per group gives the user's group's)."""
+        return self.tree
+
     def user_changed(self, user: UserState, now: float) -> None:
-        time = self.tree.time
+        time = self.tree_of(user).time
         if now < time:  # set-up events come at time 0
             now = time
         pool = self.pool
@@ -226,8 +231,9 @@ class DecayingOrder(OrderPolicy):
 
     def priority(self, user: UserState, now: float) -> float:
         """The user's priority at `now` (lower goes first)."""
-        if user.index in self.tree:
-            return self.tree.value(user.index, now)
+        tree = self.tree_of(user)
+        if user.index in tree:
+            return tree.value(user.index, now)
         account = self.accounts.get(user.name)
         if account is None:
             self._account(user, now)
@@ -320,4 +326,4 @@ class DecayingOrder(OrderPolicy):
             self._account(user, time)
             account = self.accounts[name]
             account.level, account.since = level, float(time)
-            self._place(user, max(float(time), self.tree.time), account)
+            self._place(user, max(float(time), self.tree_of(user).time), account)

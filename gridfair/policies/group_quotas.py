@@ -356,10 +356,8 @@ class GroupQuotaOrder(CondorPriorityOrder):
         # `DecayingOrder.attach` binds the live tree's `first`: the groups choose here.
         self.first = self.first_within_quotas  # type: ignore[method-assign]
         self.group_of: dict[str, str] = {}
-        #: The waiting users of each group, by effective priority: `DecayingOrder` places a
-        #: user in `self.tree`, pointed at the user's group's tree before each placement.
+        #: The waiting users of each group, by effective priority (`tree_of`).
         self.trees = {name: LiveTree(self.tau) for name in self.hgq}
-        self.tree = self.trees[NONE_GROUP]
         #: Each group's weighted usage and demand, and what each user adds to them.
         self.usage_sums = {name: ExactSum() for name in self.hgq}
         self.demand_sums = {name: ExactSum() for name in self.hgq}
@@ -387,15 +385,12 @@ class GroupQuotaOrder(CondorPriorityOrder):
             weight.gpus * usage[GPUS]
 
     # ------------------------------------------------- incremental state, by event
-    def user_changed(self, user: UserState, now: float) -> None:
-        group = self._group(user)
-        self.tree = self.trees[group]  # `DecayingOrder` reads its clock first
-        super().user_changed(user, now)
-        self._count(user, group)
+    def tree_of(self, user: UserState) -> LiveTree:
+        return self.trees[self._group(user)]
 
-    def _place(self, user: UserState, now: float, changed: Any) -> None:
-        self.tree = self.trees[self._group(user)]
-        super()._place(user, now, changed)
+    def user_changed(self, user: UserState, now: float) -> None:
+        super().user_changed(user, now)
+        self._count(user, self._group(user))
 
     def import_state(self, state: Mapping[str, Any], source: str = "state") -> None:
         # The levels are placed as of the tree's clock: every group's at the latest, as one
@@ -535,10 +530,6 @@ class GroupQuotaOrder(CondorPriorityOrder):
     # ---------------------------------------------------------- explanations
     def waiting(self, now: float) -> Iterator[UserState]:
         return self._merged(self.trees, now)
-
-    def priority(self, user: UserState, now: float) -> float:
-        self.tree = self.trees[self._group(user)]
-        return super().priority(user, now)
 
     def runner_up(self, now: float) -> tuple[UserState | None, float | None]:
         """The second waiting user of the pool by effective priority, whatever its group."""

@@ -21,13 +21,14 @@ run: $(STAMP)
 	rm -f gridfair.db gridfair.db-wal gridfair.db-shm gridfair.db.lock
 	$(BIN)/gridfair daemon --config configs/sim.toml --cycles 10 --show
 
-# The whole suite, lint included, in three workers by test file: the live tests spend most of
+# The whole suite, lint included, in four workers by test file: the live tests spend most of
 # their time waiting on HTCondor, so the offline suite runs beside them (on the 2-core
-# developers' machine, 2026-11-29 at load 1.5-3: 11.5 min in two workers, 7.5 in three).
+# developers' machine, 2026-11-29 at load 1.5-3: 11.5 min in two workers, 7.5 in three; with
+# this session's tests about 10 min from a fresh clone in three, install included).
 # The slowest tests are listed at the end, for whoever adds the next one.
 test: $(STAMP)
 	$(BIN)/ruff check gridfair tests bench docs
-	$(BIN)/python -m pytest -n 3 --dist loadfile --durations=15
+	$(BIN)/python -m pytest -n 4 --dist loadfile --durations=15
 
 # The compiled core (setup.py's modules, built by mypyc) beside a copy of the sources, as a
 # wheel would install them; rebuilt when a source changes.
